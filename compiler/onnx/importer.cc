@@ -1,0 +1,470 @@
+// SPDX-License-Identifier: Apache-2.0
+// The ONNX importer: graphs, scopes, initializers, types, and the per-node dispatch.
+#include "compiler/onnx/importer.h"
+
+#include <fmt/format.h>
+#include <onnx/defs/schema.h>
+#include <onnx/onnx_pb.h>
+
+#include <filesystem>
+#include <limits>
+#include <unordered_map>
+
+#include "compiler/onnx/node_importer.h"
+#include "compiler/onnx/tensor_proto.h"
+#include "compiler/ops/infer.h"
+#include "core/mapped_file.h"
+
+namespace kiln::compiler {
+
+namespace {
+
+// The newest default-domain opset kiln's ops follow; newer models are refused with a clear error.
+constexpr int64_t kMaxOpset = 17;
+
+std::string normalize_domain(const std::string& domain) {
+  return domain == "ai.onnx" ? std::string() : domain;
+}
+
+}  // namespace
+
+// Imports one ONNX graph into one kiln Graph; subgraphs get a child importer whose name lookups
+// fall back to the parent's scope.
+class GraphImporter {
+ public:
+  GraphImporter(const Model& model, const ImportOptions& options, Graph& graph,
+                GraphImporter* parent, std::string external_dir)
+      : model_(model),
+        options_(options),
+        graph_(graph),
+        parent_(parent),
+        external_dir_(std::move(external_dir)) {}
+
+  Graph& graph() { return graph_; }
+  const std::string& external_dir() const { return external_dir_; }
+
+  Value* lookup(const std::string& name) const {
+    for (const GraphImporter* g = this; g != nullptr; g = g->parent_) {
+      auto it = g->scope_.find(name);
+      if (it != g->scope_.end()) return it->second;
+    }
+    return nullptr;
+  }
+  void bind(const std::string& name, Value* value) {
+    if (!name.empty()) scope_[name] = value;
+  }
+
+  int64_t opset_for(const std::string& domain) const {
+    if (domain.empty()) return model_.opset;
+    auto it = model_.domain_opsets.find(domain);
+    return it == model_.domain_opsets.end() ? -1 : it->second;
+  }
+
+  Status import(const onnx::GraphProto& proto, bool is_main);
+  Result<GraphAttr> import_subgraph(const onnx::GraphProto& proto);
+
+ private:
+  // `input_name` is set for main-graph inputs, whose dims ImportOptions may override.
+  Result<ValueType> value_type(const onnx::TypeProto& type, const std::string& what,
+                               const std::string* input_name) const;
+  Status import_node(const onnx::NodeProto& node);
+
+  const Model& model_;
+  const ImportOptions& options_;
+  Graph& graph_;
+  GraphImporter* parent_;
+  std::string external_dir_;
+  std::unordered_map<std::string, Value*> scope_;
+};
+
+Result<ValueType> GraphImporter::value_type(const onnx::TypeProto& type, const std::string& what,
+                                            const std::string* input_name) const {
+  const bool apply_options = input_name != nullptr;
+  switch (type.value_case()) {
+    case onnx::TypeProto::kTensorType: {
+      const auto& tt = type.tensor_type();
+      std::optional<DType> dtype = dtype_from_onnx(tt.elem_type());
+      if (!dtype) {
+        return unimplemented_error(
+            fmt::format("{}: ONNX element type {} is not supported", what, tt.elem_type()));
+      }
+      TensorType out = TensorType::unranked(*dtype);
+      auto given = apply_options ? options_.input_shapes.find(*input_name)
+                                 : options_.input_shapes.end();
+      if (apply_options && given != options_.input_shapes.end()) {
+        out.dims.emplace(given->second.begin(), given->second.end());
+        return ValueType(out);
+      }
+      if (!tt.has_shape()) return ValueType(out);
+      std::vector<Dim> dims;
+      for (const auto& d : tt.shape().dim()) {
+        if (d.has_dim_value() && d.dim_value() >= 0) {
+          dims.emplace_back(d.dim_value());
+        } else if (apply_options && options_.default_dim_value >= 0) {
+          dims.emplace_back(options_.default_dim_value);
+        } else if (d.has_dim_param()) {
+          dims.push_back(Dim::symbolic(d.dim_param()));
+        } else {
+          dims.emplace_back();
+        }
+      }
+      out.dims = std::move(dims);
+      return ValueType(out);
+    }
+    case onnx::TypeProto::kSequenceType: {
+      KILN_ASSIGN_OR_RETURN(ValueType elem,
+                            value_type(type.sequence_type().elem_type(), what, nullptr));
+      return ValueType::sequence(std::move(elem));
+    }
+    case onnx::TypeProto::kOptionalType: {
+      KILN_ASSIGN_OR_RETURN(ValueType elem,
+                            value_type(type.optional_type().elem_type(), what, nullptr));
+      return ValueType::optional(std::move(elem));
+    }
+    default:
+      return unimplemented_error(fmt::format("{}: this kind of ONNX type (maps, sparse tensors) is not supported", what));
+  }
+}
+
+Status GraphImporter::import(const onnx::GraphProto& proto, bool is_main) {
+  // Initializers become Constant nodes.
+  for (const onnx::TensorProto& init : proto.initializer()) {
+    std::string what = fmt::format("initializer \"{}\"", init.name());
+    KILN_ASSIGN_OR_RETURN(Tensor value, tensor_from_proto(init, external_dir_, what));
+    bind(init.name(), graph_.add_constant(std::move(value), init.name()));
+  }
+  if (proto.sparse_initializer_size() > 0) {
+    return unimplemented_error("sparse initializers are not supported");
+  }
+  for (const onnx::ValueInfoProto& input : proto.input()) {
+    if (is_main && scope_.count(input.name())) continue;  // an initializer listed as an input
+    std::string what = fmt::format("input \"{}\"", input.name());
+    if (!input.has_type()) return invalid_argument_error(fmt::format("{} has no type", what));
+    KILN_ASSIGN_OR_RETURN(ValueType type, value_type(input.type(), what, is_main ? &input.name() : nullptr));
+    bind(input.name(), graph_.add_input(input.name(), std::move(type)));
+  }
+  if (is_main) {
+    for (const auto& [name, dims] : options_.input_shapes) {
+      bool found = false;
+      for (Value* v : graph_.inputs()) found |= v->name() == name;
+      if (!found) {
+        std::string names;
+        for (Value* v : graph_.inputs()) names += (names.empty() ? "" : ", ") + v->name();
+        return invalid_argument_error(fmt::format(
+            "a shape was given for input \"{}\", but the model's inputs are: {}", name, names));
+      }
+    }
+  }
+  for (const onnx::NodeProto& node : proto.node()) KILN_RETURN_IF_ERROR(import_node(node));
+  for (const onnx::ValueInfoProto& output : proto.output()) {
+    Value* v = lookup(output.name());
+    if (v == nullptr) {
+      return invalid_argument_error(
+          fmt::format("graph output \"{}\" is not produced by any node", output.name()));
+    }
+    graph_.add_output(v);
+  }
+  return Status();
+}
+
+Result<GraphAttr> GraphImporter::import_subgraph(const onnx::GraphProto& proto) {
+  auto sub = std::make_shared<Graph>(proto.name().empty() ? "subgraph" : proto.name(), &graph_);
+  GraphImporter child(model_, options_, *sub, this, external_dir_);
+  KILN_RETURN_IF_ERROR(child.import(proto, /*is_main=*/false));
+  return sub;
+}
+
+Status GraphImporter::import_node(const onnx::NodeProto& node) {
+  const std::string domain = normalize_domain(node.domain());
+  const int64_t opset = opset_for(domain);
+  auto describe = [&] {
+    return node.name().empty() ? fmt::format("node {} (unnamed)", node.op_type())
+                               : fmt::format("node {} \"{}\"", node.op_type(), node.name());
+  };
+  if (opset < 0) {
+    return invalid_argument_error(
+        fmt::format("{}: the model does not import the domain \"{}\"", describe(), domain));
+  }
+  NodeImporter ni(*this, node, opset);
+  for (int i = 0; i < node.input_size(); ++i) {
+    const std::string& name = node.input(i);
+    if (!name.empty() && ni.input(i) == nullptr) {
+      return invalid_argument_error(
+          fmt::format("{}: input \"{}\" is not defined before the node", describe(), name));
+    }
+  }
+  for (const OpsetImporter& row : all_importers()) {
+    if (row.op_type == node.op_type() && row.domain == domain && row.since <= opset &&
+        opset <= row.until) {
+      return row.fn(ni);
+    }
+  }
+  std::optional<OpKind> kind = parse_op_kind(node.op_type());
+  bool known_domain = domain.empty() || domain == "ai.onnx.preview.training";
+  if (!kind || !known_domain) {
+    return unimplemented_error(fmt::format("{}: op {}{} is not supported by kiln (see `kiln ops`)",
+                                           describe(), domain.empty() ? "" : domain + ":",
+                                           node.op_type()));
+  }
+  KILN_ASSIGN_OR_RETURN(Op op, ni.make_op(*kind));
+  return ni.emit(std::move(op), ni.inputs()).status();
+}
+
+// ---- NodeImporter ----
+
+namespace {
+
+// Fills op attributes from ONNX attributes of the same name.
+class AttributeFiller final : public AttrVisitor {
+ public:
+  AttributeFiller(const NodeImporter& ni, GraphImporter& gi) : ni_(ni), gi_(gi) {}
+
+  void visit(std::string_view name, AttrRef field) override {
+    known_.emplace_back(name);
+    if (!status_.ok()) return;
+    const onnx::AttributeProto* a = ni_.attr(name);
+    if (a == nullptr) return;
+    status_ = std::visit([&](auto* p) { return fill(*a, *p); }, field);
+  }
+
+  const Status& status() const { return status_; }
+  const std::vector<std::string>& known() const { return known_; }
+
+ private:
+  Status type_error(const onnx::AttributeProto& a, std::string_view expected) const {
+    return ni_.errorf("attribute \"{}\" must be {}, got type {}", a.name(), expected,
+                      onnx::AttributeProto_AttributeType_Name(a.type()));
+  }
+  Status fill(const onnx::AttributeProto& a, int64_t& v) {
+    if (a.type() != onnx::AttributeProto::INT) return type_error(a, "an int");
+    v = a.i();
+    return Status();
+  }
+  Status fill(const onnx::AttributeProto& a, float& v) {
+    if (a.type() != onnx::AttributeProto::FLOAT) return type_error(a, "a float");
+    v = a.f();
+    return Status();
+  }
+  Status fill(const onnx::AttributeProto& a, std::string& v) {
+    if (a.type() != onnx::AttributeProto::STRING) return type_error(a, "a string");
+    v = a.s();
+    return Status();
+  }
+  Status fill(const onnx::AttributeProto& a, std::vector<int64_t>& v) {
+    if (a.type() != onnx::AttributeProto::INTS) return type_error(a, "a list of ints");
+    v.assign(a.ints().begin(), a.ints().end());
+    return Status();
+  }
+  Status fill(const onnx::AttributeProto& a, std::vector<float>& v) {
+    if (a.type() != onnx::AttributeProto::FLOATS) return type_error(a, "a list of floats");
+    v.assign(a.floats().begin(), a.floats().end());
+    return Status();
+  }
+  Status fill(const onnx::AttributeProto& a, std::vector<std::string>& v) {
+    if (a.type() != onnx::AttributeProto::STRINGS) return type_error(a, "a list of strings");
+    v.assign(a.strings().begin(), a.strings().end());
+    return Status();
+  }
+  Status fill(const onnx::AttributeProto& a, Tensor& v) {
+    if (a.type() != onnx::AttributeProto::TENSOR) return type_error(a, "a tensor");
+    KILN_ASSIGN_OR_RETURN(v, tensor_from_proto(a.t(), gi_.external_dir(),
+                                               fmt::format("attribute \"{}\"", a.name())));
+    return Status();
+  }
+  Status fill(const onnx::AttributeProto& a, DType& v) {
+    if (a.type() != onnx::AttributeProto::INT) return type_error(a, "an element type");
+    std::optional<DType> d = dtype_from_onnx(static_cast<int32_t>(a.i()));
+    if (!d) return ni_.errorf("attribute \"{}\": element type {} is not supported", a.name(), a.i());
+    v = *d;
+    return Status();
+  }
+  Status fill(const onnx::AttributeProto& a, GraphAttr& v) {
+    if (a.type() != onnx::AttributeProto::GRAPH) return type_error(a, "a graph");
+    KILN_ASSIGN_OR_RETURN(v, gi_.import_subgraph(a.g()));
+    return Status();
+  }
+  template <class T>
+  Status fill(const onnx::AttributeProto& a, std::optional<T>& v) {
+    T value{};
+    KILN_RETURN_IF_ERROR(fill(a, value));
+    v = std::move(value);
+    return Status();
+  }
+
+  const NodeImporter& ni_;
+  GraphImporter& gi_;
+  Status status_;
+  std::vector<std::string> known_;
+};
+
+}  // namespace
+
+NodeImporter::NodeImporter(GraphImporter& graph_importer, const onnx::NodeProto& proto,
+                           int64_t opset)
+    : gi_(graph_importer), proto_(proto), opset_(opset) {
+  for (const std::string& name : proto.input()) {
+    inputs_.push_back(name.empty() ? nullptr : gi_.lookup(name));
+  }
+  while (!inputs_.empty() && inputs_.back() == nullptr && proto.input(static_cast<int>(inputs_.size()) - 1).empty()) {
+    inputs_.pop_back();  // trailing omitted optional inputs
+  }
+}
+
+Graph& NodeImporter::graph() { return gi_.graph(); }
+const std::string& NodeImporter::node_name() const { return proto_.name(); }
+const std::string& NodeImporter::op_type() const { return proto_.op_type(); }
+int NodeImporter::num_inputs() const { return static_cast<int>(inputs_.size()); }
+int NodeImporter::num_outputs() const { return proto_.output_size(); }
+
+const onnx::AttributeProto* NodeImporter::attr(std::string_view name) const {
+  for (const onnx::AttributeProto& a : proto_.attribute()) {
+    if (a.name() == name) return &a;
+  }
+  return nullptr;
+}
+bool NodeImporter::has_attr(std::string_view name) const { return attr(name) != nullptr; }
+
+std::optional<int64_t> NodeImporter::int_attr(std::string_view name) const {
+  const auto* a = attr(name);
+  if (a == nullptr || a->type() != onnx::AttributeProto::INT) return std::nullopt;
+  return a->i();
+}
+std::optional<float> NodeImporter::float_attr(std::string_view name) const {
+  const auto* a = attr(name);
+  if (a == nullptr || a->type() != onnx::AttributeProto::FLOAT) return std::nullopt;
+  return a->f();
+}
+std::optional<std::string> NodeImporter::string_attr(std::string_view name) const {
+  const auto* a = attr(name);
+  if (a == nullptr || a->type() != onnx::AttributeProto::STRING) return std::nullopt;
+  return a->s();
+}
+std::optional<std::vector<int64_t>> NodeImporter::ints_attr(std::string_view name) const {
+  const auto* a = attr(name);
+  if (a == nullptr || a->type() != onnx::AttributeProto::INTS) return std::nullopt;
+  return std::vector<int64_t>(a->ints().begin(), a->ints().end());
+}
+std::optional<std::vector<float>> NodeImporter::floats_attr(std::string_view name) const {
+  const auto* a = attr(name);
+  if (a == nullptr || a->type() != onnx::AttributeProto::FLOATS) return std::nullopt;
+  return std::vector<float>(a->floats().begin(), a->floats().end());
+}
+
+Result<Op> NodeImporter::make_op(OpKind kind, std::span<const std::string_view> ignore) const {
+  AttributeFiller filler(*this, gi_);
+  Op op = Op::make_default(kind).with_attributes(filler);
+  KILN_RETURN_IF_ERROR(filler.status());
+  for (const onnx::AttributeProto& a : proto_.attribute()) {
+    bool known = std::find(filler.known().begin(), filler.known().end(), a.name()) != filler.known().end() ||
+                 std::find(ignore.begin(), ignore.end(), a.name()) != ignore.end();
+    if (!known) {
+      return errorf("attribute \"{}\" is not supported for {} at opset {}", a.name(),
+                    proto_.op_type(), opset_);
+    }
+  }
+  return op;
+}
+
+Result<Node*> NodeImporter::emit(Op op, std::vector<Value*> inputs) {
+  Node* node = graph().add_node(std::move(op), std::move(inputs), num_outputs(), proto_.name());
+  for (int i = 0; i < num_outputs(); ++i) {
+    const std::string& name = proto_.output(i);
+    if (!name.empty()) node->output(i)->set_name(name);
+    gi_.bind(name, node->output(i));
+  }
+  KILN_RETURN_IF_ERROR(infer_node(*node));
+  return node;
+}
+
+Result<Node*> NodeImporter::emit_internal(Op op, std::vector<Value*> inputs, int num_outputs) {
+  Node* node = graph().add_node(std::move(op), std::move(inputs), num_outputs, proto_.name());
+  KILN_RETURN_IF_ERROR(infer_node(*node));
+  return node;
+}
+
+Value* NodeImporter::constant(Tensor value) {
+  return graph().add_constant(std::move(value), graph().unique_name(proto_.name() + "_const"));
+}
+
+void NodeImporter::bind_output(int i, Value* value) { gi_.bind(proto_.output(i), value); }
+
+Status NodeImporter::error(std::string_view message) const {
+  std::string who = proto_.name().empty()
+                        ? fmt::format("node {} (unnamed)", proto_.op_type())
+                        : fmt::format("node {} \"{}\"", proto_.op_type(), proto_.name());
+  return invalid_argument_error(fmt::format("{}: {}", who, message));
+}
+
+// ---- entry points ----
+
+Result<std::unique_ptr<Model>> import_onnx_bytes(std::span<const uint8_t> bytes,
+                                                 const ImportOptions& options,
+                                                 const std::string& name) {
+  auto with_name = [&](const Status& s) { return s.with_context(name); };
+  if (bytes.size() > static_cast<size_t>(std::numeric_limits<int>::max())) {
+    return invalid_argument_error(
+        fmt::format("{}: larger than 2 GiB; store the weights as ONNX external data", name));
+  }
+  onnx::ModelProto proto;
+  if (!proto.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
+    return invalid_argument_error(fmt::format(
+        "{}: not a valid ONNX model (the protobuf does not parse: truncated or not ONNX)", name));
+  }
+  if (!proto.has_graph()) {
+    return invalid_argument_error(fmt::format("{}: not a valid ONNX model (it has no graph)", name));
+  }
+  auto model = std::make_unique<Model>();
+  model->producer = proto.producer_name();
+  model->source_path = name;
+  for (const auto& imp : proto.opset_import()) {
+    std::string domain = normalize_domain(imp.domain());
+    if (domain.empty()) {
+      model->opset = imp.version();
+    } else {
+      model->domain_opsets[domain] = imp.version();
+    }
+  }
+  if (proto.opset_import_size() == 0) model->opset = 1;  // IR version 1-2 models
+  if (model->opset > kMaxOpset) {
+    return unimplemented_error(fmt::format(
+        "{}: uses opset {}; kiln imports opsets 1 to {} (convert it with onnx.version_converter)",
+        name, model->opset, kMaxOpset));
+  }
+  model->graph = std::make_unique<Graph>(proto.graph().name().empty() ? "main" : proto.graph().name());
+  std::string dir = options.external_data_dir;
+  if (dir.empty()) dir = std::filesystem::path(name).parent_path().string();
+  if (dir.empty()) dir = ".";
+  GraphImporter importer(*model, options, *model->graph, nullptr, dir);
+  Status status = importer.import(proto.graph(), /*is_main=*/true);
+  if (!status.ok()) return with_name(status);
+  return model;
+}
+
+Result<std::unique_ptr<Model>> import_onnx_file(const std::string& path,
+                                                const ImportOptions& options) {
+  KILN_ASSIGN_OR_RETURN(auto file, MappedFile::open(path));
+  return import_onnx_bytes(file->bytes(), options, path);
+}
+
+std::vector<SupportedOnnxOp> supported_onnx_ops() {
+  std::vector<SupportedOnnxOp> out;
+  for (int k = 0; k < kNumOpKinds; ++k) {
+    auto kind = static_cast<OpKind>(k);
+    std::string op_type(op_kind_name(kind));
+    for (const char* domain : {"", "ai.onnx.preview.training"}) {
+      const onnx::OpSchema* newest = onnx::OpSchemaRegistry::Schema(op_type, kMaxOpset, domain);
+      if (newest == nullptr) continue;
+      int64_t first = newest->SinceVersion();
+      for (int v = static_cast<int>(first) - 1; v >= 1; --v) {
+        const onnx::OpSchema* s = onnx::OpSchemaRegistry::Schema(op_type, v, domain);
+        if (s == nullptr) break;
+        first = s->SinceVersion();
+        v = static_cast<int>(first);
+      }
+      out.push_back({domain, op_type, first, kMaxOpset});
+    }
+  }
+  return out;
+}
+
+}  // namespace kiln::compiler

@@ -1,0 +1,10 @@
+// SPDX-License-Identifier: Apache-2.0
+// ONNX import rows for the signal op family: versions whose semantics differ from kiln's op.
+#include "compiler/onnx/node_importer.h"
+#include "compiler/ops/signal.h"
+
+namespace kiln::compiler {
+
+std::vector<OpsetImporter> signal_importers() { return {}; }
+
+}  // namespace kiln::compiler

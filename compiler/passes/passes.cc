@@ -1,0 +1,13 @@
+// SPDX-License-Identifier: Apache-2.0
+// The standard pipeline's order, in one visible list.
+#include "compiler/passes/passes.h"
+
+namespace kiln::compiler {
+
+std::vector<std::unique_ptr<Pass>> standard_passes() {
+  std::vector<std::unique_ptr<Pass>> passes;
+  passes.push_back(make_dead_code_elimination());
+  return passes;
+}
+
+}  // namespace kiln::compiler

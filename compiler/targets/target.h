@@ -1,0 +1,59 @@
+// SPDX-License-Identifier: Apache-2.0
+// Target and Executable: a target is a list of passes plus kernels; compiling yields an Executable.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "compiler/ir/graph.h"
+#include "compiler/passes/pass.h"
+#include "compiler/runtime/argument.h"
+#include "core/status.h"
+
+namespace kiln::compiler {
+
+struct CompileOptions {
+  // Run the target's optimization passes (off: the graph runs as imported).
+  bool optimize = true;
+  // Seed of the random generator that random ops (Bernoulli, RandomUniform, ...) draw from.
+  uint64_t seed = 0;
+};
+
+// A compiled model: immutable and shareable; run() may be called from several threads at once.
+class Executable {
+ public:
+  virtual ~Executable() = default;
+  virtual std::string_view target() const = 0;
+  // The graph it was compiled from (after the target's passes).
+  virtual const Graph& graph() const = 0;
+  // One argument per graph input, in order; returns one per graph output.
+  virtual Result<std::vector<Argument>> run(std::vector<Argument> inputs) const = 0;
+};
+
+class Target {
+ public:
+  virtual ~Target() = default;
+  virtual std::string_view name() const = 0;
+  // Whether this target can run `node` (the ref target runs every op).
+  virtual bool supports(const Node& node) const = 0;
+  // The target's optimization pipeline, in order.
+  virtual std::vector<std::unique_ptr<Pass>> passes(const CompileOptions& options) const = 0;
+  // Turns an optimized graph into an executable.
+  virtual Result<std::shared_ptr<Executable>> finalize(std::shared_ptr<Graph> graph,
+                                                       const CompileOptions& options) const = 0;
+};
+
+// The names of the targets this build has: "ref", and "cpu"/"cuda" when built.
+std::vector<std::string> target_names();
+// The target called `name`, or a not-found error listing the available ones.
+Result<std::unique_ptr<Target>> make_target(std::string_view name);
+
+// Runs the target's passes over `graph` (unless options.optimize is false) and finalizes it.
+// Fails naming the first node the target does not support.
+Result<std::shared_ptr<Executable>> compile(std::shared_ptr<Graph> graph, const Target& target,
+                                            const CompileOptions& options = {});
+
+}  // namespace kiln::compiler

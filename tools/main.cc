@@ -1,0 +1,47 @@
+// SPDX-License-Identifier: Apache-2.0
+// The `kiln` command-line tool: installs the spdlog sink and dispatches to a subcommand.
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <utility>
+#include <vector>
+
+#include "core/logging.h"
+#include "tools/command.h"
+#include "tools/version.h"
+
+namespace {
+
+void install_log_sink() {
+  auto logger = spdlog::stderr_color_mt("kiln");
+  logger->set_pattern("kiln %^%l%$: %v");
+  logger->set_level(spdlog::level::trace);  // kiln's own level filters first
+  kiln::set_log_sink([logger](kiln::LogLevel level, std::string_view message) {
+    constexpr spdlog::level::level_enum kLevels[] = {spdlog::level::trace, spdlog::level::debug,
+                                                     spdlog::level::info,  spdlog::level::warn,
+                                                     spdlog::level::err,   spdlog::level::off};
+    logger->log(kLevels[static_cast<int>(level)], "{}", message);
+  });
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  install_log_sink();
+  CLI::App app{"kiln: compiles neural networks, prepares their inputs and serves them"};
+  app.set_version_flag("--version", std::string("kiln ") + KILN_VERSION_STRING);
+  app.require_subcommand(1);
+
+  std::vector<std::pair<CLI::App*, kiln::tools::CommandAction>> commands;
+  auto add = [&](auto adder) {
+    kiln::tools::CommandAction action = adder(app);
+    commands.emplace_back(app.get_subcommands({}).back(), std::move(action));
+  };
+  add(kiln::tools::add_env_command);
+
+  CLI11_PARSE(app, argc, argv);
+  for (auto& [sub, action] : commands) {
+    if (sub->parsed()) return action();
+  }
+  return 0;
+}
