@@ -13,8 +13,8 @@
 namespace kiln {
 namespace {
 
-const DType kAllDTypes[] = {DType::kF32, DType::kF16, DType::kBF16, DType::kF64, DType::kI8,
-                            DType::kU8,  DType::kI16, DType::kU16,  DType::kI32, DType::kU32,
+const DType kAllDTypes[] = {DType::kF32, DType::kF16, DType::kBF16, DType::kF64,   DType::kI8,
+                            DType::kU8,  DType::kI16, DType::kU16,  DType::kI32,   DType::kU32,
                             DType::kI64, DType::kU64, DType::kBool, DType::kString};
 static_assert(std::size(kAllDTypes) == kNumDTypes);
 
@@ -25,10 +25,12 @@ TEST(Dtype, SizesAndNames) {
     std::string_view name;
   };
   const Case cases[] = {
-      {DType::kF32, 4, "f32"},   {DType::kF16, 2, "f16"},   {DType::kBF16, 2, "bf16"},
-      {DType::kF64, 8, "f64"},   {DType::kI8, 1, "i8"},     {DType::kU8, 1, "u8"},
-      {DType::kI16, 2, "i16"},   {DType::kU16, 2, "u16"},   {DType::kI32, 4, "i32"},
-      {DType::kU32, 4, "u32"},   {DType::kI64, 8, "i64"},   {DType::kU64, 8, "u64"},
+      {DType::kF32, 4, "f32"},   {DType::kF16, 2, "f16"},
+      {DType::kBF16, 2, "bf16"}, {DType::kF64, 8, "f64"},
+      {DType::kI8, 1, "i8"},     {DType::kU8, 1, "u8"},
+      {DType::kI16, 2, "i16"},   {DType::kU16, 2, "u16"},
+      {DType::kI32, 4, "i32"},   {DType::kU32, 4, "u32"},
+      {DType::kI64, 8, "i64"},   {DType::kU64, 8, "u64"},
       {DType::kBool, 1, "bool"}, {DType::kString, sizeof(std::string), "string"},
   };
   static_assert(std::size(cases) == kNumDTypes);
@@ -152,7 +154,7 @@ TEST(Dtype, HalfSubnormals) {
 }
 
 TEST(Dtype, HalfRoundingTiesToEven) {
-  const float ulp = std::ldexp(1.0f, -10);  // one half ulp at 1.0
+  const float ulp = std::ldexp(1.0f, -10);           // one half ulp at 1.0
   EXPECT_EQ(half_bits(1.0f + ulp / 2), 0x3c00);      // tie, 0x3c00 is even
   EXPECT_EQ(half_bits(1.0f + 3 * ulp / 2), 0x3c02);  // tie, 0x3c01 is odd -> up
   EXPECT_EQ(half_bits(std::nextafter(1.0f + ulp / 2, 2.0f)), 0x3c01);

@@ -92,8 +92,8 @@ TEST(Env, Int) {
   env.set("9223372036854775807");
   EXPECT_EQ(env_flag_int(EnvFlag::kNumThreads), INT64_MAX);
   // Anything that is not entirely an int64 gives the default.
-  for (const char* bad : {"abc", "", " 5", "5 ", "7x", "1.5", "0x10", "+3",
-                          "99999999999999999999"}) {
+  for (const char* bad :
+       {"abc", "", " 5", "5 ", "7x", "1.5", "0x10", "+3", "99999999999999999999"}) {
     env.set(bad);
     EXPECT_EQ(env_flag_int(EnvFlag::kNumThreads), 0) << "'" << bad << "'";
   }

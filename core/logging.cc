@@ -57,7 +57,10 @@ void set_log_level(LogLevel level) { level_slot().store(static_cast<int>(level))
 LogLevel log_level() { return static_cast<LogLevel>(level_slot().load(std::memory_order_relaxed)); }
 
 void log_message(LogLevel level, std::string_view message) {
-  if (!log_enabled(level)) return;
+  if (log_enabled(level)) log_unfiltered(level, message);
+}
+
+void log_unfiltered(LogLevel level, std::string_view message) {
   std::shared_ptr<LogSink> sink;
   {
     std::lock_guard lock(sink_mutex());

@@ -28,6 +28,9 @@ LogLevel log_level();
 
 inline bool log_enabled(LogLevel level) { return level >= log_level(); }
 void log_message(LogLevel level, std::string_view message);
+// Sends a message to the sink whatever the level: for output a named trace switch asked for
+// (KILN_TRACE_PASSES, KILN_TRACE_BATCHER).
+void log_unfiltered(LogLevel level, std::string_view message);
 
 template <class... Args>
 void log(LogLevel level, fmt::format_string<Args...> format, Args&&... args) {

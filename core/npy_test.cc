@@ -47,8 +47,8 @@ class TempDir {
 int run_fixture(std::string_view mode, const std::string& dir) {
   const char* env = std::getenv("KILN_PYTHON");
   const std::string python = env && *env ? env : "/usr/bin/python3";
-  const std::string command = fmt::format("'{}' '{}' {} '{}'", python,
-                                          KILN_SOURCE_DIR "/core/testdata/npy_fixture.py", mode, dir);
+  const std::string command = fmt::format(
+      "'{}' '{}' {} '{}'", python, KILN_SOURCE_DIR "/core/testdata/npy_fixture.py", mode, dir);
   const int rc = std::system(command.c_str());
   return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
 }
@@ -87,9 +87,9 @@ std::vector<Case> expected_cases() {
                            std::numeric_limits<float>::denorm_min(),
                            std::numeric_limits<float>::infinity()},
                           Shape{3, 2})},
-      {"f64", make<double>({0.1, -1e300, std::numeric_limits<double>::denorm_min(),
-                            std::numbers::pi},
-                           Shape{4})},
+      {"f64",
+       make<double>({0.1, -1e300, std::numeric_limits<double>::denorm_min(), std::numbers::pi},
+                    Shape{4})},
       {"i8", make<int8_t>({-128, -1, 0, 1, 127}, Shape{5})},
       {"u8", make<uint8_t>({0, 36, 72, 108, 144, 180, 216, 252}, Shape{2, 2, 2})},
       {"i16", make<int16_t>({-32768, -2, 0, 300, 32767}, Shape{5})},
@@ -175,7 +175,8 @@ TEST(Npy, NumpyReadsWhatKilnWrites) {
     Status s = write_npy(dir.file(c.name + ".npy"), c.tensor.view());
     ASSERT_TRUE(s.ok()) << c.name << ": " << s.to_string();
   }
-  EXPECT_EQ(run_fixture("check", dir.path()), 0) << "numpy disagrees with kiln's files (see stderr)";
+  EXPECT_EQ(run_fixture("check", dir.path()), 0)
+      << "numpy disagrees with kiln's files (see stderr)";
 }
 
 TEST(Npy, FixtureCheckCatchesAWrongValue) {
@@ -202,8 +203,8 @@ TEST(Npy, NumpyFilesSurviveAReadWriteReadCycle) {
 // Random values of every dtype and several shapes survive encode -> parse bit for bit.
 TEST(Npy, InMemoryRoundTripOfEveryDtype) {
   std::mt19937_64 rng(1234);
-  const Shape shapes[] = {Shape{}, Shape{0}, Shape{1}, Shape{17}, Shape{3, 5},
-                          Shape{2, 0, 4}, Shape{2, 3, 4, 5}};
+  const Shape shapes[] = {Shape{},     Shape{0},       Shape{1},         Shape{17},
+                          Shape{3, 5}, Shape{2, 0, 4}, Shape{2, 3, 4, 5}};
   for (int d = 0; d < kNumDTypes; ++d) {
     const auto dtype = static_cast<DType>(d);
     if (dtype == DType::kString) continue;
@@ -293,7 +294,8 @@ std::string make_npy(std::string_view dict, std::string_view data, int major = 1
   std::string out = "\x93NUMPY";
   out.push_back(static_cast<char>(major));
   out.push_back(0);
-  for (size_t i = 0; i < prefix - 8; ++i) out.push_back(static_cast<char>((header.size() >> (8 * i)) & 0xff));
+  for (size_t i = 0; i < prefix - 8; ++i)
+    out.push_back(static_cast<char>((header.size() >> (8 * i)) & 0xff));
   out += header;
   out += data;
   return out;
@@ -359,7 +361,8 @@ TEST(Npy, MalformedInputsAreErrors) {
   const std::string data(64, '\0');
   expect_invalid(parse(""), "magic");
   expect_invalid(parse("hello world, not numpy"), "magic");
-  std::string bad_magic = make_npy("{'descr': '<f4', 'fortran_order': False, 'shape': (1,), }", data);
+  std::string bad_magic =
+      make_npy("{'descr': '<f4', 'fortran_order': False, 'shape': (1,), }", data);
   bad_magic[1] = 'M';
   expect_invalid(parse(bad_magic), "magic");
 
@@ -371,17 +374,18 @@ TEST(Npy, MalformedInputsAreErrors) {
   version[6] = 4;
   expect_invalid(parse(version), "unsupported format version 4");
 
-  std::string long_header = make_npy("{'descr': '<f4', 'fortran_order': False, 'shape': (1,), }", "");
+  std::string long_header =
+      make_npy("{'descr': '<f4', 'fortran_order': False, 'shape': (1,), }", "");
   long_header[8] = static_cast<char>(0xff);
   long_header[9] = static_cast<char>(0xff);
   expect_invalid(parse(long_header), "truncated header");
 
-  expect_invalid(parse(make_npy("{'descr': '<f4', 'fortran_order': False, 'shape': (1000,), }",
-                                data)),
-                 "truncated data: shape [1000] of f32 needs 4000 bytes, the file has 64");
-  expect_invalid(parse(make_npy("{'descr': '<f8', 'fortran_order': True, 'shape': (3, 3), }",
-                                data)),
-                 "truncated data");
+  expect_invalid(
+      parse(make_npy("{'descr': '<f4', 'fortran_order': False, 'shape': (1000,), }", data)),
+      "truncated data: shape [1000] of f32 needs 4000 bytes, the file has 64");
+  expect_invalid(
+      parse(make_npy("{'descr': '<f8', 'fortran_order': True, 'shape': (3, 3), }", data)),
+      "truncated data");
   expect_invalid(parse(make_npy("{'descr': '<f4', 'fortran_order': False, }", data)), "lacks");
   expect_invalid(parse(make_npy("{'descr': '<f4', 'shape': (1,), }", data)), "lacks");
   expect_invalid(parse(make_npy("{'descr': '<f4', 'fortran_order': False, 'shape': (1,), "
@@ -390,8 +394,9 @@ TEST(Npy, MalformedInputsAreErrors) {
                  "unexpected key 'extra'");
   expect_invalid(parse(make_npy("{'descr': '<f4', 'fortran_order': Maybe, 'shape': (1,), }", data)),
                  "expected True or False");
-  expect_invalid(parse(make_npy("{'descr': '<f4', 'fortran_order': False, 'shape': (-1,), }", data)),
-                 "expected a dimension");
+  expect_invalid(
+      parse(make_npy("{'descr': '<f4', 'fortran_order': False, 'shape': (-1,), }", data)),
+      "expected a dimension");
   expect_invalid(parse(make_npy("{'descr': '<f4', 'fortran_order': False, 'shape': (1, ", data)),
                  "expected a dimension");
   expect_invalid(parse(make_npy("{'descr': '<f4', 'fortran_order': False, 'shape': [1], }", data)),
@@ -418,9 +423,9 @@ TEST(Npy, MalformedInputsAreErrors) {
                                   data)),
                    "unsupported .npy element type");
   }
-  expect_invalid(parse(make_npy("{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (1,), }",
-                                data)),
-                 "expected a string");
+  expect_invalid(
+      parse(make_npy("{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (1,), }", data)),
+      "expected a string");
 }
 
 TEST(Npy, ReadErrorsNameThePath) {

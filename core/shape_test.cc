@@ -96,7 +96,8 @@ TEST(Shape, Broadcast) {
   };
   for (const Case& c : cases) {
     Result<Shape> r = broadcast_shapes(c.a, c.b);
-    ASSERT_TRUE(r.ok()) << c.a.to_string() << " " << c.b.to_string() << ": " << r.status().to_string();
+    ASSERT_TRUE(r.ok()) << c.a.to_string() << " " << c.b.to_string() << ": "
+                        << r.status().to_string();
     EXPECT_EQ(r->to_string(), c.out.to_string()) << c.a.to_string() << " " << c.b.to_string();
   }
 }

@@ -107,7 +107,8 @@ TEST(Status, WithContext) {
   Status s = not_found_error("file \"x\" is missing").with_context("model \"m\"");
   EXPECT_EQ(s.code(), StatusCode::kNotFound);
   EXPECT_EQ(s.message(), "model \"m\": file \"x\" is missing");
-  EXPECT_EQ(s.with_context("load").to_string(), "NOT_FOUND: load: model \"m\": file \"x\" is missing");
+  EXPECT_EQ(s.with_context("load").to_string(),
+            "NOT_FOUND: load: model \"m\": file \"x\" is missing");
   EXPECT_TRUE(Status().with_context("anything").ok());
   EXPECT_EQ(Status().with_context("anything").message(), "");
 }
@@ -118,14 +119,22 @@ TEST(Status, ErrnoErrorMapping) {
     StatusCode code;
   };
   const Case cases[] = {
-      {ENOENT, StatusCode::kNotFound},          {ENOTDIR, StatusCode::kNotFound},
-      {EACCES, StatusCode::kPermissionDenied},  {EPERM, StatusCode::kPermissionDenied},
-      {EROFS, StatusCode::kPermissionDenied},   {EEXIST, StatusCode::kAlreadyExists},
-      {ENOMEM, StatusCode::kResourceExhausted}, {ENOSPC, StatusCode::kResourceExhausted},
-      {EMFILE, StatusCode::kResourceExhausted}, {ENFILE, StatusCode::kResourceExhausted},
-      {EINVAL, StatusCode::kInvalidArgument},   {EISDIR, StatusCode::kInvalidArgument},
-      {ENAMETOOLONG, StatusCode::kInvalidArgument}, {EAGAIN, StatusCode::kUnavailable},
-      {EINTR, StatusCode::kUnavailable},        {EIO, StatusCode::kUnknown},
+      {ENOENT, StatusCode::kNotFound},
+      {ENOTDIR, StatusCode::kNotFound},
+      {EACCES, StatusCode::kPermissionDenied},
+      {EPERM, StatusCode::kPermissionDenied},
+      {EROFS, StatusCode::kPermissionDenied},
+      {EEXIST, StatusCode::kAlreadyExists},
+      {ENOMEM, StatusCode::kResourceExhausted},
+      {ENOSPC, StatusCode::kResourceExhausted},
+      {EMFILE, StatusCode::kResourceExhausted},
+      {ENFILE, StatusCode::kResourceExhausted},
+      {EINVAL, StatusCode::kInvalidArgument},
+      {EISDIR, StatusCode::kInvalidArgument},
+      {ENAMETOOLONG, StatusCode::kInvalidArgument},
+      {EAGAIN, StatusCode::kUnavailable},
+      {EINTR, StatusCode::kUnavailable},
+      {EIO, StatusCode::kUnknown},
   };
   for (const Case& c : cases) {
     Status s = errno_error(c.err, "cannot open \"/tmp/x\"");

@@ -12,8 +12,10 @@
 #include <string>
 #include <vector>
 
-// The absurd-size tests need malloc to report failure the way glibc does, not abort the process.
+// The absurd-size tests need malloc to report failure the way glibc does; by default the
+// sanitizers' allocators abort the process instead.
 extern "C" const char* __asan_default_options() { return "allocator_may_return_null=1"; }
+extern "C" const char* __tsan_default_options() { return "allocator_may_return_null=1"; }
 
 namespace kiln {
 namespace {
@@ -29,8 +31,8 @@ TEST(Tensor, DefaultIsUndefined) {
 }
 
 TEST(Tensor, AllocationIsAlignedForEveryDtypeAndSize) {
-  const DType dtypes[] = {DType::kF32, DType::kF16, DType::kBF16, DType::kF64, DType::kI8,
-                          DType::kU8,  DType::kI16, DType::kU16,  DType::kI32, DType::kU32,
+  const DType dtypes[] = {DType::kF32, DType::kF16, DType::kBF16, DType::kF64,   DType::kI8,
+                          DType::kU8,  DType::kI16, DType::kU16,  DType::kI32,   DType::kU32,
                           DType::kI64, DType::kU64, DType::kBool, DType::kString};
   // Keep the tensors alive together so that each allocation is a distinct block.
   std::vector<Tensor> keep;

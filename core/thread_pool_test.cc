@@ -50,7 +50,8 @@ void expect_all_once(const std::vector<std::atomic<int>>& counts, std::string_vi
   int wrong = 0;
   for (size_t i = 0; i < counts.size(); ++i) {
     const int c = counts[i].load();
-    if (c != 1 && ++wrong <= 5) ADD_FAILURE() << what << ": index " << i << " ran " << c << " times";
+    if (c != 1 && ++wrong <= 5)
+      ADD_FAILURE() << what << ": index " << i << " ran " << c << " times";
   }
   EXPECT_EQ(wrong, 0) << what;
 }
@@ -240,7 +241,8 @@ TEST(ThreadPool, ConcurrentParallelForFromSeveralThreads) {
         pool.parallel_for(
             kN,
             [&](int64_t begin, int64_t end) {
-              for (int64_t i = begin; i < end; ++i) (*counts[c])[static_cast<size_t>(i)].fetch_add(1);
+              for (int64_t i = begin; i < end; ++i)
+                (*counts[c])[static_cast<size_t>(i)].fetch_add(1);
             },
             1 + r % 7);
       }

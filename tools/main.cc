@@ -3,6 +3,8 @@
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <fmt/format.h>
+
 #include <utility>
 #include <vector>
 
@@ -26,6 +28,13 @@ void install_log_sink() {
 
 }  // namespace
 
+namespace kiln::tools {
+int report_error(const Status& status) {
+  fmt::print(stderr, "kiln: {}\n", status.message());
+  return 1;
+}
+}  // namespace kiln::tools
+
 int main(int argc, char** argv) {
   install_log_sink();
   CLI::App app{"kiln: compiles neural networks, prepares their inputs and serves them"};
@@ -37,6 +46,11 @@ int main(int argc, char** argv) {
     kiln::tools::CommandAction action = adder(app);
     commands.emplace_back(app.get_subcommands({}).back(), std::move(action));
   };
+  add(kiln::tools::add_run_command);
+  add(kiln::tools::add_verify_command);
+  add(kiln::tools::add_print_command);
+  add(kiln::tools::add_ops_command);
+  add(kiln::tools::add_devices_command);
   add(kiln::tools::add_env_command);
 
   CLI11_PARSE(app, argc, argv);

@@ -63,7 +63,9 @@ Value* Graph::add_input(std::string name, ValueType type) {
 }
 
 std::string Graph::unique_name(std::string_view hint) {
-  return fmt::format("{}_{}", hint.empty() ? "v" : hint, next_id_++);
+  std::string base(hint.empty() ? "v" : hint);
+  int64_t n = name_counts_[base]++;
+  return n == 0 ? base : fmt::format("{}_{}", base, n);
 }
 
 Node* Graph::add_node(Op op, std::vector<Value*> inputs, int num_outputs, std::string name,
@@ -96,7 +98,8 @@ Value* Graph::add_constant(Tensor value, std::string name, Node* before) {
   TensorType type(value.dtype(), value.shape());
   ops::Constant c;
   c.value = std::move(value);
-  Node* node = add_node(Op(std::move(c)), {}, 1, std::move(name), before);
+  Node* node = add_node(Op(std::move(c)), {}, 1, name, before);
+  if (!name.empty()) node->output(0)->set_name(std::move(name));
   node->output(0)->set_type(std::move(type));
   return node->output(0);
 }

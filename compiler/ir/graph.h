@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "compiler/ir/types.h"
@@ -123,7 +124,7 @@ class Graph {
   // types start as f32 of unknown rank; set them (or run infer_types) afterwards.
   Node* add_node(Op op, std::vector<Value*> inputs, int num_outputs, std::string name = "",
                  Node* before = nullptr);
-  // A Constant node holding `value`, returning its output.
+  // A Constant node holding `value`, returning its output; `name` names both the node and value.
   Value* add_constant(Tensor value, std::string name = "", Node* before = nullptr);
 
   // Every use of `from` (in this graph, its subgraphs and its outputs) now uses `to`.
@@ -136,7 +137,7 @@ class Graph {
   const NodeList& nodes() const { return nodes_; }
   int num_nodes() const { return static_cast<int>(nodes_.size()); }
 
-  // A fresh value name that does not clash: "<hint>_<n>".
+  // A fresh name: `hint` the first time it is asked for, then "<hint>_1", "<hint>_2", ...
   std::string unique_name(std::string_view hint);
 
  private:
@@ -148,7 +149,7 @@ class Graph {
   std::vector<std::unique_ptr<Value>> values_;
   std::vector<Value*> inputs_;
   std::vector<Value*> outputs_;
-  int64_t next_id_ = 0;
+  std::unordered_map<std::string, int64_t> name_counts_;
 };
 
 }  // namespace kiln::compiler

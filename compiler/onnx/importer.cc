@@ -60,8 +60,11 @@ class GraphImporter {
     return it == model_.domain_opsets.end() ? -1 : it->second;
   }
 
-  Status import(const onnx::GraphProto& proto, bool is_main);
-  Result<GraphAttr> import_subgraph(const onnx::GraphProto& proto);
+  // `input_types` types the subgraph inputs the proto leaves untyped, by position.
+  Status import(const onnx::GraphProto& proto, bool is_main,
+                std::span<const ValueType> input_types = {});
+  Result<GraphAttr> import_subgraph(const onnx::GraphProto& proto,
+                                    std::span<const ValueType> input_types = {});
 
  private:
   // `input_name` is set for main-graph inputs, whose dims ImportOptions may override.
@@ -126,7 +129,8 @@ Result<ValueType> GraphImporter::value_type(const onnx::TypeProto& type, const s
   }
 }
 
-Status GraphImporter::import(const onnx::GraphProto& proto, bool is_main) {
+Status GraphImporter::import(const onnx::GraphProto& proto, bool is_main,
+                             std::span<const ValueType> input_types) {
   // Initializers become Constant nodes.
   for (const onnx::TensorProto& init : proto.initializer()) {
     std::string what = fmt::format("initializer \"{}\"", init.name());
@@ -139,6 +143,13 @@ Status GraphImporter::import(const onnx::GraphProto& proto, bool is_main) {
   for (const onnx::ValueInfoProto& input : proto.input()) {
     if (is_main && scope_.count(input.name())) continue;  // an initializer listed as an input
     std::string what = fmt::format("input \"{}\"", input.name());
+    const size_t position = graph_.inputs().size();
+    const bool untyped =
+        !input.has_type() || input.type().value_case() == onnx::TypeProto::VALUE_NOT_SET;
+    if (untyped && !is_main && position < input_types.size()) {
+      bind(input.name(), graph_.add_input(input.name(), input_types[position]));
+      continue;
+    }
     if (!input.has_type()) return invalid_argument_error(fmt::format("{} has no type", what));
     KILN_ASSIGN_OR_RETURN(ValueType type, value_type(input.type(), what, is_main ? &input.name() : nullptr));
     bind(input.name(), graph_.add_input(input.name(), std::move(type)));
@@ -167,10 +178,11 @@ Status GraphImporter::import(const onnx::GraphProto& proto, bool is_main) {
   return Status();
 }
 
-Result<GraphAttr> GraphImporter::import_subgraph(const onnx::GraphProto& proto) {
+Result<GraphAttr> GraphImporter::import_subgraph(const onnx::GraphProto& proto,
+                                                 std::span<const ValueType> input_types) {
   auto sub = std::make_shared<Graph>(proto.name().empty() ? "subgraph" : proto.name(), &graph_);
   GraphImporter child(model_, options_, *sub, this, external_dir_);
-  KILN_RETURN_IF_ERROR(child.import(proto, /*is_main=*/false));
+  KILN_RETURN_IF_ERROR(child.import(proto, /*is_main=*/false, input_types));
   return sub;
 }
 
@@ -217,11 +229,15 @@ namespace {
 // Fills op attributes from ONNX attributes of the same name.
 class AttributeFiller final : public AttrVisitor {
  public:
-  AttributeFiller(const NodeImporter& ni, GraphImporter& gi) : ni_(ni), gi_(gi) {}
+  // Attributes named in `ignore` are neither filled nor reported as unknown.
+  AttributeFiller(const NodeImporter& ni, GraphImporter& gi,
+                  const SubgraphInputTypes& subgraph_inputs, std::span<const std::string_view> ignore)
+      : ni_(ni), gi_(gi), subgraph_inputs_(subgraph_inputs), ignore_(ignore) {}
 
   void visit(std::string_view name, AttrRef field) override {
     known_.emplace_back(name);
     if (!status_.ok()) return;
+    if (std::find(ignore_.begin(), ignore_.end(), name) != ignore_.end()) return;
     const onnx::AttributeProto* a = ni_.attr(name);
     if (a == nullptr) return;
     status_ = std::visit([&](auto* p) { return fill(*a, *p); }, field);
@@ -280,7 +296,11 @@ class AttributeFiller final : public AttrVisitor {
   }
   Status fill(const onnx::AttributeProto& a, GraphAttr& v) {
     if (a.type() != onnx::AttributeProto::GRAPH) return type_error(a, "a graph");
-    KILN_ASSIGN_OR_RETURN(v, gi_.import_subgraph(a.g()));
+    std::span<const ValueType> input_types;
+    for (const auto& [name, types] : subgraph_inputs_) {
+      if (name == a.name()) input_types = types;
+    }
+    KILN_ASSIGN_OR_RETURN(v, gi_.import_subgraph(a.g(), input_types));
     return Status();
   }
   template <class T>
@@ -293,6 +313,8 @@ class AttributeFiller final : public AttrVisitor {
 
   const NodeImporter& ni_;
   GraphImporter& gi_;
+  const SubgraphInputTypes& subgraph_inputs_;
+  std::span<const std::string_view> ignore_;
   Status status_;
   std::vector<std::string> known_;
 };
@@ -350,8 +372,9 @@ std::optional<std::vector<float>> NodeImporter::floats_attr(std::string_view nam
   return std::vector<float>(a->floats().begin(), a->floats().end());
 }
 
-Result<Op> NodeImporter::make_op(OpKind kind, std::span<const std::string_view> ignore) const {
-  AttributeFiller filler(*this, gi_);
+Result<Op> NodeImporter::make_op(OpKind kind, std::span<const std::string_view> ignore,
+                                 const SubgraphInputTypes& subgraph_inputs) const {
+  AttributeFiller filler(*this, gi_, subgraph_inputs, ignore);
   Op op = Op::make_default(kind).with_attributes(filler);
   KILN_RETURN_IF_ERROR(filler.status());
   for (const onnx::AttributeProto& a : proto_.attribute()) {

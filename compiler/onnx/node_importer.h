@@ -11,6 +11,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "compiler/ir/graph.h"
@@ -24,6 +25,9 @@ class AttributeProto;
 namespace kiln::compiler {
 
 class GraphImporter;
+
+// Input types for subgraph attributes, by attribute name; see NodeImporter::make_op.
+using SubgraphInputTypes = std::vector<std::pair<std::string_view, std::vector<ValueType>>>;
 
 // The view a per-op importer gets of the node it translates.
 class NodeImporter {
@@ -54,7 +58,11 @@ class NodeImporter {
 
   // The op of `kind` with every ONNX attribute whose name matches a field filled in. Attributes
   // listed in `ignore` are skipped; any other unknown attribute is an error naming it.
-  Result<Op> make_op(OpKind kind, std::span<const std::string_view> ignore = {}) const;
+  // `subgraph_inputs` gives, for a subgraph attribute (by name), the types of its inputs by
+  // position, used where the ONNX graph leaves an input untyped (ONNX lets Loop and Scan bodies
+  // omit types the node's inputs imply).
+  Result<Op> make_op(OpKind kind, std::span<const std::string_view> ignore = {},
+                     const SubgraphInputTypes& subgraph_inputs = {}) const;
 
   // Adds a node for `op` with the given inputs whose outputs become the ONNX node's outputs (by
   // name, in order). Types are inferred afterwards, by the graph importer.

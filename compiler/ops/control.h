@@ -36,6 +36,11 @@ struct Loop {
 };
 
 // Scan: see the ONNX operator documentation (opset 16).
+//
+// `opset8_batched` (kiln only) selects the opset-8 form: input 0 is the optional sequence_lens,
+// every other input and output has a leading batch axis the body does not see, scan inputs scan
+// along axis 1 and scan outputs are padded to the longest sequence. The importer turns opset 8's
+// `directions` into scan_input_directions.
 struct Scan {
   static constexpr OpKind kKind = OpKind::kScan;
   GraphAttr body;
@@ -44,6 +49,7 @@ struct Scan {
   std::optional<std::vector<int64_t>> scan_input_directions;
   std::optional<std::vector<int64_t>> scan_output_axes;
   std::optional<std::vector<int64_t>> scan_output_directions;
+  int64_t opset8_batched = 0;
 
   template <class V>
   void reflect(V& v) {
@@ -53,6 +59,7 @@ struct Scan {
     v("scan_input_directions", scan_input_directions);
     v("scan_output_axes", scan_output_axes);
     v("scan_output_directions", scan_output_directions);
+    v("opset8_batched", opset8_batched);
   }
 };
 
@@ -140,10 +147,22 @@ struct ConcatFromSequence {
 };
 
 // Optional: see the ONNX operator documentation (opset 15).
+//
+// ONNX's `type` attribute (a TypeProto: a tensor or a sequence of tensors) is held as three
+// reflectable fields, filled by the importer: the element dtype (absent without `type`), whether
+// it is a sequence, and the tensor dims (-1 for an unknown dim; absent for an unknown rank).
 struct Optional {
   static constexpr OpKind kKind = OpKind::kOptional;
+  std::optional<DType> type_dtype;
+  int64_t type_is_sequence = 0;
+  std::optional<std::vector<int64_t>> type_dims;
+
   template <class V>
-  void reflect(V&) {}
+  void reflect(V& v) {
+    v("type_dtype", type_dtype);
+    v("type_is_sequence", type_is_sequence);
+    v("type_dims", type_dims);
+  }
 };
 
 // OptionalGetElement: see the ONNX operator documentation (opset 15).

@@ -191,7 +191,8 @@ struct LayerNormalization {
   static constexpr OpKind kKind = OpKind::kLayerNormalization;
   int64_t axis = -1;
   float epsilon = 9.99999975e-06f;
-  int64_t stash_type = 1;
+  // The element type of the Mean and InvStdDev outputs and of the computation.
+  DType stash_type = DType::kF32;
 
   template <class V>
   void reflect(V& v) {

@@ -11,16 +11,23 @@
 
 namespace kiln::compiler::ops {
 
+// The Reduce* ops share one form: the reduced axes come from the `axes` attribute, or from an
+// optional second input when ONNX gives them as a non-constant input (ReduceSum since opset 13,
+// the others since 18); a constant axes input is folded into the attribute at import. Absent or
+// empty axes reduce every axis, unless noop_with_empty_axes is set (then the op is an identity).
+
 // ReduceL1: see the ONNX operator documentation (opset 13).
 struct ReduceL1 {
   static constexpr OpKind kKind = OpKind::kReduceL1;
   std::optional<std::vector<int64_t>> axes;
   int64_t keepdims = 1;
+  int64_t noop_with_empty_axes = 0;
 
   template <class V>
   void reflect(V& v) {
     v("axes", axes);
     v("keepdims", keepdims);
+    v("noop_with_empty_axes", noop_with_empty_axes);
   }
 };
 
@@ -29,11 +36,13 @@ struct ReduceL2 {
   static constexpr OpKind kKind = OpKind::kReduceL2;
   std::optional<std::vector<int64_t>> axes;
   int64_t keepdims = 1;
+  int64_t noop_with_empty_axes = 0;
 
   template <class V>
   void reflect(V& v) {
     v("axes", axes);
     v("keepdims", keepdims);
+    v("noop_with_empty_axes", noop_with_empty_axes);
   }
 };
 
@@ -42,11 +51,13 @@ struct ReduceLogSum {
   static constexpr OpKind kKind = OpKind::kReduceLogSum;
   std::optional<std::vector<int64_t>> axes;
   int64_t keepdims = 1;
+  int64_t noop_with_empty_axes = 0;
 
   template <class V>
   void reflect(V& v) {
     v("axes", axes);
     v("keepdims", keepdims);
+    v("noop_with_empty_axes", noop_with_empty_axes);
   }
 };
 
@@ -55,11 +66,13 @@ struct ReduceLogSumExp {
   static constexpr OpKind kKind = OpKind::kReduceLogSumExp;
   std::optional<std::vector<int64_t>> axes;
   int64_t keepdims = 1;
+  int64_t noop_with_empty_axes = 0;
 
   template <class V>
   void reflect(V& v) {
     v("axes", axes);
     v("keepdims", keepdims);
+    v("noop_with_empty_axes", noop_with_empty_axes);
   }
 };
 
@@ -68,11 +81,13 @@ struct ReduceMax {
   static constexpr OpKind kKind = OpKind::kReduceMax;
   std::optional<std::vector<int64_t>> axes;
   int64_t keepdims = 1;
+  int64_t noop_with_empty_axes = 0;
 
   template <class V>
   void reflect(V& v) {
     v("axes", axes);
     v("keepdims", keepdims);
+    v("noop_with_empty_axes", noop_with_empty_axes);
   }
 };
 
@@ -81,11 +96,13 @@ struct ReduceMean {
   static constexpr OpKind kKind = OpKind::kReduceMean;
   std::optional<std::vector<int64_t>> axes;
   int64_t keepdims = 1;
+  int64_t noop_with_empty_axes = 0;
 
   template <class V>
   void reflect(V& v) {
     v("axes", axes);
     v("keepdims", keepdims);
+    v("noop_with_empty_axes", noop_with_empty_axes);
   }
 };
 
@@ -94,11 +111,13 @@ struct ReduceMin {
   static constexpr OpKind kKind = OpKind::kReduceMin;
   std::optional<std::vector<int64_t>> axes;
   int64_t keepdims = 1;
+  int64_t noop_with_empty_axes = 0;
 
   template <class V>
   void reflect(V& v) {
     v("axes", axes);
     v("keepdims", keepdims);
+    v("noop_with_empty_axes", noop_with_empty_axes);
   }
 };
 
@@ -107,22 +126,26 @@ struct ReduceProd {
   static constexpr OpKind kKind = OpKind::kReduceProd;
   std::optional<std::vector<int64_t>> axes;
   int64_t keepdims = 1;
+  int64_t noop_with_empty_axes = 0;
 
   template <class V>
   void reflect(V& v) {
     v("axes", axes);
     v("keepdims", keepdims);
+    v("noop_with_empty_axes", noop_with_empty_axes);
   }
 };
 
 // ReduceSum: see the ONNX operator documentation (opset 13).
 struct ReduceSum {
   static constexpr OpKind kKind = OpKind::kReduceSum;
+  std::optional<std::vector<int64_t>> axes;
   int64_t keepdims = 1;
   int64_t noop_with_empty_axes = 0;
 
   template <class V>
   void reflect(V& v) {
+    v("axes", axes);
     v("keepdims", keepdims);
     v("noop_with_empty_axes", noop_with_empty_axes);
   }
@@ -133,11 +156,13 @@ struct ReduceSumSquare {
   static constexpr OpKind kKind = OpKind::kReduceSumSquare;
   std::optional<std::vector<int64_t>> axes;
   int64_t keepdims = 1;
+  int64_t noop_with_empty_axes = 0;
 
   template <class V>
   void reflect(V& v) {
     v("axes", axes);
     v("keepdims", keepdims);
+    v("noop_with_empty_axes", noop_with_empty_axes);
   }
 };
 

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "compiler/ops/op.h"
@@ -14,6 +15,8 @@ namespace kiln::compiler::ops {
 // RNN: see the ONNX operator documentation (opset 14).
 struct RNN {
   static constexpr OpKind kKind = OpKind::kRNN;
+  static constexpr int kGates = 1;  // per direction, in W, R and B
+  static constexpr std::string_view kDefaultActivations[] = {"Tanh"};
   std::optional<std::vector<float>> activation_alpha;
   std::optional<std::vector<float>> activation_beta;
   std::vector<std::string> activations;
@@ -37,6 +40,8 @@ struct RNN {
 // GRU: see the ONNX operator documentation (opset 14).
 struct GRU {
   static constexpr OpKind kKind = OpKind::kGRU;
+  static constexpr int kGates = 3;  // z, r, h
+  static constexpr std::string_view kDefaultActivations[] = {"Sigmoid", "Tanh"};
   std::optional<std::vector<float>> activation_alpha;
   std::optional<std::vector<float>> activation_beta;
   std::vector<std::string> activations;
@@ -62,6 +67,8 @@ struct GRU {
 // LSTM: see the ONNX operator documentation (opset 14).
 struct LSTM {
   static constexpr OpKind kKind = OpKind::kLSTM;
+  static constexpr int kGates = 4;  // i, o, f, c
+  static constexpr std::string_view kDefaultActivations[] = {"Sigmoid", "Tanh", "Tanh"};
   std::optional<std::vector<float>> activation_alpha;
   std::optional<std::vector<float>> activation_beta;
   std::vector<std::string> activations;

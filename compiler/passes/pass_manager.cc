@@ -16,7 +16,7 @@ Status PassManager::run(Graph& graph) {
     Result<bool> changed = pass->run(graph);
     if (!changed.ok()) return changed.status().with_context(fmt::format("pass {}", pass->name()));
     if (trace) {
-      log_message(LogLevel::kError, fmt::format("after pass {} ({}):\n{}", pass->name(),
+      log_unfiltered(LogLevel::kInfo, fmt::format("after pass {} ({}):\n{}", pass->name(),
                                                 *changed ? "changed" : "unchanged", print_graph(graph)));
     }
     if (verify_) {

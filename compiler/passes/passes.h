@@ -9,7 +9,19 @@
 
 namespace kiln::compiler {
 
+// Removes nodes none of whose outputs are used or returned.
 std::unique_ptr<Pass> make_dead_code_elimination();
+// Evaluates nodes whose inputs are all constants (with the ref kernels) and Shape/Size of static
+// shapes, replacing them by Constant nodes. Random ops and results above `max_elements` stay.
+std::unique_ptr<Pass> make_constant_folding(int64_t max_elements = int64_t{1} << 24);
+// Merges nodes with the same op, attributes and inputs (equal constants included).
+std::unique_ptr<Pass> make_common_subexpression_elimination();
+// Local rewrites to a fixpoint: x*1, x+0, x-0, x/1, Identity, Dropout in inference, Cast to the
+// same type, Transpose of Transpose, Reshape of Reshape, Reshape to the same shape.
+std::unique_ptr<Pass> make_algebraic_simplification();
+// Folds an inference BatchNormalization with constant parameters into the preceding Conv (or
+// Gemm) with constant weights when the BatchNormalization is that node's only user.
+std::unique_ptr<Pass> make_batchnorm_folding();
 
 // The target-independent clean-up pipeline, in order.
 std::vector<std::unique_ptr<Pass>> standard_passes();

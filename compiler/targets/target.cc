@@ -8,6 +8,35 @@
 
 namespace kiln::compiler {
 
+Status check_inputs(const Graph& graph, const std::vector<Argument>& inputs) {
+  if (inputs.size() != graph.inputs().size()) {
+    return invalid_argument_error(fmt::format("the model takes {} inputs, got {}",
+                                              graph.inputs().size(), inputs.size()));
+  }
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const Value* v = graph.inputs()[i];
+    const Argument& a = inputs[i];
+    const ValueType& want = v->type();
+    auto mismatch = [&] {
+      return invalid_argument_error(fmt::format("input \"{}\": expected {}, got {}", v->name(),
+                                                want.to_string(), a.to_string()));
+    };
+    if (want.kind() == ValueType::Kind::kOptional && a.is_none()) continue;
+    const ValueType& inner = want.kind() == ValueType::Kind::kOptional ? want.element() : want;
+    if (inner.is_tensor() != a.is_tensor()) return mismatch();
+    if (!a.is_tensor()) continue;
+    const TensorType& t = inner.tensor();
+    if (t.dtype != a.tensor().dtype()) return mismatch();
+    if (!t.has_rank()) continue;
+    if (t.rank() != a.tensor().rank()) return mismatch();
+    for (int d = 0; d < t.rank(); ++d) {
+      const Dim& dim = (*t.dims)[static_cast<size_t>(d)];
+      if (dim.known() && dim.value != a.tensor().shape()[d]) return mismatch();
+    }
+  }
+  return Status();
+}
+
 std::vector<std::string> target_names() { return {"ref"}; }
 
 Result<std::unique_ptr<Target>> make_target(std::string_view name) {

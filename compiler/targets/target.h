@@ -46,6 +46,10 @@ class Target {
                                                        const CompileOptions& options) const = 0;
 };
 
+// Checks run() arguments against the graph's inputs: their number, kind, dtype, rank and every
+// known dim. Errors name the input and show the expected and the given type.
+Status check_inputs(const Graph& graph, const std::vector<Argument>& inputs);
+
 // The names of the targets this build has: "ref", and "cpu"/"cuda" when built.
 std::vector<std::string> target_names();
 // The target called `name`, or a not-found error listing the available ones.

@@ -1,4 +1,3 @@
-#!/usr/bin/python3
 # SPDX-License-Identifier: Apache-2.0
 # Writes .npy fixtures with numpy for core/npy_test.cc and checks the .npy files kiln writes.
 """Usage: npy_fixture.py write DIR | check DIR
@@ -7,7 +6,7 @@ write: one .npy file per case below, as numpy writes it (byte order, Fortran ord
        version and all).
 check: loads <case>.npy files that kiln wrote for the same cases and exits non-zero unless each
        has the little-endian C-order dtype, the shape and the exact bytes expected.
-The values must stay in sync with kExpected in core/npy_test.cc.
+The values must stay in sync with expected_cases() in core/npy_test.cc.
 """
 import os
 import sys

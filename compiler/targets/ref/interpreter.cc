@@ -132,16 +132,27 @@ Result<std::vector<Argument>> Interpreter::run_frame(const Graph& graph,
 
 Status Interpreter::run_node_in(const Node& node, Frame& frame) {
   std::vector<const Argument*> args;
-  std::vector<ValueType> types;
   args.reserve(static_cast<size_t>(node.num_inputs()));
-  types.reserve(static_cast<size_t>(node.num_inputs()));
   for (const Value* v : node.inputs()) {
     const Argument* a = v ? lookup(frame, v) : nullptr;
     if (v != nullptr && a == nullptr) {
       return internal_error(fmt::format("{}: input \"{}\" has no value", node.describe(), v->name()));
     }
     args.push_back(a);
-    types.push_back(a ? runtime_type(*a, *v) : ValueType());
+  }
+  KILN_ASSIGN_OR_RETURN(std::vector<Argument> outputs, evaluate(node, std::move(args)));
+  for (int i = 0; i < node.num_outputs(); ++i) {
+    frame.values[node.output(i)] = std::move(outputs[static_cast<size_t>(i)]);
+  }
+  return Status();
+}
+
+Result<std::vector<Argument>> Interpreter::evaluate(const Node& node,
+                                                    std::vector<const Argument*> args) {
+  std::vector<ValueType> types;
+  types.reserve(args.size());
+  for (size_t i = 0; i < args.size(); ++i) {
+    types.push_back(args[i] ? runtime_type(*args[i], *node.input(static_cast<int>(i))) : ValueType());
   }
   std::vector<const ValueType*> type_ptrs;
   std::vector<const Tensor*> values;
@@ -162,17 +173,17 @@ Status Interpreter::run_node_in(const Node& node, Frame& frame) {
       outputs[static_cast<size_t>(i)] = Argument(std::move(alloc).value());
     }
   }
-  KernelContext ctx(node, args, &outputs, this);
+  KernelContext ctx(node, std::move(args), &outputs, this);
   KILN_RETURN_IF_ERROR(run_node(node, ctx));
   for (int i = 0; i < node.num_outputs(); ++i) {
-    Argument& out = outputs[static_cast<size_t>(i)];
-    const Value* v = node.output(i);
-    if (out.is_none() && v->type().kind() != ValueType::Kind::kOptional && ctx.output_used(i)) {
-      return internal_error(fmt::format("{}: the ref kernel did not produce output {}", node.describe(), i));
+    const Argument& out = outputs[static_cast<size_t>(i)];
+    if (out.is_none() && node.output(i)->type().kind() != ValueType::Kind::kOptional &&
+        ctx.output_used(i)) {
+      return internal_error(
+          fmt::format("{}: the ref kernel did not produce output {}", node.describe(), i));
     }
-    frame.values[v] = std::move(out);
   }
-  return Status();
+  return outputs;
 }
 
 }  // namespace kiln::compiler::ref

@@ -23,6 +23,10 @@ class Interpreter {
   // Runs a subgraph from inside a kernel; the enclosing graphs' values stay visible.
   Result<std::vector<Argument>> run_subgraph(const Graph& graph, std::vector<Argument> inputs);
 
+  // Runs one node on the given input values (nullptr for an omitted input) and returns its
+  // outputs; constant folding uses this to evaluate nodes at compile time.
+  Result<std::vector<Argument>> evaluate(const Node& node, std::vector<const Argument*> inputs);
+
   std::mt19937_64& rng() { return rng_; }
 
  private:

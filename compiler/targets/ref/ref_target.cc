@@ -16,6 +16,7 @@ class RefExecutable final : public Executable {
   std::string_view target() const override { return "ref"; }
   const Graph& graph() const override { return *graph_; }
   Result<std::vector<Argument>> run(std::vector<Argument> inputs) const override {
+    KILN_RETURN_IF_ERROR(check_inputs(*graph_, inputs));
     ref::Interpreter interpreter(seed_);
     return interpreter.run(*graph_, std::move(inputs));
   }

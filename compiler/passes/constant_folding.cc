@@ -1,0 +1,118 @@
+// SPDX-License-Identifier: Apache-2.0
+// Constant folding: nodes whose inputs are all constants run once, at compile time, on the ref
+// kernels; Shape and Size of static shapes become constants too.
+#include <algorithm>
+
+#include "compiler/ops/all_ops.h"
+#include "compiler/passes/passes.h"
+#include "compiler/passes/rewrite.h"
+#include "compiler/targets/ref/interpreter.h"
+
+namespace kiln::compiler {
+
+namespace {
+
+bool is_random(OpKind kind) {
+  switch (kind) {
+    case OpKind::kBernoulli:
+    case OpKind::kRandomUniform:
+    case OpKind::kRandomUniformLike:
+    case OpKind::kRandomNormal:
+    case OpKind::kRandomNormalLike:
+    case OpKind::kMultinomial:
+    case OpKind::kDropout: return true;
+    default: return false;
+  }
+}
+
+// The value of Shape/Size when the input's shape is static, without touching its data.
+std::optional<Tensor> static_shape_value(const Node& node) {
+  if (!node.has_input(0) || !node.input(0)->type().is_tensor()) return std::nullopt;
+  const TensorType& t = node.input(0)->tensor_type();
+  if (!t.is_static()) return std::nullopt;
+  const Shape shape = t.shape();
+  if (node.kind() == OpKind::kSize) return Tensor::scalar<int64_t>(shape.numel());
+  const auto& op = node.attrs<ops::Shape>();
+  const int64_t rank = shape.rank();
+  auto clamp = [&](int64_t v) { return std::clamp(v < 0 ? v + rank : v, int64_t{0}, rank); };
+  int64_t start = clamp(op.start);
+  int64_t end = op.end ? clamp(*op.end) : rank;
+  std::vector<int64_t> dims;
+  for (int64_t i = start; i < end; ++i) dims.push_back(shape[static_cast<int>(i)]);
+  return Tensor::from_vector(dims);
+}
+
+class ConstantFolding final : public Pass {
+ public:
+  explicit ConstantFolding(int64_t max_elements) : max_elements_(max_elements) {}
+  std::string_view name() const override { return "constant_folding"; }
+
+  Result<bool> run(Graph& graph) override {
+    bool changed = false;
+    std::vector<Node*> order;
+    for (auto& node : graph.nodes()) order.push_back(node.get());
+    for (Node* node : order) {
+      for (Graph* sub : node->op().subgraphs()) {
+        KILN_ASSIGN_OR_RETURN(bool sub_changed, run(*sub));
+        changed |= sub_changed;
+      }
+      KILN_ASSIGN_OR_RETURN(bool folded, fold(graph, node));
+      changed |= folded;
+    }
+    return changed;
+  }
+
+ private:
+  Result<bool> fold(Graph& graph, Node* node) {
+    if (node->kind() == OpKind::kConstant || is_random(node->kind())) return false;
+    if (node->kind() == OpKind::kShape || node->kind() == OpKind::kSize) {
+      std::optional<Tensor> value = static_shape_value(*node);
+      if (value) return replace(graph, node, {Argument(std::move(*value))});
+    }
+    if (!node->op().subgraphs().empty() || node->num_outputs() == 0) return false;
+    std::vector<Argument> inputs;
+    for (const Value* in : node->inputs()) {
+      const Tensor* c = in ? in->constant_value() : nullptr;
+      if (in != nullptr && c == nullptr) return false;
+      inputs.push_back(c ? Argument(*c) : Argument());
+    }
+    for (const Value* out : node->outputs()) {
+      if (!out->type().is_tensor() || !out->tensor_type().is_static()) return false;
+      if (out->tensor_type().shape().numel() > max_elements_) return false;
+    }
+    std::vector<const Argument*> args;
+    for (size_t i = 0; i < inputs.size(); ++i) args.push_back(node->input(static_cast<int>(i)) ? &inputs[i] : nullptr);
+    ref::Interpreter interpreter;
+    Result<std::vector<Argument>> outputs = interpreter.evaluate(*node, std::move(args));
+    // A node that fails here fails the same way at run time; leave it for the runtime's message.
+    if (!outputs.ok()) return false;
+    return replace(graph, node, std::move(outputs).value());
+  }
+
+  bool replace(Graph& graph, Node* node, std::vector<Argument> values) {
+    bool changed = false;
+    for (int i = 0; i < node->num_outputs(); ++i) {
+      Value* out = node->output(i);
+      const Argument& v = values[static_cast<size_t>(i)];
+      if (!v.is_tensor() || (out->uses().empty() && !is_graph_output(out))) continue;
+      Value* c = graph.add_constant(v.tensor(), graph.unique_name(out->name() + "_folded"), node);
+      c->producer()->set_name(node->name());
+      if (forward_output(node, i, c)) {
+        changed = true;
+      } else {
+        graph.erase(c->producer());
+      }
+    }
+    return changed;
+  }
+
+  int64_t max_elements_;
+};
+
+}  // namespace
+
+std::unique_ptr<Pass> make_constant_folding(int64_t max_elements) {
+  return std::make_unique<ConstantFolding>(max_elements);
+}
+
+}  // namespace kiln::compiler

@@ -1,0 +1,33 @@
+// SPDX-License-Identifier: Apache-2.0
+// What the pass tests share: run one pass and compare the printed IR before and after.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "compiler/ir/builder.h"
+#include "compiler/ir/printer.h"
+#include "compiler/ir/verifier.h"
+#include "compiler/ops/all_ops.h"
+#include "compiler/passes/passes.h"
+
+namespace kiln::compiler::testing {
+
+// Checks the graph prints as `before`, runs `pass` (and dead-code elimination when `then_dce`),
+// and checks it prints as `after` and verifies. Returns whether the pass reported a change.
+inline bool expect_rewrite(Graph& graph, Pass& pass, const std::string& before,
+                           const std::string& after, bool then_dce = true) {
+  EXPECT_EQ(print_graph(graph), before);
+  Result<bool> changed = pass.run(graph);
+  EXPECT_TRUE(changed.ok()) << changed.status().to_string();
+  if (then_dce) EXPECT_TRUE(make_dead_code_elimination()->run(graph).ok());
+  EXPECT_EQ(print_graph(graph), after);
+  Status verified = verify_graph(graph);
+  EXPECT_TRUE(verified.ok()) << verified.to_string();
+  return changed.ok() && *changed;
+}
+
+inline TensorType f32(std::initializer_list<int64_t> dims) { return TensorType(DType::kF32, Shape(dims)); }
+
+}  // namespace kiln::compiler::testing

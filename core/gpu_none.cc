@@ -1,0 +1,14 @@
+// SPDX-License-Identifier: Apache-2.0
+// GPU discovery in a build without CUDA: there are none.
+#include "core/gpu.h"
+
+namespace kiln {
+
+bool built_with_cuda() { return false; }
+
+std::vector<GpuInfo> list_gpus(std::string* why_none) {
+  if (why_none) *why_none = "kiln was built without CUDA (no nvcc at configure time)";
+  return {};
+}
+
+}  // namespace kiln

@@ -1,0 +1,110 @@
+// SPDX-License-Identifier: Apache-2.0
+// `kiln verify`: run a target and ref on the same inputs and compare every output.
+#include <fmt/format.h>
+
+#include <cmath>
+
+#include "compiler/targets/target.h"
+#include "tools/command.h"
+#include "tools/model_io.h"
+
+namespace kiln::tools {
+
+namespace {
+
+struct Error {
+  double max_abs = 0;
+  double max_rel = 0;
+  bool within = true;
+  std::string problem;  // a dtype/shape mismatch
+};
+
+Error compare(const compiler::Argument& ref, const compiler::Argument& got, double rtol, double atol) {
+  Error e;
+  if (!ref.is_tensor() || !got.is_tensor()) {
+    e.within = ref.to_string() == got.to_string();
+    if (!e.within) e.problem = fmt::format("{} vs {}", ref.to_string(), got.to_string());
+    return e;
+  }
+  const Tensor& a = ref.tensor();
+  const Tensor& b = got.tensor();
+  if (a.dtype() != b.dtype() || !(a.shape() == b.shape())) {
+    e.within = false;
+    e.problem = fmt::format("ref gives {}{}, the target {}{}", dtype_name(a.dtype()), a.shape().to_string(),
+                            dtype_name(b.dtype()), b.shape().to_string());
+    return e;
+  }
+  visit_dtype(a.dtype(), [&]<class T>() {
+    if constexpr (std::is_same_v<T, std::string>) {
+      for (int64_t i = 0; i < a.numel(); ++i) e.within &= a.data<T>()[i] == b.data<T>()[i];
+    } else {
+      for (int64_t i = 0; i < a.numel(); ++i) {
+        double x = static_cast<double>(static_cast<float>(a.data<T>()[i]));
+        double y = static_cast<double>(static_cast<float>(b.data<T>()[i]));
+        if constexpr (std::is_same_v<T, double>) {
+          x = a.data<T>()[i];
+          y = b.data<T>()[i];
+        }
+        if (std::isnan(x) && std::isnan(y)) continue;
+        double abs = std::abs(x - y);
+        if (std::isnan(abs)) abs = INFINITY;
+        e.max_abs = std::max(e.max_abs, abs);
+        e.max_rel = std::max(e.max_rel, abs / std::max(std::abs(x), 1e-12));
+        e.within &= abs <= atol + rtol * std::abs(x);
+      }
+    }
+  });
+  return e;
+}
+
+}  // namespace
+
+CommandAction add_verify_command(CLI::App& app) {
+  struct Options {
+    std::string model;
+    std::string target = "ref";
+    double rtol = 1e-3;
+    double atol = 1e-5;
+    ModelInputOptions inputs;
+  };
+  auto opts = std::make_shared<Options>();
+  CLI::App* cmd = app.add_subcommand("verify", "Run a target and ref on the same inputs and compare");
+  cmd->add_option("model", opts->model, "the .onnx model")->required();
+  cmd->add_option("--target", opts->target, "the target to check against ref")->capture_default_str();
+  cmd->add_option("--rtol", opts->rtol, "relative tolerance")->capture_default_str();
+  cmd->add_option("--atol", opts->atol, "absolute tolerance")->capture_default_str();
+  cmd->add_option("--input", opts->inputs.inputs, "NAME=FILE.npy; inputs not given are random");
+  cmd->add_option("--input-shape", opts->inputs.input_shapes, "NAME=1x3x224x224 for a dynamic input");
+  cmd->add_option("--seed", opts->inputs.seed, "seed of the random inputs")->capture_default_str();
+  return [opts] {
+    // Two imports give each target its own graph to optimize.
+    auto for_ref = prepare_model(opts->model, opts->inputs);
+    if (!for_ref.ok()) return report_error(for_ref.status());
+    auto for_target = prepare_model(opts->model, opts->inputs);
+    if (!for_target.ok()) return report_error(for_target.status());
+    auto ref_target = compiler::make_target("ref");
+    auto target = compiler::make_target(opts->target);
+    if (!target.ok()) return report_error(target.status());
+    auto ref_exe = compiler::compile(std::shared_ptr<compiler::Graph>(std::move(for_ref->model->graph)), **ref_target);
+    if (!ref_exe.ok()) return report_error(ref_exe.status());
+    auto exe = compiler::compile(std::shared_ptr<compiler::Graph>(std::move(for_target->model->graph)), **target);
+    if (!exe.ok()) return report_error(exe.status());
+    auto expected = (*ref_exe)->run(std::move(for_ref->inputs));
+    if (!expected.ok()) return report_error(expected.status());
+    auto actual = (*exe)->run(std::move(for_target->inputs));
+    if (!actual.ok()) return report_error(actual.status());
+    bool all_ok = true;
+    fmt::print("{:<32} {:>12} {:>12}  {}\n", "output", "max abs err", "max rel err", "verdict");
+    for (size_t i = 0; i < expected->size(); ++i) {
+      const std::string& name = (*ref_exe)->graph().outputs()[i]->name();
+      Error e = compare((*expected)[i], (*actual)[i], opts->rtol, opts->atol);
+      all_ok &= e.within;
+      fmt::print("{:<32} {:>12.3g} {:>12.3g}  {}{}\n", name, e.max_abs, e.max_rel, e.within ? "ok" : "MISMATCH",
+                 e.problem.empty() ? "" : ": " + e.problem);
+    }
+    fmt::print("{} vs ref: {}\n", opts->target, all_ok ? "all outputs agree" : "outputs differ");
+    return all_ok ? 0 : 1;
+  };
+}
+
+}  // namespace kiln::tools

@@ -1,0 +1,46 @@
+// SPDX-License-Identifier: Apache-2.0
+// What `kiln run` and `kiln verify` share: parsing --input/--input-shape, loading the model,
+// making inputs (from .npy files or seeded random data) and writing outputs.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "compiler/ir/model.h"
+#include "compiler/runtime/argument.h"
+#include "core/status.h"
+
+namespace kiln::tools {
+
+struct ModelInputOptions {
+  std::vector<std::string> inputs;        // NAME=FILE.npy
+  std::vector<std::string> input_shapes;  // NAME=1x3x224x224
+  uint64_t seed = 0;
+};
+
+// A model with its inputs ready to run.
+struct PreparedModel {
+  std::unique_ptr<compiler::Model> model;
+  std::vector<compiler::Argument> inputs;  // one per graph input, in order
+};
+
+// Imports `path` with the given shapes (and the shapes of the given .npy inputs), then builds every
+// input: from its .npy file when given (checked against the model's dtype and shape), else random
+// with `seed`. Errors name the input and say what to pass instead.
+Result<PreparedModel> prepare_model(const std::string& path, const ModelInputOptions& options);
+
+// "out:0" -> "out_0": characters outside [A-Za-z0-9._-] become '_'.
+std::string sanitize_file_name(const std::string& name);
+
+// Writes each output as DIR/<name>.npy and DIR/outputs.json listing name, file, dtype and shape in
+// output order. Creates DIR when missing.
+Status write_outputs(const std::string& dir, const std::vector<std::string>& names,
+                     const std::vector<compiler::Argument>& outputs);
+
+// A short human-readable summary of a tensor: dtype, shape and the first few values.
+std::string summarize(const compiler::Argument& value);
+
+}  // namespace kiln::tools
