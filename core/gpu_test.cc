@@ -29,8 +29,9 @@ TEST(Gpu, ListsDevicesOrSaysWhyNone) {
 TEST(Gpu, FillKernelWritesEveryElement) {
   if (list_gpus().empty()) GTEST_SKIP() << "no GPU";
   const int64_t n = (int64_t{1} << 24) + 77;  // more than one grid-stride pass, odd tail
-  float* device = nullptr;
-  ASSERT_EQ(cudaMalloc(&device, n * sizeof(float)), cudaSuccess);
+  void* raw = nullptr;
+  ASSERT_EQ(cudaMalloc(&raw, n * sizeof(float)), cudaSuccess);
+  auto* device = static_cast<float*>(raw);
   ASSERT_TRUE(kernels::fill_f32_cuda(device, n, 2.5f).ok());
   std::vector<float> host(static_cast<size_t>(n), 0.0f);
   ASSERT_EQ(cudaMemcpy(host.data(), device, n * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);

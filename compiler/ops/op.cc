@@ -146,6 +146,8 @@ bool is_absent(const T& v) {
     return v == nullptr;
   } else if constexpr (requires { v.has_value(); }) {
     return !v.has_value();
+  } else if constexpr (std::is_same_v<T, std::vector<std::string>>) {
+    return v.empty();  // string lists have no other way to be absent
   } else {
     return false;
   }

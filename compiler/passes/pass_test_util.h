@@ -21,7 +21,9 @@ inline bool expect_rewrite(Graph& graph, Pass& pass, const std::string& before,
   EXPECT_EQ(print_graph(graph), before);
   Result<bool> changed = pass.run(graph);
   EXPECT_TRUE(changed.ok()) << changed.status().to_string();
-  if (then_dce) EXPECT_TRUE(make_dead_code_elimination()->run(graph).ok());
+  if (then_dce) {
+    EXPECT_TRUE(make_dead_code_elimination()->run(graph).ok());
+  }
   EXPECT_EQ(print_graph(graph), after);
   Status verified = verify_graph(graph);
   EXPECT_TRUE(verified.ok()) << verified.to_string();

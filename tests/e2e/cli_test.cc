@@ -18,14 +18,14 @@ namespace fs = std::filesystem;
 namespace kiln {
 namespace {
 
-struct Run {
+struct KilnRun {
   int exit_code;
   std::string output;  // stdout and stderr together
 };
 
-Run run_kiln(const std::string& args) {
+KilnRun run_kiln(const std::string& args) {
   std::string command = std::string(KILN_CLI) + " " + args + " 2>&1";
-  Run r{-1, ""};
+  KilnRun r{-1, ""};
   FILE* pipe = ::popen(command.c_str(), "r");
   if (pipe == nullptr) return r;
   char buffer[4096];
@@ -61,10 +61,10 @@ class Cli : public ::testing::Test {
 };
 
 TEST_F(Cli, VersionAndHelpListSubcommands) {
-  Run v = run_kiln("--version");
+  KilnRun v = run_kiln("--version");
   EXPECT_EQ(v.exit_code, 0);
   EXPECT_EQ(v.output.rfind("kiln ", 0), 0u) << v.output;
-  Run h = run_kiln("--help");
+  KilnRun h = run_kiln("--help");
   EXPECT_EQ(h.exit_code, 0);
   for (const char* sub : {"run", "verify", "print", "ops", "env"}) {
     EXPECT_NE(h.output.find(sub), std::string::npos) << sub << "\n" << h.output;
@@ -72,7 +72,7 @@ TEST_F(Cli, VersionAndHelpListSubcommands) {
 }
 
 TEST_F(Cli, RunsTheBundledExampleAndWritesOutputs) {
-  Run r = run_kiln("run " + model_ + " --input image=" + digit_ + " --output-dir " + (dir_ / "out").string());
+  KilnRun r = run_kiln("run " + model_ + " --input image=" + digit_ + " --output-dir " + (dir_ / "out").string());
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("probabilities: f32[1,10]"), std::string::npos) << r.output;
   auto json = read_file((dir_ / "out" / "outputs.json").string());
@@ -92,9 +92,9 @@ TEST_F(Cli, RunsTheBundledExampleAndWritesOutputs) {
 }
 
 TEST_F(Cli, RandomInputsAreSeeded) {
-  Run a = run_kiln("run " + model_ + " --input-shape image=2x1x28x28 --seed 3");
-  Run b = run_kiln("run " + model_ + " --input-shape image=2x1x28x28 --seed 3");
-  Run c = run_kiln("run " + model_ + " --input-shape image=2x1x28x28 --seed 4");
+  KilnRun a = run_kiln("run " + model_ + " --input-shape image=2x1x28x28 --seed 3");
+  KilnRun b = run_kiln("run " + model_ + " --input-shape image=2x1x28x28 --seed 3");
+  KilnRun c = run_kiln("run " + model_ + " --input-shape image=2x1x28x28 --seed 4");
   ASSERT_EQ(a.exit_code, 0) << a.output;
   auto first_line = [](const std::string& s) { return s.substr(0, s.find('\n')); };
   EXPECT_EQ(first_line(a.output), first_line(b.output));
@@ -102,7 +102,7 @@ TEST_F(Cli, RandomInputsAreSeeded) {
 }
 
 TEST_F(Cli, VerifyAgreesWithRef) {
-  Run r = run_kiln("verify " + model_ + " --target ref --input-shape image=3x1x28x28");
+  KilnRun r = run_kiln("verify " + model_ + " --target ref --input-shape image=3x1x28x28");
   EXPECT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("all outputs agree"), std::string::npos) << r.output;
 }
@@ -111,7 +111,7 @@ TEST_F(Cli, TruncatedModelIsOneClearLine) {
   auto bytes = read_file(model_);
   ASSERT_TRUE(bytes.ok());
   std::string path = write("truncated.onnx", bytes->substr(0, bytes->size() / 3));
-  Run r = run_kiln("run " + path);
+  KilnRun r = run_kiln("run " + path);
   EXPECT_NE(r.exit_code, 0);
   EXPECT_EQ(count_lines(r.output), 1) << r.output;
   EXPECT_NE(r.output.find("truncated.onnx"), std::string::npos) << r.output;
@@ -122,14 +122,14 @@ TEST_F(Cli, RandomBytesAreOneClearLine) {
   std::string noise(4096, '\0');
   for (char& c : noise) c = static_cast<char>(rng());
   std::string path = write("noise.onnx", noise);
-  Run r = run_kiln("run " + path);
+  KilnRun r = run_kiln("run " + path);
   EXPECT_NE(r.exit_code, 0);
   EXPECT_EQ(count_lines(r.output), 1) << r.output;
   EXPECT_NE(r.output.find("noise.onnx"), std::string::npos) << r.output;
 }
 
 TEST_F(Cli, MissingModelFileIsNamed) {
-  Run r = run_kiln("run " + (dir_ / "nope.onnx").string());
+  KilnRun r = run_kiln("run " + (dir_ / "nope.onnx").string());
   EXPECT_NE(r.exit_code, 0);
   EXPECT_EQ(count_lines(r.output), 1) << r.output;
   EXPECT_NE(r.output.find("nope.onnx"), std::string::npos) << r.output;
@@ -142,7 +142,7 @@ TEST_F(Cli, UnknownOpIsNamed) {
   size_t at = patched.find("Softmax");
   ASSERT_NE(at, std::string::npos);
   patched.replace(at, 7, "Softmux");  // same length keeps the protobuf valid
-  Run r = run_kiln("run " + write("unknown_op.onnx", patched));
+  KilnRun r = run_kiln("run " + write("unknown_op.onnx", patched));
   EXPECT_NE(r.exit_code, 0);
   EXPECT_EQ(count_lines(r.output), 1) << r.output;
   EXPECT_NE(r.output.find("Softmux"), std::string::npos) << r.output;
@@ -150,7 +150,7 @@ TEST_F(Cli, UnknownOpIsNamed) {
 }
 
 TEST_F(Cli, WrongInputNameListsTheRealOnes) {
-  Run r = run_kiln("run " + model_ + " --input picture=" + digit_);
+  KilnRun r = run_kiln("run " + model_ + " --input picture=" + digit_);
   EXPECT_NE(r.exit_code, 0);
   EXPECT_EQ(count_lines(r.output), 1) << r.output;
   EXPECT_NE(r.output.find("picture"), std::string::npos) << r.output;
@@ -160,7 +160,7 @@ TEST_F(Cli, WrongInputNameListsTheRealOnes) {
 TEST_F(Cli, WrongInputShapeNamesTheNode) {
   Tensor small(DType::kF32, Shape{1, 1, 5, 5});
   ASSERT_TRUE(write_npy((dir_ / "small.npy").string(), small.view()).ok());
-  Run r = run_kiln("run " + model_ + " --input image=" + (dir_ / "small.npy").string());
+  KilnRun r = run_kiln("run " + model_ + " --input image=" + (dir_ / "small.npy").string());
   EXPECT_NE(r.exit_code, 0);
   EXPECT_EQ(count_lines(r.output), 1) << r.output;
   EXPECT_NE(r.output.find("\"fc\""), std::string::npos) << r.output;
@@ -169,39 +169,39 @@ TEST_F(Cli, WrongInputShapeNamesTheNode) {
 TEST_F(Cli, WrongInputDtypeSaysWhatToDo) {
   Tensor wide(DType::kF64, Shape{1, 1, 28, 28});
   ASSERT_TRUE(write_npy((dir_ / "wide.npy").string(), wide.view()).ok());
-  Run r = run_kiln("run " + model_ + " --input image=" + (dir_ / "wide.npy").string());
+  KilnRun r = run_kiln("run " + model_ + " --input image=" + (dir_ / "wide.npy").string());
   EXPECT_NE(r.exit_code, 0);
   EXPECT_EQ(count_lines(r.output), 1) << r.output;
   EXPECT_NE(r.output.find("expects f32 but the file holds f64"), std::string::npos) << r.output;
 }
 
 TEST_F(Cli, DynamicInputWithoutShapeSaysHowToGiveOne) {
-  Run r = run_kiln("run " + model_);
+  KilnRun r = run_kiln("run " + model_);
   EXPECT_NE(r.exit_code, 0);
   EXPECT_EQ(count_lines(r.output), 1) << r.output;
   EXPECT_NE(r.output.find("--input-shape image="), std::string::npos) << r.output;
 }
 
 TEST_F(Cli, UnknownTargetListsTheKnownOnes) {
-  Run r = run_kiln("run " + model_ + " --input image=" + digit_ + " --target tpu");
+  KilnRun r = run_kiln("run " + model_ + " --input image=" + digit_ + " --target tpu");
   EXPECT_NE(r.exit_code, 0);
   EXPECT_EQ(count_lines(r.output), 1) << r.output;
   EXPECT_NE(r.output.find("unknown target \"tpu\""), std::string::npos) << r.output;
 }
 
 TEST_F(Cli, OpsListsOpsWithOpsetRanges) {
-  Run r = run_kiln("ops");
+  KilnRun r = run_kiln("ops");
   ASSERT_EQ(r.exit_code, 0);
   EXPECT_NE(r.output.find("Conv"), std::string::npos);
   EXPECT_NE(r.output.find("1-17"), std::string::npos) << r.output;
 }
 
 TEST_F(Cli, PrintShowsTheGraphAsTextAndDot) {
-  Run t = run_kiln("print " + model_);
+  KilnRun t = run_kiln("print " + model_);
   ASSERT_EQ(t.exit_code, 0) << t.output;
   EXPECT_NE(t.output.find("Conv"), std::string::npos);
   EXPECT_NE(t.output.find("# \"conv1\""), std::string::npos) << t.output;
-  Run d = run_kiln("print " + model_ + " --optimized --format dot");
+  KilnRun d = run_kiln("print " + model_ + " --optimized --format dot");
   ASSERT_EQ(d.exit_code, 0) << d.output;
   EXPECT_EQ(d.output.rfind("digraph", 0), 0u) << d.output;
 }
