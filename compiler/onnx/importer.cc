@@ -411,6 +411,8 @@ Value* NodeImporter::constant(Tensor value) {
 
 void NodeImporter::bind_output(int i, Value* value) { gi_.bind(proto_.output(i), value); }
 
+Value* NodeImporter::lookup(const std::string& name) const { return gi_.lookup(name); }
+
 Status NodeImporter::error(std::string_view message) const {
   std::string who = proto_.name().empty()
                         ? fmt::format("node {} (unnamed)", proto_.op_type())
@@ -486,6 +488,11 @@ std::vector<SupportedOnnxOp> supported_onnx_ops() {
       }
       out.push_back({domain, op_type, first, kMaxOpset});
     }
+  }
+  // Ops that import as other ops (no kiln op of their own), e.g. Gradient.
+  for (const OpsetImporter& row : all_importers()) {
+    if (parse_op_kind(row.op_type)) continue;
+    out.push_back({std::string(row.domain), std::string(row.op_type), row.since, row.until});
   }
   return out;
 }

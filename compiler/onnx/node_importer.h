@@ -74,6 +74,8 @@ class NodeImporter {
   Value* constant(Tensor value);
   // Binds ONNX output i to an existing value (for ops that import as nothing, like Identity).
   void bind_output(int i, Value* value);
+  // The value a name refers to in the node's scope (this graph or an enclosing one), or nullptr.
+  Value* lookup(const std::string& name) const;
 
   // An error naming the node: `node Conv "c1": <message>`.
   Status error(std::string_view message) const;
