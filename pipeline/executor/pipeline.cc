@@ -1,0 +1,351 @@
+// SPDX-License-Identifier: Apache-2.0
+// The executor: graph wiring, the producer thread, per-sample processing, batching, bad data.
+#include "pipeline/executor/pipeline.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cstring>
+
+#include "core/logging.h"
+#include "pipeline/operators/readers_file.h"
+
+namespace kiln::pipeline {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+int64_t nanos_since(Clock::time_point start) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count();
+}
+
+Result<double> scalar_value(const Tensor& t, std::string_view op, std::string_view arg) {
+  if (t.numel() != 1) {
+    return invalid_argument_error(fmt::format(
+        "operator {}: per-sample argument \"{}\" expects one value per sample, got shape {}", op,
+        arg, t.shape().to_string()));
+  }
+  switch (t.dtype()) {
+    case DType::kF32: return static_cast<double>(*t.data<float>());
+    case DType::kF64: return *t.data<double>();
+    case DType::kI32: return static_cast<double>(*t.data<int32_t>());
+    case DType::kI64: return static_cast<double>(*t.data<int64_t>());
+    case DType::kU8: return static_cast<double>(*t.data<uint8_t>());
+    case DType::kBool: return *t.data<bool>() ? 1.0 : 0.0;
+    default:
+      return invalid_argument_error(
+          fmt::format("operator {}: per-sample argument \"{}\" cannot take a {} value", op, arg,
+                      dtype_name(t.dtype())));
+  }
+}
+
+}  // namespace
+
+Pipeline::Pipeline(const PipelineOptions& options, FileReader reader)
+    : options_(options),
+      reader_(std::move(reader)),
+      pool_(options.num_threads),
+      queue_(static_cast<size_t>(options.prefetch_queue_depth)) {}
+
+Result<std::unique_ptr<Pipeline>> Pipeline::create(const PipelineOptions& options,
+                                                   std::vector<OpSpec> ops) {
+  if (options.batch_size < 1 || options.num_threads < 0 || options.prefetch_queue_depth < 1) {
+    return invalid_argument_error(fmt::format(
+        "pipeline: batch_size {} and prefetch_queue_depth {} must be >= 1, num_threads {} >= 0",
+        options.batch_size, options.prefetch_queue_depth, options.num_threads));
+  }
+  if (options.outputs.empty()) return invalid_argument_error("pipeline: no outputs requested");
+  if (ops.empty()) return invalid_argument_error("pipeline: no operators");
+
+  std::vector<Node> nodes;
+  std::map<std::string, int, std::less<>> slots;
+  std::vector<std::string> stages;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    OpSpec& spec = ops[i];
+    const std::string where = fmt::format("pipeline operator #{} ({})", i, spec.op);
+    KILN_ASSIGN_OR_RETURN(std::unique_ptr<Operator> op, create_operator(spec.op, spec.args));
+    const OperatorSchema& schema = op->schema();
+    if (op->is_reader() != (i == 0)) {
+      return invalid_argument_error(
+          fmt::format("{}: the first operator, and only it, must be a reader", where));
+    }
+    if (spec.inputs.size() != schema.inputs.size()) {
+      return invalid_argument_error(fmt::format("{}: expected {} inputs, got {}", where,
+                                                schema.inputs.size(), spec.inputs.size()));
+    }
+    if (spec.outputs.empty()) spec.outputs = schema.outputs;
+    if (spec.outputs.size() != schema.outputs.size()) {
+      return invalid_argument_error(fmt::format("{}: expected {} output names, got {}", where,
+                                                schema.outputs.size(), spec.outputs.size()));
+    }
+    Node node;
+    for (const std::string& name : spec.inputs) {
+      auto it = slots.find(name);
+      if (it == slots.end()) {
+        return invalid_argument_error(
+            fmt::format("{}: input \"{}\" is not an output of an earlier operator", where, name));
+      }
+      node.inputs.push_back(it->second);
+    }
+    for (const auto& [arg, name] : spec.arg_inputs) {
+      const ArgSpec* arg_spec = schema.find_arg(arg);
+      if (arg_spec == nullptr || !arg_spec->per_sample) {
+        return invalid_argument_error(
+            fmt::format("{}: \"{}\" is not a per-sample argument", where, arg));
+      }
+      auto it = slots.find(name);
+      if (it == slots.end()) {
+        return invalid_argument_error(fmt::format(
+            "{}: argument input \"{}\" is not an output of an earlier operator", where, name));
+      }
+      node.arg_slots.emplace_back(arg, it->second);
+    }
+    for (const std::string& name : spec.outputs) {
+      int slot = static_cast<int>(slots.size());
+      if (!slots.emplace(name, slot).second) {
+        return invalid_argument_error(
+            fmt::format("{}: tensor name \"{}\" is already used", where, name));
+      }
+      node.outputs.push_back(slot);
+    }
+    stages.push_back(i == 0 ? std::string("read") : fmt::format("{}#{}", spec.op, i));
+    node.op = std::move(op);
+    nodes.push_back(std::move(node));
+  }
+  stages.push_back("batch");
+
+  KILN_ASSIGN_OR_RETURN(FileReaderOptions reader_options,
+                        file_reader_options(nodes[0].op->args(), options.seed));
+  KILN_ASSIGN_OR_RETURN(FileReader reader, FileReader::open(reader_options));
+  PipelineOptions resolved = options;
+  if (resolved.num_threads == 0) resolved.num_threads = default_thread_count();
+  std::unique_ptr<Pipeline> p(new Pipeline(resolved, std::move(reader)));
+  for (const std::string& name : options.outputs) {
+    auto it = slots.find(name);
+    if (it == slots.end()) {
+      return invalid_argument_error(fmt::format("pipeline: output \"{}\" is not produced", name));
+    }
+    p->output_slots_.push_back(it->second);
+  }
+  p->last_batch_policy_ = reader_options.last_batch_policy;
+  p->encoded_slot_ = nodes[0].outputs[0];
+  p->label_slot_ = nodes[0].outputs[1];
+  p->num_slots_ = static_cast<int>(slots.size());
+  p->nodes_ = std::move(nodes);
+  p->stage_names_ = std::move(stages);
+  p->counters_ = std::make_unique<Counter[]>(p->stage_names_.size());
+  p->start();
+  return p;
+}
+
+Pipeline::~Pipeline() {
+  stop();
+}
+
+void Pipeline::start() {
+  stopping_ = false;
+  epoch_done_ = false;
+  failed_.reset();
+  queue_.reopen();
+  producer_ = std::thread([this, epoch = epoch_] { produce(epoch); });
+}
+
+void Pipeline::stop() {
+  stopping_ = true;
+  queue_.close();
+  if (producer_.joinable()) producer_.join();
+}
+
+void Pipeline::reset() {
+  stop();
+  reader_.reset();
+  epoch_ = reader_.epoch();
+  start();
+}
+
+Result<std::optional<Batch>> Pipeline::run() {
+  if (failed_) return *failed_;
+  if (epoch_done_) return std::optional<Batch>();
+  std::optional<Item> item = queue_.pop();
+  if (!item || std::holds_alternative<EndOfEpoch>(*item)) {
+    epoch_done_ = true;
+    return std::optional<Batch>();
+  }
+  if (auto* status = std::get_if<Status>(&*item)) {
+    failed_ = *status;
+    return *status;
+  }
+  return std::optional<Batch>(std::move(std::get<Batch>(*item)));
+}
+
+std::vector<BadSample> Pipeline::bad_samples() const {
+  std::lock_guard lock(bad_mutex_);
+  return bad_samples_;
+}
+
+std::vector<StageTiming> Pipeline::stage_timings() const {
+  std::vector<StageTiming> out;
+  for (size_t i = 0; i < stage_names_.size(); ++i) {
+    out.push_back({stage_names_[i], counters_[i].calls.load(),
+                   static_cast<double>(counters_[i].nanos.load()) * 1e-9});
+  }
+  return out;
+}
+
+Result<std::vector<Tensor>> Pipeline::process(const SampleRef& ref, int64_t epoch) {
+  const FileEntry& entry = reader_.entries()[static_cast<size_t>(ref.entry)];
+  std::vector<Tensor> slots(static_cast<size_t>(num_slots_));
+  auto start = Clock::now();
+  KILN_ASSIGN_OR_RETURN(slots[encoded_slot_], read_encoded(entry.path));
+  slots[label_slot_] = Tensor::scalar(entry.label);
+  counters_[0].calls++;
+  counters_[0].nanos += nanos_since(start);
+
+  std::vector<Tensor> inputs;
+  std::vector<Tensor> outputs;
+  for (size_t n = 1; n < nodes_.size(); ++n) {
+    const Node& node = nodes_[n];
+    start = Clock::now();
+    inputs.clear();
+    outputs.clear();
+    for (int slot : node.inputs) inputs.push_back(slots[slot]);
+    SampleContext ctx;
+    ctx.seed = mix_seed(
+        {options_.seed, static_cast<uint64_t>(epoch), static_cast<uint64_t>(ref.position), n});
+    ctx.path = entry.path;
+    const OpArgs* args = &node.op->args();
+    std::optional<OpArgs> sample_args;
+    if (!node.arg_slots.empty()) {
+      sample_args = node.op->args();
+      for (const auto& [arg, slot] : node.arg_slots) {
+        KILN_ASSIGN_OR_RETURN(double v, scalar_value(slots[slot], node.op->schema().name, arg));
+        sample_args->set_sample_value(arg, v);
+      }
+      args = &*sample_args;
+    }
+    Status status = node.op->run(ctx, *args, inputs, &outputs);
+    if (!status.ok()) {
+      if (status.message().find(entry.path) != std::string_view::npos) return status;
+      return status.with_context(fmt::format("sample \"{}\"", entry.path));
+    }
+    KILN_CHECK(outputs.size() == node.outputs.size(), "operator returned the wrong output count");
+    for (size_t k = 0; k < outputs.size(); ++k) slots[node.outputs[k]] = std::move(outputs[k]);
+    counters_[n].calls++;
+    counters_[n].nanos += nanos_since(start);
+  }
+  std::vector<Tensor> result;
+  for (int slot : output_slots_) result.push_back(slots[slot]);
+  return result;
+}
+
+std::vector<Result<std::vector<Tensor>>> Pipeline::process_all(const std::vector<SampleRef>& refs,
+                                                               int64_t epoch) {
+  std::vector<std::optional<Result<std::vector<Tensor>>>> results(refs.size());
+  pool_.parallel_for(static_cast<int64_t>(refs.size()), [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) results[i].emplace(process(refs[i], epoch));
+  });
+  std::vector<Result<std::vector<Tensor>>> out;
+  out.reserve(refs.size());
+  for (auto& r : results) out.push_back(std::move(*r));
+  return out;
+}
+
+void Pipeline::produce(int64_t epoch) {
+  const int64_t batch_size = options_.batch_size;
+  while (!stopping_) {
+    std::vector<SampleRef> refs = reader_.next_batch(batch_size);
+    if (refs.empty()) {
+      queue_.push(EndOfEpoch{});
+      return;
+    }
+    std::vector<std::vector<Tensor>> good;
+    std::vector<std::string> paths;
+    int64_t num_padded = 0;
+    while (!refs.empty()) {
+      std::vector<Result<std::vector<Tensor>>> results = process_all(refs, epoch);
+      for (size_t i = 0; i < refs.size(); ++i) {
+        const std::string& path = reader_.entries()[static_cast<size_t>(refs[i].entry)].path;
+        if (results[i].ok()) {
+          good.push_back(std::move(results[i]).value());
+          paths.push_back(path);
+          num_padded += refs[i].padded ? 1 : 0;
+          continue;
+        }
+        const Status& status = results[i].status();
+        if (options_.bad_data == BadDataPolicy::kError) {
+          queue_.push(status);
+          return;
+        }
+        log(LogLevel::kWarning, "pipeline: skipping sample \"{}\": {}", path, status.message());
+        std::lock_guard lock(bad_mutex_);
+        bad_samples_.push_back({epoch, path, std::string(status.message())});
+      }
+      // Replace skipped samples with the next ones of the epoch, in order.
+      refs.clear();
+      while (static_cast<int64_t>(good.size() + refs.size()) < batch_size) {
+        std::optional<SampleRef> next = reader_.next_sample();
+        if (!next) break;
+        refs.push_back(*next);
+      }
+    }
+    const auto short_by = batch_size - static_cast<int64_t>(good.size());
+    if (good.empty()) continue;
+    if (short_by > 0) {
+      // Only reached at the end of an epoch after skips.
+      if (last_batch_policy_ == LastBatchPolicy::kDrop) continue;
+      if (last_batch_policy_ == LastBatchPolicy::kFill) {
+        const size_t have = good.size();
+        for (int64_t i = 0; i < short_by; ++i) {
+          good.push_back(good[static_cast<size_t>(i) % have]);
+          paths.push_back(paths[static_cast<size_t>(i) % have]);
+          ++num_padded;
+        }
+      }
+    }
+    Batch batch = assemble(epoch, std::move(good), std::move(paths), num_padded);
+    if (!queue_.push(std::move(batch))) return;
+  }
+}
+
+Batch Pipeline::assemble(int64_t epoch, std::vector<std::vector<Tensor>> samples,
+                         std::vector<std::string> paths, int64_t num_padded) {
+  auto start = Clock::now();
+  Batch batch;
+  batch.epoch = epoch;
+  batch.paths = std::move(paths);
+  batch.num_padded = num_padded;
+  const size_t n = samples.size();
+  for (size_t k = 0; k < output_slots_.size(); ++k) {
+    TensorList list;
+    for (size_t i = 0; i < n; ++i) list.samples.push_back(std::move(samples[i][k]));
+    bool uniform = true;
+    for (size_t i = 1; i < n; ++i) {
+      uniform = uniform && list.samples[i].shape() == list.samples[0].shape() &&
+                list.samples[i].dtype() == list.samples[0].dtype();
+    }
+    const DType dtype = list.samples[0].dtype();
+    const Shape shape = list.samples[0].shape();
+    if (uniform && dtype != DType::kString) {
+      std::vector<int64_t> dims{static_cast<int64_t>(n)};
+      dims.insert(dims.end(), shape.begin(), shape.end());
+      Result<Tensor> dense = Tensor::allocate(dtype, Shape(std::move(dims)));
+      if (dense.ok()) {
+        auto owner = std::make_shared<Tensor>(*dense);
+        auto* base = static_cast<uint8_t*>(dense->raw_data());
+        const size_t bytes = list.samples[0].nbytes();
+        for (size_t i = 0; i < n; ++i) {
+          if (bytes > 0) std::memcpy(base + i * bytes, list.samples[i].raw_data(), bytes);
+          list.samples[i] = Tensor::wrap(dtype, shape, base + i * bytes, owner);
+        }
+        list.dense = std::move(*dense);
+      }
+    }
+    batch.outputs.push_back(std::move(list));
+  }
+  const size_t last = stage_names_.size() - 1;
+  counters_[last].calls++;
+  counters_[last].nanos += nanos_since(start);
+  return batch;
+}
+
+}  // namespace kiln::pipeline

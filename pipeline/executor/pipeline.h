@@ -1,0 +1,148 @@
+// SPDX-License-Identifier: Apache-2.0
+// Pipeline: runs a reader and per-sample operators on worker threads into prefetched batches.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <variant>
+#include <vector>
+
+#include "core/tensor.h"
+#include "core/thread_pool.h"
+#include "pipeline/executor/prefetch_queue.h"
+#include "pipeline/operators/operator.h"
+#include "pipeline/readers/file_reader.h"
+
+namespace kiln::pipeline {
+
+// What happens to a sample whose file cannot be read or decoded (or that an operator rejects).
+enum class BadDataPolicy {
+  kSkip,   // logged (path + reason), recorded in bad_samples(), replaced by the next sample
+  kError,  // run() returns the error
+};
+
+// One operator instance of a pipeline and how it is wired.
+struct OpSpec {
+  std::string op;  // schema name: "decoders.image"
+  ArgMap args;
+  std::vector<std::string> inputs;   // tensors produced by earlier operators, one per schema input
+  std::vector<std::string> outputs;  // names for the schema outputs; empty: the schema's names
+  // Per-sample arguments fed from a tensor (a scalar per sample), e.g. {"mirror", "coin"}.
+  std::map<std::string, std::string> arg_inputs;
+};
+
+struct PipelineOptions {
+  int64_t batch_size = 1;
+  int num_threads = 1;  // decode/augment workers (0: default_thread_count())
+  int64_t prefetch_queue_depth = 2;
+  uint64_t seed = 0;
+  BadDataPolicy bad_data = BadDataPolicy::kSkip;
+  std::vector<std::string> outputs;  // the tensors each batch returns, in this order
+};
+
+// One output of a batch. When every sample has the same shape and dtype, `dense` holds them
+// contiguously as [N, sample shape...] and `samples` are views into it; otherwise (ragged) dense
+// is undefined and each sample owns its data.
+struct TensorList {
+  std::vector<Tensor> samples;
+  Tensor dense;
+};
+
+struct Batch {
+  int64_t epoch = 0;
+  std::vector<TensorList> outputs;  // in PipelineOptions::outputs order
+  std::vector<std::string> paths;   // the source file of each sample
+  int64_t num_padded = 0;           // samples that repeat others to fill the batch
+};
+
+struct BadSample {
+  int64_t epoch = 0;
+  std::string path;
+  std::string reason;
+};
+
+struct StageTiming {
+  std::string stage;  // "read", "decoders.image#1", ..., "batch"
+  int64_t calls = 0;
+  double seconds = 0.0;  // summed over threads
+};
+
+// Results depend only on (seed, epoch, sample position): identical across runs and thread counts.
+// run(), reset() and epoch() belong to one consumer thread; bad_samples() and stage_timings() may
+// be called from any thread.
+class Pipeline {
+ public:
+  // Validates the wiring (the first operator must be a reader and the only one; inputs must name
+  // earlier outputs; per-sample argument names must exist) and starts prefetching epoch 0.
+  static Result<std::unique_ptr<Pipeline>> create(const PipelineOptions& options,
+                                                  std::vector<OpSpec> ops);
+  ~Pipeline();
+  Pipeline(const Pipeline&) = delete;
+  Pipeline& operator=(const Pipeline&) = delete;
+
+  // The next batch of the current epoch; nullopt once the epoch is exhausted (then reset()).
+  // With BadDataPolicy::kError a bad sample's error is returned, and again on every later call
+  // until reset().
+  Result<std::optional<Batch>> run();
+  // Starts the next epoch, dropping what is left of the current one.
+  void reset();
+  int64_t epoch() const { return epoch_; }
+
+  std::vector<BadSample> bad_samples() const;
+  std::vector<StageTiming> stage_timings() const;
+
+ private:
+  struct Node {
+    std::unique_ptr<Operator> op;
+    std::vector<int> inputs;   // slots
+    std::vector<int> outputs;  // slots
+    std::vector<std::pair<std::string, int>> arg_slots;
+  };
+  struct Counter {
+    std::atomic<int64_t> calls{0};
+    std::atomic<int64_t> nanos{0};
+  };
+  struct EndOfEpoch {};
+  using Item = std::variant<Batch, Status, EndOfEpoch>;
+
+  Pipeline(const PipelineOptions& options, FileReader reader);
+  void start();
+  void stop();
+  void produce(int64_t epoch);
+  // Runs every operator on one sample; the requested output tensors, or why it failed.
+  Result<std::vector<Tensor>> process(const SampleRef& ref, int64_t epoch);
+  std::vector<Result<std::vector<Tensor>>> process_all(const std::vector<SampleRef>& refs,
+                                                       int64_t epoch);
+  Batch assemble(int64_t epoch, std::vector<std::vector<Tensor>> samples,
+                 std::vector<std::string> paths, int64_t num_padded);
+
+  PipelineOptions options_;
+  FileReader reader_;
+  std::vector<Node> nodes_;  // nodes_[0] is the reader
+  LastBatchPolicy last_batch_policy_ = LastBatchPolicy::kPartial;
+  int encoded_slot_ = -1;
+  int label_slot_ = -1;
+  int num_slots_ = 0;
+  std::vector<int> output_slots_;
+  std::vector<std::string> stage_names_;
+  std::unique_ptr<Counter[]> counters_;  // per stage_names_
+
+  ThreadPool pool_;
+  detail::PrefetchQueue<Item> queue_;
+  std::thread producer_;
+  std::atomic<bool> stopping_{false};
+  int64_t epoch_ = 0;
+  bool epoch_done_ = false;
+  std::optional<Status> failed_;
+
+  mutable std::mutex bad_mutex_;
+  std::vector<BadSample> bad_samples_;
+};
+
+}  // namespace kiln::pipeline

@@ -1,0 +1,103 @@
+// SPDX-License-Identifier: Apache-2.0
+// Tests crop, flip and the fused crop-mirror-normalize kernel against naive loops.
+#include "pipeline/kernels/crop_flip.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "pipeline/kernels/normalize.h"
+#include "pipeline/testing/test_images.h"
+
+namespace kiln::pipeline::kernels {
+namespace {
+
+Tensor image(int w, int h, int c) {
+  Tensor t(DType::kU8, Shape{h, w, c});
+  uint8_t* p = t.data<uint8_t>();
+  for (int64_t i = 0; i < t.numel(); ++i) p[i] = static_cast<uint8_t>((i * 37 + 11) % 251);
+  return t;
+}
+
+uint8_t at(const Tensor& t, int64_t y, int64_t x, int64_t c) {
+  return t.data<uint8_t>()[(y * t.shape()[1] + x) * t.shape()[2] + c];
+}
+
+TEST(CropFlipTest, CropCopiesTheWindow) {
+  Tensor in = image(11, 7, 3);
+  Window w{2, 3, 4, 5};
+  Tensor out(DType::kU8, Shape{4, 5, 3});
+  crop_hwc(in.view(), out.view(), w);
+  for (int y = 0; y < 4; ++y) {
+    for (int x = 0; x < 5; ++x) {
+      for (int c = 0; c < 3; ++c) ASSERT_EQ(at(out, y, x, c), at(in, y + 2, x + 3, c));
+    }
+  }
+}
+
+TEST(CropFlipTest, CropWorksForFloatImages) {
+  Tensor in(DType::kF32, Shape{3, 4, 2});
+  for (int64_t i = 0; i < in.numel(); ++i) in.data<float>()[i] = static_cast<float>(i);
+  Tensor out(DType::kF32, Shape{1, 2, 2});
+  crop_hwc(in.view(), out.view(), Window{2, 1, 1, 2});
+  EXPECT_EQ(std::vector<float>(out.data<float>(), out.data<float>() + 4),
+            (std::vector<float>{18, 19, 20, 21}));
+}
+
+TEST(CropFlipTest, FlipMatchesReference) {
+  Tensor in = image(5, 3, 3);
+  for (bool h : {false, true}) {
+    for (bool v : {false, true}) {
+      Tensor out(DType::kU8, in.shape());
+      flip_hwc(in.view(), out.view(), h, v);
+      for (int y = 0; y < 3; ++y) {
+        for (int x = 0; x < 5; ++x) {
+          for (int c = 0; c < 3; ++c) {
+            ASSERT_EQ(at(out, y, x, c), at(in, v ? 2 - y : y, h ? 4 - x : x, c));
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(NormalizeTest, FusedKernelMatchesReferenceInBothLayoutsAndDtypes) {
+  Tensor in = image(9, 6, 3);
+  const std::vector<float> mean{10.f, 120.f, 200.f}, stddev{2.f, 50.f, 0.5f};
+  Window win{1, 2, 4, 5};
+  for (bool mirror : {false, true}) {
+    for (Layout layout : {Layout::kHWC, Layout::kCHW}) {
+      Shape shape = layout == Layout::kHWC ? Shape{4, 5, 3} : Shape{3, 4, 5};
+      Tensor f(DType::kF32, shape), u(DType::kU8, shape);
+      crop_mirror_normalize_u8(in.view(), f.view(), win, mirror, mean, stddev, layout);
+      crop_mirror_normalize_u8(in.view(), u.view(), win, mirror, mean, stddev, layout);
+      for (int y = 0; y < 4; ++y) {
+        for (int x = 0; x < 5; ++x) {
+          for (int c = 0; c < 3; ++c) {
+            int sx = 2 + (mirror ? 4 - x : x);
+            double ref = (at(in, 1 + y, sx, c) - mean[c]) / stddev[c];
+            int64_t idx = layout == Layout::kHWC ? (y * 5 + x) * 3 + c : (c * 4 + y) * 5 + x;
+            ASSERT_NEAR(f.data<float>()[idx], ref, 1e-4 * (1 + std::abs(ref)));
+            ASSERT_EQ(u.data<uint8_t>()[idx],
+                      static_cast<uint8_t>(std::clamp(std::round(ref), 0.0, 255.0)));
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(NormalizeTest, SingleMeanAndStdApplyToEveryChannel) {
+  Tensor in = image(2, 2, 3);
+  Tensor out(DType::kF32, Shape{2, 2, 3});
+  const std::vector<float> mean{100.f}, stddev{10.f};
+  crop_mirror_normalize_u8(in.view(), out.view(), Window{0, 0, 2, 2}, false, mean, stddev,
+                           Layout::kHWC);
+  for (int64_t i = 0; i < 12; ++i) {
+    EXPECT_NEAR(out.data<float>()[i], (in.data<uint8_t>()[i] - 100.0) / 10.0, 1e-5);
+  }
+}
+
+}  // namespace
+}  // namespace kiln::pipeline::kernels

@@ -1,0 +1,182 @@
+// SPDX-License-Identifier: Apache-2.0
+// Tests the resize kernel against naive reference loops.
+#include "pipeline/kernels/resize.h"
+
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+
+#include "core/mapped_file.h"
+#include "pipeline/decoders/image_decoder.h"
+#include "pipeline/testing/test_images.h"
+
+namespace kiln::pipeline::kernels {
+namespace {
+
+using testing::make_pixels;
+using testing::Pattern;
+
+Tensor image(int w, int h, int c, Pattern pattern) {
+  std::vector<uint8_t> p = make_pixels(w, h, c, pattern);
+  Tensor t(DType::kU8, Shape{h, w, c});
+  std::copy(p.begin(), p.end(), t.data<uint8_t>());
+  return t;
+}
+
+Tensor run(const Tensor& in, int out_w, int out_h, Interp interp) {
+  Tensor out(DType::kU8, Shape{out_h, out_w, in.shape()[2]});
+  resize_u8(in.view(), out.view(), interp);
+  return out;
+}
+
+uint8_t at(const Tensor& t, int64_t y, int64_t x, int64_t c) {
+  return t.data<uint8_t>()[(y * t.shape()[1] + x) * t.shape()[2] + c];
+}
+
+// Bilinear with half-pixel centres and clamping, written the textbook way.
+double bilinear(const Tensor& in, double sy, double sx, int c) {
+  const int64_t h = in.shape()[0], w = in.shape()[1];
+  sy = std::clamp(sy, 0.0, static_cast<double>(h - 1));
+  sx = std::clamp(sx, 0.0, static_cast<double>(w - 1));
+  int64_t y0 = static_cast<int64_t>(std::floor(sy)), x0 = static_cast<int64_t>(std::floor(sx));
+  int64_t y1 = std::min(y0 + 1, h - 1), x1 = std::min(x0 + 1, w - 1);
+  double fy = sy - y0, fx = sx - x0;
+  return (1 - fy) * ((1 - fx) * at(in, y0, x0, c) + fx * at(in, y0, x1, c)) +
+         fy * ((1 - fx) * at(in, y1, x0, c) + fx * at(in, y1, x1, c));
+}
+
+// PIL's antialiased bilinear: a 2-D sum over every source pixel with triangle weights of
+// support `scale` along each axis, normalised per axis.
+double antialiased(const Tensor& in, int64_t oy, int64_t ox, int c, double scale_y,
+                   double scale_x) {
+  const int64_t h = in.shape()[0], w = in.shape()[1];
+  auto weights = [](int64_t n, double center, double scale) {
+    double fs = std::max(scale, 1.0);
+    std::vector<double> wts(static_cast<size_t>(n));
+    double total = 0;
+    for (int64_t j = 0; j < n; ++j) {
+      double d = std::abs((j + 0.5 - center) / fs);
+      wts[j] = d < 1 ? 1 - d : 0;
+      total += wts[j];
+    }
+    for (double& v : wts) v /= total;
+    return wts;
+  };
+  std::vector<double> wy = weights(h, (oy + 0.5) * scale_y, scale_y);
+  std::vector<double> wx = weights(w, (ox + 0.5) * scale_x, scale_x);
+  double acc = 0;
+  for (int64_t y = 0; y < h; ++y) {
+    for (int64_t x = 0; x < w; ++x) acc += wy[y] * wx[x] * at(in, y, x, c);
+  }
+  return acc;
+}
+
+TEST(ResizeTest, NearestMatchesReference) {
+  for (auto [w, h, ow, oh] : {std::array{7, 5, 3, 2}, std::array{3, 5, 9, 11},
+                              std::array{1, 1, 4, 3}, std::array{64, 48, 17, 13}}) {
+    Tensor in = image(w, h, 3, Pattern::kGradient);
+    Tensor out = run(in, ow, oh, Interp::kNearest);
+    for (int y = 0; y < oh; ++y) {
+      for (int x = 0; x < ow; ++x) {
+        int sy = std::min(static_cast<int>(std::floor((y + 0.5) * h / oh)), h - 1);
+        int sx = std::min(static_cast<int>(std::floor((x + 0.5) * w / ow)), w - 1);
+        for (int c = 0; c < 3; ++c) ASSERT_EQ(at(out, y, x, c), at(in, sy, sx, c));
+      }
+    }
+  }
+}
+
+TEST(ResizeTest, LinearMatchesReferenceUpAndDown) {
+  for (auto [w, h, ow, oh] : {std::array{7, 5, 14, 10}, std::array{3, 5, 8, 2},
+                              std::array{33, 21, 20, 30}, std::array{1, 1, 3, 3}}) {
+    Tensor in = image(w, h, 3, Pattern::kCheckerboard);
+    Tensor out = run(in, ow, oh, Interp::kLinear);
+    for (int y = 0; y < oh; ++y) {
+      for (int x = 0; x < ow; ++x) {
+        for (int c = 0; c < 3; ++c) {
+          double ref = bilinear(in, (y + 0.5) * h / oh - 0.5, (x + 0.5) * w / ow - 0.5, c);
+          ASSERT_NEAR(at(out, y, x, c), ref, 0.51) << w << "x" << h << " y=" << y << " x=" << x;
+        }
+      }
+    }
+  }
+}
+
+TEST(ResizeTest, AntialiasedMatchesTwoDimensionalReference) {
+  for (auto [w, h, ow, oh] :
+       {std::array{64, 48, 17, 13}, std::array{31, 29, 8, 29}, std::array{10, 10, 20, 5}}) {
+    Tensor in = image(w, h, 1, Pattern::kCheckerboard);
+    Tensor out = run(in, ow, oh, Interp::kAntialiased);
+    for (int y = 0; y < oh; ++y) {
+      for (int x = 0; x < ow; ++x) {
+        double ref =
+            antialiased(in, y, x, 0, static_cast<double>(h) / oh, static_cast<double>(w) / ow);
+        ASSERT_NEAR(at(out, y, x, 0), ref, 0.51) << "y=" << y << " x=" << x;
+      }
+    }
+  }
+}
+
+TEST(ResizeTest, AntialiasingAveragesACheckerboardAwayButNearestDoesNot) {
+  Tensor in = image(64, 64, 1, Pattern::kCheckerboard);  // 8-pixel squares of 20 and 230
+  Tensor smooth = run(in, 4, 4, Interp::kAntialiased);
+  Tensor nearest = run(in, 4, 4, Interp::kNearest);
+  for (int y = 0; y < 4; ++y) {
+    for (int x = 0; x < 4; ++x) {
+      EXPECT_NEAR(at(smooth, y, x, 0), 125, 2);
+      EXPECT_TRUE(at(nearest, y, x, 0) == 20 || at(nearest, y, x, 0) == 230);
+    }
+  }
+}
+
+TEST(ResizeTest, SameSizeIsIdentity) {
+  Tensor in = image(13, 7, 3, Pattern::kGradient);
+  for (Interp interp : {Interp::kNearest, Interp::kLinear, Interp::kAntialiased}) {
+    EXPECT_TRUE(run(in, 13, 7, interp).equals(in));
+  }
+}
+
+// PIL's Image.resize(BILINEAR) is the antialiased triangle filter; it rounds to uint8 between its
+// horizontal and vertical passes, so it may differ from ours by one level.
+TEST(ResizeTest, AntialiasedMatchesPil) {
+  const char* python = std::getenv("KILN_PYTHON");
+  if (python == nullptr ||
+      std::system(fmt::format("{} -c 'import PIL' 2>/dev/null", python).c_str()) != 0) {
+    GTEST_SKIP() << "no Python with PIL (set KILN_PYTHON; Debian package python3-pil)";
+  }
+  testing::TempDir dir;
+  struct Case {
+    int w, h, c, ow, oh;
+  };
+  for (Case k : {Case{641, 479, 3, 224, 224}, Case{64, 48, 1, 17, 13}, Case{37, 23, 3, 80, 9}}) {
+    Tensor in = image(k.w, k.h, k.c, Pattern::kCheckerboard);
+    const std::string src = dir.file(fmt::format("in_{}.png", k.w));
+    const std::string dst = dir.file(fmt::format("pil_{}.png", k.w));
+    testing::write_bytes(src, testing::encode_png(in.span<uint8_t>(), k.w, k.h, k.c));
+    std::string cmd = fmt::format(
+        "{} -c 'import sys; from PIL import Image; "
+        "Image.open(sys.argv[1]).resize(({}, {}), Image.BILINEAR).save(sys.argv[2])' {} {}",
+        python, k.ow, k.oh, src, dst);
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+    auto file = MappedFile::open(dst);
+    ASSERT_TRUE(file.ok());
+    auto pil =
+        decode_image((*file)->bytes(), dst, {k.c == 1 ? ColorFormat::kGray : ColorFormat::kRGB});
+    ASSERT_TRUE(pil.ok()) << pil.status().to_string();
+    Tensor ours = run(in, k.ow, k.oh, Interp::kAntialiased);
+    ASSERT_EQ(pil->shape(), ours.shape());
+    int worst = 0;
+    for (int64_t i = 0; i < ours.numel(); ++i) {
+      worst =
+          std::max(worst, std::abs(int{ours.data<uint8_t>()[i]} - int{pil->data<uint8_t>()[i]}));
+    }
+    EXPECT_LE(worst, 1) << k.w << "x" << k.h << " -> " << k.ow << "x" << k.oh;
+  }
+}
+
+}  // namespace
+}  // namespace kiln::pipeline::kernels

@@ -1,0 +1,49 @@
+// SPDX-License-Identifier: Apache-2.0
+// flip: mirrors each HWC image left-right and/or upside-down, per sample.
+#include "pipeline/kernels/crop_flip.h"
+#include "pipeline/operators/operators.h"
+
+namespace kiln::pipeline::detail {
+namespace {
+
+class Flip final : public Operator {
+ public:
+  using Operator::Operator;
+
+  Status run(const SampleContext&, const OpArgs& args, std::span<const Tensor> inputs,
+             std::vector<Tensor>* outputs) const override {
+    const Tensor& in = inputs[0];
+    KILN_RETURN_IF_ERROR(check_image("flip", in, false));
+    const bool horizontal = args.get_int("horizontal") != 0;
+    const bool vertical = args.get_int("vertical") != 0;
+    if (!horizontal && !vertical) {
+      outputs->push_back(in);
+      return Status();
+    }
+    KILN_ASSIGN_OR_RETURN(Tensor out, Tensor::allocate(in.dtype(), in.shape()));
+    kernels::flip_hwc(in.view(), out.view(), horizontal, vertical);
+    outputs->push_back(std::move(out));
+    return Status();
+  }
+};
+
+}  // namespace
+
+const OperatorSchema& flip_schema() {
+  static const OperatorSchema schema{
+      "flip",
+      "mirrors HWC images horizontally and/or vertically",
+      {"images"},
+      {"images"},
+      {
+          {"horizontal", ArgType::kInt, int64_t{1}, "1: mirror left-right", true},
+          {"vertical", ArgType::kInt, int64_t{0}, "1: mirror upside-down", true},
+      }};
+  return schema;
+}
+
+Result<std::unique_ptr<Operator>> make_flip(OpArgs args) {
+  return std::unique_ptr<Operator>(new Flip(std::move(args)));
+}
+
+}  // namespace kiln::pipeline::detail

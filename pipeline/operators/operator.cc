@@ -1,0 +1,81 @@
+// SPDX-License-Identifier: Apache-2.0
+// The operator registry (filled from operator_list.inc) and seed mixing.
+#include "pipeline/operators/operator.h"
+
+#include <fmt/format.h>
+
+#include <array>
+
+#include "pipeline/operators/operators.h"
+
+namespace kiln::pipeline {
+namespace {
+
+using Factory = Result<std::unique_ptr<Operator>> (*)(OpArgs);
+
+struct Entry {
+  const OperatorSchema* schema;
+  Factory make;
+};
+
+const std::vector<Entry>& registry() {
+  static const std::vector<Entry> entries = {
+#define KILN_PIPELINE_OPERATOR(id) {&detail::id##_schema(), &detail::make_##id},
+#include "pipeline/operators/operator_list.inc"
+#undef KILN_PIPELINE_OPERATOR
+  };
+  return entries;
+}
+
+}  // namespace
+
+uint64_t mix_seed(std::initializer_list<uint64_t> values) {
+  uint64_t h = 0x6a09e667f3bcc909ull;
+  for (uint64_t v : values) {
+    SampleRng rng(h ^ v);
+    h = rng.next();
+  }
+  return h;
+}
+
+std::span<const OperatorSchema* const> operator_schemas() {
+  static const std::vector<const OperatorSchema*> schemas = [] {
+    std::vector<const OperatorSchema*> out;
+    for (const Entry& e : registry()) out.push_back(e.schema);
+    return out;
+  }();
+  return schemas;
+}
+
+const OperatorSchema* find_operator_schema(std::string_view name) {
+  for (const Entry& e : registry()) {
+    if (e.schema->name == name) return e.schema;
+  }
+  return nullptr;
+}
+
+Result<std::unique_ptr<Operator>> create_operator(std::string_view name, const ArgMap& args) {
+  for (const Entry& e : registry()) {
+    if (e.schema->name != name) continue;
+    KILN_ASSIGN_OR_RETURN(OpArgs validated, validate_args(*e.schema, args));
+    return e.make(std::move(validated));
+  }
+  return not_found_error(fmt::format("pipeline operator \"{}\" does not exist", name));
+}
+
+namespace detail {
+
+Status check_image(std::string_view op, const Tensor& image, bool u8_only) {
+  if (image.rank() != 3 || image.numel() == 0) {
+    return invalid_argument_error(fmt::format("operator {}: expected a non-empty HWC image, got {}",
+                                              op, image.shape().to_string()));
+  }
+  if (u8_only && image.dtype() != DType::kU8) {
+    return invalid_argument_error(
+        fmt::format("operator {}: expected uint8 pixels, got {}", op, dtype_name(image.dtype())));
+  }
+  return Status();
+}
+
+}  // namespace detail
+}  // namespace kiln::pipeline

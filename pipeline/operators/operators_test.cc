@@ -1,0 +1,135 @@
+// SPDX-License-Identifier: Apache-2.0
+// Tests the per-sample operators through the registry: output shapes, values and errors.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "pipeline/operators/operator.h"
+
+namespace kiln::pipeline {
+namespace {
+
+using ::testing::HasSubstr;
+
+Tensor image(int64_t h, int64_t w, int64_t c) {
+  Tensor t(DType::kU8, Shape{h, w, c});
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<uint8_t>()[i] = static_cast<uint8_t>(i % 256);
+  return t;
+}
+
+// Creates `name` with `args` and runs it on one sample; per-sample values override static ones.
+Result<Tensor> run_op(const std::string& name, const ArgMap& args, std::vector<Tensor> inputs,
+                      const std::map<std::string, double>& sample_values = {}, uint64_t seed = 1) {
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<Operator> op, create_operator(name, args));
+  OpArgs sample_args = op->args();
+  for (const auto& [arg, value] : sample_values) sample_args.set_sample_value(arg, value);
+  SampleContext ctx;
+  ctx.seed = seed;
+  ctx.path = "sample.jpg";
+  std::vector<Tensor> outputs;
+  KILN_RETURN_IF_ERROR(op->run(ctx, sample_args, inputs, &outputs));
+  KILN_CHECK(outputs.size() == 1);
+  return outputs[0];
+}
+
+TEST(OperatorsTest, ResizeSizesKeepTheAspectRatioWhenAsked) {
+  Tensor in = image(30, 40, 3);
+  auto fixed = run_op("resize", {{"resize_x", int64_t{8}}, {"resize_y", int64_t{5}}}, {in});
+  ASSERT_TRUE(fixed.ok()) << fixed.status().to_string();
+  EXPECT_EQ(fixed->shape(), Shape({5, 8, 3}));
+  auto shorter = run_op("resize", {{"resize_shorter", int64_t{15}}}, {in});
+  ASSERT_TRUE(shorter.ok());
+  EXPECT_EQ(shorter->shape(), Shape({15, 20, 3}));
+  auto only_x = run_op("resize", {{"resize_x", int64_t{20}}}, {in});
+  ASSERT_TRUE(only_x.ok());
+  EXPECT_EQ(only_x->shape(), Shape({15, 20, 3}));
+  auto per_sample = run_op("resize", {{"resize_x", int64_t{20}}, {"resize_y", int64_t{10}}}, {in},
+                           {{"resize_y", 7.0}});
+  ASSERT_TRUE(per_sample.ok());
+  EXPECT_EQ(per_sample->shape(), Shape({7, 20, 3}));
+  auto nearest = run_op("resize",
+                        {{"resize_x", int64_t{20}},
+                         {"resize_y", int64_t{15}},
+                         {"interp_type", std::string("nearest")}},
+                        {in});
+  ASSERT_TRUE(nearest.ok());
+  // Output pixel (0, 0) has its centre over source pixel (1, 1) at scale 2.
+  EXPECT_EQ(nearest->data<uint8_t>()[0], in.data<uint8_t>()[(1 * 40 + 1) * 3]);
+  auto bad =
+      run_op("resize", {{"resize_x", int64_t{8}}, {"interp_type", std::string("cubic")}}, {in});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), HasSubstr("interp_type \"cubic\""));
+  auto not_image = run_op("resize", {{"resize_x", int64_t{8}}}, {Tensor(DType::kU8, Shape{4})});
+  ASSERT_FALSE(not_image.ok());
+  EXPECT_THAT(not_image.status().message(), HasSubstr("operator resize: expected a non-empty HWC"));
+}
+
+TEST(OperatorsTest, CropTakesTheWindowAtTheRelativePosition) {
+  Tensor in = image(6, 8, 1);
+  auto out = run_op("crop", {{"crop", std::vector<int64_t>{2, 3}}}, {in},
+                    {{"crop_pos_x", 1.0}, {"crop_pos_y", 0.0}});
+  ASSERT_TRUE(out.ok()) << out.status().to_string();
+  ASSERT_EQ(out->shape(), Shape({2, 3, 1}));
+  EXPECT_EQ(std::vector<uint8_t>(out->data<uint8_t>(), out->data<uint8_t>() + 6),
+            (std::vector<uint8_t>{5, 6, 7, 13, 14, 15}));
+  auto too_big = run_op("crop", {{"crop", std::vector<int64_t>{7, 3}}}, {in});
+  ASSERT_FALSE(too_big.ok());
+  EXPECT_THAT(too_big.status().message(), HasSubstr("crop 7x3 (HxW) is larger than the 6x8 image"));
+}
+
+TEST(OperatorsTest, FlipFollowsItsPerSampleArguments) {
+  Tensor in = image(2, 3, 1);
+  auto none = run_op("flip", {}, {in}, {{"horizontal", 0.0}});
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->equals(in));
+  auto both = run_op("flip", {{"vertical", int64_t{1}}}, {in});
+  ASSERT_TRUE(both.ok());
+  EXPECT_EQ(std::vector<uint8_t>(both->data<uint8_t>(), both->data<uint8_t>() + 6),
+            (std::vector<uint8_t>{5, 4, 3, 2, 1, 0}));
+}
+
+TEST(OperatorsTest, CropMirrorNormalizeLayoutsDtypesAndErrors) {
+  Tensor in = image(4, 4, 3);
+  auto chw = run_op("crop_mirror_normalize",
+                    {{"crop", std::vector<int64_t>{2, 2}}, {"mean", 10.0}, {"std", 2.0}}, {in});
+  ASSERT_TRUE(chw.ok()) << chw.status().to_string();
+  ASSERT_EQ(chw->shape(), Shape({3, 2, 2}));
+  // Centre window starts at (1, 1): element (c=1, y=0, x=0) is pixel (1, 1) channel 1 = 16.
+  EXPECT_FLOAT_EQ(chw->data<float>()[4], (16.0f - 10.0f) / 2.0f);
+  auto u8 = run_op("crop_mirror_normalize",
+                   {{"output_layout", std::string("HWC")}, {"dtype", std::string("uint8")}}, {in},
+                   {{"mirror", 1.0}});
+  ASSERT_TRUE(u8.ok());
+  ASSERT_EQ(u8->shape(), Shape({4, 4, 3}));
+  EXPECT_EQ(u8->data<uint8_t>()[0], in.data<uint8_t>()[9]);  // pixel (0, 3) channel 0
+  auto wrong_mean = run_op("crop_mirror_normalize", {{"mean", std::vector<double>{1, 2}}}, {in});
+  ASSERT_FALSE(wrong_mean.ok());
+  EXPECT_THAT(wrong_mean.status().message(), HasSubstr("mean has 2 values for a 3-channel image"));
+  auto zero_std = create_operator("crop_mirror_normalize", {{"std", 0.0}});
+  ASSERT_FALSE(zero_std.ok());
+  EXPECT_THAT(zero_std.status().message(), HasSubstr("std must not contain 0"));
+  auto layout = create_operator("crop_mirror_normalize", {{"output_layout", std::string("NHWC")}});
+  ASSERT_FALSE(layout.ok());
+  EXPECT_THAT(layout.status().message(), HasSubstr("output_layout \"NHWC\""));
+}
+
+TEST(OperatorsTest, RandomSourcesAreSeededAndInRange) {
+  std::vector<float> values;
+  int heads = 0;
+  for (uint64_t seed = 0; seed < 400; ++seed) {
+    auto u = run_op("random.uniform", {{"range", std::vector<double>{2.0, 3.0}}}, {}, {}, seed);
+    auto c = run_op("random.coin_flip", {{"probability", 0.25}}, {}, {}, seed);
+    ASSERT_TRUE(u.ok() && c.ok());
+    values.push_back(*u->data<float>());
+    heads += *c->data<int32_t>();
+    EXPECT_EQ(*run_op("random.uniform", {{"range", std::vector<double>{2.0, 3.0}}}, {}, {}, seed)
+                   ->data<float>(),
+              values.back());
+  }
+  EXPECT_GE(*std::min_element(values.begin(), values.end()), 2.0f);
+  EXPECT_LT(*std::max_element(values.begin(), values.end()), 3.0f);
+  EXPECT_NEAR(heads / 400.0, 0.25, 0.07);
+  EXPECT_FALSE(create_operator("random.uniform", {{"range", std::vector<double>{3, 2}}}).ok());
+}
+
+}  // namespace
+}  // namespace kiln::pipeline

@@ -1,0 +1,74 @@
+// SPDX-License-Identifier: Apache-2.0
+// readers.file: (encoded bytes, label) samples from a class-folder tree or a file list.
+#include "pipeline/operators/readers_file.h"
+
+#include "core/mapped_file.h"
+#include "pipeline/operators/operators.h"
+
+namespace kiln::pipeline {
+namespace {
+
+class ReadersFile final : public Operator {
+ public:
+  using Operator::Operator;
+  bool is_reader() const override { return true; }
+  Status run(const SampleContext&, const OpArgs&, std::span<const Tensor>,
+             std::vector<Tensor>*) const override {
+    return internal_error("operator readers.file: readers are driven by the executor");
+  }
+};
+
+}  // namespace
+
+Result<FileReaderOptions> file_reader_options(const OpArgs& args, uint64_t pipeline_seed) {
+  FileReaderOptions o;
+  o.file_root = args.get_string("file_root");
+  o.file_list = args.get_string("file_list");
+  o.shard_id = args.get_int("shard_id");
+  o.num_shards = args.get_int("num_shards");
+  o.random_shuffle = args.get_bool("random_shuffle");
+  int64_t seed = args.get_int("seed");
+  o.seed = seed == -1 ? pipeline_seed : static_cast<uint64_t>(seed);
+  KILN_ASSIGN_OR_RETURN(o.last_batch_policy,
+                        parse_last_batch_policy(args.get_string("last_batch_policy")));
+  return o;
+}
+
+Result<Tensor> read_encoded(const std::string& path) {
+  KILN_ASSIGN_OR_RETURN(std::shared_ptr<const MappedFile> file, MappedFile::open(path));
+  auto* data = const_cast<uint8_t*>(file->data());
+  const auto size = static_cast<int64_t>(file->size());
+  return Tensor::wrap(DType::kU8, Shape{size}, data, std::move(file));
+}
+
+namespace detail {
+
+const OperatorSchema& readers_file_schema() {
+  static const OperatorSchema schema{
+      "readers.file",
+      "reads encoded files and integer labels from a class-folder tree or a file list",
+      {},
+      {"encoded", "label"},
+      {
+          {"file_root", ArgType::kString, std::string(), "folder whose sub-folders are classes"},
+          {"file_list", ArgType::kString, std::string(), "text file of \"path label\" lines"},
+          {"shard_id", ArgType::kInt, int64_t{0}, "which shard this pipeline reads"},
+          {"num_shards", ArgType::kInt, int64_t{1}, "how many shards the data set is split into"},
+          {"random_shuffle", ArgType::kBool, false, "shuffle the samples every epoch"},
+          {"seed", ArgType::kInt, int64_t{-1}, "shuffle seed; -1 takes the pipeline seed"},
+          {"last_batch_policy", ArgType::kString, std::string("partial"),
+           "last batch of an epoch: fill, drop or partial"},
+      }};
+  return schema;
+}
+
+Result<std::unique_ptr<Operator>> make_readers_file(OpArgs args) {
+  KILN_ASSIGN_OR_RETURN(FileReaderOptions options, file_reader_options(args, 0));
+  if (options.file_root.empty() && options.file_list.empty()) {
+    return invalid_argument_error("operator readers.file: set file_root or file_list");
+  }
+  return std::unique_ptr<Operator>(new ReadersFile(std::move(args)));
+}
+
+}  // namespace detail
+}  // namespace kiln::pipeline

@@ -1,0 +1,17 @@
+// SPDX-License-Identifier: Apache-2.0
+// readers.file: the reader options its arguments describe, and how one sample is read.
+#pragma once
+
+#include "core/tensor.h"
+#include "pipeline/readers/file_reader.h"
+#include "pipeline/schema/schema.h"
+
+namespace kiln::pipeline {
+
+// The options of a validated readers.file instance; a seed argument of -1 takes `pipeline_seed`.
+Result<FileReaderOptions> file_reader_options(const OpArgs& args, uint64_t pipeline_seed);
+
+// The bytes of `path` as a 1-D uint8 tensor (memory-mapped, not copied). Errors name the path.
+Result<Tensor> read_encoded(const std::string& path);
+
+}  // namespace kiln::pipeline
