@@ -16,7 +16,8 @@ CommandAction add_ops_command(CLI::App& app) {
     for (const auto& op : ops) {
       auto kind = compiler::parse_op_kind(op.op_type);
       fmt::print("{:<28} {:<12} {:<14} {}\n", op.op_type,
-                 fmt::format("{}-{}", op.first_version, op.last_version),
+                 op.last_version >= 1000 ? fmt::format("{}+", op.first_version)
+                                         : fmt::format("{}-{}", op.first_version, op.last_version),
                  kind ? compiler::op_kind_family(*kind) : "", op.domain.empty() ? "ai.onnx" : op.domain);
     }
     fmt::print("{} ops\n", ops.size());
