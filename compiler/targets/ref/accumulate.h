@@ -8,17 +8,10 @@
 #include <string>
 #include <type_traits>
 
+#include "compiler/targets/ref/convert.h"
 #include "core/dtype.h"
 
 namespace kiln::compiler::ref {
-
-// Element types a numeric kernel handles: everything but bool and string.
-template <class T>
-inline constexpr bool kIsNumeric = !std::is_same_v<T, bool> && !std::is_same_v<T, std::string>;
-
-template <class T>
-inline constexpr bool kIsFloat =
-    std::is_floating_point_v<T> || std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
 
 // What T accumulates in: double for floating types (sums are exact enough to round once), int64_t
 // or uint64_t for integers, where arithmetic wraps like the narrow type would.
@@ -41,22 +34,6 @@ T from_acc(acc_t<T> v) {
   if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
     return T(static_cast<float>(v));
   } else {
-    return static_cast<T>(v);
-  }
-}
-
-// A double as T: rounded for floating types; for integers truncated and saturated (NaN gives 0).
-template <class T>
-T from_double(double v) {
-  if constexpr (kIsFloat<T>) {
-    return from_acc<T>(v);
-  } else {
-    if (std::isnan(v)) return T(0);
-    if (v <= static_cast<double>(std::numeric_limits<T>::lowest())) {
-      return std::numeric_limits<T>::lowest();
-    }
-    if (v >= static_cast<double>(std::numeric_limits<T>::max()))
-      return std::numeric_limits<T>::max();
     return static_cast<T>(v);
   }
 }

@@ -24,7 +24,7 @@ Status math_unary(KernelContext& ctx, F f, bool ints = false) {
   const Tensor& x = ctx.input(0);
   Tensor& y = ctx.output(0);
   return visit_dtype(x.dtype(), [&]<class T>() -> Status {
-    if constexpr (kIsNumber<T>) {
+    if constexpr (kIsNumeric<T>) {
       if (!kIsFloat<T> && !ints) return unsupported(ctx, x.dtype());
       const T* in = x.data<T>();
       T* out = y.data<T>();
@@ -42,7 +42,7 @@ Status numeric_unary(KernelContext& ctx, F f) {
   const Tensor& x = ctx.input(0);
   Tensor& y = ctx.output(0);
   return visit_dtype(x.dtype(), [&]<class T>() -> Status {
-    if constexpr (kIsNumber<T>) {
+    if constexpr (kIsNumeric<T>) {
       const T* in = x.data<T>();
       T* out = y.data<T>();
       for (int64_t i = 0; i < x.numel(); ++i) out[i] = T(f(static_cast<Compute<T>>(in[i])));
@@ -321,7 +321,7 @@ Status run_op(const ops::Clip&, KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
   Tensor& y = ctx.output(0);
   return visit_dtype(x.dtype(), [&]<class T>() -> Status {
-    if constexpr (kIsNumber<T>) {
+    if constexpr (kIsNumeric<T>) {
       using C = Compute<T>;
       std::optional<C> lo, hi;
       for (int i = 1; i < 3; ++i) {
@@ -353,7 +353,7 @@ Status run_op(const ops::PRelu&, KernelContext& ctx) {
   const Tensor& slope = ctx.input(1);
   Tensor& y = ctx.output(0);
   return visit_dtype(x.dtype(), [&]<class T>() -> Status {
-    if constexpr (kIsNumber<T>) {
+    if constexpr (kIsNumeric<T>) {
       if (slope.dtype() != x.dtype()) return unsupported(ctx, slope.dtype());
       const T* px = x.data<T>();
       const T* ps = slope.data<T>();

@@ -117,7 +117,7 @@ Status comparison(KernelContext& ctx, F cmp, bool allow_non_numbers = false) {
   const Tensor& b = ctx.input(1);
   if (a.dtype() != b.dtype()) return unsupported(ctx, b.dtype());
   return visit_dtype(a.dtype(), [&]<class T>() -> Status {
-    if constexpr (kIsNumber<T>) {
+    if constexpr (kIsNumeric<T>) {
       broadcast_binary<T, bool>(a, b, ctx.output(0), [&](T x, T y) {
         return cmp(static_cast<Compute<T>>(x), static_cast<Compute<T>>(y));
       });
@@ -150,7 +150,7 @@ Status variadic(KernelContext& ctx, F f) {
     if (ctx.input(k).dtype() != out.dtype()) return unsupported(ctx, ctx.input(k).dtype());
   }
   return visit_dtype(out.dtype(), [&]<class T>() -> Status {
-    if constexpr (kIsNumber<T>) {
+    if constexpr (kIsNumeric<T>) {
       T* po = out.data<T>();
       const Tensor& first = ctx.input(0);
       const T* p0 = first.data<T>();
@@ -224,9 +224,9 @@ Status run_op(const ops::Pow&, KernelContext& ctx) {
   const Tensor& b = ctx.input(1);
   Tensor& out = ctx.output(0);
   return visit_dtype(a.dtype(), [&]<class T>() -> Status {
-    if constexpr (kIsNumber<T>) {
+    if constexpr (kIsNumeric<T>) {
       return visit_dtype(b.dtype(), [&]<class U>() -> Status {
-        if constexpr (kIsNumber<U>) {
+        if constexpr (kIsNumeric<U>) {
           const T* pa = a.data<T>();
           const U* pb = b.data<U>();
           T* po = out.data<T>();

@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "compiler/ops/infer_util.h"
+#include "compiler/targets/ref/convert.h"
 #include "compiler/targets/ref/kernel.h"
 
 namespace kiln::compiler::ref {
@@ -16,35 +17,6 @@ namespace {
 template <class T>
 constexpr bool kNumeric =
     std::is_arithmetic_v<T> || std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
-
-template <class T>
-double to_double(T v) {
-  if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
-    return static_cast<double>(static_cast<float>(v));
-  } else {
-    return static_cast<double>(v);
-  }
-}
-
-// Integers round half to even and saturate; bool is v != 0.
-template <class T>
-T from_double(double v) {
-  if constexpr (std::is_same_v<T, bool>) {
-    return v != 0.0;
-  } else if constexpr (std::is_integral_v<T>) {
-    if (std::isnan(v)) return T(0);
-    const double r = std::nearbyint(v);
-    if (r <= static_cast<double>(std::numeric_limits<T>::min()))
-      return std::numeric_limits<T>::min();
-    if (r >= static_cast<double>(std::numeric_limits<T>::max()))
-      return std::numeric_limits<T>::max();
-    return static_cast<T>(r);
-  } else if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
-    return T(static_cast<float>(v));
-  } else {
-    return static_cast<T>(v);
-  }
-}
 
 // ---- Resize ----
 
@@ -191,7 +163,8 @@ Status resize(KernelContext& ctx, const ops::Resize& op, const Tensor& x,
       for (int64_t i = 0; i < out.numel(); ++i) {
         for (size_t d = 0; d < taps.size(); ++d)
           taps[d] = &axis_taps[d][static_cast<size_t>(index[d])];
-        py[i] = from_double<T>(resize_sample(px, taps, 0, 0, op.extrapolation_value));
+        py[i] = from_double<T>(resize_sample(px, taps, 0, 0, op.extrapolation_value),
+                                IntRounding::kNearestEven);
         for (int d = rank - 1; d >= 0; --d) {
           if (++index[static_cast<size_t>(d)] < out[d]) break;
           index[static_cast<size_t>(d)] = 0;
@@ -321,7 +294,7 @@ Status run_op(const ops::GridSample& op, KernelContext& ctx) {
           for (int64_t c = 0; c < channels; ++c) {
             const T* plane = px + (n * channels + c) * xs[2] * xs[3];
             py[(n * channels + c) * out_h * out_w + p] =
-                from_double<T>(sampler.sample(plane, grid[g], grid[g + 1]));
+                from_double<T>(sampler.sample(plane, grid[g], grid[g + 1]), IntRounding::kNearestEven);
           }
         }
       }

@@ -14,7 +14,7 @@
 
 #include "compiler/ops/infer_util.h"
 #include "compiler/targets/ref/kernel.h"
-#include "compiler/targets/ref/misc_util.h"
+#include "compiler/targets/ref/convert.h"
 
 namespace kiln::compiler::ref {
 
@@ -49,10 +49,10 @@ Status run_loss(KernelContext& ctx, const std::vector<double>& logp, const Shape
     }
   }
   if (reduction == "none") {
-    store_doubles(ctx.output(0), loss);
+    store_doubles(loss, ctx.output(0));
   } else {
     double v = reduction == "sum" ? total_loss : total_loss / total_weight;
-    store_doubles(ctx.output(0), std::span<const double>(&v, 1));
+    store_doubles(std::span<const double>(&v, 1), ctx.output(0));
   }
   return Status();
 }
@@ -164,7 +164,7 @@ void run_optimizer(KernelContext& ctx, F&& update) {
     }
     for (size_t g = 0; g + 1 < kGroups; ++g) {
       const int o = static_cast<int>(g) * in.n + i;
-      if (o < ctx.num_outputs()) store_doubles(ctx.output(o), results[g]);
+      if (o < ctx.num_outputs()) store_doubles(results[g], ctx.output(o));
     }
   }
 }
@@ -197,7 +197,7 @@ Status run_op(const ops::SoftmaxCrossEntropyLoss& op, KernelContext& ctx) {
       for (int64_t c = 0; c < classes; ++c) at(c) = at(c) - top - log_sum;
     }
   }
-  if (ctx.num_outputs() > 1) store_doubles(ctx.output(1), logp);
+  if (ctx.num_outputs() > 1) store_doubles(logp, ctx.output(1));
   return run_loss(ctx, logp, x.shape(), op.ignore_index, op.reduction);
 }
 

@@ -106,7 +106,7 @@ Status run_op(const ops::Conv& op, KernelContext& ctx) {
     }
     ++o;
   });
-  store_doubles(yd, ctx.output(0));
+  store_doubles(yd, ctx.output(0), IntRounding::kNearestEven);
   return Status();
 }
 
@@ -173,7 +173,7 @@ Status run_op(const ops::ConvTranspose& op, KernelContext& ctx) {
     }
     ++ip;
   });
-  store_doubles(yd, ctx.output(0));
+  store_doubles(yd, ctx.output(0), IntRounding::kNearestEven);
   return Status();
 }
 
@@ -211,7 +211,7 @@ Status run_op(const ops::AveragePool& op, KernelContext& ctx) {
         yd[static_cast<size_t>(o)] =
             count > 0 ? sum / static_cast<double>(count) : std::numeric_limits<double>::quiet_NaN();
       });
-  store_doubles(yd, ctx.output(0));
+  store_doubles(yd, ctx.output(0), IntRounding::kNearestEven);
   return Status();
 }
 
@@ -262,7 +262,7 @@ Status run_op(const ops::MaxPool& op, KernelContext& ctx) {
         }
         indices[o] = p * plane_in + flat;
       });
-  store_doubles(yd, ctx.output(0));
+  store_doubles(yd, ctx.output(0), IntRounding::kNearestEven);
   return Status();
 }
 
@@ -288,7 +288,7 @@ Status run_op(const ops::LpPool& op, KernelContext& ctx) {
         }
         yd[static_cast<size_t>(o)] = std::pow(sum, 1.0 / p_norm);
       });
-  store_doubles(yd, ctx.output(0));
+  store_doubles(yd, ctx.output(0), IntRounding::kNearestEven);
   return Status();
 }
 
@@ -306,7 +306,7 @@ Status global_pool(KernelContext& ctx, F&& reduce) {
     yd[static_cast<size_t>(p)] =
         reduce(std::span<const double>(xd.data() + p * plane, static_cast<size_t>(plane)));
   }
-  store_doubles(yd, ctx.output(0));
+  store_doubles(yd, ctx.output(0), IntRounding::kNearestEven);
   return Status();
 }
 

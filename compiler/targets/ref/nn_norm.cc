@@ -56,7 +56,7 @@ Status along_axis(KernelContext& ctx, int64_t axis, F&& f) {
     for (int64_t j = 0; j < s.len; ++j)
       yd[static_cast<size_t>(base + j * stride)] = line[static_cast<size_t>(j)];
   });
-  store_doubles(yd, ctx.output(0));
+  store_doubles(yd, ctx.output(0), IntRounding::kNearestEven);
   return Status();
 }
 
@@ -125,9 +125,9 @@ Status run_op(const ops::BatchNormalization& op, KernelContext& ctx) {
       }
     }
   }
-  store_doubles(yd, ctx.output(0));
-  if (ctx.num_outputs() > 1 && ctx.output_used(1)) store_doubles(running_mean, ctx.output(1));
-  if (ctx.num_outputs() > 2 && ctx.output_used(2)) store_doubles(running_var, ctx.output(2));
+  store_doubles(yd, ctx.output(0), IntRounding::kNearestEven);
+  if (ctx.num_outputs() > 1 && ctx.output_used(1)) store_doubles(running_mean, ctx.output(1), IntRounding::kNearestEven);
+  if (ctx.num_outputs() > 2 && ctx.output_used(2)) store_doubles(running_var, ctx.output(2), IntRounding::kNearestEven);
   return Status();
 }
 
@@ -157,7 +157,7 @@ Status run_op(const ops::InstanceNormalization& op, KernelContext& ctx) {
       yd[base + static_cast<size_t>(i)] = (xd[base + static_cast<size_t>(i)] - mean) * k + bias[c];
     }
   }
-  store_doubles(yd, ctx.output(0));
+  store_doubles(yd, ctx.output(0), IntRounding::kNearestEven);
   return Status();
 }
 
@@ -194,9 +194,9 @@ Status run_op(const ops::LayerNormalization& op, KernelContext& ctx) {
     means[static_cast<size_t>(r)] = mean;
     inv_std[static_cast<size_t>(r)] = k;
   }
-  store_doubles(yd, ctx.output(0));
-  if (ctx.num_outputs() > 1 && ctx.output_used(1)) store_doubles(means, ctx.output(1));
-  if (ctx.num_outputs() > 2 && ctx.output_used(2)) store_doubles(inv_std, ctx.output(2));
+  store_doubles(yd, ctx.output(0), IntRounding::kNearestEven);
+  if (ctx.num_outputs() > 1 && ctx.output_used(1)) store_doubles(means, ctx.output(1), IntRounding::kNearestEven);
+  if (ctx.num_outputs() > 2 && ctx.output_used(2)) store_doubles(inv_std, ctx.output(2), IntRounding::kNearestEven);
   return Status();
 }
 
@@ -227,7 +227,7 @@ Status run_op(const ops::LRN& op, KernelContext& ctx) {
       }
     }
   }
-  store_doubles(yd, ctx.output(0));
+  store_doubles(yd, ctx.output(0), IntRounding::kNearestEven);
   return Status();
 }
 
@@ -254,7 +254,7 @@ Status run_op(const ops::MeanVarianceNormalization& op, KernelContext& ctx) {
     const double var = std::max(0.0, sq[static_cast<size_t>(r)] / count - mean * mean);
     yd[static_cast<size_t>(o)] = (xd[static_cast<size_t>(o)] - mean) / (std::sqrt(var) + 1e-9);
   });
-  store_doubles(yd, ctx.output(0));
+  store_doubles(yd, ctx.output(0), IntRounding::kNearestEven);
   return Status();
 }
 
@@ -297,7 +297,7 @@ Status run_op(const ops::Dropout& op, KernelContext& ctx) {
     yd[i] = keep ? xd[i] * scale : 0.0;
     if (mask != nullptr) mask[i] = keep;
   }
-  store_doubles(yd, ctx.output(0));
+  store_doubles(yd, ctx.output(0), IntRounding::kNearestEven);
   return Status();
 }
 

@@ -9,34 +9,6 @@
 
 namespace kiln::compiler::ref {
 
-void store_doubles(std::span<const double> values, Tensor& out) {
-  KILN_CHECK(static_cast<int64_t>(values.size()) == out.numel(), "store_doubles: size mismatch");
-  visit_dtype(out.dtype(), [&]<class T>() {
-    if constexpr (std::is_same_v<T, std::string>) {
-      KILN_CHECK(false, "store_doubles: string tensor");
-    } else {
-      T* p = out.data<T>();
-      for (size_t i = 0; i < values.size(); ++i) {
-        const double v = values[i];
-        if constexpr (std::is_same_v<T, bool>) {
-          p[i] = v != 0;
-        } else if constexpr (std::is_integral_v<T>) {
-          constexpr auto lo = static_cast<double>(std::numeric_limits<T>::lowest());
-          constexpr auto hi = static_cast<double>(std::numeric_limits<T>::max());
-          p[i] = std::isnan(v) ? T{0}
-                 : v <= lo     ? std::numeric_limits<T>::lowest()
-                 : v >= hi     ? std::numeric_limits<T>::max()
-                               : static_cast<T>(std::nearbyint(v));
-        } else if constexpr (std::is_same_v<T, double>) {
-          p[i] = v;
-        } else {
-          p[i] = T(static_cast<float>(v));
-        }
-      }
-    }
-  });
-}
-
 void window_offsets(const WindowGeometry& g, std::span<const int64_t> in,
                     std::span<const int64_t> out_index, std::vector<int64_t>& offsets) {
   const size_t n = in.size();

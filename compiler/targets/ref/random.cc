@@ -12,7 +12,7 @@
 
 #include "compiler/ops/infer_util.h"
 #include "compiler/targets/ref/kernel.h"
-#include "compiler/targets/ref/misc_util.h"
+#include "compiler/targets/ref/convert.h"
 
 namespace kiln::compiler::ref {
 
@@ -46,7 +46,7 @@ Status fill_random(KernelContext& ctx, F&& draw) {
   Tensor& out = ctx.output(0);
   std::vector<double> values(static_cast<size_t>(out.numel()));
   for (double& v : values) v = draw();
-  store_doubles(out, values);
+  store_doubles(values, out);
   return Status();
 }
 
@@ -108,7 +108,7 @@ Status run_op(const ops::Multinomial& op, KernelContext& ctx) {
       samples[static_cast<size_t>(b * op.sample_size + s)] = static_cast<double>(c);
     }
   }
-  store_doubles(ctx.output(0), samples);
+  store_doubles(samples, ctx.output(0));
   return Status();
 }
 

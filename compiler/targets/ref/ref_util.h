@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "core/shape.h"
@@ -33,6 +34,21 @@ void for_each_broadcast(const Shape& out, const Shape& a, const Shape& b, F&& f)
       ia -= sa[du] * index[du];
       ib -= sb[du] * index[du];
       index[du] = 0;
+    }
+  }
+}
+
+// Calls f(index) for every multi-index of `dims` in row-major order (none when a dim is 0).
+template <class F>
+void for_each_index(std::span<const int64_t> dims, F&& f) {
+  int64_t total = 1;
+  for (int64_t d : dims) total *= d;
+  std::vector<int64_t> index(dims.size(), 0);
+  for (int64_t i = 0; i < total; ++i) {
+    f(static_cast<const std::vector<int64_t>&>(index));
+    for (size_t a = dims.size(); a-- > 0;) {
+      if (++index[a] < dims[a]) break;
+      index[a] = 0;
     }
   }
 }

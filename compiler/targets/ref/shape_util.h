@@ -6,6 +6,7 @@
 #include <span>
 #include <vector>
 
+#include "compiler/targets/ref/ref_util.h"
 #include "core/shape.h"
 #include "core/tensor.h"
 
@@ -24,15 +25,7 @@ void copy_elements(const Tensor& src, int64_t src_begin, Tensor& dst, int64_t ds
 // Calls f(index) for every multi-index of `shape` in row-major order.
 template <class F>
 void for_each_index(const Shape& shape, F&& f) {
-  const int64_t n = shape.numel();
-  std::vector<int64_t> index(static_cast<size_t>(shape.rank()), 0);
-  for (int64_t o = 0; o < n; ++o) {
-    f(static_cast<const std::vector<int64_t>&>(index));
-    for (int d = shape.rank() - 1; d >= 0; --d) {
-      if (++index[static_cast<size_t>(d)] < shape[d]) break;
-      index[static_cast<size_t>(d)] = 0;
-    }
-  }
+  for_each_index(std::span<const int64_t>(shape.dims()), std::forward<F>(f));
 }
 
 }  // namespace kiln::compiler::ref

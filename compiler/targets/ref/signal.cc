@@ -10,7 +10,7 @@
 
 #include "compiler/ops/infer_util.h"
 #include "compiler/targets/ref/kernel.h"
-#include "compiler/targets/ref/misc_util.h"
+#include "compiler/targets/ref/convert.h"
 
 namespace kiln::compiler::ref {
 
@@ -51,7 +51,7 @@ void store_complex(Tensor& out, const std::vector<Complex>& values) {
     flat[2 * i] = values[i].real();
     flat[2 * i + 1] = values[i].imag();
   }
-  store_doubles(out, flat);
+  store_doubles(flat, out);
 }
 
 // The window a0 - a1 cos(2 pi n / N) + a2 cos(4 pi n / N), N = size (periodic) or size - 1.
@@ -68,7 +68,7 @@ Status run_window(KernelContext& ctx, DType dtype, bool periodic, double a0, dou
     double x = 2.0 * std::numbers::pi * static_cast<double>(n) / denom;
     w[static_cast<size_t>(n)] = a0 - a1 * std::cos(x) + a2 * std::cos(2.0 * x);
   }
-  store_doubles(*out, w);
+  store_doubles(w, *out);
   return Status();
 }
 
@@ -213,7 +213,7 @@ Status run_op(const ops::MelWeightMatrix& op, KernelContext& ctx) {
       at(j) = static_cast<double>(right - j) / static_cast<double>(right - center);
     });
   }
-  store_doubles(*out, w);
+  store_doubles(w, *out);
   return Status();
 }
 
