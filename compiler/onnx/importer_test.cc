@@ -148,6 +148,20 @@ TEST(OnnxImport, WrongAttributeTypeIsNamed) {
       << model.status().message();
 }
 
+TEST(OnnxImport, KilnInternalFieldsAreNotOnnxAttributes) {
+  onnx::ModelProto m = leaky_relu_model();
+  auto* n = m.mutable_graph()->mutable_node(0);
+  n->set_op_type("Conv");
+  auto* a = n->mutable_attribute(0);
+  a->set_name("activation");
+  a->set_type(onnx::AttributeProto::STRING);
+  a->set_s("Relu");
+  auto model = import_onnx_bytes(bytes_of(m), {}, "m.onnx");
+  ASSERT_FALSE(model.ok());
+  EXPECT_NE(model.status().message().find("attribute \"activation\" is not supported"), std::string::npos)
+      << model.status().message();
+}
+
 TEST(OnnxImport, TooNewOpsetSaysWhatToDo) {
   auto model = import_onnx_bytes(bytes_of(leaky_relu_model(99)), {}, "new.onnx");
   ASSERT_FALSE(model.ok());

@@ -151,10 +151,20 @@ Status import_global_lp_pool_v1(NodeImporter& ni) {
   return ni.emit(op, ni.inputs()).status();
 }
 
+// Conv: `activation` is a kiln field set by fusion passes, never an ONNX attribute.
+Status import_conv(NodeImporter& ni) {
+  if (ni.has_attr("activation")) {
+    return ni.error("attribute \"activation\" is not supported for Conv (it is not an ONNX attribute)");
+  }
+  KILN_ASSIGN_OR_RETURN(Op op, ni.make_op(OpKind::kConv));
+  return ni.emit(std::move(op), ni.inputs()).status();
+}
+
 }  // namespace
 
 std::vector<OpsetImporter> nn_importers() {
   return {
+      {"", "Conv", 1, 17, import_conv},
       {"", "BatchNormalization", 1, 13, import_batch_norm_legacy},
       {"", "InstanceNormalization", 1, 5,
        [](NodeImporter& ni) {

@@ -14,6 +14,9 @@ namespace kiln::compiler::ops {
 // Conv: see the ONNX operator documentation (opset 11).
 struct Conv {
   static constexpr OpKind kKind = OpKind::kConv;
+  // kiln's own, not ONNX's: an activation fused into the output ("Relu"), set by
+  // conv_activation_fusion; absent in imported models.
+  std::optional<std::string> activation;
   std::string auto_pad = "NOTSET";
   std::optional<std::vector<int64_t>> dilations;
   int64_t group = 1;
@@ -23,6 +26,7 @@ struct Conv {
 
   template <class V>
   void reflect(V& v) {
+    v("activation", activation);
     v("auto_pad", auto_pad);
     v("dilations", dilations);
     v("group", group);

@@ -40,6 +40,7 @@ bool batchnorm_affine(const Node& bn, int64_t channels, std::vector<float>* scal
 
 // Conv(x, W, B) -> BN  ==>  Conv(x, W*scale, B*scale+shift).
 bool fold_into_conv(Graph& graph, Node* conv, Node* bn) {
+  if (conv->attrs<ops::Conv>().activation) return false;  // BN applies after the fused activation
   const Tensor* w = f32_constant(*conv, 1);
   if (w == nullptr || w->rank() < 3) return false;
   const int64_t channels = w->shape()[0];

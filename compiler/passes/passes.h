@@ -23,6 +23,10 @@ std::unique_ptr<Pass> make_algebraic_simplification();
 // Gemm) with constant weights when the BatchNormalization is that node's only user.
 std::unique_ptr<Pass> make_batchnorm_folding();
 
+// Marks a Conv whose only use is a Relu as Conv[activation="Relu"] and removes the Relu (targets
+// with fused kernels run it; the ref Conv kernel honours the field too).
+std::unique_ptr<Pass> make_conv_activation_fusion();
+
 // The target-independent clean-up pipeline, in order.
 std::vector<std::unique_ptr<Pass>> standard_passes();
 

@@ -5,6 +5,9 @@
 #include <fmt/format.h>
 
 #include "compiler/targets/ref/ref_target.h"
+#ifdef KILN_HAVE_DNNL
+#include "compiler/targets/cpu/cpu_target.h"
+#endif
 
 namespace kiln::compiler {
 
@@ -37,10 +40,19 @@ Status check_inputs(const Graph& graph, const std::vector<Argument>& inputs) {
   return Status();
 }
 
-std::vector<std::string> target_names() { return {"ref"}; }
+std::vector<std::string> target_names() {
+#ifdef KILN_HAVE_DNNL
+  return {"ref", "cpu"};
+#else
+  return {"ref"};
+#endif
+}
 
 Result<std::unique_ptr<Target>> make_target(std::string_view name) {
   if (name == "ref") return make_ref_target();
+#ifdef KILN_HAVE_DNNL
+  if (name == "cpu") return make_cpu_target();
+#endif
   std::string known;
   for (const std::string& n : target_names()) known += (known.empty() ? "" : ", ") + n;
   return not_found_error(fmt::format("unknown target \"{}\"; this build has: {}", name, known));

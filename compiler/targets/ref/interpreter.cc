@@ -174,7 +174,12 @@ Result<std::vector<Argument>> Interpreter::evaluate(const Node& node,
     }
   }
   KernelContext ctx(node, std::move(args), &outputs, this);
-  KILN_RETURN_IF_ERROR(run_node(node, ctx));
+  const NodeKernel* kernel = nullptr;
+  if (kernels_ != nullptr) {
+    auto it = kernels_->find(&node);
+    if (it != kernels_->end()) kernel = it->second.get();
+  }
+  KILN_RETURN_IF_ERROR(kernel != nullptr ? kernel->run(ctx) : run_node(node, ctx));
   for (int i = 0; i < node.num_outputs(); ++i) {
     const Argument& out = outputs[static_cast<size_t>(i)];
     if (out.is_none() && node.output(i)->type().kind() != ValueType::Kind::kOptional &&

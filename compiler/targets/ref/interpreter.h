@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <random>
 #include <unordered_map>
 #include <vector>
@@ -14,9 +15,25 @@
 
 namespace kiln::compiler::ref {
 
+class KernelContext;
+
+// A target's own kernel for one node, run in place of the node's ref kernel. It sees what a ref
+// kernel sees: outputs whose inferred shapes are static arrive allocated. It may hand the node
+// back to the ref kernel with run_node() (e.g. for shapes it was not compiled for).
+class NodeKernel {
+ public:
+  virtual ~NodeKernel() = default;
+  virtual Status run(KernelContext& ctx) const = 0;
+};
+
+// A target's kernels by node; nodes not in it run their ref kernels.
+using KernelTable = std::unordered_map<const Node*, std::unique_ptr<NodeKernel>>;
+
 class Interpreter {
  public:
-  explicit Interpreter(uint64_t seed = 0) : rng_(seed) {}
+  // `kernels` (optional, must outlive the interpreter) overrides the ref kernel of its nodes.
+  explicit Interpreter(uint64_t seed = 0, const KernelTable* kernels = nullptr)
+      : rng_(seed), kernels_(kernels) {}
 
   // Runs `graph` with one argument per graph input, in order; returns one per graph output.
   Result<std::vector<Argument>> run(const Graph& graph, std::vector<Argument> inputs);
@@ -40,6 +57,7 @@ class Interpreter {
   static const Argument* lookup(const Frame& frame, const Value* value);
 
   std::mt19937_64 rng_;
+  const KernelTable* kernels_;
   const Frame* current_ = nullptr;
 };
 

@@ -3,6 +3,7 @@
 // in double precision and round once into the output's element type.
 #include "compiler/ops/nn.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <string>
@@ -65,6 +66,9 @@ void for_each_window(const WindowGeometry& g, const Tensor& x, F&& f) {
 
 template <>
 Status run_op(const ops::Conv& op, KernelContext& ctx) {
+  if (op.activation && *op.activation != "Relu") {
+    return ctx.errorf("unknown fused activation \"{}\"", *op.activation);
+  }
   const Tensor& x = ctx.input(0);
   const Tensor& w = ctx.input(1);
   const std::vector<int64_t> in = spatial(x);
@@ -101,6 +105,7 @@ Status run_op(const ops::Conv& op, KernelContext& ctx) {
             if (off >= 0) acc += xp[off] * wp[k];
           }
         }
+        if (op.activation) acc = std::max(acc, 0.0);  // "Relu"
         yd[static_cast<size_t>((b * c_out + m) * plane_out + o)] = acc;
       }
     }

@@ -1,0 +1,105 @@
+// SPDX-License-Identifier: Apache-2.0
+// The oneDNN kernel base: shape checks, the ref fallback, error translation and layout helpers.
+#include "compiler/targets/cpu/dnnl_kernel.h"
+
+#include <fmt/format.h>
+
+namespace kiln::compiler::cpu {
+
+dnnl::memory::dims to_dims(const std::vector<int64_t>& values) {
+  return dnnl::memory::dims(values.begin(), values.end());
+}
+
+dnnl::memory::dims to_dims(const Shape& shape) {
+  dnnl::memory::dims dims;
+  for (int i = 0; i < shape.rank(); ++i) dims.push_back(shape[i]);
+  if (dims.empty()) dims.push_back(1);
+  return dims;
+}
+
+dnnl::memory::desc plain_desc(const dnnl::memory::dims& dims) {
+  dnnl::memory::dims strides(dims.size());
+  dnnl::memory::dim stride = 1;
+  for (size_t i = dims.size(); i-- > 0;) {
+    strides[i] = stride;
+    stride *= dims[i];
+  }
+  return dnnl::memory::desc(dims, dnnl::memory::data_type::f32, strides);
+}
+
+dnnl::memory::desc plain_desc(const Shape& shape) {
+  return plain_desc(to_dims(shape));
+}
+
+std::optional<StaticShapes> static_f32_shapes(const Node& node) {
+  auto static_f32 = [](const Value* v) -> std::optional<Shape> {
+    if (!v->type().is_tensor()) return std::nullopt;
+    const TensorType& t = v->tensor_type();
+    if (t.dtype != DType::kF32 || !t.is_static()) return std::nullopt;
+    return t.shape();
+  };
+  if (node.num_outputs() < 1) return std::nullopt;
+  StaticShapes shapes;
+  for (const Value* v : node.inputs()) {
+    if (v == nullptr) {
+      shapes.inputs.emplace_back();
+      continue;
+    }
+    std::optional<Shape> s = static_f32(v);
+    if (!s) return std::nullopt;
+    shapes.inputs.push_back(std::move(s));
+  }
+  std::optional<Shape> out = static_f32(node.output(0));
+  if (!out) return std::nullopt;
+  shapes.output = std::move(*out);
+  return shapes;
+}
+
+dnnl::memory pack(const dnnl::engine& engine, const dnnl::memory::desc& src_layout, const void* src,
+                  const dnnl::memory::desc& layout) {
+  dnnl::memory from(src_layout, engine, const_cast<void*>(src));
+  dnnl::memory to(layout, engine);
+  dnnl::stream stream(engine);
+  dnnl::reorder(from, to).execute(stream, from, to);
+  stream.wait();
+  return to;
+}
+
+dnnl::primitive_attr scratchpad_attr() {
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  return attr;
+}
+
+bool DnnlKernel::matches(ref::KernelContext& ctx) const {
+  if (ctx.num_inputs() != static_cast<int>(shapes_.inputs.size()) || ctx.num_outputs() < 1) {
+    return false;
+  }
+  for (int i = 0; i < ctx.num_inputs(); ++i) {
+    const std::optional<Shape>& want = shapes_.inputs[static_cast<size_t>(i)];
+    if (want.has_value() != ctx.has_input(i)) return false;
+    if (!want) continue;
+    const Argument& a = ctx.input_arg(i);
+    if (!a.is_tensor() || a.tensor().dtype() != DType::kF32 || a.tensor().shape() != *want) {
+      return false;
+    }
+  }
+  const Tensor& out = ctx.output(0);
+  return out.defined() && out.dtype() == DType::kF32 && out.shape() == shapes_.output;
+}
+
+Status DnnlKernel::run(ref::KernelContext& ctx) const {
+  if (!matches(ctx)) return ref::run_node(ctx.node(), ctx);
+  if (shapes_.output.numel() == 0) return Status();
+  try {
+    dnnl::stream stream(engine_);
+    execute(ctx, stream);
+    stream.wait();
+  } catch (const dnnl::error& e) {
+    return internal_error(fmt::format("{}: oneDNN failed: {} (status {})", ctx.node().describe(),
+                                      e.what(), static_cast<int>(e.status)));
+  }
+  return Status();
+}
+
+}  // namespace kiln::compiler::cpu

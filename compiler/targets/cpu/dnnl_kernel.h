@@ -1,0 +1,78 @@
+// SPDX-License-Identifier: Apache-2.0
+// The cpu target's oneDNN kernels: the base every primitive-backed node kernel shares, and helpers.
+#pragma once
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "compiler/ir/graph.h"
+#include "compiler/targets/ref/interpreter.h"
+#include "compiler/targets/ref/kernel.h"
+#include "core/tensor.h"
+
+namespace kiln::compiler::cpu {
+
+// Plain (row-major) f32 layout of `shape`; a rank-0 shape is described as [1].
+dnnl::memory::desc plain_desc(const Shape& shape);
+dnnl::memory::desc plain_desc(const dnnl::memory::dims& dims);
+dnnl::memory::dims to_dims(const Shape& shape);
+dnnl::memory::dims to_dims(const std::vector<int64_t>& values);
+
+// The node's static f32 tensor shapes, input by input (nullopt for an omitted input), when every
+// present input and output 0 is an f32 tensor of static shape; nullopt otherwise.
+struct StaticShapes {
+  std::vector<std::optional<Shape>> inputs;
+  Shape output;
+};
+std::optional<StaticShapes> static_f32_shapes(const Node& node);
+
+// `src` copied into a new memory of layout `layout` (a reorder when they differ), at compile time.
+dnnl::memory pack(const dnnl::engine& engine, const dnnl::memory::desc& src_layout, const void* src,
+                  const dnnl::memory::desc& layout);
+
+// A node kernel backed by oneDNN primitives built for the node's static shapes. run() hands the
+// node to its ref kernel when the runtime inputs are not the compiled shapes, and turns a
+// dnnl::error into a Status that names the node.
+class DnnlKernel : public ref::NodeKernel {
+ public:
+  Status run(ref::KernelContext& ctx) const final;
+
+ protected:
+  DnnlKernel(dnnl::engine engine, StaticShapes shapes)
+      : engine_(std::move(engine)), shapes_(std::move(shapes)) {}
+  // Runs the primitives on `stream` over the context's tensors; may throw dnnl::error.
+  virtual void execute(ref::KernelContext& ctx, dnnl::stream& stream) const = 0;
+
+  // A memory over tensor data (not owned) in the given layout.
+  dnnl::memory wrap(const dnnl::memory::desc& layout, const Tensor& t) const {
+    return dnnl::memory(layout, engine_, t.raw_data());
+  }
+  // A scratchpad for one call of a primitive created with user-managed scratchpad.
+  dnnl::memory scratchpad(const dnnl::primitive_desc_base& pd) const {
+    return dnnl::memory(pd.scratchpad_desc(), engine_);
+  }
+  const dnnl::engine& engine() const { return engine_; }
+
+ private:
+  bool matches(ref::KernelContext& ctx) const;
+
+  dnnl::engine engine_;
+  StaticShapes shapes_;
+};
+
+// An attribute with user-managed scratchpad (so one primitive may run on several threads at once).
+dnnl::primitive_attr scratchpad_attr();
+
+// The families' kernel factories: a kernel for `node`, or nullptr when oneDNN cannot run it as
+// compiled (other dtypes, dynamic shapes, unsupported attributes): the node then runs on ref.
+std::unique_ptr<ref::NodeKernel> make_conv_kernel(const Node& node, const dnnl::engine& engine);
+std::unique_ptr<ref::NodeKernel> make_matmul_kernel(const Node& node, const dnnl::engine& engine);
+std::unique_ptr<ref::NodeKernel> make_gemm_kernel(const Node& node, const dnnl::engine& engine);
+std::unique_ptr<ref::NodeKernel> make_pool_kernel(const Node& node, const dnnl::engine& engine);
+std::unique_ptr<ref::NodeKernel> make_eltwise_kernel(const Node& node, const dnnl::engine& engine);
+std::unique_ptr<ref::NodeKernel> make_binary_kernel(const Node& node, const dnnl::engine& engine);
+
+}  // namespace kiln::compiler::cpu

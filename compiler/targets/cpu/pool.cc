@@ -1,0 +1,132 @@
+// SPDX-License-Identifier: Apache-2.0
+// MaxPool, AveragePool and GlobalAveragePool on oneDNN's pooling over plain NC(D)HW tensors.
+// ceil_mode becomes extra right padding, which oneDNN's max and padding-excluding average ignore.
+#include <algorithm>
+
+#include "compiler/ops/nn.h"
+#include "compiler/ops/nn_util.h"
+#include "compiler/targets/cpu/dnnl_kernel.h"
+
+namespace kiln::compiler::cpu {
+
+namespace {
+
+using dnnl::memory;
+
+class PoolKernel final : public DnnlKernel {
+ public:
+  PoolKernel(dnnl::engine engine, StaticShapes shapes, dnnl::pooling_v2_forward::primitive_desc pd)
+      : DnnlKernel(std::move(engine), std::move(shapes)), pd_(std::move(pd)), pool_(pd_) {}
+
+ private:
+  void execute(ref::KernelContext& ctx, dnnl::stream& stream) const override {
+    pool_.execute(stream, {{DNNL_ARG_SRC, wrap(pd_.src_desc(), ctx.input(0))},
+                           {DNNL_ARG_DST, wrap(pd_.dst_desc(), ctx.output(0))},
+                           {DNNL_ARG_SCRATCHPAD, scratchpad(pd_)}});
+  }
+
+  dnnl::pooling_v2_forward::primitive_desc pd_;
+  dnnl::pooling_v2_forward pool_;
+};
+
+struct PoolSpec {
+  dnnl::algorithm algorithm;
+  WindowGeometry geometry;
+  // Whether padding counts in averages; then ceil_mode may not stretch the right padding.
+  bool include_padding = false;
+};
+
+std::unique_ptr<ref::NodeKernel> build(const dnnl::engine& engine, StaticShapes shapes,
+                                       const PoolSpec& spec) {
+  const Shape& x = *shapes.inputs[0];
+  const Shape& y = shapes.output;
+  const WindowGeometry& g = spec.geometry;
+  if (g.out != std::vector<int64_t>(y.begin() + 2, y.end())) return nullptr;
+  // oneDNN sizes the output as floor((in + pads - span) / stride) + 1: ceil_mode needs the right
+  // padding that gives the output ONNX asks for.
+  std::vector<int64_t> pad_end = g.pad_end;
+  for (int a = 0; a < g.rank(); ++a) {
+    const auto i = static_cast<size_t>(a);
+    const int64_t need = (g.out[i] - 1) * g.strides[i] + g.span(a) - x[a + 2] - g.pad_begin[i];
+    if (need > pad_end[i]) {
+      if (spec.include_padding) return nullptr;
+      pad_end[i] = need;
+    }
+  }
+  std::vector<int64_t> dilates;
+  for (int64_t d : g.dilations) dilates.push_back(d - 1);
+  dnnl::pooling_v2_forward::desc desc(dnnl::prop_kind::forward_inference, spec.algorithm,
+                                      plain_desc(x), plain_desc(y), to_dims(g.strides),
+                                      to_dims(g.kernel), to_dims(dilates), to_dims(g.pad_begin),
+                                      to_dims(pad_end));
+  dnnl::pooling_v2_forward::primitive_desc pd(desc, scratchpad_attr(), engine);
+  return std::make_unique<PoolKernel>(engine, std::move(shapes), std::move(pd));
+}
+
+// The input's static shape when it is f32 with 1 to 3 spatial dims.
+std::optional<StaticShapes> pool_shapes(const Node& node) {
+  std::optional<StaticShapes> shapes = static_f32_shapes(node);
+  if (!shapes || shapes->inputs.empty() || !shapes->inputs[0]) return std::nullopt;
+  const int rank = shapes->inputs[0]->rank();
+  if (rank < 3 || rank > 5 || shapes->output.rank() != rank) return std::nullopt;
+  return shapes;
+}
+
+std::vector<int64_t> spatial(const Shape& s) {
+  return std::vector<int64_t>(s.begin() + 2, s.end());
+}
+
+std::unique_ptr<ref::NodeKernel> build_pool(const Node& node, const dnnl::engine& engine) {
+  std::optional<StaticShapes> shapes = pool_shapes(node);
+  if (!shapes) return nullptr;
+  const std::vector<int64_t> in = spatial(*shapes->inputs[0]);
+  PoolSpec spec;
+  if (const auto* op = node.op().get_if<ops::MaxPool>()) {
+    // The Indices output is the ref kernel's.
+    for (int i = 1; i < node.num_outputs(); ++i) {
+      const Value* indices = node.output(i);
+      const auto& returned = node.graph()->outputs();
+      if (!indices->uses().empty() ||
+          std::find(returned.begin(), returned.end(), indices) != returned.end()) {
+        return nullptr;
+      }
+    }
+    if (!op->kernel_shape) return nullptr;
+    Result<WindowGeometry> g =
+        forward_window(in, *op->kernel_shape,
+                       {op->auto_pad, op->strides, op->dilations, op->pads, op->ceil_mode != 0});
+    if (!g.ok()) return nullptr;
+    spec = {dnnl::algorithm::pooling_max, std::move(*g)};
+  } else if (const auto* op = node.op().get_if<ops::AveragePool>()) {
+    if (!op->kernel_shape) return nullptr;
+    Result<WindowGeometry> g =
+        forward_window(in, *op->kernel_shape,
+                       {op->auto_pad, op->strides, std::nullopt, op->pads, op->ceil_mode != 0});
+    if (!g.ok()) return nullptr;
+    const bool include = op->count_include_pad != 0;
+    spec = {include ? dnnl::algorithm::pooling_avg_include_padding
+                    : dnnl::algorithm::pooling_avg_exclude_padding,
+            std::move(*g), include};
+  } else if (node.kind() == OpKind::kGlobalAveragePool) {
+    const std::string notset = "NOTSET";
+    Result<WindowGeometry> g =
+        forward_window(in, in, {notset, std::nullopt, std::nullopt, std::nullopt});
+    if (!g.ok()) return nullptr;
+    spec = {dnnl::algorithm::pooling_avg_exclude_padding, std::move(*g)};
+  } else {
+    return nullptr;
+  }
+  return build(engine, std::move(*shapes), spec);
+}
+
+}  // namespace
+
+std::unique_ptr<ref::NodeKernel> make_pool_kernel(const Node& node, const dnnl::engine& engine) {
+  try {
+    return build_pool(node, engine);
+  } catch (const dnnl::error&) {
+    return nullptr;  // a combination oneDNN does not implement: the ref kernel runs it
+  }
+}
+
+}  // namespace kiln::compiler::cpu
