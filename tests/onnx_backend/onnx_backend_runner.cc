@@ -288,6 +288,10 @@ int main(int argc, char** argv) {
   };
   std::vector<Case> cases;
   for (const std::string& kind : kinds) {
+    if (!fs::is_directory(fs::path(data) / kind)) {
+      fmt::print(stderr, "onnx_backend: \"{}\" has no {}/ folder\n", data, kind);
+      return 2;
+    }
     std::vector<fs::path> dirs;
     for (const auto& e : fs::directory_iterator(fs::path(data) / kind)) {
       if (e.is_directory() && fs::exists(e.path() / "model.onnx")) dirs.push_back(e.path());
