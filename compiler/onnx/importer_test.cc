@@ -230,3 +230,15 @@ TEST(OnnxImport, ReadsInitializersFromExternalData) {
 
 }  // namespace
 }  // namespace kiln::compiler
+
+namespace kiln::compiler {
+namespace {
+
+TEST(OnnxImport, SymbolicBatchDimSurvivesFlattenAndGemm) {
+  auto model = import_onnx_file(KILN_SOURCE_DIR "/examples/models/tiny_cnn.onnx");
+  ASSERT_TRUE(model.ok()) << model.status().to_string();
+  EXPECT_EQ((*model)->graph->outputs()[0]->type().to_string(), "f32[batch,10]");
+}
+
+}  // namespace
+}  // namespace kiln::compiler

@@ -39,9 +39,17 @@ Status require_axes(const InferContext& ctx, int i) {
 // Product of dims [begin, end); unknown when any of them is, or when it overflows.
 Dim dim_product(const std::vector<Dim>& dims, size_t begin, size_t end) {
   int64_t p = 1;
+  const Dim* unknown = nullptr;
   for (size_t i = begin; i < end; ++i) {
-    if (!dims[i].known() || __builtin_mul_overflow(p, dims[i].value, &p)) return Dim();
+    if (!dims[i].known()) {
+      if (unknown != nullptr) return Dim();
+      unknown = &dims[i];
+      continue;
+    }
+    if (__builtin_mul_overflow(p, dims[i].value, &p)) return Dim();
   }
+  // One unknown dim times ones keeps its symbol: [batch,1] -> batch.
+  if (unknown != nullptr) return p == 1 ? *unknown : Dim();
   return Dim(p);
 }
 
