@@ -8,63 +8,29 @@
 #include <cmath>
 #include <numeric>
 
-#include "compiler/onnx/node_importer.h"
+#include "compiler/onnx/node_rewriter.h"
 #include "compiler/ops/all_ops.h"
 
 namespace kiln::compiler {
 
 namespace {
 
-// Emits intermediate nodes for one ONNX node.
-class Rewriter {
- public:
-  explicit Rewriter(NodeImporter& ni) : ni_(ni) {}
+Status require_inputs(const NodeImporter& ni, int n) {
+  for (int i = 0; i < n; ++i) {
+    if (!ni.has_input(i)) return ni.errorf("input {} is required", i);
+  }
+  return Status();
+}
 
-  Result<Value*> op(Op op, std::vector<Value*> inputs) {
-    KILN_ASSIGN_OR_RETURN(Node* node, ni_.emit_internal(std::move(op), std::move(inputs)));
-    return node->output(0);
+Status require_tensor_rank(const NodeImporter& ni, int i) {
+  if (!ni.input(i)->type().is_tensor() || !ni.input(i)->tensor_type().has_rank()) {
+    return ni.errorf("input {} must be a tensor of known rank", i);
   }
-  template <class T>
-  Result<Value*> op(std::vector<Value*> inputs) {
-    return op(Op(T{}), std::move(inputs));
-  }
-  // A scalar of `like`'s element type.
-  Value* scalar(const Value* like, double v) {
-    Tensor t(like->tensor_type().dtype, Shape{});
-    visit_dtype(t.dtype(), [&]<class T>() {
-      if constexpr (!std::is_same_v<T, std::string>) *t.data<T>() = static_cast<T>(static_cast<float>(v));
-    });
-    return ni_.constant(std::move(t));
-  }
-  // Binds ONNX output `i` to `value`, keeping the ONNX name on it.
-  Status output(int i, Value* value) {
-    if (i >= ni_.num_outputs() || ni_.proto().output(i).empty()) return Status();
-    KILN_ASSIGN_OR_RETURN(Value* named, op<ops::Identity>({value}));
-    named->set_name(ni_.proto().output(i));
-    ni_.bind_output(i, named);
-    return Status();
-  }
-  Status require_inputs(int n) {
-    for (int i = 0; i < n; ++i) {
-      if (!ni_.has_input(i)) return ni_.errorf("input {} is required", i);
-    }
-    return Status();
-  }
-  Status require_tensor_rank(int i) {
-    if (!ni_.input(i)->type().is_tensor() || !ni_.input(i)->tensor_type().has_rank()) {
-      return ni_.errorf("input {} must be a tensor of known rank", i);
-    }
-    return Status();
-  }
-
-  NodeImporter& ni() { return ni_; }
-
- private:
-  NodeImporter& ni_;
-};
+  return Status();
+}
 
 // 0.5 * x * (1 + erf(x / sqrt(2)))
-Result<Value*> exact_gelu(Rewriter& r, Value* x) {
+Result<Value*> exact_gelu(NodeRewriter& r, Value* x) {
   KILN_ASSIGN_OR_RETURN(Value* scaled, r.op<ops::Div>({x, r.scalar(x, std::sqrt(2.0))}));
   KILN_ASSIGN_OR_RETURN(Value* erf, r.op<ops::Erf>({scaled}));
   KILN_ASSIGN_OR_RETURN(Value* one_plus, r.op<ops::Add>({erf, r.scalar(x, 1.0)}));
@@ -73,15 +39,15 @@ Result<Value*> exact_gelu(Rewriter& r, Value* x) {
 }
 
 Status import_gelu(NodeImporter& ni) {
-  Rewriter r(ni);
-  KILN_RETURN_IF_ERROR(r.require_inputs(1));
+  NodeRewriter r(ni);
+  KILN_RETURN_IF_ERROR(require_inputs(ni, 1));
   KILN_ASSIGN_OR_RETURN(Value* y, exact_gelu(r, ni.input(0)));
   return r.output(0, y);
 }
 
 Status import_bias_gelu(NodeImporter& ni) {
-  Rewriter r(ni);
-  KILN_RETURN_IF_ERROR(r.require_inputs(2));
+  NodeRewriter r(ni);
+  KILN_RETURN_IF_ERROR(require_inputs(ni, 2));
   KILN_ASSIGN_OR_RETURN(Value* sum, r.op<ops::Add>({ni.input(0), ni.input(1)}));
   KILN_ASSIGN_OR_RETURN(Value* y, exact_gelu(r, sum));
   return r.output(0, y);
@@ -89,8 +55,8 @@ Status import_bias_gelu(NodeImporter& ni) {
 
 // 0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3))), x = X (+ bias)
 Status import_fast_gelu(NodeImporter& ni) {
-  Rewriter r(ni);
-  KILN_RETURN_IF_ERROR(r.require_inputs(1));
+  NodeRewriter r(ni);
+  KILN_RETURN_IF_ERROR(require_inputs(ni, 1));
   Value* x = ni.input(0);
   if (ni.has_input(1)) {
     KILN_ASSIGN_OR_RETURN(x, r.op<ops::Add>({x, ni.input(1)}));
@@ -109,8 +75,8 @@ Status import_fast_gelu(NodeImporter& ni) {
 
 // x * sigmoid(alpha * x)
 Status import_quick_gelu(NodeImporter& ni) {
-  Rewriter r(ni);
-  KILN_RETURN_IF_ERROR(r.require_inputs(1));
+  NodeRewriter r(ni);
+  KILN_RETURN_IF_ERROR(require_inputs(ni, 1));
   Value* x = ni.input(0);
   const double alpha = ni.float_attr("alpha").value_or(1.702f);
   KILN_ASSIGN_OR_RETURN(Value* ax, r.op<ops::Mul>({x, r.scalar(x, alpha)}));
@@ -120,7 +86,7 @@ Status import_quick_gelu(NodeImporter& ni) {
 }
 
 // Transposes the last two dims of a value of known rank >= 2.
-Result<Value*> swap_last_two(Rewriter& r, Value* v) {
+Result<Value*> swap_last_two(NodeRewriter& r, Value* v) {
   const int rank = v->tensor_type().rank();
   if (rank < 2) return r.ni().errorf("a transposed operand needs rank >= 2, got {}", v->tensor_type().to_string());
   ops::Transpose t;
@@ -132,19 +98,19 @@ Result<Value*> swap_last_two(Rewriter& r, Value* v) {
 
 // alpha * MatMul(transA ? A^T : A, transB ? B^T : B), transposes over the last two dims.
 Status import_fused_matmul(NodeImporter& ni) {
-  Rewriter r(ni);
-  KILN_RETURN_IF_ERROR(r.require_inputs(2));
+  NodeRewriter r(ni);
+  KILN_RETURN_IF_ERROR(require_inputs(ni, 2));
   if (ni.int_attr("transBatchA").value_or(0) != 0 || ni.int_attr("transBatchB").value_or(0) != 0) {
     return unimplemented_error(std::string(ni.error("transBatchA/transBatchB are not supported").message()));
   }
   Value* a = ni.input(0);
   Value* b = ni.input(1);
   if (ni.int_attr("transA").value_or(0) != 0) {
-    KILN_RETURN_IF_ERROR(r.require_tensor_rank(0));
+    KILN_RETURN_IF_ERROR(require_tensor_rank(ni, 0));
     KILN_ASSIGN_OR_RETURN(a, swap_last_two(r, a));
   }
   if (ni.int_attr("transB").value_or(0) != 0) {
-    KILN_RETURN_IF_ERROR(r.require_tensor_rank(1));
+    KILN_RETURN_IF_ERROR(require_tensor_rank(ni, 1));
     KILN_ASSIGN_OR_RETURN(b, swap_last_two(r, b));
   }
   KILN_ASSIGN_OR_RETURN(Value* y, r.op<ops::MatMul>({a, b}));
@@ -158,8 +124,8 @@ Status import_fused_matmul(NodeImporter& ni) {
 // LayerNormalization over the last axis of input + skip (+ bias); outputs: Y, mean, inv_std_var,
 // and the sum that was normalized.
 Status import_skip_layer_norm(NodeImporter& ni) {
-  Rewriter r(ni);
-  KILN_RETURN_IF_ERROR(r.require_inputs(3));
+  NodeRewriter r(ni);
+  KILN_RETURN_IF_ERROR(require_inputs(ni, 3));
   KILN_ASSIGN_OR_RETURN(Value* sum, r.op<ops::Add>({ni.input(0), ni.input(1)}));
   if (ni.has_input(4)) {
     KILN_ASSIGN_OR_RETURN(sum, r.op<ops::Add>({sum, ni.input(4)}));
@@ -183,8 +149,8 @@ Status import_contrib_layer_norm(NodeImporter& ni) {
 
 // Y = X > threshold ? 1 : 0, in X's type.
 Status import_binarizer(NodeImporter& ni) {
-  Rewriter r(ni);
-  KILN_RETURN_IF_ERROR(r.require_inputs(1));
+  NodeRewriter r(ni);
+  KILN_RETURN_IF_ERROR(require_inputs(ni, 1));
   Value* x = ni.input(0);
   const double threshold = ni.float_attr("threshold").value_or(0.0f);
   KILN_ASSIGN_OR_RETURN(Value* above, r.op<ops::Greater>({x, r.scalar(x, threshold)}));
@@ -192,7 +158,7 @@ Status import_binarizer(NodeImporter& ni) {
   return r.output(0, y);
 }
 
-Result<Value*> as_f32(Rewriter& r, Value* x) {
+Result<Value*> as_f32(NodeRewriter& r, Value* x) {
   if (x->tensor_type().dtype == DType::kF32) return x;
   ops::Cast cast;
   cast.to = DType::kF32;
@@ -201,8 +167,8 @@ Result<Value*> as_f32(Rewriter& r, Value* x) {
 
 // Y = (X - offset) * scale in f32; offset and scale are one value or one per feature.
 Status import_scaler(NodeImporter& ni) {
-  Rewriter r(ni);
-  KILN_RETURN_IF_ERROR(r.require_inputs(1));
+  NodeRewriter r(ni);
+  KILN_RETURN_IF_ERROR(require_inputs(ni, 1));
   KILN_ASSIGN_OR_RETURN(Value* x, as_f32(r, ni.input(0)));
   std::vector<float> offset = ni.floats_attr("offset").value_or(std::vector<float>{0.0f});
   std::vector<float> scale = ni.floats_attr("scale").value_or(std::vector<float>{1.0f});
@@ -213,8 +179,8 @@ Status import_scaler(NodeImporter& ni) {
 
 // Each row divided by its max, L1 or L2 norm, in f32.
 Status import_normalizer(NodeImporter& ni) {
-  Rewriter r(ni);
-  KILN_RETURN_IF_ERROR(r.require_inputs(1));
+  NodeRewriter r(ni);
+  KILN_RETURN_IF_ERROR(require_inputs(ni, 1));
   KILN_ASSIGN_OR_RETURN(Value* x, as_f32(r, ni.input(0)));
   const std::string norm = ni.string_attr("norm").value_or("MAX");
   Value* divisor = nullptr;
@@ -241,8 +207,8 @@ Status import_normalizer(NodeImporter& ni) {
 
 // Selects elements of the last axis by index.
 Status import_array_feature_extractor(NodeImporter& ni) {
-  Rewriter r(ni);
-  KILN_RETURN_IF_ERROR(r.require_inputs(2));
+  NodeRewriter r(ni);
+  KILN_RETURN_IF_ERROR(require_inputs(ni, 2));
   ops::Gather gather;
   gather.axis = -1;
   KILN_ASSIGN_OR_RETURN(Value* y, r.op(Op(gather), {ni.input(0), ni.input(1)}));
@@ -251,8 +217,8 @@ Status import_array_feature_extractor(NodeImporter& ni) {
 
 // Y = X W^T + b with W [targets, features] from `coefficients`; post_transform NONE only.
 Status import_linear_regressor(NodeImporter& ni) {
-  Rewriter r(ni);
-  KILN_RETURN_IF_ERROR(r.require_inputs(1));
+  NodeRewriter r(ni);
+  KILN_RETURN_IF_ERROR(require_inputs(ni, 1));
   const std::string post = ni.string_attr("post_transform").value_or("NONE");
   if (post != "NONE") {
     return unimplemented_error(std::string(ni.errorf("post_transform {} is not supported", post).message()));

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Gradient import: walks the forward graph from y back to xs and emits the backward ops.
 #include "compiler/onnx/misc_gradient.h"
+#include "compiler/onnx/node_rewriter.h"
 
 #include <onnx/onnx_pb.h>
 
@@ -15,12 +16,10 @@ namespace {
 
 class Differentiator {
  public:
-  explicit Differentiator(NodeImporter& ni) : ni_(ni) {}
+  explicit Differentiator(NodeImporter& ni) : ni_(ni), rewriter_(ni) {}
 
-  Result<Value*> op(Op op, std::vector<Value*> inputs) {
-    KILN_ASSIGN_OR_RETURN(Node* node, ni_.emit_internal(std::move(op), std::move(inputs)));
-    return node->output(0);
-  }
+  Result<Value*> op(Op op, std::vector<Value*> inputs) { return rewriter_.op(std::move(op), std::move(inputs)); }
+  NodeRewriter& rewriter() { return rewriter_; }
 
   // A tensor of `like`'s dtype and shape filled with `fill`: a constant when the shape is static,
   // else Shape + ConstantOfShape.
@@ -158,6 +157,7 @@ class Differentiator {
   }
 
   NodeImporter& ni_;
+  NodeRewriter rewriter_;
   std::unordered_map<const Value*, Value*> grads_;
 };
 
@@ -186,10 +186,7 @@ Status import_gradient(NodeImporter& ni) {
     if (g == nullptr) {
       KILN_ASSIGN_OR_RETURN(g, d.filled_like(xs[static_cast<size_t>(i)], 0.0));
     }
-    // Each output gets its own node so that its ONNX name survives (two xs may share a gradient).
-    KILN_ASSIGN_OR_RETURN(Value* named, d.op(Op(ops::Identity{}), {g}));
-    named->set_name(ni.proto().output(i));
-    ni.bind_output(i, named);
+    KILN_RETURN_IF_ERROR(d.rewriter().output(i, g));
   }
   return Status();
 }
