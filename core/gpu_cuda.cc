@@ -6,7 +6,9 @@
 
 namespace kiln {
 
-bool built_with_cuda() { return true; }
+bool built_with_cuda() {
+  return true;
+}
 
 std::vector<GpuInfo> list_gpus(std::string* why_none) {
   int count = 0;

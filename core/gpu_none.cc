@@ -4,7 +4,9 @@
 
 namespace kiln {
 
-bool built_with_cuda() { return false; }
+bool built_with_cuda() {
+  return false;
+}
 
 std::vector<GpuInfo> list_gpus(std::string* why_none) {
   if (why_none) *why_none = "kiln was built without CUDA (no nvcc at configure time)";

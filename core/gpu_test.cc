@@ -34,7 +34,8 @@ TEST(Gpu, FillKernelWritesEveryElement) {
   auto* device = static_cast<float*>(raw);
   ASSERT_TRUE(kernels::fill_f32_cuda(device, n, 2.5f).ok());
   std::vector<float> host(static_cast<size_t>(n), 0.0f);
-  ASSERT_EQ(cudaMemcpy(host.data(), device, n * sizeof(float), cudaMemcpyDeviceToHost), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(host.data(), device, n * sizeof(float), cudaMemcpyDeviceToHost),
+            cudaSuccess);
   cudaFree(device);
   for (int64_t i = 0; i < n; ++i) ASSERT_EQ(host[static_cast<size_t>(i)], 2.5f) << i;
 }

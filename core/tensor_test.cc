@@ -15,7 +15,9 @@
 // The absurd-size tests need malloc to report failure the way glibc does; by default the
 // sanitizers' allocators abort the process instead.
 extern "C" const char* __asan_default_options() { return "allocator_may_return_null=1"; }
-extern "C" const char* __tsan_default_options() { return "allocator_may_return_null=1"; }
+extern "C" const char* __tsan_default_options() {
+  return "allocator_may_return_null=1";
+}
 
 namespace kiln {
 namespace {

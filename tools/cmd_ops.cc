@@ -18,7 +18,8 @@ CommandAction add_ops_command(CLI::App& app) {
       fmt::print("{:<28} {:<12} {:<14} {}\n", op.op_type,
                  op.last_version >= 1000 ? fmt::format("{}+", op.first_version)
                                          : fmt::format("{}-{}", op.first_version, op.last_version),
-                 kind ? compiler::op_kind_family(*kind) : "", op.domain.empty() ? "ai.onnx" : op.domain);
+                 kind ? compiler::op_kind_family(*kind) : "",
+                 op.domain.empty() ? "ai.onnx" : op.domain);
     }
     fmt::print("{} ops\n", ops.size());
     return 0;

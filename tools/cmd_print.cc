@@ -20,7 +20,8 @@ CommandAction add_print_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("print", "Print a model's IR");
   cmd->add_option("model", opts->model, "the .onnx model")->required();
   cmd->add_flag("--optimized", opts->optimized, "print after the target's optimization passes");
-  cmd->add_option("--target", opts->target, "the target whose passes --optimized runs")->capture_default_str();
+  cmd->add_option("--target", opts->target, "the target whose passes --optimized runs")
+      ->capture_default_str();
   cmd->add_option("--format", opts->format, "text or dot (Graphviz)")
       ->check(CLI::IsMember({"text", "dot"}))
       ->capture_default_str();
@@ -35,7 +36,8 @@ CommandAction add_print_command(CLI::App& app) {
       Status s = pm.run(graph);
       if (!s.ok()) return report_error(s);
     }
-    fmt::print("{}", opts->format == "dot" ? compiler::print_graph_dot(graph) : compiler::print_graph(graph));
+    fmt::print("{}", opts->format == "dot" ? compiler::print_graph_dot(graph)
+                                           : compiler::print_graph(graph));
     return 0;
   };
 }

@@ -20,10 +20,13 @@ CommandAction add_run_command(CLI::App& app) {
   auto opts = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand("run", "Compile a model and run it once");
   cmd->add_option("model", opts->model, "the .onnx model")->required();
-  cmd->add_option("--target", opts->target, "ref, or another target this build has")->capture_default_str();
+  cmd->add_option("--target", opts->target, "ref, or another target this build has")
+      ->capture_default_str();
   cmd->add_option("--input", opts->inputs.inputs, "NAME=FILE.npy; inputs not given are random");
-  cmd->add_option("--input-shape", opts->inputs.input_shapes, "NAME=1x3x224x224 for a dynamic input");
-  cmd->add_option("--output-dir", opts->output_dir, "write each output as DIR/<name>.npy plus DIR/outputs.json");
+  cmd->add_option("--input-shape", opts->inputs.input_shapes,
+                  "NAME=1x3x224x224 for a dynamic input");
+  cmd->add_option("--output-dir", opts->output_dir,
+                  "write each output as DIR/<name>.npy plus DIR/outputs.json");
   cmd->add_option("--seed", opts->inputs.seed, "seed of the random inputs")->capture_default_str();
   return [opts] {
     auto prepared = prepare_model(opts->model, opts->inputs);
@@ -40,7 +43,8 @@ CommandAction add_run_command(CLI::App& app) {
     auto ran = std::chrono::steady_clock::now();
     std::vector<std::string> names;
     for (const compiler::Value* v : (*exe)->graph().outputs()) names.push_back(v->name());
-    for (size_t i = 0; i < names.size(); ++i) fmt::print("{}: {}\n", names[i], summarize((*outputs)[i]));
+    for (size_t i = 0; i < names.size(); ++i)
+      fmt::print("{}: {}\n", names[i], summarize((*outputs)[i]));
     using ms = std::chrono::duration<double, std::milli>;
     fmt::print("target {}: compiled in {:.1f} ms, ran in {:.1f} ms\n", opts->target,
                ms(compiled - start).count(), ms(ran - compiled).count());

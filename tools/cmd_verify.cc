@@ -19,7 +19,8 @@ struct Error {
   std::string problem;  // a dtype/shape mismatch
 };
 
-Error compare(const compiler::Argument& ref, const compiler::Argument& got, double rtol, double atol) {
+Error compare(const compiler::Argument& ref, const compiler::Argument& got, double rtol,
+              double atol) {
   Error e;
   if (!ref.is_tensor() || !got.is_tensor()) {
     e.within = ref.to_string() == got.to_string();
@@ -30,8 +31,8 @@ Error compare(const compiler::Argument& ref, const compiler::Argument& got, doub
   const Tensor& b = got.tensor();
   if (a.dtype() != b.dtype() || !(a.shape() == b.shape())) {
     e.within = false;
-    e.problem = fmt::format("ref gives {}{}, the target {}{}", dtype_name(a.dtype()), a.shape().to_string(),
-                            dtype_name(b.dtype()), b.shape().to_string());
+    e.problem = fmt::format("ref gives {}{}, the target {}{}", dtype_name(a.dtype()),
+                            a.shape().to_string(), dtype_name(b.dtype()), b.shape().to_string());
     return e;
   }
   visit_dtype(a.dtype(), [&]<class T>() {
@@ -68,13 +69,16 @@ CommandAction add_verify_command(CLI::App& app) {
     ModelInputOptions inputs;
   };
   auto opts = std::make_shared<Options>();
-  CLI::App* cmd = app.add_subcommand("verify", "Run a target and ref on the same inputs and compare");
+  CLI::App* cmd =
+      app.add_subcommand("verify", "Run a target and ref on the same inputs and compare");
   cmd->add_option("model", opts->model, "the .onnx model")->required();
-  cmd->add_option("--target", opts->target, "the target to check against ref")->capture_default_str();
+  cmd->add_option("--target", opts->target, "the target to check against ref")
+      ->capture_default_str();
   cmd->add_option("--rtol", opts->rtol, "relative tolerance")->capture_default_str();
   cmd->add_option("--atol", opts->atol, "absolute tolerance")->capture_default_str();
   cmd->add_option("--input", opts->inputs.inputs, "NAME=FILE.npy; inputs not given are random");
-  cmd->add_option("--input-shape", opts->inputs.input_shapes, "NAME=1x3x224x224 for a dynamic input");
+  cmd->add_option("--input-shape", opts->inputs.input_shapes,
+                  "NAME=1x3x224x224 for a dynamic input");
   cmd->add_option("--seed", opts->inputs.seed, "seed of the random inputs")->capture_default_str();
   return [opts] {
     // Two imports give each target its own graph to optimize.
@@ -85,9 +89,11 @@ CommandAction add_verify_command(CLI::App& app) {
     auto ref_target = compiler::make_target("ref");
     auto target = compiler::make_target(opts->target);
     if (!target.ok()) return report_error(target.status());
-    auto ref_exe = compiler::compile(std::shared_ptr<compiler::Graph>(std::move(for_ref->model->graph)), **ref_target);
+    auto ref_exe = compiler::compile(
+        std::shared_ptr<compiler::Graph>(std::move(for_ref->model->graph)), **ref_target);
     if (!ref_exe.ok()) return report_error(ref_exe.status());
-    auto exe = compiler::compile(std::shared_ptr<compiler::Graph>(std::move(for_target->model->graph)), **target);
+    auto exe = compiler::compile(
+        std::shared_ptr<compiler::Graph>(std::move(for_target->model->graph)), **target);
     if (!exe.ok()) return report_error(exe.status());
     auto expected = (*ref_exe)->run(std::move(for_ref->inputs));
     if (!expected.ok()) return report_error(expected.status());
@@ -99,8 +105,8 @@ CommandAction add_verify_command(CLI::App& app) {
       const std::string& name = (*ref_exe)->graph().outputs()[i]->name();
       Error e = compare((*expected)[i], (*actual)[i], opts->rtol, opts->atol);
       all_ok &= e.within;
-      fmt::print("{:<32} {:>12.3g} {:>12.3g}  {}{}\n", name, e.max_abs, e.max_rel, e.within ? "ok" : "MISMATCH",
-                 e.problem.empty() ? "" : ": " + e.problem);
+      fmt::print("{:<32} {:>12.3g} {:>12.3g}  {}{}\n", name, e.max_abs, e.max_rel,
+                 e.within ? "ok" : "MISMATCH", e.problem.empty() ? "" : ": " + e.problem);
     }
     fmt::print("{} vs ref: {}\n", opts->target, all_ok ? "all outputs agree" : "outputs differ");
     return all_ok ? 0 : 1;

@@ -1,9 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // The `kiln` command-line tool: installs the spdlog sink and dispatches to a subcommand.
+#include <fmt/format.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
-
-#include <fmt/format.h>
 
 #include <utility>
 #include <vector>

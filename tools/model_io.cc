@@ -22,8 +22,7 @@ Result<std::pair<std::string, std::string>> split_assignment(const std::string& 
                                                              std::string_view flag) {
   size_t eq = text.rfind('=');
   if (eq == std::string::npos || eq == 0 || eq + 1 == text.size()) {
-    return invalid_argument_error(
-        fmt::format("{} \"{}\": expected NAME=VALUE", flag, text));
+    return invalid_argument_error(fmt::format("{} \"{}\": expected NAME=VALUE", flag, text));
   }
   return std::make_pair(text.substr(0, eq), text.substr(eq + 1));
 }
@@ -33,12 +32,13 @@ Result<std::vector<int64_t>> parse_dims(const std::string& text, const std::stri
   size_t start = 0;
   while (start <= text.size()) {
     size_t end = text.find_first_of("x,", start);
-    std::string part = text.substr(start, end == std::string::npos ? std::string::npos : end - start);
+    std::string part =
+        text.substr(start, end == std::string::npos ? std::string::npos : end - start);
     char* stop = nullptr;
     long long v = std::strtoll(part.c_str(), &stop, 10);
     if (part.empty() || *stop != '\0' || v < 0) {
-      return invalid_argument_error(fmt::format(
-          "--input-shape {}={}: expected dims like 1x3x224x224", name, text));
+      return invalid_argument_error(
+          fmt::format("--input-shape {}={}: expected dims like 1x3x224x224", name, text));
     }
     dims.push_back(v);
     if (end == std::string::npos) break;
@@ -99,7 +99,8 @@ Result<PreparedModel> prepare_model(const std::string& path, const ModelInputOpt
     if (!import.input_shapes.count(kv.first)) import.input_shapes[kv.first] = t->shape().dims();
     given[kv.first] = std::move(t).value();
   }
-  KILN_ASSIGN_OR_RETURN(std::unique_ptr<compiler::Model> model, compiler::import_onnx_file(path, import));
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<compiler::Model> model,
+                        compiler::import_onnx_file(path, import));
 
   PreparedModel out;
   std::mt19937_64 rng(options.seed);
@@ -112,30 +113,35 @@ Result<PreparedModel> prepare_model(const std::string& path, const ModelInputOpt
     auto it = given.find(in->name());
     if (it != given.end()) {
       if (it->second.dtype() != type.dtype) {
-        return invalid_argument_error(fmt::format(
-            "--input {}: the model expects {} but the file holds {}; convert it with numpy's astype",
-            in->name(), dtype_name(type.dtype), dtype_name(it->second.dtype())));
+        return invalid_argument_error(
+            fmt::format("--input {}: the model expects {} but the file holds {}; convert it with "
+                        "numpy's astype",
+                        in->name(), dtype_name(type.dtype), dtype_name(it->second.dtype())));
       }
       out.inputs.emplace_back(it->second);
       given.erase(it);
       continue;
     }
     if (!type.is_static()) {
-      return invalid_argument_error(fmt::format(
-          "input \"{}\" has dynamic dims {}; give its shape with --input-shape {}=DIMS (e.g. 1x3x224x224)",
-          in->name(), type.to_string(), in->name()));
+      return invalid_argument_error(
+          fmt::format("input \"{}\" has dynamic dims {}; give its shape with --input-shape {}=DIMS "
+                      "(e.g. 1x3x224x224)",
+                      in->name(), type.to_string(), in->name()));
     }
     if (type.dtype == DType::kString) {
       return invalid_argument_error(fmt::format(
-          "input \"{}\" holds strings; kiln run cannot make random strings, so it needs a value", in->name()));
+          "input \"{}\" holds strings; kiln run cannot make random strings, so it needs a value",
+          in->name()));
     }
     out.inputs.emplace_back(random_tensor(type.dtype, type.shape(), rng));
   }
   if (!given.empty()) {
     std::string names;
-    for (const compiler::Value* in : model->graph->inputs()) names += (names.empty() ? "" : ", ") + in->name();
-    return invalid_argument_error(fmt::format("--input {}: the model has no such input; its inputs are: {}",
-                                              given.begin()->first, names));
+    for (const compiler::Value* in : model->graph->inputs())
+      names += (names.empty() ? "" : ", ") + in->name();
+    return invalid_argument_error(
+        fmt::format("--input {}: the model has no such input; its inputs are: {}",
+                    given.begin()->first, names));
   }
   out.model = std::move(model);
   return out;
@@ -144,8 +150,8 @@ Result<PreparedModel> prepare_model(const std::string& path, const ModelInputOpt
 std::string sanitize_file_name(const std::string& name) {
   std::string out = name;
   for (char& c : out) {
-    bool ok = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '.' ||
-              c == '_' || c == '-';
+    bool ok = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+              c == '.' || c == '_' || c == '-';
     if (!ok) c = '_';
   }
   if (out.empty() || out == "." || out == "..") out = "output";
@@ -156,19 +162,22 @@ Status write_outputs(const std::string& dir, const std::vector<std::string>& nam
                      const std::vector<Argument>& outputs) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
-  if (ec) return permission_denied_error(fmt::format("cannot create \"{}\": {}", dir, ec.message()));
+  if (ec)
+    return permission_denied_error(fmt::format("cannot create \"{}\": {}", dir, ec.message()));
   std::string json = "{\n  \"outputs\": [";
   for (size_t i = 0; i < outputs.size(); ++i) {
     if (!outputs[i].is_tensor()) {
-      return unimplemented_error(fmt::format("output \"{}\" is a {}; only tensors can be written as .npy",
-                                             names[i], outputs[i].to_string()));
+      return unimplemented_error(
+          fmt::format("output \"{}\" is a {}; only tensors can be written as .npy", names[i],
+                      outputs[i].to_string()));
     }
     const Tensor& t = outputs[i].tensor();
     std::string file = sanitize_file_name(names[i]) + ".npy";
     KILN_RETURN_IF_ERROR(write_npy((std::filesystem::path(dir) / file).string(), t.view()));
-    json += fmt::format("{}\n    {{\"name\": \"{}\", \"file\": \"{}\", \"dtype\": \"{}\", \"shape\": [{}]}}",
-                        i ? "," : "", json_escape(names[i]), json_escape(file), dtype_name(t.dtype()),
-                        fmt::join(t.shape().dims(), ", "));
+    json += fmt::format(
+        "{}\n    {{\"name\": \"{}\", \"file\": \"{}\", \"dtype\": \"{}\", \"shape\": [{}]}}",
+        i ? "," : "", json_escape(names[i]), json_escape(file), dtype_name(t.dtype()),
+        fmt::join(t.shape().dims(), ", "));
   }
   json += "\n  ]\n}\n";
   return write_file_atomic((std::filesystem::path(dir) / "outputs.json").string(),
@@ -188,7 +197,8 @@ std::string summarize(const Argument& value) {
       } else if constexpr (std::is_integral_v<T>) {
         shown.push_back(std::to_string(static_cast<int64_t>(t.data<T>()[i])));
       } else {
-        shown.push_back(fmt::format("{:.6g}", static_cast<double>(static_cast<float>(t.data<T>()[i]))));
+        shown.push_back(
+            fmt::format("{:.6g}", static_cast<double>(static_cast<float>(t.data<T>()[i]))));
       }
     }
   });

@@ -13,7 +13,8 @@ Value* GraphBuilder::constant(Tensor value, std::string name) {
   return graph_.add_constant(std::move(value), std::move(name));
 }
 
-std::vector<Value*> GraphBuilder::add(Op op, std::vector<Value*> inputs, int num_outputs, std::string name) {
+std::vector<Value*> GraphBuilder::add(Op op, std::vector<Value*> inputs, int num_outputs,
+                                      std::string name) {
   Node* node = graph_.add_node(std::move(op), std::move(inputs), num_outputs, name);
   if (!name.empty()) {
     for (int i = 0; i < num_outputs; ++i) {

@@ -17,10 +17,13 @@ class GraphBuilder {
  public:
   explicit GraphBuilder(Graph& graph) : graph_(graph) {}
 
-  Value* input(std::string name, ValueType type) { return graph_.add_input(std::move(name), std::move(type)); }
+  Value* input(std::string name, ValueType type) {
+    return graph_.add_input(std::move(name), std::move(type));
+  }
   Value* constant(Tensor value, std::string name = "");
   // Adds `op` with `num_outputs` outputs named "<name>" (one output) or "<name>_<i>".
-  std::vector<Value*> add(Op op, std::vector<Value*> inputs, int num_outputs, std::string name = "");
+  std::vector<Value*> add(Op op, std::vector<Value*> inputs, int num_outputs,
+                          std::string name = "");
   // The single-output form.
   Value* add(Op op, std::vector<Value*> inputs, std::string name = "") {
     return add(std::move(op), std::move(inputs), 1, std::move(name))[0];

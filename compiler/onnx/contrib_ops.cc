@@ -31,25 +31,25 @@ Status require_tensor_rank(const NodeImporter& ni, int i) {
 
 // 0.5 * x * (1 + erf(x / sqrt(2)))
 Result<Value*> exact_gelu(NodeRewriter& r, Value* x) {
-  KILN_ASSIGN_OR_RETURN(Value* scaled, r.op<ops::Div>({x, r.scalar(x, std::sqrt(2.0))}));
-  KILN_ASSIGN_OR_RETURN(Value* erf, r.op<ops::Erf>({scaled}));
-  KILN_ASSIGN_OR_RETURN(Value* one_plus, r.op<ops::Add>({erf, r.scalar(x, 1.0)}));
-  KILN_ASSIGN_OR_RETURN(Value* half_x, r.op<ops::Mul>({x, r.scalar(x, 0.5)}));
+  KILN_ASSIGN_OR_RETURN(Value * scaled, r.op<ops::Div>({x, r.scalar(x, std::sqrt(2.0))}));
+  KILN_ASSIGN_OR_RETURN(Value * erf, r.op<ops::Erf>({scaled}));
+  KILN_ASSIGN_OR_RETURN(Value * one_plus, r.op<ops::Add>({erf, r.scalar(x, 1.0)}));
+  KILN_ASSIGN_OR_RETURN(Value * half_x, r.op<ops::Mul>({x, r.scalar(x, 0.5)}));
   return r.op<ops::Mul>({half_x, one_plus});
 }
 
 Status import_gelu(NodeImporter& ni) {
   NodeRewriter r(ni);
   KILN_RETURN_IF_ERROR(require_inputs(ni, 1));
-  KILN_ASSIGN_OR_RETURN(Value* y, exact_gelu(r, ni.input(0)));
+  KILN_ASSIGN_OR_RETURN(Value * y, exact_gelu(r, ni.input(0)));
   return r.output(0, y);
 }
 
 Status import_bias_gelu(NodeImporter& ni) {
   NodeRewriter r(ni);
   KILN_RETURN_IF_ERROR(require_inputs(ni, 2));
-  KILN_ASSIGN_OR_RETURN(Value* sum, r.op<ops::Add>({ni.input(0), ni.input(1)}));
-  KILN_ASSIGN_OR_RETURN(Value* y, exact_gelu(r, sum));
+  KILN_ASSIGN_OR_RETURN(Value * sum, r.op<ops::Add>({ni.input(0), ni.input(1)}));
+  KILN_ASSIGN_OR_RETURN(Value * y, exact_gelu(r, sum));
   return r.output(0, y);
 }
 
@@ -61,15 +61,16 @@ Status import_fast_gelu(NodeImporter& ni) {
   if (ni.has_input(1)) {
     KILN_ASSIGN_OR_RETURN(x, r.op<ops::Add>({x, ni.input(1)}));
   }
-  KILN_ASSIGN_OR_RETURN(Value* x2, r.op<ops::Mul>({x, x}));
-  KILN_ASSIGN_OR_RETURN(Value* x3, r.op<ops::Mul>({x2, x}));
-  KILN_ASSIGN_OR_RETURN(Value* cubic, r.op<ops::Mul>({x3, r.scalar(x, 0.044715)}));
-  KILN_ASSIGN_OR_RETURN(Value* inner, r.op<ops::Add>({x, cubic}));
-  KILN_ASSIGN_OR_RETURN(Value* scaled, r.op<ops::Mul>({inner, r.scalar(x, std::sqrt(2.0 / M_PI))}));
-  KILN_ASSIGN_OR_RETURN(Value* tanh, r.op<ops::Tanh>({scaled}));
-  KILN_ASSIGN_OR_RETURN(Value* one_plus, r.op<ops::Add>({tanh, r.scalar(x, 1.0)}));
-  KILN_ASSIGN_OR_RETURN(Value* half_x, r.op<ops::Mul>({x, r.scalar(x, 0.5)}));
-  KILN_ASSIGN_OR_RETURN(Value* y, r.op<ops::Mul>({half_x, one_plus}));
+  KILN_ASSIGN_OR_RETURN(Value * x2, r.op<ops::Mul>({x, x}));
+  KILN_ASSIGN_OR_RETURN(Value * x3, r.op<ops::Mul>({x2, x}));
+  KILN_ASSIGN_OR_RETURN(Value * cubic, r.op<ops::Mul>({x3, r.scalar(x, 0.044715)}));
+  KILN_ASSIGN_OR_RETURN(Value * inner, r.op<ops::Add>({x, cubic}));
+  KILN_ASSIGN_OR_RETURN(Value * scaled,
+                        r.op<ops::Mul>({inner, r.scalar(x, std::sqrt(2.0 / M_PI))}));
+  KILN_ASSIGN_OR_RETURN(Value * tanh, r.op<ops::Tanh>({scaled}));
+  KILN_ASSIGN_OR_RETURN(Value * one_plus, r.op<ops::Add>({tanh, r.scalar(x, 1.0)}));
+  KILN_ASSIGN_OR_RETURN(Value * half_x, r.op<ops::Mul>({x, r.scalar(x, 0.5)}));
+  KILN_ASSIGN_OR_RETURN(Value * y, r.op<ops::Mul>({half_x, one_plus}));
   return r.output(0, y);
 }
 
@@ -79,16 +80,18 @@ Status import_quick_gelu(NodeImporter& ni) {
   KILN_RETURN_IF_ERROR(require_inputs(ni, 1));
   Value* x = ni.input(0);
   const double alpha = ni.float_attr("alpha").value_or(1.702f);
-  KILN_ASSIGN_OR_RETURN(Value* ax, r.op<ops::Mul>({x, r.scalar(x, alpha)}));
-  KILN_ASSIGN_OR_RETURN(Value* sig, r.op<ops::Sigmoid>({ax}));
-  KILN_ASSIGN_OR_RETURN(Value* y, r.op<ops::Mul>({x, sig}));
+  KILN_ASSIGN_OR_RETURN(Value * ax, r.op<ops::Mul>({x, r.scalar(x, alpha)}));
+  KILN_ASSIGN_OR_RETURN(Value * sig, r.op<ops::Sigmoid>({ax}));
+  KILN_ASSIGN_OR_RETURN(Value * y, r.op<ops::Mul>({x, sig}));
   return r.output(0, y);
 }
 
 // Transposes the last two dims of a value of known rank >= 2.
 Result<Value*> swap_last_two(NodeRewriter& r, Value* v) {
   const int rank = v->tensor_type().rank();
-  if (rank < 2) return r.ni().errorf("a transposed operand needs rank >= 2, got {}", v->tensor_type().to_string());
+  if (rank < 2)
+    return r.ni().errorf("a transposed operand needs rank >= 2, got {}",
+                         v->tensor_type().to_string());
   ops::Transpose t;
   t.perm = std::vector<int64_t>(static_cast<size_t>(rank));
   std::iota(t.perm->begin(), t.perm->end(), 0);
@@ -101,7 +104,8 @@ Status import_fused_matmul(NodeImporter& ni) {
   NodeRewriter r(ni);
   KILN_RETURN_IF_ERROR(require_inputs(ni, 2));
   if (ni.int_attr("transBatchA").value_or(0) != 0 || ni.int_attr("transBatchB").value_or(0) != 0) {
-    return unimplemented_error(std::string(ni.error("transBatchA/transBatchB are not supported").message()));
+    return unimplemented_error(
+        std::string(ni.error("transBatchA/transBatchB are not supported").message()));
   }
   Value* a = ni.input(0);
   Value* b = ni.input(1);
@@ -113,7 +117,7 @@ Status import_fused_matmul(NodeImporter& ni) {
     KILN_RETURN_IF_ERROR(require_tensor_rank(ni, 1));
     KILN_ASSIGN_OR_RETURN(b, swap_last_two(r, b));
   }
-  KILN_ASSIGN_OR_RETURN(Value* y, r.op<ops::MatMul>({a, b}));
+  KILN_ASSIGN_OR_RETURN(Value * y, r.op<ops::MatMul>({a, b}));
   const double alpha = ni.float_attr("alpha").value_or(1.0f);
   if (alpha != 1.0) {
     KILN_ASSIGN_OR_RETURN(y, r.op<ops::Mul>({y, r.scalar(y, alpha)}));
@@ -126,7 +130,7 @@ Status import_fused_matmul(NodeImporter& ni) {
 Status import_skip_layer_norm(NodeImporter& ni) {
   NodeRewriter r(ni);
   KILN_RETURN_IF_ERROR(require_inputs(ni, 3));
-  KILN_ASSIGN_OR_RETURN(Value* sum, r.op<ops::Add>({ni.input(0), ni.input(1)}));
+  KILN_ASSIGN_OR_RETURN(Value * sum, r.op<ops::Add>({ni.input(0), ni.input(1)}));
   if (ni.has_input(4)) {
     KILN_ASSIGN_OR_RETURN(sum, r.op<ops::Add>({sum, ni.input(4)}));
   }
@@ -134,7 +138,7 @@ Status import_skip_layer_norm(NodeImporter& ni) {
   ln.epsilon = ni.float_attr("epsilon").value_or(1e-12f);
   std::vector<Value*> inputs = {sum, ni.input(2)};
   if (ni.has_input(3)) inputs.push_back(ni.input(3));
-  KILN_ASSIGN_OR_RETURN(Node* node, ni.emit_internal(Op(ln), std::move(inputs), 3));
+  KILN_ASSIGN_OR_RETURN(Node * node, ni.emit_internal(Op(ln), std::move(inputs), 3));
   for (int i = 0; i < 3; ++i) KILN_RETURN_IF_ERROR(r.output(i, node->output(i)));
   return r.output(3, sum);
 }
@@ -153,8 +157,8 @@ Status import_binarizer(NodeImporter& ni) {
   KILN_RETURN_IF_ERROR(require_inputs(ni, 1));
   Value* x = ni.input(0);
   const double threshold = ni.float_attr("threshold").value_or(0.0f);
-  KILN_ASSIGN_OR_RETURN(Value* above, r.op<ops::Greater>({x, r.scalar(x, threshold)}));
-  KILN_ASSIGN_OR_RETURN(Value* y, r.op<ops::Where>({above, r.scalar(x, 1.0), r.scalar(x, 0.0)}));
+  KILN_ASSIGN_OR_RETURN(Value * above, r.op<ops::Greater>({x, r.scalar(x, threshold)}));
+  KILN_ASSIGN_OR_RETURN(Value * y, r.op<ops::Where>({above, r.scalar(x, 1.0), r.scalar(x, 0.0)}));
   return r.output(0, y);
 }
 
@@ -169,11 +173,13 @@ Result<Value*> as_f32(NodeRewriter& r, Value* x) {
 Status import_scaler(NodeImporter& ni) {
   NodeRewriter r(ni);
   KILN_RETURN_IF_ERROR(require_inputs(ni, 1));
-  KILN_ASSIGN_OR_RETURN(Value* x, as_f32(r, ni.input(0)));
+  KILN_ASSIGN_OR_RETURN(Value * x, as_f32(r, ni.input(0)));
   std::vector<float> offset = ni.floats_attr("offset").value_or(std::vector<float>{0.0f});
   std::vector<float> scale = ni.floats_attr("scale").value_or(std::vector<float>{1.0f});
-  KILN_ASSIGN_OR_RETURN(Value* shifted, r.op<ops::Sub>({x, ni.constant(Tensor::from_vector(offset))}));
-  KILN_ASSIGN_OR_RETURN(Value* y, r.op<ops::Mul>({shifted, ni.constant(Tensor::from_vector(scale))}));
+  KILN_ASSIGN_OR_RETURN(Value * shifted,
+                        r.op<ops::Sub>({x, ni.constant(Tensor::from_vector(offset))}));
+  KILN_ASSIGN_OR_RETURN(Value * y,
+                        r.op<ops::Mul>({shifted, ni.constant(Tensor::from_vector(scale))}));
   return r.output(0, y);
 }
 
@@ -181,7 +187,7 @@ Status import_scaler(NodeImporter& ni) {
 Status import_normalizer(NodeImporter& ni) {
   NodeRewriter r(ni);
   KILN_RETURN_IF_ERROR(require_inputs(ni, 1));
-  KILN_ASSIGN_OR_RETURN(Value* x, as_f32(r, ni.input(0)));
+  KILN_ASSIGN_OR_RETURN(Value * x, as_f32(r, ni.input(0)));
   const std::string norm = ni.string_attr("norm").value_or("MAX");
   Value* divisor = nullptr;
   if (norm == "MAX") {
@@ -189,19 +195,19 @@ Status import_normalizer(NodeImporter& ni) {
     max.axes = std::vector<int64_t>{-1};
     KILN_ASSIGN_OR_RETURN(divisor, r.op(Op(max), {x}));
   } else if (norm == "L1") {
-    KILN_ASSIGN_OR_RETURN(Value* abs, r.op<ops::Abs>({x}));
+    KILN_ASSIGN_OR_RETURN(Value * abs, r.op<ops::Abs>({x}));
     ops::ReduceSum sum;
     sum.axes = std::vector<int64_t>{-1};
     KILN_ASSIGN_OR_RETURN(divisor, r.op(Op(sum), {abs}));
   } else if (norm == "L2") {
     ops::ReduceSumSquare sum;
     sum.axes = std::vector<int64_t>{-1};
-    KILN_ASSIGN_OR_RETURN(Value* squares, r.op(Op(sum), {x}));
+    KILN_ASSIGN_OR_RETURN(Value * squares, r.op(Op(sum), {x}));
     KILN_ASSIGN_OR_RETURN(divisor, r.op<ops::Sqrt>({squares}));
   } else {
     return ni.errorf("norm must be MAX, L1 or L2, got \"{}\"", norm);
   }
-  KILN_ASSIGN_OR_RETURN(Value* y, r.op<ops::Div>({x, divisor}));
+  KILN_ASSIGN_OR_RETURN(Value * y, r.op<ops::Div>({x, divisor}));
   return r.output(0, y);
 }
 
@@ -211,7 +217,7 @@ Status import_array_feature_extractor(NodeImporter& ni) {
   KILN_RETURN_IF_ERROR(require_inputs(ni, 2));
   ops::Gather gather;
   gather.axis = -1;
-  KILN_ASSIGN_OR_RETURN(Value* y, r.op(Op(gather), {ni.input(0), ni.input(1)}));
+  KILN_ASSIGN_OR_RETURN(Value * y, r.op(Op(gather), {ni.input(0), ni.input(1)}));
   return r.output(0, y);
 }
 
@@ -221,24 +227,28 @@ Status import_linear_regressor(NodeImporter& ni) {
   KILN_RETURN_IF_ERROR(require_inputs(ni, 1));
   const std::string post = ni.string_attr("post_transform").value_or("NONE");
   if (post != "NONE") {
-    return unimplemented_error(std::string(ni.errorf("post_transform {} is not supported", post).message()));
+    return unimplemented_error(
+        std::string(ni.errorf("post_transform {} is not supported", post).message()));
   }
   const int64_t targets = ni.int_attr("targets").value_or(1);
   std::vector<float> coefficients = ni.floats_attr("coefficients").value_or(std::vector<float>{});
-  if (targets <= 0 || coefficients.empty() || coefficients.size() % static_cast<size_t>(targets) != 0) {
+  if (targets <= 0 || coefficients.empty() ||
+      coefficients.size() % static_cast<size_t>(targets) != 0) {
     return ni.errorf("expected coefficients of targets ({}) x features values, got {}", targets,
                      coefficients.size());
   }
   const auto features = static_cast<int64_t>(coefficients.size()) / targets;
-  std::vector<float> intercepts = ni.floats_attr("intercepts").value_or(std::vector<float>(static_cast<size_t>(targets), 0.0f));
+  std::vector<float> intercepts =
+      ni.floats_attr("intercepts").value_or(std::vector<float>(static_cast<size_t>(targets), 0.0f));
   if (static_cast<int64_t>(intercepts.size()) != targets) {
     return ni.errorf("expected {} intercepts, got {}", targets, intercepts.size());
   }
-  KILN_ASSIGN_OR_RETURN(Value* x, as_f32(r, ni.input(0)));
+  KILN_ASSIGN_OR_RETURN(Value * x, as_f32(r, ni.input(0)));
   Value* w = ni.constant(Tensor::from_vector(coefficients).reshaped(Shape{targets, features}));
   ops::Gemm gemm;
   gemm.transB = 1;
-  KILN_ASSIGN_OR_RETURN(Value* y, r.op(Op(gemm), {x, w, ni.constant(Tensor::from_vector(intercepts))}));
+  KILN_ASSIGN_OR_RETURN(Value * y,
+                        r.op(Op(gemm), {x, w, ni.constant(Tensor::from_vector(intercepts))}));
   return r.output(0, y);
 }
 

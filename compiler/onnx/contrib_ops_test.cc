@@ -18,8 +18,8 @@ struct Attr {
 
 // One node of `domain`/`op` over f32 inputs of the given shapes, with `num_outputs` outputs.
 onnx::ModelProto one_node(const std::string& domain, const std::string& op,
-                          const std::vector<std::vector<int64_t>>& shapes, std::vector<Attr> attrs = {},
-                          int num_outputs = 1) {
+                          const std::vector<std::vector<int64_t>>& shapes,
+                          std::vector<Attr> attrs = {}, int num_outputs = 1) {
   onnx::ModelProto m;
   m.set_ir_version(8);
   m.add_opset_import()->set_version(17);
@@ -66,7 +66,8 @@ onnx::ModelProto one_node(const std::string& domain, const std::string& op,
 
 std::vector<std::vector<float>> run(const onnx::ModelProto& m, const std::vector<Tensor>& inputs) {
   std::string bytes = m.SerializeAsString();
-  auto model = import_onnx_bytes(std::span(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()));
+  auto model =
+      import_onnx_bytes(std::span(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()));
   EXPECT_TRUE(model.ok()) << model.status().to_string();
   if (!model.ok()) return {};
   auto exe = compile(std::shared_ptr<Graph>(std::move((*model)->graph)), **make_target("ref"));
@@ -94,7 +95,8 @@ TEST(ContribOps, GeluVariantsFollowTheirFormulas) {
   for (int i = 0; i < 6; ++i) {
     double v = kX.data<float>()[i];
     EXPECT_NEAR(gelu[i], 0.5 * v * (1 + std::erf(v / std::sqrt(2.0))), 1e-5) << i;
-    EXPECT_NEAR(fast[i], 0.5 * v * (1 + std::tanh(0.7978845608 * (v + 0.044715 * v * v * v))), 1e-5) << i;
+    EXPECT_NEAR(fast[i], 0.5 * v * (1 + std::tanh(0.7978845608 * (v + 0.044715 * v * v * v))), 1e-5)
+        << i;
     EXPECT_NEAR(quick[i], v / (1 + std::exp(-1.5 * v)), 1e-5) << i;
     double s = v + b.data<float>()[i % 3];
     EXPECT_NEAR(bias[i], 0.5 * s * (1 + std::erf(s / std::sqrt(2.0))), 1e-5) << i;
@@ -104,7 +106,8 @@ TEST(ContribOps, GeluVariantsFollowTheirFormulas) {
 TEST(ContribOps, FusedMatMulTransposesAndScales) {
   Tensor a = kX.reshaped(Shape{3, 2});  // used as A^T: A is [2,3]
   Tensor b = Tensor::from_vector<float>({1, 2, 3, 4, 5, 6}).reshaped(Shape{3, 2});
-  auto y = run(one_node("com.microsoft", "FusedMatMul", {{3, 2}, {3, 2}}, {{"transA", int64_t{1}}, {"alpha", 2.0f}}),
+  auto y = run(one_node("com.microsoft", "FusedMatMul", {{3, 2}, {3, 2}},
+                        {{"transA", int64_t{1}}, {"alpha", 2.0f}}),
                {a, b})[0];
   ASSERT_EQ(y.size(), 4u);
   for (int i = 0; i < 2; ++i) {
@@ -121,16 +124,18 @@ TEST(ContribOps, SkipLayerNormalizationNormalizesTheSum) {
   Tensor skip = Tensor::from_vector<float>({1, 1, 1, -1, 0, 2}).reshaped(Shape{1, 2, 3});
   Tensor gamma = Tensor::from_vector<float>({1, 2, 0.5f});
   Tensor beta = Tensor::from_vector<float>({0, 1, -1});
-  auto out = run(one_node("com.microsoft", "SkipLayerNormalization", {{1, 2, 3}, {1, 2, 3}, {3}, {3}},
-                          {{"epsilon", 1e-5f}}, 4),
+  auto out = run(one_node("com.microsoft", "SkipLayerNormalization",
+                          {{1, 2, 3}, {1, 2, 3}, {3}, {3}}, {{"epsilon", 1e-5f}}, 4),
                  {x, skip, gamma, beta});
   ASSERT_EQ(out.size(), 4u);
   for (int row = 0; row < 2; ++row) {
     double s[3], mean = 0, var = 0;
-    for (int c = 0; c < 3; ++c) mean += (s[c] = x.data<float>()[row * 3 + c] + skip.data<float>()[row * 3 + c]) / 3;
+    for (int c = 0; c < 3; ++c)
+      mean += (s[c] = x.data<float>()[row * 3 + c] + skip.data<float>()[row * 3 + c]) / 3;
     for (int c = 0; c < 3; ++c) var += (s[c] - mean) * (s[c] - mean) / 3;
     for (int c = 0; c < 3; ++c) {
-      double want = (s[c] - mean) / std::sqrt(var + 1e-5) * gamma.data<float>()[c] + beta.data<float>()[c];
+      double want =
+          (s[c] - mean) / std::sqrt(var + 1e-5) * gamma.data<float>()[c] + beta.data<float>()[c];
       EXPECT_NEAR(out[0][row * 3 + c], want, 1e-4);
       EXPECT_NEAR(out[3][row * 3 + c], s[c], 1e-6);
     }
@@ -140,10 +145,12 @@ TEST(ContribOps, SkipLayerNormalizationNormalizesTheSum) {
 TEST(MlOps, BinarizerScalerNormalizer) {
   Tensor x = kX.reshaped(Shape{2, 3});
   auto bin = run(one_node("ai.onnx.ml", "Binarizer", {{2, 3}}, {{"threshold", 0.1f}}), {x})[0];
-  auto scaled = run(one_node("ai.onnx.ml", "Scaler", {{2, 3}},
-                             {{"offset", std::vector<float>{1, 2, 3}}, {"scale", std::vector<float>{2}}}),
-                    {x})[0];
-  auto l2 = run(one_node("ai.onnx.ml", "Normalizer", {{2, 3}}, {{"norm", std::string("L2")}}), {x})[0];
+  auto scaled =
+      run(one_node("ai.onnx.ml", "Scaler", {{2, 3}},
+                   {{"offset", std::vector<float>{1, 2, 3}}, {"scale", std::vector<float>{2}}}),
+          {x})[0];
+  auto l2 =
+      run(one_node("ai.onnx.ml", "Normalizer", {{2, 3}}, {{"norm", std::string("L2")}}), {x})[0];
   for (int i = 0; i < 6; ++i) {
     float v = kX.data<float>()[i];
     EXPECT_EQ(bin[i], v > 0.1f ? 1.0f : 0.0f) << i;
@@ -165,10 +172,13 @@ TEST(MlOps, LinearRegressorAndBadNorm) {
   ASSERT_EQ(y.size(), 4u);
   EXPECT_NEAR(y[0], -2 - 0 + 10, 1e-5);
   EXPECT_NEAR(y[1], 0.5 * (-2 - 0.5 + 0) - 10, 1e-5);
-  std::string bytes = one_node("ai.onnx.ml", "Normalizer", {{2, 3}}, {{"norm", std::string("L7")}}).SerializeAsString();
-  auto bad = import_onnx_bytes(std::span(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()));
+  std::string bytes = one_node("ai.onnx.ml", "Normalizer", {{2, 3}}, {{"norm", std::string("L7")}})
+                          .SerializeAsString();
+  auto bad =
+      import_onnx_bytes(std::span(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()));
   ASSERT_FALSE(bad.ok());
-  EXPECT_NE(bad.status().message().find("norm must be MAX, L1 or L2"), std::string::npos) << bad.status().message();
+  EXPECT_NE(bad.status().message().find("norm must be MAX, L1 or L2"), std::string::npos)
+      << bad.status().message();
 }
 
 }  // namespace

@@ -231,7 +231,8 @@ class AttributeFiller final : public AttrVisitor {
  public:
   // Attributes named in `ignore` are neither filled nor reported as unknown.
   AttributeFiller(const NodeImporter& ni, GraphImporter& gi,
-                  const SubgraphInputTypes& subgraph_inputs, std::span<const std::string_view> ignore)
+                  const SubgraphInputTypes& subgraph_inputs,
+                  std::span<const std::string_view> ignore)
       : ni_(ni), gi_(gi), subgraph_inputs_(subgraph_inputs), ignore_(ignore) {}
 
   void visit(std::string_view name, AttrRef field) override {
@@ -411,7 +412,9 @@ Value* NodeImporter::constant(Tensor value) {
 
 void NodeImporter::bind_output(int i, Value* value) { gi_.bind(proto_.output(i), value); }
 
-Value* NodeImporter::lookup(const std::string& name) const { return gi_.lookup(name); }
+Value* NodeImporter::lookup(const std::string& name) const {
+  return gi_.lookup(name);
+}
 
 Status NodeImporter::error(std::string_view message) const {
   std::string who = proto_.name().empty()

@@ -82,8 +82,10 @@ TEST(OnnxImport, InputShapesReplaceDynamicDims) {
   options.input_shapes["image"] = {1, 4};
   auto bad = import_onnx_bytes(bytes, options);
   ASSERT_FALSE(bad.ok());
-  EXPECT_NE(bad.status().message().find("input \"image\""), std::string::npos) << bad.status().message();
-  EXPECT_NE(bad.status().message().find("inputs are: x"), std::string::npos) << bad.status().message();
+  EXPECT_NE(bad.status().message().find("input \"image\""), std::string::npos)
+      << bad.status().message();
+  EXPECT_NE(bad.status().message().find("inputs are: x"), std::string::npos)
+      << bad.status().message();
 }
 
 TEST(OnnxImport, TruncatedFileIsAClearError) {
@@ -158,14 +160,16 @@ TEST(OnnxImport, KilnInternalFieldsAreNotOnnxAttributes) {
   a->set_s("Relu");
   auto model = import_onnx_bytes(bytes_of(m), {}, "m.onnx");
   ASSERT_FALSE(model.ok());
-  EXPECT_NE(model.status().message().find("attribute \"activation\" is not supported"), std::string::npos)
+  EXPECT_NE(model.status().message().find("attribute \"activation\" is not supported"),
+            std::string::npos)
       << model.status().message();
 }
 
 TEST(OnnxImport, TooNewOpsetSaysWhatToDo) {
   auto model = import_onnx_bytes(bytes_of(leaky_relu_model(99)), {}, "new.onnx");
   ASSERT_FALSE(model.ok());
-  EXPECT_NE(model.status().message().find("opset 99"), std::string::npos) << model.status().message();
+  EXPECT_NE(model.status().message().find("opset 99"), std::string::npos)
+      << model.status().message();
 }
 
 TEST(OnnxImport, MissingFileIsNotFound) {
@@ -224,7 +228,8 @@ TEST(OnnxImport, ReadsInitializersFromExternalData) {
   }
   auto bad = import_onnx_file((dir / "model.onnx").string());
   ASSERT_FALSE(bad.ok());
-  EXPECT_NE(bad.status().message().find("weights.bin"), std::string::npos) << bad.status().message();
+  EXPECT_NE(bad.status().message().find("weights.bin"), std::string::npos)
+      << bad.status().message();
   fs::remove_all(dir);
 }
 

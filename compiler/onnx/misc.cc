@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // ONNX import rows for the misc op family: versions whose semantics differ from kiln's op.
+#include "compiler/ops/misc.h"
+
 #include "compiler/onnx/misc_gradient.h"
 #include "compiler/onnx/node_importer.h"
-#include "compiler/ops/misc.h"
 
 namespace kiln::compiler {
 

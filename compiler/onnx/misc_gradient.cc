@@ -1,13 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
 // Gradient import: walks the forward graph from y back to xs and emits the backward ops.
 #include "compiler/onnx/misc_gradient.h"
-#include "compiler/onnx/node_rewriter.h"
 
 #include <onnx/onnx_pb.h>
 
 #include <unordered_map>
 #include <unordered_set>
 
+#include "compiler/onnx/node_rewriter.h"
 #include "compiler/ops/all_ops.h"
 
 namespace kiln::compiler {
@@ -18,7 +18,9 @@ class Differentiator {
  public:
   explicit Differentiator(NodeImporter& ni) : ni_(ni), rewriter_(ni) {}
 
-  Result<Value*> op(Op op, std::vector<Value*> inputs) { return rewriter_.op(std::move(op), std::move(inputs)); }
+  Result<Value*> op(Op op, std::vector<Value*> inputs) {
+    return rewriter_.op(std::move(op), std::move(inputs));
+  }
   NodeRewriter& rewriter() { return rewriter_; }
 
   // A tensor of `like`'s dtype and shape filled with `fill`: a constant when the shape is static,
@@ -33,7 +35,7 @@ class Differentiator {
       }
     });
     if (type.is_static()) return ni_.constant(std::move(value));
-    KILN_ASSIGN_OR_RETURN(Value* dims, op(Op(ops::Shape{}), {like}));
+    KILN_ASSIGN_OR_RETURN(Value * dims, op(Op(ops::Shape{}), {like}));
     ops::ConstantOfShape c;
     c.value = std::move(value);
     return op(Op(std::move(c)), {dims});
@@ -57,7 +59,7 @@ class Differentiator {
     }
     ops::ReduceSum sum;
     sum.axes = axes;
-    KILN_ASSIGN_OR_RETURN(Value* reduced, op(Op(sum), {grad}));
+    KILN_ASSIGN_OR_RETURN(Value * reduced, op(Op(sum), {grad}));
     return op(Op(ops::Reshape{}), {reduced, ni_.constant(Tensor::from_vector(ts.dims()))});
   }
 
@@ -83,7 +85,7 @@ class Differentiator {
         }
       }
     }
-    KILN_ASSIGN_OR_RETURN(Value* seed, filled_like(y, 1.0));
+    KILN_ASSIGN_OR_RETURN(Value * seed, filled_like(y, 1.0));
     grads_[y] = seed;
     for (auto it = order.rbegin(); it != order.rend(); ++it) {
       Node* node = *it;
@@ -108,7 +110,7 @@ class Differentiator {
     Value* b = node.num_inputs() > 1 ? node.input(1) : nullptr;
     auto give = [&](int i, Result<Value*> g) -> Status {
       if (!g.ok()) return g.status();
-      KILN_ASSIGN_OR_RETURN(Value* summed, unbroadcast(*g, node.input(i)));
+      KILN_ASSIGN_OR_RETURN(Value * summed, unbroadcast(*g, node.input(i)));
       return accumulate(node.input(i), summed);
     };
     switch (node.kind()) {
@@ -130,9 +132,9 @@ class Differentiator {
         if (wants(0)) KILN_RETURN_IF_ERROR(give(0, op(Op(ops::Div{}), {dy, b})));
         if (!wants(1)) return Status();
         // d(a/b)/db = -a / b^2
-        KILN_ASSIGN_OR_RETURN(Value* b2, op(Op(ops::Mul{}), {b, b}));
-        KILN_ASSIGN_OR_RETURN(Value* q, op(Op(ops::Div{}), {a, b2}));
-        KILN_ASSIGN_OR_RETURN(Value* dq, op(Op(ops::Mul{}), {dy, q}));
+        KILN_ASSIGN_OR_RETURN(Value * b2, op(Op(ops::Mul{}), {b, b}));
+        KILN_ASSIGN_OR_RETURN(Value * q, op(Op(ops::Div{}), {a, b2}));
+        KILN_ASSIGN_OR_RETURN(Value * dq, op(Op(ops::Mul{}), {dy, q}));
         return give(1, op(Op(ops::Neg{}), {dq}));
       }
       case OpKind::kMatMul: {
@@ -141,11 +143,11 @@ class Differentiator {
                             a->tensor_type().to_string(), b->tensor_type().to_string());
         }
         if (wants(0)) {
-          KILN_ASSIGN_OR_RETURN(Value* bt, op(Op(ops::Transpose{}), {b}));
+          KILN_ASSIGN_OR_RETURN(Value * bt, op(Op(ops::Transpose{}), {b}));
           KILN_RETURN_IF_ERROR(give(0, op(Op(ops::MatMul{}), {dy, bt})));
         }
         if (wants(1)) {
-          KILN_ASSIGN_OR_RETURN(Value* at, op(Op(ops::Transpose{}), {a}));
+          KILN_ASSIGN_OR_RETURN(Value * at, op(Op(ops::Transpose{}), {a}));
           KILN_RETURN_IF_ERROR(give(1, op(Op(ops::MatMul{}), {at, dy})));
         }
         return Status();
@@ -173,11 +175,13 @@ Status import_gradient(NodeImporter& ni) {
   std::vector<Value*> xs;
   for (const std::string& name : xs_attr->strings()) {
     Value* x = ni.lookup(name);
-    if (x == nullptr || !x->type().is_tensor()) return ni.errorf("xs names \"{}\", which is not a tensor in scope", name);
+    if (x == nullptr || !x->type().is_tensor())
+      return ni.errorf("xs names \"{}\", which is not a tensor in scope", name);
     xs.push_back(x);
   }
   Value* y = ni.lookup(*y_name);
-  if (y == nullptr || !y->type().is_tensor()) return ni.errorf("y names \"{}\", which is not a tensor in scope", *y_name);
+  if (y == nullptr || !y->type().is_tensor())
+    return ni.errorf("y names \"{}\", which is not a tensor in scope", *y_name);
 
   Differentiator d(ni);
   KILN_RETURN_IF_ERROR(d.run(xs, y));

@@ -17,7 +17,8 @@ void add_input(onnx::GraphProto* g, const std::string& name, std::vector<int64_t
   for (int64_t d : dims) t->mutable_shape()->add_dim()->set_dim_value(d);
 }
 
-void add_node(onnx::GraphProto* g, const std::string& op, std::vector<std::string> in, std::string out) {
+void add_node(onnx::GraphProto* g, const std::string& op, std::vector<std::string> in,
+              std::string out) {
   auto* n = g->add_node();
   n->set_op_type(op);
   n->set_name(out);
@@ -61,7 +62,8 @@ onnx::ModelProto gradient_model() {
 
 TEST(GradientImport, MatchesFiniteDifferences) {
   std::string bytes = gradient_model().SerializeAsString();
-  auto model = import_onnx_bytes(std::span(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()));
+  auto model =
+      import_onnx_bytes(std::span(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()));
   ASSERT_TRUE(model.ok()) << model.status().to_string();
   std::shared_ptr<Graph> graph(std::move((*model)->graph));
   EXPECT_EQ(graph->outputs()[1]->name(), "da");
@@ -107,10 +109,12 @@ TEST(GradientImport, UnsupportedOpOnThePathIsNamed) {
   onnx::ModelProto m = gradient_model();
   m.mutable_graph()->mutable_node(2)->set_op_type("Pow");  // q = Pow(a, c)
   std::string bytes = m.SerializeAsString();
-  auto model = import_onnx_bytes(std::span(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()));
+  auto model =
+      import_onnx_bytes(std::span(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()));
   ASSERT_FALSE(model.ok());
   EXPECT_EQ(model.status().code(), StatusCode::kUnimplemented);
-  EXPECT_NE(model.status().message().find("Pow \"q\""), std::string::npos) << model.status().message();
+  EXPECT_NE(model.status().message().find("Pow \"q\""), std::string::npos)
+      << model.status().message();
 }
 
 }  // namespace

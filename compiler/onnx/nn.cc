@@ -154,7 +154,8 @@ Status import_global_lp_pool_v1(NodeImporter& ni) {
 // Conv: `activation` is a kiln field set by fusion passes, never an ONNX attribute.
 Status import_conv(NodeImporter& ni) {
   if (ni.has_attr("activation")) {
-    return ni.error("attribute \"activation\" is not supported for Conv (it is not an ONNX attribute)");
+    return ni.error(
+        "attribute \"activation\" is not supported for Conv (it is not an ONNX attribute)");
   }
   KILN_ASSIGN_OR_RETURN(Op op, ni.make_op(OpKind::kConv));
   return ni.emit(std::move(op), ni.inputs()).status();

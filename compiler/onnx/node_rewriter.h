@@ -21,7 +21,7 @@ class NodeRewriter {
 
   // Adds one intermediate node (types inferred) and returns its first output.
   Result<Value*> op(Op op, std::vector<Value*> inputs) {
-    KILN_ASSIGN_OR_RETURN(Node* node, ni_.emit_internal(std::move(op), std::move(inputs)));
+    KILN_ASSIGN_OR_RETURN(Node * node, ni_.emit_internal(std::move(op), std::move(inputs)));
     return node->output(0);
   }
   template <class T>
@@ -44,7 +44,7 @@ class NodeRewriter {
   // outputs sharing one value keep their own names. Unnamed (omitted) outputs are skipped.
   Status output(int i, Value* value) {
     if (i >= ni_.num_outputs() || ni_.proto().output(i).empty()) return Status();
-    KILN_ASSIGN_OR_RETURN(Value* named, op<ops::Identity>({value}));
+    KILN_ASSIGN_OR_RETURN(Value * named, op<ops::Identity>({value}));
     named->set_name(ni_.proto().output(i));
     ni_.bind_output(i, named);
     return Status();

@@ -31,7 +31,8 @@ Result<bool> remove_inference_dropout(Graph& graph, Node* node) {
       return false;
     }
   }
-  if (node->num_outputs() > 1 && (!node->output(1)->uses().empty() || is_graph_output(node->output(1)))) {
+  if (node->num_outputs() > 1 &&
+      (!node->output(1)->uses().empty() || is_graph_output(node->output(1)))) {
     return false;
   }
   return replace_node(graph, node, node->input(0));
@@ -54,7 +55,10 @@ Result<bool> remove_neutral_operand(Graph& graph, Node* node) {
     case OpKind::kAdd: break;
     case OpKind::kSub: commutative = false; break;
     case OpKind::kMul: neutral = 1; break;
-    case OpKind::kDiv: neutral = 1; commutative = false; break;
+    case OpKind::kDiv:
+      neutral = 1;
+      commutative = false;
+      break;
     default: return false;
   }
   if (!node->has_input(0) || !node->has_input(1)) return false;
@@ -128,8 +132,9 @@ class AlgebraicSimplification final : public Pass {
   std::string_view name() const override { return "algebraic_simplification"; }
   Result<bool> run(Graph& graph) override {
     static const std::vector<RewriteRule> rules = {
-        remove_identity,       remove_inference_dropout, remove_noop_cast, remove_neutral_operand,
-        fuse_transposes,       fuse_reshapes,            remove_noop_reshape,
+        remove_identity,        remove_inference_dropout, remove_noop_cast,
+        remove_neutral_operand, fuse_transposes,          fuse_reshapes,
+        remove_noop_reshape,
     };
     return rewrite_to_fixpoint(graph, rules);
   }

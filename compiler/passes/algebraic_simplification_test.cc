@@ -65,9 +65,12 @@ TEST(AlgebraicSimplification, FusesTransposesAndReshapes) {
   Value* a = b.add(Op(t1), {x}, "t1");
   Value* back = b.add(Op(t2), {a}, "t2");  // t2∘t1 is the identity
   Value* c = b.add(Op(t3), {back}, "t3");
-  Value* r1 = b.add(Op(ops::Reshape{}), {c, b.constant(Tensor::from_vector<int64_t>({8, 3}), "s1")}, "r1");
-  Value* r2 = b.add(Op(ops::Reshape{}), {r1, b.constant(Tensor::from_vector<int64_t>({4, 6}), "s2")}, "r2");
-  b.output(b.add(Op(ops::Reshape{}), {r2, b.constant(Tensor::from_vector<int64_t>({4, 6}), "s3")}, "r3"));
+  Value* r1 =
+      b.add(Op(ops::Reshape{}), {c, b.constant(Tensor::from_vector<int64_t>({8, 3}), "s1")}, "r1");
+  Value* r2 =
+      b.add(Op(ops::Reshape{}), {r1, b.constant(Tensor::from_vector<int64_t>({4, 6}), "s2")}, "r2");
+  b.output(b.add(Op(ops::Reshape{}), {r2, b.constant(Tensor::from_vector<int64_t>({4, 6}), "s3")},
+                 "r3"));
   ASSERT_TRUE(b.status().ok()) << b.status().to_string();
   auto pass = make_algebraic_simplification();
   expect_rewrite(g, *pass,

@@ -18,7 +18,8 @@ const Tensor* f32_constant(const Node& node, int i) {
 
 // The BatchNormalization's per-channel scale (gamma/sqrt(var+eps)) and shift (beta-mean*scale),
 // when its parameters are constant f32 vectors of `channels` elements.
-bool batchnorm_affine(const Node& bn, int64_t channels, std::vector<float>* scale, std::vector<float>* shift) {
+bool batchnorm_affine(const Node& bn, int64_t channels, std::vector<float>* scale,
+                      std::vector<float>* shift) {
   const auto& op = bn.attrs<ops::BatchNormalization>();
   if (op.training_mode != 0 || bn.num_outputs() > 1) return false;
   const Tensor* gamma = f32_constant(bn, 1);
@@ -31,9 +32,11 @@ bool batchnorm_affine(const Node& bn, int64_t channels, std::vector<float>* scal
   scale->resize(static_cast<size_t>(channels));
   shift->resize(static_cast<size_t>(channels));
   for (int64_t c = 0; c < channels; ++c) {
-    double s = gamma->data<float>()[c] / std::sqrt(static_cast<double>(var->data<float>()[c]) + op.epsilon);
+    double s = gamma->data<float>()[c] /
+               std::sqrt(static_cast<double>(var->data<float>()[c]) + op.epsilon);
     (*scale)[static_cast<size_t>(c)] = static_cast<float>(s);
-    (*shift)[static_cast<size_t>(c)] = static_cast<float>(beta->data<float>()[c] - mean->data<float>()[c] * s);
+    (*shift)[static_cast<size_t>(c)] =
+        static_cast<float>(beta->data<float>()[c] - mean->data<float>()[c] * s);
   }
   return true;
 }
@@ -52,15 +55,18 @@ bool fold_into_conv(Graph& graph, Node* conv, Node* bn) {
   Tensor new_w = w->clone();
   const int64_t per_channel = w->numel() / channels;
   for (int64_t c = 0; c < channels; ++c) {
-    for (int64_t i = 0; i < per_channel; ++i) new_w.data<float>()[c * per_channel + i] *= scale[static_cast<size_t>(c)];
+    for (int64_t i = 0; i < per_channel; ++i)
+      new_w.data<float>()[c * per_channel + i] *= scale[static_cast<size_t>(c)];
   }
   Tensor new_b(DType::kF32, Shape{channels});
   for (int64_t c = 0; c < channels; ++c) {
     float bias = b ? b->data<float>()[c] : 0.0f;
     new_b.data<float>()[c] = bias * scale[static_cast<size_t>(c)] + shift[static_cast<size_t>(c)];
   }
-  conv->set_input(1, graph.add_constant(std::move(new_w), graph.unique_name(conv->name() + "_w_folded"), conv));
-  Value* bias = graph.add_constant(std::move(new_b), graph.unique_name(conv->name() + "_b_folded"), conv);
+  conv->set_input(
+      1, graph.add_constant(std::move(new_w), graph.unique_name(conv->name() + "_w_folded"), conv));
+  Value* bias =
+      graph.add_constant(std::move(new_b), graph.unique_name(conv->name() + "_b_folded"), conv);
   if (conv->num_inputs() > 2) {
     conv->set_input(2, bias);
   } else {
@@ -78,12 +84,14 @@ bool fold_into_gemm(Graph& graph, Node* gemm, Node* bn) {
   std::vector<float> scale, shift;
   if (!batchnorm_affine(*bn, n, &scale, &shift)) return false;
   const Tensor* c = gemm->has_input(2) ? f32_constant(*gemm, 2) : nullptr;
-  if (gemm->has_input(2) && (c == nullptr || (c->numel() != n && c->numel() != 1) || c->rank() > 1)) return false;
+  if (gemm->has_input(2) && (c == nullptr || (c->numel() != n && c->numel() != 1) || c->rank() > 1))
+    return false;
 
   Tensor new_b = b->clone();
   const int64_t rows = b->shape()[0], cols = b->shape()[1];
   for (int64_t r = 0; r < rows; ++r) {
-    for (int64_t k = 0; k < cols; ++k) new_b.data<float>()[r * cols + k] *= scale[static_cast<size_t>(op.transB ? r : k)];
+    for (int64_t k = 0; k < cols; ++k)
+      new_b.data<float>()[r * cols + k] *= scale[static_cast<size_t>(op.transB ? r : k)];
   }
   Tensor new_c(DType::kF32, Shape{n});
   for (int64_t j = 0; j < n; ++j) {
@@ -93,8 +101,10 @@ bool fold_into_gemm(Graph& graph, Node* gemm, Node* bn) {
   ops::Gemm folded = op;
   folded.beta = 1.0f;
   gemm->set_op(Op(folded));
-  gemm->set_input(1, graph.add_constant(std::move(new_b), graph.unique_name(gemm->name() + "_b_folded"), gemm));
-  Value* bias = graph.add_constant(std::move(new_c), graph.unique_name(gemm->name() + "_c_folded"), gemm);
+  gemm->set_input(
+      1, graph.add_constant(std::move(new_b), graph.unique_name(gemm->name() + "_b_folded"), gemm));
+  Value* bias =
+      graph.add_constant(std::move(new_c), graph.unique_name(gemm->name() + "_c_folded"), gemm);
   if (gemm->num_inputs() > 2) {
     gemm->set_input(2, bias);
   } else {
@@ -124,6 +134,8 @@ class BatchNormFolding final : public Pass {
 
 }  // namespace
 
-std::unique_ptr<Pass> make_batchnorm_folding() { return std::make_unique<BatchNormFolding>(); }
+std::unique_ptr<Pass> make_batchnorm_folding() {
+  return std::make_unique<BatchNormFolding>();
+}
 
 }  // namespace kiln::compiler

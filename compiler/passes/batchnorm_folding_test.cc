@@ -12,7 +12,8 @@ using testing::f32;
 void build_conv_bn(Graph& g) {
   GraphBuilder b(g);
   Value* x = b.input("x", f32({1, 2, 3, 3}));
-  Value* w = b.constant(Tensor::from_vector<float>(std::vector<float>{1, 2, 3, 4}).reshaped(Shape{2, 2, 1, 1}), "w");
+  Value* w = b.constant(
+      Tensor::from_vector<float>(std::vector<float>{1, 2, 3, 4}).reshaped(Shape{2, 2, 1, 1}), "w");
   Value* bias = b.constant(Tensor::from_vector<float>({0.5f, -1}), "b");
   Value* conv = b.add(Op(ops::Conv{}), {x, w, bias}, "conv");
   Value* gamma = b.constant(Tensor::from_vector<float>({2, 0.5f}), "gamma");

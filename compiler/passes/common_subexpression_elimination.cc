@@ -66,7 +66,8 @@ class CommonSubexpressionElimination final : public Pass {
       }
       if (replaced_all) {
         bool dead = true;
-        for (const Value* out : node->outputs()) dead &= out->uses().empty() && !is_graph_output(out);
+        for (const Value* out : node->outputs())
+          dead &= out->uses().empty() && !is_graph_output(out);
         if (dead) graph.erase(node);
       }
     }

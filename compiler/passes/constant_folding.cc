@@ -81,7 +81,8 @@ class ConstantFolding final : public Pass {
       if (out->tensor_type().shape().numel() > max_elements_) return false;
     }
     std::vector<const Argument*> args;
-    for (size_t i = 0; i < inputs.size(); ++i) args.push_back(node->input(static_cast<int>(i)) ? &inputs[i] : nullptr);
+    for (size_t i = 0; i < inputs.size(); ++i)
+      args.push_back(node->input(static_cast<int>(i)) ? &inputs[i] : nullptr);
     ref::Interpreter interpreter;
     Result<std::vector<Argument>> outputs = interpreter.evaluate(*node, std::move(args));
     // A node that fails here fails the same way at run time; leave it for the runtime's message.

@@ -42,7 +42,8 @@ TEST(ConstantFolding, LeavesRandomOpsAndDynamicShapes) {
   GraphBuilder b(g);
   Value* x = b.input("x", TensorType(DType::kF32, {Dim::symbolic("N"), 3}));
   b.output(b.add(Op(ops::Shape{}), {x}, "shape"));
-  b.output(b.add(Op(ops::RandomUniformLike{}), {b.constant(Tensor(DType::kF32, Shape{2}), "z")}, "r"));
+  b.output(
+      b.add(Op(ops::RandomUniformLike{}), {b.constant(Tensor(DType::kF32, Shape{2}), "z")}, "r"));
   ASSERT_TRUE(b.status().ok()) << b.status().to_string();
   std::string before = print_graph(g);
   Result<bool> changed = make_constant_folding()->run(g);
@@ -55,8 +56,9 @@ TEST(ConstantFolding, IsDeterministic) {
   auto build = [](Graph& g) {
     GraphBuilder b(g);
     Value* x = b.input("x", f32({4}));
-    Value* c = b.add(Op(ops::Mul{}), {b.constant(Tensor::from_vector<float>({2, 2, 2, 2}), "two"),
-                                      b.constant(Tensor::from_vector<float>({1, 2, 3, 4}), "k")},
+    Value* c = b.add(Op(ops::Mul{}),
+                     {b.constant(Tensor::from_vector<float>({2, 2, 2, 2}), "two"),
+                      b.constant(Tensor::from_vector<float>({1, 2, 3, 4}), "k")},
                      "scaled");
     b.output(b.add(Op(ops::Add{}), {x, c}, "y"));
   };

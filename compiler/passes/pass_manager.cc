@@ -16,8 +16,9 @@ Status PassManager::run(Graph& graph) {
     Result<bool> changed = pass->run(graph);
     if (!changed.ok()) return changed.status().with_context(fmt::format("pass {}", pass->name()));
     if (trace) {
-      log_unfiltered(LogLevel::kInfo, fmt::format("after pass {} ({}):\n{}", pass->name(),
-                                                *changed ? "changed" : "unchanged", print_graph(graph)));
+      log_unfiltered(LogLevel::kInfo,
+                     fmt::format("after pass {} ({}):\n{}", pass->name(),
+                                 *changed ? "changed" : "unchanged", print_graph(graph)));
     }
     if (verify_) {
       Status s = verify_graph(graph);

@@ -30,6 +30,8 @@ inline bool expect_rewrite(Graph& graph, Pass& pass, const std::string& before,
   return changed.ok() && *changed;
 }
 
-inline TensorType f32(std::initializer_list<int64_t> dims) { return TensorType(DType::kF32, Shape(dims)); }
+inline TensorType f32(std::initializer_list<int64_t> dims) {
+  return TensorType(DType::kF32, Shape(dims));
+}
 
 }  // namespace kiln::compiler::testing

@@ -51,7 +51,8 @@ bool replace_node(Graph& graph, Node* node, Value* value) {
   return true;
 }
 
-Result<bool> rewrite_to_fixpoint(Graph& graph, const std::vector<RewriteRule>& rules, int max_rounds) {
+Result<bool> rewrite_to_fixpoint(Graph& graph, const std::vector<RewriteRule>& rules,
+                                 int max_rounds) {
   bool changed_any = false;
   for (int round = 0; round < max_rounds; ++round) {
     bool changed = false;

@@ -16,7 +16,8 @@ const char* kModels[] = {
     KILN_SOURCE_DIR "/examples/models/tiny_cnn.onnx",
     "/usr/share/libonnx-testdata/data/pytorch-converted/test_BatchNorm2d_eval/model.onnx",
     "/usr/share/libonnx-testdata/data/node/test_lstm_with_peepholes/model.onnx",
-    "/usr/share/libonnx-testdata/data/node/test_range_float_type_positive_delta_expanded/model.onnx",
+    "/usr/share/libonnx-testdata/data/node/test_range_float_type_positive_delta_expanded/"
+    "model.onnx",
 };
 
 std::string optimized_ir(const std::string& path) {
@@ -48,10 +49,12 @@ TEST(StandardPasses, OptimizedTinyCnnComputesTheSameValues) {
     EXPECT_TRUE(model.ok());
     CompileOptions compile_options;
     compile_options.optimize = optimize;
-    auto exe = compile(std::shared_ptr<Graph>(std::move((*model)->graph)), **make_target("ref"), compile_options);
+    auto exe = compile(std::shared_ptr<Graph>(std::move((*model)->graph)), **make_target("ref"),
+                       compile_options);
     EXPECT_TRUE(exe.ok()) << exe.status().to_string();
     Tensor x(DType::kF32, Shape{2, 1, 28, 28});
-    for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = static_cast<float>((i * 37) % 101) / 101.0f;
+    for (int64_t i = 0; i < x.numel(); ++i)
+      x.data<float>()[i] = static_cast<float>((i * 37) % 101) / 101.0f;
     auto out = (*exe)->run({Argument(x)});
     EXPECT_TRUE(out.ok()) << out.status().to_string();
     return (*out)[0].tensor().clone();

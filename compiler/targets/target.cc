@@ -13,8 +13,8 @@ namespace kiln::compiler {
 
 Status check_inputs(const Graph& graph, const std::vector<Argument>& inputs) {
   if (inputs.size() != graph.inputs().size()) {
-    return invalid_argument_error(fmt::format("the model takes {} inputs, got {}",
-                                              graph.inputs().size(), inputs.size()));
+    return invalid_argument_error(
+        fmt::format("the model takes {} inputs, got {}", graph.inputs().size(), inputs.size()));
   }
   for (size_t i = 0; i < inputs.size(); ++i) {
     const Value* v = graph.inputs()[i];

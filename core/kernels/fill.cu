@@ -22,7 +22,8 @@ Status fill_f32_cuda(float* dst, int64_t count, float value) {
   if (count <= 0) return Status();
   const int threads = 256;
   const int64_t blocks = (count + threads - 1) / threads;
-  fill_f32_kernel<<<static_cast<unsigned>(blocks < 65535 ? blocks : 65535), threads>>>(dst, count, value);
+  fill_f32_kernel<<<static_cast<unsigned>(blocks < 65535 ? blocks : 65535), threads>>>(dst, count,
+                                                                                       value);
   cudaError_t err = cudaGetLastError();
   if (err == cudaSuccess) err = cudaDeviceSynchronize();
   if (err != cudaSuccess) {

@@ -72,12 +72,14 @@ TEST_F(Cli, VersionAndHelpListSubcommands) {
 }
 
 TEST_F(Cli, RunsTheBundledExampleAndWritesOutputs) {
-  KilnRun r = run_kiln("run " + model_ + " --input image=" + digit_ + " --output-dir " + (dir_ / "out").string());
+  KilnRun r = run_kiln("run " + model_ + " --input image=" + digit_ + " --output-dir " +
+                       (dir_ / "out").string());
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("probabilities: f32[1,10]"), std::string::npos) << r.output;
   auto json = read_file((dir_ / "out" / "outputs.json").string());
   ASSERT_TRUE(json.ok());
-  EXPECT_NE(json->find("\"name\": \"probabilities\", \"file\": \"probabilities.npy\", \"dtype\": \"f32\", \"shape\": [1, 10]"),
+  EXPECT_NE(json->find("\"name\": \"probabilities\", \"file\": \"probabilities.npy\", \"dtype\": "
+                       "\"f32\", \"shape\": [1, 10]"),
             std::string::npos)
       << *json;
   auto probs = read_npy((dir_ / "out" / "probabilities.npy").string());

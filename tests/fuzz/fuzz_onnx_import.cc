@@ -9,7 +9,8 @@
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   kiln::set_log_level(kiln::LogLevel::kOff);
-  auto model = kiln::compiler::import_onnx_bytes(std::span<const uint8_t>(data, size), {}, "fuzz.onnx");
+  auto model =
+      kiln::compiler::import_onnx_bytes(std::span<const uint8_t>(data, size), {}, "fuzz.onnx");
   (void)model;
   return 0;
 }

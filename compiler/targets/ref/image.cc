@@ -164,7 +164,7 @@ Status resize(KernelContext& ctx, const ops::Resize& op, const Tensor& x,
         for (size_t d = 0; d < taps.size(); ++d)
           taps[d] = &axis_taps[d][static_cast<size_t>(index[d])];
         py[i] = from_double<T>(resize_sample(px, taps, 0, 0, op.extrapolation_value),
-                                IntRounding::kNearestEven);
+                               IntRounding::kNearestEven);
         for (int d = rank - 1; d >= 0; --d) {
           if (++index[static_cast<size_t>(d)] < out[d]) break;
           index[static_cast<size_t>(d)] = 0;
@@ -293,8 +293,8 @@ Status run_op(const ops::GridSample& op, KernelContext& ctx) {
           const size_t g = static_cast<size_t>((n * out_h * out_w + p) * 2);
           for (int64_t c = 0; c < channels; ++c) {
             const T* plane = px + (n * channels + c) * xs[2] * xs[3];
-            py[(n * channels + c) * out_h * out_w + p] =
-                from_double<T>(sampler.sample(plane, grid[g], grid[g + 1]), IntRounding::kNearestEven);
+            py[(n * channels + c) * out_h * out_w + p] = from_double<T>(
+                sampler.sample(plane, grid[g], grid[g + 1]), IntRounding::kNearestEven);
           }
         }
       }

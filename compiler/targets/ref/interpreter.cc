@@ -152,7 +152,8 @@ Result<std::vector<Argument>> Interpreter::evaluate(const Node& node,
   std::vector<ValueType> types;
   types.reserve(args.size());
   for (size_t i = 0; i < args.size(); ++i) {
-    types.push_back(args[i] ? runtime_type(*args[i], *node.input(static_cast<int>(i))) : ValueType());
+    types.push_back(args[i] ? runtime_type(*args[i], *node.input(static_cast<int>(i)))
+                            : ValueType());
   }
   std::vector<const ValueType*> type_ptrs;
   std::vector<const Tensor*> values;

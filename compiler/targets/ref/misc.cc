@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "compiler/ops/infer_util.h"
-#include "compiler/targets/ref/kernel.h"
 #include "compiler/targets/ref/convert.h"
+#include "compiler/targets/ref/kernel.h"
 
 namespace kiln::compiler::ref {
 

@@ -126,8 +126,10 @@ Status run_op(const ops::BatchNormalization& op, KernelContext& ctx) {
     }
   }
   store_doubles(yd, ctx.output(0), IntRounding::kNearestEven);
-  if (ctx.num_outputs() > 1 && ctx.output_used(1)) store_doubles(running_mean, ctx.output(1), IntRounding::kNearestEven);
-  if (ctx.num_outputs() > 2 && ctx.output_used(2)) store_doubles(running_var, ctx.output(2), IntRounding::kNearestEven);
+  if (ctx.num_outputs() > 1 && ctx.output_used(1))
+    store_doubles(running_mean, ctx.output(1), IntRounding::kNearestEven);
+  if (ctx.num_outputs() > 2 && ctx.output_used(2))
+    store_doubles(running_var, ctx.output(2), IntRounding::kNearestEven);
   return Status();
 }
 
@@ -195,8 +197,10 @@ Status run_op(const ops::LayerNormalization& op, KernelContext& ctx) {
     inv_std[static_cast<size_t>(r)] = k;
   }
   store_doubles(yd, ctx.output(0), IntRounding::kNearestEven);
-  if (ctx.num_outputs() > 1 && ctx.output_used(1)) store_doubles(means, ctx.output(1), IntRounding::kNearestEven);
-  if (ctx.num_outputs() > 2 && ctx.output_used(2)) store_doubles(inv_std, ctx.output(2), IntRounding::kNearestEven);
+  if (ctx.num_outputs() > 1 && ctx.output_used(1))
+    store_doubles(means, ctx.output(1), IntRounding::kNearestEven);
+  if (ctx.num_outputs() > 2 && ctx.output_used(2))
+    store_doubles(inv_std, ctx.output(2), IntRounding::kNearestEven);
   return Status();
 }
 

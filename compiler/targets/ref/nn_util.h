@@ -13,8 +13,6 @@
 
 namespace kiln::compiler::ref {
 
-
-
 // For the window at output position `out_index`: the row-major offset into one input plane of
 // spatial dims `in` for each kernel element (row-major over the kernel), or -1 where the element
 // falls into padding. `offsets` is resized to the kernel's element count.
