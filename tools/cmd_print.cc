@@ -2,12 +2,35 @@
 // `kiln print`: a model's IR as text or Graphviz, as imported or after the target's passes.
 #include <fmt/format.h>
 
+#include "compiler/artifact/artifact.h"
 #include "compiler/ir/printer.h"
 #include "compiler/onnx/importer.h"
 #include "compiler/targets/target.h"
 #include "tools/command.h"
 
 namespace kiln::tools {
+
+namespace {
+
+// The artifact header as "# key: value" lines.
+std::string describe_artifact(const compiler::Artifact& a) {
+  const compiler::ArtifactHeader& h = a.header();
+  std::string out = fmt::format("# artifact: {} ({} bytes, format version {})\n", a.name(),
+                                a.size(), h.format_version);
+  out += fmt::format("# kiln version: {}\n# target: {}\n", h.kiln_version, h.target);
+  for (const auto& [key, value] : h.fingerprint) out += fmt::format("# {}: {}\n", key, value);
+  out += fmt::format("# options: optimize={} seed={}\n", h.options.optimize, h.options.seed);
+  out += fmt::format("# source: {} ({} bytes, xxh64 {:016x})\n", h.source.name, h.source.size,
+                     h.source.hash);
+  for (const auto& [key, value] : h.source.options) out += fmt::format("# {}: {}\n", key, value);
+  for (const compiler::ArtifactSection& s : a.sections()) {
+    out += fmt::format("# section {}: {} bytes at {}\n", s.name, s.size, s.offset);
+  }
+  out += fmt::format("# recompile: {}\n", h.source.recompile_command);
+  return out;
+}
+
+}  // namespace
 
 CommandAction add_print_command(CLI::App& app) {
   struct Options {
@@ -18,7 +41,9 @@ CommandAction add_print_command(CLI::App& app) {
   };
   auto opts = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand("print", "Print a model's IR");
-  cmd->add_option("model", opts->model, "the .onnx model")->required();
+  cmd->add_option("model", opts->model,
+                  "the .onnx model, or a .kiln artifact (its header, then its optimized graph)")
+      ->required();
   cmd->add_flag("--optimized", opts->optimized, "print after the target's optimization passes");
   cmd->add_option("--target", opts->target, "the target whose passes --optimized runs")
       ->capture_default_str();
@@ -26,6 +51,18 @@ CommandAction add_print_command(CLI::App& app) {
       ->check(CLI::IsMember({"text", "dot"}))
       ->capture_default_str();
   return [opts] {
+    if (compiler::is_artifact_file(opts->model)) {
+      auto artifact = compiler::open_artifact(opts->model);
+      if (!artifact.ok()) return report_error(artifact.status());
+      auto graph = artifact->graph();
+      if (!graph.ok()) return report_error(graph.status());
+      if (opts->format == "dot") {
+        fmt::print("{}", compiler::print_graph_dot(**graph));
+      } else {
+        fmt::print("{}{}", describe_artifact(*artifact), compiler::print_graph(**graph));
+      }
+      return 0;
+    }
     auto model = compiler::import_onnx_file(opts->model);
     if (!model.ok()) return report_error(model.status());
     compiler::Graph& graph = *(*model)->graph;

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// `kiln run`: compile a model for a target and run it once on given or random inputs.
+// `kiln run`: compile a model for a target (or load an artifact) and run it once on given or
+// random inputs.
 #include <fmt/format.h>
 
 #include <chrono>
@@ -19,35 +20,51 @@ CommandAction add_run_command(CLI::App& app) {
   };
   auto opts = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand("run", "Compile a model and run it once");
-  cmd->add_option("model", opts->model, "the .onnx model")->required();
-  cmd->add_option("--target", opts->target, "ref, or another target this build has")
-      ->capture_default_str();
+  cmd->add_option("model", opts->model, "the .onnx model, or a .kiln artifact")->required();
+  CLI::Option* target_option =
+      cmd->add_option("--target", opts->target,
+                      "ref, or another target this build has (an artifact runs on its own)")
+          ->capture_default_str();
   cmd->add_option("--input", opts->inputs.inputs, "NAME=FILE.npy; inputs not given are random");
   cmd->add_option("--input-shape", opts->inputs.input_shapes,
                   "NAME=1x3x224x224 for a dynamic input");
   cmd->add_option("--output-dir", opts->output_dir,
                   "write each output as DIR/<name>.npy plus DIR/outputs.json");
   cmd->add_option("--seed", opts->inputs.seed, "seed of the random inputs")->capture_default_str();
-  return [opts] {
+  return [opts, target_option] {
+    using ms = std::chrono::duration<double, std::milli>;
     auto prepared = prepare_model(opts->model, opts->inputs);
     if (!prepared.ok()) return report_error(prepared.status());
-    auto target = compiler::make_target(opts->target);
-    if (!target.ok()) return report_error(target.status());
-    std::shared_ptr<compiler::Graph> graph(std::move(prepared->model->graph));
+    std::shared_ptr<compiler::Executable> exe = prepared->executable;
+    std::string how;
+    if (exe != nullptr) {
+      if (target_option->count() > 0 && opts->target != prepared->artifact.target) {
+        return report_error(invalid_argument_error(fmt::format(
+            "{} was compiled for target {}; it cannot run on --target {}: drop --target, or "
+            "compile the .onnx model for {} with kiln compile",
+            opts->model, prepared->artifact.target, opts->target, opts->target)));
+      }
+      how = fmt::format("loaded the artifact in {:.1f} ms", prepared->load_ms);
+    } else {
+      auto target = compiler::make_target(opts->target);
+      if (!target.ok()) return report_error(target.status());
+      std::shared_ptr<compiler::Graph> graph(std::move(prepared->model->graph));
+      auto start = std::chrono::steady_clock::now();
+      auto compiled = compiler::compile(graph, **target);
+      if (!compiled.ok()) return report_error(compiled.status());
+      exe = std::move(compiled).value();
+      how = fmt::format("compiled in {:.1f} ms",
+                        ms(std::chrono::steady_clock::now() - start).count());
+    }
     auto start = std::chrono::steady_clock::now();
-    auto exe = compiler::compile(graph, **target);
-    if (!exe.ok()) return report_error(exe.status());
-    auto compiled = std::chrono::steady_clock::now();
-    auto outputs = (*exe)->run(std::move(prepared->inputs));
+    auto outputs = exe->run(std::move(prepared->inputs));
     if (!outputs.ok()) return report_error(outputs.status());
     auto ran = std::chrono::steady_clock::now();
     std::vector<std::string> names;
-    for (const compiler::Value* v : (*exe)->graph().outputs()) names.push_back(v->name());
+    for (const compiler::Value* v : exe->graph().outputs()) names.push_back(v->name());
     for (size_t i = 0; i < names.size(); ++i)
       fmt::print("{}: {}\n", names[i], summarize((*outputs)[i]));
-    using ms = std::chrono::duration<double, std::milli>;
-    fmt::print("target {}: compiled in {:.1f} ms, ran in {:.1f} ms\n", opts->target,
-               ms(compiled - start).count(), ms(ran - compiled).count());
+    fmt::print("target {}: {}, ran in {:.1f} ms\n", exe->target(), how, ms(ran - start).count());
     if (!opts->output_dir.empty()) {
       Status s = write_outputs(opts->output_dir, names, *outputs);
       if (!s.ok()) return report_error(s);

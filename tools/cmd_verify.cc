@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "compiler/artifact/artifact.h"
 #include "compiler/targets/target.h"
 #include "tools/command.h"
 #include "tools/model_io.h"
@@ -71,7 +72,9 @@ CommandAction add_verify_command(CLI::App& app) {
   auto opts = std::make_shared<Options>();
   CLI::App* cmd =
       app.add_subcommand("verify", "Run a target and ref on the same inputs and compare");
-  cmd->add_option("model", opts->model, "the .onnx model")->required();
+  cmd->add_option("model", opts->model,
+                  "the .onnx model, or a .kiln artifact (checked against ref on its own graph)")
+      ->required();
   cmd->add_option("--target", opts->target, "the target to check against ref")
       ->capture_default_str();
   cmd->add_option("--rtol", opts->rtol, "relative tolerance")->capture_default_str();
@@ -81,23 +84,38 @@ CommandAction add_verify_command(CLI::App& app) {
                   "NAME=1x3x224x224 for a dynamic input");
   cmd->add_option("--seed", opts->inputs.seed, "seed of the random inputs")->capture_default_str();
   return [opts] {
-    // Two imports give each target its own graph to optimize.
+    // Two loads give each target its own graph. An artifact's target runs the artifact; ref runs
+    // the artifact's (already optimized) graph without passes.
     auto for_ref = prepare_model(opts->model, opts->inputs);
     if (!for_ref.ok()) return report_error(for_ref.status());
     auto for_target = prepare_model(opts->model, opts->inputs);
     if (!for_target.ok()) return report_error(for_target.status());
     auto ref_target = compiler::make_target("ref");
-    auto target = compiler::make_target(opts->target);
-    if (!target.ok()) return report_error(target.status());
-    auto ref_exe = compiler::compile(
-        std::shared_ptr<compiler::Graph>(std::move(for_ref->model->graph)), **ref_target);
+    std::shared_ptr<compiler::Executable> exe = for_target->executable;
+    Result<std::shared_ptr<compiler::Executable>> ref_exe = internal_error("not compiled");
+    if (exe != nullptr) {
+      opts->target = std::string(exe->target());
+      compiler::CompileOptions as_stored = for_ref->artifact.options;
+      as_stored.optimize = false;
+      auto artifact = compiler::open_artifact(opts->model);
+      if (!artifact.ok()) return report_error(artifact.status());
+      auto graph = artifact->graph();
+      if (!graph.ok()) return report_error(graph.status());
+      ref_exe = compiler::compile(*graph, **ref_target, as_stored);
+    } else {
+      auto target = compiler::make_target(opts->target);
+      if (!target.ok()) return report_error(target.status());
+      ref_exe = compiler::compile(
+          std::shared_ptr<compiler::Graph>(std::move(for_ref->model->graph)), **ref_target);
+      auto compiled = compiler::compile(
+          std::shared_ptr<compiler::Graph>(std::move(for_target->model->graph)), **target);
+      if (!compiled.ok()) return report_error(compiled.status());
+      exe = std::move(compiled).value();
+    }
     if (!ref_exe.ok()) return report_error(ref_exe.status());
-    auto exe = compiler::compile(
-        std::shared_ptr<compiler::Graph>(std::move(for_target->model->graph)), **target);
-    if (!exe.ok()) return report_error(exe.status());
     auto expected = (*ref_exe)->run(std::move(for_ref->inputs));
     if (!expected.ok()) return report_error(expected.status());
-    auto actual = (*exe)->run(std::move(for_target->inputs));
+    auto actual = exe->run(std::move(for_target->inputs));
     if (!actual.ok()) return report_error(actual.status());
     bool all_ok = true;
     fmt::print("{:<32} {:>12} {:>12}  {}\n", "output", "max abs err", "max rel err", "verdict");

@@ -14,6 +14,7 @@ namespace kiln::tools {
 // The action returns the process exit code.
 using CommandAction = std::function<int()>;
 
+CommandAction add_compile_command(CLI::App& app);
 CommandAction add_devices_command(CLI::App& app);
 CommandAction add_env_command(CLI::App& app);
 CommandAction add_ops_command(CLI::App& app);

@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
 #include <filesystem>
 #include <random>
 
@@ -85,26 +86,27 @@ std::string json_escape(std::string_view s) {
 
 }  // namespace
 
-Result<PreparedModel> prepare_model(const std::string& path, const ModelInputOptions& options) {
-  compiler::ImportOptions import;
-  for (const std::string& s : options.input_shapes) {
+Result<std::map<std::string, std::vector<int64_t>>> parse_input_shapes(
+    const std::vector<std::string>& values) {
+  std::map<std::string, std::vector<int64_t>> shapes;
+  for (const std::string& s : values) {
     KILN_ASSIGN_OR_RETURN(auto kv, split_assignment(s, "--input-shape"));
-    KILN_ASSIGN_OR_RETURN(import.input_shapes[kv.first], parse_dims(kv.second, kv.first));
+    KILN_ASSIGN_OR_RETURN(shapes[kv.first], parse_dims(kv.second, kv.first));
   }
-  std::map<std::string, Tensor> given;
-  for (const std::string& s : options.inputs) {
-    KILN_ASSIGN_OR_RETURN(auto kv, split_assignment(s, "--input"));
-    Result<Tensor> t = read_npy(kv.second);
-    if (!t.ok()) return t.status().with_context(fmt::format("--input {}", kv.first));
-    if (!import.input_shapes.count(kv.first)) import.input_shapes[kv.first] = t->shape().dims();
-    given[kv.first] = std::move(t).value();
-  }
-  KILN_ASSIGN_OR_RETURN(std::unique_ptr<compiler::Model> model,
-                        compiler::import_onnx_file(path, import));
+  return shapes;
+}
 
-  PreparedModel out;
-  std::mt19937_64 rng(options.seed);
-  for (const compiler::Value* in : model->graph->inputs()) {
+namespace {
+
+// Builds one argument per input of `graph`: from `given` when there, else random. Dynamic dims of
+// a random input come from `shapes` (--input-shape), which must agree with the known ones.
+Result<std::vector<Argument>> make_inputs(const compiler::Graph& graph,
+                                          std::map<std::string, Tensor> given,
+                                          const std::map<std::string, std::vector<int64_t>>& shapes,
+                                          uint64_t seed) {
+  std::vector<Argument> out;
+  std::mt19937_64 rng(seed);
+  for (const compiler::Value* in : graph.inputs()) {
     if (!in->type().is_tensor()) {
       return unimplemented_error(fmt::format("input \"{}\" is a {}; kiln run feeds tensors only",
                                              in->name(), in->type().to_string()));
@@ -118,11 +120,27 @@ Result<PreparedModel> prepare_model(const std::string& path, const ModelInputOpt
                         "numpy's astype",
                         in->name(), dtype_name(type.dtype), dtype_name(it->second.dtype())));
       }
-      out.inputs.emplace_back(it->second);
+      out.emplace_back(it->second);
       given.erase(it);
       continue;
     }
-    if (!type.is_static()) {
+    Shape shape;
+    auto given_shape = shapes.find(in->name());
+    if (type.is_static()) {
+      shape = type.shape();
+    } else if (given_shape != shapes.end() && type.has_rank()) {
+      shape = Shape(given_shape->second);
+      bool fits = shape.rank() == type.rank();
+      for (int d = 0; fits && d < type.rank(); ++d) {
+        const compiler::Dim& dim = (*type.dims)[static_cast<size_t>(d)];
+        fits = !dim.known() || dim.value == shape[d];
+      }
+      if (!fits) {
+        return invalid_argument_error(
+            fmt::format("--input-shape {}: the model's input is {}, the shape given is {}",
+                        in->name(), type.to_string(), shape.to_string()));
+      }
+    } else {
       return invalid_argument_error(
           fmt::format("input \"{}\" has dynamic dims {}; give its shape with --input-shape {}=DIMS "
                       "(e.g. 1x3x224x224)",
@@ -133,17 +151,47 @@ Result<PreparedModel> prepare_model(const std::string& path, const ModelInputOpt
           "input \"{}\" holds strings; kiln run cannot make random strings, so it needs a value",
           in->name()));
     }
-    out.inputs.emplace_back(random_tensor(type.dtype, type.shape(), rng));
+    out.emplace_back(random_tensor(type.dtype, shape, rng));
   }
   if (!given.empty()) {
     std::string names;
-    for (const compiler::Value* in : model->graph->inputs())
+    for (const compiler::Value* in : graph.inputs())
       names += (names.empty() ? "" : ", ") + in->name();
     return invalid_argument_error(
         fmt::format("--input {}: the model has no such input; its inputs are: {}",
                     given.begin()->first, names));
   }
-  out.model = std::move(model);
+  return out;
+}
+
+}  // namespace
+
+Result<PreparedModel> prepare_model(const std::string& path, const ModelInputOptions& options) {
+  compiler::ImportOptions import;
+  KILN_ASSIGN_OR_RETURN(import.input_shapes, parse_input_shapes(options.input_shapes));
+  std::map<std::string, Tensor> given;
+  for (const std::string& s : options.inputs) {
+    KILN_ASSIGN_OR_RETURN(auto kv, split_assignment(s, "--input"));
+    Result<Tensor> t = read_npy(kv.second);
+    if (!t.ok()) return t.status().with_context(fmt::format("--input {}", kv.first));
+    if (!import.input_shapes.count(kv.first)) import.input_shapes[kv.first] = t->shape().dims();
+    given[kv.first] = std::move(t).value();
+  }
+  PreparedModel out;
+  if (compiler::is_artifact_file(path)) {
+    auto start = std::chrono::steady_clock::now();
+    KILN_ASSIGN_OR_RETURN(compiler::LoadedArtifact loaded, compiler::load_artifact(path));
+    out.load_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
+    out.executable = std::move(loaded.executable);
+    out.artifact = std::move(loaded.header);
+    KILN_ASSIGN_OR_RETURN(out.inputs, make_inputs(out.executable->graph(), std::move(given),
+                                                  import.input_shapes, options.seed));
+    return out;
+  }
+  KILN_ASSIGN_OR_RETURN(out.model, compiler::import_onnx_file(path, import));
+  KILN_ASSIGN_OR_RETURN(out.inputs,
+                        make_inputs(*out.model->graph, std::move(given), {}, options.seed));
   return out;
 }
 

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// What `kiln run` and `kiln verify` share: parsing --input/--input-shape, loading the model,
-// making inputs (from .npy files or seeded random data) and writing outputs.
+// What `kiln run`, `kiln verify` and `kiln compile` share: parsing --input/--input-shape, loading
+// the model, making inputs (from .npy files or seeded random data) and writing outputs.
 #pragma once
 
 #include <cstdint>
@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "compiler/artifact/artifact.h"
 #include "compiler/ir/model.h"
 #include "compiler/runtime/argument.h"
 #include "core/status.h"
@@ -21,16 +22,25 @@ struct ModelInputOptions {
   uint64_t seed = 0;
 };
 
-// A model with its inputs ready to run.
+// A model with its inputs ready to run: an imported ONNX model, or a loaded artifact.
 struct PreparedModel {
-  std::unique_ptr<compiler::Model> model;
+  std::unique_ptr<compiler::Model> model;  // set for an .onnx model
+  // Set for a .kiln artifact: already finalized for its target (`artifact.target`).
+  std::shared_ptr<compiler::Executable> executable;
+  compiler::ArtifactHeader artifact;
+  double load_ms = 0;                      // how long loading the artifact took
   std::vector<compiler::Argument> inputs;  // one per graph input, in order
 };
 
-// Imports `path` with the given shapes (and the shapes of the given .npy inputs), then builds every
-// input: from its .npy file when given (checked against the model's dtype and shape), else random
-// with `seed`. Errors name the input and say what to pass instead.
+// Loads `path` — a .kiln artifact (recognised by its magic bytes) or an ONNX model imported with
+// the given shapes (and the shapes of the given .npy inputs) — then builds every input: from its
+// .npy file when given (checked against the model's dtype and shape), else random with `seed`.
+// Errors name the input and say what to pass instead.
 Result<PreparedModel> prepare_model(const std::string& path, const ModelInputOptions& options);
+
+// Parses --input-shape values (NAME=1x3x224x224 or NAME=1,3,224,224) into a map by input name.
+Result<std::map<std::string, std::vector<int64_t>>> parse_input_shapes(
+    const std::vector<std::string>& values);
 
 // "out:0" -> "out_0": characters outside [A-Za-z0-9._-] become '_'.
 std::string sanitize_file_name(const std::string& name);

@@ -208,5 +208,83 @@ TEST_F(Cli, PrintShowsTheGraphAsTextAndDot) {
   EXPECT_EQ(d.output.rfind("digraph", 0), 0u) << d.output;
 }
 
+// `kiln compile` then `kiln run` of the artifact gives exactly the outputs of running the ONNX
+// model on the same target; verify and print take the artifact too.
+TEST_F(Cli, CompiledArtifactRunsLikeTheOnnxModel) {
+  for (const std::string target : {"ref", "cpu"}) {
+    SCOPED_TRACE(target);
+    const std::string kiln = (dir_ / (target + ".kiln")).string();
+    // --batch 1 gives the artifact the shapes `kiln run --input` fixes at import, so both run
+    // the same kernels.
+    KilnRun c = run_kiln("compile " + model_ + " --target " + target + " --batch 1 -o " + kiln);
+    if (target == "cpu" && c.output.find("unknown target") != std::string::npos) continue;
+    ASSERT_EQ(c.exit_code, 0) << c.output;
+    EXPECT_NE(c.output.find("wrote " + kiln), std::string::npos) << c.output;
+    KilnRun a = run_kiln("run " + model_ + " --target " + target + " --input image=" + digit_ +
+                         " --output-dir " + (dir_ / (target + "_onnx")).string());
+    ASSERT_EQ(a.exit_code, 0) << a.output;
+    KilnRun b = run_kiln("run " + kiln + " --input image=" + digit_ + " --output-dir " +
+                         (dir_ / (target + "_kiln")).string());
+    ASSERT_EQ(b.exit_code, 0) << b.output;
+    EXPECT_NE(b.output.find("target " + target + ": loaded the artifact in"), std::string::npos)
+        << b.output;
+    auto x = read_file((dir_ / (target + "_onnx") / "probabilities.npy").string());
+    auto y = read_file((dir_ / (target + "_kiln") / "probabilities.npy").string());
+    ASSERT_TRUE(x.ok() && y.ok());
+    EXPECT_EQ(*x, *y);
+
+    KilnRun v = run_kiln("verify " + kiln);
+    EXPECT_EQ(v.exit_code, 0) << v.output;
+    EXPECT_NE(v.output.find(target + " vs ref: all outputs agree"), std::string::npos) << v.output;
+    KilnRun p = run_kiln("print " + kiln);
+    EXPECT_EQ(p.exit_code, 0) << p.output;
+    EXPECT_NE(p.output.find("# target: " + target), std::string::npos) << p.output;
+    EXPECT_NE(p.output.find("# recompile: kiln compile " + model_ + " --target " + target +
+                            " --batch 1 -o " + kiln),
+              std::string::npos)
+        << p.output;
+
+    KilnRun wrong = run_kiln("run " + kiln + " --target " + (target == "ref" ? "cpu" : "ref"));
+    EXPECT_EQ(wrong.exit_code, 1);
+    EXPECT_NE(wrong.output.find("was compiled for target " + target), std::string::npos)
+        << wrong.output;
+  }
+}
+
+TEST_F(Cli, CorruptArtifactIsOneClearLine) {
+  const std::string kiln = (dir_ / "m.kiln").string();
+  ASSERT_EQ(run_kiln("compile " + model_ + " --target ref -o " + kiln).exit_code, 0);
+  auto bytes = read_file(kiln);
+  ASSERT_TRUE(bytes.ok());
+  const std::string cut = write("cut.kiln", bytes->substr(0, bytes->size() - 100));
+  KilnRun r = run_kiln("run " + cut);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(count_lines(r.output), 1) << r.output;
+  EXPECT_NE(r.output.find(cut + " is truncated"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("recompile it with: kiln compile " + model_ + " --target ref -o " + kiln),
+            std::string::npos)
+      << r.output;
+
+  std::string flipped = *bytes;
+  flipped[flipped.size() - 200] ^= 4;
+  KilnRun f = run_kiln("run " + write("flipped.kiln", flipped));
+  EXPECT_EQ(f.exit_code, 1);
+  EXPECT_EQ(count_lines(f.output), 1) << f.output;
+  EXPECT_NE(f.output.find("is corrupt (checksum mismatch)"), std::string::npos) << f.output;
+}
+
+TEST_F(Cli, CompileOfABadModelOrOptionSaysWhatToDo) {
+  KilnRun missing =
+      run_kiln("compile " + (dir_ / "nope.onnx").string() + " -o " + (dir_ / "x.kiln").string());
+  EXPECT_EQ(missing.exit_code, 1);
+  EXPECT_NE(missing.output.find("nope.onnx"), std::string::npos) << missing.output;
+  KilnRun no_output = run_kiln("compile " + model_);
+  EXPECT_NE(no_output.exit_code, 0);
+  EXPECT_NE(no_output.output.find("--output"), std::string::npos) << no_output.output;
+  KilnRun target = run_kiln("compile " + model_ + " --target tpu -o " + (dir_ / "x.kiln").string());
+  EXPECT_EQ(target.exit_code, 1);
+  EXPECT_NE(target.output.find("unknown target \"tpu\""), std::string::npos) << target.output;
+}
+
 }  // namespace
 }  // namespace kiln

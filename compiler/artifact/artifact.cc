@@ -1,0 +1,393 @@
+// SPDX-License-Identifier: Apache-2.0
+// Artifact files: the preamble, the header with its section table, checksums and loading.
+#include "compiler/artifact/artifact.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "compiler/artifact/byte_io.h"
+#include "compiler/artifact/checksum.h"
+#include "compiler/artifact/graph_codec.h"
+
+namespace kiln::compiler {
+
+namespace {
+
+constexpr uint8_t kMagic[8] = {0x89, 'K', 'I', 'L', 'N', 0x0D, 0x0A, 0x1A};
+
+// Preamble field offsets.
+constexpr size_t kVersionAt = 8;
+constexpr size_t kPreambleSizeAt = 12;
+constexpr size_t kFileSizeAt = 16;
+constexpr size_t kHeaderOffsetAt = 24;
+constexpr size_t kHeaderSizeAt = 32;
+constexpr size_t kHeaderChecksumAt = 40;
+constexpr size_t kPreambleChecksumAt = 56;
+
+uint64_t align_up(uint64_t v) {
+  return (v + kWeightAlignment - 1) / kWeightAlignment * kWeightAlignment;
+}
+
+template <class T>
+T load(const uint8_t* p) {
+  T v;
+  std::memcpy(&v, p, sizeof(T));
+  return v;
+}
+template <class T>
+void store(uint8_t* p, T v) {
+  std::memcpy(p, &v, sizeof(T));
+}
+
+void write_pairs(ByteWriter& w, const std::vector<std::pair<std::string, std::string>>& pairs) {
+  w.put<uint32_t>(static_cast<uint32_t>(pairs.size()));
+  for (const auto& [k, v] : pairs) {
+    w.put_string(k);
+    w.put_string(v);
+  }
+}
+
+Result<std::vector<std::pair<std::string, std::string>>> read_pairs(ByteReader& r) {
+  KILN_ASSIGN_OR_RETURN(uint32_t n, r.get_count(8));
+  std::vector<std::pair<std::string, std::string>> pairs(n);
+  for (auto& [k, v] : pairs) {
+    KILN_ASSIGN_OR_RETURN(k, r.get_string());
+    KILN_ASSIGN_OR_RETURN(v, r.get_string());
+  }
+  return pairs;
+}
+
+void write_signature(ByteWriter& w, const std::vector<SignatureEntry>& entries) {
+  w.put<uint32_t>(static_cast<uint32_t>(entries.size()));
+  for (const SignatureEntry& e : entries) {
+    w.put_string(e.name);
+    write_value_type(w, e.type);
+  }
+}
+
+Result<std::vector<SignatureEntry>> read_signature(ByteReader& r) {
+  KILN_ASSIGN_OR_RETURN(uint32_t n, r.get_count(7));
+  std::vector<SignatureEntry> entries(n);
+  for (SignatureEntry& e : entries) {
+    KILN_ASSIGN_OR_RETURN(e.name, r.get_string());
+    KILN_ASSIGN_OR_RETURN(e.type, read_value_type(r));
+  }
+  return entries;
+}
+
+std::vector<uint8_t> encode_header(const ArtifactHeader& h,
+                                   const std::vector<ArtifactSection>& sections) {
+  ByteWriter w;
+  w.put_string(h.kiln_version);
+  w.put_string(h.target);
+  write_pairs(w, h.fingerprint);
+  w.put<uint8_t>(h.options.optimize ? 1 : 0);
+  w.put<uint64_t>(h.options.seed);
+  w.put_string(h.source.name);
+  w.put<uint64_t>(h.source.size);
+  w.put<uint64_t>(h.source.hash);
+  write_pairs(w, h.source.options);
+  w.put_string(h.source.recompile_command);
+  write_signature(w, h.inputs);
+  write_signature(w, h.outputs);
+  w.put<uint32_t>(static_cast<uint32_t>(sections.size()));
+  for (const ArtifactSection& s : sections) {
+    w.put_string(s.name);
+    w.put<uint32_t>(static_cast<uint32_t>(s.kind));
+    w.put<uint64_t>(s.offset);
+    w.put<uint64_t>(s.size);
+    w.put<uint64_t>(s.checksum);
+  }
+  return std::move(w.bytes());
+}
+
+Status decode_header(ByteReader& r, ArtifactHeader& h, std::vector<ArtifactSection>& sections) {
+  KILN_ASSIGN_OR_RETURN(h.kiln_version, r.get_string());
+  KILN_ASSIGN_OR_RETURN(h.target, r.get_string());
+  KILN_ASSIGN_OR_RETURN(h.fingerprint, read_pairs(r));
+  KILN_ASSIGN_OR_RETURN(uint8_t optimize, r.get<uint8_t>());
+  h.options.optimize = optimize != 0;
+  KILN_ASSIGN_OR_RETURN(h.options.seed, r.get<uint64_t>());
+  KILN_ASSIGN_OR_RETURN(h.source.name, r.get_string());
+  KILN_ASSIGN_OR_RETURN(h.source.size, r.get<uint64_t>());
+  KILN_ASSIGN_OR_RETURN(h.source.hash, r.get<uint64_t>());
+  KILN_ASSIGN_OR_RETURN(h.source.options, read_pairs(r));
+  KILN_ASSIGN_OR_RETURN(h.source.recompile_command, r.get_string());
+  KILN_ASSIGN_OR_RETURN(h.inputs, read_signature(r));
+  KILN_ASSIGN_OR_RETURN(h.outputs, read_signature(r));
+  KILN_ASSIGN_OR_RETURN(uint32_t n, r.get_count(32));
+  sections.resize(n);
+  for (ArtifactSection& s : sections) {
+    KILN_ASSIGN_OR_RETURN(s.name, r.get_string());
+    KILN_ASSIGN_OR_RETURN(uint32_t kind, r.get<uint32_t>());
+    if (kind < 1 || kind > 3) return r.error(fmt::format("section kind {} is unknown", kind));
+    s.kind = static_cast<SectionKind>(kind);
+    KILN_ASSIGN_OR_RETURN(s.offset, r.get<uint64_t>());
+    KILN_ASSIGN_OR_RETURN(s.size, r.get<uint64_t>());
+    KILN_ASSIGN_OR_RETURN(s.checksum, r.get<uint64_t>());
+  }
+  if (!r.at_end()) return r.error("unexpected bytes after the section table");
+  return Status();
+}
+
+std::string generic_recompile_hint(const std::string& name) {
+  return fmt::format("recompile it with: kiln compile MODEL.onnx -o {}", name);
+}
+
+}  // namespace
+
+ArtifactHeader make_artifact_header(const Executable& executable, const CompileOptions& options,
+                                    const ArtifactSource& source) {
+  ArtifactHeader h;
+  h.kiln_version = std::string(kiln_version());
+  h.target = std::string(executable.target());
+  h.fingerprint = device_fingerprint(h.target);
+  h.options = options;
+  h.source = source;
+  for (const Value* v : executable.graph().inputs()) h.inputs.push_back({v->name(), v->type()});
+  for (const Value* v : executable.graph().outputs()) h.outputs.push_back({v->name(), v->type()});
+  return h;
+}
+
+Result<std::vector<uint8_t>> serialize_artifact(const ArtifactHeader& header, const Graph& graph,
+                                                const std::vector<ExtraSection>& extra) {
+  KILN_ASSIGN_OR_RETURN(EncodedGraph encoded, encode_graph(graph));
+  std::vector<ArtifactSection> sections;
+  sections.push_back({"graph", SectionKind::kGraph, 0, encoded.graph.size(), 0});
+  sections.push_back({"weights", SectionKind::kWeights, 0, encoded.weights_size, 0});
+  for (const ExtraSection& e : extra) {
+    sections.push_back({e.name, SectionKind::kTargetData, 0, e.bytes.size(), 0});
+  }
+  // Every field is fixed-width, so the header's size does not depend on the offsets.
+  const uint64_t header_size = encode_header(header, sections).size();
+  uint64_t end = align_up(kArtifactPreambleSize + header_size);
+  for (ArtifactSection& s : sections) {
+    s.offset = align_up(end);
+    end = s.offset + s.size;
+  }
+  std::vector<uint8_t> file;
+  try {
+    file.assign(end, 0);
+  } catch (const std::bad_alloc&) {
+    return resource_exhausted_error(
+        fmt::format("an artifact of {} bytes does not fit in memory", end));
+  }
+  std::memcpy(file.data() + sections[0].offset, encoded.graph.data(), encoded.graph.size());
+  for (const WeightSlice& w : encoded.weights) {
+    std::memcpy(file.data() + sections[1].offset + w.offset, w.data, w.nbytes);
+  }
+  for (size_t i = 0; i < extra.size(); ++i) {
+    if (!extra[i].bytes.empty()) {
+      std::memcpy(file.data() + sections[i + 2].offset, extra[i].bytes.data(),
+                  extra[i].bytes.size());
+    }
+  }
+  for (ArtifactSection& s : sections) {
+    s.checksum = xxhash64(std::span<const uint8_t>(file.data() + s.offset, s.size));
+  }
+  std::vector<uint8_t> head = encode_header(header, sections);
+  KILN_CHECK(head.size() == header_size, "artifact header size changed with its offsets");
+  std::memcpy(file.data() + kArtifactPreambleSize, head.data(), head.size());
+
+  uint8_t* p = file.data();
+  std::memcpy(p, kMagic, sizeof(kMagic));
+  store<uint32_t>(p + kVersionAt, header.format_version);
+  store<uint32_t>(p + kPreambleSizeAt, static_cast<uint32_t>(kArtifactPreambleSize));
+  store<uint64_t>(p + kFileSizeAt, end);
+  store<uint64_t>(p + kHeaderOffsetAt, kArtifactPreambleSize);
+  store<uint64_t>(p + kHeaderSizeAt, header_size);
+  store<uint64_t>(p + kHeaderChecksumAt, xxhash64(head));
+  store<uint64_t>(p + kPreambleChecksumAt,
+                  xxhash64(std::span<const uint8_t>(p, kPreambleChecksumAt)));
+  return file;
+}
+
+Status save_artifact(const std::string& path, const Executable& executable,
+                     const CompileOptions& options, const ArtifactSource& source,
+                     const std::vector<ExtraSection>& extra) {
+  KILN_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes,
+                        serialize_artifact(make_artifact_header(executable, options, source),
+                                           executable.graph(), extra));
+  return write_file_atomic(path, bytes);
+}
+
+Result<Artifact> parse_artifact(std::span<const uint8_t> bytes, std::shared_ptr<const void> owner,
+                                std::string name) {
+  const uint8_t* p = bytes.data();
+  const size_t n = bytes.size();
+  const bool magic_ok = n > 0 && std::memcmp(p, kMagic, std::min(n, sizeof(kMagic))) == 0;
+  if (!magic_ok) {
+    return invalid_argument_error(fmt::format(
+        "{} is not a kiln artifact (it does not start with the .kiln magic bytes); make one with "
+        "kiln compile MODEL.onnx -o {}",
+        name, name));
+  }
+  if (n < kArtifactPreambleSize) {
+    return data_loss_error(
+        fmt::format("{} is truncated: {} bytes, shorter than the {}-byte "
+                    "artifact preamble; {}",
+                    name, n, kArtifactPreambleSize, generic_recompile_hint(name)));
+  }
+  const uint32_t version = load<uint32_t>(p + kVersionAt);
+  if (version != kArtifactFormatVersion) {
+    return failed_precondition_error(
+        fmt::format("{} has artifact format version {}; this kiln ({}) reads version {}; {}", name,
+                    version, kiln_version(), kArtifactFormatVersion, generic_recompile_hint(name)));
+  }
+  if (xxhash64(std::span<const uint8_t>(p, kPreambleChecksumAt)) !=
+      load<uint64_t>(p + kPreambleChecksumAt)) {
+    return data_loss_error(
+        fmt::format("{}: the artifact preamble is corrupt (checksum mismatch): "
+                    "the file was damaged after it was written; {}",
+                    name, generic_recompile_hint(name)));
+  }
+  const uint64_t file_size = load<uint64_t>(p + kFileSizeAt);
+  const uint64_t header_offset = load<uint64_t>(p + kHeaderOffsetAt);
+  const uint64_t header_size = load<uint64_t>(p + kHeaderSizeAt);
+  if (file_size != n) {
+    // The header usually survives a truncation; its recompile command is the best advice.
+    std::string hint = generic_recompile_hint(name);
+    if (header_offset == kArtifactPreambleSize && header_size <= n - header_offset) {
+      std::span<const uint8_t> head(p + header_offset, header_size);
+      ArtifactHeader h;
+      std::vector<ArtifactSection> sections;
+      ByteReader r(head, name);
+      if (xxhash64(head) == load<uint64_t>(p + kHeaderChecksumAt) &&
+          decode_header(r, h, sections).ok() && !h.source.recompile_command.empty()) {
+        hint = "recompile it with: " + h.source.recompile_command;
+      }
+    }
+    return data_loss_error(fmt::format("{} is {}: its header says {} bytes, the file has {}; {}",
+                                       name, n < file_size ? "truncated" : "longer than written",
+                                       file_size, n, hint));
+  }
+  if (load<uint32_t>(p + kPreambleSizeAt) != kArtifactPreambleSize ||
+      header_offset != kArtifactPreambleSize || header_size > n - header_offset) {
+    return data_loss_error(
+        fmt::format("{}: the artifact preamble is malformed (header at {}, {} "
+                    "bytes, in a {}-byte file); {}",
+                    name, header_offset, header_size, n, generic_recompile_hint(name)));
+  }
+  std::span<const uint8_t> head(p + header_offset, header_size);
+  if (xxhash64(head) != load<uint64_t>(p + kHeaderChecksumAt)) {
+    return data_loss_error(
+        fmt::format("{}: the artifact header is corrupt (checksum mismatch): "
+                    "the file was damaged after it was written; {}",
+                    name, generic_recompile_hint(name)));
+  }
+  Artifact a;
+  a.name_ = std::move(name);
+  a.bytes_ = bytes;
+  a.owner_ = std::move(owner);
+  ByteReader r(head, a.name_ + ": the artifact header");
+  KILN_RETURN_IF_ERROR(decode_header(r, a.header_, a.sections_));
+  for (const ArtifactSection& s : a.sections_) {
+    if (s.offset % kWeightAlignment != 0 || s.offset > n || s.size > n - s.offset) {
+      return data_loss_error(
+          fmt::format("{}: section \"{}\" (offset {}, {} bytes) lies outside "
+                      "the {}-byte file; {}",
+                      a.name_, s.name, s.offset, s.size, n, a.recompile_hint()));
+    }
+    if (xxhash64(a.section_bytes(s)) != s.checksum) {
+      return data_loss_error(fmt::format(
+          "{}: section \"{}\" is corrupt (checksum mismatch): the file was damaged after it was "
+          "written; {}",
+          a.name_, s.name, a.recompile_hint()));
+    }
+  }
+  // Bytes outside the preamble, header and sections are alignment padding and must be zero, so
+  // that no byte of the file escapes a check.
+  std::vector<std::pair<uint64_t, uint64_t>> covered = {{0, header_offset + header_size}};
+  for (const ArtifactSection& s : a.sections_) covered.emplace_back(s.offset, s.offset + s.size);
+  std::sort(covered.begin(), covered.end());
+  uint64_t at = 0;
+  for (const auto& [begin, end] : covered) {
+    for (uint64_t i = at; i < begin; ++i) {
+      if (p[i] != 0) {
+        return data_loss_error(
+            fmt::format("{} is corrupt: the alignment padding at byte {} is "
+                        "not zero: the file was damaged after it was written; {}",
+                        a.name_, i, a.recompile_hint()));
+      }
+    }
+    at = std::max(at, end);
+  }
+  for (const char* required : {"graph", "weights"}) {
+    if (a.find_section(required) == nullptr) {
+      return data_loss_error(
+          fmt::format("{} has no \"{}\" section; {}", a.name_, required, a.recompile_hint()));
+    }
+  }
+  return a;
+}
+
+Result<Artifact> open_artifact(const std::string& path) {
+  KILN_ASSIGN_OR_RETURN(std::shared_ptr<const MappedFile> file, MappedFile::open(path));
+  std::span<const uint8_t> bytes = file->bytes();
+  return parse_artifact(bytes, std::move(file), path);
+}
+
+bool is_artifact_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  char head[sizeof(kMagic)] = {};
+  if (!in.read(head, sizeof(head))) return false;
+  return std::memcmp(head, kMagic, sizeof(kMagic)) == 0;
+}
+
+const ArtifactSection* Artifact::find_section(std::string_view name) const {
+  for (const ArtifactSection& s : sections_) {
+    if (s.name == name) return &s;
+  }
+  return nullptr;
+}
+
+std::span<const uint8_t> Artifact::section_bytes(const ArtifactSection& section) const {
+  return bytes_.subspan(section.offset, section.size);
+}
+
+std::string Artifact::recompile_hint() const {
+  if (header_.source.recompile_command.empty()) return generic_recompile_hint(name_);
+  return "recompile it with: " + header_.source.recompile_command;
+}
+
+Status Artifact::check_compatible() const {
+  if (header_.kiln_version != kiln_version()) {
+    return failed_precondition_error(fmt::format("{} was written by kiln {}; this is kiln {}; {}",
+                                                 name_, header_.kiln_version, kiln_version(),
+                                                 recompile_hint()));
+  }
+  Result<std::unique_ptr<Target>> target = make_target(header_.target);
+  if (!target.ok()) {
+    return failed_precondition_error(fmt::format("{} was compiled for target {}: {}; {}", name_,
+                                                 header_.target, target.status().message(),
+                                                 recompile_hint()));
+  }
+  std::string mismatch =
+      fingerprint_mismatch(header_.fingerprint, device_fingerprint(header_.target));
+  if (!mismatch.empty()) {
+    return failed_precondition_error(fmt::format("{} {}; {}", name_, mismatch, recompile_hint()));
+  }
+  return Status();
+}
+
+Result<std::shared_ptr<Graph>> Artifact::graph() const {
+  return decode_graph(section_bytes(*find_section("graph")),
+                      section_bytes(*find_section("weights")), owner_, name_);
+}
+
+Result<LoadedArtifact> load_artifact(const std::string& path) {
+  KILN_ASSIGN_OR_RETURN(Artifact artifact, open_artifact(path));
+  KILN_RETURN_IF_ERROR(artifact.check_compatible());
+  KILN_ASSIGN_OR_RETURN(std::shared_ptr<Graph> graph, artifact.graph());
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<Target> target, make_target(artifact.header().target));
+  Result<std::shared_ptr<Executable>> exe =
+      target->finalize(std::move(graph), artifact.header().options);
+  if (!exe.ok()) return exe.status().with_context(path);
+  return LoadedArtifact{artifact.header(), std::move(exe).value()};
+}
+
+}  // namespace kiln::compiler

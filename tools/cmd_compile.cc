@@ -1,0 +1,135 @@
+// SPDX-License-Identifier: Apache-2.0
+// `kiln compile`: import an ONNX model, optimize it for a target and write a .kiln artifact.
+#include <fmt/format.h>
+
+#include <chrono>
+#include <filesystem>
+
+#include "compiler/artifact/artifact.h"
+#include "compiler/artifact/checksum.h"
+#include "compiler/onnx/importer.h"
+#include "compiler/targets/target.h"
+#include "core/mapped_file.h"
+#include "tools/command.h"
+#include "tools/model_io.h"
+
+namespace kiln::tools {
+
+namespace {
+
+struct Options {
+  std::string model;
+  std::string output;
+  std::string target;
+  std::vector<std::string> input_shapes;
+  int64_t batch = 0;
+  uint64_t seed = 0;
+};
+
+// The input shapes to import with: --input-shape as given, and with --batch N every other input's
+// first dim set to N (its other dims must be known).
+Result<std::map<std::string, std::vector<int64_t>>> import_shapes(std::span<const uint8_t> bytes,
+                                                                  const Options& opts) {
+  KILN_ASSIGN_OR_RETURN(auto shapes, parse_input_shapes(opts.input_shapes));
+  if (opts.batch <= 0) return shapes;
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<compiler::Model> declared,
+                        compiler::import_onnx_bytes(bytes, {}, opts.model));
+  for (const compiler::Value* in : declared->graph->inputs()) {
+    if (shapes.count(in->name()) || !in->type().is_tensor()) continue;
+    const compiler::TensorType& type = in->tensor_type();
+    if (type.rank() < 1) continue;
+    std::vector<int64_t> dims;
+    for (int d = 0; d < type.rank(); ++d) {
+      const compiler::Dim& dim = (*type.dims)[static_cast<size_t>(d)];
+      if (d > 0 && !dim.known()) {
+        return invalid_argument_error(fmt::format(
+            "--batch {}: input \"{}\" is {}, whose dim {} is dynamic too; give its whole shape "
+            "with --input-shape {}=DIMS",
+            opts.batch, in->name(), type.to_string(), d, in->name()));
+      }
+      dims.push_back(d == 0 ? opts.batch : dim.value);
+    }
+    shapes[in->name()] = std::move(dims);
+  }
+  return shapes;
+}
+
+int run_compile(const Options& opts) {
+  using ms = std::chrono::duration<double, std::milli>;
+  auto start = std::chrono::steady_clock::now();
+  auto bytes = read_file(opts.model);
+  if (!bytes.ok()) return report_error(bytes.status());
+  std::span<const uint8_t> model_bytes(reinterpret_cast<const uint8_t*>(bytes->data()),
+                                       bytes->size());
+  compiler::ImportOptions import;
+  auto shapes = import_shapes(model_bytes, opts);
+  if (!shapes.ok()) return report_error(shapes.status());
+  import.input_shapes = std::move(shapes).value();
+  import.external_data_dir = std::filesystem::path(opts.model).parent_path().string();
+  auto model = compiler::import_onnx_bytes(model_bytes, import, opts.model);
+  if (!model.ok()) return report_error(model.status());
+  auto imported = std::chrono::steady_clock::now();
+
+  auto target = compiler::make_target(opts.target);
+  if (!target.ok()) return report_error(target.status());
+  compiler::CompileOptions options;
+  options.seed = opts.seed;
+  auto exe = compiler::compile(std::shared_ptr<compiler::Graph>(std::move((*model)->graph)),
+                               **target, options);
+  if (!exe.ok()) return report_error(exe.status());
+  auto compiled = std::chrono::steady_clock::now();
+
+  compiler::ArtifactSource source;
+  source.name = std::filesystem::path(opts.model).filename().string();
+  source.size = model_bytes.size();
+  source.hash = compiler::xxhash64(model_bytes);
+  source.recompile_command = fmt::format("kiln compile {} --target {}", opts.model, opts.target);
+  for (const std::string& s : opts.input_shapes) {
+    source.options.emplace_back("input_shape", s);
+    source.recompile_command += " --input-shape " + s;
+  }
+  if (opts.batch > 0) {
+    source.options.emplace_back("batch", std::to_string(opts.batch));
+    source.recompile_command += fmt::format(" --batch {}", opts.batch);
+  }
+  if (opts.seed != 0) {
+    source.options.emplace_back("seed", std::to_string(opts.seed));
+    source.recompile_command += fmt::format(" --seed {}", opts.seed);
+  }
+  source.recompile_command += " -o " + opts.output;
+  Status saved = compiler::save_artifact(opts.output, **exe, options, source);
+  if (!saved.ok()) return report_error(saved);
+  auto written = std::chrono::steady_clock::now();
+
+  std::error_code ec;
+  const auto size = std::filesystem::file_size(opts.output, ec);
+  fmt::print(
+      "wrote {} ({} bytes) for target {}: imported in {:.1f} ms, compiled in {:.1f} ms, "
+      "written in {:.1f} ms\n",
+      opts.output, ec ? 0 : size, opts.target, ms(imported - start).count(),
+      ms(compiled - imported).count(), ms(written - compiled).count());
+  return 0;
+}
+
+}  // namespace
+
+CommandAction add_compile_command(CLI::App& app) {
+  auto opts = std::make_shared<Options>();
+  opts->target = compiler::target_names().back();  // cpu where this build has it
+  CLI::App* cmd = app.add_subcommand(
+      "compile", "Compile an ONNX model for a target into a .kiln artifact that loads in ms");
+  cmd->add_option("model", opts->model, "the .onnx model")->required();
+  cmd->add_option("-o,--output", opts->output, "the artifact to write, e.g. model.kiln")
+      ->required();
+  cmd->add_option("--target", opts->target, "the target to compile for")->capture_default_str();
+  cmd->add_option("--input-shape", opts->input_shapes,
+                  "NAME=1,3,224,224 (or 1x3x224x224): fix a dynamic input's shape");
+  cmd->add_option("--batch", opts->batch,
+                  "set the first dim of every input not given by --input-shape")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--seed", opts->seed, "seed of random ops (stored in the artifact)")
+      ->capture_default_str();
+  return [opts] { return run_compile(*opts); };
+}
+
+}  // namespace kiln::tools
