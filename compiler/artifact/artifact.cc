@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -12,6 +13,7 @@
 #include "compiler/artifact/byte_io.h"
 #include "compiler/artifact/checksum.h"
 #include "compiler/artifact/graph_codec.h"
+#include "core/logging.h"
 
 namespace kiln::compiler {
 
@@ -380,13 +382,23 @@ Result<std::shared_ptr<Graph>> Artifact::graph() const {
 }
 
 Result<LoadedArtifact> load_artifact(const std::string& path) {
+  using Clock = std::chrono::steady_clock;
+  using ms = std::chrono::duration<double, std::milli>;
+  const Clock::time_point start = Clock::now();
   KILN_ASSIGN_OR_RETURN(Artifact artifact, open_artifact(path));
   KILN_RETURN_IF_ERROR(artifact.check_compatible());
+  const Clock::time_point checked = Clock::now();
   KILN_ASSIGN_OR_RETURN(std::shared_ptr<Graph> graph, artifact.graph());
+  const Clock::time_point decoded = Clock::now();
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<Target> target, make_target(artifact.header().target));
   Result<std::shared_ptr<Executable>> exe =
       target->finalize(std::move(graph), artifact.header().options);
   if (!exe.ok()) return exe.status().with_context(path);
+  log(LogLevel::kDebug,
+      "loaded {} ({} bytes): mapped and checked in {:.1f} ms, graph decoded in {:.1f} ms, "
+      "finalized for {} in {:.1f} ms",
+      path, artifact.size(), ms(checked - start).count(), ms(decoded - checked).count(),
+      artifact.header().target, ms(Clock::now() - decoded).count());
   return LoadedArtifact{artifact.header(), std::move(exe).value()};
 }
 
