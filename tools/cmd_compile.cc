@@ -57,6 +57,13 @@ Result<std::map<std::string, std::vector<int64_t>>> import_shapes(std::span<cons
 int run_compile(const Options& opts) {
   using ms = std::chrono::duration<double, std::milli>;
   auto start = std::chrono::steady_clock::now();
+  // Fail before a long compile when the artifact cannot be written.
+  const std::filesystem::path folder = std::filesystem::path(opts.output).parent_path();
+  std::error_code ec;
+  if (!folder.empty() && !std::filesystem::is_directory(folder, ec)) {
+    return report_error(not_found_error(fmt::format(
+        "-o {}: the folder \"{}\" does not exist; create it first", opts.output, folder.string())));
+  }
   auto bytes = read_file(opts.model);
   if (!bytes.ok()) return report_error(bytes.status());
   std::span<const uint8_t> model_bytes(reinterpret_cast<const uint8_t*>(bytes->data()),
@@ -101,7 +108,6 @@ int run_compile(const Options& opts) {
   if (!saved.ok()) return report_error(saved);
   auto written = std::chrono::steady_clock::now();
 
-  std::error_code ec;
   const auto size = std::filesystem::file_size(opts.output, ec);
   fmt::print(
       "wrote {} ({} bytes) for target {}: imported in {:.1f} ms, compiled in {:.1f} ms, "

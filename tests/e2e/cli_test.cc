@@ -251,6 +251,27 @@ TEST_F(Cli, CompiledArtifactRunsLikeTheOnnxModel) {
   }
 }
 
+// Without --batch or --input-shape the batch dim stays symbolic: the artifact runs at any batch.
+TEST_F(Cli, ArtifactWithADynamicBatchRunsAtTheShapeGiven) {
+  const std::string kiln = (dir_ / "dyn.kiln").string();
+  ASSERT_EQ(run_kiln("compile " + model_ + " --target ref -o " + kiln).exit_code, 0);
+  KilnRun p = run_kiln("print " + kiln);
+  EXPECT_NE(p.output.find("%image: f32[batch,1,28,28]"), std::string::npos) << p.output;
+  KilnRun r = run_kiln("run " + kiln + " --input-shape image=3x1x28x28");
+  EXPECT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("probabilities: f32[3,10]"), std::string::npos) << r.output;
+  KilnRun none = run_kiln("run " + kiln);
+  EXPECT_EQ(none.exit_code, 1);
+  EXPECT_NE(none.output.find("give its shape with --input-shape image=DIMS"), std::string::npos)
+      << none.output;
+  KilnRun wrong = run_kiln("run " + kiln + " --input-shape image=3x2x28x28");
+  EXPECT_EQ(wrong.exit_code, 1);
+  EXPECT_NE(wrong.output.find("the model's input is f32[batch,1,28,28], the shape given is "
+                              "[3,2,28,28]"),
+            std::string::npos)
+      << wrong.output;
+}
+
 TEST_F(Cli, CorruptArtifactIsOneClearLine) {
   const std::string kiln = (dir_ / "m.kiln").string();
   ASSERT_EQ(run_kiln("compile " + model_ + " --target ref -o " + kiln).exit_code, 0);
@@ -281,6 +302,11 @@ TEST_F(Cli, CompileOfABadModelOrOptionSaysWhatToDo) {
   KilnRun no_output = run_kiln("compile " + model_);
   EXPECT_NE(no_output.exit_code, 0);
   EXPECT_NE(no_output.output.find("--output"), std::string::npos) << no_output.output;
+  KilnRun folder = run_kiln("compile " + model_ + " -o " + (dir_ / "no" / "x.kiln").string());
+  EXPECT_EQ(folder.exit_code, 1);
+  EXPECT_NE(folder.output.find("the folder \"" + (dir_ / "no").string() + "\" does not exist"),
+            std::string::npos)
+      << folder.output;
   KilnRun target = run_kiln("compile " + model_ + " --target tpu -o " + (dir_ / "x.kiln").string());
   EXPECT_EQ(target.exit_code, 1);
   EXPECT_NE(target.output.find("unknown target \"tpu\""), std::string::npos) << target.output;
