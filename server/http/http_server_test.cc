@@ -3,7 +3,11 @@
 // endpoint, every bad input with its status, and many client threads at once.
 #include "server/http/http_server.h"
 
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <random>
 #include <thread>
@@ -315,6 +319,56 @@ TEST_F(HttpTest, RepositoryWorkersStatisticsAndMetrics) {
             std::string::npos);
   EXPECT_NE(metrics.body.find("kiln_inference_batch_size_count{model=\"mnist\""),
             std::string::npos);
+}
+
+// Sends raw bytes on a new connection and returns everything the server answers before closing.
+std::string raw_exchange(uint16_t port, const std::string& bytes) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    ::close(fd);
+    return "";
+  }
+  timeval tv{5, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  (void)::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+  std::string out;
+  char buffer[4096];
+  ssize_t n;
+  while ((n = ::recv(fd, buffer, sizeof(buffer), 0)) > 0)
+    out.append(buffer, static_cast<size_t>(n));
+  ::close(fd);
+  return out;
+}
+
+TEST_F(HttpTest, GarbageNeverCrashesTheServer) {
+  EXPECT_EQ(raw_exchange(port(), "GARBAGE\r\n\r\n").rfind("HTTP/1.1 400", 0), 0u);
+  EXPECT_EQ(raw_exchange(port(), "GET /v2 HTTP/1.1\r\nHost: x\r\nContent-Length: zz\r\n\r\n")
+                .rfind("HTTP/1.1 400", 0),
+            0u);
+  // Random bodies, some starting like a real request, at every endpoint that takes a body.
+  auto c = client();
+  std::mt19937 rng(1234);
+  const std::string prefix =
+      R"({"inputs":[{"name":"image","shape":[1,1,28,28],"datatype":"FP32","data":[)";
+  for (int i = 0; i < 300; ++i) {
+    std::string body = (i % 2) ? prefix : "";
+    size_t n = rng() % 200;
+    for (size_t k = 0; k < n; ++k) body += static_cast<char>(rng() % 256);
+    const char* paths[] = {"/v2/models/mnist/infer", "/v2/models/echo/infer",
+                           "/v2/repository/index", "/v2/workers/echo/load"};
+    std::optional<size_t> header;
+    if (i % 3 == 0) header = rng() % (body.size() + 2);
+    Result<HttpReply> r = c->send("POST", paths[i % 4], body, header);
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    EXPECT_TRUE(r->status == 400 || r->status == 200) << r->status << " " << r->body;
+  }
+  EXPECT_TRUE(c->server_live().value());
+  // Percent-encoded names are decoded.
+  EXPECT_EQ(curl(port(), "/v2/models/%6Dnist/ready").status, 200);
 }
 
 // 64 client threads, 200 requests each, mixed sizes and models; every response must be the

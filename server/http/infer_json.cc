@@ -672,6 +672,29 @@ Result<ModelMetadata> parse_model_metadata_json(std::string_view body) {
   return m;
 }
 
+std::string model_ready_json(std::string_view name, bool ready) {
+  rapidjson::StringBuffer buffer;
+  JsonWriter w(buffer);
+  w.StartObject();
+  write_string(w, "name", name);
+  w.Key("ready");
+  w.Bool(ready);
+  w.EndObject();
+  return std::string(buffer.GetString(), buffer.GetSize());
+}
+
+std::string model_list_json(const std::vector<std::string>& names) {
+  rapidjson::StringBuffer buffer;
+  JsonWriter w(buffer);
+  w.StartObject();
+  w.Key("models");
+  w.StartArray();
+  for (const std::string& n : names) w.String(n.data(), static_cast<rapidjson::SizeType>(n.size()));
+  w.EndArray();
+  w.EndObject();
+  return std::string(buffer.GetString(), buffer.GetSize());
+}
+
 std::string repository_index_json(const std::vector<RepositoryEntry>& entries) {
   rapidjson::StringBuffer buffer;
   JsonWriter w(buffer);

@@ -58,6 +58,9 @@ std::string server_metadata_json(const ServerMetadata& metadata);
 Result<ServerMetadata> parse_server_metadata_json(std::string_view body);
 std::string model_metadata_json(const ModelMetadata& metadata);
 Result<ModelMetadata> parse_model_metadata_json(std::string_view body);
+// {"name": ..., "ready": ...} and {"models": [...]}.
+std::string model_ready_json(std::string_view name, bool ready);
+std::string model_list_json(const std::vector<std::string>& names);
 std::string repository_index_json(const std::vector<RepositoryEntry>& entries);
 std::string statistics_json(const std::vector<ModelStatistics>& stats);
 // Parses a JSON object of parameters (`{"batch": 4, "model": "x.onnx"}`); an empty body is empty.

@@ -9,8 +9,24 @@ namespace kiln::server::http {
 
 namespace {
 
+// Prometheus label values escape backslash, double quote and newline.
+std::string escape_label(std::string_view v) {
+  std::string out;
+  for (char c : v) {
+    if (c == '\\' || c == '"') {
+      out += '\\';
+      out += c;
+    } else if (c == '\n') {
+      out += "\\n";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
 std::string labels(const ModelStatistics& s) {
-  return fmt::format("model=\"{}\",version=\"{}\"", s.name, s.version);
+  return fmt::format("model=\"{}\",version=\"{}\"", escape_label(s.name), escape_label(s.version));
 }
 
 void family(std::string& out, std::string_view name, std::string_view type, std::string_view help) {

@@ -19,13 +19,36 @@ HttpResponse error(const Status& s) {
   return json(http_status(s.code()), error_json(s.message()));
 }
 
-std::vector<std::string_view> split_path(std::string_view path) {
-  std::vector<std::string_view> parts;
+int hex_value(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// "%41b" -> "Ab"; a '%' without two hex digits stays as it is.
+std::string percent_decode(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '%' && i + 2 < s.size() && hex_value(s[i + 1]) >= 0 && hex_value(s[i + 2]) >= 0) {
+      out += static_cast<char>(hex_value(s[i + 1]) * 16 + hex_value(s[i + 2]));
+      i += 2;
+    } else {
+      out += s[i];
+    }
+  }
+  return out;
+}
+
+// The path's segments, percent-decoded.
+std::vector<std::string> split_path(std::string_view path) {
+  std::vector<std::string> parts;
   size_t start = 0;
   while (start <= path.size()) {
     size_t end = path.find('/', start);
     if (end == std::string_view::npos) end = path.size();
-    if (end > start) parts.push_back(path.substr(start, end - start));
+    if (end > start) parts.push_back(percent_decode(path.substr(start, end - start)));
     start = end + 1;
   }
   return parts;
@@ -52,7 +75,7 @@ void Router::handle(HttpRequest&& req, std::function<void(HttpResponse)> reply) 
   std::string_view target = req.target;
   size_t q = target.find('?');
   std::string_view path = target.substr(0, q);
-  std::vector<std::string_view> p = split_path(path);
+  std::vector<std::string> p = split_path(path);
   const bool get = req.method == "GET" || req.method == "HEAD";
   const bool post = req.method == "POST";
   auto wrong_method = [&](std::string_view allowed) {
@@ -128,13 +151,9 @@ void Router::handle(HttpRequest&& req, std::function<void(HttpResponse)> reply) 
   // /v2/models, /v2/models/stats
   if (p.size() == 2 && p[1] == "models") {
     if (!get) return wrong_method("GET");
-    std::string body = "{\"models\":[";
-    bool first = true;
-    for (const RepositoryEntry& e : server_->repository_index(true)) {
-      body += fmt::format("{}\"{}\"", first ? "" : ",", e.name);
-      first = false;
-    }
-    return reply(json(200, body + "]}"));
+    std::vector<std::string> names;
+    for (const RepositoryEntry& e : server_->repository_index(true)) names.push_back(e.name);
+    return reply(json(200, model_list_json(names)));
   }
   if (p.size() == 3 && p[1] == "models" && p[2] == "stats") {
     if (!get) return wrong_method("GET");
@@ -160,8 +179,7 @@ void Router::handle(HttpRequest&& req, std::function<void(HttpResponse)> reply) 
         if (!get) return wrong_method("GET");
         Result<bool> ready = server_->model_ready(model, version);
         if (!ready.ok()) return reply(error(ready.status()));
-        return reply(json(*ready ? 200 : 503,
-                          fmt::format("{{\"name\":\"{}\",\"ready\":{}}}", model, *ready)));
+        return reply(json(*ready ? 200 : 503, model_ready_json(model, *ready)));
       }
       if (p[rest] == "infer") {
         if (!post) return wrong_method("POST");
