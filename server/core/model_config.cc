@@ -235,16 +235,20 @@ Status validate_model_config(ModelConfig& c, std::string_view source) {
 
 Result<ModelConfig> read_model_config(const std::filesystem::path& model_dir) {
   std::filesystem::path file = model_dir / "config.toml";
+  std::filesystem::path pbtxt = model_dir / "config.pbtxt";
   std::string name = model_dir.filename().string();
   std::error_code ec;
-  if (!std::filesystem::exists(file, ec)) {
+  const bool toml = std::filesystem::exists(file, ec);
+  if (!toml && !std::filesystem::exists(pbtxt, ec)) {
     return not_found_error(
         fmt::format("model \"{}\": {} is missing; every model folder needs a "
-                    "config.toml (see docs/server.md)",
+                    "config.toml or a Triton config.pbtxt (see docs/server.md)",
                     name, file.string()));
   }
+  if (!toml) file = pbtxt;
   KILN_ASSIGN_OR_RETURN(std::string text, read_file(file.string()));
-  KILN_ASSIGN_OR_RETURN(ModelConfig c, parse_model_config(text, file.string()));
+  KILN_ASSIGN_OR_RETURN(ModelConfig c, toml ? parse_model_config(text, file.string())
+                                            : parse_model_config_pbtxt(text, file.string()));
   if (c.name.empty()) c.name = name;
   if (c.name != name) {
     return invalid_argument_error(

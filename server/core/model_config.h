@@ -50,8 +50,14 @@ struct ModelConfig {
 // never silently falls back to a default.
 Result<ModelConfig> parse_model_config(std::string_view text, std::string_view source);
 
-// Reads `<model_dir>/config.toml`; the model's name defaults to the folder's name and must match it
-// when given.
+// Parses Triton's config.pbtxt text for the fields kiln supports (name, platform, backend,
+// version_policy, max_batch_size, input, output, instance_group, default_model_filename,
+// dynamic_batching, parameters); other fields are errors. Triton's dims leave out the batch dim,
+// so a batching model's tensors get -1 in front. Backend "onnxruntime" is served by "compiler".
+Result<ModelConfig> parse_model_config_pbtxt(std::string_view text, std::string_view source);
+
+// Reads `<model_dir>/config.toml`, or `<model_dir>/config.pbtxt` when there is no config.toml; the
+// model's name defaults to the folder's name and must match it when given.
 Result<ModelConfig> read_model_config(const std::filesystem::path& model_dir);
 
 // Checks the values together (sizes positive, preferred sizes within max_batch_size, a known

@@ -102,5 +102,61 @@ TEST(ModelConfig, ReadChecksTheFileAndTheFolderName) {
   std::filesystem::remove_all(dir.parent_path());
 }
 
+TEST(ModelConfig, ReadsTritonConfigPbtxt) {
+  Result<ModelConfig> c = parse_model_config_pbtxt(R"(
+name: "mnist"
+backend: "onnxruntime"
+max_batch_size: 8
+version_policy: { all: {} }
+input [ { name: "image" data_type: TYPE_FP32 dims: [ 1, 28, 28 ] } ]
+output [ { name: "probabilities" data_type: TYPE_FP32 dims: [ 10 ] } ]
+instance_group [ { count: 2 kind: KIND_CPU } ]
+default_model_filename: "model.onnx"
+dynamic_batching {
+  preferred_batch_size: [ 4 ]
+  max_queue_delay_microseconds: 100
+  default_queue_policy { max_queue_size: 16 default_timeout_microseconds: 5000 }
+}
+parameters { key: "pad_batch" value: { string_value: "false" } }
+)",
+                                                   "mnist/config.pbtxt");
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->backend, "compiler");
+  EXPECT_EQ(c->version_policy, "all");
+  EXPECT_EQ(c->instances, 2);
+  EXPECT_EQ(c->batching.max_batch_size, 8);
+  EXPECT_EQ(c->batching.preferred_batch_size, (std::vector<int64_t>{4}));
+  EXPECT_EQ(c->batching.max_queue_delay_microseconds, 100);
+  EXPECT_EQ(c->batching.max_queue_size, 16);
+  EXPECT_EQ(c->batching.default_timeout_microseconds, 5000);
+  ASSERT_EQ(c->inputs.size(), 1u);
+  EXPECT_EQ(c->inputs[0].shape, (std::vector<int64_t>{-1, 1, 28, 28}));  // batch dim added
+  EXPECT_EQ(c->outputs[0].shape, (std::vector<int64_t>{-1, 10}));
+  EXPECT_EQ(c->parameters.get_string("model")->value(), "model.onnx");
+  EXPECT_EQ(c->parameters.get_bool("pad_batch")->value(), false);
+
+  Result<ModelConfig> unknown = parse_model_config_pbtxt(
+      "name: \"m\"\nbackend: \"onnxruntime\"\noptimization { priority: PRIORITY_MAX }\n",
+      "m/config.pbtxt");
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_NE(unknown.status().message().find("m/config.pbtxt:3"), std::string_view::npos)
+      << unknown.status().message();
+  EXPECT_NE(unknown.status().message().find("optimization"), std::string_view::npos);
+  Result<ModelConfig> no_type = parse_model_config_pbtxt(
+      "backend: \"echo\"\ninput [ { name: \"x\" dims: [ 1 ] } ]\n", "m/config.pbtxt");
+  EXPECT_NE(no_type.status().message().find("needs a data_type"), std::string_view::npos);
+
+  // A folder with only config.pbtxt is read through it.
+  std::filesystem::path dir = std::filesystem::temp_directory_path() /
+                              ("kiln_pbtxt_" + std::to_string(::getpid())) / "echo";
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "config.pbtxt") << "backend: \"echo\"\nmax_batch_size: 4\n";
+  Result<ModelConfig> read = read_model_config(dir);
+  ASSERT_TRUE(read.ok()) << read.status().to_string();
+  EXPECT_EQ(read->name, "echo");
+  EXPECT_EQ(read->batching.max_batch_size, 4);
+  std::filesystem::remove_all(dir.parent_path());
+}
+
 }  // namespace
 }  // namespace kiln::server

@@ -227,6 +227,19 @@ TEST(ServerLifecycle, LoadUnloadWorkersAndDrainOnShutdown) {
   EXPECT_EQ(s.model_ready("mnist").value(), false);
   EXPECT_EQ(s.load_model("missing").code(), StatusCode::kNotFound);
 
+  // A Triton config.pbtxt model (dims without the batch dim) loads and serves.
+  fs::create_directories(root / "triton" / "1");
+  fs::copy_file(testing::tiny_cnn_path(), root / "triton" / "1" / "model.onnx");
+  std::ofstream(root / "triton" / "config.pbtxt")
+      << "backend: \"onnxruntime\"\nmax_batch_size: 2\n"
+         "input [ { name: \"image\" data_type: TYPE_FP32 dims: [ 1, 28, 28 ] } ]\n"
+         "dynamic_batching { }\n";
+  ASSERT_TRUE(s.load_model("triton").ok());
+  Result<InferenceResponse> triton =
+      s.infer(request("triton", {{"image", random_image(2, 5), {}}})).get();
+  ASSERT_TRUE(triton.ok()) << triton.status().to_string();
+  EXPECT_EQ(triton->outputs.at(0).data.shape(), (Shape{2, 10}));
+
   // A second version with version_policy "all" serves both.
   fs::create_directories(root / "echo" / "2");
   std::ofstream(root / "echo" / "config.toml") << "backend = \"echo\"\nversion_policy = \"all\"\n";
