@@ -7,6 +7,10 @@ find_package(spdlog REQUIRED)
 find_package(CLI11 REQUIRED)
 find_package(Protobuf REQUIRED)
 find_package(ONNX REQUIRED)
+# The server: Boost.Beast/Asio (header-only) for HTTP, RapidJSON for JSON; toml++ is used
+# header-only by server/core/model_config.cc.
+find_package(Boost 1.81 REQUIRED)
+find_package(RapidJSON REQUIRED)
 if(KILN_BUILD_TESTS)
   find_package(GTest REQUIRED)
   include(GoogleTest)

@@ -20,6 +20,7 @@ CommandAction add_env_command(CLI::App& app);
 CommandAction add_ops_command(CLI::App& app);
 CommandAction add_print_command(CLI::App& app);
 CommandAction add_run_command(CLI::App& app);
+CommandAction add_serve_command(CLI::App& app);
 CommandAction add_verify_command(CLI::App& app);
 
 // Prints `kiln: <message>` to stderr and returns the exit code for a failed command.

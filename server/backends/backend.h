@@ -1,0 +1,59 @@
+// SPDX-License-Identifier: Apache-2.0
+// Backend: what runs a model's batches (echo, compiler, and later pipeline and chain).
+#pragma once
+
+#include <filesystem>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/status.h"
+#include "server/core/model_config.h"
+#include "server/core/types.h"
+
+namespace kiln::server {
+
+// What a backend found out while loading: its real tensors and how it batches.
+struct BackendInfo {
+  std::string platform;
+  // Inputs and outputs with real names, dtypes and shapes; -1 for variable dims. A batching
+  // backend's tensors start with the batch dim (-1). An empty `inputs` list accepts any inputs
+  // (the echo backend).
+  std::vector<TensorMetadata> inputs;
+  std::vector<TensorMetadata> outputs;
+  // The largest batch one execute() takes along dim 0; 0 when requests are not batched along a
+  // dim (each request still counts one in a batch of requests).
+  int64_t max_batch_size = 0;
+};
+
+// Where a model version's files are and how it was configured.
+struct BackendContext {
+  ModelConfig config;
+  std::string version;
+  std::filesystem::path version_dir;
+};
+
+// A loaded model version. execute() is called from the model's instance threads, several at once
+// when instances > 1, so it must be thread-safe.
+class Backend {
+ public:
+  virtual ~Backend() = default;
+
+  // Loads the model; errors name the model and the file.
+  virtual Result<BackendInfo> load(const BackendContext& context) = 0;
+
+  // Runs a batch of requests that passed the model's checks against BackendInfo (names, dtypes,
+  // shapes, batch sizes). Returns one result per request, in order; a failed request does not
+  // fail the others.
+  virtual std::vector<Result<std::vector<InferTensor>>> execute(
+      std::span<const InferenceRequest* const> batch) = 0;
+};
+
+// The backend called `name` ("echo", "compiler", or its alias "migraphx"), or a not-found error
+// that lists them.
+Result<std::unique_ptr<Backend>> make_backend(std::string_view name);
+std::vector<std::string> backend_names();
+
+}  // namespace kiln::server

@@ -1,0 +1,261 @@
+// SPDX-License-Identifier: Apache-2.0
+// config.toml parsing with toml++ (built without exceptions) and the checks across its keys.
+#include "server/core/model_config.h"
+
+// toml++ header-only and without exceptions (kiln code does not throw); only this file includes it.
+#define TOML_HEADER_ONLY 1
+#define TOML_EXCEPTIONS 0
+#include <fmt/format.h>
+#include <toml++/toml.h>
+
+#include <algorithm>
+#include <set>
+
+#include "core/mapped_file.h"
+
+namespace kiln::server {
+
+namespace {
+
+std::string where(std::string_view source, const toml::node& node) {
+  const toml::source_region& r = node.source();
+  return fmt::format("{}:{}", source, r.begin.line);
+}
+
+Status unknown_key(std::string_view source, std::string_view table, std::string_view key,
+                   const toml::node& node, std::string_view allowed) {
+  return invalid_argument_error(fmt::format("{}: unknown key \"{}{}\"; the keys here are: {}",
+                                            where(source, node), table, key, allowed));
+}
+
+Result<int64_t> get_int(std::string_view source, std::string_view key, const toml::node& node,
+                        int64_t min_value) {
+  std::optional<int64_t> v = node.value<int64_t>();
+  if (!node.is_integer() || !v) {
+    return invalid_argument_error(
+        fmt::format("{}: \"{}\" must be an integer", where(source, node), key));
+  }
+  if (*v < min_value) {
+    return invalid_argument_error(fmt::format("{}: \"{}\" must be at least {}, got {}",
+                                              where(source, node), key, min_value, *v));
+  }
+  return *v;
+}
+
+Result<std::string> get_string(std::string_view source, std::string_view key,
+                               const toml::node& node) {
+  if (!node.is_string()) {
+    return invalid_argument_error(
+        fmt::format("{}: \"{}\" must be a string", where(source, node), key));
+  }
+  return std::string(*node.value<std::string_view>());
+}
+
+Result<std::vector<int64_t>> get_int_array(std::string_view source, std::string_view key,
+                                           const toml::node& node, int64_t min_value) {
+  const toml::array* array = node.as_array();
+  if (array == nullptr) {
+    return invalid_argument_error(
+        fmt::format("{}: \"{}\" must be an array of integers", where(source, node), key));
+  }
+  std::vector<int64_t> out;
+  for (const toml::node& element : *array) {
+    KILN_ASSIGN_OR_RETURN(int64_t v, get_int(source, key, element, min_value));
+    out.push_back(v);
+  }
+  return out;
+}
+
+Result<std::vector<TensorMetadata>> get_tensors(std::string_view source, std::string_view key,
+                                                const toml::node& node) {
+  const toml::array* array = node.as_array();
+  if (array == nullptr || !array->is_array_of_tables()) {
+    return invalid_argument_error(fmt::format("{}: \"{}\" must be an array of tables ([[{}]])",
+                                              where(source, node), key, key));
+  }
+  std::vector<TensorMetadata> out;
+  for (const toml::node& element : *array) {
+    TensorMetadata t;
+    bool has_name = false, has_type = false;
+    for (const auto& [k, v] : *element.as_table()) {
+      if (k == "name") {
+        KILN_ASSIGN_OR_RETURN(t.name, get_string(source, "name", v));
+        has_name = true;
+      } else if (k == "datatype") {
+        KILN_ASSIGN_OR_RETURN(std::string name, get_string(source, "datatype", v));
+        std::optional<DType> d = parse_wire_dtype(name);
+        if (!d) {
+          return invalid_argument_error(
+              fmt::format("{}: datatype \"{}\" is not a KServe datatype (FP32, INT64, UINT8, "
+                          "BYTES, ...)",
+                          where(source, v), name));
+        }
+        t.dtype = *d;
+        has_type = true;
+      } else if (k == "shape") {
+        KILN_ASSIGN_OR_RETURN(t.shape, get_int_array(source, "shape", v, -1));
+      } else {
+        return unknown_key(source, fmt::format("{}.", key), k.str(), v, "name, datatype, shape");
+      }
+    }
+    if (!has_name || !has_type) {
+      return invalid_argument_error(
+          fmt::format("{}: every [[{}]] needs a name and a datatype", where(source, element), key));
+    }
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+Status parse_batching(std::string_view source, const toml::table& table, BatchingConfig& b) {
+  for (const auto& [k, v] : table) {
+    if (k == "preferred_batch_size") {
+      KILN_ASSIGN_OR_RETURN(b.preferred_batch_size,
+                            get_int_array(source, "preferred_batch_size", v, 1));
+    } else if (k == "max_queue_delay_microseconds") {
+      KILN_ASSIGN_OR_RETURN(b.max_queue_delay_microseconds, get_int(source, k.str(), v, 0));
+    } else if (k == "max_queue_size") {
+      KILN_ASSIGN_OR_RETURN(b.max_queue_size, get_int(source, k.str(), v, 0));
+    } else if (k == "default_timeout_microseconds") {
+      KILN_ASSIGN_OR_RETURN(b.default_timeout_microseconds, get_int(source, k.str(), v, 0));
+    } else {
+      return unknown_key(source, "dynamic_batching.", k.str(), v,
+                         "preferred_batch_size, max_queue_delay_microseconds, max_queue_size, "
+                         "default_timeout_microseconds");
+    }
+  }
+  return Status();
+}
+
+Status parse_parameters(std::string_view source, const toml::table& table, Parameters& p) {
+  for (const auto& [k, v] : table) {
+    if (v.is_boolean()) {
+      p.set(std::string(k.str()), *v.value<bool>());
+    } else if (v.is_integer()) {
+      p.set(std::string(k.str()), *v.value<int64_t>());
+    } else if (v.is_floating_point()) {
+      p.set(std::string(k.str()), *v.value<double>());
+    } else if (v.is_string()) {
+      p.set(std::string(k.str()), std::string(*v.value<std::string_view>()));
+    } else {
+      return invalid_argument_error(fmt::format(
+          "{}: parameter \"{}\" must be a bool, number or string", where(source, v), k.str()));
+    }
+  }
+  return Status();
+}
+
+constexpr std::string_view kTopKeys =
+    "name, backend, platform, instances, version_policy, max_batch_size, [dynamic_batching], "
+    "[parameters], [[inputs]], [[outputs]]";
+
+}  // namespace
+
+Result<ModelConfig> parse_model_config(std::string_view text, std::string_view source) {
+  toml::parse_result parsed = toml::parse(text, source);
+  if (!parsed) {
+    const toml::parse_error& e = parsed.error();
+    return invalid_argument_error(fmt::format("{}:{}:{}: {}", source, e.source().begin.line,
+                                              e.source().begin.column, e.description()));
+  }
+  const toml::table& root = parsed.table();
+  ModelConfig c;
+  for (const auto& [k, v] : root) {
+    if (k == "name") {
+      KILN_ASSIGN_OR_RETURN(c.name, get_string(source, "name", v));
+    } else if (k == "backend") {
+      KILN_ASSIGN_OR_RETURN(c.backend, get_string(source, "backend", v));
+    } else if (k == "platform") {
+      KILN_ASSIGN_OR_RETURN(c.platform, get_string(source, "platform", v));
+    } else if (k == "instances") {
+      KILN_ASSIGN_OR_RETURN(c.instances, get_int(source, "instances", v, 1));
+    } else if (k == "version_policy") {
+      KILN_ASSIGN_OR_RETURN(c.version_policy, get_string(source, "version_policy", v));
+    } else if (k == "max_batch_size") {
+      KILN_ASSIGN_OR_RETURN(c.batching.max_batch_size, get_int(source, "max_batch_size", v, 0));
+    } else if (k == "dynamic_batching") {
+      if (!v.is_table()) {
+        return invalid_argument_error(
+            fmt::format("{}: \"dynamic_batching\" must be a table", where(source, v)));
+      }
+      KILN_RETURN_IF_ERROR(parse_batching(source, *v.as_table(), c.batching));
+    } else if (k == "parameters") {
+      if (!v.is_table()) {
+        return invalid_argument_error(
+            fmt::format("{}: \"parameters\" must be a table", where(source, v)));
+      }
+      KILN_RETURN_IF_ERROR(parse_parameters(source, *v.as_table(), c.parameters));
+    } else if (k == "inputs") {
+      KILN_ASSIGN_OR_RETURN(c.inputs, get_tensors(source, "inputs", v));
+    } else if (k == "outputs") {
+      KILN_ASSIGN_OR_RETURN(c.outputs, get_tensors(source, "outputs", v));
+    } else {
+      return unknown_key(source, "", k.str(), v, kTopKeys);
+    }
+  }
+  KILN_RETURN_IF_ERROR(validate_model_config(c, source));
+  return c;
+}
+
+Status validate_model_config(ModelConfig& c, std::string_view source) {
+  if (c.backend.empty()) {
+    if (c.platform == "onnx_onnxv1" || c.platform == "migraphx_mxr" || c.platform == "kiln") {
+      c.backend = "compiler";
+    } else if (c.platform.empty()) {
+      return invalid_argument_error(fmt::format(
+          "{}: no backend; set backend = \"echo\" or \"compiler\" (or platform = \"onnx_onnxv1\")",
+          source));
+    } else {
+      return invalid_argument_error(
+          fmt::format("{}: platform \"{}\" is not served by kiln; use onnx_onnxv1, migraphx_mxr "
+                      "or kiln, or set backend",
+                      source, c.platform));
+    }
+  }
+  if (c.version_policy != "latest" && c.version_policy != "all") {
+    return invalid_argument_error(fmt::format(
+        "{}: version_policy must be \"latest\" or \"all\", got \"{}\"", source, c.version_policy));
+  }
+  const BatchingConfig& b = c.batching;
+  for (int64_t p : b.preferred_batch_size) {
+    if (b.max_batch_size == 0 || p > b.max_batch_size) {
+      return invalid_argument_error(fmt::format(
+          "{}: preferred_batch_size {} exceeds max_batch_size {}", source, p, b.max_batch_size));
+    }
+  }
+  std::set<std::string> names;
+  for (const TensorMetadata& t : c.inputs) {
+    if (!names.insert(t.name).second) {
+      return invalid_argument_error(
+          fmt::format("{}: input \"{}\" is declared twice", source, t.name));
+    }
+  }
+  return Status();
+}
+
+Result<ModelConfig> read_model_config(const std::filesystem::path& model_dir) {
+  std::filesystem::path file = model_dir / "config.toml";
+  std::filesystem::path pbtxt = model_dir / "config.pbtxt";
+  std::string name = model_dir.filename().string();
+  std::error_code ec;
+  const bool toml = std::filesystem::exists(file, ec);
+  if (!toml && !std::filesystem::exists(pbtxt, ec)) {
+    return not_found_error(
+        fmt::format("model \"{}\": {} is missing; every model folder needs a "
+                    "config.toml or a Triton config.pbtxt (see docs/server.md)",
+                    name, file.string()));
+  }
+  if (!toml) file = pbtxt;
+  KILN_ASSIGN_OR_RETURN(std::string text, read_file(file.string()));
+  KILN_ASSIGN_OR_RETURN(ModelConfig c, toml ? parse_model_config(text, file.string())
+                                            : parse_model_config_pbtxt(text, file.string()));
+  if (c.name.empty()) c.name = name;
+  if (c.name != name) {
+    return invalid_argument_error(
+        fmt::format("{}: name \"{}\" differs from the folder name \"{}\"; they must match",
+                    file.string(), c.name, name));
+  }
+  return c;
+}
+
+}  // namespace kiln::server

@@ -1,0 +1,387 @@
+// SPDX-License-Identifier: Apache-2.0
+// The server core: the model table, repository scanning, load/unload and request routing.
+#include "server/core/server.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "core/logging.h"
+
+namespace kiln::server {
+
+namespace {
+
+namespace fs = std::filesystem;
+
+// The numbered version folders of a model, ascending.
+std::vector<int64_t> version_folders(const fs::path& model_dir) {
+  std::vector<int64_t> out;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(model_dir, ec)) {
+    if (!e.is_directory()) continue;
+    std::string n = e.path().filename().string();
+    if (n.empty() || n.size() > 18 || !std::all_of(n.begin(), n.end(), ::isdigit)) continue;
+    out.push_back(std::stoll(n));
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+Result<int64_t> parse_version(const std::string& name, const std::string& version) {
+  char* end = nullptr;
+  long long v = std::strtoll(version.c_str(), &end, 10);
+  if (version.empty() || *end != '\0' || v < 0) {
+    return not_found_error(fmt::format(
+        "model \"{}\" has no version \"{}\"; versions are non-negative integers", name, version));
+  }
+  return static_cast<int64_t>(v);
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Server>> Server::create(ServerOptions options) {
+  std::unique_ptr<Server> server(new Server(std::move(options)));
+  const fs::path& repo = server->options_.repository;
+  if (repo.empty()) return server;
+  std::error_code ec;
+  if (!fs::is_directory(repo, ec)) {
+    return not_found_error(
+        fmt::format("model repository {} is not a folder; give --repository a folder holding "
+                    "<model>/config.toml and <model>/<version>/",
+                    repo.string()));
+  }
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(repo, ec)) {
+    std::string n = e.path().filename().string();
+    if (e.is_directory() && !n.empty() && n[0] != '.') names.push_back(n);
+  }
+  std::sort(names.begin(), names.end());
+  for (const std::string& n : server->options_.load_models) {
+    if (std::find(names.begin(), names.end(), n) == names.end()) {
+      return not_found_error(
+          fmt::format("model \"{}\" is not in the repository {}", n, repo.string()));
+    }
+  }
+  for (const std::string& n : names) {
+    bool wanted = server->options_.load_all || std::find(server->options_.load_models.begin(),
+                                                         server->options_.load_models.end(),
+                                                         n) != server->options_.load_models.end();
+    if (!wanted) {
+      std::unique_lock lock(server->mutex_);
+      server->models_[n];
+      continue;
+    }
+    Status s = server->load_model(n);
+    if (!s.ok()) log(LogLevel::kError, "{}", s.message());
+  }
+  return server;
+}
+
+Server::~Server() {
+  shutdown();
+}
+
+bool Server::ready() const {
+  if (shutting_down_) return false;
+  std::shared_lock lock(mutex_);
+  for (const auto& [name, e] : models_) {
+    if (e.failed || e.state == "LOADING") return false;
+  }
+  return true;
+}
+
+ServerMetadata Server::metadata() const {
+  return {"kiln",
+          KILN_SERVER_VERSION,
+          {"binary_tensor_data", "model_repository", "statistics", "schedule_policy",
+           "amdinfer_workers"}};
+}
+
+std::vector<std::string> Server::model_names() const {
+  std::vector<std::string> out;
+  for (const auto& [name, e] : models_) {
+    if (!e.versions.empty()) out.push_back(name);
+  }
+  return out;
+}
+
+Result<std::shared_ptr<Model>> Server::find(const std::string& name,
+                                            const std::string& version) const {
+  std::shared_lock lock(mutex_);
+  auto it = models_.find(name);
+  if (it == models_.end()) {
+    std::vector<std::string> loaded = model_names();
+    return not_found_error(
+        fmt::format("model \"{}\" does not exist; the loaded models are: {}", name,
+                    loaded.empty() ? "(none)" : fmt::format("{}", fmt::join(loaded, ", "))));
+  }
+  const Entry& e = it->second;
+  if (e.versions.empty()) {
+    return unavailable_error(fmt::format("model \"{}\" is not ready ({}{}{})", name, e.state,
+                                         e.reason.empty() ? "" : ": ", e.reason));
+  }
+  if (version.empty()) return e.versions.rbegin()->second;
+  KILN_ASSIGN_OR_RETURN(int64_t v, parse_version(name, version));
+  auto vit = e.versions.find(v);
+  if (vit == e.versions.end()) {
+    std::vector<int64_t> have;
+    for (const auto& [n, m] : e.versions) have.push_back(n);
+    return not_found_error(
+        fmt::format("model \"{}\" has no version {}; the loaded versions are: {}", name, version,
+                    fmt::join(have, ", ")));
+  }
+  return vit->second;
+}
+
+Result<bool> Server::model_ready(const std::string& name, const std::string& version) const {
+  Result<std::shared_ptr<Model>> m = find(name, version);
+  if (m.ok()) return !shutting_down_;
+  if (m.status().code() == StatusCode::kUnavailable) return false;
+  return m.status();
+}
+
+Result<ModelMetadata> Server::model_metadata(const std::string& name,
+                                             const std::string& version) const {
+  KILN_ASSIGN_OR_RETURN(std::shared_ptr<Model> m, find(name, version));
+  ModelMetadata md;
+  md.name = name;
+  {
+    std::shared_lock lock(mutex_);
+    auto it = models_.find(name);
+    if (it != models_.end()) {
+      for (const auto& [v, model] : it->second.versions) md.versions.push_back(std::to_string(v));
+    }
+  }
+  md.platform = m->info().platform;
+  md.inputs = m->info().inputs;
+  md.outputs = m->info().outputs;
+  return md;
+}
+
+Status Server::load_failed(const std::string& name, const Status& status) {
+  std::unique_lock lock(mutex_);
+  Entry& e = models_[name];
+  e.failed = true;
+  e.state = e.versions.empty() ? "UNAVAILABLE" : "READY";
+  e.reason = std::string(status.message());
+  return status;
+}
+
+Status Server::load_entry(const ModelConfig& config, const fs::path& model_dir, bool worker,
+                          const std::string& worker_name, const Parameters& parameters) {
+  const std::string& name = config.name;
+  std::vector<int64_t> versions;
+  if (worker) {
+    versions = {1};
+  } else {
+    versions = version_folders(model_dir);
+    if (versions.empty()) {
+      return load_failed(name, not_found_error(fmt::format(
+                                   "model \"{}\": no version folder (such as {}/1/) was found",
+                                   name, model_dir.string())));
+    }
+    if (config.version_policy == "latest") versions = {versions.back()};
+  }
+  {
+    std::unique_lock lock(mutex_);
+    Entry& e = models_[name];
+    if (e.versions.empty()) e.state = "LOADING";
+  }
+  std::map<int64_t, std::shared_ptr<Model>> loaded;
+  for (int64_t v : versions) {
+    fs::path dir = worker ? model_dir : model_dir / std::to_string(v);
+    Result<std::shared_ptr<Model>> m = Model::load(config, std::to_string(v), dir);
+    if (!m.ok()) return load_failed(name, m.status());
+    loaded[v] = std::move(m).value();
+  }
+  std::map<int64_t, std::shared_ptr<Model>> old;
+  {
+    std::unique_lock lock(mutex_);
+    Entry& e = models_[name];
+    old.swap(e.versions);
+    e.versions = std::move(loaded);
+    e.state = "READY";
+    e.reason.clear();
+    e.failed = false;
+    e.worker = worker;
+    e.worker_name = worker_name;
+    e.worker_parameters = parameters;
+  }
+  for (auto& [v, m] : old) m->stop();  // the old versions finish what they queued
+  return Status();
+}
+
+Status Server::load_model(const std::string& name, const Parameters& overrides) {
+  std::lock_guard<std::mutex> serial(load_mutex_);
+  if (shutting_down_) return unavailable_error("the server is shutting down");
+  if (options_.repository.empty()) {
+    return not_found_error(fmt::format(
+        "model \"{}\": the server has no model repository; start it with --repository", name));
+  }
+  if (name.empty() || name.find('/') != std::string::npos || name[0] == '.') {
+    return invalid_argument_error(fmt::format("\"{}\" is not a model name", name));
+  }
+  fs::path dir = options_.repository / name;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) {
+    return not_found_error(fmt::format("model \"{}\" is not in the repository {}", name,
+                                       options_.repository.string()));
+  }
+  Result<ModelConfig> config = read_model_config(dir);
+  if (!config.ok()) return load_failed(name, config.status());
+  config->parameters.merge(overrides);
+  return load_entry(*config, dir, false, "", {});
+}
+
+Status Server::unload_model(const std::string& name) {
+  std::lock_guard<std::mutex> serial(load_mutex_);
+  std::map<int64_t, std::shared_ptr<Model>> old;
+  {
+    std::unique_lock lock(mutex_);
+    auto it = models_.find(name);
+    if (it == models_.end()) {
+      return not_found_error(fmt::format("model \"{}\" does not exist", name));
+    }
+    old.swap(it->second.versions);
+    it->second.state = "UNAVAILABLE";
+    it->second.reason = "unloaded";
+    it->second.failed = false;
+    if (it->second.worker) models_.erase(it);
+  }
+  for (auto& [v, m] : old) m->stop();
+  return Status();
+}
+
+Result<std::string> Server::load_worker(const std::string& worker, const Parameters& parameters) {
+  KILN_ASSIGN_OR_RETURN(auto probe, make_backend(worker));
+  (void)probe;
+  std::string endpoint;
+  {
+    std::shared_lock lock(mutex_);
+    for (int i = 0;; ++i) {
+      std::string candidate = i == 0 ? worker : fmt::format("{}-{}", worker, i);
+      auto it = models_.find(candidate);
+      if (it == models_.end()) {
+        endpoint = candidate;
+        break;
+      }
+      // The same worker with the same parameters is shared, as amdinfer does by default.
+      if (it->second.worker && it->second.worker_name == worker &&
+          it->second.worker_parameters == parameters && !it->second.versions.empty()) {
+        return candidate;
+      }
+    }
+  }
+  ModelConfig config;
+  config.name = endpoint;
+  config.backend = worker;
+  config.parameters = parameters;
+  KILN_ASSIGN_OR_RETURN(std::optional<int64_t> max_batch, parameters.get_int("max_batch_size"));
+  KILN_ASSIGN_OR_RETURN(std::optional<int64_t> instances, parameters.get_int("instances"));
+  KILN_ASSIGN_OR_RETURN(std::optional<int64_t> delay,
+                        parameters.get_int("max_queue_delay_microseconds"));
+  config.batching.max_batch_size = std::max<int64_t>(0, max_batch.value_or(0));
+  config.batching.max_queue_delay_microseconds = std::max<int64_t>(0, delay.value_or(0));
+  config.instances = std::max<int64_t>(1, instances.value_or(1));
+  KILN_RETURN_IF_ERROR(validate_model_config(config, fmt::format("worker \"{}\"", worker)));
+  fs::path dir = fs::current_path();
+  KILN_ASSIGN_OR_RETURN(std::optional<std::string> model, parameters.get_string("model"));
+  if (model && fs::path(*model).is_absolute()) dir = fs::path(*model).parent_path();
+  std::lock_guard<std::mutex> serial(load_mutex_);
+  if (shutting_down_) return unavailable_error("the server is shutting down");
+  Status s = load_entry(config, dir, true, worker, parameters);
+  if (!s.ok()) {
+    std::unique_lock lock(mutex_);
+    auto it = models_.find(endpoint);
+    if (it != models_.end() && it->second.versions.empty()) models_.erase(it);
+    return s;
+  }
+  return endpoint;
+}
+
+Status Server::unload_worker(const std::string& endpoint) {
+  {
+    std::shared_lock lock(mutex_);
+    auto it = models_.find(endpoint);
+    if (it == models_.end() || !it->second.worker) {
+      return not_found_error(fmt::format(
+          "no worker endpoint \"{}\" is loaded; workerLoad returns the name", endpoint));
+    }
+  }
+  return unload_model(endpoint);
+}
+
+std::vector<RepositoryEntry> Server::repository_index(bool ready_only) const {
+  std::shared_lock lock(mutex_);
+  std::vector<RepositoryEntry> out;
+  for (const auto& [name, e] : models_) {
+    if (e.versions.empty()) {
+      if (!ready_only) out.push_back({name, "", e.state, e.reason});
+      continue;
+    }
+    for (const auto& [v, m] : e.versions) out.push_back({name, std::to_string(v), "READY", ""});
+  }
+  return out;
+}
+
+Result<std::vector<ModelStatistics>> Server::statistics(const std::string& name,
+                                                        const std::string& version) const {
+  std::vector<ModelStatistics> out;
+  if (!name.empty()) {
+    if (!version.empty()) {
+      KILN_ASSIGN_OR_RETURN(std::shared_ptr<Model> m, find(name, version));
+      out.push_back(m->statistics());
+      return out;
+    }
+    KILN_ASSIGN_OR_RETURN(std::shared_ptr<Model> m, find(name, ""));
+    (void)m;
+  }
+  std::vector<std::shared_ptr<Model>> models;
+  {
+    std::shared_lock lock(mutex_);
+    for (const auto& [n, e] : models_) {
+      if (!name.empty() && n != name) continue;
+      for (const auto& [v, m] : e.versions) models.push_back(m);
+    }
+  }
+  for (const auto& m : models) out.push_back(m->statistics());
+  return out;
+}
+
+void Server::infer_async(InferenceRequest request, InferCallback done) {
+  const Clock::time_point arrived = Clock::now();
+  if (shutting_down_) {
+    done(unavailable_error("the server is shutting down; no new requests are taken"));
+    return;
+  }
+  Result<std::shared_ptr<Model>> m = find(request.model, request.version);
+  if (!m.ok()) {
+    done(m.status());
+    return;
+  }
+  (*m)->infer(std::move(request), std::move(done), arrived);
+}
+
+std::future<Result<InferenceResponse>> Server::infer(InferenceRequest request) {
+  auto promise = std::make_shared<std::promise<Result<InferenceResponse>>>();
+  std::future<Result<InferenceResponse>> future = promise->get_future();
+  infer_async(std::move(request),
+              [promise](Result<InferenceResponse> r) { promise->set_value(std::move(r)); });
+  return future;
+}
+
+void Server::shutdown() {
+  if (shutting_down_.exchange(true)) return;
+  std::lock_guard<std::mutex> serial(load_mutex_);
+  std::vector<std::shared_ptr<Model>> models;
+  {
+    std::shared_lock lock(mutex_);
+    for (const auto& [n, e] : models_) {
+      for (const auto& [v, m] : e.versions) models.push_back(m);
+    }
+  }
+  for (const auto& m : models) m->stop();
+}
+
+}  // namespace kiln::server

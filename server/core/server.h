@@ -1,0 +1,111 @@
+// SPDX-License-Identifier: Apache-2.0
+// Server: the in-process API every transport calls — health, metadata, the model repository,
+// load/unload, inference and statistics. Knows nothing of HTTP or gRPC.
+#pragma once
+
+#include <atomic>
+#include <filesystem>
+#include <future>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <shared_mutex>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "server/core/model.h"
+#include "server/core/types.h"
+
+namespace kiln::server {
+
+struct ServerOptions {
+  // `<repository>/<model>/config.toml` and `<repository>/<model>/<version>/...`; may be empty
+  // when models come only from workerLoad.
+  std::filesystem::path repository;
+  // Load every model of the repository at start; otherwise only `load_models`.
+  bool load_all = true;
+  std::vector<std::string> load_models;
+};
+
+// One row of the repository index.
+struct RepositoryEntry {
+  std::string name;
+  std::string version;  // empty when no version is loaded
+  std::string state;    // "READY", "LOADING", "UNAVAILABLE"
+  std::string reason;   // why it is unavailable
+};
+
+class Server {
+ public:
+  // Scans the repository and loads its models. A model that fails to load is reported by the
+  // repository index (and makes ready() false); a missing repository folder is an error.
+  static Result<std::unique_ptr<Server>> create(ServerOptions options);
+  // Drains (see shutdown()).
+  ~Server();
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  bool live() const { return true; }
+  // True when not shutting down and every model the server was asked to load is ready.
+  bool ready() const;
+  ServerMetadata metadata() const;
+
+  // Not found for an unknown model or version; false while loading or after a failed load.
+  Result<bool> model_ready(const std::string& name, const std::string& version = "") const;
+  Result<ModelMetadata> model_metadata(const std::string& name,
+                                       const std::string& version = "") const;
+
+  // (Re)loads a repository model; `overrides` replace its config's [parameters]. Loads and
+  // unloads run one at a time; requests keep flowing to the old version until the new one is
+  // ready.
+  Status load_model(const std::string& name, const Parameters& overrides = {});
+  // Drains and unloads every version of the model.
+  Status unload_model(const std::string& name);
+  // amdinfer's workerLoad: loads backend `worker` ("echo", "migraphx", "compiler") with the given
+  // parameters (`model` = the file, `batch`, `max_batch_size`, `instances`, ...) and returns the
+  // endpoint name to send requests to.
+  Result<std::string> load_worker(const std::string& worker, const Parameters& parameters);
+  Status unload_worker(const std::string& endpoint);
+
+  std::vector<RepositoryEntry> repository_index(bool ready_only = false) const;
+  // Statistics of every loaded version (name empty), of one model, or of one version.
+  Result<std::vector<ModelStatistics>> statistics(const std::string& name = "",
+                                                  const std::string& version = "") const;
+
+  // Runs a request; `done` is called exactly once, possibly on this thread (for a request that
+  // fails its checks) or on a model instance thread.
+  void infer_async(InferenceRequest request, InferCallback done);
+  std::future<Result<InferenceResponse>> infer(InferenceRequest request);
+
+  // Stops taking requests (ready() turns false, new requests get unavailable), runs every queued
+  // request to completion and stops the instance threads. Idempotent.
+  void shutdown();
+
+ private:
+  struct Entry {
+    std::map<int64_t, std::shared_ptr<Model>> versions;  // by version number
+    std::string state = "UNAVAILABLE";
+    std::string reason;
+    bool failed = false;  // a load was asked for and failed
+    bool worker = false;  // loaded by workerLoad, not from the repository
+    std::string worker_name;
+    Parameters worker_parameters;
+  };
+
+  explicit Server(ServerOptions options) : options_(std::move(options)) {}
+  Result<std::shared_ptr<Model>> find(const std::string& name, const std::string& version) const;
+  // Loads `config`'s versions from `model_dir` and swaps them in; the old versions drain.
+  Status load_entry(const ModelConfig& config, const std::filesystem::path& model_dir, bool worker,
+                    const std::string& worker_name, const Parameters& parameters);
+  Status load_failed(const std::string& name, const Status& status);
+  std::vector<std::string> model_names() const;  // callers hold mutex_
+
+  const ServerOptions options_;
+  mutable std::shared_mutex mutex_;
+  std::map<std::string, Entry> models_;
+  std::mutex load_mutex_;  // one load or unload at a time
+  std::atomic<bool> shutting_down_{false};
+};
+
+}  // namespace kiln::server

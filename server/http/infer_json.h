@@ -1,0 +1,71 @@
+// SPDX-License-Identifier: Apache-2.0
+// The KServe v2 REST body formats: inference requests and responses as JSON, with the binary
+// tensor data extension (`Inference-Header-Content-Length`), both ways (server and client use it).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "core/status.h"
+#include "server/core/server.h"
+#include "server/core/types.h"
+
+namespace kiln::server::http {
+
+struct DecodeLimits {
+  // The most elements one tensor may hold.
+  int64_t max_elements = int64_t{1} << 28;
+  // The most tensors one request may carry.
+  int64_t max_tensors = 1024;
+};
+
+// How the response's outputs are written: raw bytes after the JSON (binary) or JSON arrays.
+struct OutputEncoding {
+  bool binary_by_default = false;                   // request parameter "binary_data_output"
+  std::map<std::string, bool, std::less<>> binary;  // output parameter "binary_data"
+  bool is_binary(std::string_view name) const;
+};
+
+// A body ready to send: `json_size` is the Inference-Header-Content-Length value when binary
+// data follows the JSON (nullopt for a plain JSON body).
+struct EncodedBody {
+  std::string body;
+  std::optional<size_t> json_size;
+};
+
+// Parses an infer request body. `json_size` is the Inference-Header-Content-Length header (nullopt
+// when absent: the whole body is JSON). Every error is an invalid argument (or resource exhausted
+// for a tensor past the element limit) that names the tensor and says what was expected.
+Result<InferenceRequest> decode_infer_request(std::string_view body,
+                                              std::optional<size_t> json_size,
+                                              const DecodeLimits& limits, OutputEncoding* encoding);
+EncodedBody encode_infer_response(const InferenceResponse& response,
+                                  const OutputEncoding& encoding);
+
+// The client side: a request with every input binary (or JSON), and a response of either kind.
+EncodedBody encode_infer_request(const InferenceRequest& request, bool binary_inputs,
+                                 bool binary_outputs);
+Result<InferenceResponse> decode_infer_response(std::string_view body,
+                                                std::optional<size_t> json_size,
+                                                const DecodeLimits& limits = {});
+
+// {"error": "..."}.
+std::string error_json(std::string_view message);
+std::string server_metadata_json(const ServerMetadata& metadata);
+Result<ServerMetadata> parse_server_metadata_json(std::string_view body);
+std::string model_metadata_json(const ModelMetadata& metadata);
+Result<ModelMetadata> parse_model_metadata_json(std::string_view body);
+// {"name": ..., "ready": ...} and {"models": [...]}.
+std::string model_ready_json(std::string_view name, bool ready);
+std::string model_list_json(const std::vector<std::string>& names);
+std::string repository_index_json(const std::vector<RepositoryEntry>& entries);
+std::string statistics_json(const std::vector<ModelStatistics>& stats);
+// Parses a JSON object of parameters (`{"batch": 4, "model": "x.onnx"}`); an empty body is empty.
+// When the object has a "parameters" object, that one is read.
+Result<Parameters> parse_parameters_json(std::string_view body);
+std::string parameters_json(const Parameters& parameters);
+
+}  // namespace kiln::server::http

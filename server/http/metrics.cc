@@ -1,0 +1,91 @@
+// SPDX-License-Identifier: Apache-2.0
+// Prometheus text exposition of the per-model statistics: counts, failures by reason, queue and
+// compute time histograms, batch sizes and pending requests.
+#include <fmt/format.h>
+
+#include "server/http/router.h"
+
+namespace kiln::server::http {
+
+namespace {
+
+// Prometheus label values escape backslash, double quote and newline.
+std::string escape_label(std::string_view v) {
+  std::string out;
+  for (char c : v) {
+    if (c == '\\' || c == '"') {
+      out += '\\';
+      out += c;
+    } else if (c == '\n') {
+      out += "\\n";
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+std::string labels(const ModelStatistics& s) {
+  return fmt::format("model=\"{}\",version=\"{}\"", escape_label(s.name), escape_label(s.version));
+}
+
+void family(std::string& out, std::string_view name, std::string_view type, std::string_view help) {
+  out += fmt::format("# HELP {} {}\n# TYPE {} {}\n", name, help, name, type);
+}
+
+void histogram(std::string& out, std::string_view name, const ModelStatistics& s,
+               const Histogram& h) {
+  uint64_t cumulative = 0;
+  for (size_t i = 0; i < h.bounds.size(); ++i) {
+    cumulative += h.counts[i];
+    out += fmt::format("{}_bucket{{{},le=\"{}\"}} {}\n", name, labels(s), h.bounds[i], cumulative);
+  }
+  cumulative += h.counts.back();
+  out += fmt::format("{}_bucket{{{},le=\"+Inf\"}} {}\n", name, labels(s), cumulative);
+  out += fmt::format("{}_sum{{{}}} {}\n{}_count{{{}}} {}\n", name, labels(s), h.sum, name,
+                     labels(s), h.count);
+}
+
+}  // namespace
+
+std::string prometheus_metrics(const Server& server) {
+  std::vector<ModelStatistics> stats = server.statistics().value_or(std::vector<ModelStatistics>{});
+  std::string out;
+  family(out, "kiln_inference_request_success", "counter", "Successful inference requests.");
+  for (const auto& s : stats) {
+    out += fmt::format("kiln_inference_request_success{{{}}} {}\n", labels(s), s.success.count);
+  }
+  family(out, "kiln_inference_request_failure", "counter", "Failed inference requests, by reason.");
+  for (const auto& s : stats) {
+    for (int i = 0; i < kNumFailureReasons; ++i) {
+      out += fmt::format("kiln_inference_request_failure{{{},reason=\"{}\"}} {}\n", labels(s),
+                         failure_reason_name(static_cast<FailureReason>(i)), s.failures[i]);
+    }
+  }
+  family(out, "kiln_inference_count", "counter",
+         "Inferences run (a request with a batch of n counts n).");
+  for (const auto& s : stats) {
+    out += fmt::format("kiln_inference_count{{{}}} {}\n", labels(s), s.inference_count);
+  }
+  family(out, "kiln_inference_exec_count", "counter", "Backend executions (batches).");
+  for (const auto& s : stats) {
+    out += fmt::format("kiln_inference_exec_count{{{}}} {}\n", labels(s), s.execution_count);
+  }
+  family(out, "kiln_inference_pending_request_count", "gauge", "Requests waiting in the queue.");
+  for (const auto& s : stats) {
+    out += fmt::format("kiln_inference_pending_request_count{{{}}} {}\n", labels(s), s.pending);
+  }
+  family(out, "kiln_inference_queue_duration_us", "histogram",
+         "Time requests waited in the queue, in microseconds.");
+  for (const auto& s : stats) histogram(out, "kiln_inference_queue_duration_us", s, s.queue_us);
+  family(out, "kiln_inference_compute_duration_us", "histogram",
+         "Time each batch ran in the backend, in microseconds.");
+  for (const auto& s : stats) {
+    histogram(out, "kiln_inference_compute_duration_us", s, s.compute_us);
+  }
+  family(out, "kiln_inference_batch_size", "histogram", "Batch sizes executed.");
+  for (const auto& s : stats) histogram(out, "kiln_inference_batch_size", s, s.batch_size);
+  return out;
+}
+
+}  // namespace kiln::server::http

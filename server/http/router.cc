@@ -1,0 +1,227 @@
+// SPDX-License-Identifier: Apache-2.0
+// The KServe v2 REST routes, the repository and statistics extensions and amdinfer's workers.
+#include "server/http/router.h"
+
+#include <fmt/format.h>
+
+namespace kiln::server::http {
+
+namespace {
+
+HttpResponse json(int status, std::string body) {
+  HttpResponse r;
+  r.status = status;
+  r.body = std::move(body);
+  return r;
+}
+
+HttpResponse error(const Status& s) {
+  return json(http_status(s.code()), error_json(s.message()));
+}
+
+int hex_value(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// "%41b" -> "Ab"; a '%' without two hex digits stays as it is.
+std::string percent_decode(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == '%' && i + 2 < s.size() && hex_value(s[i + 1]) >= 0 && hex_value(s[i + 2]) >= 0) {
+      out += static_cast<char>(hex_value(s[i + 1]) * 16 + hex_value(s[i + 2]));
+      i += 2;
+    } else {
+      out += s[i];
+    }
+  }
+  return out;
+}
+
+// The path's segments, percent-decoded.
+std::vector<std::string> split_path(std::string_view path) {
+  std::vector<std::string> parts;
+  size_t start = 0;
+  while (start <= path.size()) {
+    size_t end = path.find('/', start);
+    if (end == std::string_view::npos) end = path.size();
+    if (end > start) parts.push_back(percent_decode(path.substr(start, end - start)));
+    start = end + 1;
+  }
+  return parts;
+}
+
+}  // namespace
+
+int http_status(StatusCode code) {
+  switch (code) {
+    case StatusCode::kOk: return 200;
+    case StatusCode::kNotFound: return 404;
+    case StatusCode::kResourceExhausted: return 429;
+    case StatusCode::kUnavailable:
+    case StatusCode::kDeadlineExceeded: return 503;
+    case StatusCode::kUnimplemented: return 501;
+    case StatusCode::kInternal:
+    case StatusCode::kUnknown:
+    case StatusCode::kDataLoss: return 500;
+    default: return 400;
+  }
+}
+
+void Router::handle(HttpRequest&& req, std::function<void(HttpResponse)> reply) const {
+  std::string_view target = req.target;
+  size_t q = target.find('?');
+  std::string_view path = target.substr(0, q);
+  std::vector<std::string> p = split_path(path);
+  const bool get = req.method == "GET" || req.method == "HEAD";
+  const bool post = req.method == "POST";
+  auto wrong_method = [&](std::string_view allowed) {
+    reply(json(405, error_json(fmt::format("{} {}: use {}", req.method, path, allowed))));
+  };
+
+  if (p.size() == 1 && p[0] == "metrics") {
+    if (!get) return wrong_method("GET");
+    HttpResponse r;
+    r.content_type = "text/plain; version=0.0.4";
+    r.body = prometheus_metrics(*server_);
+    return reply(std::move(r));
+  }
+  if (p.empty() || p[0] != "v2") {
+    return reply(json(404, error_json(fmt::format(
+                               "no endpoint {} {}; the KServe v2 endpoints start with /v2 (see "
+                               "docs/server.md)",
+                               req.method, path))));
+  }
+  // /v2
+  if (p.size() == 1) {
+    if (!get) return wrong_method("GET");
+    return reply(json(200, server_metadata_json(server_->metadata())));
+  }
+  // /v2/health/live|ready
+  if (p.size() == 3 && p[1] == "health") {
+    if (!get) return wrong_method("GET");
+    if (p[2] == "live") return reply(json(200, "{\"live\":true}"));
+    if (p[2] == "ready") {
+      bool ready = server_->ready();
+      return reply(json(ready ? 200 : 503, ready ? "{\"ready\":true}" : "{\"ready\":false}"));
+    }
+  }
+  // /v2/repository/index, /v2/repository/models/{m}/load|unload
+  if (p.size() == 3 && p[1] == "repository" && p[2] == "index") {
+    if (!post && !get) return wrong_method("POST");
+    Result<Parameters> body = parse_parameters_json(req.body);
+    if (!body.ok()) return reply(error(body.status()));
+    Result<std::optional<bool>> ready = body->get_bool("ready");
+    if (!ready.ok()) return reply(error(ready.status()));
+    return reply(
+        json(200, repository_index_json(server_->repository_index(ready->value_or(false)))));
+  }
+  if (p.size() == 5 && p[1] == "repository" && p[2] == "models" &&
+      (p[4] == "load" || p[4] == "unload")) {
+    if (!post) return wrong_method("POST");
+    std::string model(p[3]);
+    if (p[4] == "unload") {
+      Status s = server_->unload_model(model);
+      return reply(s.ok() ? json(200, "{}") : error(s));
+    }
+    Result<Parameters> params = parse_parameters_json(req.body);
+    if (!params.ok()) return reply(error(params.status()));
+    Status s = server_->load_model(model, *params);
+    return reply(s.ok() ? json(200, "{}") : error(s));
+  }
+  // amdinfer: /v2/workers/{worker}/load answers the endpoint name; /v2/workers/{endpoint}/unload.
+  if (p.size() == 4 && p[1] == "workers" && (p[3] == "load" || p[3] == "unload")) {
+    if (!post) return wrong_method("POST");
+    if (p[3] == "unload") {
+      Status s = server_->unload_worker(std::string(p[2]));
+      return reply(s.ok() ? json(200, "{}") : error(s));
+    }
+    Result<Parameters> params = parse_parameters_json(req.body);
+    if (!params.ok()) return reply(error(params.status()));
+    Result<std::string> endpoint = server_->load_worker(std::string(p[2]), *params);
+    if (!endpoint.ok()) return reply(error(endpoint.status()));
+    HttpResponse r;
+    r.content_type = "text/plain";
+    r.body = *endpoint;
+    return reply(std::move(r));
+  }
+  // /v2/models, /v2/models/stats
+  if (p.size() == 2 && p[1] == "models") {
+    if (!get) return wrong_method("GET");
+    std::vector<std::string> names;
+    for (const RepositoryEntry& e : server_->repository_index(true)) names.push_back(e.name);
+    return reply(json(200, model_list_json(names)));
+  }
+  if (p.size() == 3 && p[1] == "models" && p[2] == "stats") {
+    if (!get) return wrong_method("GET");
+    Result<std::vector<ModelStatistics>> stats = server_->statistics();
+    return reply(stats.ok() ? json(200, statistics_json(*stats)) : error(stats.status()));
+  }
+  // /v2/models/{m}[/versions/{v}][/ready|infer|stats]
+  if (p.size() >= 3 && p[1] == "models") {
+    std::string model(p[2]);
+    std::string version;
+    size_t rest = 3;
+    if (p.size() >= 5 && p[3] == "versions") {
+      version = std::string(p[4]);
+      rest = 5;
+    }
+    if (p.size() == rest) {
+      if (!get) return wrong_method("GET");
+      Result<ModelMetadata> md = server_->model_metadata(model, version);
+      return reply(md.ok() ? json(200, model_metadata_json(*md)) : error(md.status()));
+    }
+    if (p.size() == rest + 1) {
+      if (p[rest] == "ready") {
+        if (!get) return wrong_method("GET");
+        Result<bool> ready = server_->model_ready(model, version);
+        if (!ready.ok()) return reply(error(ready.status()));
+        return reply(json(*ready ? 200 : 503, model_ready_json(model, *ready)));
+      }
+      if (p[rest] == "infer") {
+        if (!post) return wrong_method("POST");
+        return infer(std::move(req), model, version, std::move(reply));
+      }
+      if (p[rest] == "stats") {
+        if (!get) return wrong_method("GET");
+        Result<std::vector<ModelStatistics>> stats = server_->statistics(model, version);
+        return reply(stats.ok() ? json(200, statistics_json(*stats)) : error(stats.status()));
+      }
+    }
+  }
+  reply(json(404, error_json(fmt::format("no endpoint {} {} (see docs/server.md for the list)",
+                                         req.method, path))));
+}
+
+void Router::infer(HttpRequest&& req, const std::string& model, const std::string& version,
+                   std::function<void(HttpResponse)> reply) const {
+  OutputEncoding encoding;
+  Result<InferenceRequest> request =
+      decode_infer_request(req.body, req.inference_header_length, limits_, &encoding);
+  if (!request.ok()) {
+    Status s = request.status().with_context(fmt::format("model \"{}\"", model));
+    // A tensor past the element limit is a payload too large, not a full queue.
+    if (s.code() == StatusCode::kResourceExhausted) {
+      return reply(json(413, error_json(s.message())));
+    }
+    return reply(error(s));
+  }
+  request->model = model;
+  request->version = version;
+  server_->infer_async(
+      std::move(request).value(),
+      [reply = std::move(reply), encoding = std::move(encoding)](Result<InferenceResponse> r) {
+        if (!r.ok()) return reply(error(r.status()));
+        EncodedBody body = encode_infer_response(*r, encoding);
+        HttpResponse resp;
+        resp.body = std::move(body.body);
+        resp.inference_header_length = body.json_size;
+        if (body.json_size) resp.content_type = "application/octet-stream";
+        reply(std::move(resp));
+      });
+}
+
+}  // namespace kiln::server::http

@@ -1,0 +1,229 @@
+// SPDX-License-Identifier: Apache-2.0
+// `kiln serve` as a user runs it: started on a real repository, driven over loopback with the C++
+// client and curl, stopped with SIGTERM while requests are in flight (they all get answers and
+// the process exits 0), and refused with a clear message on a bad repository or port.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <thread>
+
+#include "client/http_client.h"
+
+extern char** environ;
+
+namespace kiln {
+namespace {
+
+namespace fs = std::filesystem;
+using client::HttpClient;
+using server::InferenceRequest;
+using server::InferTensor;
+
+// A running `kiln serve`; its stdout and stderr go to a file.
+class ServeProcess {
+ public:
+  ServeProcess(const std::vector<std::string>& args, const fs::path& log) : log_(log) {
+    std::vector<std::string> argv_s = {KILN_CLI, "serve"};
+    argv_s.insert(argv_s.end(), args.begin(), args.end());
+    std::vector<char*> argv;
+    for (std::string& s : argv_s) argv.push_back(s.data());
+    argv.push_back(nullptr);
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_adddup2(&actions, 1, 2);
+    if (posix_spawn(&pid_, KILN_CLI, &actions, nullptr, argv.data(), environ) != 0) pid_ = -1;
+    posix_spawn_file_actions_destroy(&actions);
+  }
+  ~ServeProcess() {
+    if (pid_ > 0 && !exited_) {
+      ::kill(pid_, SIGKILL);
+      wait();
+    }
+  }
+  // The port from "listening on http://HOST:PORT", or 0 if the process exited or 60 s passed.
+  int port() {
+    for (int i = 0; i < 6000; ++i) {
+      std::string out = output();
+      size_t at = out.find("listening on http://");
+      if (at != std::string::npos) {
+        size_t colon = out.find(':', at + 20);
+        size_t end = out.find('\n', colon);
+        if (colon != std::string::npos && end != std::string::npos) {
+          return std::atoi(out.substr(colon + 1, end - colon - 1).c_str());
+        }
+      }
+      int status;
+      if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+        exited_ = true;
+        exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+        return 0;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return 0;
+  }
+  void signal(int sig) { ::kill(pid_, sig); }
+  int wait() {
+    if (!exited_) {
+      int status = 0;
+      ::waitpid(pid_, &status, 0);
+      exited_ = true;
+      exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    }
+    return exit_code_;
+  }
+  std::string output() const {
+    std::ifstream in(log_);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  }
+
+ private:
+  fs::path log_;
+  pid_t pid_ = -1;
+  bool exited_ = false;
+  int exit_code_ = -1;
+};
+
+std::string curl(int port, const std::string& path, const std::string& args = "") {
+  std::string cmd = "curl -s -S -w ' %{http_code}' " + args +
+                    " 'http://127.0.0.1:" + std::to_string(port) + path + "' 2>&1";
+  FILE* pipe = ::popen(cmd.c_str(), "r");
+  std::string out;
+  char buffer[4096];
+  size_t n;
+  while ((n = std::fread(buffer, 1, sizeof(buffer), pipe)) > 0) out.append(buffer, n);
+  ::pclose(pipe);
+  return out;
+}
+
+class Serve : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("kiln_serve_" + std::to_string(::getpid()));
+    fs::remove_all(dir_);
+    repo_ = dir_ / "repo";
+    fs::create_directories(repo_ / "echo" / "1");
+    std::ofstream(repo_ / "echo" / "config.toml") << "backend = \"echo\"\n";
+    fs::create_directories(repo_ / "mnist" / "1");
+    std::ofstream(repo_ / "mnist" / "config.toml")
+        << "platform = \"onnx_onnxv1\"\nmax_batch_size = 8\ninstances = 2\n"
+           "[dynamic_batching]\nmax_queue_delay_microseconds = 500\n";
+    fs::copy_file(std::string(KILN_SOURCE_DIR) + "/examples/models/tiny_cnn.onnx",
+                  repo_ / "mnist" / "1" / "model.onnx");
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  fs::path dir_, repo_;
+};
+
+TEST_F(Serve, ServesDrainsOnSigtermAndExitsZero) {
+  ServeProcess p(
+      {"--repository", repo_.string(), "--http-port", "0", "--host", "127.0.0.1", "--threads", "2"},
+      dir_ / "serve.log");
+  int port = p.port();
+  ASSERT_GT(port, 0) << p.output();
+  EXPECT_NE(p.output().find("model mnist version 1 is ready"), std::string::npos) << p.output();
+
+  EXPECT_EQ(curl(port, "/v2/health/ready"), "{\"ready\":true} 200");
+  EXPECT_EQ(curl(port, "/v2/models/echo/infer",
+                 "-X POST -d '{\"inputs\":[{\"name\":\"t\",\"shape\":[1],\"datatype\":\"BYTES\","
+                 "\"data\":[\"kiln\"]}]}'"),
+            "{\"model_name\":\"echo\",\"model_version\":\"1\",\"id\":\"\",\"outputs\":[{\"name\":"
+            "\"t\",\"datatype\":\"BYTES\",\"shape\":[1],\"data\":[\"kiln\"]}]} 200");
+  EXPECT_NE(curl(port, "/v2/models/nope").find(" 404"), std::string::npos);
+
+  auto c = HttpClient::create("http://127.0.0.1:" + std::to_string(port));
+  ASSERT_TRUE(c.ok());
+  ASSERT_TRUE((*c)->wait_until_server_ready(std::chrono::seconds(10)).ok());
+  EXPECT_EQ((*c)->model_metadata("mnist")->outputs.at(0).name, "probabilities");
+
+  // 8 clients keep sending; SIGTERM arrives in the middle. Every request either gets its answer
+  // or (once the server stopped taking new work) a connection error or a 503 — never a wrong
+  // answer; and the requests the server took are all answered.
+  std::atomic<int> answered{0}, wrong{0};
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      auto client = HttpClient::create("http://127.0.0.1:" + std::to_string(port));
+      std::mt19937 rng(static_cast<uint32_t>(t));
+      for (int i = 0; !stop; ++i) {
+        Tensor img(DType::kF32, Shape{1, 1, 28, 28});
+        for (float& v : img.span<float>()) v = static_cast<float>(rng() % 256) / 255.f;
+        InferenceRequest r;
+        r.id = std::to_string(t) + "/" + std::to_string(i);
+        r.inputs.push_back({"image", img, {}});
+        auto resp = (*client)->model_infer("mnist", r);
+        if (resp.ok()) {
+          if (resp->id != r.id || resp->outputs.at(0).data.shape() != Shape({1, 10})) ++wrong;
+          ++answered;
+        } else if (resp.status().code() != StatusCode::kUnavailable) {
+          ++wrong;
+        }
+      }
+    });
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  p.signal(SIGTERM);
+  EXPECT_EQ(p.wait(), 0) << p.output();
+  stop = true;
+  for (auto& t : threads) t.join();
+  EXPECT_GT(answered.load(), 0);
+  EXPECT_EQ(wrong.load(), 0);
+  EXPECT_NE(p.output().find("SIGTERM received, draining"), std::string::npos) << p.output();
+  EXPECT_NE(p.output().find("kiln serve: stopped"), std::string::npos) << p.output();
+}
+
+TEST_F(Serve, SigintStopsAnIdleServer) {
+  ServeProcess p({"--repository", repo_.string(), "--http-port", "0", "--host", "127.0.0.1"},
+                 dir_ / "serve.log");
+  ASSERT_GT(p.port(), 0) << p.output();
+  p.signal(SIGINT);
+  EXPECT_EQ(p.wait(), 0) << p.output();
+}
+
+TEST_F(Serve, ABrokenModelIsReportedAndTheServerIsNotReady) {
+  fs::create_directories(repo_ / "bad" / "1");
+  std::ofstream(repo_ / "bad" / "config.toml") << "platform = \"onnx_onnxv1\"\n";
+  ServeProcess p({"--repository", repo_.string(), "--http-port", "0", "--host", "127.0.0.1"},
+                 dir_ / "serve.log");
+  int port = p.port();
+  ASSERT_GT(port, 0) << p.output();
+  EXPECT_NE(p.output().find("model bad is UNAVAILABLE"), std::string::npos) << p.output();
+  EXPECT_EQ(curl(port, "/v2/health/ready"), "{\"ready\":false} 503");
+  std::string index = curl(port, "/v2/repository/index", "-X POST");
+  EXPECT_NE(index.find("expected one .onnx file"), std::string::npos) << index;
+  p.signal(SIGTERM);
+  EXPECT_EQ(p.wait(), 0);
+}
+
+TEST_F(Serve, BadArgumentsFailWithAClearMessage) {
+  ServeProcess missing({"--repository", (dir_ / "nowhere").string()}, dir_ / "a.log");
+  EXPECT_NE(missing.wait(), 0);
+  EXPECT_NE(missing.output().find("nowhere"), std::string::npos) << missing.output();
+
+  ServeProcess first({"--repository", repo_.string(), "--http-port", "0", "--host", "127.0.0.1"},
+                     dir_ / "b.log");
+  int port = first.port();
+  ASSERT_GT(port, 0);
+  ServeProcess second(
+      {"--repository", repo_.string(), "--http-port", std::to_string(port), "--host", "127.0.0.1"},
+      dir_ / "c.log");
+  EXPECT_EQ(second.wait(), 1);
+  EXPECT_NE(second.output().find("cannot listen on 127.0.0.1:" + std::to_string(port)),
+            std::string::npos)
+      << second.output();
+  first.signal(SIGTERM);
+  EXPECT_EQ(first.wait(), 0);
+}
+
+}  // namespace
+}  // namespace kiln

@@ -1,0 +1,94 @@
+// SPDX-License-Identifier: Apache-2.0
+// `kiln serve`: serves a model repository over KServe v2 HTTP until SIGINT or SIGTERM, then drains
+// the requests in flight and exits 0.
+#include <fmt/format.h>
+#include <pthread.h>
+#include <signal.h>
+
+#include <memory>
+#include <string>
+
+#include "server/core/server.h"
+#include "server/http/http_server.h"
+#include "tools/command.h"
+
+namespace kiln::tools {
+
+namespace {
+
+struct ServeOptions {
+  std::string repository;
+  std::string host = "0.0.0.0";
+  int http_port = 8000;
+  int threads = 0;
+  std::vector<std::string> models;
+  uint64_t max_body_mib = 256;
+};
+
+int serve(const ServeOptions& o) {
+  // Every thread started from here on inherits the blocked signals; this thread waits for them.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+
+  server::ServerOptions so;
+  so.repository = o.repository;
+  so.load_all = o.models.empty();
+  so.load_models = o.models;
+  Result<std::unique_ptr<server::Server>> server = server::Server::create(so);
+  if (!server.ok()) return report_error(server.status());
+  for (const server::RepositoryEntry& e : (*server)->repository_index()) {
+    if (e.state == "READY") {
+      fmt::print("kiln serve: model {} version {} is ready\n", e.name, e.version);
+    } else if (!e.reason.empty()) {
+      fmt::print(stderr, "kiln serve: model {} is {}: {}\n", e.name, e.state, e.reason);
+    }
+  }
+  server::http::HttpServerOptions ho;
+  ho.address = o.host;
+  ho.port = static_cast<uint16_t>(o.http_port);
+  ho.threads = o.threads;
+  ho.max_body_bytes = o.max_body_mib << 20;
+  Result<std::unique_ptr<server::http::HttpServer>> http =
+      server::http::HttpServer::start(server->get(), ho);
+  if (!http.ok()) return report_error(http.status());
+  fmt::print("kiln serve: listening on http://{}:{}\n", o.host, (*http)->port());
+  std::fflush(stdout);
+
+  int signal = 0;
+  sigwait(&signals, &signal);
+  fmt::print("kiln serve: {} received, draining requests in flight\n",
+             signal == SIGINT ? "SIGINT" : "SIGTERM");
+  std::fflush(stdout);
+  (*server)->shutdown();
+  (*http)->stop();
+  fmt::print("kiln serve: stopped\n");
+  return 0;
+}
+
+}  // namespace
+
+CommandAction add_serve_command(CLI::App& app) {
+  auto o = std::make_shared<ServeOptions>();
+  CLI::App* sub = app.add_subcommand(
+      "serve", "Serve a model repository over KServe v2 HTTP (see docs/server.md)");
+  sub->add_option("--repository", o->repository,
+                  "Folder of models: <model>/config.toml and <model>/<version>/")
+      ->required()
+      ->check(CLI::ExistingDirectory);
+  sub->add_option("--http-port", o->http_port, "HTTP port (0 picks a free one)")
+      ->check(CLI::Range(0, 65535));
+  sub->add_option("--host", o->host, "Address to listen on");
+  sub->add_option("--threads", o->threads, "HTTP threads (0: KILN_NUM_THREADS or one per core)")
+      ->check(CLI::NonNegativeNumber);
+  sub->add_option("--model", o->models,
+                  "Load only these models at start (default: every model); repeatable");
+  sub->add_option("--max-body-mib", o->max_body_mib,
+                  "Largest request body in MiB; larger ones get 413")
+      ->check(CLI::PositiveNumber);
+  return [o] { return serve(*o); };
+}
+
+}  // namespace kiln::tools
