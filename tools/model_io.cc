@@ -64,6 +64,8 @@ Tensor random_tensor(DType dtype, const Shape& shape, std::mt19937_64& rng) {
   return t;
 }
 
+}  // namespace
+
 std::string json_escape(std::string_view s) {
   std::string out;
   for (char c : s) {
@@ -83,10 +85,9 @@ std::string json_escape(std::string_view s) {
   return out;
 }
 
-}  // namespace
-
 Result<PreparedModel> prepare_model(const std::string& path, const ModelInputOptions& options) {
   compiler::ImportOptions import;
+  if (options.batch > 0) import.default_dim_value = options.batch;
   for (const std::string& s : options.input_shapes) {
     KILN_ASSIGN_OR_RETURN(auto kv, split_assignment(s, "--input-shape"));
     KILN_ASSIGN_OR_RETURN(import.input_shapes[kv.first], parse_dims(kv.second, kv.first));
