@@ -18,6 +18,7 @@ CommandAction add_compile_command(CLI::App& app);
 CommandAction add_devices_command(CLI::App& app);
 CommandAction add_env_command(CLI::App& app);
 CommandAction add_ops_command(CLI::App& app);
+CommandAction add_perf_command(CLI::App& app);
 CommandAction add_print_command(CLI::App& app);
 CommandAction add_run_command(CLI::App& app);
 CommandAction add_serve_command(CLI::App& app);

@@ -48,6 +48,7 @@ int main(int argc, char** argv) {
   add(kiln::tools::add_run_command);
   add(kiln::tools::add_verify_command);
   add(kiln::tools::add_compile_command);
+  add(kiln::tools::add_perf_command);
   add(kiln::tools::add_print_command);
   add(kiln::tools::add_ops_command);
   add(kiln::tools::add_devices_command);

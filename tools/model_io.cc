@@ -65,6 +65,8 @@ Tensor random_tensor(DType dtype, const Shape& shape, std::mt19937_64& rng) {
   return t;
 }
 
+}  // namespace
+
 std::string json_escape(std::string_view s) {
   std::string out;
   for (char c : s) {
@@ -83,8 +85,6 @@ std::string json_escape(std::string_view s) {
   }
   return out;
 }
-
-}  // namespace
 
 Result<std::map<std::string, std::vector<int64_t>>> parse_input_shapes(
     const std::vector<std::string>& values) {
@@ -168,6 +168,7 @@ Result<std::vector<Argument>> make_inputs(const compiler::Graph& graph,
 
 Result<PreparedModel> prepare_model(const std::string& path, const ModelInputOptions& options) {
   compiler::ImportOptions import;
+  if (options.batch > 0) import.default_dim_value = options.batch;
   KILN_ASSIGN_OR_RETURN(import.input_shapes, parse_input_shapes(options.input_shapes));
   std::map<std::string, Tensor> given;
   for (const std::string& s : options.inputs) {

@@ -20,6 +20,8 @@ struct ModelInputOptions {
   std::vector<std::string> inputs;        // NAME=FILE.npy
   std::vector<std::string> input_shapes;  // NAME=1x3x224x224
   uint64_t seed = 0;
+  // When > 0, every dynamic input dim not set by input_shapes gets this size (`--batch`).
+  int64_t batch = 0;
 };
 
 // A model with its inputs ready to run: an imported ONNX model, or a loaded artifact.
@@ -49,6 +51,9 @@ std::string sanitize_file_name(const std::string& name);
 // output order. Creates DIR when missing.
 Status write_outputs(const std::string& dir, const std::vector<std::string>& names,
                      const std::vector<compiler::Argument>& outputs);
+
+// `s` as the inside of a JSON string (quotes, backslashes and control characters escaped).
+std::string json_escape(std::string_view s);
 
 // A short human-readable summary of a tensor: dtype, shape and the first few values.
 std::string summarize(const compiler::Argument& value);

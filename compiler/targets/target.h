@@ -20,6 +20,20 @@ struct CompileOptions {
   bool optimize = true;
   // Seed of the random generator that random ops (Bernoulli, RandomUniform, ...) draw from.
   uint64_t seed = 0;
+  // Intra-op threads of each run (targets that run ops in parallel); 0: the physical cores.
+  int threads = 0;
+};
+
+// The time one step of a run took: a node, a group of fused nodes, or a layout reorder.
+struct StepTime {
+  std::string node;  // the (first) node it ran, as Node::describe() writes it
+  std::string kind;  // what ran: "Conv", "Conv+Add+Relu", "Reorder", ...
+  double ms = 0;
+};
+
+// Per-step times of one run, in execution order.
+struct RunProfile {
+  std::vector<StepTime> steps;
 };
 
 // A compiled model: immutable and shareable; run() may be called from several threads at once.
@@ -31,6 +45,13 @@ class Executable {
   virtual const Graph& graph() const = 0;
   // One argument per graph input, in order; returns one per graph output.
   virtual Result<std::vector<Argument>> run(std::vector<Argument> inputs) const = 0;
+  // run(), recording the time of each step in `profile` (cleared first). Executables that do not
+  // time their steps leave it empty.
+  virtual Result<std::vector<Argument>> run_profiled(std::vector<Argument> inputs,
+                                                     RunProfile& profile) const {
+    profile.steps.clear();
+    return run(std::move(inputs));
+  }
 };
 
 class Target {

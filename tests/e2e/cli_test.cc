@@ -310,6 +310,43 @@ TEST_F(Cli, CompileOfABadModelOrOptionSaysWhatToDo) {
   KilnRun target = run_kiln("compile " + model_ + " --target tpu -o " + (dir_ / "x.kiln").string());
   EXPECT_EQ(target.exit_code, 1);
   EXPECT_NE(target.output.find("unknown target \"tpu\""), std::string::npos) << target.output;
+// `kiln perf` on the cpu target (skipped in builds without it, where the target is unknown).
+TEST_F(Cli, PerfReportsLatencyAndTimePerKind) {
+  KilnRun r = run_kiln("perf " + model_ + " --target cpu --batch 4 --iterations 3 --warmup 1");
+  if (r.output.find("unknown target") != std::string::npos) GTEST_SKIP() << "no cpu target";
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  for (const char* want : {"batch 4", "latency median", "throughput", "time by kind", "Conv+Relu",
+                           "slowest", "Gemm \"", "peak RSS"}) {
+    EXPECT_NE(r.output.find(want), std::string::npos) << want << "\n" << r.output;
+  }
+}
+
+TEST_F(Cli, PerfJsonIsOneLineWithEveryFigure) {
+  KilnRun r = run_kiln("perf " + model_ + " --target cpu --batch 2 --iterations 4 --json");
+  if (r.output.find("unknown target") != std::string::npos) GTEST_SKIP() << "no cpu target";
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_EQ(count_lines(r.output), 1) << r.output;
+  EXPECT_EQ(r.output.rfind("{\"runtime\":\"kiln\"", 0), 0u) << r.output;
+  for (const char* key :
+       {"\"batch\":2", "\"iterations\":4", "\"median_ms\":", "\"p90_ms\":", "\"throughput_per_s\":",
+        "\"peak_rss_bytes\":", "\"kinds\":[{", "\"steps\":[{\"node\":"}) {
+    EXPECT_NE(r.output.find(key), std::string::npos) << key << "\n" << r.output;
+  }
+  // Four timed runs.
+  const size_t times = r.output.find("\"times_ms\":[");
+  ASSERT_NE(times, std::string::npos);
+  const std::string list = r.output.substr(times, r.output.find(']', times) - times);
+  EXPECT_EQ(std::count(list.begin(), list.end(), ','), 3) << list;
+}
+
+TEST_F(Cli, PerfBatchOfAFixedShapeSaysWhatToDo) {
+  KilnRun r = run_kiln("perf " + model_ + " --input-shape image=2x1x28x28 --batch 4");
+  EXPECT_NE(r.exit_code, 0);
+  EXPECT_EQ(count_lines(r.output), 1) << r.output;
+  EXPECT_NE(r.output.find("--batch 4: input \"image\""), std::string::npos) << r.output;
+  KilnRun zero = run_kiln("perf " + model_ + " --batch 1 --iterations 0");
+  EXPECT_NE(zero.exit_code, 0);
+  EXPECT_NE(zero.output.find("--iterations"), std::string::npos) << zero.output;
 }
 
 }  // namespace

@@ -7,9 +7,57 @@
 
 namespace kiln::compiler::cpu {
 
-namespace {
-
 using dnnl::memory;
+
+std::optional<ConvSetup> conv_setup(const Node& node) {
+  const auto& op = node.attrs<ops::Conv>();
+  if (op.activation && *op.activation != "Relu") return std::nullopt;
+  std::optional<StaticShapes> shapes = static_f32_shapes(node);
+  if (!shapes || node.num_inputs() < 2 || !shapes->inputs[1]) return std::nullopt;
+  const Shape& x = *shapes->inputs[0];
+  const Shape& w = *shapes->inputs[1];
+  const Shape& y = shapes->output;
+  const int spatial = x.rank() - 2;
+  if (spatial < 1 || spatial > 3 || w.rank() != x.rank() || y.rank() != x.rank()) {
+    return std::nullopt;
+  }
+  const int64_t groups = op.group;
+  if (groups < 1 || x[1] % groups != 0 || w[0] % groups != 0 || w[1] * groups != x[1]) {
+    return std::nullopt;
+  }
+  const std::vector<int64_t> in(x.begin() + 2, x.end());
+  std::vector<int64_t> kernel(w.begin() + 2, w.end());
+  if (op.kernel_shape && *op.kernel_shape != kernel) return std::nullopt;
+  Result<WindowGeometry> g =
+      forward_window(in, kernel, {op.auto_pad, op.strides, op.dilations, op.pads});
+  if (!g.ok() || g->out != std::vector<int64_t>(y.begin() + 2, y.end())) return std::nullopt;
+  const bool has_bias = node.has_input(2);
+  if (has_bias && (shapes->inputs[2]->rank() != 1 || (*shapes->inputs[2])[0] != w[0])) {
+    return std::nullopt;
+  }
+  ConvSetup s;
+  s.src = to_dims(x);
+  s.dst = to_dims(y);
+  // Grouped weights [g, O/g, I/g, k...] are the ONNX [O, I/g, k...] array, reshaped.
+  s.weights = to_dims(w);
+  if (groups > 1) {
+    s.weights[0] = w[0] / groups;
+    s.weights.insert(s.weights.begin(), groups);
+  }
+  s.user_weights = plain_desc(s.weights);
+  s.weights_const = node.input(1)->constant_value();
+  s.has_bias = has_bias;
+  if (has_bias) s.bias = to_dims(*shapes->inputs[2]);
+  s.bias_const = has_bias ? node.input(2)->constant_value() : nullptr;
+  s.strides = to_dims(g->strides);
+  for (int64_t d : g->dilations) s.dilates.push_back(d - 1);
+  s.pad_begin = to_dims(g->pad_begin);
+  s.pad_end = to_dims(g->pad_end);
+  s.relu = op.activation.has_value();
+  return s;
+}
+
+namespace {
 
 // The layouts a convolution reads and writes when they are not the plain NC(D)HW of the tensors:
 // the input is reordered into `src` and the output out of `dst` around the primitive.
@@ -71,42 +119,18 @@ class ConvKernel final : public DnnlKernel {
 };
 
 std::unique_ptr<ref::NodeKernel> build(const Node& node, const dnnl::engine& engine) {
+  std::optional<ConvSetup> setup = conv_setup(node);
+  if (!setup) return nullptr;
   const auto& op = node.attrs<ops::Conv>();
-  if (op.activation && *op.activation != "Relu") return nullptr;
   std::optional<StaticShapes> shapes = static_f32_shapes(node);
-  if (!shapes || node.num_inputs() < 2 || !shapes->inputs[1]) return nullptr;
   const Shape& x = *shapes->inputs[0];
-  const Shape& w = *shapes->inputs[1];
   const Shape& y = shapes->output;
-  const int spatial = x.rank() - 2;
-  if (spatial < 1 || spatial > 3 || w.rank() != x.rank() || y.rank() != x.rank()) return nullptr;
-  const int64_t groups = op.group;
-  if (groups < 1 || x[1] % groups != 0 || w[0] % groups != 0 || w[1] * groups != x[1]) {
-    return nullptr;
-  }
-  const std::vector<int64_t> in(x.begin() + 2, x.end());
-  std::vector<int64_t> kernel(w.begin() + 2, w.end());
-  if (op.kernel_shape && *op.kernel_shape != kernel) return nullptr;
-  Result<WindowGeometry> g =
-      forward_window(in, kernel, {op.auto_pad, op.strides, op.dilations, op.pads});
-  if (!g.ok() || g->out != std::vector<int64_t>(y.begin() + 2, y.end())) return nullptr;
-
-  std::vector<int64_t> dilates;
-  for (int64_t d : g->dilations) dilates.push_back(d - 1);
-  // Grouped weights [g, O/g, I/g, k...] are the ONNX [O, I/g, k...] array, reshaped.
-  memory::dims w_dims = to_dims(w);
-  if (groups > 1) {
-    w_dims[0] = w[0] / groups;
-    w_dims.insert(w_dims.begin(), groups);
-  }
-  const memory::desc user_weights = plain_desc(w_dims);
-  const memory::desc any_weights(w_dims, memory::data_type::f32, memory::format_tag::any);
-  const Tensor* w_const = node.input(1)->constant_value();
-  const bool has_bias = node.has_input(2);
-  if (has_bias && (shapes->inputs[2]->rank() != 1 || (*shapes->inputs[2])[0] != w[0])) {
-    return nullptr;
-  }
-  const memory::desc bias = has_bias ? plain_desc(*shapes->inputs[2]) : memory::desc();
+  const memory::desc& user_weights = setup->user_weights;
+  const memory::desc any_weights(setup->weights, memory::data_type::f32, memory::format_tag::any);
+  const Tensor* w_const = setup->weights_const;
+  const bool has_bias = setup->has_bias;
+  const memory::desc bias = has_bias ? plain_desc(setup->bias) : memory::desc();
+  const ConvSetup* g = &*setup;
 
   // With constant weights oneDNN picks the activation layouts too (blocked ones run its fastest
   // kernels); this slice reorders into and out of them around each Conv.
@@ -119,8 +143,7 @@ std::unique_ptr<ref::NodeKernel> build(const Node& node, const dnnl::engine& eng
   dnnl::convolution_forward::desc desc(
       dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct,
       pick_layouts ? any(x) : plain_x, w_const != nullptr ? any_weights : user_weights, bias,
-      pick_layouts ? any(y) : plain_y, to_dims(g->strides), to_dims(dilates), to_dims(g->pad_begin),
-      to_dims(g->pad_end));
+      pick_layouts ? any(y) : plain_y, g->strides, g->dilates, g->pad_begin, g->pad_end);
   dnnl::primitive_attr attr = scratchpad_attr();
   if (op.activation) {
     dnnl::post_ops post;

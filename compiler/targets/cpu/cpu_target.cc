@@ -1,16 +1,20 @@
 // SPDX-License-Identifier: Apache-2.0
-// The cpu target: standard passes plus fusion; at finalize every node oneDNN can run gets a
-// primitive built for its static shapes, and the rest run their ref kernels.
-//
-// This first slice keeps tensors in plain (row-major) layouts between nodes; blocked layouts
-// kept across regions, with reorders only at region edges, come later.
+// The cpu target: standard passes plus fusion; finalize lowers a static graph to a Program
+// (oneDNN steps in blocked layouts, ref steps for the rest, buffers planned in one arena) and
+// keeps the interpreter with oneDNN node kernels for graphs it cannot plan.
 #include "compiler/targets/cpu/cpu_target.h"
 
 #include <fmt/format.h>
+#include <omp.h>
+
+#include <mutex>
 
 #include "compiler/passes/passes.h"
+#include "compiler/runtime/threads.h"
 #include "compiler/targets/cpu/dnnl_kernel.h"
+#include "compiler/targets/cpu/program.h"
 #include "compiler/targets/ref/interpreter.h"
+#include "core/env.h"
 #include "core/logging.h"
 
 namespace kiln::compiler {
@@ -45,27 +49,68 @@ void add_kernels(const Graph& graph, const dnnl::engine& engine, ref::KernelTabl
 
 class CpuExecutable final : public Executable {
  public:
-  CpuExecutable(std::shared_ptr<Graph> graph, uint64_t seed, dnnl::engine engine,
-                ref::KernelTable kernels)
+  CpuExecutable(std::shared_ptr<Graph> graph, uint64_t seed, int threads, dnnl::engine engine,
+                ref::KernelTable kernels, std::unique_ptr<cpu::Program> program)
       : graph_(std::move(graph)),
         seed_(seed),
+        threads_(threads),
         engine_(std::move(engine)),
-        kernels_(std::move(kernels)) {}
+        kernels_(std::move(kernels)),
+        program_(std::move(program)) {}
 
   std::string_view target() const override { return "cpu"; }
   const Graph& graph() const override { return *graph_; }
   Result<std::vector<Argument>> run(std::vector<Argument> inputs) const override {
-    KILN_RETURN_IF_ERROR(check_inputs(*graph_, inputs));
-    ref::Interpreter interpreter(seed_, &kernels_);
-    return interpreter.run(*graph_, std::move(inputs));
+    return run_with(std::move(inputs), nullptr);
+  }
+  Result<std::vector<Argument>> run_profiled(std::vector<Argument> inputs,
+                                             RunProfile& profile) const override {
+    profile.steps.clear();
+    return run_with(std::move(inputs), &profile);
   }
   int dnnl_node_count() const { return static_cast<int>(kernels_.size()); }
+  const cpu::Program* program() const { return program_.get(); }
 
  private:
+  Result<std::vector<Argument>> run_with(std::vector<Argument> inputs, RunProfile* profile) const {
+    KILN_RETURN_IF_ERROR(check_inputs(*graph_, inputs));
+    // oneDNN's OpenMP team size is per calling thread.
+    if (omp_get_max_threads() != threads_) omp_set_num_threads(threads_);
+    if (program_ == nullptr) {
+      ref::Interpreter interpreter(seed_, &kernels_);
+      return interpreter.run(*graph_, std::move(inputs));
+    }
+    KILN_ASSIGN_OR_RETURN(std::unique_ptr<cpu::Session> session, take_session());
+    Result<std::vector<Argument>> out = program_->run(*session, std::move(inputs), profile);
+    give_back(std::move(session));
+    return out;
+  }
+
+  // A session no other call is using: a pooled one, or a new one.
+  Result<std::unique_ptr<cpu::Session>> take_session() const {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (!sessions_.empty()) {
+        std::unique_ptr<cpu::Session> s = std::move(sessions_.back());
+        sessions_.pop_back();
+        return s;
+      }
+    }
+    return program_->new_session();
+  }
+  void give_back(std::unique_ptr<cpu::Session> session) const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    sessions_.push_back(std::move(session));
+  }
+
   std::shared_ptr<Graph> graph_;
   uint64_t seed_;
+  int threads_;
   dnnl::engine engine_;
   ref::KernelTable kernels_;
+  std::unique_ptr<cpu::Program> program_;
+  mutable std::mutex mutex_;
+  mutable std::vector<std::unique_ptr<cpu::Session>> sessions_;
 };
 
 class CpuTarget final : public Target {
@@ -87,16 +132,28 @@ class CpuTarget final : public Target {
     }
     ref::KernelTable kernels;
     add_kernels(*graph, engine, kernels);
+    std::unique_ptr<cpu::Program> program;
+    if (!env_flag_bool(EnvFlag::kCpuInterpret)) {
+      KILN_ASSIGN_OR_RETURN(program,
+                            cpu::ProgramBuilder(*graph, engine, &kernels, options.seed).build());
+    }
+    const int threads = options.threads > 0 ? options.threads : physical_core_count();
     if (log_enabled(LogLevel::kDebug)) {
       std::string nodes;
       for (const auto& node : graph->nodes()) {
         if (kernels.count(node.get()) != 0) nodes += (nodes.empty() ? "" : ", ") + node->describe();
       }
-      log(LogLevel::kDebug, "cpu target: {} of {} nodes run on oneDNN: {}", kernels.size(),
+      log(LogLevel::kDebug, "cpu target: {} of {} nodes have oneDNN kernels: {}", kernels.size(),
           graph->num_nodes(), nodes);
+      if (program != nullptr) {
+        log(LogLevel::kDebug, "cpu target: {} steps, {} reorders, arena {} bytes ({} unplanned)",
+            program->steps().size(), program->count_steps("Reorder"), program->arena_bytes(),
+            program->unplanned_bytes());
+      }
     }
-    return std::shared_ptr<Executable>(std::make_shared<CpuExecutable>(
-        std::move(graph), options.seed, std::move(engine), std::move(kernels)));
+    return std::shared_ptr<Executable>(
+        std::make_shared<CpuExecutable>(std::move(graph), options.seed, threads, std::move(engine),
+                                        std::move(kernels), std::move(program)));
   }
 };
 
@@ -109,6 +166,11 @@ std::unique_ptr<Target> make_cpu_target() {
 int cpu_dnnl_node_count(const Executable& executable) {
   const auto* cpu = dynamic_cast<const CpuExecutable*>(&executable);
   return cpu != nullptr ? cpu->dnnl_node_count() : -1;
+}
+
+const cpu::Program* cpu_program(const Executable& executable) {
+  const auto* cpu = dynamic_cast<const CpuExecutable*>(&executable);
+  return cpu != nullptr ? cpu->program() : nullptr;
 }
 
 }  // namespace kiln::compiler

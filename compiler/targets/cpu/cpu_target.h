@@ -8,10 +8,18 @@
 
 namespace kiln::compiler {
 
+namespace cpu {
+class Program;
+}
+
 std::unique_ptr<Target> make_cpu_target();
 
 // How many nodes of a cpu executable run oneDNN kernels (the others run their ref kernels);
 // -1 for an executable of another target.
 int cpu_dnnl_node_count(const Executable& executable);
+
+// The planned program a cpu executable runs; nullptr when the interpreter runs its graph (dynamic
+// shapes, subgraphs, KILN_CPU_INTERPRET=1) or for another target's executable.
+const cpu::Program* cpu_program(const Executable& executable);
 
 }  // namespace kiln::compiler

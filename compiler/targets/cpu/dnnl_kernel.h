@@ -66,6 +66,25 @@ class DnnlKernel : public ref::NodeKernel {
 // An attribute with user-managed scratchpad (so one primitive may run on several threads at once).
 dnnl::primitive_attr scratchpad_attr();
 
+// A Conv node's oneDNN convolution parameters (f32, static shapes, 1 to 3 spatial dims); nullopt
+// when oneDNN cannot run it.
+struct ConvSetup {
+  dnnl::memory::dims src, weights, bias, dst;  // weights grouped as [g, O/g, I/g, k...]
+  dnnl::memory::dims strides, dilates, pad_begin, pad_end;
+  dnnl::memory::desc user_weights;  // the ONNX weights' plain layout (grouped dims)
+  const Tensor* weights_const = nullptr;
+  const Tensor* bias_const = nullptr;
+  bool has_bias = false;
+  bool relu = false;  // Conv[activation="Relu"]
+};
+std::optional<ConvSetup> conv_setup(const Node& node);
+
+// The pooling descriptor of a MaxPool, AveragePool or GlobalAveragePool node reading `src` and
+// writing `dst` (either may be format_tag::any); nullopt when oneDNN cannot run it.
+std::optional<dnnl::pooling_v2_forward::desc> pool_desc(const Node& node,
+                                                        const dnnl::memory::desc& src,
+                                                        const dnnl::memory::desc& dst);
+
 // The families' kernel factories: a kernel for `node`, or nullptr when oneDNN cannot run it as
 // compiled (other dtypes, dynamic shapes, unsupported attributes): the node then runs on ref.
 std::unique_ptr<ref::NodeKernel> make_conv_kernel(const Node& node, const dnnl::engine& engine);

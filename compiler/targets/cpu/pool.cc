@@ -36,33 +36,6 @@ struct PoolSpec {
   bool include_padding = false;
 };
 
-std::unique_ptr<ref::NodeKernel> build(const dnnl::engine& engine, StaticShapes shapes,
-                                       const PoolSpec& spec) {
-  const Shape& x = *shapes.inputs[0];
-  const Shape& y = shapes.output;
-  const WindowGeometry& g = spec.geometry;
-  if (g.out != std::vector<int64_t>(y.begin() + 2, y.end())) return nullptr;
-  // oneDNN sizes the output as floor((in + pads - span) / stride) + 1: ceil_mode needs the right
-  // padding that gives the output ONNX asks for.
-  std::vector<int64_t> pad_end = g.pad_end;
-  for (int a = 0; a < g.rank(); ++a) {
-    const auto i = static_cast<size_t>(a);
-    const int64_t need = (g.out[i] - 1) * g.strides[i] + g.span(a) - x[a + 2] - g.pad_begin[i];
-    if (need > pad_end[i]) {
-      if (spec.include_padding) return nullptr;
-      pad_end[i] = need;
-    }
-  }
-  std::vector<int64_t> dilates;
-  for (int64_t d : g.dilations) dilates.push_back(d - 1);
-  dnnl::pooling_v2_forward::desc desc(dnnl::prop_kind::forward_inference, spec.algorithm,
-                                      plain_desc(x), plain_desc(y), to_dims(g.strides),
-                                      to_dims(g.kernel), to_dims(dilates), to_dims(g.pad_begin),
-                                      to_dims(pad_end));
-  dnnl::pooling_v2_forward::primitive_desc pd(desc, scratchpad_attr(), engine);
-  return std::make_unique<PoolKernel>(engine, std::move(shapes), std::move(pd));
-}
-
 // The input's static shape when it is f32 with 1 to 3 spatial dims.
 std::optional<StaticShapes> pool_shapes(const Node& node) {
   std::optional<StaticShapes> shapes = static_f32_shapes(node);
@@ -76,11 +49,7 @@ std::vector<int64_t> spatial(const Shape& s) {
   return std::vector<int64_t>(s.begin() + 2, s.end());
 }
 
-std::unique_ptr<ref::NodeKernel> build_pool(const Node& node, const dnnl::engine& engine) {
-  std::optional<StaticShapes> shapes = pool_shapes(node);
-  if (!shapes) return nullptr;
-  const std::vector<int64_t> in = spatial(*shapes->inputs[0]);
-  PoolSpec spec;
+std::optional<PoolSpec> pool_spec(const Node& node, const std::vector<int64_t>& in) {
   if (const auto* op = node.op().get_if<ops::MaxPool>()) {
     // The Indices output is the ref kernel's.
     for (int i = 1; i < node.num_outputs(); ++i) {
@@ -88,38 +57,76 @@ std::unique_ptr<ref::NodeKernel> build_pool(const Node& node, const dnnl::engine
       const auto& returned = node.graph()->outputs();
       if (!indices->uses().empty() ||
           std::find(returned.begin(), returned.end(), indices) != returned.end()) {
-        return nullptr;
+        return std::nullopt;
       }
     }
-    if (!op->kernel_shape) return nullptr;
+    if (!op->kernel_shape) return std::nullopt;
     Result<WindowGeometry> g =
         forward_window(in, *op->kernel_shape,
                        {op->auto_pad, op->strides, op->dilations, op->pads, op->ceil_mode != 0});
-    if (!g.ok()) return nullptr;
-    spec = {dnnl::algorithm::pooling_max, std::move(*g)};
-  } else if (const auto* op = node.op().get_if<ops::AveragePool>()) {
-    if (!op->kernel_shape) return nullptr;
+    if (!g.ok()) return std::nullopt;
+    return PoolSpec{dnnl::algorithm::pooling_max, std::move(*g)};
+  }
+  if (const auto* op = node.op().get_if<ops::AveragePool>()) {
+    if (!op->kernel_shape) return std::nullopt;
     Result<WindowGeometry> g =
         forward_window(in, *op->kernel_shape,
                        {op->auto_pad, op->strides, std::nullopt, op->pads, op->ceil_mode != 0});
-    if (!g.ok()) return nullptr;
+    if (!g.ok()) return std::nullopt;
     const bool include = op->count_include_pad != 0;
-    spec = {include ? dnnl::algorithm::pooling_avg_include_padding
-                    : dnnl::algorithm::pooling_avg_exclude_padding,
-            std::move(*g), include};
-  } else if (node.kind() == OpKind::kGlobalAveragePool) {
+    return PoolSpec{include ? dnnl::algorithm::pooling_avg_include_padding
+                            : dnnl::algorithm::pooling_avg_exclude_padding,
+                    std::move(*g), include};
+  }
+  if (node.kind() == OpKind::kGlobalAveragePool) {
     const std::string notset = "NOTSET";
     Result<WindowGeometry> g =
         forward_window(in, in, {notset, std::nullopt, std::nullopt, std::nullopt});
-    if (!g.ok()) return nullptr;
-    spec = {dnnl::algorithm::pooling_avg_exclude_padding, std::move(*g)};
-  } else {
-    return nullptr;
+    if (!g.ok()) return std::nullopt;
+    return PoolSpec{dnnl::algorithm::pooling_avg_exclude_padding, std::move(*g)};
   }
-  return build(engine, std::move(*shapes), spec);
+  return std::nullopt;
+}
+
+std::unique_ptr<ref::NodeKernel> build_pool(const Node& node, const dnnl::engine& engine) {
+  std::optional<StaticShapes> shapes = pool_shapes(node);
+  if (!shapes) return nullptr;
+  std::optional<dnnl::pooling_v2_forward::desc> desc =
+      pool_desc(node, plain_desc(*shapes->inputs[0]), plain_desc(shapes->output));
+  if (!desc) return nullptr;
+  dnnl::pooling_v2_forward::primitive_desc pd(*desc, scratchpad_attr(), engine);
+  return std::make_unique<PoolKernel>(engine, std::move(*shapes), std::move(pd));
 }
 
 }  // namespace
+
+std::optional<dnnl::pooling_v2_forward::desc> pool_desc(const Node& node, const memory::desc& src,
+                                                        const memory::desc& dst) {
+  std::optional<StaticShapes> shapes = pool_shapes(node);
+  if (!shapes) return std::nullopt;
+  const Shape& x = *shapes->inputs[0];
+  const Shape& y = shapes->output;
+  std::optional<PoolSpec> spec = pool_spec(node, spatial(x));
+  if (!spec) return std::nullopt;
+  const WindowGeometry& g = spec->geometry;
+  if (g.out != spatial(y)) return std::nullopt;
+  // oneDNN sizes the output as floor((in + pads - span) / stride) + 1: ceil_mode needs the right
+  // padding that gives the output ONNX asks for.
+  std::vector<int64_t> pad_end = g.pad_end;
+  for (int a = 0; a < g.rank(); ++a) {
+    const auto i = static_cast<size_t>(a);
+    const int64_t need = (g.out[i] - 1) * g.strides[i] + g.span(a) - x[a + 2] - g.pad_begin[i];
+    if (need > pad_end[i]) {
+      if (spec->include_padding) return std::nullopt;
+      pad_end[i] = need;
+    }
+  }
+  std::vector<int64_t> dilates;
+  for (int64_t d : g.dilations) dilates.push_back(d - 1);
+  return dnnl::pooling_v2_forward::desc(dnnl::prop_kind::forward_inference, spec->algorithm, src,
+                                        dst, to_dims(g.strides), to_dims(g.kernel),
+                                        to_dims(dilates), to_dims(g.pad_begin), to_dims(pad_end));
+}
 
 std::unique_ptr<ref::NodeKernel> make_pool_kernel(const Node& node, const dnnl::engine& engine) {
   try {

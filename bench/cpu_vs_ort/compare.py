@@ -1,0 +1,119 @@
+# SPDX-License-Identifier: Apache-2.0
+# Runs kiln (`kiln perf --json`) and ONNX Runtime (ort_bench.js) on the same ONNX files, same
+# thread count, interleaved round by round; prints a table and writes JSON.
+import argparse
+import datetime
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def run_json(cmd, env):
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if proc.returncode != 0:
+        return None, (proc.stderr.strip() or proc.stdout.strip()).splitlines()[-1:]
+    for line in reversed(proc.stdout.splitlines()):
+        if line.startswith("{"):
+            return json.loads(line), None
+    return None, ["no JSON line in the output"]
+
+
+def git_commit():
+    try:
+        return subprocess.run(["git", "-C", HERE, "rev-parse", "--short", "HEAD"],
+                              capture_output=True, text=True).stdout.strip()
+    except OSError:
+        return "unknown"
+
+
+def main():
+    p = argparse.ArgumentParser(description="kiln vs ONNX Runtime on the CPU")
+    p.add_argument("--kiln", required=True, help="the kiln binary")
+    p.add_argument("--ort-dir", required=True, help="directory with node_modules/onnxruntime-node")
+    p.add_argument("--models-dir", required=True)
+    p.add_argument("--models", default="resnet50,mobilenet_v2,squeezenet1_1,efficientnet_b0,"
+                   "densenet121,bert_base_seq128")
+    p.add_argument("--batches", default="1,16")
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--rounds", type=int, default=3, help="interleaved rounds per runtime")
+    p.add_argument("--iterations", type=int, default=0,
+                   help="timed runs per round (0: 10 at batch 1, 3 above)")
+    p.add_argument("--json", default="cpu_vs_ort.json", help="where to write the figures")
+    args = p.parse_args()
+
+    env = dict(os.environ, OMP_WAIT_POLICY=os.environ.get("OMP_WAIT_POLICY", "PASSIVE"))
+    rows = []
+    for model in args.models.split(","):
+        path = os.path.join(args.models_dir, model + ".onnx")
+        for batch in (int(b) for b in args.batches.split(",")):
+            iters = args.iterations or (10 if batch == 1 else 3)
+            common = ["--batch", str(batch), "--threads", str(args.threads), "--iterations",
+                      str(iters)]
+            kiln_cmd = [args.kiln, "perf", path, "--target", "cpu", "--json"] + common
+            ort_cmd = ["node", os.path.join(HERE, "ort_bench.js"), args.ort_dir, path,
+                       "--warmup", "2"] + common
+            times = {"kiln": [], "ort": []}
+            rss = {"kiln": 0, "ort": 0}
+            errors = {}
+            for _ in range(args.rounds):
+                for name, cmd in (("kiln", kiln_cmd), ("ort", ort_cmd)):
+                    if name in errors:
+                        continue
+                    result, err = run_json(cmd, env)
+                    if result is None:
+                        errors[name] = err
+                        continue
+                    times[name] += result["times_ms"]
+                    rss[name] = max(rss[name], result["peak_rss_bytes"])
+            row = {"model": model, "batch": batch, "threads": args.threads}
+            for name in ("kiln", "ort"):
+                row[name + "_median_ms"] = statistics.median(times[name]) if times[name] else None
+                row[name + "_peak_rss_mb"] = rss[name] / 2**20 if times[name] else None
+                if name in errors:
+                    row[name + "_error"] = " ".join(errors[name])
+            if row["kiln_median_ms"] and row["ort_median_ms"]:
+                row["ratio"] = row["kiln_median_ms"] / row["ort_median_ms"]
+                row["rss_ratio"] = row["kiln_peak_rss_mb"] / row["ort_peak_rss_mb"]
+            rows.append(row)
+            print_row(row, header=len(rows) == 1)
+
+    doc = {
+        "benchmark": "cpu_vs_ort",
+        "date": datetime.datetime.utcnow().isoformat() + "Z",
+        "commit": git_commit(),
+        "device": platform.processor() or platform.machine(),
+        "cpu_count": os.cpu_count(),
+        "options": {"threads": args.threads, "rounds": args.rounds, "iterations": args.iterations},
+        "results": rows,
+    }
+    with open(args.json, "w") as f:
+        json.dump(doc, f, indent=2)
+    print(f"wrote {args.json}")
+    failed = [r for r in rows if "kiln_error" in r or "ort_error" in r]
+    return 1 if failed else 0
+
+
+def fmt(v, spec):
+    return format(v, spec) if v is not None else "-"
+
+
+def print_row(row, header):
+    if header:
+        print(f"{'model':<18} {'batch':>5} {'kiln ms':>9} {'ort ms':>9} {'kiln/ort':>8} "
+              f"{'kiln MiB':>9} {'ort MiB':>8} {'rss ratio':>9}")
+    print(f"{row['model']:<18} {row['batch']:>5} {fmt(row['kiln_median_ms'], '9.2f')} "
+          f"{fmt(row['ort_median_ms'], '9.2f')} {fmt(row.get('ratio'), '8.2f')} "
+          f"{fmt(row['kiln_peak_rss_mb'], '9.0f')} {fmt(row['ort_peak_rss_mb'], '8.0f')} "
+          f"{fmt(row.get('rss_ratio'), '9.2f')}", flush=True)
+    for name in ("kiln", "ort"):
+        if name + "_error" in row:
+            print(f"  {name} failed: {row[name + '_error']}", flush=True)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

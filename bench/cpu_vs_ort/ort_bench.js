@@ -1,0 +1,73 @@
+// SPDX-License-Identifier: Apache-2.0
+// Times one ONNX model on ONNX Runtime (onnxruntime-node) and prints one JSON line of figures.
+// usage: node ort_bench.js MODULE_DIR MODEL.onnx --batch N --threads N --iterations N --warmup N
+'use strict';
+const path = require('path');
+
+function parseArgs(argv) {
+  const opts = {batch: 1, threads: 2, iterations: 10, warmup: 2};
+  if (argv.length < 2) throw new Error('usage: ort_bench.js MODULE_DIR MODEL.onnx [--batch N] ...');
+  opts.moduleDir = argv[0];
+  opts.model = argv[1];
+  for (let i = 2; i < argv.length; i += 2) {
+    const key = argv[i].replace(/^--/, '');
+    if (!(key in opts)) throw new Error(`ort_bench: unknown option ${argv[i]}`);
+    opts[key] = Number(argv[i + 1]);
+  }
+  return opts;
+}
+
+function quantile(sorted, q) {
+  return sorted[Math.min(sorted.length - 1, Math.floor(q * (sorted.length - 1) + 0.5))];
+}
+
+async function main() {
+  const opts = parseArgs(process.argv.slice(2));
+  const ort = require(path.join(opts.moduleDir, 'node_modules', 'onnxruntime-node'));
+  const session = await ort.InferenceSession.create(opts.model, {
+    intraOpNumThreads: opts.threads,
+    interOpNumThreads: 1,
+    executionMode: 'sequential',
+    graphOptimizationLevel: 'all',
+  });
+  const feeds = {};
+  let seed = 1;
+  for (const name of session.inputNames) {
+    const meta = session.inputMetadata.find((m) => m.name === name);
+    const dims = meta.shape.map((d, i) => (typeof d === 'number' ? d : (i === 0 ? opts.batch : 1)));
+    const n = dims.reduce((a, b) => a * b, 1);
+    const data = new Float32Array(n);
+    for (let i = 0; i < n; ++i) {
+      seed = (seed * 1103515245 + 12345) % 2147483648;
+      data[i] = seed / 2147483648;
+    }
+    feeds[name] = new ort.Tensor('float32', data, dims);
+  }
+  for (let i = 0; i < opts.warmup; ++i) await session.run(feeds);
+  const times = [];
+  for (let i = 0; i < opts.iterations; ++i) {
+    const start = process.hrtime.bigint();
+    await session.run(feeds);
+    times.push(Number(process.hrtime.bigint() - start) / 1e6);
+  }
+  times.sort((a, b) => a - b);
+  const median = quantile(times, 0.5);
+  console.log(JSON.stringify({
+    runtime: 'onnxruntime',
+    version: ort.env.versions ? ort.env.versions.common : 'unknown',
+    model: opts.model,
+    batch: opts.batch,
+    threads: opts.threads,
+    iterations: opts.iterations,
+    median_ms: median,
+    p90_ms: quantile(times, 0.9),
+    throughput_per_s: (1000 * opts.batch) / median,
+    times_ms: times,
+    peak_rss_bytes: process.resourceUsage().maxRSS * 1024,
+  }));
+}
+
+main().catch((e) => {
+  console.error(`ort_bench: ${e.message}`);
+  process.exit(1);
+});

@@ -1,0 +1,667 @@
+// SPDX-License-Identifier: Apache-2.0
+// Lowering nodes to oneDNN steps of a Program: convolutions with fused post-ops (bias, activation,
+// residual Add as a sum), pooling, binary, eltwise, concat, batch/layer norm and softmax, reading
+// and writing the blocked layouts oneDNN picks so that whole regions run without reorders.
+#include <cfloat>
+#include <cmath>
+
+#include "compiler/ops/all_ops.h"
+#include "compiler/passes/rewrite.h"
+#include "compiler/targets/cpu/dnnl_kernel.h"
+#include "compiler/targets/cpu/program.h"
+
+namespace kiln::compiler::cpu {
+
+namespace {
+
+using dnnl::memory;
+using Arg = PrimitiveStep::Arg;
+
+struct Eltwise {
+  dnnl::algorithm algorithm;
+  float alpha = 0.0f;
+  float beta = 0.0f;
+};
+
+bool is_f32(const Value* v) {
+  return v != nullptr && v->type().is_tensor() && v->tensor_type().dtype == DType::kF32 &&
+         v->tensor_type().is_static();
+}
+
+std::optional<float> scalar_constant(const Node& node, int input) {
+  if (!node.has_input(input)) return std::nullopt;
+  const Tensor* t = node.input(input)->constant_value();
+  if (t == nullptr || t->dtype() != DType::kF32 || t->numel() != 1) return std::nullopt;
+  return t->data<float>()[0];
+}
+
+// The oneDNN eltwise algorithm of a one-input f32 node, when it has one.
+std::optional<Eltwise> eltwise_of(const Node& node) {
+  if (node.num_outputs() != 1 || !is_f32(node.output(0)) || !node.has_input(0) ||
+      !is_f32(node.input(0))) {
+    return std::nullopt;
+  }
+  switch (node.kind()) {
+    case OpKind::kRelu: return Eltwise{dnnl::algorithm::eltwise_relu};
+    case OpKind::kLeakyRelu:
+      return Eltwise{dnnl::algorithm::eltwise_relu, node.attrs<ops::LeakyRelu>().alpha};
+    case OpKind::kSigmoid: return Eltwise{dnnl::algorithm::eltwise_logistic};
+    case OpKind::kTanh: return Eltwise{dnnl::algorithm::eltwise_tanh};
+    case OpKind::kExp: return Eltwise{dnnl::algorithm::eltwise_exp};
+    case OpKind::kAbs: return Eltwise{dnnl::algorithm::eltwise_abs};
+    case OpKind::kSqrt: return Eltwise{dnnl::algorithm::eltwise_sqrt};
+    case OpKind::kElu: return Eltwise{dnnl::algorithm::eltwise_elu, node.attrs<ops::Elu>().alpha};
+    case OpKind::kHardSwish: return Eltwise{dnnl::algorithm::eltwise_hardswish};
+    case OpKind::kClip: {
+      float lo = -FLT_MAX;
+      float hi = FLT_MAX;
+      for (int i = 1; i < 3; ++i) {
+        if (!node.has_input(i)) continue;
+        std::optional<float> v = scalar_constant(node, i);
+        if (!v) return std::nullopt;
+        (i == 1 ? lo : hi) = *v;
+      }
+      return Eltwise{dnnl::algorithm::eltwise_clip_v2, lo, hi};
+    }
+    default: return std::nullopt;
+  }
+}
+
+// The eltwise nodes that follow `y` and can run as post-ops of the step producing it: a chain of
+// single-use eltwise nodes, and x * Sigmoid(x) (SiLU) as swish.
+struct Tail {
+  std::vector<Eltwise> ops;
+  std::vector<const Node*> nodes;
+  const Value* out = nullptr;
+  std::string kinds;
+};
+
+bool is_scalar(const Value* v, float want, float tolerance) {
+  const Tensor* t = v->constant_value();
+  return t != nullptr && t->dtype() == DType::kF32 && t->numel() == 1 &&
+         std::abs(t->data<float>()[0] - want) <= tolerance;
+}
+
+// The only node using `v` (in its graph, not returned), or nullptr.
+const Node* sole_user(const Value* v) {
+  if (v->uses().size() != 1 || is_graph_output(v)) return nullptr;
+  return v->uses()[0].node;
+}
+
+// The other input of a two-input node, given one of them.
+const Value* other_input(const Node& node, const Value* one) {
+  if (node.num_inputs() != 2) return nullptr;
+  return node.input(0) == one ? node.input(1) : node.input(0);
+}
+
+// GELU as ONNX exporters write it: Mul(Mul(x, Add(Erf(Div(x, sqrt 2)), 1)), 0.5), with the two
+// Muls in either order. Returns the pattern's output and nodes, or nullptr.
+const Value* match_gelu(const Value* x, std::vector<const Node*>& nodes) {
+  if (x->uses().size() != 2 || is_graph_output(x)) return nullptr;
+  const Node* div = nullptr;
+  const Node* mul = nullptr;
+  for (const Use& u : x->uses()) {
+    if (u.node->kind() == OpKind::kDiv && u.index == 0) div = u.node;
+    if (u.node->kind() == OpKind::kMul) mul = u.node;
+  }
+  if (div == nullptr || mul == nullptr || !is_scalar(div->input(1), 1.41421356f, 1e-3f)) {
+    return nullptr;
+  }
+  const Node* erf = sole_user(div->output(0));
+  if (erf == nullptr || erf->kind() != OpKind::kErf) return nullptr;
+  const Node* add = sole_user(erf->output(0));
+  if (add == nullptr || add->kind() != OpKind::kAdd) return nullptr;
+  const Value* one = other_input(*add, erf->output(0));
+  if (one == nullptr || !is_scalar(one, 1.0f, 0.0f)) return nullptr;
+  // x * (1 + erf) then * 0.5, or x * 0.5 then * (1 + erf).
+  const Node* last = nullptr;
+  const Value* mul_other = other_input(*mul, x);
+  if (mul_other == add->output(0)) {
+    last = sole_user(mul->output(0));
+    if (last == nullptr || last->kind() != OpKind::kMul) return nullptr;
+    const Value* half = other_input(*last, mul->output(0));
+    if (half == nullptr || !is_scalar(half, 0.5f, 0.0f)) return nullptr;
+  } else if (mul_other != nullptr && is_scalar(mul_other, 0.5f, 0.0f)) {
+    last = sole_user(mul->output(0));
+    if (last == nullptr || last->kind() != OpKind::kMul ||
+        other_input(*last, mul->output(0)) != add->output(0) || sole_user(add->output(0)) != last) {
+      return nullptr;
+    }
+  } else {
+    return nullptr;
+  }
+  if (mul_other == add->output(0) && sole_user(add->output(0)) != mul) return nullptr;
+  if (last->output(0)->tensor_type().shape() != x->tensor_type().shape()) return nullptr;
+  nodes.insert(nodes.end(), {div, erf, add, mul, last});
+  return last->output(0);
+}
+
+Tail trailing_eltwise(const Value* y, int max_ops = 2) {
+  Tail tail;
+  tail.out = y;
+  while (static_cast<int>(tail.ops.size()) < max_ops && !is_graph_output(tail.out)) {
+    const auto& uses = tail.out->uses();
+    if (uses.size() == 1) {
+      const Node* next = uses[0].node;
+      std::optional<Eltwise> e = next->graph() == y->graph() ? eltwise_of(*next) : std::nullopt;
+      if (!e || uses[0].index != 0) break;
+      tail.ops.push_back(*e);
+      tail.nodes.push_back(next);
+      tail.kinds += "+" + std::string(next->op().name());
+      tail.out = next->output(0);
+      continue;
+    }
+    if (const Value* out = match_gelu(tail.out, tail.nodes)) {
+      tail.ops.push_back({dnnl::algorithm::eltwise_gelu_erf});
+      tail.kinds += "+Gelu";
+      tail.out = out;
+      continue;
+    }
+    if (uses.size() == 2) {
+      // Sigmoid(x) and Mul(x, Sigmoid(x)), in either order.
+      const Node* sigmoid = nullptr;
+      const Node* mul = nullptr;
+      for (const Use& u : uses) {
+        if (u.node->kind() == OpKind::kSigmoid) sigmoid = u.node;
+        if (u.node->kind() == OpKind::kMul) mul = u.node;
+      }
+      if (sigmoid == nullptr || mul == nullptr || mul->num_inputs() != 2) break;
+      const Value* s = sigmoid->output(0);
+      if (s->uses().size() != 1 || s->uses()[0].node != mul || is_graph_output(s)) break;
+      if (mul->output(0)->tensor_type().shape() != y->tensor_type().shape()) break;
+      tail.ops.push_back({dnnl::algorithm::eltwise_swish, 1.0f});
+      tail.nodes.push_back(sigmoid);
+      tail.nodes.push_back(mul);
+      tail.kinds += "+SiLU";
+      tail.out = mul->output(0);
+      continue;
+    }
+    break;
+  }
+  return tail;
+}
+
+void append(dnnl::post_ops& post, const std::vector<Eltwise>& ops) {
+  for (const Eltwise& e : ops) post.append_eltwise(1.0f, e.algorithm, e.alpha, e.beta);
+}
+
+memory::desc any_desc(const Shape& shape) {
+  return memory::desc(to_dims(shape), memory::data_type::f32, memory::format_tag::any);
+}
+
+// A constant copied into memory the step owns, in `layout`.
+memory constant_memory(const dnnl::engine& engine, const Tensor& t, const memory::desc& layout) {
+  return pack(engine, plain_desc(t.shape()), t.raw_data(), layout);
+}
+
+void finish(ProgramBuilder& b, const Node& node, std::string kind, dnnl::primitive primitive,
+            std::vector<Arg> args, const Tail& tail,
+            std::optional<PrimitiveStep::Prefill> prefill = std::nullopt, int prefill_from = -1) {
+  auto step =
+      std::make_unique<PrimitiveStep>(b.engine(), std::move(primitive), args, std::move(prefill));
+  step->node = &node;
+  step->kind = std::move(kind) + tail.kinds;
+  for (const Arg& a : args) {
+    if (a.buffer < 0) continue;
+    if (a.arg == DNNL_ARG_DST || a.arg == DNNL_ARG_SCRATCHPAD) {
+      step->writes.push_back(a.buffer);
+    } else {
+      step->reads.push_back(a.buffer);
+    }
+  }
+  if (prefill_from >= 0) step->reads.push_back(prefill_from);
+  b.add_step(std::move(step));
+  for (const Node* n : tail.nodes) b.mark_fused(n);
+}
+
+// Conv (with its Relu), then the Add of `add` as a sum post-op, then the eltwise tail.
+bool lower_conv(ProgramBuilder& b, const Node& conv, const Node* add) {
+  std::optional<ConvSetup> s = conv_setup(conv);
+  if (!s || s->weights_const == nullptr || !b.has_buffer(conv.input(0))) return false;
+  if (s->has_bias && s->bias_const == nullptr && !is_f32(conv.input(2))) return false;
+  const Value* y = add != nullptr ? add->output(0) : conv.output(0);
+  const Value* residual = nullptr;
+  if (add != nullptr) residual = add->input(add->input(0) == conv.output(0) ? 1 : 0);
+  const Tail tail = trailing_eltwise(y);
+
+  const memory::desc any_src(s->src, memory::data_type::f32, memory::format_tag::any);
+  const memory::desc any_weights(s->weights, memory::data_type::f32, memory::format_tag::any);
+  const memory::desc any_dst(s->dst, memory::data_type::f32, memory::format_tag::any);
+  const memory::desc bias = s->has_bias ? plain_desc(s->bias) : memory::desc();
+  dnnl::convolution_forward::desc desc(
+      dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, any_src, any_weights,
+      bias, any_dst, s->strides, s->dilates, s->pad_begin, s->pad_end);
+  dnnl::primitive_attr attr = scratchpad_attr();
+  dnnl::post_ops post;
+  if (s->relu) post.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
+  if (add != nullptr) post.append_sum(1.0f);
+  append(post, tail.ops);
+  attr.set_post_ops(post);
+  dnnl::convolution_forward::primitive_desc pd(desc, attr, b.engine());
+
+  std::vector<Arg> args;
+  args.push_back({DNNL_ARG_SRC, b.in_layout(conv.input(0), pd.src_desc()), pd.src_desc(), {}});
+  args.push_back(
+      {DNNL_ARG_WEIGHTS, -1, pd.weights_desc(),
+       pack(b.engine(), s->user_weights, s->weights_const->raw_data(), pd.weights_desc())});
+  if (s->has_bias) {
+    if (s->bias_const != nullptr) {
+      args.push_back({DNNL_ARG_BIAS, -1, pd.bias_desc(),
+                      constant_memory(b.engine(), *s->bias_const, pd.bias_desc())});
+    } else {
+      args.push_back({DNNL_ARG_BIAS, b.plain(conv.input(2)), pd.bias_desc(), {}});
+    }
+  }
+  std::optional<PrimitiveStep::Prefill> prefill;
+  int residual_buffer = -1;
+  if (residual != nullptr) {
+    residual_buffer = b.buffer_of(residual);
+    const memory::desc from = b.layout_of(residual);
+    prefill = PrimitiveStep::Prefill{
+        dnnl::reorder(dnnl::reorder::primitive_desc(b.engine(), from, b.engine(), pd.dst_desc())),
+        residual_buffer, from};
+  }
+  args.push_back({DNNL_ARG_DST, b.define(tail.out, pd.dst_desc()), pd.dst_desc(), {}});
+  if (int sp = b.scratch(pd.scratchpad_desc().get_size()); sp >= 0) {
+    args.push_back({DNNL_ARG_SCRATCHPAD, sp, pd.scratchpad_desc(), {}});
+  }
+  std::string kind = s->relu ? "Conv+Relu" : "Conv";
+  if (add != nullptr) kind += "+Add";
+  finish(b, conv, kind, dnnl::convolution_forward(pd), std::move(args), tail, std::move(prefill),
+         residual_buffer);
+  b.mark_fused(&conv);
+  return true;
+}
+
+bool lower_pool(ProgramBuilder& b, const Node& node) {
+  if (!is_f32(node.input(0)) || !is_f32(node.output(0))) return false;
+  const memory::desc src = b.layout_of(node.input(0));
+  std::optional<dnnl::pooling_v2_forward::desc> desc =
+      pool_desc(node, src, any_desc(node.output(0)->tensor_type().shape()));
+  if (!desc) return false;
+  dnnl::pooling_v2_forward::primitive_desc pd(*desc, scratchpad_attr(), b.engine());
+  std::vector<Arg> args;
+  args.push_back({DNNL_ARG_SRC, b.in_layout(node.input(0), pd.src_desc()), pd.src_desc(), {}});
+  args.push_back({DNNL_ARG_DST, b.define(node.output(0), pd.dst_desc()), pd.dst_desc(), {}});
+  if (int sp = b.scratch(pd.scratchpad_desc().get_size()); sp >= 0) {
+    args.push_back({DNNL_ARG_SCRATCHPAD, sp, pd.scratchpad_desc(), {}});
+  }
+  finish(b, node, std::string(node.op().name()), dnnl::pooling_v2_forward(pd), std::move(args),
+         Tail{});
+  return true;
+}
+
+// `s` with leading 1s up to `rank` dims.
+memory::dims broadcast_dims(const Shape& s, int rank) {
+  memory::dims dims(static_cast<size_t>(std::max(rank, 1) - s.rank()), 1);
+  for (int i = 0; i < s.rank(); ++i) dims.push_back(s[i]);
+  return dims;
+}
+
+bool lower_binary(ProgramBuilder& b, const Node& node) {
+  if (node.num_inputs() != 2 || !is_f32(node.input(0)) || !is_f32(node.input(1)) ||
+      !is_f32(node.output(0))) {
+    return false;
+  }
+  dnnl::algorithm algorithm;
+  bool commutes = true;
+  switch (node.kind()) {
+    case OpKind::kAdd: algorithm = dnnl::algorithm::binary_add; break;
+    case OpKind::kMul: algorithm = dnnl::algorithm::binary_mul; break;
+    case OpKind::kMax: algorithm = dnnl::algorithm::binary_max; break;
+    case OpKind::kMin: algorithm = dnnl::algorithm::binary_min; break;
+    case OpKind::kSub: algorithm = dnnl::algorithm::binary_sub, commutes = false; break;
+    case OpKind::kDiv: algorithm = dnnl::algorithm::binary_div, commutes = false; break;
+    default: return false;
+  }
+  const Shape& y = node.output(0)->tensor_type().shape();
+  const Value* first = node.input(0);
+  const Value* second = node.input(1);
+  if (first->tensor_type().shape() != y) {
+    if (!commutes || second->tensor_type().shape() != y) return false;
+    std::swap(first, second);
+  }
+  if (second->tensor_type().shape().rank() > y.rank()) return false;
+  const bool same = second->tensor_type().shape() == y;
+  const Tail tail = trailing_eltwise(node.output(0));
+  dnnl::primitive_attr attr = scratchpad_attr();
+  if (!tail.ops.empty()) {
+    dnnl::post_ops post;
+    append(post, tail.ops);
+    attr.set_post_ops(post);
+  }
+  // The first operand's layout, when oneDNN broadcasts the second over it; else plain.
+  auto make = [&](const memory::desc& src0) {
+    const memory::desc src1 =
+        same ? src0 : plain_desc(broadcast_dims(second->tensor_type().shape(), y.rank()));
+    return dnnl::binary::primitive_desc(dnnl::binary::desc(algorithm, src0, src1, src0), attr,
+                                        b.engine());
+  };
+  std::optional<dnnl::binary::primitive_desc> pd;
+  try {
+    pd = make(b.layout_of(first));
+  } catch (const dnnl::error&) {
+    pd = make(plain_desc(y));
+  }
+  std::vector<Arg> args;
+  args.push_back({DNNL_ARG_SRC_0, b.in_layout(first, pd->src0_desc()), pd->src0_desc(), {}});
+  const int src1 = same ? b.in_layout(second, pd->src1_desc()) : b.plain(second);
+  args.push_back({DNNL_ARG_SRC_1, src1, pd->src1_desc(), {}});
+  args.push_back({DNNL_ARG_DST, b.define(tail.out, pd->dst_desc()), pd->dst_desc(), {}});
+  if (int sp = b.scratch(pd->scratchpad_desc().get_size()); sp >= 0) {
+    args.push_back({DNNL_ARG_SCRATCHPAD, sp, pd->scratchpad_desc(), {}});
+  }
+  finish(b, node, std::string(node.op().name()), dnnl::binary(*pd), std::move(args), tail);
+  return true;
+}
+
+bool lower_eltwise(ProgramBuilder& b, const Node& node) {
+  std::optional<Eltwise> e = eltwise_of(node);
+  if (!e) return false;
+  const memory::desc src = b.layout_of(node.input(0));
+  dnnl::eltwise_forward::primitive_desc pd(
+      dnnl::eltwise_forward::desc(dnnl::prop_kind::forward_inference, e->algorithm, src, e->alpha,
+                                  e->beta),
+      scratchpad_attr(), b.engine());
+  std::vector<Arg> args;
+  args.push_back({DNNL_ARG_SRC, b.buffer_of(node.input(0)), src, {}});
+  args.push_back({DNNL_ARG_DST, b.define(node.output(0), pd.dst_desc()), pd.dst_desc(), {}});
+  finish(b, node, std::string(node.op().name()), dnnl::eltwise_forward(pd), std::move(args),
+         Tail{});
+  return true;
+}
+
+bool lower_concat(ProgramBuilder& b, const Node& node) {
+  if (!is_f32(node.output(0)) || node.num_inputs() < 1) return false;
+  const int rank = node.output(0)->tensor_type().shape().rank();
+  int64_t axis = node.attrs<ops::Concat>().axis.value_or(0);
+  if (axis < 0) axis += rank;
+  if (axis < 0 || axis >= rank) return false;
+  std::vector<const Value*> inputs;
+  for (const Value* v : node.inputs()) {
+    if (!is_f32(v) || v->tensor_type().shape().rank() != rank) return false;
+    if (v->tensor_type().shape().numel() == 0) return false;
+    inputs.push_back(v);
+  }
+  auto make = [&](bool keep_layouts) {
+    std::vector<memory::desc> srcs;
+    for (const Value* v : inputs) {
+      srcs.push_back(keep_layouts ? b.layout_of(v) : plain_desc(v->tensor_type().shape()));
+    }
+    return dnnl::concat::primitive_desc(static_cast<int>(axis), srcs, b.engine(),
+                                        scratchpad_attr());
+  };
+  std::optional<dnnl::concat::primitive_desc> pd;
+  try {
+    pd = make(true);
+  } catch (const dnnl::error&) {
+    pd = make(false);
+  }
+  std::vector<Arg> args;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const memory::desc want = pd->src_desc(static_cast<int>(i));
+    args.push_back(
+        {DNNL_ARG_MULTIPLE_SRC + static_cast<int>(i), b.in_layout(inputs[i], want), want, {}});
+  }
+  args.push_back({DNNL_ARG_DST, b.define(node.output(0), pd->dst_desc()), pd->dst_desc(), {}});
+  if (int sp = b.scratch(pd->scratchpad_desc().get_size()); sp >= 0) {
+    args.push_back({DNNL_ARG_SCRATCHPAD, sp, pd->scratchpad_desc(), {}});
+  }
+  finish(b, node, "Concat", dnnl::concat(*pd), std::move(args), Tail{});
+  return true;
+}
+
+bool unused(const Node& node, int output) {
+  return output >= node.num_outputs() ||
+         (node.output(output)->uses().empty() && !is_graph_output(node.output(output)));
+}
+
+// Inference BatchNormalization with constant statistics (a Relu after it fused).
+bool lower_batch_norm(ProgramBuilder& b, const Node& node) {
+  const auto& op = node.attrs<ops::BatchNormalization>();
+  if (op.training_mode != 0 || node.num_inputs() != 5 || !is_f32(node.input(0)) ||
+      !is_f32(node.output(0))) {
+    return false;
+  }
+  for (int i = 1; i < node.num_outputs(); ++i) {
+    if (!unused(node, i)) return false;
+  }
+  const Shape& x = node.input(0)->tensor_type().shape();
+  if (x.rank() < 2) return false;
+  const Tensor* params[4];
+  for (int i = 0; i < 4; ++i) {
+    params[i] = node.input(i + 1)->constant_value();
+    if (params[i] == nullptr || params[i]->dtype() != DType::kF32 || params[i]->numel() != x[1]) {
+      return false;
+    }
+  }
+  Tail tail = trailing_eltwise(node.output(0), 1);
+  const bool relu = !tail.ops.empty() && tail.ops[0].algorithm == dnnl::algorithm::eltwise_relu &&
+                    tail.ops[0].alpha == 0.0f;
+  if (!relu) {
+    tail = Tail{};
+    tail.out = node.output(0);
+  }
+  auto flags = dnnl::normalization_flags::use_global_stats | dnnl::normalization_flags::use_scale |
+               dnnl::normalization_flags::use_shift;
+  if (relu) flags |= dnnl::normalization_flags::fuse_norm_relu;
+  const memory::desc src = b.layout_of(node.input(0));
+  dnnl::batch_normalization_forward::primitive_desc pd(
+      dnnl::batch_normalization_forward::desc(dnnl::prop_kind::forward_inference, src, op.epsilon,
+                                              flags),
+      scratchpad_attr(), b.engine());
+  const memory::desc c = plain_desc(Shape{x[1]});
+  std::vector<Arg> args;
+  args.push_back({DNNL_ARG_SRC, b.buffer_of(node.input(0)), src, {}});
+  args.push_back({DNNL_ARG_SCALE, -1, c, constant_memory(b.engine(), *params[0], c)});
+  args.push_back({DNNL_ARG_SHIFT, -1, c, constant_memory(b.engine(), *params[1], c)});
+  args.push_back({DNNL_ARG_MEAN, -1, c, constant_memory(b.engine(), *params[2], c)});
+  args.push_back({DNNL_ARG_VARIANCE, -1, c, constant_memory(b.engine(), *params[3], c)});
+  args.push_back({DNNL_ARG_DST, b.define(tail.out, pd.dst_desc()), pd.dst_desc(), {}});
+  if (int sp = b.scratch(pd.scratchpad_desc().get_size()); sp >= 0) {
+    args.push_back({DNNL_ARG_SCRATCHPAD, sp, pd.scratchpad_desc(), {}});
+  }
+  finish(b, node, "BatchNormalization", dnnl::batch_normalization_forward(pd), std::move(args),
+         tail);
+  return true;
+}
+
+// LayerNormalization over the last axis, with constant scale and bias.
+bool lower_layer_norm(ProgramBuilder& b, const Node& node) {
+  const auto& op = node.attrs<ops::LayerNormalization>();
+  if (!is_f32(node.input(0)) || !is_f32(node.output(0)) || unused(node, 0)) return false;
+  for (int i = 1; i < node.num_outputs(); ++i) {
+    if (!unused(node, i)) return false;
+  }
+  const Shape& x = node.input(0)->tensor_type().shape();
+  if (x.rank() < 2 || (op.axis != -1 && op.axis != x.rank() - 1)) return false;
+  const Tensor* scale = node.has_input(1) ? node.input(1)->constant_value() : nullptr;
+  const Tensor* bias = node.has_input(2) ? node.input(2)->constant_value() : nullptr;
+  const int64_t c = x[x.rank() - 1];
+  if (scale == nullptr || scale->dtype() != DType::kF32 || scale->numel() != c) return false;
+  if (node.has_input(2) &&
+      (bias == nullptr || bias->dtype() != DType::kF32 || bias->numel() != c)) {
+    return false;
+  }
+  auto flags = dnnl::normalization_flags::use_scale;
+  if (bias != nullptr) flags |= dnnl::normalization_flags::use_shift;
+  const memory::desc src = plain_desc(x);
+  dnnl::layer_normalization_forward::primitive_desc pd(
+      dnnl::layer_normalization_forward::desc(dnnl::prop_kind::forward_inference, src, op.epsilon,
+                                              flags),
+      scratchpad_attr(), b.engine());
+  const memory::desc cd = plain_desc(Shape{c});
+  std::vector<Arg> args;
+  args.push_back({DNNL_ARG_SRC, b.plain(node.input(0)), src, {}});
+  args.push_back({DNNL_ARG_SCALE, -1, cd, constant_memory(b.engine(), *scale, cd)});
+  if (bias != nullptr) {
+    args.push_back({DNNL_ARG_SHIFT, -1, cd, constant_memory(b.engine(), *bias, cd)});
+  }
+  args.push_back({DNNL_ARG_DST, b.define(node.output(0), pd.dst_desc()), pd.dst_desc(), {}});
+  if (int sp = b.scratch(pd.scratchpad_desc().get_size()); sp >= 0) {
+    args.push_back({DNNL_ARG_SCRATCHPAD, sp, pd.scratchpad_desc(), {}});
+  }
+  finish(b, node, "LayerNormalization", dnnl::layer_normalization_forward(pd), std::move(args),
+         Tail{});
+  return true;
+}
+
+// Softmax over the last axis (where every opset's definition agrees).
+bool lower_softmax(ProgramBuilder& b, const Node& node) {
+  if (!is_f32(node.input(0)) || !is_f32(node.output(0))) return false;
+  const Shape& x = node.input(0)->tensor_type().shape();
+  const int64_t axis = node.attrs<ops::Softmax>().axis;
+  if (x.rank() < 1 || (axis != -1 && axis != x.rank() - 1) || x.numel() == 0) return false;
+  const memory::desc src = plain_desc(x);
+  dnnl::softmax_v2_forward::primitive_desc pd(
+      dnnl::softmax_v2_forward::desc(dnnl::prop_kind::forward_inference,
+                                     dnnl::algorithm::softmax_accurate, src, src,
+                                     static_cast<int>(x.rank() - 1)),
+      scratchpad_attr(), b.engine());
+  std::vector<Arg> args;
+  args.push_back({DNNL_ARG_SRC, b.plain(node.input(0)), src, {}});
+  args.push_back({DNNL_ARG_DST, b.define(node.output(0), src), src, {}});
+  if (int sp = b.scratch(pd.scratchpad_desc().get_size()); sp >= 0) {
+    args.push_back({DNNL_ARG_SCRATCHPAD, sp, pd.scratchpad_desc(), {}});
+  }
+  finish(b, node, "Softmax", dnnl::softmax_v2_forward(pd), std::move(args), Tail{});
+  return true;
+}
+
+// MatMul [..., M, K] x constant [K, N] as one [M', K] x [K, N] product with the weights packed,
+// and a following Add of a constant [N] bias and eltwise tail (GELU, Relu, ...) fused in.
+bool lower_matmul(ProgramBuilder& b, const Node& node) {
+  if (node.num_inputs() != 2 || !is_f32(node.input(0)) || !is_f32(node.output(0))) return false;
+  const Tensor* w = node.input(1)->constant_value();
+  if (w == nullptr || w->dtype() != DType::kF32 || w->shape().rank() != 2) return false;
+  const Shape& a = node.input(0)->tensor_type().shape();
+  const Shape& y = node.output(0)->tensor_type().shape();
+  if (a.rank() < 2) return false;
+  const int64_t k = a[a.rank() - 1];
+  const int64_t n = w->shape()[1];
+  if (k == 0 || n == 0 || w->shape()[0] != k || a.numel() == 0) return false;
+  const int64_t m = a.numel() / k;
+
+  // An Add of a constant bias over the last dim.
+  const Node* add = sole_user(node.output(0));
+  const Tensor* bias = nullptr;
+  if (add != nullptr && add->kind() == OpKind::kAdd && add->num_inputs() == 2 &&
+      is_f32(add->output(0)) && add->output(0)->tensor_type().shape() == y) {
+    const Value* other = other_input(*add, node.output(0));
+    bias = other != nullptr ? other->constant_value() : nullptr;
+    if (bias != nullptr) {
+      const Shape& bs = bias->shape();
+      bool row = bias->dtype() == DType::kF32 && bias->numel() == n && bs.rank() >= 1;
+      for (int i = 0; row && i + 1 < bs.rank(); ++i) row = bs[i] == 1;
+      if (!row) bias = nullptr;
+    }
+  }
+  if (bias == nullptr) add = nullptr;
+  const Tail tail = trailing_eltwise(add != nullptr ? add->output(0) : node.output(0));
+
+  const memory::desc src = plain_desc(memory::dims{m, k});
+  const memory::desc user_weights = plain_desc(memory::dims{k, n});
+  const memory::desc any_weights({k, n}, memory::data_type::f32, memory::format_tag::any);
+  const memory::desc bias_desc = bias != nullptr ? plain_desc(memory::dims{1, n}) : memory::desc();
+  const memory::desc dst = plain_desc(memory::dims{m, n});
+  dnnl::primitive_attr attr = scratchpad_attr();
+  if (!tail.ops.empty()) {
+    dnnl::post_ops post;
+    append(post, tail.ops);
+    attr.set_post_ops(post);
+  }
+  dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src, any_weights, bias_desc, dst), attr,
+                                  b.engine());
+  std::vector<Arg> args;
+  args.push_back({DNNL_ARG_SRC, b.plain(node.input(0)), src, {}});
+  args.push_back({DNNL_ARG_WEIGHTS, -1, pd.weights_desc(),
+                  pack(b.engine(), user_weights, w->raw_data(), pd.weights_desc())});
+  if (bias != nullptr) {
+    args.push_back(
+        {DNNL_ARG_BIAS, -1, bias_desc, pack(b.engine(), bias_desc, bias->raw_data(), bias_desc)});
+  }
+  args.push_back({DNNL_ARG_DST, b.define(tail.out, plain_desc(y)), dst, {}});
+  if (int sp = b.scratch(pd.scratchpad_desc().get_size()); sp >= 0) {
+    args.push_back({DNNL_ARG_SCRATCHPAD, sp, pd.scratchpad_desc(), {}});
+  }
+  finish(b, node, add != nullptr ? "MatMul+Add" : "MatMul", dnnl::matmul(pd), std::move(args),
+         tail);
+  if (add != nullptr) b.mark_fused(add);
+  return true;
+}
+
+// Transpose as a reorder: the input read through permuted strides into a plain output.
+bool lower_transpose(ProgramBuilder& b, const Node& node) {
+  if (!is_f32(node.input(0)) || !is_f32(node.output(0))) return false;
+  const Shape& x = node.input(0)->tensor_type().shape();
+  const int rank = x.rank();
+  if (rank < 1 || rank > DNNL_MAX_NDIMS) return false;
+  std::vector<int64_t> perm = node.attrs<ops::Transpose>().perm.value_or(std::vector<int64_t>{});
+  if (perm.empty()) {
+    for (int i = rank; i-- > 0;) perm.push_back(i);
+  }
+  if (static_cast<int>(perm.size()) != rank) return false;
+  std::vector<int64_t> in_strides(static_cast<size_t>(rank));
+  int64_t stride = 1;
+  for (int i = rank; i-- > 0;) {
+    in_strides[static_cast<size_t>(i)] = stride;
+    stride *= x[i];
+  }
+  memory::dims dims;
+  memory::dims strides;
+  for (int64_t p : perm) {
+    if (p < 0 || p >= rank) return false;
+    dims.push_back(x[static_cast<int>(p)]);
+    strides.push_back(in_strides[static_cast<size_t>(p)]);
+  }
+  const memory::desc src(dims, memory::data_type::f32, strides);
+  const memory::desc dst = plain_desc(dims);
+  dnnl::reorder::primitive_desc pd(b.engine(), src, b.engine(), dst);
+  std::vector<Arg> args;
+  args.push_back({DNNL_ARG_SRC, b.plain(node.input(0)), src, {}});
+  args.push_back({DNNL_ARG_DST, b.define(node.output(0), dst), dst, {}});
+  finish(b, node, "Transpose", dnnl::reorder(pd), std::move(args), Tail{});
+  return true;
+}
+
+bool lower(ProgramBuilder& b, const Node& node) {
+  if (node.graph() != &b.graph()) return false;
+  for (const Value* v : node.outputs()) {
+    if (v->tensor_type().shape().numel() == 0) return false;
+  }
+  switch (node.kind()) {
+    case OpKind::kConv:
+      if (b.sum_partner(&node) != nullptr) return true;  // lowered at its Add
+      return lower_conv(b, node, nullptr);
+    case OpKind::kAdd:
+      if (const Node* conv = b.sum_partner(&node)) return lower_conv(b, *conv, &node);
+      return lower_binary(b, node);
+    case OpKind::kMul:
+    case OpKind::kSub:
+    case OpKind::kDiv:
+    case OpKind::kMax:
+    case OpKind::kMin: return lower_binary(b, node);
+    case OpKind::kMaxPool:
+    case OpKind::kAveragePool:
+    case OpKind::kGlobalAveragePool: return lower_pool(b, node);
+    case OpKind::kConcat: return lower_concat(b, node);
+    case OpKind::kBatchNormalization: return lower_batch_norm(b, node);
+    case OpKind::kLayerNormalization: return lower_layer_norm(b, node);
+    case OpKind::kSoftmax: return lower_softmax(b, node);
+    case OpKind::kTranspose: return lower_transpose(b, node);
+    case OpKind::kMatMul: return lower_matmul(b, node);
+    default: return lower_eltwise(b, node);
+  }
+}
+
+}  // namespace
+
+Result<bool> lower_dnnl(ProgramBuilder& builder, const Node& node) {
+  try {
+    return lower(builder, node);
+  } catch (const dnnl::error&) {
+    return false;  // a combination oneDNN does not implement: the node runs its ref kernel
+  }
+}
+
+}  // namespace kiln::compiler::cpu

@@ -1,0 +1,475 @@
+// SPDX-License-Identifier: Apache-2.0
+// Building a Program from a graph (buffers, ref steps, reorders, the memory plan) and running it.
+#include "compiler/targets/cpu/program.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+
+#include "compiler/ops/all_ops.h"
+#include "compiler/passes/rewrite.h"
+#include "compiler/targets/cpu/dnnl_kernel.h"
+#include "compiler/targets/ref/kernel.h"
+
+namespace kiln::compiler::cpu {
+
+namespace {
+
+constexpr size_t kAlignment = 64;
+
+size_t byte_size(DType dtype, const Shape& shape) {
+  return static_cast<size_t>(shape.numel()) * dtype_size(dtype);
+}
+
+// A node whose kernel runs on the ref path over plain buffers.
+class RefStep final : public Step {
+ public:
+  // One input or output: its buffer (-1 for an omitted input) and tensor type.
+  struct Slot {
+    int buffer = -1;
+    DType dtype = DType::kF32;
+    Shape shape;
+    size_t bytes = 0;
+  };
+  RefStep(const Node& node, const ref::NodeKernel* kernel, std::vector<Slot> inputs,
+          std::vector<Slot> outputs)
+      : kernel_(kernel), inputs_(std::move(inputs)), outputs_(std::move(outputs)) {
+    this->node = &node;
+    kind = std::string(node.op().name());
+  }
+
+  Status run(StepContext& ctx) const override {
+    std::vector<Argument> in(inputs_.size());
+    std::vector<const Argument*> in_ptrs(inputs_.size(), nullptr);
+    for (size_t i = 0; i < inputs_.size(); ++i) {
+      const Slot& s = inputs_[i];
+      if (s.buffer < 0) continue;
+      in[i] = Argument(
+          Tensor::wrap(s.dtype, s.shape, ctx.data[static_cast<size_t>(s.buffer)], nullptr));
+      in_ptrs[i] = &in[i];
+    }
+    std::vector<Argument> out(outputs_.size());
+    for (size_t i = 0; i < outputs_.size(); ++i) {
+      const Slot& s = outputs_[i];
+      void* p = ctx.data[static_cast<size_t>(s.buffer)];
+      // Ref kernels may count on zeroed outputs; the table's oneDNN kernels write every element.
+      if (kernel_ == nullptr && s.bytes != 0) std::memset(p, 0, s.bytes);
+      out[i] = Argument(Tensor::wrap(s.dtype, s.shape, p, nullptr));
+    }
+    ref::KernelContext kctx(*node, std::move(in_ptrs), &out, ctx.interpreter);
+    KILN_RETURN_IF_ERROR(kernel_ != nullptr ? kernel_->run(kctx) : ref::run_node(*node, kctx));
+    // A kernel that set its output anew (rather than writing the buffer) is copied in.
+    for (size_t i = 0; i < outputs_.size(); ++i) {
+      const Slot& s = outputs_[i];
+      void* p = ctx.data[static_cast<size_t>(s.buffer)];
+      const Argument& a = out[i];
+      if (a.is_tensor() && a.tensor().raw_data() == p) continue;
+      if (!a.is_tensor() || a.tensor().dtype() != s.dtype || a.tensor().shape() != s.shape) {
+        return internal_error(fmt::format("{}: output {} is {}, but compilation inferred {}{}",
+                                          node->describe(), i, a.to_string(), dtype_name(s.dtype),
+                                          s.shape.to_string()));
+      }
+      if (s.bytes != 0) std::memcpy(p, a.tensor().raw_data(), s.bytes);
+    }
+    return Status();
+  }
+
+ private:
+  const ref::NodeKernel* kernel_;
+  std::vector<Slot> inputs_;
+  std::vector<Slot> outputs_;
+};
+
+}  // namespace
+
+bool is_row_major(const dnnl::memory::desc& layout) {
+  if (layout.is_zero()) return true;
+  const dnnl_memory_desc_t& md = layout.data;
+  if (md.format_kind != dnnl_blocked || md.format_desc.blocking.inner_nblks != 0 ||
+      md.offset0 != 0) {
+    return false;
+  }
+  // Strides of size-1 dims do not matter: any value addresses the same elements.
+  dnnl::memory::dim stride = 1;
+  for (int i = md.ndims; i-- > 0;) {
+    if (md.padded_dims[i] != md.dims[i]) return false;
+    if (md.dims[i] != 1 && md.format_desc.blocking.strides[i] != stride) return false;
+    stride *= md.dims[i];
+  }
+  return true;
+}
+
+bool Buffer::is_plain() const {
+  return is_row_major(layout);
+}
+
+// ---- PrimitiveStep ----
+
+PrimitiveStep::PrimitiveStep(dnnl::engine engine, dnnl::primitive primitive, std::vector<Arg> args,
+                             std::optional<Prefill> prefill)
+    : engine_(std::move(engine)),
+      primitive_(std::move(primitive)),
+      args_(std::move(args)),
+      prefill_(std::move(prefill)) {}
+
+Status PrimitiveStep::run(StepContext& ctx) const {
+  std::unordered_map<int, dnnl::memory> args;
+  args.reserve(args_.size());
+  for (const Arg& a : args_) {
+    if (a.buffer < 0) {
+      args.emplace(a.arg, a.fixed);
+    } else {
+      args.emplace(a.arg, dnnl::memory(a.layout, engine_, ctx.data[static_cast<size_t>(a.buffer)]));
+    }
+  }
+  if (prefill_) {
+    dnnl::memory from(prefill_->from_layout, engine_,
+                      ctx.data[static_cast<size_t>(prefill_->from)]);
+    prefill_->reorder.execute(*ctx.stream, from, args.at(DNNL_ARG_DST));
+  }
+  primitive_.execute(*ctx.stream, args);
+  return Status();
+}
+
+// ---- Program ----
+
+Program::Program(dnnl::engine engine, std::vector<Buffer> buffers,
+                 std::vector<std::unique_ptr<Step>> steps, std::vector<int> outputs,
+                 MemoryPlan plan, uint64_t seed)
+    : engine_(std::move(engine)),
+      buffers_(std::move(buffers)),
+      steps_(std::move(steps)),
+      outputs_(std::move(outputs)),
+      plan_(std::move(plan)),
+      seed_(seed) {}
+
+int Program::count_steps(std::string_view kind) const {
+  int n = 0;
+  for (const auto& s : steps_) n += s->kind == kind ? 1 : 0;
+  return n;
+}
+
+Result<std::unique_ptr<Session>> Program::new_session() const {
+  auto session = std::make_unique<Session>();
+  if (plan_.arena_bytes != 0) {
+    void* p = std::aligned_alloc(kAlignment, plan_.arena_bytes);
+    if (p == nullptr) {
+      return resource_exhausted_error(
+          fmt::format("cpu target: cannot allocate the {} MiB scratch arena of a session",
+                      plan_.arena_bytes >> 20));
+    }
+    session->arena = std::unique_ptr<uint8_t, void (*)(void*)>(static_cast<uint8_t*>(p), std::free);
+  }
+  try {
+    session->stream = std::make_unique<dnnl::stream>(engine_);
+  } catch (const dnnl::error& e) {
+    return internal_error(fmt::format("cpu target: cannot make a oneDNN stream: {}", e.what()));
+  }
+  session->ctx.data.assign(buffers_.size(), nullptr);
+  session->ctx.stream = session->stream.get();
+  for (size_t i = 0; i < buffers_.size(); ++i) {
+    const Buffer& b = buffers_[i];
+    if (b.kind == Buffer::Kind::kArena) {
+      session->ctx.data[i] = session->arena.get() + plan_.offsets[i];
+    } else if (b.kind == Buffer::Kind::kConstant) {
+      session->ctx.data[i] = const_cast<void*>(b.constant);
+    }
+  }
+  return session;
+}
+
+Result<std::vector<Argument>> Program::run(Session& session, std::vector<Argument> inputs,
+                                           RunProfile* profile) const {
+  StepContext& ctx = session.ctx;
+  std::vector<Tensor> outputs(outputs_.size());
+  for (size_t i = 0; i < buffers_.size(); ++i) {
+    const Buffer& b = buffers_[i];
+    if (b.kind == Buffer::Kind::kInput) {
+      ctx.data[i] = inputs[static_cast<size_t>(b.index)].tensor().raw_data();
+    } else if (b.kind == Buffer::Kind::kOutput) {
+      Result<Tensor> t = Tensor::allocate(b.dtype, b.shape);
+      if (!t.ok()) return t.status().with_context("cpu target: allocating an output");
+      outputs[static_cast<size_t>(b.index)] = std::move(t).value();
+      ctx.data[i] = outputs[static_cast<size_t>(b.index)].raw_data();
+    }
+  }
+  ref::Interpreter interpreter(seed_);
+  ctx.interpreter = &interpreter;
+  if (profile != nullptr) profile->steps.clear();
+  for (const auto& step : steps_) {
+    const auto start = std::chrono::steady_clock::now();
+    Status s;
+    try {
+      s = step->run(ctx);
+    } catch (const dnnl::error& e) {
+      return internal_error(fmt::format("{}: oneDNN failed in {}: {} (status {})",
+                                        step->node->describe(), step->kind, e.what(),
+                                        static_cast<int>(e.status)));
+    }
+    if (!s.ok()) return s;
+    if (profile != nullptr) {
+      session.stream->wait();
+      const std::chrono::duration<double, std::milli> ms = std::chrono::steady_clock::now() - start;
+      profile->steps.push_back({step->node->describe(), step->kind, ms.count()});
+    }
+  }
+  session.stream->wait();
+  std::vector<Argument> results;
+  results.reserve(outputs_.size());
+  for (int id : outputs_) {
+    const Buffer& b = buffers_[static_cast<size_t>(id)];
+    switch (b.kind) {
+      case Buffer::Kind::kOutput:
+        results.emplace_back(outputs[static_cast<size_t>(b.index)]);
+        break;
+      case Buffer::Kind::kInput: results.push_back(inputs[static_cast<size_t>(b.index)]); break;
+      case Buffer::Kind::kConstant:
+      case Buffer::Kind::kArena: {
+        Result<Tensor> t = Tensor::allocate(b.dtype, b.shape);
+        if (!t.ok()) return t.status().with_context("cpu target: allocating an output");
+        if (b.bytes != 0) std::memcpy(t->raw_data(), ctx.data[static_cast<size_t>(id)], b.bytes);
+        results.emplace_back(std::move(t).value());
+        break;
+      }
+    }
+  }
+  return results;
+}
+
+// ---- ProgramBuilder ----
+
+int ProgramBuilder::add_buffer(Buffer b) {
+  buffers_.push_back(std::move(b));
+  return static_cast<int>(buffers_.size()) - 1;
+}
+
+int ProgramBuilder::buffer_of(const Value* v) const {
+  auto it = value_buffers_.find(v);
+  KILN_CHECK(it != value_buffers_.end(), "cpu program: a value is used before it is defined");
+  return it->second;
+}
+
+dnnl::memory::desc ProgramBuilder::layout_of(const Value* v) const {
+  const Buffer& b = buffer(buffer_of(v));
+  return b.layout.is_zero() ? plain_desc(b.shape) : b.layout;
+}
+
+int ProgramBuilder::in_layout(const Value* v, const dnnl::memory::desc& want) {
+  const int id = buffer_of(v);
+  if (layout_of(v) == want) return id;
+  if (is_row_major(layout_of(v)) && is_row_major(want) && want.get_size() == buffer(id).bytes) {
+    return id;
+  }
+  for (const auto& [layout, reordered] : reorders_[id]) {
+    if (layout == want) return reordered;
+  }
+  const dnnl::memory::desc from = layout_of(v);
+  Buffer b;
+  b.dtype = DType::kF32;
+  b.shape = buffer(id).shape;
+  b.layout = want;
+  b.bytes = want.get_size();
+  const int to = add_buffer(std::move(b));
+  dnnl::reorder reorder(dnnl::reorder::primitive_desc(engine_, from, engine_, want));
+  auto step = std::make_unique<PrimitiveStep>(
+      engine_, reorder,
+      std::vector<PrimitiveStep::Arg>{{DNNL_ARG_SRC, id, from, {}}, {DNNL_ARG_DST, to, want, {}}});
+  step->node = v->producer() != nullptr ? v->producer() : v->uses().front().node;
+  step->kind = "Reorder";
+  step->reads = {id};
+  step->writes = {to};
+  add_step(std::move(step));
+  reorders_[id].emplace_back(want, to);
+  return to;
+}
+
+int ProgramBuilder::plain(const Value* v) {
+  const Buffer& b = buffer(buffer_of(v));
+  if (b.is_plain()) return buffer_of(v);
+  return in_layout(v, plain_desc(b.shape));
+}
+
+int ProgramBuilder::define(const Value* v, const dnnl::memory::desc& layout) {
+  const TensorType& t = v->tensor_type();
+  Buffer b;
+  b.dtype = t.dtype;
+  b.shape = t.shape();
+  b.layout = layout;
+  b.bytes = layout.is_zero() ? byte_size(t.dtype, b.shape) : layout.get_size();
+  const auto& outs = graph_.outputs();
+  for (size_t i = 0; i < outs.size(); ++i) {
+    if (outs[i] == v && b.is_plain()) {
+      b.kind = Buffer::Kind::kOutput;
+      b.index = static_cast<int>(i);
+      break;
+    }
+  }
+  const int id = add_buffer(std::move(b));
+  value_buffers_[v] = id;
+  return id;
+}
+
+int ProgramBuilder::scratch(size_t bytes) {
+  if (bytes == 0) return -1;
+  Buffer b;
+  b.dtype = DType::kU8;
+  b.shape = Shape{static_cast<int64_t>(bytes)};
+  b.bytes = bytes;
+  return add_buffer(std::move(b));
+}
+
+void ProgramBuilder::add_step(std::unique_ptr<Step> step) {
+  const int index = static_cast<int>(steps_.size());
+  for (int id : step->writes) {
+    Buffer& b = buffers_[static_cast<size_t>(id)];
+    if (b.first < 0) b.first = index;
+    b.last = std::max(b.last, index);
+  }
+  for (int id : step->reads) {
+    Buffer& b = buffers_[static_cast<size_t>(id)];
+    if (b.first < 0) b.first = index;
+    b.last = std::max(b.last, index);
+  }
+  steps_.push_back(std::move(step));
+}
+
+const Node* ProgramBuilder::sum_partner(const Node* node) const {
+  auto it = sum_partners_.find(node);
+  return it != sum_partners_.end() ? it->second : nullptr;
+}
+
+void ProgramBuilder::plan_sum_fusion() {
+  // Add(Conv(...), r) where the Conv's output feeds only the Add: the Conv adds r itself.
+  for (const auto& node : graph_.nodes()) {
+    if (node->kind() != OpKind::kAdd || node->num_inputs() != 2) continue;
+    const Value* y = node->output(0);
+    for (int i = 0; i < 2; ++i) {
+      const Value* x = node->input(i);
+      const Value* r = node->input(1 - i);
+      const Node* conv = x->producer();
+      if (conv == nullptr || conv->kind() != OpKind::kConv || sum_partners_.count(conv) != 0) {
+        continue;
+      }
+      if (x->uses().size() != 1 || is_graph_output(x) || x == r) continue;
+      if (x->tensor_type().dtype != DType::kF32 || r->tensor_type().dtype != DType::kF32 ||
+          x->tensor_type().shape() != y->tensor_type().shape() ||
+          r->tensor_type().shape() != y->tensor_type().shape()) {
+        continue;
+      }
+      if (!conv->has_input(1) || conv->input(1)->constant_value() == nullptr) continue;
+      sum_partners_[conv] = node.get();
+      sum_partners_[node.get()] = conv;
+      break;
+    }
+  }
+}
+
+bool ProgramBuilder::plannable() const {
+  auto ok = [](const Value* v) {
+    if (!v->type().is_tensor()) return false;
+    const TensorType& t = v->tensor_type();
+    return t.is_static() && t.dtype != DType::kString;
+  };
+  for (const Value* v : graph_.inputs()) {
+    if (!ok(v)) return false;
+  }
+  for (const auto& node : graph_.nodes()) {
+    if (!node->op().subgraphs().empty()) return false;
+    for (const Value* v : node->outputs()) {
+      if (!ok(v)) return false;
+    }
+  }
+  return true;
+}
+
+void ProgramBuilder::add_ref_step(const Node& node) {
+  auto slot = [&](int id) {
+    RefStep::Slot s;
+    s.buffer = id;
+    if (id >= 0) {
+      const Buffer& b = buffer(id);
+      s.dtype = b.dtype;
+      s.shape = b.shape;
+      s.bytes = b.bytes;
+    }
+    return s;
+  };
+  std::vector<RefStep::Slot> inputs;
+  for (const Value* v : node.inputs()) inputs.push_back(slot(v != nullptr ? plain(v) : -1));
+  std::vector<RefStep::Slot> outputs;
+  for (const Value* v : node.outputs()) outputs.push_back(slot(define(v, dnnl::memory::desc())));
+  const ref::NodeKernel* kernel = nullptr;
+  if (kernels_ != nullptr) {
+    auto it = kernels_->find(&node);
+    if (it != kernels_->end()) kernel = it->second.get();
+  }
+  std::vector<int> reads;
+  std::vector<int> writes;
+  for (const RefStep::Slot& s : inputs) {
+    if (s.buffer >= 0) reads.push_back(s.buffer);
+  }
+  for (const RefStep::Slot& s : outputs) writes.push_back(s.buffer);
+  auto step = std::make_unique<RefStep>(node, kernel, std::move(inputs), std::move(outputs));
+  step->reads = std::move(reads);
+  step->writes = std::move(writes);
+  add_step(std::move(step));
+}
+
+Result<std::unique_ptr<Program>> ProgramBuilder::build() {
+  if (!plannable()) return std::unique_ptr<Program>();
+  for (size_t i = 0; i < graph_.inputs().size(); ++i) {
+    const Value* v = graph_.inputs()[i];
+    Buffer b;
+    b.kind = Buffer::Kind::kInput;
+    b.dtype = v->tensor_type().dtype;
+    b.shape = v->tensor_type().shape();
+    b.bytes = byte_size(b.dtype, b.shape);
+    b.index = static_cast<int>(i);
+    value_buffers_[v] = add_buffer(std::move(b));
+  }
+  plan_sum_fusion();
+  for (const auto& node : graph_.nodes()) {
+    if (is_fused(node.get())) continue;
+    if (node->kind() == OpKind::kConstant) {
+      const Tensor* c = node->output(0)->constant_value();
+      if (c == nullptr) return std::unique_ptr<Program>();
+      Buffer b;
+      b.kind = Buffer::Kind::kConstant;
+      b.dtype = c->dtype();
+      b.shape = c->shape();
+      b.bytes = c->nbytes();
+      b.constant = c->raw_data();
+      value_buffers_[node->output(0)] = add_buffer(std::move(b));
+      continue;
+    }
+    KILN_ASSIGN_OR_RETURN(bool lowered, lower_dnnl(*this, *node));
+    if (!lowered) {
+      // A Conv whose Add could not take it: the Conv runs first, then the Add on its own.
+      if (const Node* conv = sum_partner(node.get());
+          conv != nullptr && !has_buffer(conv->output(0))) {
+        add_ref_step(*conv);
+      }
+      add_ref_step(*node);
+    }
+  }
+  std::vector<int> outputs;
+  for (const Value* v : graph_.outputs()) {
+    int id = buffer_of(v);
+    if (!buffer(id).is_plain()) id = plain(v);
+    outputs.push_back(id);
+  }
+  std::vector<BufferLifetime> lifetimes;
+  for (const Buffer& b : buffers_) {
+    const bool arena = b.kind == Buffer::Kind::kArena;
+    lifetimes.push_back({arena ? b.bytes : 0, b.first, b.last});
+  }
+  // Outputs read after the last step stay live to the end.
+  for (int id : outputs) lifetimes[static_cast<size_t>(id)].last = static_cast<int>(steps_.size());
+  MemoryPlan plan = plan_memory(lifetimes, kAlignment);
+  return std::make_unique<Program>(engine_, std::move(buffers_), std::move(steps_),
+                                   std::move(outputs), std::move(plan), seed_);
+}
+
+}  // namespace kiln::compiler::cpu

@@ -1,0 +1,188 @@
+// SPDX-License-Identifier: Apache-2.0
+// The cpu target's planned execution: a list of steps over buffers placed in one arena by liveness.
+#pragma once
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+#include <utility>
+#include <vector>
+
+#include "compiler/ir/graph.h"
+#include "compiler/runtime/memory_plan.h"
+#include "compiler/targets/ref/interpreter.h"
+#include "compiler/targets/target.h"
+
+namespace kiln::compiler::cpu {
+
+// Whether `layout` addresses its elements in row-major order with no padding (the zero desc does).
+bool is_row_major(const dnnl::memory::desc& layout);
+
+// Where a tensor lives while the program runs.
+struct Buffer {
+  enum class Kind : uint8_t { kArena, kInput, kConstant, kOutput };
+  Kind kind = Kind::kArena;
+  DType dtype = DType::kF32;
+  Shape shape;
+  // The f32 layout in memory (plain or blocked); a zero desc means plain row-major data.
+  dnnl::memory::desc layout;
+  size_t bytes = 0;
+  int index = -1;                  // graph input or output index (kInput, kOutput)
+  const void* constant = nullptr;  // kConstant
+  int first = -1;                  // the step that writes it (kArena)
+  int last = -1;                   // the last step that reads it (kArena)
+
+  bool is_plain() const;
+};
+
+// What a step sees while it runs: every buffer's address, the stream and the interpreter (for
+// ref kernels that draw random numbers).
+struct StepContext {
+  std::vector<void*> data;
+  dnnl::stream* stream = nullptr;
+  ref::Interpreter* interpreter = nullptr;
+};
+
+// One unit of work: a node, several fused nodes, or a reorder between layouts.
+class Step {
+ public:
+  virtual ~Step() = default;
+  // May throw dnnl::error; the program turns it into a Status naming the node.
+  virtual Status run(StepContext& ctx) const = 0;
+
+  const Node* node = nullptr;
+  std::string kind;
+  std::vector<int> reads;
+  std::vector<int> writes;
+};
+
+// The per-caller state of a program: its arena and stream. One session runs one call at a time.
+struct Session {
+  std::unique_ptr<uint8_t, void (*)(void*)> arena{nullptr, nullptr};
+  std::unique_ptr<dnnl::stream> stream;
+  StepContext ctx;
+};
+
+// A graph lowered to steps over planned buffers. Immutable once built; runs need a Session each.
+class Program {
+ public:
+  Program(dnnl::engine engine, std::vector<Buffer> buffers,
+          std::vector<std::unique_ptr<Step>> steps, std::vector<int> outputs, MemoryPlan plan,
+          uint64_t seed);
+
+  Result<std::unique_ptr<Session>> new_session() const;
+  // Runs with inputs already checked against the graph; `profile` (optional) gets step times.
+  Result<std::vector<Argument>> run(Session& session, std::vector<Argument> inputs,
+                                    RunProfile* profile) const;
+
+  size_t arena_bytes() const { return plan_.arena_bytes; }
+  // The bytes of every arena buffer added up: the arena's size without reuse.
+  size_t unplanned_bytes() const { return plan_.total_bytes; }
+  const std::vector<Buffer>& buffers() const { return buffers_; }
+  const std::vector<size_t>& offsets() const { return plan_.offsets; }
+  const std::vector<std::unique_ptr<Step>>& steps() const { return steps_; }
+  int count_steps(std::string_view kind) const;
+
+ private:
+  dnnl::engine engine_;
+  std::vector<Buffer> buffers_;
+  std::vector<std::unique_ptr<Step>> steps_;
+  std::vector<int> outputs_;  // the buffer of each graph output
+  MemoryPlan plan_;           // offsets are per buffer (only arena buffers' are used)
+  uint64_t seed_;
+};
+
+// Lowers a graph to a Program: fused oneDNN steps with blocked layouts where oneDNN runs a node
+// (dnnl_steps.cc), a ref-kernel step (or the kernel table's oneDNN kernel) for every other node,
+// reorders where a consumer needs another layout.
+class ProgramBuilder {
+ public:
+  ProgramBuilder(const Graph& graph, dnnl::engine engine, const ref::KernelTable* kernels,
+                 uint64_t seed)
+      : graph_(graph), engine_(std::move(engine)), kernels_(kernels), seed_(seed) {}
+
+  // nullptr when the graph cannot be planned: a dynamic or non-tensor value, a string tensor, a
+  // node with subgraphs. The interpreter runs such graphs.
+  Result<std::unique_ptr<Program>> build();
+
+  // ---- for the lowering functions ----
+  const dnnl::engine& engine() const { return engine_; }
+  const Graph& graph() const { return graph_; }
+  const Buffer& buffer(int id) const { return buffers_[static_cast<size_t>(id)]; }
+  // The buffer `v` was produced in (its layout may be blocked).
+  int buffer_of(const Value* v) const;
+  bool has_buffer(const Value* v) const { return value_buffers_.count(v) != 0; }
+  // The layout `v` lives in: its buffer's layout, or the plain layout of its shape.
+  dnnl::memory::desc layout_of(const Value* v) const;
+  // `v` (f32) in layout `want`: its own buffer when the layouts match, else the buffer of a reorder
+  // (made once per value and layout).
+  int in_layout(const Value* v, const dnnl::memory::desc& want);
+  // `v` in plain row-major layout.
+  int plain(const Value* v);
+  // Gives `v` a new buffer written in `layout` (zero desc: plain) by the next step.
+  int define(const Value* v, const dnnl::memory::desc& layout);
+  // A buffer used only by the next step (a primitive's scratchpad); -1 for zero bytes.
+  int scratch(size_t bytes);
+  // Adds a step; the buffers it reads and writes are live at it.
+  void add_step(std::unique_ptr<Step> step);
+  // Marks a node as computed by a step already added (its outputs are defined by that step).
+  void mark_fused(const Node* node) { fused_.insert(node); }
+  bool is_fused(const Node* node) const { return fused_.count(node) != 0; }
+  // An Add fused into the Conv producing one of its inputs (as a oneDNN sum post-op): the Conv is
+  // lowered at the Add, once the other input exists.
+  const Node* sum_partner(const Node* node) const;
+
+ private:
+  bool plannable() const;
+  void add_ref_step(const Node& node);
+  int add_buffer(Buffer b);
+  void plan_sum_fusion();
+
+  const Graph& graph_;
+  dnnl::engine engine_;
+  const ref::KernelTable* kernels_;
+  uint64_t seed_;
+  std::vector<Buffer> buffers_;
+  std::vector<std::unique_ptr<Step>> steps_;
+  std::unordered_map<const Value*, int> value_buffers_;
+  // Reorders made so far: (source buffer) -> [(layout, buffer)].
+  std::unordered_map<int, std::vector<std::pair<dnnl::memory::desc, int>>> reorders_;
+  std::unordered_set<const Node*> fused_;
+  std::unordered_map<const Node*, const Node*> sum_partners_;  // Conv <-> Add, both ways
+};
+
+// Lowers `node` (and the nodes it fuses with) to oneDNN steps when it can; false leaves the node to
+// its ref step. Defined in dnnl_steps.cc.
+Result<bool> lower_dnnl(ProgramBuilder& builder, const Node& node);
+
+// A step that runs one oneDNN primitive over buffers, with optional constant memories (packed
+// weights) and a reorder that fills the destination first (a sum post-op's addend).
+class PrimitiveStep final : public Step {
+ public:
+  struct Arg {
+    int arg;     // DNNL_ARG_*
+    int buffer;  // -1: `fixed` holds the memory
+    dnnl::memory::desc layout;
+    dnnl::memory fixed;
+  };
+  struct Prefill {
+    dnnl::reorder reorder;
+    int from;
+    dnnl::memory::desc from_layout;
+  };
+  PrimitiveStep(dnnl::engine engine, dnnl::primitive primitive, std::vector<Arg> args,
+                std::optional<Prefill> prefill = std::nullopt);
+  Status run(StepContext& ctx) const override;
+
+ private:
+  dnnl::engine engine_;
+  dnnl::primitive primitive_;
+  std::vector<Arg> args_;
+  std::optional<Prefill> prefill_;
+};
+
+}  // namespace kiln::compiler::cpu

@@ -1,0 +1,359 @@
+// SPDX-License-Identifier: Apache-2.0
+// The cpu target's planned execution: whole networks agree with ref, fused steps and blocked
+// layouts actually happen, buffers are reused without overlapping, and concurrent runs are safe.
+#include "compiler/targets/cpu/program.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <thread>
+
+#include "compiler/ir/builder.h"
+#include "compiler/ir/printer.h"
+#include "compiler/onnx/importer.h"
+#include "compiler/ops/all_ops.h"
+#include "compiler/targets/cpu/cpu_target.h"
+
+namespace kiln::compiler {
+namespace {
+
+Tensor random_tensor(Shape shape, uint32_t seed, float scale = 1.0f) {
+  Tensor t(DType::kF32, std::move(shape));
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-scale, scale);
+  for (float& v : t.span<float>()) v = dist(rng);
+  return t;
+}
+
+// Values in [0.5, 1.5): a variance.
+Tensor positive_tensor(Shape shape, uint32_t seed) {
+  Tensor t = random_tensor(std::move(shape), seed, 0.5f);
+  for (float& v : t.span<float>()) v += 1.0f;
+  return t;
+}
+
+std::shared_ptr<Executable> compile_for(const std::shared_ptr<Graph>& graph, const char* name) {
+  auto target = make_target(name);
+  EXPECT_TRUE(target.ok()) << target.status().to_string();
+  auto exe = compile(graph, **target);
+  EXPECT_TRUE(exe.ok()) << exe.status().to_string();
+  return exe.ok() ? *exe : nullptr;
+}
+
+std::vector<Tensor> run(const Executable& exe, const std::vector<Tensor>& inputs) {
+  std::vector<Argument> args(inputs.begin(), inputs.end());
+  auto out = exe.run(std::move(args));
+  EXPECT_TRUE(out.ok()) << out.status().to_string();
+  std::vector<Tensor> tensors;
+  if (out.ok()) {
+    for (const Argument& a : *out) tensors.push_back(a.tensor());
+  }
+  return tensors;
+}
+
+// Every element within 1e-4 absolute plus `rtol` relative.
+void expect_close(const std::vector<Tensor>& want, const std::vector<Tensor>& got,
+                  float rtol = 1e-4f) {
+  ASSERT_EQ(want.size(), got.size());
+  for (size_t o = 0; o < want.size(); ++o) {
+    ASSERT_EQ(want[o].shape(), got[o].shape()) << "output " << o;
+    ASSERT_EQ(want[o].dtype(), got[o].dtype()) << "output " << o;
+    if (want[o].dtype() != DType::kF32) {
+      EXPECT_EQ(std::memcmp(want[o].raw_data(), got[o].raw_data(), want[o].nbytes()), 0);
+      continue;
+    }
+    int bad = 0;
+    for (int64_t i = 0; i < want[o].numel() && bad < 5; ++i) {
+      const float x = want[o].data<float>()[i];
+      const float y = got[o].data<float>()[i];
+      if (!(std::abs(x - y) <= 1e-4f + rtol * std::abs(x))) {
+        ADD_FAILURE() << "output " << o << " element " << i << ": ref " << x << ", cpu " << y;
+        ++bad;
+      }
+    }
+  }
+}
+
+// Two buffers live at the same step never share bytes of the arena.
+void expect_no_live_overlap(const cpu::Program& program) {
+  const auto& buffers = program.buffers();
+  const auto& offsets = program.offsets();
+  for (size_t a = 0; a < buffers.size(); ++a) {
+    if (buffers[a].kind != cpu::Buffer::Kind::kArena || buffers[a].bytes == 0) continue;
+    EXPECT_LE(offsets[a] + buffers[a].bytes, program.arena_bytes());
+    for (size_t b = a + 1; b < buffers.size(); ++b) {
+      if (buffers[b].kind != cpu::Buffer::Kind::kArena || buffers[b].bytes == 0) continue;
+      const bool live_together =
+          buffers[a].first <= buffers[b].last && buffers[b].first <= buffers[a].last;
+      const bool disjoint = offsets[a] + buffers[a].bytes <= offsets[b] ||
+                            offsets[b] + buffers[b].bytes <= offsets[a];
+      if (live_together) {
+        EXPECT_TRUE(disjoint) << "buffers " << a << " and " << b;
+      }
+    }
+  }
+}
+
+Value* conv(GraphBuilder& b, Value* x, int64_t in, int64_t out, int64_t k, int64_t stride,
+            uint32_t seed, int64_t group = 1) {
+  ops::Conv op;
+  op.group = group;
+  op.strides = std::vector<int64_t>{stride, stride};
+  op.pads = std::vector<int64_t>{k / 2, k / 2, k / 2, k / 2};
+  const float scale = 1.0f / std::sqrt(static_cast<float>(in / group * k * k));
+  Value* w = b.constant(random_tensor(Shape{out, in / group, k, k}, seed, scale));
+  Value* bias = b.constant(random_tensor(Shape{out}, seed + 1, 0.1f));
+  return b.add(Op(op), {x, w, bias}, "conv" + std::to_string(seed));
+}
+
+// A small ResNet: stem conv + max pool, two residual blocks (one with a strided projection),
+// global average pool, flatten, a classifier.
+std::shared_ptr<Graph> tiny_resnet(int64_t batch) {
+  auto graph = std::make_shared<Graph>("tiny_resnet");
+  GraphBuilder b(*graph);
+  Value* x = b.input("image", TensorType(DType::kF32, Shape{batch, 3, 32, 32}));
+  Value* relu = b.add(Op(ops::Relu{}), {conv(b, x, 3, 16, 3, 1, 10)}, "stem_relu");
+  ops::MaxPool pool;
+  pool.kernel_shape = std::vector<int64_t>{2, 2};
+  pool.strides = std::vector<int64_t>{2, 2};
+  Value* h = b.add(Op(pool), {relu}, "pool");
+  // Block 1: identity shortcut.
+  Value* a = b.add(Op(ops::Relu{}), {conv(b, h, 16, 16, 3, 1, 20)}, "b1_relu");
+  Value* sum = b.add(Op(ops::Add{}), {conv(b, a, 16, 16, 3, 1, 30), h}, "b1_add");
+  h = b.add(Op(ops::Relu{}), {sum}, "b1_out");
+  // Block 2: strided, with a 1x1 projection shortcut.
+  a = b.add(Op(ops::Relu{}), {conv(b, h, 16, 32, 3, 2, 40)}, "b2_relu");
+  Value* shortcut = conv(b, h, 16, 32, 1, 2, 50);
+  sum = b.add(Op(ops::Add{}), {conv(b, a, 32, 32, 3, 1, 60), shortcut}, "b2_add");
+  h = b.add(Op(ops::Relu{}), {sum}, "b2_out");
+  Value* gap = b.add(Op(ops::GlobalAveragePool{}), {h}, "gap");
+  ops::Flatten flatten;
+  flatten.axis = 1;
+  Value* flat = b.add(Op(flatten), {gap}, "flatten");
+  ops::Gemm gemm;
+  gemm.transB = 1;
+  Value* logits = b.add(Op(gemm),
+                        {flat, b.constant(random_tensor(Shape{10, 32}, 70)),
+                         b.constant(random_tensor(Shape{10}, 71))},
+                        "fc");
+  b.output(b.add(Op(ops::Softmax{}), {logits}, "probs"));
+  EXPECT_TRUE(b.status().ok()) << b.status().to_string();
+  return graph;
+}
+
+TEST(CpuProgram, ResidualNetworkMatchesRefWithFusedStepsAndFewReorders) {
+  const std::vector<Tensor> inputs = {random_tensor(Shape{2, 3, 32, 32}, 1)};
+  std::vector<Tensor> want = run(*compile_for(tiny_resnet(2), "ref"), inputs);
+  std::shared_ptr<Executable> exe = compile_for(tiny_resnet(2), "cpu");
+  ASSERT_NE(exe, nullptr);
+  const cpu::Program* program = cpu_program(*exe);
+  ASSERT_NE(program, nullptr) << "a static graph runs as a planned program";
+  expect_close(want, run(*exe, inputs));
+
+  // The residual Adds and their Relus run inside the convolutions (sum + eltwise post-ops).
+  EXPECT_EQ(program->count_steps("Conv+Add+Relu"), 2) << print_graph(exe->graph());
+  EXPECT_EQ(program->count_steps("Add"), 0);
+  EXPECT_EQ(program->count_steps("Relu"), 0);
+  // Blocked layouts run from the first conv's output to the pool at the end: reorders only at the
+  // edges (into the network, out of the pooled features).
+  EXPECT_LE(program->count_steps("Reorder"), 3);
+  expect_no_live_overlap(*program);
+  EXPECT_LT(program->arena_bytes(), program->unplanned_bytes()) << "dead values' space is reused";
+}
+
+TEST(CpuProgram, BatchNormConcatSiluAndClipMatchRef) {
+  // DenseNet's BN-Relu-Conv and concat, EfficientNet's SiLU, MobileNetV2's Clip(0, 6) and
+  // depthwise convolution, plus ops that run their ref kernels in between (Transpose, ReduceMean).
+  auto make = [] {
+    auto graph = std::make_shared<Graph>("mixed");
+    GraphBuilder b(*graph);
+    Value* x = b.input("x", TensorType(DType::kF32, Shape{1, 16, 12, 12}));
+    Value* c1 = conv(b, x, 16, 32, 3, 1, 5);
+    Value* silu = b.add(Op(ops::Mul{}), {c1, b.add(Op(ops::Sigmoid{}), {c1}, "sig")}, "silu");
+    Value* dw = conv(b, silu, 32, 32, 3, 1, 6, /*group=*/32);
+    Value* relu6 =
+        b.add(Op(ops::Clip{}),
+              {dw, b.constant(Tensor::scalar(0.0f)), b.constant(Tensor::scalar(6.0f))}, "relu6");
+    Value* cat = b.add(Op(ops::Concat{.axis = 1}), {relu6, x}, "concat");
+    Value* bn = b.add(
+        Op(ops::BatchNormalization{}),
+        {cat, b.constant(random_tensor(Shape{48}, 7)), b.constant(random_tensor(Shape{48}, 8)),
+         b.constant(random_tensor(Shape{48}, 9)), b.constant(positive_tensor(Shape{48}, 10))},
+        "bn");
+    Value* relu = b.add(Op(ops::Relu{}), {bn}, "bn_relu");
+    Value* y = conv(b, relu, 48, 8, 1, 1, 11);
+    ops::Transpose t;
+    t.perm = std::vector<int64_t>{0, 2, 3, 1};
+    b.output(b.add(Op(t), {y}, "nhwc"));
+    b.output(b.add(Op(ops::Sigmoid{}), {relu6}, "side"));
+    EXPECT_TRUE(b.status().ok()) << b.status().to_string();
+    return graph;
+  };
+  std::shared_ptr<Graph> ref_graph = make();
+  const std::vector<Tensor> inputs = {random_tensor(Shape{1, 16, 12, 12}, 2)};
+  std::vector<Tensor> want = run(*compile_for(ref_graph, "ref"), inputs);
+  std::shared_ptr<Executable> exe = compile_for(make(), "cpu");
+  ASSERT_NE(exe, nullptr);
+  const cpu::Program* program = cpu_program(*exe);
+  ASSERT_NE(program, nullptr);
+  expect_close(want, run(*exe, inputs));
+  EXPECT_EQ(program->count_steps("Conv+SiLU"), 1);
+  EXPECT_EQ(program->count_steps("Conv+Clip"), 1);
+  EXPECT_EQ(program->count_steps("Concat"), 1);
+  EXPECT_EQ(program->count_steps("BatchNormalization+Relu"), 1);
+  EXPECT_EQ(program->count_steps("Transpose"), 1);
+  expect_no_live_overlap(*program);
+}
+
+TEST(CpuProgram, TransformerPiecesMatchRef) {
+  // A BERT feed-forward and attention slice: MatMul + bias + GELU (as exporters write it),
+  // LayerNorm, per-head Transpose, batched MatMul of two activations, Softmax.
+  auto make = [] {
+    auto graph = std::make_shared<Graph>("encoder");
+    GraphBuilder b(*graph);
+    Value* x = b.input("x", TensorType(DType::kF32, Shape{2, 8, 16}));
+    Value* h =
+        b.add(Op(ops::MatMul{}), {x, b.constant(random_tensor(Shape{16, 32}, 20, 0.3f))}, "fc1");
+    h = b.add(Op(ops::Add{}), {h, b.constant(random_tensor(Shape{32}, 21))}, "fc1_bias");
+    Value* erf =
+        b.add(Op(ops::Erf{}),
+              {b.add(Op(ops::Div{}), {h, b.constant(Tensor::scalar(1.41421356f))}, "gelu_div")},
+              "gelu_erf");
+    Value* one_plus = b.add(Op(ops::Add{}), {erf, b.constant(Tensor::scalar(1.0f))}, "gelu_add");
+    Value* gelu =
+        b.add(Op(ops::Mul{}),
+              {b.add(Op(ops::Mul{}), {h, one_plus}, "gelu_mul"), b.constant(Tensor::scalar(0.5f))},
+              "gelu_half");
+    Value* y =
+        b.add(Op(ops::MatMul{}), {gelu, b.constant(random_tensor(Shape{32, 16}, 22, 0.2f))}, "fc2");
+    y = b.add(Op(ops::Add{}), {y, x}, "residual");
+    Value* norm = b.add(
+        Op(ops::LayerNormalization{}),
+        {y, b.constant(random_tensor(Shape{16}, 23)), b.constant(random_tensor(Shape{16}, 24))},
+        "ln");
+    ops::Reshape reshape;
+    Value* heads = b.add(Op(reshape),
+                         {norm, b.constant(Tensor::from_vector(std::vector<int64_t>{2, 8, 4, 4}))},
+                         "split_heads");
+    ops::Transpose q;
+    q.perm = std::vector<int64_t>{0, 2, 1, 3};
+    ops::Transpose k;
+    k.perm = std::vector<int64_t>{0, 2, 3, 1};
+    Value* scores = b.add(Op(ops::MatMul{}),
+                          {b.add(Op(q), {heads}, "q"), b.add(Op(k), {heads}, "k")}, "scores");
+    b.output(b.add(Op(ops::Softmax{}), {scores}, "attention"));
+    b.output(norm);
+    EXPECT_TRUE(b.status().ok()) << b.status().to_string();
+    return graph;
+  };
+  const std::vector<Tensor> inputs = {random_tensor(Shape{2, 8, 16}, 25)};
+  std::vector<Tensor> want = run(*compile_for(make(), "ref"), inputs);
+  std::shared_ptr<Executable> exe = compile_for(make(), "cpu");
+  ASSERT_NE(exe, nullptr);
+  const cpu::Program* program = cpu_program(*exe);
+  ASSERT_NE(program, nullptr);
+  expect_close(want, run(*exe, inputs), 1e-3f);
+  EXPECT_EQ(program->count_steps("MatMul+Add+Gelu"), 1);
+  EXPECT_EQ(program->count_steps("LayerNormalization"), 1);
+  EXPECT_EQ(program->count_steps("Transpose"), 2);
+  EXPECT_EQ(program->count_steps("Softmax"), 1);
+  EXPECT_EQ(program->count_steps("Erf"), 0);
+  expect_no_live_overlap(*program);
+}
+
+TEST(CpuProgram, TheBundledModelMatchesRef) {
+  const std::string path = std::string(KILN_SOURCE_DIR) + "/examples/models/tiny_cnn.onnx";
+  auto load = [&] {
+    ImportOptions options;
+    options.default_dim_value = 3;  // the batch
+    auto model = import_onnx_file(path, options);
+    EXPECT_TRUE(model.ok()) << model.status().to_string();
+    return std::shared_ptr<Graph>(std::move((*model)->graph));
+  };
+  std::shared_ptr<Graph> graph = load();
+  std::vector<Tensor> inputs;
+  uint32_t seed = 3;
+  for (const Value* v : graph->inputs())
+    inputs.push_back(random_tensor(v->tensor_type().shape(), seed++));
+  std::vector<Tensor> want = run(*compile_for(graph, "ref"), inputs);
+  std::shared_ptr<Executable> exe = compile_for(load(), "cpu");
+  ASSERT_NE(exe, nullptr);
+  ASSERT_NE(cpu_program(*exe), nullptr);
+  expect_close(want, run(*exe, inputs));
+}
+
+TEST(CpuProgram, ConcurrentRunsOfOneExecutableGiveEachCallerItsOwnResult) {
+  std::shared_ptr<Executable> ref = compile_for(tiny_resnet(1), "ref");
+  std::shared_ptr<Executable> exe = compile_for(tiny_resnet(1), "cpu");
+  ASSERT_NE(exe, nullptr);
+  ASSERT_NE(cpu_program(*exe), nullptr);
+  constexpr int kThreads = 4;
+  constexpr int kRuns = 8;
+  std::vector<std::vector<Tensor>> inputs(kThreads);
+  std::vector<std::vector<Tensor>> want(kThreads);
+  for (int t = 0; t < kThreads; ++t) {
+    inputs[t] = {random_tensor(Shape{1, 3, 32, 32}, 100 + static_cast<uint32_t>(t))};
+    want[t] = run(*ref, inputs[t]);
+  }
+  std::vector<int> mismatches(kThreads, 0);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int r = 0; r < kRuns; ++r) {
+        std::vector<Argument> args(inputs[t].begin(), inputs[t].end());
+        auto out = exe->run(std::move(args));
+        if (!out.ok() || out->size() != 1) {
+          ++mismatches[t];
+          continue;
+        }
+        const Tensor& got = (*out)[0].tensor();
+        for (int64_t i = 0; i < got.numel(); ++i) {
+          if (std::abs(got.data<float>()[i] - want[t][0].data<float>()[i]) > 1e-4f) {
+            ++mismatches[t];
+            break;
+          }
+        }
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (int t = 0; t < kThreads; ++t) EXPECT_EQ(mismatches[t], 0) << "thread " << t;
+}
+
+TEST(CpuProgram, ProfiledRunsTimeEveryStep) {
+  std::shared_ptr<Executable> exe = compile_for(tiny_resnet(1), "cpu");
+  ASSERT_NE(exe, nullptr);
+  RunProfile profile;
+  std::vector<Argument> args = {Argument(random_tensor(Shape{1, 3, 32, 32}, 4))};
+  auto out = exe->run_profiled(std::move(args), profile);
+  ASSERT_TRUE(out.ok()) << out.status().to_string();
+  ASSERT_EQ(profile.steps.size(), cpu_program(*exe)->steps().size());
+  double total = 0;
+  for (const StepTime& s : profile.steps) {
+    EXPECT_GE(s.ms, 0.0);
+    EXPECT_FALSE(s.node.empty());
+    total += s.ms;
+  }
+  EXPECT_GT(total, 0.0);
+  EXPECT_EQ(profile.steps.back().kind, "Softmax");
+}
+
+TEST(CpuProgram, DynamicShapesFallBackToTheInterpreter) {
+  auto graph = std::make_shared<Graph>("dynamic");
+  GraphBuilder b(*graph);
+  Value* x = b.input("x", TensorType(DType::kF32, {Dim::symbolic("n"), Dim(4)}));
+  b.output(b.add(Op(ops::Relu{}), {x}, "relu"));
+  std::shared_ptr<Executable> exe = compile_for(graph, "cpu");
+  ASSERT_NE(exe, nullptr);
+  EXPECT_EQ(cpu_program(*exe), nullptr);
+  const Tensor in = random_tensor(Shape{3, 4}, 5);
+  std::vector<Tensor> out = run(*exe, {in});
+  ASSERT_EQ(out.size(), 1u);
+  for (int64_t i = 0; i < in.numel(); ++i) {
+    EXPECT_EQ(out[0].data<float>()[i], std::max(in.data<float>()[i], 0.0f));
+  }
+}
+
+}  // namespace
+}  // namespace kiln::compiler

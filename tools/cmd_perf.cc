@@ -1,0 +1,222 @@
+// SPDX-License-Identifier: Apache-2.0
+// `kiln perf`: compile a model, warm up, time runs (median, p90, throughput) and show where the
+// time goes, by op kind and by step.
+#include <fmt/format.h>
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+
+#include "compiler/targets/target.h"
+#include "tools/command.h"
+#include "tools/model_io.h"
+
+namespace kiln::tools {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using Ms = std::chrono::duration<double, std::milli>;
+
+struct Options {
+  std::string model;
+  std::string target = "cpu";
+  int threads = 0;
+  int iterations = 20;
+  int warmup = 3;
+  int top = 15;
+  bool json = false;
+  ModelInputOptions inputs;
+};
+
+// The q-quantile of sorted values (nearest rank).
+double quantile(const std::vector<double>& sorted, double q) {
+  if (sorted.empty()) return 0.0;
+  const auto i = static_cast<size_t>(q * static_cast<double>(sorted.size() - 1) + 0.5);
+  return sorted[std::min(i, sorted.size() - 1)];
+}
+
+size_t peak_rss_bytes() {
+  struct rusage usage {};
+  ::getrusage(RUSAGE_SELF, &usage);
+  return static_cast<size_t>(usage.ru_maxrss) * 1024;
+}
+
+// One step's median time over the profiled runs (steps are the same in every run).
+struct StepRow {
+  std::string node;
+  std::string kind;
+  double ms;
+};
+struct KindRow {
+  std::string kind;
+  int steps = 0;
+  double ms = 0;
+};
+
+std::vector<StepRow> median_steps(const std::vector<compiler::RunProfile>& profiles) {
+  std::vector<StepRow> rows;
+  if (profiles.empty()) return rows;
+  const size_t n = profiles.front().steps.size();
+  for (size_t i = 0; i < n; ++i) {
+    std::vector<double> times;
+    for (const auto& p : profiles) {
+      if (i < p.steps.size()) times.push_back(p.steps[i].ms);
+    }
+    std::sort(times.begin(), times.end());
+    const auto& step = profiles.front().steps[i];
+    rows.push_back({step.node, step.kind, quantile(times, 0.5)});
+  }
+  return rows;
+}
+
+std::vector<KindRow> by_kind(const std::vector<StepRow>& steps) {
+  std::map<std::string, KindRow> kinds;
+  for (const StepRow& s : steps) {
+    KindRow& k = kinds[s.kind];
+    k.kind = s.kind;
+    ++k.steps;
+    k.ms += s.ms;
+  }
+  std::vector<KindRow> rows;
+  for (auto& [name, row] : kinds) rows.push_back(row);
+  std::sort(rows.begin(), rows.end(),
+            [](const KindRow& a, const KindRow& b) { return a.ms > b.ms; });
+  return rows;
+}
+
+int run_perf(const Options& opts) {
+  if (opts.iterations < 1 || opts.warmup < 0 || opts.threads < 0) {
+    return report_error(invalid_argument_error(
+        "perf: --iterations must be at least 1, --warmup and --threads at least 0"));
+  }
+  auto prepared = prepare_model(opts.model, opts.inputs);
+  if (!prepared.ok()) return report_error(prepared.status());
+  if (opts.inputs.batch > 0) {
+    for (const compiler::Value* in : prepared->model->graph->inputs()) {
+      const auto& t = in->tensor_type();
+      if (t.rank() < 1 || t.shape()[0] != opts.inputs.batch) {
+        return report_error(invalid_argument_error(fmt::format(
+            "--batch {}: input \"{}\" has the fixed shape {}; export the model with a dynamic "
+            "batch dim, or give the shape with --input-shape",
+            opts.inputs.batch, in->name(), t.to_string())));
+      }
+    }
+  }
+  auto target = compiler::make_target(opts.target);
+  if (!target.ok()) return report_error(target.status());
+  compiler::CompileOptions compile_options;
+  compile_options.threads = opts.threads;
+  std::shared_ptr<compiler::Graph> graph(std::move(prepared->model->graph));
+  const auto compile_start = Clock::now();
+  auto exe = compiler::compile(graph, **target, compile_options);
+  if (!exe.ok()) return report_error(exe.status());
+  const double compile_ms = Ms(Clock::now() - compile_start).count();
+  const std::vector<compiler::Argument>& inputs = prepared->inputs;
+
+  double first_ms = 0;
+  for (int i = 0; i < std::max(opts.warmup, 1); ++i) {
+    const auto start = Clock::now();
+    auto out = (*exe)->run(inputs);
+    if (!out.ok()) return report_error(out.status());
+    if (i == 0) first_ms = Ms(Clock::now() - start).count();
+  }
+  std::vector<double> times;
+  for (int i = 0; i < opts.iterations; ++i) {
+    const auto start = Clock::now();
+    auto out = (*exe)->run(inputs);
+    if (!out.ok()) return report_error(out.status());
+    times.push_back(Ms(Clock::now() - start).count());
+  }
+  std::vector<compiler::RunProfile> profiles;
+  for (int i = 0; i < std::min(opts.iterations, 5); ++i) {
+    compiler::RunProfile profile;
+    auto out = (*exe)->run_profiled(inputs, profile);
+    if (!out.ok()) return report_error(out.status());
+    profiles.push_back(std::move(profile));
+  }
+  const std::vector<double> in_order = times;
+  std::sort(times.begin(), times.end());
+  const double median = quantile(times, 0.5);
+  const double p90 = quantile(times, 0.9);
+  const int64_t batch = opts.inputs.batch > 0 ? opts.inputs.batch : 1;
+  const double throughput = median > 0 ? 1000.0 * static_cast<double>(batch) / median : 0.0;
+  const std::vector<StepRow> steps = median_steps(profiles);
+  const std::vector<KindRow> kinds = by_kind(steps);
+  double step_total = 0;
+  for (const StepRow& s : steps) step_total += s.ms;
+
+  if (opts.json) {
+    std::string kinds_json;
+    for (const KindRow& k : kinds) {
+      kinds_json += fmt::format("{}{{\"kind\":\"{}\",\"steps\":{},\"ms\":{:.4f}}}",
+                                kinds_json.empty() ? "" : ",", json_escape(k.kind), k.steps, k.ms);
+    }
+    std::string steps_json;
+    for (const StepRow& s : steps) {
+      steps_json += fmt::format("{}{{\"node\":\"{}\",\"kind\":\"{}\",\"ms\":{:.4f}}}",
+                                steps_json.empty() ? "" : ",", json_escape(s.node),
+                                json_escape(s.kind), s.ms);
+    }
+    fmt::print(
+        "{{\"runtime\":\"kiln\",\"model\":\"{}\",\"target\":\"{}\",\"batch\":{},\"threads\":{},"
+        "\"iterations\":{},\"warmup\":{},\"compile_ms\":{:.3f},\"first_run_ms\":{:.3f},"
+        "\"median_ms\":{:.4f},\"p90_ms\":{:.4f},\"min_ms\":{:.4f},\"throughput_per_s\":{:.3f},"
+        "\"times_ms\":[{:.4f}],\"peak_rss_bytes\":{},\"kinds\":[{}],\"steps\":[{}]}}\n",
+        json_escape(opts.model), json_escape(opts.target), batch, opts.threads, opts.iterations,
+        opts.warmup, compile_ms, first_ms, median, p90, times.front(), throughput,
+        fmt::join(in_order, ","), peak_rss_bytes(), kinds_json, steps_json);
+    return 0;
+  }
+  fmt::print("{} on {}: batch {}, threads {}, {} runs after {} warm-up\n", opts.model, opts.target,
+             batch, opts.threads == 0 ? std::string("default") : std::to_string(opts.threads),
+             opts.iterations, opts.warmup);
+  fmt::print("compile {:.1f} ms, first run {:.2f} ms\n", compile_ms, first_ms);
+  fmt::print("latency median {:.3f} ms, p90 {:.3f} ms, min {:.3f} ms; throughput {:.1f}/s\n",
+             median, p90, times.front(), throughput);
+  fmt::print("peak RSS {:.1f} MiB\n", static_cast<double>(peak_rss_bytes()) / (1 << 20));
+  if (steps.empty()) {
+    fmt::print("(the {} target does not time its steps)\n", opts.target);
+    return 0;
+  }
+  fmt::print("\ntime by kind (median of {} profiled runs; steps add up to {:.3f} ms)\n",
+             profiles.size(), step_total);
+  fmt::print("{:<32} {:>6} {:>10} {:>6}\n", "kind", "steps", "ms", "%");
+  for (const KindRow& k : kinds) {
+    fmt::print("{:<32} {:>6} {:>10.3f} {:>6.1f}\n", k.kind, k.steps, k.ms,
+               step_total > 0 ? 100.0 * k.ms / step_total : 0.0);
+  }
+  std::vector<StepRow> slowest = steps;
+  std::stable_sort(slowest.begin(), slowest.end(),
+                   [](const StepRow& a, const StepRow& b) { return a.ms > b.ms; });
+  if (static_cast<int>(slowest.size()) > opts.top) slowest.resize(static_cast<size_t>(opts.top));
+  fmt::print("\nslowest {} steps\n{:>10} {:<24} {}\n", slowest.size(), "ms", "kind", "node");
+  for (const StepRow& s : slowest) fmt::print("{:>10.3f} {:<24} {}\n", s.ms, s.kind, s.node);
+  return 0;
+}
+
+}  // namespace
+
+CommandAction add_perf_command(CLI::App& app) {
+  auto opts = std::make_shared<Options>();
+  CLI::App* cmd = app.add_subcommand(
+      "perf", "Time a compiled model: median/p90 latency, throughput, time per op kind and step");
+  cmd->add_option("model", opts->model, "the .onnx model")->required();
+  cmd->add_option("--target", opts->target, "cpu, ref, or another target this build has")
+      ->capture_default_str();
+  cmd->add_option("--batch", opts->inputs.batch,
+                  "size of every dynamic input dim (the batch) not given by --input-shape");
+  cmd->add_option("--threads", opts->threads, "intra-op threads; 0: the physical cores")
+      ->capture_default_str();
+  cmd->add_option("--iterations", opts->iterations, "timed runs")->capture_default_str();
+  cmd->add_option("--warmup", opts->warmup, "untimed runs first")->capture_default_str();
+  cmd->add_option("--top", opts->top, "rows of the slowest-steps table")->capture_default_str();
+  cmd->add_option("--input", opts->inputs.inputs, "NAME=FILE.npy; inputs not given are random");
+  cmd->add_option("--input-shape", opts->inputs.input_shapes,
+                  "NAME=1x3x224x224 for a dynamic input");
+  cmd->add_flag("--json", opts->json, "print one line of JSON instead of the tables");
+  return [opts] { return run_perf(*opts); };
+}
+
+}  // namespace kiln::tools
