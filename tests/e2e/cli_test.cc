@@ -310,6 +310,8 @@ TEST_F(Cli, CompileOfABadModelOrOptionSaysWhatToDo) {
   KilnRun target = run_kiln("compile " + model_ + " --target tpu -o " + (dir_ / "x.kiln").string());
   EXPECT_EQ(target.exit_code, 1);
   EXPECT_NE(target.output.find("unknown target \"tpu\""), std::string::npos) << target.output;
+}
+
 // `kiln perf` on the cpu target (skipped in builds without it, where the target is unknown).
 TEST_F(Cli, PerfReportsLatencyAndTimePerKind) {
   KilnRun r = run_kiln("perf " + model_ + " --target cpu --batch 4 --iterations 3 --warmup 1");
