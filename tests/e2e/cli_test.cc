@@ -302,6 +302,12 @@ TEST_F(Cli, CompileOfABadModelOrOptionSaysWhatToDo) {
   KilnRun no_output = run_kiln("compile " + model_);
   EXPECT_NE(no_output.exit_code, 0);
   EXPECT_NE(no_output.output.find("--output"), std::string::npos) << no_output.output;
+  const std::string kiln = (dir_ / "m.kiln").string();
+  ASSERT_EQ(run_kiln("compile " + model_ + " --target ref -o " + kiln).exit_code, 0);
+  KilnRun again = run_kiln("compile " + kiln + " -o " + (dir_ / "x.kiln").string());
+  EXPECT_EQ(again.exit_code, 1);
+  EXPECT_NE(again.output.find(kiln + " is already a compiled artifact"), std::string::npos)
+      << again.output;
   KilnRun folder = run_kiln("compile " + model_ + " -o " + (dir_ / "no" / "x.kiln").string());
   EXPECT_EQ(folder.exit_code, 1);
   EXPECT_NE(folder.output.find("the folder \"" + (dir_ / "no").string() + "\" does not exist"),
