@@ -248,6 +248,11 @@ TEST_F(Cli, CompiledArtifactRunsLikeTheOnnxModel) {
     EXPECT_EQ(wrong.exit_code, 1);
     EXPECT_NE(wrong.output.find("was compiled for target " + target), std::string::npos)
         << wrong.output;
+    KilnRun wrong_verify =
+        run_kiln("verify " + kiln + " --target " + (target == "ref" ? "cpu" : "ref"));
+    EXPECT_EQ(wrong_verify.exit_code, 1);
+    EXPECT_NE(wrong_verify.output.find("it cannot be verified on --target"), std::string::npos)
+        << wrong_verify.output;
   }
 }
 
