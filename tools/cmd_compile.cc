@@ -64,6 +64,12 @@ int run_compile(const Options& opts) {
     return report_error(not_found_error(fmt::format(
         "-o {}: the folder \"{}\" does not exist; create it first", opts.output, folder.string())));
   }
+  if (compiler::is_artifact_file(opts.model)) {
+    return report_error(invalid_argument_error(
+        fmt::format("{} is already a compiled artifact; compile the .onnx model it was made from "
+                    "(kiln print {} shows its recompile command)",
+                    opts.model, opts.model)));
+  }
   auto bytes = read_file(opts.model);
   if (!bytes.ok()) return report_error(bytes.status());
   std::span<const uint8_t> model_bytes(reinterpret_cast<const uint8_t*>(bytes->data()),

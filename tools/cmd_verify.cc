@@ -75,15 +75,16 @@ CommandAction add_verify_command(CLI::App& app) {
   cmd->add_option("model", opts->model,
                   "the .onnx model, or a .kiln artifact (checked against ref on its own graph)")
       ->required();
-  cmd->add_option("--target", opts->target, "the target to check against ref")
-      ->capture_default_str();
+  CLI::Option* target_option =
+      cmd->add_option("--target", opts->target, "the target to check against ref")
+          ->capture_default_str();
   cmd->add_option("--rtol", opts->rtol, "relative tolerance")->capture_default_str();
   cmd->add_option("--atol", opts->atol, "absolute tolerance")->capture_default_str();
   cmd->add_option("--input", opts->inputs.inputs, "NAME=FILE.npy; inputs not given are random");
   cmd->add_option("--input-shape", opts->inputs.input_shapes,
                   "NAME=1x3x224x224 for a dynamic input");
   cmd->add_option("--seed", opts->inputs.seed, "seed of the random inputs")->capture_default_str();
-  return [opts] {
+  return [opts, target_option] {
     // Two loads give each target its own graph. An artifact's target runs the artifact; ref runs
     // the artifact's (already optimized) graph without passes.
     auto for_ref = prepare_model(opts->model, opts->inputs);
@@ -94,6 +95,12 @@ CommandAction add_verify_command(CLI::App& app) {
     std::shared_ptr<compiler::Executable> exe = for_target->executable;
     Result<std::shared_ptr<compiler::Executable>> ref_exe = internal_error("not compiled");
     if (exe != nullptr) {
+      if (target_option->count() > 0 && opts->target != exe->target()) {
+        return report_error(invalid_argument_error(
+            fmt::format("{} was compiled for target {}; it cannot be verified on --target {}: "
+                        "drop --target, or compile the .onnx model for {} with kiln compile",
+                        opts->model, exe->target(), opts->target, opts->target)));
+      }
       opts->target = std::string(exe->target());
       compiler::CompileOptions as_stored = for_ref->artifact.options;
       as_stored.optimize = false;

@@ -376,6 +376,16 @@ Status Artifact::check_compatible() const {
   return Status();
 }
 
+Status Artifact::check_source(std::span<const uint8_t> source_bytes) const {
+  const uint64_t hash = xxhash64(source_bytes);
+  if (source_bytes.size() == header_.source.size && hash == header_.source.hash) return Status();
+  return failed_precondition_error(fmt::format(
+      "{} was compiled from another version of {} ({} bytes, xxh64 {:016x}; the model now has {} "
+      "bytes, xxh64 {:016x}); {}",
+      name_, header_.source.name, header_.source.size, header_.source.hash, source_bytes.size(),
+      hash, recompile_hint()));
+}
+
 Result<std::shared_ptr<Graph>> Artifact::graph() const {
   return decode_graph(section_bytes(*find_section("graph")),
                       section_bytes(*find_section("weights")), owner_, name_);

@@ -102,6 +102,9 @@ class Artifact {
   // Whether it can run here: same kiln version, a target this build has, and a device fingerprint
   // this machine satisfies. The error says what differs and the command that recompiles it.
   Status check_compatible() const;
+  // Whether the artifact was compiled from exactly `source_bytes` (size and xxhash64 of the
+  // model file), so a cache can tell a stale artifact from a current one. The error names both.
+  Status check_source(std::span<const uint8_t> source_bytes) const;
   // Decodes the optimized graph; its constants point into the file's mapped weight section.
   Result<std::shared_ptr<Graph>> graph() const;
   // "recompile it with: kiln compile ..." for error messages.

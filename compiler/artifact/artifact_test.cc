@@ -286,6 +286,32 @@ TEST_F(ArtifactTest, CompilingTwiceWritesTheSameBytes) {
   EXPECT_LE(differing, 2u + 8 + 8);  // one name digit, the header and preamble checksums
 }
 
+TEST_F(ArtifactTest, TheSourceModelHashTellsAStaleArtifact) {
+  const std::string onnx = std::string(KILN_SOURCE_DIR) + "/examples/models/tiny_cnn.onnx";
+  auto bytes = read_file(onnx);
+  ASSERT_TRUE(bytes.ok());
+  std::span<const uint8_t> model(reinterpret_cast<const uint8_t*>(bytes->data()), bytes->size());
+  auto imported = import_onnx_bytes(model);
+  ASSERT_TRUE(imported.ok());
+  auto target = make_target("ref");
+  auto exe = compile(std::shared_ptr<Graph>(std::move((*imported)->graph)), **target);
+  ASSERT_TRUE(exe.ok());
+  ArtifactSource source{"tiny_cnn.onnx", model.size(), xxhash64(model), {}, "kiln compile ..."};
+  ASSERT_TRUE(save_artifact(path("t.kiln"), **exe, {}, source).ok());
+  auto artifact = open_artifact(path("t.kiln"));
+  ASSERT_TRUE(artifact.ok());
+  EXPECT_TRUE(artifact->check_source(model).ok());
+  std::string edited = *bytes;
+  edited[edited.size() / 2] ^= 1;
+  Status s = artifact->check_source(
+      std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(edited.data()), edited.size()));
+  EXPECT_NE(s.message().find(" was compiled from another version of tiny_cnn.onnx (" +
+                             std::to_string(model.size()) + " bytes, xxh64 "),
+            std::string::npos)
+      << s.message();
+  EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition);
+}
+
 // A small valid artifact's bytes.
 std::vector<uint8_t> small_artifact(const std::string& target = "ref") {
   auto graph = std::make_shared<Graph>();

@@ -248,6 +248,11 @@ TEST_F(Cli, CompiledArtifactRunsLikeTheOnnxModel) {
     EXPECT_EQ(wrong.exit_code, 1);
     EXPECT_NE(wrong.output.find("was compiled for target " + target), std::string::npos)
         << wrong.output;
+    KilnRun wrong_verify =
+        run_kiln("verify " + kiln + " --target " + (target == "ref" ? "cpu" : "ref"));
+    EXPECT_EQ(wrong_verify.exit_code, 1);
+    EXPECT_NE(wrong_verify.output.find("it cannot be verified on --target"), std::string::npos)
+        << wrong_verify.output;
   }
 }
 
@@ -302,6 +307,12 @@ TEST_F(Cli, CompileOfABadModelOrOptionSaysWhatToDo) {
   KilnRun no_output = run_kiln("compile " + model_);
   EXPECT_NE(no_output.exit_code, 0);
   EXPECT_NE(no_output.output.find("--output"), std::string::npos) << no_output.output;
+  const std::string kiln = (dir_ / "m.kiln").string();
+  ASSERT_EQ(run_kiln("compile " + model_ + " --target ref -o " + kiln).exit_code, 0);
+  KilnRun again = run_kiln("compile " + kiln + " -o " + (dir_ / "x.kiln").string());
+  EXPECT_EQ(again.exit_code, 1);
+  EXPECT_NE(again.output.find(kiln + " is already a compiled artifact"), std::string::npos)
+      << again.output;
   KilnRun folder = run_kiln("compile " + model_ + " -o " + (dir_ / "no" / "x.kiln").string());
   EXPECT_EQ(folder.exit_code, 1);
   EXPECT_NE(folder.output.find("the folder \"" + (dir_ / "no").string() + "\" does not exist"),
