@@ -23,6 +23,7 @@ struct ServeOptions {
   int threads = 0;
   std::vector<std::string> models;
   uint64_t max_body_mib = 256;
+  double poll_secs = 0;
 };
 
 int serve(const ServeOptions& o) {
@@ -37,6 +38,7 @@ int serve(const ServeOptions& o) {
   so.repository = o.repository;
   so.load_all = o.models.empty();
   so.load_models = o.models;
+  so.poll_interval = std::chrono::milliseconds(static_cast<int64_t>(o.poll_secs * 1000));
   Result<std::unique_ptr<server::Server>> server = server::Server::create(so);
   if (!server.ok()) return report_error(server.status());
   for (const server::RepositoryEntry& e : (*server)->repository_index()) {
@@ -85,6 +87,10 @@ CommandAction add_serve_command(CLI::App& app) {
       ->check(CLI::NonNegativeNumber);
   sub->add_option("--model", o->models,
                   "Load only these models at start (default: every model); repeatable");
+  sub->add_option("--repository-poll-secs", o->poll_secs,
+                  "Rescan the repository this often: load new models, reload changed ones, "
+                  "unload removed ones (0: off)")
+      ->check(CLI::NonNegativeNumber);
   sub->add_option("--max-body-mib", o->max_body_mib,
                   "Largest request body in MiB; larger ones get 413")
       ->check(CLI::PositiveNumber);

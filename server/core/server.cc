@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "core/logging.h"
+#include "core/mapped_file.h"
 
 namespace kiln::server {
 
@@ -68,18 +69,82 @@ Result<std::unique_ptr<Server>> Server::create(ServerOptions options) {
                                                          server->options_.load_models.end(),
                                                          n) != server->options_.load_models.end();
     if (!wanted) {
+      std::string signature = server->repository_signature(n);
       std::unique_lock lock(server->mutex_);
-      server->models_[n];
+      server->models_[n].signature = std::move(signature);
       continue;
     }
     Status s = server->load_model(n);
     if (!s.ok()) log(LogLevel::kError, "{}", s.message());
+  }
+  if (server->options_.poll_interval.count() > 0) {
+    Server* raw = server.get();
+    server->poll_thread_ = std::thread([raw] { raw->poll_loop(); });
   }
   return server;
 }
 
 Server::~Server() {
   shutdown();
+}
+
+std::string Server::repository_signature(const std::string& name) const {
+  fs::path dir = options_.repository / name;
+  std::string signature;
+  for (const char* file : {"config.toml", "config.pbtxt"}) {
+    Result<std::string> text = read_file((dir / file).string());
+    signature += std::string(file) + "\n" + (text.ok() ? *text : std::string()) + "\n";
+  }
+  for (int64_t v : version_folders(dir)) signature += std::to_string(v) + ",";
+  return signature;
+}
+
+void Server::poll_repository() {
+  if (options_.repository.empty() || shutting_down_) return;
+  std::vector<std::string> present;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(options_.repository, ec)) {
+    std::string n = e.path().filename().string();
+    if (e.is_directory() && !n.empty() && n[0] != '.') present.push_back(n);
+  }
+  std::vector<std::string> to_load, to_unload;
+  {
+    std::shared_lock lock(mutex_);
+    for (const std::string& n : present) {
+      auto it = models_.find(n);
+      if (it == models_.end() ||
+          (!it->second.worker && it->second.signature != repository_signature(n))) {
+        to_load.push_back(n);
+      }
+    }
+    for (const auto& [n, e] : models_) {
+      if (!e.worker && std::find(present.begin(), present.end(), n) == present.end()) {
+        to_unload.push_back(n);
+      }
+    }
+  }
+  for (const std::string& n : to_load) {
+    log(LogLevel::kInfo, "repository: model \"{}\" is new or changed; loading it", n);
+    Status s = load_model(n);
+    if (!s.ok()) log(LogLevel::kError, "{}", s.message());
+  }
+  for (const std::string& n : to_unload) {
+    log(LogLevel::kInfo, "repository: model \"{}\" was removed; unloading it", n);
+    unload_model(n).ignore_error();
+    std::unique_lock lock(mutex_);
+    models_.erase(n);
+  }
+}
+
+void Server::poll_loop() {
+  std::unique_lock<std::mutex> lock(poll_mutex_);
+  while (!shutting_down_) {
+    poll_cv_.wait_for(lock, options_.poll_interval, [this] { return shutting_down_.load(); });
+    if (shutting_down_) break;
+    lock.unlock();
+    poll_repository();
+    lock.lock();
+  }
 }
 
 bool Server::ready() const {
@@ -228,6 +293,10 @@ Status Server::load_model(const std::string& name, const Parameters& overrides) 
     return not_found_error(fmt::format("model \"{}\" is not in the repository {}", name,
                                        options_.repository.string()));
   }
+  {
+    std::unique_lock lock(mutex_);
+    models_[name].signature = repository_signature(name);
+  }
   Result<ModelConfig> config = read_model_config(dir);
   if (!config.ok()) return load_failed(name, config.status());
   config->parameters.merge(overrides);
@@ -373,6 +442,9 @@ std::future<Result<InferenceResponse>> Server::infer(InferenceRequest request) {
 
 void Server::shutdown() {
   if (shutting_down_.exchange(true)) return;
+  { std::lock_guard<std::mutex> lock(poll_mutex_); }
+  poll_cv_.notify_all();
+  if (poll_thread_.joinable()) poll_thread_.join();
   std::lock_guard<std::mutex> serial(load_mutex_);
   std::vector<std::shared_ptr<Model>> models;
   {

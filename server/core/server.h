@@ -4,6 +4,8 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <filesystem>
 #include <future>
 #include <map>
@@ -11,6 +13,7 @@
 #include <mutex>
 #include <shared_mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/status.h"
@@ -26,6 +29,9 @@ struct ServerOptions {
   // Load every model of the repository at start; otherwise only `load_models`.
   bool load_all = true;
   std::vector<std::string> load_models;
+  // When positive, a thread rescans the repository this often: a new model folder is loaded, a
+  // changed config or version folder list reloads the model, a removed folder unloads it.
+  std::chrono::milliseconds poll_interval{0};
 };
 
 // One row of the repository index.
@@ -78,6 +84,11 @@ class Server {
   void infer_async(InferenceRequest request, InferCallback done);
   std::future<Result<InferenceResponse>> infer(InferenceRequest request);
 
+  // One rescan of the repository (what the polling thread does): loads new models, reloads
+  // changed ones and unloads removed ones. Models that were never asked for (load_all false) are
+  // loaded only when their files change.
+  void poll_repository();
+
   // Stops taking requests (ready() turns false, new requests get unavailable), runs every queued
   // request to completion and stops the instance threads. Idempotent.
   void shutdown();
@@ -91,6 +102,8 @@ class Server {
     bool worker = false;  // loaded by workerLoad, not from the repository
     std::string worker_name;
     Parameters worker_parameters;
+    // What the repository held at the last load attempt: the config text and the version folders.
+    std::string signature;
   };
 
   explicit Server(ServerOptions options) : options_(std::move(options)) {}
@@ -100,12 +113,17 @@ class Server {
                     const std::string& worker_name, const Parameters& parameters);
   Status load_failed(const std::string& name, const Status& status);
   std::vector<std::string> model_names() const;  // callers hold mutex_
+  std::string repository_signature(const std::string& name) const;
+  void poll_loop();
 
   const ServerOptions options_;
   mutable std::shared_mutex mutex_;
   std::map<std::string, Entry> models_;
   std::mutex load_mutex_;  // one load or unload at a time
   std::atomic<bool> shutting_down_{false};
+  std::mutex poll_mutex_;
+  std::condition_variable poll_cv_;
+  std::thread poll_thread_;
 };
 
 }  // namespace kiln::server

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <random>
 #include <thread>
 
@@ -286,6 +287,48 @@ TEST(ServerLifecycle, LoadUnloadWorkersAndDrainOnShutdown) {
   Result<InferenceResponse> after =
       s.infer(request("echo", {{"x", Tensor::from_vector<int32_t>({1}), {}}})).get();
   EXPECT_EQ(after.status().code(), StatusCode::kUnavailable);
+  fs::remove_all(root);
+}
+
+bool eventually(const std::function<bool()>& condition) {
+  for (int i = 0; i < 500; ++i) {
+    if (condition()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return false;
+}
+
+TEST(ServerPolling, NewChangedAndRemovedModelsAreFollowed) {
+  fs::path root = testing::make_test_repository("poll");
+  fs::remove_all(root / "broken");
+  fs::remove_all(root / "mnist");
+  ServerOptions options{root, true, {}};
+  options.poll_interval = std::chrono::milliseconds(20);
+  Result<std::unique_ptr<Server>> created = Server::create(options);
+  ASSERT_TRUE(created.ok()) << created.status().to_string();
+  Server& s = **created;
+  EXPECT_EQ(s.model_ready("added").status().code(), StatusCode::kNotFound);
+  testing::add_model(root, "added", "backend = \"echo\"\n");
+  EXPECT_TRUE(eventually([&] { return s.model_ready("added").value_or(false); }));
+
+  // A new version folder with version_policy "all" is picked up.
+  fs::create_directories(root / "added" / "2");
+  std::ofstream(root / "added" / "config.toml") << "backend = \"echo\"\nversion_policy = \"all\"\n";
+  EXPECT_TRUE(eventually([&] {
+    Result<ModelMetadata> md = s.model_metadata("added");
+    return md.ok() && md->versions.size() == 2;
+  }));
+
+  // A config broken while serving leaves the loaded versions serving and says why.
+  std::ofstream(root / "added" / "config.toml") << "backend = \"echo\"\nbatch = 2\n";
+  EXPECT_TRUE(eventually([&] { return !s.ready(); }));
+  EXPECT_TRUE(s.model_ready("added").value_or(false));
+
+  fs::remove_all(root / "added");
+  EXPECT_TRUE(
+      eventually([&] { return s.model_ready("added").status().code() == StatusCode::kNotFound; }));
+  EXPECT_TRUE(s.ready());
+  s.shutdown();
   fs::remove_all(root);
 }
 

@@ -253,6 +253,25 @@ TEST_F(HttpTest, EveryBadInputGetsItsStatusAndAClearMessage) {
       << r.status().message();
 }
 
+TEST_F(HttpTest, RawBinaryRequestsCarryTheOneInputsBytes) {
+  client::NativeClient native(server_);
+  Tensor img = image(9);
+  Result<InferenceResponse> want = native.model_infer("mnist", request({{"image", img, {}}}));
+  ASSERT_TRUE(want.ok());
+  auto c = client();
+  std::string raw(static_cast<const char*>(img.raw_data()), img.nbytes());
+  Result<HttpReply> r =
+      c->send("POST", "/v2/models/mnist/infer", raw, size_t{0}, "application/octet-stream");
+  ASSERT_TRUE(r.ok());
+  ASSERT_EQ(r->status, 200) << r->body;
+  ASSERT_TRUE(r->inference_header_length.has_value());
+  Result<InferenceResponse> got = decode_infer_response(r->body, r->inference_header_length);
+  ASSERT_TRUE(got.ok()) << got.status().to_string();
+  EXPECT_TRUE(got->outputs.at(0).data.equals(want->outputs[0].data));
+  expect_status(c->send("POST", "/v2/models/mnist/infer", raw.substr(1), size_t{0}), 400,
+                "do not fill input");
+}
+
 TEST_F(HttpTest, AFullQueueIs429AndATimeoutIs503) {
   auto c1 = client();
   auto c2 = client();

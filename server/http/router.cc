@@ -4,6 +4,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cstring>
+
 namespace kiln::server::http {
 
 namespace {
@@ -196,11 +199,76 @@ void Router::handle(HttpRequest&& req, std::function<void(HttpResponse)> reply) 
                                          req.method, path))));
 }
 
+Result<InferenceRequest> Router::raw_request(const std::string& body, const std::string& model,
+                                             const std::string& version) const {
+  KILN_ASSIGN_OR_RETURN(ModelMetadata md, server_->model_metadata(model, version));
+  if (md.inputs.size() != 1) {
+    return invalid_argument_error(fmt::format(
+        "model \"{}\" has {} inputs; a raw binary request (Inference-Header-Content-Length: 0) "
+        "needs a model with exactly one input; send a JSON header instead",
+        model, md.inputs.size()));
+  }
+  const TensorMetadata& in = md.inputs[0];
+  std::vector<int64_t> dims = in.shape;
+  // A leading variable dim is the batch: a raw request is one batch entry.
+  int variable = static_cast<int>(std::count(dims.begin(), dims.end(), -1));
+  if (variable > 1 && dims[0] == -1) {
+    dims[0] = 1;
+    --variable;
+  }
+  if (variable > 1) {
+    return invalid_argument_error(fmt::format(
+        "input \"{}\" {} has more than one variable dim, so a raw binary request cannot give its "
+        "shape; send a JSON header instead",
+        in.name, dims_to_string(in.shape)));
+  }
+  int64_t known = 1;
+  for (int64_t d : dims) known *= d < 0 ? 1 : d;
+  if (in.dtype == DType::kString) {
+    for (int64_t& d : dims) d = d < 0 ? 1 : d;
+    if (known != 1) {
+      return invalid_argument_error(
+          fmt::format("input \"{}\" holds {} BYTES elements; a raw binary request carries one",
+                      in.name, known));
+    }
+  } else {
+    const size_t element = dtype_size(in.dtype);
+    const size_t count = body.size() / element;
+    if (body.size() % element != 0 || (variable == 0 && static_cast<int64_t>(count) != known) ||
+        (variable == 1 && (known == 0 || static_cast<int64_t>(count) % known != 0 || count == 0))) {
+      return invalid_argument_error(fmt::format(
+          "model \"{}\": the raw body holds {} bytes, which do not fill input \"{}\" {} of {}",
+          model, body.size(), in.name, dims_to_string(in.shape), wire_dtype_name(in.dtype)));
+    }
+    for (int64_t& d : dims) {
+      if (d < 0) d = static_cast<int64_t>(count) / known;
+    }
+  }
+  Shape shape(dims);
+  KILN_ASSIGN_OR_RETURN(int64_t numel, shape.checked_numel(limits_.max_elements));
+  (void)numel;
+  InferenceRequest r;
+  KILN_ASSIGN_OR_RETURN(Tensor t, Tensor::allocate(in.dtype, shape));
+  if (in.dtype == DType::kString) {
+    t.data<std::string>()[0] = body;
+  } else if (!body.empty()) {
+    std::memcpy(t.raw_data(), body.data(), body.size());
+  }
+  r.inputs.push_back({in.name, std::move(t), {}});
+  return r;
+}
+
 void Router::infer(HttpRequest&& req, const std::string& model, const std::string& version,
                    std::function<void(HttpResponse)> reply) const {
   OutputEncoding encoding;
-  Result<InferenceRequest> request =
-      decode_infer_request(req.body, req.inference_header_length, limits_, &encoding);
+  Result<InferenceRequest> request = Status(StatusCode::kUnknown, "");
+  if (req.inference_header_length == size_t{0}) {
+    // Triton's raw binary request: the body is the one input's bytes; outputs come back binary.
+    request = raw_request(req.body, model, version);
+    encoding.binary_by_default = true;
+  } else {
+    request = decode_infer_request(req.body, req.inference_header_length, limits_, &encoding);
+  }
   if (!request.ok()) {
     Status s = request.status().with_context(fmt::format("model \"{}\"", model));
     // A tensor past the element limit is a payload too large, not a full queue.

@@ -45,6 +45,10 @@ class Router {
  private:
   void infer(HttpRequest&& request, const std::string& model, const std::string& version,
              std::function<void(HttpResponse)> reply) const;
+  // A raw binary request (Inference-Header-Content-Length: 0): the body is the bytes of the
+  // model's one input, one batch entry.
+  Result<InferenceRequest> raw_request(const std::string& body, const std::string& model,
+                                       const std::string& version) const;
 
   Server* server_;
   DecodeLimits limits_;
