@@ -202,13 +202,14 @@ def test_pipeline_def_and_rocal_names(dataset):
 def test_define_graph_subclass(dataset):
     class Legacy(Pipeline):
         def define_graph(self):
-            jpegs, labels = fn.readers.file(file_root=dataset)
-            return fn.resize(fn.decoders.image(jpegs), resize_shorter=16), labels
+            jpegs, labels = fn.readers.file(file_root=dataset, name="Reader")
+            return fn.resize(fn.decoders.image(jpegs, device="mixed"), resize_shorter=16), labels
 
     pipe = Legacy(batch_size=2, num_threads=1, seed=0)
     pipe.build()
     images, labels = pipe.run()
     assert min(images.at(0).shape[:2]) == 16
+    assert pipe.epoch_size("Reader") == 12
 
 
 def test_bad_images_are_skipped_and_reported(dataset):

@@ -31,7 +31,8 @@ def make_pipe(root, batch_size=5, seed=0, shuffle=False, **kwargs):
 
 def test_classification_iterator_yields_torch_batches(dataset):
     pipe = make_pipe(dataset, tensor_layout=types.NHWC, tensor_dtype=types.UINT8)
-    it = ClassificationIterator(pipe, last_batch_policy=LastBatchPolicy.PARTIAL)
+    it = ClassificationIterator(pipe, reader_name="Reader",
+                                last_batch_policy=LastBatchPolicy.PARTIAL)
     steps = list(it)
     assert [len(s[0]["label"]) for s in steps] == [5, 5, 2]
     data = steps[0][0]["data"]

@@ -21,10 +21,11 @@ VALUE_MAPS = {
 # to the readers.file node the decoder reads from.
 READER_ARGS_ON_DECODERS = ("file_root", "file_list", "shard_id", "num_shards", "random_shuffle")
 # Arguments every rocAL/DALI operator takes that do not change what kiln's CPU operators compute:
-# `device` (kiln's pipeline runs on the CPU), and rocAL's per-op output_layout/output_dtype where
-# the operator has no such argument (its output stays HWC uint8; the iterators lay out and convert
-# the batch per the pipeline's tensor_layout and tensor_dtype).
-IGNORED = ("device", "output_layout", "output_dtype", "preserve", "bytes_per_sample_hint")
+# `device` (kiln's pipeline runs on the CPU), DALI's `name` (kiln has one reader per pipeline, so
+# reader_name is not needed to find it), and rocAL's per-op output_layout/output_dtype where the
+# operator has no such argument (its output stays HWC uint8; the iterators lay out and convert the
+# batch per the pipeline's tensor_layout and tensor_dtype).
+IGNORED = ("device", "name", "output_layout", "output_dtype", "preserve", "bytes_per_sample_hint")
 
 _PY_TYPES = {"int": "int", "float": "float", "bool": "bool", "string": "str",
              "int list": "Sequence[int]", "float list": "Sequence[float]"}
