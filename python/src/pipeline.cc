@@ -222,6 +222,20 @@ void bind_pipeline(py::module_& m) {
           },
           "The batch as one [N, ...] numpy array viewing kiln's memory (no copy).")
       .def(
+          "as_tensor",
+          [](const pipeline::TensorList& l) {
+            if (!l.dense.defined()) {
+              raise_status(failed_precondition_error(
+                  "TensorList: the samples have different shapes, so they do not form one tensor; "
+                  "take them one by one with at(i)"));
+            }
+            return tensor_to_numpy(l.dense);
+          },
+          "DALI's name for as_array().")
+      .def(
+          "as_cpu", [](const std::shared_ptr<pipeline::TensorList>& l) { return l; },
+          "DALI's copy to the host: kiln's batches already are there, so the same TensorList.")
+      .def(
           "at",
           [](const pipeline::TensorList& l, int64_t i) { return tensor_to_numpy(sample_at(l, i)); },
           "i"_a, "Sample i as a numpy array (no copy).")

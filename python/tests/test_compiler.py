@@ -219,6 +219,14 @@ def test_errors_carry_kilns_message(tmp_path, digit):
         prog.run({"image": np.array([["a"]])})
     with pytest.raises(kiln.KilnError, match="unknown type"):
         kiln.shape(type="complex_type", lens=[1])
+    with pytest.raises(kiln.KilnError, match="numpy dtype object"):
+        kiln.argument(object())
+    with pytest.raises(kiln.KilnError, match="numpy dtype complex"):
+        kiln.argument(np.zeros(2, np.complex64))
+    empty = kiln.argument(np.zeros((0, 3), np.float32))
+    assert empty.get_shape().lens() == [0, 3] and np.asarray(empty).shape == (0, 3)
+    with pytest.raises(kiln.KilnError, match="dynamic dims"):
+        kiln.generate_argument(kiln.parse_onnx(MODEL).get_parameter_shapes()["image"])
 
 
 def test_not_yet_supported_capabilities_say_so():

@@ -131,6 +131,8 @@ def test_batches_are_numpy_views_and_torch_without_copy(dataset):
         images.at(4)
     assert labels.as_array().tolist() == [0, 0, 0, 0]
     assert images.dtype() == np.uint8
+    assert images.as_cpu() is images  # DALI's names
+    np.testing.assert_array_equal(images.as_tensor(), array)
 
 
 def test_ragged_batches(dataset):
@@ -144,6 +146,10 @@ def test_ragged_batches(dataset):
     assert len(shapes) == 4 and len(set(shapes)) > 1
     with pytest.raises(kiln.KilnError, match="different shapes"):
         images.as_array()
+    with pytest.raises(kiln.KilnError, match="different shapes"):
+        images.as_tensor()
+    with pytest.raises(kiln.KilnError, match="ragged"):
+        torch.from_dlpack(images)
     assert images.at(2).shape == shapes[2]
 
 
