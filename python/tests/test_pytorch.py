@@ -172,3 +172,21 @@ def test_sharding_across_torch_distributed_ranks(tmp_path):
     assert results[0]["size"] + results[1]["size"] == len(files)
     assert not set(a) & set(b)
     assert sorted(a + b) == files
+
+
+def test_generic_plugin_yields_numpy(dataset):
+    from kiln.pipeline.plugin import generic
+
+    pipe = make_pipe(dataset, batch_size=4, tensor_layout=types.NCHW, tensor_dtype=types.FLOAT,
+                     mean=[128.0] * 3, std=[64.0] * 3)
+    steps = list(generic.ClassificationIterator(pipe))
+    assert len(steps) == 3
+    data, label = steps[0][0]["data"], steps[0][0]["label"]
+    assert isinstance(data, np.ndarray) and data.shape == (4, 3, 12, 16)
+    assert data.dtype == np.float32 and label.tolist() == [0, 0, 0, 0]
+    torch_pipe = make_pipe(dataset, batch_size=4, tensor_layout=types.NCHW,
+                           tensor_dtype=types.FLOAT, mean=[128.0] * 3, std=[64.0] * 3)
+    first = next(ClassificationIterator(torch_pipe))[0]["data"]
+    np.testing.assert_array_equal(first.numpy(), data)
+    images, labels = next(generic.ROCALClassificationIterator(make_pipe(dataset, batch_size=4)))
+    assert isinstance(images[0], np.ndarray) and isinstance(labels, np.ndarray)
