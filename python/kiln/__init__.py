@@ -16,6 +16,7 @@ from kiln._kiln import (
     KilnError,
     KilnNotImplementedError,
     argument,
+    get_onnx_operators,
     parse_onnx,
     parse_onnx_buffer,
     program,
@@ -34,7 +35,7 @@ Target = target
 
 __all__ = [
     "KilnError", "KilnNotImplementedError", "argument", "shape", "program", "target",
-    "parse_onnx", "parse_onnx_buffer", "get_target", "target_names", "save", "load",
+    "parse_onnx", "parse_onnx_buffer", "get_onnx_operators", "get_target", "target_names", "save", "load",
     "save_buffer", "load_buffer", "quantize_fp16", "quantize_bf16", "quantize_int8",
     "generate_argument", "fill_argument", "__version__",
 ]

@@ -287,6 +287,18 @@ void bind_compiler(py::module_& m) {
       },
       "name"_a, "The target called `name` (\"ref\", \"cpu\", \"cuda\" when built).");
   m.def("target_names", &compiler::target_names, "The targets this build has.");
+  m.def(
+      "get_onnx_operators",
+      [] {
+        std::vector<std::string> names;
+        for (const compiler::SupportedOnnxOp& op : compiler::supported_onnx_ops()) {
+          names.push_back(op.domain.empty() ? op.op_type : op.domain + "." + op.op_type);
+        }
+        std::sort(names.begin(), names.end());
+        names.erase(std::unique(names.begin(), names.end()), names.end());
+        return names;
+      },
+      "The ONNX operators the importer accepts (\"domain.Op\" outside the default domain).");
 
   py::class_<Program>(m, "program")
       .def(

@@ -249,4 +249,6 @@ def test_gpu_is_migraphx_name_for_cuda():
         with pytest.raises(kiln.KilnError, match="cuda"):
             kiln.get_target("gpu")
     assert kiln.get_target("ref").name() == "ref"
+    ops = kiln.get_onnx_operators()
+    assert {"Conv", "Gemm", "MaxPool", "Softmax"} <= set(ops) and ops == sorted(ops)
     assert os.path.basename(kiln._kiln.__file__).startswith("_kiln")
