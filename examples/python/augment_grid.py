@@ -1,8 +1,8 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: Apache-2.0
 # An augmentation pipeline that saves a picture grid: each row is one image, its columns the
-# decoded original, a horizontal flip, a vertical flip, a random-crop decode and a centre crop.
-# (rocAL's rotate example needs a rotate operator, which kiln's pipeline does not have yet.)
+# decoded original, a horizontal flip, a vertical flip, a random-crop decode, a centre crop and,
+# where the pipeline has the rotate operator, a random rotation (rocAL's rotate example).
 # Usage: /usr/bin/python3 examples/python/augment_grid.py IMAGE_DIR OUT.png [--rows 4]
 import argparse
 
@@ -30,7 +30,11 @@ with pipe:
     cropped = fn.resize(fn.decoders.image_random_crop(jpegs, random_area=[0.2, 0.5]),
                         resize_x=s, resize_y=s)
     centre = fn.resize(fn.crop(original, crop=[s // 2, s // 2]), resize_x=s, resize_y=s)
-    pipe.set_outputs(original, mirrored, upside_down, cropped, centre)
+    outputs = [original, mirrored, upside_down, cropped, centre]
+    if hasattr(fn, "rotate"):
+        outputs.append(fn.rotate(original, angle=fn.random.uniform(range=[-45.0, 45.0]),
+                                 keep_size=True, fill_value=255))
+    pipe.set_outputs(*outputs)
 pipe.build()
 
 columns = [out.as_array() for out in pipe.run()]          # each [rows, s, s, 3] uint8

@@ -253,8 +253,8 @@ def test_user_errors_are_clear(dataset, tmp_path):
         with pytest.raises(kiln.KilnError, match="not per-sample"):
             fn.resize(jpegs, interp_type=fn.random.coin_flip())
         images = fn.decoders.image(jpegs)
-        pipe.set_outputs(fn.resize(images, resize_x=8, interp_type="cubic"))
-    with pytest.raises(kiln.KilnError, match="interp_type \"cubic\""):
+        pipe.set_outputs(fn.resize(images, resize_x=8, interp_type="bogus"))
+    with pytest.raises(kiln.KilnError, match="interp_type \"bogus\""):
         pipe.build()
 
     missing = Pipeline(batch_size=2)
@@ -338,3 +338,17 @@ def test_types():
     assert types.LAST_BATCH_FILL == types.LastBatchPolicy.FILL == "fill"
     assert types.LAST_BATCH_DROP == "drop" and types.LAST_BATCH_PARTIAL == "partial"
     assert repr(types.NCHW) == "types.NCHW"
+
+
+@pytest.mark.skipif(not hasattr(fn, "rotate"), reason="this pipeline has no rotate operator")
+def test_required_per_sample_argument_from_a_datanode(dataset):
+    pipe = Pipeline(batch_size=4, num_threads=2, seed=2)
+    with pipe:
+        jpegs, _ = fn.readers.file(file_root=dataset)
+        images = fn.resize(fn.decoders.image(jpegs), resize_x=32, resize_y=32)
+        angle = fn.random.uniform(range=[10.0, 80.0])
+        pipe.set_outputs(fn.rotate(images, angle=angle, keep_size=True), images, angle)
+    rotated, images, angles = pipe.run()
+    assert rotated.as_array().shape == (4, 32, 32, 3)
+    assert all(10.0 <= float(a) < 80.0 for a in angles.as_array().ravel())
+    assert not np.array_equal(rotated.as_array(), images.as_array())

@@ -12,6 +12,7 @@ ALIASES = {
     "resize": {"resize_width": "resize_x", "resize_height": "resize_y",
                "interpolation_type": "interp_type"},
     "crop_mirror_normalize": {"output_dtype": "dtype"},
+    "rotate": {"interpolation_type": "interp_type"},
 }
 # Argument values spelled the rocAL/DALI way, per (operator, argument).
 VALUE_MAPS = {
@@ -49,7 +50,7 @@ def signature(schema):
     for arg in schema["args"]:
         default = inspect.Parameter.empty if arg["required"] else arg["default"]
         params.append(inspect.Parameter(python_name(arg["name"]), inspect.Parameter.KEYWORD_ONLY,
-                                        default=default, annotation=_PY_TYPES[arg["type"]]))
+                                        default=default, annotation=_PY_TYPES.get(arg["type"], "Any")))
     params.append(inspect.Parameter("device", inspect.Parameter.KEYWORD_ONLY, default=None))
     params.append(inspect.Parameter("compat", inspect.Parameter.VAR_KEYWORD))
     return inspect.Signature(params)

@@ -19,7 +19,7 @@ def _function(schema, indent):
         params.append("/")
     params.append("*")
     for arg in schema["args"]:
-        annotation = _schema._PY_TYPES[arg["type"]]
+        annotation = _schema._PY_TYPES.get(arg["type"], "Any")
         if arg["per_sample"]:
             annotation += " | DataNode"
         default = "" if arg["required"] else f" = {arg['default']!r}"

@@ -101,6 +101,11 @@ def add_operator(schema, inputs, kwargs):
         args[name] = value
     missing = [a["name"] for a in schema["args"] if a["required"] and a["name"] not in args
                and a["name"] not in arg_inputs]
+    for name in arg_inputs:
+        # The executor validates static values before it feeds per-sample ones, so a required
+        # argument fed from a DataNode gets a placeholder that the fed values replace.
+        if specs[name]["required"] and name not in args:
+            args[name] = 0.0 if specs[name]["type"] == "float" else 0
     if missing:
         raise _error(f"fn.{op}: missing required argument(s): {', '.join(missing)}")
     if reader_args:
