@@ -14,9 +14,9 @@ import kiln
 import kiln.pipeline.fn as fn
 import kiln.pipeline.types as types
 from kiln.pipeline import Pipeline
-from kiln.pipeline.plugin.pytorch import (ClassificationIterator, GenericIterator,
-                                          LastBatchPolicy, ROCALClassificationIterator,
-                                          ROCALGenericIterator)
+from kiln.pipeline.plugin.pytorch import (ClassificationIterator, DALIClassificationIterator,
+                                          DALIGenericIterator, GenericIterator, LastBatchPolicy,
+                                          ROCALClassificationIterator, ROCALGenericIterator)
 from conftest import write_dataset
 
 
@@ -76,7 +76,9 @@ def test_last_batch_policies_and_reset(dataset, policy, sizes):
 
 
 def test_fill_last_batch_legacy_flag_and_auto_reset(dataset):
-    it = ClassificationIterator(make_pipe(dataset), fill_last_batch=False, auto_reset=True)
+    assert DALIClassificationIterator is ClassificationIterator
+    assert DALIGenericIterator is GenericIterator
+    it = DALIClassificationIterator(make_pipe(dataset), fill_last_batch=False, auto_reset=True)
     first = [len(s[0]["label"]) for s in it]
     second = [len(s[0]["label"]) for s in it]
     assert first == second == [5, 5, 2]

@@ -7,7 +7,8 @@ from kiln.pipeline.plugin import _iterator
 from kiln.pipeline.types import LastBatchPolicy
 
 __all__ = ["GenericIterator", "ClassificationIterator", "ROCALGenericIterator",
-           "ROCALClassificationIterator", "LastBatchPolicy"]
+           "ROCALClassificationIterator", "DALIGenericIterator", "DALIClassificationIterator",
+           "LastBatchPolicy"]
 
 
 def _bind(cls):
@@ -18,3 +19,6 @@ GenericIterator = _bind(_iterator.GenericIterator)
 ClassificationIterator = _bind(_iterator.ClassificationIterator)
 ROCALGenericIterator = _bind(_iterator.ROCALGenericIterator)
 ROCALClassificationIterator = _bind(_iterator.ROCALClassificationIterator)
+# DALI's names, so `from nvidia.dali.plugin.pytorch import DALIClassificationIterator` ports too.
+DALIGenericIterator = GenericIterator
+DALIClassificationIterator = ClassificationIterator
