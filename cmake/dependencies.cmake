@@ -53,3 +53,8 @@ if(NOT KILN_CUDA STREQUAL "OFF")
     message(STATUS "kiln: nvcc not found, CUDA parts are left out")
   endif()
 endif()
+
+# The Python bindings: pybind11 (Debian's pybind11-dev) built against KILN_PYTHON's headers.
+set(Python3_EXECUTABLE ${KILN_PYTHON})
+find_package(Python3 COMPONENTS Interpreter Development.Module REQUIRED)
+find_package(pybind11 CONFIG REQUIRED)

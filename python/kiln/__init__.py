@@ -1,0 +1,127 @@
+# SPDX-License-Identifier: Apache-2.0
+"""kiln: compile neural networks, prepare their inputs and serve them.
+
+The compiler API keeps MIGraphX's Python names, so a MIGraphX script ports by changing its import
+(``import kiln as migraphx``)::
+
+    import kiln
+    prog = kiln.parse_onnx("model.onnx")
+    prog.compile(kiln.get_target("cpu"))
+    outputs = prog.run({"image": array})      # a list of kiln.argument, numpy-compatible
+
+The data pipeline (rocAL/DALI names) lives in :mod:`kiln.pipeline`.
+"""
+
+from kiln._kiln import (
+    KilnError,
+    KilnNotImplementedError,
+    argument,
+    get_onnx_operators,
+    parse_onnx,
+    parse_onnx_buffer,
+    program,
+    shape,
+    target,
+    target_names,
+)
+from kiln._kiln import get_target as _get_target
+
+__version__ = "0.1.0"
+
+Program = program
+Shape = shape
+Argument = argument
+Target = target
+
+__all__ = [
+    "KilnError", "KilnNotImplementedError", "argument", "shape", "program", "target",
+    "parse_onnx", "parse_onnx_buffer", "get_onnx_operators", "get_target", "target_names", "save", "load",
+    "save_buffer", "load_buffer", "quantize_fp16", "quantize_bf16", "quantize_int8",
+    "generate_argument", "fill_argument", "__version__",
+]
+
+
+def _error(cls, message, code):
+    error = cls(message)
+    error.code = code
+    return error
+
+
+def get_target(name):
+    """The compilation target called ``name``: "ref", "cpu", or "cuda" (MIGraphX's "gpu") when
+    this build has it. Raises KilnError listing the targets this build has otherwise."""
+    return _get_target("cuda" if name == "gpu" else name)
+
+
+def _not_yet(what, issue):
+    raise _error(
+        KilnNotImplementedError,
+        f"{what} is not supported yet: it arrives with the {issue} issue; until then compile "
+        "from the .onnx model with parse_onnx() and compile()",
+        "UNIMPLEMENTED")
+
+
+def save(p, filename, format="kiln"):
+    """Saves a compiled program as a .kiln artifact. Not available yet: raises
+    KilnNotImplementedError naming the missing capability."""
+    _not_yet("kiln.save (compiled-model artifacts)", "artifacts")
+
+
+def load(filename, format="kiln"):
+    """Loads a .kiln artifact. Not available yet: raises KilnNotImplementedError."""
+    _not_yet("kiln.load (compiled-model artifacts)", "artifacts")
+
+
+def save_buffer(p, format="kiln"):
+    """Serializes a compiled program. Not available yet: raises KilnNotImplementedError."""
+    _not_yet("kiln.save_buffer (compiled-model artifacts)", "artifacts")
+
+
+def load_buffer(buffer, format="kiln"):
+    """Reads a serialized program. Not available yet: raises KilnNotImplementedError."""
+    _not_yet("kiln.load_buffer (compiled-model artifacts)", "artifacts")
+
+
+def quantize_fp16(prog, ins_names=("all",)):
+    """Converts a program to fp16. Not available yet: raises KilnNotImplementedError."""
+    _not_yet("kiln.quantize_fp16", "quantization")
+
+
+def quantize_bf16(prog, ins_names=("all",)):
+    """Converts a program to bf16. Not available yet: raises KilnNotImplementedError."""
+    _not_yet("kiln.quantize_bf16", "quantization")
+
+
+def quantize_int8(prog, t, calibration=(), ins_names=("dot", "convolution")):
+    """Quantizes a program to int8 with calibration data. Not available yet: raises
+    KilnNotImplementedError."""
+    _not_yet("kiln.quantize_int8", "quantization")
+
+
+def generate_argument(s, seed=0):
+    """A kiln.argument of shape ``s`` filled with seeded uniform random values in [0, 1)
+    (integers in [0, 10))."""
+    import numpy as np
+
+    if s.dynamic():
+        raise _error(KilnError, f"generate_argument: shape {s} has dynamic dims; give every dim",
+                     "INVALID_ARGUMENT")
+    rng = np.random.default_rng(seed)
+    dtype = s.dtype()
+    if np.issubdtype(dtype, np.floating):
+        values = rng.random(s.lens()).astype(dtype)
+    elif dtype == np.bool_:
+        values = rng.integers(0, 2, s.lens()).astype(dtype)
+    else:
+        values = rng.integers(0, 10, s.lens()).astype(dtype)
+    return argument(values)
+
+
+def fill_argument(s, value):
+    """A kiln.argument of shape ``s`` with every element equal to ``value``."""
+    import numpy as np
+
+    if s.dynamic():
+        raise _error(KilnError, f"fill_argument: shape {s} has dynamic dims; give every dim",
+                     "INVALID_ARGUMENT")
+    return argument(np.full(s.lens(), value, dtype=s.dtype()))

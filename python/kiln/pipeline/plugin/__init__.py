@@ -1,0 +1,2 @@
+# SPDX-License-Identifier: Apache-2.0
+"""Framework plugins: kiln.pipeline.plugin.pytorch (iterators yielding torch tensors)."""

@@ -1,0 +1,359 @@
+// SPDX-License-Identifier: Apache-2.0
+// The compiler API with MIGraphX's names: shape, argument, target, program, parse_onnx, compile.
+#include <fmt/format.h>
+#include <pybind11/stl.h>
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "compiler/ir/printer.h"
+#include "compiler/onnx/importer.h"
+#include "compiler/targets/target.h"
+#include "python/src/bindings.h"
+
+namespace kiln::python {
+namespace {
+
+using namespace pybind11::literals;
+using compiler::Argument;
+using compiler::TensorType;
+
+// MIGraphX's shape::type_t names, indexed by DType.
+constexpr const char* kTypeNames[kNumDTypes] = {
+    "float_type", "half_type",   "bf16_type",   "double_type", "int8_type",
+    "uint8_type", "int16_type",  "uint16_type", "int32_type",  "uint32_type",
+    "int64_type", "uint64_type", "bool_type",   "string_type"};
+
+DType dtype_from_name(const std::string& name) {
+  for (int i = 0; i < kNumDTypes; ++i) {
+    if (name == kTypeNames[i]) return static_cast<DType>(i);
+  }
+  if (std::optional<DType> d = parse_dtype(name)) return *d;
+  raise_status(invalid_argument_error(fmt::format(
+      "shape: unknown type \"{}\"; expected a MIGraphX name (float_type, int64_type, ...) or a "
+      "numpy one (float32, int64, ...)",
+      name)));
+}
+
+// A tensor type as MIGraphX's `shape`: a type and lens; an unknown dim is -1 (dynamic()).
+struct PyShape {
+  DType dtype = DType::kF32;
+  std::vector<int64_t> lens;
+  std::vector<std::string> symbols;  // per dim; non-empty for a named dynamic dim
+
+  static PyShape of(const TensorType& type) {
+    PyShape s;
+    s.dtype = type.dtype;
+    for (const compiler::Dim& d : type.dims.value_or(std::vector<compiler::Dim>{})) {
+      s.lens.push_back(d.value);
+      s.symbols.push_back(d.symbol);
+    }
+    return s;
+  }
+  bool dynamic() const {
+    return std::any_of(lens.begin(), lens.end(), [](int64_t d) { return d < 0; });
+  }
+  int64_t elements() const {
+    int64_t n = 1;
+    for (int64_t d : lens) n *= d;
+    return dynamic() ? -1 : n;
+  }
+  std::vector<int64_t> strides() const {
+    std::vector<int64_t> out(lens.size());
+    int64_t stride = 1;
+    for (size_t i = lens.size(); i-- > 0;) {
+      out[i] = stride;
+      stride *= std::max<int64_t>(lens[i], 1);
+    }
+    return out;
+  }
+  std::string to_string() const {
+    std::vector<std::string> dims;
+    for (size_t i = 0; i < lens.size(); ++i) {
+      dims.push_back(lens[i] >= 0         ? std::to_string(lens[i])
+                     : symbols[i].empty() ? std::string("?")
+                                          : symbols[i]);
+    }
+    return fmt::format("{}, {{{}}}, {{{}}}", kTypeNames[static_cast<int>(dtype)],
+                       fmt::join(dims, ", "), fmt::join(strides(), ", "));
+  }
+};
+
+PyShape shape_of(const compiler::Value& value) {
+  if (!value.type().is_tensor()) {
+    raise_status(unimplemented_error(
+        fmt::format("value \"{}\" is a {}; the python API describes tensors only", value.name(),
+                    value.type().to_string())));
+  }
+  return PyShape::of(value.tensor_type());
+}
+
+// A compiled or imported model: MIGraphX's `program`.
+class Program {
+ public:
+  explicit Program(std::unique_ptr<compiler::Model> model)
+      : graph_(std::move(model->graph)), opset_(model->opset) {}
+
+  const compiler::Graph& graph() const { return exe_ ? exe_->graph() : *graph_; }
+  bool is_compiled() const { return exe_ != nullptr; }
+
+  void compile(const compiler::Target& target, const compiler::CompileOptions& options) {
+    if (exe_) {
+      raise_status(failed_precondition_error(fmt::format(
+          "program: already compiled for target {}; parse the model again to compile it for "
+          "another target",
+          exe_->target())));
+    }
+    Result<std::shared_ptr<compiler::Executable>> exe = [&] {
+      py::gil_scoped_release release;
+      return compiler::compile(graph_, target, options);
+    }();
+    exe_ = unwrap(std::move(exe));
+  }
+
+  py::list run(const py::dict& params) const {
+    if (!exe_) {
+      raise_status(failed_precondition_error(
+          "program: not compiled; call compile(kiln.get_target(\"ref\")) before run()"));
+    }
+    const compiler::Graph& g = exe_->graph();
+    std::vector<Argument> inputs;
+    size_t used = 0;
+    for (const compiler::Value* in : g.inputs()) {
+      py::str key(in->name());
+      if (!params.contains(key)) {
+        raise_status(invalid_argument_error(
+            fmt::format("run: input \"{}\" is missing; the program's parameters are: {}",
+                        in->name(), fmt::join(parameter_names(), ", "))));
+      }
+      py::handle value = params[key];
+      if (py::isinstance<Tensor>(value)) {
+        inputs.emplace_back(value.cast<Tensor>());
+      } else {
+        inputs.emplace_back(tensor_from_numpy(value, fmt::format("run: input \"{}\"", in->name())));
+      }
+      ++used;
+    }
+    if (used != params.size()) {
+      for (auto item : params) {
+        auto name = py::str(item.first).cast<std::string>();
+        auto names = parameter_names();
+        if (std::find(names.begin(), names.end(), name) == names.end()) {
+          raise_status(invalid_argument_error(
+              fmt::format("run: the program has no input \"{}\"; its parameters are: {}", name,
+                          fmt::join(names, ", "))));
+        }
+      }
+    }
+    Result<std::vector<Argument>> outputs = [&] {
+      py::gil_scoped_release release;
+      return exe_->run(std::move(inputs));
+    }();
+    py::list out;
+    for (Argument& a : unwrap(std::move(outputs))) {
+      if (!a.is_tensor()) {
+        raise_status(unimplemented_error(fmt::format(
+            "run: an output is a {}; the python API returns tensors only", a.to_string())));
+      }
+      out.append(py::cast(std::move(a.tensor())));
+    }
+    return out;
+  }
+
+  std::vector<std::string> parameter_names() const {
+    std::vector<std::string> names;
+    for (const compiler::Value* v : graph().inputs()) names.push_back(v->name());
+    return names;
+  }
+  std::map<std::string, PyShape> parameter_shapes() const {
+    std::map<std::string, PyShape> out;
+    for (const compiler::Value* v : graph().inputs()) out.emplace(v->name(), shape_of(*v));
+    return out;
+  }
+  std::vector<PyShape> output_shapes() const {
+    std::vector<PyShape> out;
+    for (const compiler::Value* v : graph().outputs()) out.push_back(shape_of(*v));
+    return out;
+  }
+  std::vector<std::string> output_names() const {
+    std::vector<std::string> names;
+    for (const compiler::Value* v : graph().outputs()) names.push_back(v->name());
+    return names;
+  }
+  std::string to_string() const { return compiler::print_graph(graph()); }
+  std::string target() const { return exe_ ? std::string(exe_->target()) : std::string(); }
+  int64_t opset() const { return opset_; }
+
+ private:
+  std::shared_ptr<compiler::Graph> graph_;
+  std::shared_ptr<compiler::Executable> exe_;
+  int64_t opset_ = 0;
+};
+
+compiler::ImportOptions import_options(const std::map<std::string, std::vector<int64_t>>& dims,
+                                       int64_t default_dim_value) {
+  compiler::ImportOptions o;
+  o.input_shapes = dims;
+  o.default_dim_value = default_dim_value > 0 ? default_dim_value : -1;
+  return o;
+}
+
+}  // namespace
+
+void bind_compiler(py::module_& m) {
+  py::class_<PyShape>(m, "shape", "A tensor type: element type and lens (-1: a dynamic dim).")
+      .def(py::init([](const std::string& type, std::vector<int64_t> lens) {
+             PyShape s;
+             s.dtype = dtype_from_name(type);
+             s.lens = std::move(lens);
+             s.symbols.resize(s.lens.size());
+             return s;
+           }),
+           "type"_a = "float_type", "lens"_a = std::vector<int64_t>{})
+      .def("type", [](const PyShape& s) { return kTypeNames[static_cast<int>(s.dtype)]; })
+      .def("type_string", [](const PyShape& s) { return kTypeNames[static_cast<int>(s.dtype)]; })
+      .def(
+          "dtype", [](const PyShape& s) { return unwrap(numpy_dtype(s.dtype)); },
+          "The numpy dtype of the elements.")
+      .def("lens", [](const PyShape& s) { return s.lens; })
+      .def("strides", &PyShape::strides)
+      .def("ndim", [](const PyShape& s) { return s.lens.size(); })
+      .def("elements", &PyShape::elements)
+      .def("bytes",
+           [](const PyShape& s) {
+             int64_t n = s.elements();
+             return n < 0 ? -1 : n * static_cast<int64_t>(dtype_size(s.dtype));
+           })
+      .def("type_size", [](const PyShape& s) { return dtype_size(s.dtype); })
+      .def("dynamic", &PyShape::dynamic)
+      .def("scalar", [](const PyShape& s) { return s.lens.empty(); })
+      .def("standard", [](const PyShape&) { return true; })
+      .def("packed", [](const PyShape&) { return true; })
+      .def("transposed", [](const PyShape&) { return false; })
+      .def("broadcasted", [](const PyShape&) { return false; })
+      .def("__eq__", [](const PyShape& a,
+                        const PyShape& b) { return a.dtype == b.dtype && a.lens == b.lens; })
+      .def("__str__", &PyShape::to_string)
+      .def("__repr__", [](const PyShape& s) { return "shape(" + s.to_string() + ")"; });
+
+  py::class_<Tensor>(m, "argument", py::buffer_protocol(),
+                     "A tensor; converts to and from numpy without copying (np.asarray(arg)).")
+      .def(py::init([](const py::object& array) { return tensor_from_numpy(array, "argument"); }),
+           "array"_a)
+      .def_buffer([](const Tensor& t) -> py::buffer_info {
+        py::dtype dtype = unwrap(numpy_dtype(t.dtype()));
+        std::vector<py::ssize_t> shape(t.shape().dims().begin(), t.shape().dims().end());
+        std::vector<py::ssize_t> strides(shape.size());
+        auto stride = static_cast<py::ssize_t>(dtype_size(t.dtype()));
+        for (size_t i = shape.size(); i-- > 0;) {
+          strides[i] = stride;
+          stride *= shape[i];
+        }
+        return py::buffer_info(t.raw_data(), static_cast<py::ssize_t>(dtype_size(t.dtype())),
+                               py::str(dtype.attr("char")).cast<std::string>(),
+                               static_cast<py::ssize_t>(shape.size()), shape, strides);
+      })
+      .def("get_shape",
+           [](const Tensor& t) { return PyShape::of(TensorType(t.dtype(), t.shape())); })
+      .def("data_ptr", [](const Tensor& t) { return reinterpret_cast<uintptr_t>(t.raw_data()); })
+      .def("numpy", &tensor_to_numpy, "A numpy array viewing the same memory.")
+      .def(
+          "__array__",
+          [](const Tensor& t, const py::object& dtype) {
+            py::object a = tensor_to_numpy(t);
+            return dtype.is_none() ? a : a.attr("astype")(dtype);
+          },
+          "dtype"_a = py::none())
+      .def("tolist", [](const Tensor& t) { return tensor_to_numpy(t).attr("tolist")(); })
+      .def(
+          "__dlpack__", [](const Tensor& t, const py::object&) { return tensor_to_dlpack(t); },
+          "stream"_a = py::none())
+      .def("__dlpack_device__", [](const Tensor&) { return py::make_tuple(1, 0); })
+      .def("__eq__", [](const Tensor& a, const Tensor& b) { return a.equals(b); })
+      .def("__repr__", [](const Tensor& t) { return "argument(" + Argument(t).to_string() + ")"; });
+
+  py::class_<compiler::Target, std::shared_ptr<compiler::Target>>(m, "target")
+      .def("name", [](const compiler::Target& t) { return std::string(t.name()); })
+      .def("__repr__",
+           [](const compiler::Target& t) { return fmt::format("target(\"{}\")", t.name()); });
+
+  m.def(
+      "get_target",
+      [](const std::string& name) {
+        return std::shared_ptr<compiler::Target>(unwrap(compiler::make_target(name)));
+      },
+      "name"_a, "The target called `name` (\"ref\", \"cpu\", \"cuda\" when built).");
+  m.def("target_names", &compiler::target_names, "The targets this build has.");
+  m.def(
+      "get_onnx_operators",
+      [] {
+        std::vector<std::string> names;
+        for (const compiler::SupportedOnnxOp& op : compiler::supported_onnx_ops()) {
+          names.push_back(op.domain.empty() ? op.op_type : op.domain + "." + op.op_type);
+        }
+        std::sort(names.begin(), names.end());
+        names.erase(std::unique(names.begin(), names.end()), names.end());
+        return names;
+      },
+      "The ONNX operators the importer accepts (\"domain.Op\" outside the default domain).");
+
+  py::class_<Program>(m, "program")
+      .def(
+          "compile",
+          [](Program& p, const compiler::Target& t, bool offload_copy, bool fast_math,
+             bool exhaustive_tune, bool optimize, uint64_t seed) {
+            compiler::CompileOptions options;
+            options.optimize = optimize;
+            options.seed = seed;
+            p.compile(t, options);
+          },
+          "t"_a, "offload_copy"_a = true, "fast_math"_a = true, "exhaustive_tune"_a = false,
+          "optimize"_a = true, "seed"_a = 0)
+      .def("run", &Program::run, "params"_a)
+      .def("is_compiled", &Program::is_compiled)
+      .def("get_parameter_names", &Program::parameter_names)
+      .def("get_parameter_shapes", &Program::parameter_shapes)
+      .def("get_output_shapes", &Program::output_shapes)
+      .def("get_output_names", &Program::output_names)
+      .def("target_name", &Program::target)
+      .def("opset", &Program::opset)
+      .def("print", [](const Program& p) { py::print(p.to_string(), "end"_a = ""); })
+      .def("__str__", &Program::to_string);
+
+  m.def(
+      "parse_onnx",
+      [](const std::string& filename, int64_t default_dim_value,
+         const std::map<std::string, std::vector<int64_t>>& map_input_dims) {
+        compiler::ImportOptions o = import_options(map_input_dims, default_dim_value);
+        Result<std::unique_ptr<compiler::Model>> model = [&] {
+          py::gil_scoped_release release;
+          return compiler::import_onnx_file(filename, o);
+        }();
+        return Program(unwrap(std::move(model)));
+      },
+      "filename"_a, "default_dim_value"_a = 0,
+      "map_input_dims"_a = std::map<std::string, std::vector<int64_t>>{});
+  m.def(
+      "parse_onnx_buffer",
+      [](const py::bytes& buffer, int64_t default_dim_value,
+         const std::map<std::string, std::vector<int64_t>>& map_input_dims,
+         const std::string& external_data_path) {
+        compiler::ImportOptions o = import_options(map_input_dims, default_dim_value);
+        o.external_data_dir = external_data_path;
+        std::string_view bytes = buffer;
+        Result<std::unique_ptr<compiler::Model>> model = [&] {
+          py::gil_scoped_release release;
+          return compiler::import_onnx_bytes(
+              std::span(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()), o);
+        }();
+        return Program(unwrap(std::move(model)));
+      },
+      "buffer"_a, "default_dim_value"_a = 0,
+      "map_input_dims"_a = std::map<std::string, std::vector<int64_t>>{},
+      "external_data_path"_a = "");
+}
+
+}  // namespace kiln::python
