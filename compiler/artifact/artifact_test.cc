@@ -40,6 +40,25 @@ TEST(Xxhash64, MatchesTheSpecificationsReferenceValues) {
   EXPECT_EQ(xxhash64(as_bytes(""), 1), 0xD5AFBA1336A3BE4BULL);
 }
 
+TEST(Xxhash64, PiecesOfAnySizeHashLikeTheWhole) {
+  std::mt19937 rng(5);
+  for (size_t size : {0u, 1u, 31u, 32u, 33u, 64u, 100u, 1000u, 4099u}) {
+    std::vector<uint8_t> bytes(size);
+    for (uint8_t& b : bytes) b = static_cast<uint8_t>(rng());
+    const uint64_t whole = xxhash64(bytes, 7);
+    for (int trial = 0; trial < 20; ++trial) {
+      Xxhash64 h(7);
+      size_t at = 0;
+      while (at < size) {
+        size_t n = std::min<size_t>(size - at, rng() % 70);
+        h.update(std::span<const uint8_t>(bytes).subspan(at, n));
+        at += n;
+      }
+      ASSERT_EQ(h.digest(), whole) << size << " bytes, trial " << trial;
+    }
+  }
+}
+
 class ArtifactTest : public ::testing::Test {
  protected:
   void SetUp() override {
