@@ -2,13 +2,17 @@
 // Artifact files: the preamble, the header with its section table, checksums and loading.
 #include "compiler/artifact/artifact.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 
 #include "compiler/artifact/byte_io.h"
 #include "compiler/artifact/checksum.h"
@@ -155,8 +159,27 @@ ArtifactHeader make_artifact_header(const Executable& executable, const CompileO
   return h;
 }
 
-Result<std::vector<uint8_t>> serialize_artifact(const ArtifactHeader& header, const Graph& graph,
-                                                const std::vector<ExtraSection>& extra) {
+namespace {
+
+using ByteSink = std::function<Status(std::span<const uint8_t>)>;
+
+constexpr uint8_t kZeros[kWeightAlignment] = {};
+
+// Feeds `n` zero bytes to `f` in pieces.
+template <class F>
+Status zeros(uint64_t n, F&& f) {
+  while (n > 0) {
+    const uint64_t k = std::min<uint64_t>(n, sizeof(kZeros));
+    KILN_RETURN_IF_ERROR(f(std::span<const uint8_t>(kZeros, k)));
+    n -= k;
+  }
+  return Status();
+}
+
+// Produces the artifact's bytes in file order through `sink`. The weights go from the graph's
+// tensors straight to the sink (checksummed in a first pass), so they are never held twice.
+Status emit_artifact(const ArtifactHeader& header, const Graph& graph,
+                     const std::vector<ExtraSection>& extra, const ByteSink& sink) {
   KILN_ASSIGN_OR_RETURN(EncodedGraph encoded, encode_graph(graph));
   std::vector<ArtifactSection> sections;
   sections.push_back({"graph", SectionKind::kGraph, 0, encoded.graph.size(), 0});
@@ -171,50 +194,108 @@ Result<std::vector<uint8_t>> serialize_artifact(const ArtifactHeader& header, co
     s.offset = align_up(end);
     end = s.offset + s.size;
   }
-  std::vector<uint8_t> file;
-  try {
-    file.assign(end, 0);
-  } catch (const std::bad_alloc&) {
-    return resource_exhausted_error(
-        fmt::format("an artifact of {} bytes does not fit in memory", end));
-  }
-  std::memcpy(file.data() + sections[0].offset, encoded.graph.data(), encoded.graph.size());
+
+  sections[0].checksum = xxhash64(encoded.graph);
+  Xxhash64 weights_hash;
+  auto hash = [&](std::span<const uint8_t> b) {
+    weights_hash.update(b);
+    return Status();
+  };
+  uint64_t at = 0;
   for (const WeightSlice& w : encoded.weights) {
-    std::memcpy(file.data() + sections[1].offset + w.offset, w.data, w.nbytes);
+    KILN_RETURN_IF_ERROR(zeros(w.offset - at, hash));
+    weights_hash.update(std::span<const uint8_t>(static_cast<const uint8_t*>(w.data), w.nbytes));
+    at = w.offset + w.nbytes;
   }
-  for (size_t i = 0; i < extra.size(); ++i) {
-    if (!extra[i].bytes.empty()) {
-      std::memcpy(file.data() + sections[i + 2].offset, extra[i].bytes.data(),
-                  extra[i].bytes.size());
-    }
-  }
-  for (ArtifactSection& s : sections) {
-    s.checksum = xxhash64(std::span<const uint8_t>(file.data() + s.offset, s.size));
-  }
+  KILN_RETURN_IF_ERROR(zeros(encoded.weights_size - at, hash));
+  sections[1].checksum = weights_hash.digest();
+  for (size_t i = 0; i < extra.size(); ++i) sections[i + 2].checksum = xxhash64(extra[i].bytes);
   std::vector<uint8_t> head = encode_header(header, sections);
   KILN_CHECK(head.size() == header_size, "artifact header size changed with its offsets");
-  std::memcpy(file.data() + kArtifactPreambleSize, head.data(), head.size());
 
-  uint8_t* p = file.data();
-  std::memcpy(p, kMagic, sizeof(kMagic));
-  store<uint32_t>(p + kVersionAt, header.format_version);
-  store<uint32_t>(p + kPreambleSizeAt, static_cast<uint32_t>(kArtifactPreambleSize));
-  store<uint64_t>(p + kFileSizeAt, end);
-  store<uint64_t>(p + kHeaderOffsetAt, kArtifactPreambleSize);
-  store<uint64_t>(p + kHeaderSizeAt, header_size);
-  store<uint64_t>(p + kHeaderChecksumAt, xxhash64(head));
-  store<uint64_t>(p + kPreambleChecksumAt,
-                  xxhash64(std::span<const uint8_t>(p, kPreambleChecksumAt)));
+  uint8_t preamble[kArtifactPreambleSize] = {};
+  std::memcpy(preamble, kMagic, sizeof(kMagic));
+  store<uint32_t>(preamble + kVersionAt, header.format_version);
+  store<uint32_t>(preamble + kPreambleSizeAt, static_cast<uint32_t>(kArtifactPreambleSize));
+  store<uint64_t>(preamble + kFileSizeAt, end);
+  store<uint64_t>(preamble + kHeaderOffsetAt, kArtifactPreambleSize);
+  store<uint64_t>(preamble + kHeaderSizeAt, header_size);
+  store<uint64_t>(preamble + kHeaderChecksumAt, xxhash64(head));
+  store<uint64_t>(preamble + kPreambleChecksumAt,
+                  xxhash64(std::span<const uint8_t>(preamble, kPreambleChecksumAt)));
+
+  uint64_t written = 0;
+  auto put = [&](std::span<const uint8_t> b) {
+    written += b.size();
+    return sink(b);
+  };
+  auto pad_to = [&](uint64_t offset) { return zeros(offset - written, put); };
+  KILN_RETURN_IF_ERROR(put(preamble));
+  KILN_RETURN_IF_ERROR(put(head));
+  KILN_RETURN_IF_ERROR(pad_to(sections[0].offset));
+  KILN_RETURN_IF_ERROR(put(encoded.graph));
+  for (const WeightSlice& w : encoded.weights) {
+    KILN_RETURN_IF_ERROR(pad_to(sections[1].offset + w.offset));
+    KILN_RETURN_IF_ERROR(
+        put(std::span<const uint8_t>(static_cast<const uint8_t*>(w.data), w.nbytes)));
+  }
+  KILN_RETURN_IF_ERROR(pad_to(sections[1].offset + sections[1].size));
+  for (size_t i = 0; i < extra.size(); ++i) {
+    KILN_RETURN_IF_ERROR(pad_to(sections[i + 2].offset));
+    KILN_RETURN_IF_ERROR(put(extra[i].bytes));
+  }
+  KILN_CHECK(written == end, "artifact bytes written differ from its layout");
+  return Status();
+}
+
+}  // namespace
+
+Result<std::vector<uint8_t>> serialize_artifact(const ArtifactHeader& header, const Graph& graph,
+                                                const std::vector<ExtraSection>& extra) {
+  std::vector<uint8_t> file;
+  KILN_RETURN_IF_ERROR(emit_artifact(header, graph, extra, [&](std::span<const uint8_t> b) {
+    file.insert(file.end(), b.begin(), b.end());
+    return Status();
+  }));
   return file;
 }
 
 Status save_artifact(const std::string& path, const Executable& executable,
                      const CompileOptions& options, const ArtifactSource& source,
                      const std::vector<ExtraSection>& extra) {
-  KILN_ASSIGN_OR_RETURN(std::vector<uint8_t> bytes,
-                        serialize_artifact(make_artifact_header(executable, options, source),
-                                           executable.graph(), extra));
-  return write_file_atomic(path, bytes);
+  // Written to a temporary file renamed into place, so readers never see half an artifact.
+  static std::atomic<uint64_t> counter{0};
+  const std::string tmp = fmt::format("{}.tmp.{}.{}", path, ::getpid(), counter.fetch_add(1));
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    const int err = errno;
+    return errno_error(err, fmt::format("cannot create \"{}\"", tmp));
+  }
+  Status status =
+      emit_artifact(make_artifact_header(executable, options, source), executable.graph(), extra,
+                    [&](std::span<const uint8_t> b) {
+                      size_t done = 0;
+                      while (done < b.size()) {
+                        const ssize_t n = ::write(fd, b.data() + done, b.size() - done);
+                        if (n < 0) {
+                          const int err = errno;
+                          if (err == EINTR) continue;
+                          return errno_error(err, fmt::format("cannot write \"{}\"", path));
+                        }
+                        done += static_cast<size_t>(n);
+                      }
+                      return Status();
+                    });
+  if (::close(fd) != 0 && status.ok()) {
+    const int err = errno;
+    status = errno_error(err, fmt::format("cannot write \"{}\"", path));
+  }
+  if (status.ok() && ::rename(tmp.c_str(), path.c_str()) != 0) {
+    const int err = errno;
+    status = errno_error(err, fmt::format("cannot move \"{}\" into place", path));
+  }
+  if (!status.ok()) ::unlink(tmp.c_str());
+  return status;
 }
 
 Result<Artifact> parse_artifact(std::span<const uint8_t> bytes, std::shared_ptr<const void> owner,

@@ -40,6 +40,25 @@ TEST(Xxhash64, MatchesTheSpecificationsReferenceValues) {
   EXPECT_EQ(xxhash64(as_bytes(""), 1), 0xD5AFBA1336A3BE4BULL);
 }
 
+TEST(Xxhash64, PiecesOfAnySizeHashLikeTheWhole) {
+  std::mt19937 rng(5);
+  for (size_t size : {0u, 1u, 31u, 32u, 33u, 64u, 100u, 1000u, 4099u}) {
+    std::vector<uint8_t> bytes(size);
+    for (uint8_t& b : bytes) b = static_cast<uint8_t>(rng());
+    const uint64_t whole = xxhash64(bytes, 7);
+    for (int trial = 0; trial < 20; ++trial) {
+      Xxhash64 h(7);
+      size_t at = 0;
+      while (at < size) {
+        size_t n = std::min<size_t>(size - at, rng() % 70);
+        h.update(std::span<const uint8_t>(bytes).subspan(at, n));
+        at += n;
+      }
+      ASSERT_EQ(h.digest(), whole) << size << " bytes, trial " << trial;
+    }
+  }
+}
+
 class ArtifactTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -154,6 +173,41 @@ TEST_F(ArtifactTest, SharedConstantsAreStoredOnce) {
   ASSERT_TRUE(artifact.ok()) << artifact.status().message();
   EXPECT_EQ(artifact->find_section("weights")->size, w.nbytes());
   EXPECT_LT(artifact->size(), w.nbytes() + 4096);
+}
+
+// The file save_artifact streams equals serialize_artifact's bytes, padding and a target's own
+// section included.
+TEST_F(ArtifactTest, SavedFileEqualsTheSerializedBytesWithATargetSection) {
+  auto graph = std::make_shared<Graph>();
+  GraphBuilder b(*graph);
+  Value* x = b.input("x", TensorType(DType::kF32, Shape{3}));
+  for (int64_t n : {3, 1, 17, 5}) {  // odd sizes: padding between the weights
+    b.output(b.constant(sample_tensor(DType::kI8, Shape{n}, static_cast<uint32_t>(n)),
+                        fmt::format("c{}", n)));
+  }
+  b.output(b.add(ops::Mul{}, {x, b.constant(sample_tensor(DType::kF32, Shape{3}, 9), "m")}));
+  ASSERT_TRUE(b.status().ok()) << b.status().message();
+  auto t = make_target("ref");
+  auto exe = compile(graph, **t, CompileOptions{false, 0});
+  ASSERT_TRUE(exe.ok());
+  ArtifactSource source{"m.onnx", 1, 2, {{"batch", "1"}}, "kiln compile m.onnx -o m.kiln"};
+  std::vector<ExtraSection> extra = {{"ref.test", {1, 2, 3, 4, 5}}, {"ref.empty", {}}};
+  ASSERT_TRUE(save_artifact(path("m.kiln"), **exe, {}, source, extra).ok());
+  auto saved = read_file(path("m.kiln"));
+  auto bytes = serialize_artifact(make_artifact_header(**exe, {}, source), (*exe)->graph(), extra);
+  ASSERT_TRUE(saved.ok() && bytes.ok());
+  EXPECT_EQ(*saved, std::string(bytes->begin(), bytes->end()));
+  auto artifact = open_artifact(path("m.kiln"));
+  ASSERT_TRUE(artifact.ok()) << artifact.status().message();
+  const ArtifactSection* s = artifact->find_section("ref.test");
+  ASSERT_NE(s, nullptr);
+  EXPECT_EQ(s->kind, SectionKind::kTargetData);
+  EXPECT_EQ(s->offset % 64, 0u);
+  std::span<const uint8_t> got = artifact->section_bytes(*s);
+  EXPECT_EQ(std::vector<uint8_t>(got.begin(), got.end()), extra[0].bytes);
+  EXPECT_EQ(artifact->find_section("ref.empty")->size, 0u);
+  EXPECT_EQ(artifact->header().source.options[0].second, "1");
+  EXPECT_FALSE(fs::exists(path("m.kiln") + ".tmp"));
 }
 
 TEST_F(ArtifactTest, SymbolicDimsSurviveAndRunAtAnySize) {

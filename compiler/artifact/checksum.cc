@@ -2,6 +2,7 @@
 // XXH64, written from the xxHash specification (doc/xxhash_spec.md, "XXH64 algorithm").
 #include "compiler/artifact/checksum.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace kiln::compiler {
@@ -41,40 +42,63 @@ inline uint64_t merge_round(uint64_t acc, uint64_t value) {
   return acc * kPrime1 + kPrime4;
 }
 
+// Consumes 32-byte stripes from `p` while at least 32 bytes remain; returns where it stopped.
+inline const uint8_t* stripes(uint64_t acc[4], const uint8_t* p, const uint8_t* end) {
+  uint64_t v1 = acc[0], v2 = acc[1], v3 = acc[2], v4 = acc[3];
+  while (end - p >= 32) {
+    v1 = round(v1, read64(p));
+    v2 = round(v2, read64(p + 8));
+    v3 = round(v3, read64(p + 16));
+    v4 = round(v4, read64(p + 24));
+    p += 32;
+  }
+  acc[0] = v1;
+  acc[1] = v2;
+  acc[2] = v3;
+  acc[3] = v4;
+  return p;
+}
+
 }  // namespace
 
-uint64_t xxhash64(std::span<const uint8_t> bytes, uint64_t seed) {
+Xxhash64::Xxhash64(uint64_t seed)
+    : seed_(seed), acc_{seed + kPrime1 + kPrime2, seed + kPrime2, seed, seed - kPrime1} {}
+
+void Xxhash64::update(std::span<const uint8_t> bytes) {
   const uint8_t* p = bytes.data();
   const uint8_t* end = p + bytes.size();
-  uint64_t h;
-  if (bytes.size() >= 32) {
-    uint64_t v1 = seed + kPrime1 + kPrime2;
-    uint64_t v2 = seed + kPrime2;
-    uint64_t v3 = seed;
-    uint64_t v4 = seed - kPrime1;
-    const uint8_t* limit = end - 32;
-    do {
-      v1 = round(v1, read64(p));
-      v2 = round(v2, read64(p + 8));
-      v3 = round(v3, read64(p + 16));
-      v4 = round(v4, read64(p + 24));
-      p += 32;
-    } while (p <= limit);
-    h = rotl(v1, 1) + rotl(v2, 7) + rotl(v3, 12) + rotl(v4, 18);
-    h = merge_round(h, v1);
-    h = merge_round(h, v2);
-    h = merge_round(h, v3);
-    h = merge_round(h, v4);
-  } else {
-    h = seed + kPrime5;
+  total_ += bytes.size();
+  if (buffered_ > 0) {
+    const size_t take = std::min<size_t>(32 - buffered_, bytes.size());
+    std::memcpy(buffer_ + buffered_, p, take);
+    buffered_ += take;
+    p += take;
+    if (buffered_ < 32) return;
+    stripes(acc_, buffer_, buffer_ + 32);
+    buffered_ = 0;
   }
-  h += static_cast<uint64_t>(bytes.size());
-  while (p + 8 <= end) {
+  p = stripes(acc_, p, end);
+  buffered_ = static_cast<size_t>(end - p);
+  if (buffered_ > 0) std::memcpy(buffer_, p, buffered_);
+}
+
+uint64_t Xxhash64::digest() const {
+  uint64_t h;
+  if (total_ >= 32) {
+    h = rotl(acc_[0], 1) + rotl(acc_[1], 7) + rotl(acc_[2], 12) + rotl(acc_[3], 18);
+    for (uint64_t v : acc_) h = merge_round(h, v);
+  } else {
+    h = seed_ + kPrime5;
+  }
+  h += total_;
+  const uint8_t* p = buffer_;
+  const uint8_t* end = buffer_ + buffered_;
+  while (end - p >= 8) {
     h ^= round(0, read64(p));
     h = rotl(h, 27) * kPrime1 + kPrime4;
     p += 8;
   }
-  if (p + 4 <= end) {
+  if (end - p >= 4) {
     h ^= static_cast<uint64_t>(read32(p)) * kPrime1;
     h = rotl(h, 23) * kPrime2 + kPrime3;
     p += 4;
@@ -90,6 +114,12 @@ uint64_t xxhash64(std::span<const uint8_t> bytes, uint64_t seed) {
   h *= kPrime3;
   h ^= h >> 32;
   return h;
+}
+
+uint64_t xxhash64(std::span<const uint8_t> bytes, uint64_t seed) {
+  Xxhash64 h(seed);
+  h.update(bytes);
+  return h.digest();
 }
 
 }  // namespace kiln::compiler
