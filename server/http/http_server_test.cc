@@ -67,10 +67,10 @@ class HttpTest : public ::testing::Test {
   static void SetUpTestSuite() {
     root_ = new fs::path(testing::make_test_repository("http"));
     fs::remove_all(*root_ / "broken");
-    // Waits 300 ms for a batch, and holds one request at most: the second is refused at once.
+    // Waits 1 s for a batch, and holds one request at most: the second is refused at once.
     testing::add_model(*root_, "tiny_queue",
                        "backend = \"echo\"\nmax_batch_size = 8\n[dynamic_batching]\n"
-                       "max_queue_delay_microseconds = 300000\nmax_queue_size = 1\n");
+                       "max_queue_delay_microseconds = 1000000\nmax_queue_size = 1\n");
     auto s = Server::create({*root_, true, {}});
     ASSERT_TRUE(s.ok()) << s.status().to_string();
     server_ = std::move(s).value().release();
@@ -275,16 +275,19 @@ TEST_F(HttpTest, RawBinaryRequestsCarryTheOneInputsBytes) {
 TEST_F(HttpTest, AFullQueueIs429AndATimeoutIs503) {
   auto c1 = client();
   auto c2 = client();
-  // The first request waits for its batch (300 ms); the second finds the queue full.
+  // The first request waits for its batch (1 s); the second finds the queue full.
   std::future<Result<InferenceResponse>> first =
       c1->model_infer_async("tiny_queue", request({{"x", Tensor::from_vector<int32_t>({1}), {}}}));
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  // Waits until the first request is queued (not a fixed sleep: the machine may be busy).
+  for (int i = 0; i < 500 && server_->statistics("tiny_queue")->at(0).pending < 1; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
   Result<HttpReply> full =
       c2->send("POST", "/v2/models/tiny_queue/infer",
                R"({"inputs":[{"name":"x","shape":[1],"datatype":"INT32","data":[2]}]})");
   expect_status(full, 429, "queue is full");
   ASSERT_TRUE(first.get().ok());
-  // A request whose timeout (1 ms) ends before the batch delay (300 ms) is rejected.
+  // A request whose timeout (1 ms) ends before the batch delay (1 s) is rejected.
   Result<HttpReply> late = c2->send(
       "POST", "/v2/models/tiny_queue/infer",
       R"({"parameters":{"timeout":1000},"inputs":[{"name":"x","shape":[1],"datatype":"INT32","data":[2]}]})");
