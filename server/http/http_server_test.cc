@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <fstream>
 #include <random>
 #include <thread>
 
@@ -140,6 +141,20 @@ TEST_F(HttpTest, JsonInferenceWithCurl) {
   EXPECT_EQ(r.body,
             "{\"model_name\":\"echo\",\"model_version\":\"1\",\"id\":\"c1\",\"outputs\":[{\"name\":"
             "\"x\",\"datatype\":\"INT32\",\"shape\":[2,2],\"data\":[1,2,3,4]}]}");
+}
+
+TEST_F(HttpTest, LargeCurlBodiesDoNotWaitForExpectContinue) {
+  // curl asks `Expect: 100-continue` for bodies over 1 KiB and waits a second for the answer.
+  std::string data;
+  for (int i = 0; i < 20000; ++i) data += (i ? ",1" : "1");
+  std::filesystem::path file = *root_ / "big.json";
+  std::ofstream(file) << R"({"inputs":[{"name":"x","shape":[20000],"datatype":"INT32","data":[)"
+                      << data << "]}]}";
+  auto start = std::chrono::steady_clock::now();
+  CurlResult r = curl(port(), "/v2/models/echo/infer", "-X POST --data-binary @" + file.string());
+  auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_EQ(r.status, 200) << r.body.substr(0, 200);
+  EXPECT_LT(took, std::chrono::milliseconds(900));
 }
 
 TEST_F(HttpTest, BinaryInferenceMatchesTheInProcessResult) {
