@@ -130,6 +130,13 @@ TEST_F(HttpTest, HealthAndMetadataWithTheClientAndCurl) {
   EXPECT_EQ(model.status, 200);
   EXPECT_NE(model.body.find("\"shape\":[-1,1,28,28]"), std::string::npos) << model.body;
   EXPECT_EQ(curl(port(), "/v2/models/mnist/ready").body, "{\"name\":\"mnist\",\"ready\":true}");
+  CurlResult config = curl(port(), "/v2/models/mnist/config");
+  EXPECT_EQ(config.status, 200);
+  EXPECT_NE(config.body.find("\"max_batch_size\":4"), std::string::npos) << config.body;
+  EXPECT_NE(config.body.find("\"max_queue_delay_microseconds\":2000"), std::string::npos)
+      << config.body;
+  EXPECT_NE(config.body.find("\"target\":{\"string_value\":\"cpu\"}"), std::string::npos)
+      << config.body;
 }
 
 TEST_F(HttpTest, JsonInferenceWithCurl) {
