@@ -89,7 +89,7 @@ TEST(Scheduler, BatchesFormUpToMaxBatchSize) {
   Recorder rec;
   BatchingConfig c;
   c.max_batch_size = 4;
-  c.max_queue_delay_microseconds = 200000;
+  c.max_queue_delay_microseconds = 1000000;  // long, so a busy machine cannot split the batches
   Scheduler s("m", c, 1, rec.run(), rec.expire());
   for (int i = 0; i < 10; ++i) ASSERT_TRUE(s.enqueue(make(std::to_string(i))).ok());
   ASSERT_TRUE(rec.wait_batches(3));
@@ -104,7 +104,7 @@ TEST(Scheduler, BatchSizesCountDimZeroEntries) {
   Recorder rec;
   BatchingConfig c;
   c.max_batch_size = 8;
-  c.max_queue_delay_microseconds = 200000;
+  c.max_queue_delay_microseconds = 1000000;
   Scheduler s("m", c, 1, rec.run(), rec.expire());
   ASSERT_TRUE(s.enqueue(make("a", 5)).ok());
   ASSERT_TRUE(s.enqueue(make("b", 3)).ok());  // 5 + 3 fills the batch at once

@@ -159,8 +159,8 @@ bool Server::ready() const {
 ServerMetadata Server::metadata() const {
   return {"kiln",
           KILN_SERVER_VERSION,
-          {"binary_tensor_data", "model_repository", "statistics", "schedule_policy",
-           "amdinfer_workers"}};
+          {"binary_tensor_data", "model_repository", "model_configuration", "statistics",
+           "schedule_policy", "amdinfer_workers"}};
 }
 
 std::vector<std::string> Server::model_names() const {
@@ -222,6 +222,12 @@ Result<ModelMetadata> Server::model_metadata(const std::string& name,
   md.inputs = m->info().inputs;
   md.outputs = m->info().outputs;
   return md;
+}
+
+Result<ModelConfig> Server::model_config(const std::string& name,
+                                         const std::string& version) const {
+  KILN_ASSIGN_OR_RETURN(std::shared_ptr<Model> m, find(name, version));
+  return m->config();
 }
 
 Status Server::load_failed(const std::string& name, const Status& status) {

@@ -61,6 +61,8 @@ class Server {
   Result<bool> model_ready(const std::string& name, const std::string& version = "") const;
   Result<ModelMetadata> model_metadata(const std::string& name,
                                        const std::string& version = "") const;
+  // The configuration the version runs with (batch limits as the backend settled them).
+  Result<ModelConfig> model_config(const std::string& name, const std::string& version = "") const;
 
   // (Re)loads a repository model; `overrides` replace its config's [parameters]. Loads and
   // unloads run one at a time; requests keep flowing to the old version until the new one is

@@ -267,6 +267,26 @@ TEST(ServerLifecycle, LoadUnloadWorkersAndDrainOnShutdown) {
   EXPECT_EQ(*mx, "migraphx");
   EXPECT_EQ(s.model_metadata("migraphx")->inputs[0].name, "image");
   EXPECT_EQ(s.load_worker("tensorflow", p).status().code(), StatusCode::kNotFound);
+  // pad_batch false compiles each batch size on first use; the rows match the padded model's.
+  Parameters exact = model;
+  exact.set("pad_batch", false);
+  exact.set("batch", int64_t{4});
+  Result<std::string> unpadded = s.load_worker("compiler", exact);
+  ASSERT_TRUE(unpadded.ok()) << unpadded.status().to_string();
+  Tensor three = random_image(3, 11);
+  Result<InferenceResponse> a = s.infer(request(*unpadded, {{"image", three, {}}})).get();
+  ASSERT_TRUE(a.ok()) << a.status().to_string();
+  ASSERT_EQ(a->outputs[0].data.shape(), (Shape{3, 10}));
+  for (int i = 0; i < 3; ++i) {
+    Tensor one(DType::kF32, Shape{1, 1, 28, 28});
+    std::copy_n(three.data<float>() + i * 784, 784, one.data<float>());
+    Result<InferenceResponse> b = s.infer(request(*mx, {{"image", one, {}}})).get();
+    ASSERT_TRUE(b.ok()) << b.status().to_string();
+    for (int k = 0; k < 10; ++k) {
+      EXPECT_NEAR(a->outputs[0].data.data<float>()[i * 10 + k], b->outputs[0].data.data<float>()[k],
+                  1e-5f);
+    }
+  }
   ASSERT_TRUE(s.unload_worker("echo-1").ok());
   EXPECT_EQ(s.model_ready("echo-1").status().code(), StatusCode::kNotFound);
   EXPECT_EQ(s.unload_worker("echo").code(), StatusCode::kNotFound);  // not a worker

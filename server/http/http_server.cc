@@ -63,6 +63,31 @@ class Session : public std::enable_shared_from_this<Session> {
     parser_.emplace();
     parser_->body_limit(impl_->options.max_body_bytes);
     stream_.expires_after(impl_->options.idle_timeout);
+    bhttp::async_read_header(stream_, buffer_, *parser_,
+                             beast::bind_front_handler(&Session::on_header, shared_from_this()));
+  }
+
+  // Clients such as curl send `Expect: 100-continue` before a large body and wait for the
+  // interim response; without it they pause for a second before sending anyway.
+  void on_header(beast::error_code ec, size_t bytes) {
+    if (ec) return on_read(ec, bytes);
+    const auto& req = parser_->get();
+    auto expect = req.find(bhttp::field::expect);
+    if (expect != req.end() && beast::iequals(expect->value(), "100-continue") &&
+        !parser_->is_done()) {
+      continue_ = std::make_shared<bhttp::response<bhttp::empty_body>>(bhttp::status::continue_,
+                                                                       req.version());
+      bhttp::async_write(stream_, *continue_,
+                         [self = shared_from_this()](beast::error_code ec, size_t) {
+                           if (ec) return self->close();
+                           self->read_body();
+                         });
+      return;
+    }
+    read_body();
+  }
+
+  void read_body() {
     bhttp::async_read(stream_, buffer_, *parser_,
                       beast::bind_front_handler(&Session::on_read, shared_from_this()));
   }
@@ -175,6 +200,7 @@ class Session : public std::enable_shared_from_this<Session> {
   beast::flat_buffer buffer_;
   std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
   bhttp::response<bhttp::string_body> res_;
+  std::shared_ptr<bhttp::response<bhttp::empty_body>> continue_;
   HttpServer::Impl* impl_;
   bool keep_alive_ = true;
   bool drain_ = false;

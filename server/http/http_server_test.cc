@@ -9,6 +9,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <fstream>
 #include <random>
 #include <thread>
 
@@ -67,10 +68,10 @@ class HttpTest : public ::testing::Test {
   static void SetUpTestSuite() {
     root_ = new fs::path(testing::make_test_repository("http"));
     fs::remove_all(*root_ / "broken");
-    // Waits 300 ms for a batch, and holds one request at most: the second is refused at once.
+    // Waits 1 s for a batch, and holds one request at most: the second is refused at once.
     testing::add_model(*root_, "tiny_queue",
                        "backend = \"echo\"\nmax_batch_size = 8\n[dynamic_batching]\n"
-                       "max_queue_delay_microseconds = 300000\nmax_queue_size = 1\n");
+                       "max_queue_delay_microseconds = 1000000\nmax_queue_size = 1\n");
     auto s = Server::create({*root_, true, {}});
     ASSERT_TRUE(s.ok()) << s.status().to_string();
     server_ = std::move(s).value().release();
@@ -129,6 +130,13 @@ TEST_F(HttpTest, HealthAndMetadataWithTheClientAndCurl) {
   EXPECT_EQ(model.status, 200);
   EXPECT_NE(model.body.find("\"shape\":[-1,1,28,28]"), std::string::npos) << model.body;
   EXPECT_EQ(curl(port(), "/v2/models/mnist/ready").body, "{\"name\":\"mnist\",\"ready\":true}");
+  CurlResult config = curl(port(), "/v2/models/mnist/config");
+  EXPECT_EQ(config.status, 200);
+  EXPECT_NE(config.body.find("\"max_batch_size\":4"), std::string::npos) << config.body;
+  EXPECT_NE(config.body.find("\"max_queue_delay_microseconds\":2000"), std::string::npos)
+      << config.body;
+  EXPECT_NE(config.body.find("\"target\":{\"string_value\":\"cpu\"}"), std::string::npos)
+      << config.body;
 }
 
 TEST_F(HttpTest, JsonInferenceWithCurl) {
@@ -140,6 +148,20 @@ TEST_F(HttpTest, JsonInferenceWithCurl) {
   EXPECT_EQ(r.body,
             "{\"model_name\":\"echo\",\"model_version\":\"1\",\"id\":\"c1\",\"outputs\":[{\"name\":"
             "\"x\",\"datatype\":\"INT32\",\"shape\":[2,2],\"data\":[1,2,3,4]}]}");
+}
+
+TEST_F(HttpTest, LargeCurlBodiesDoNotWaitForExpectContinue) {
+  // curl asks `Expect: 100-continue` for bodies over 1 KiB and waits a second for the answer.
+  std::string data;
+  for (int i = 0; i < 20000; ++i) data += (i ? ",1" : "1");
+  std::filesystem::path file = *root_ / "big.json";
+  std::ofstream(file) << R"({"inputs":[{"name":"x","shape":[20000],"datatype":"INT32","data":[)"
+                      << data << "]}]}";
+  auto start = std::chrono::steady_clock::now();
+  CurlResult r = curl(port(), "/v2/models/echo/infer", "-X POST --data-binary @" + file.string());
+  auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_EQ(r.status, 200) << r.body.substr(0, 200);
+  EXPECT_LT(took, std::chrono::milliseconds(900));
 }
 
 TEST_F(HttpTest, BinaryInferenceMatchesTheInProcessResult) {
@@ -275,16 +297,19 @@ TEST_F(HttpTest, RawBinaryRequestsCarryTheOneInputsBytes) {
 TEST_F(HttpTest, AFullQueueIs429AndATimeoutIs503) {
   auto c1 = client();
   auto c2 = client();
-  // The first request waits for its batch (300 ms); the second finds the queue full.
+  // The first request waits for its batch (1 s); the second finds the queue full.
   std::future<Result<InferenceResponse>> first =
       c1->model_infer_async("tiny_queue", request({{"x", Tensor::from_vector<int32_t>({1}), {}}}));
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  // Waits until the first request is queued (not a fixed sleep: the machine may be busy).
+  for (int i = 0; i < 500 && server_->statistics("tiny_queue")->at(0).pending < 1; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
   Result<HttpReply> full =
       c2->send("POST", "/v2/models/tiny_queue/infer",
                R"({"inputs":[{"name":"x","shape":[1],"datatype":"INT32","data":[2]}]})");
   expect_status(full, 429, "queue is full");
   ASSERT_TRUE(first.get().ok());
-  // A request whose timeout (1 ms) ends before the batch delay (300 ms) is rejected.
+  // A request whose timeout (1 ms) ends before the batch delay (1 s) is rejected.
   Result<HttpReply> late = c2->send(
       "POST", "/v2/models/tiny_queue/infer",
       R"({"parameters":{"timeout":1000},"inputs":[{"name":"x","shape":[1],"datatype":"INT32","data":[2]}]})");

@@ -711,6 +711,74 @@ std::string repository_index_json(const std::vector<RepositoryEntry>& entries) {
   return std::string(buffer.GetString(), buffer.GetSize());
 }
 
+std::string model_config_json(const ModelConfig& c) {
+  rapidjson::StringBuffer buffer;
+  JsonWriter w(buffer);
+  const bool batched = c.batching.max_batch_size > 0;
+  auto tensors = [&](const char* key, const std::vector<TensorMetadata>& list) {
+    w.Key(key);
+    w.StartArray();
+    for (const TensorMetadata& t : list) {
+      w.StartObject();
+      write_string(w, "name", t.name);
+      write_string(w, "data_type",
+                   fmt::format("TYPE_{}", t.dtype == DType::kString ? std::string_view("STRING")
+                                                                    : wire_dtype_name(t.dtype)));
+      w.Key("dims");
+      w.StartArray();
+      for (size_t i = batched && !t.shape.empty() ? 1 : 0; i < t.shape.size(); ++i) {
+        w.Int64(t.shape[i]);
+      }
+      w.EndArray();
+      w.EndObject();
+    }
+    w.EndArray();
+  };
+  w.StartObject();
+  write_string(w, "name", c.name);
+  write_string(w, "platform", c.platform);
+  write_string(w, "backend", c.backend);
+  w.Key("max_batch_size");
+  w.Int64(c.batching.max_batch_size);
+  tensors("input", c.inputs);
+  tensors("output", c.outputs);
+  w.Key("instance_group");
+  w.StartArray();
+  w.StartObject();
+  w.Key("count");
+  w.Int64(c.instances);
+  write_string(w, "kind", "KIND_CPU");
+  w.EndObject();
+  w.EndArray();
+  w.Key("dynamic_batching");
+  w.StartObject();
+  w.Key("preferred_batch_size");
+  w.StartArray();
+  for (int64_t p : c.batching.preferred_batch_size) w.Int64(p);
+  w.EndArray();
+  w.Key("max_queue_delay_microseconds");
+  w.Int64(c.batching.max_queue_delay_microseconds);
+  w.Key("default_queue_policy");
+  w.StartObject();
+  w.Key("max_queue_size");
+  w.Int64(c.batching.max_queue_size);
+  w.Key("default_timeout_microseconds");
+  w.Int64(c.batching.default_timeout_microseconds);
+  w.EndObject();
+  w.EndObject();
+  w.Key("parameters");
+  w.StartObject();
+  for (const auto& [key, value] : c.parameters.values()) {
+    w.Key(key.data(), static_cast<rapidjson::SizeType>(key.size()));
+    w.StartObject();
+    write_string(w, "string_value", parameter_to_string(value));
+    w.EndObject();
+  }
+  w.EndObject();
+  w.EndObject();
+  return std::string(buffer.GetString(), buffer.GetSize());
+}
+
 std::string statistics_json(const std::vector<ModelStatistics>& stats) {
   rapidjson::StringBuffer buffer;
   JsonWriter w(buffer);

@@ -62,6 +62,9 @@ Result<ModelMetadata> parse_model_metadata_json(std::string_view body);
 std::string model_ready_json(std::string_view name, bool ready);
 std::string model_list_json(const std::vector<std::string>& names);
 std::string repository_index_json(const std::vector<RepositoryEntry>& entries);
+// The model configuration extension's answer, in Triton's field names (dims with the batch dim
+// left out when the model batches).
+std::string model_config_json(const ModelConfig& config);
 std::string statistics_json(const std::vector<ModelStatistics>& stats);
 // Parses a JSON object of parameters (`{"batch": 4, "model": "x.onnx"}`); an empty body is empty.
 // When the object has a "parameters" object, that one is read.

@@ -163,7 +163,7 @@ void Router::handle(HttpRequest&& req, std::function<void(HttpResponse)> reply) 
     Result<std::vector<ModelStatistics>> stats = server_->statistics();
     return reply(stats.ok() ? json(200, statistics_json(*stats)) : error(stats.status()));
   }
-  // /v2/models/{m}[/versions/{v}][/ready|infer|stats]
+  // /v2/models/{m}[/versions/{v}][/ready|infer|config|stats]
   if (p.size() >= 3 && p[1] == "models") {
     std::string model(p[2]);
     std::string version;
@@ -187,6 +187,11 @@ void Router::handle(HttpRequest&& req, std::function<void(HttpResponse)> reply) 
       if (p[rest] == "infer") {
         if (!post) return wrong_method("POST");
         return infer(std::move(req), model, version, std::move(reply));
+      }
+      if (p[rest] == "config") {
+        if (!get) return wrong_method("GET");
+        Result<ModelConfig> config = server_->model_config(model, version);
+        return reply(config.ok() ? json(200, model_config_json(*config)) : error(config.status()));
       }
       if (p[rest] == "stats") {
         if (!get) return wrong_method("GET");
