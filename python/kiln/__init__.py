@@ -24,6 +24,7 @@ from kiln._kiln import (
     target,
     target_names,
 )
+from kiln import _kiln
 from kiln._kiln import get_target as _get_target
 
 __version__ = "0.1.0"
@@ -36,7 +37,7 @@ Target = target
 __all__ = [
     "KilnError", "KilnNotImplementedError", "argument", "shape", "program", "target",
     "parse_onnx", "parse_onnx_buffer", "get_onnx_operators", "get_target", "target_names", "save", "load",
-    "save_buffer", "load_buffer", "quantize_fp16", "quantize_bf16", "quantize_int8",
+    "save_buffer", "load_buffer", "has_artifacts", "quantize_fp16", "quantize_bf16", "quantize_int8",
     "generate_argument", "fill_argument", "__version__",
 ]
 
@@ -61,25 +62,32 @@ def _not_yet(what, issue):
         "UNIMPLEMENTED")
 
 
+def has_artifacts():
+    """Whether this build can save and load compiled programs (.kiln artifacts)."""
+    return _kiln.has_artifacts()
+
+
 def save(p, filename, format="kiln"):
-    """Saves a compiled program as a .kiln artifact. Not available yet: raises
-    KilnNotImplementedError naming the missing capability."""
-    _not_yet("kiln.save (compiled-model artifacts)", "artifacts")
+    """Writes the compiled program ``p`` to ``filename`` as a .kiln artifact (MIGraphX's
+    ``save``; ``format`` is accepted for MIGraphX scripts). Builds without artifacts raise
+    KilnNotImplementedError."""
+    _kiln.save(p, str(filename))
 
 
 def load(filename, format="kiln"):
-    """Loads a .kiln artifact. Not available yet: raises KilnNotImplementedError."""
-    _not_yet("kiln.load (compiled-model artifacts)", "artifacts")
+    """Reads a .kiln artifact as a compiled program, ready to run(); a file compiled for another
+    machine or kiln version is a KilnError saying what differs and how to recompile it."""
+    return _kiln.load(str(filename))
 
 
 def save_buffer(p, format="kiln"):
-    """Serializes a compiled program. Not available yet: raises KilnNotImplementedError."""
-    _not_yet("kiln.save_buffer (compiled-model artifacts)", "artifacts")
+    """The compiled program ``p`` as artifact bytes."""
+    return _kiln.save_buffer(p)
 
 
 def load_buffer(buffer, format="kiln"):
-    """Reads a serialized program. Not available yet: raises KilnNotImplementedError."""
-    _not_yet("kiln.load_buffer (compiled-model artifacts)", "artifacts")
+    """A compiled program from artifact bytes (see load)."""
+    return _kiln.load_buffer(bytes(buffer))
 
 
 def quantize_fp16(prog, ins_names=("all",)):

@@ -4,6 +4,7 @@
 #include <pybind11/stl.h>
 
 #include <algorithm>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <string>
@@ -12,7 +13,18 @@
 #include "compiler/ir/printer.h"
 #include "compiler/onnx/importer.h"
 #include "compiler/targets/target.h"
+#include "core/mapped_file.h"
 #include "python/src/bindings.h"
+
+// Compiled-model artifacts arrive with the artifacts issue; until a build has them, save() and
+// load() report that they are missing.
+#if __has_include("compiler/artifact/artifact.h")
+#include "compiler/artifact/artifact.h"
+#include "compiler/artifact/checksum.h"
+#define KILN_PYTHON_HAVE_ARTIFACTS 1
+#else
+#define KILN_PYTHON_HAVE_ARTIFACTS 0
+#endif
 
 namespace kiln::python {
 namespace {
@@ -91,11 +103,21 @@ PyShape shape_of(const compiler::Value& value) {
   return PyShape::of(value.tensor_type());
 }
 
+// Where a program came from, for the artifacts it is saved as.
+struct ProgramSource {
+  std::string name;                                          // the model file's name, or "<buffer>"
+  std::string path;                                          // the model file; empty for a buffer
+  std::shared_ptr<const std::string> bytes;                  // a buffer's bytes
+  std::vector<std::pair<std::string, std::string>> options;  // {"input_shape", "x=1,3,224,224"}
+};
+
 // A compiled or imported model: MIGraphX's `program`.
 class Program {
  public:
-  explicit Program(std::unique_ptr<compiler::Model> model)
-      : graph_(std::move(model->graph)), opset_(model->opset) {}
+  Program(std::unique_ptr<compiler::Model> model, ProgramSource source)
+      : graph_(std::move(model->graph)), opset_(model->opset), source_(std::move(source)) {}
+  // A program loaded compiled (from an artifact).
+  explicit Program(std::shared_ptr<compiler::Executable> exe) : exe_(std::move(exe)) {}
 
   const compiler::Graph& graph() const { return exe_ ? exe_->graph() : *graph_; }
   bool is_compiled() const { return exe_ != nullptr; }
@@ -112,7 +134,19 @@ class Program {
       return compiler::compile(graph_, target, options);
     }();
     exe_ = unwrap(std::move(exe));
+    options_ = options;
   }
+
+  // The compiled executable; an error naming `what` when the program is not compiled.
+  const compiler::Executable& executable(std::string_view what) const {
+    if (!exe_) {
+      raise_status(failed_precondition_error(fmt::format(
+          "{}: the program is not compiled; call compile(kiln.get_target(\"cpu\")) first", what)));
+    }
+    return *exe_;
+  }
+  const compiler::CompileOptions& options() const { return options_; }
+  const ProgramSource& source() const { return source_; }
 
   py::list run(const py::dict& params) const {
     if (!exe_) {
@@ -191,7 +225,120 @@ class Program {
   std::shared_ptr<compiler::Graph> graph_;
   std::shared_ptr<compiler::Executable> exe_;
   int64_t opset_ = 0;
+  compiler::CompileOptions options_;
+  ProgramSource source_;
 };
+
+#if KILN_PYTHON_HAVE_ARTIFACTS
+compiler::ArtifactSource artifact_source(const Program& p, const std::string& filename) {
+  const ProgramSource& src = p.source();
+  compiler::ArtifactSource out;
+  out.name = src.name;
+  if (!src.path.empty()) {
+    std::shared_ptr<const MappedFile> file = unwrap(MappedFile::open(src.path));
+    out.size = file->size();
+    out.hash = compiler::xxhash64(std::span(file->data(), file->size()));
+  } else if (src.bytes) {
+    out.size = src.bytes->size();
+    out.hash = compiler::xxhash64(
+        std::span(reinterpret_cast<const uint8_t*>(src.bytes->data()), src.bytes->size()));
+  }
+  out.options = src.options;
+  out.recompile_command =
+      fmt::format("kiln compile {} --target {}", src.path.empty() ? src.name : src.path,
+                  p.executable("save").target());
+  for (const auto& [key, value] : src.options) {
+    if (key == "input_shape") out.recompile_command += " --input-shape " + value;
+  }
+  if (!filename.empty()) out.recompile_command += " -o " + filename;
+  return out;
+}
+#endif
+
+void save_program(const Program& p, const std::string& filename) {
+#if KILN_PYTHON_HAVE_ARTIFACTS
+  const compiler::Executable& exe = p.executable("save");
+  compiler::ArtifactSource source = artifact_source(p, filename);
+  Status saved = [&] {
+    py::gil_scoped_release release;
+    return compiler::save_artifact(filename, exe, p.options(), source);
+  }();
+  check_ok(saved);
+#else
+  (void)p;
+  raise_status(unimplemented_error(fmt::format(
+      "save \"{}\": compiled-model artifacts are not supported yet (they arrive with the "
+      "artifacts issue); until then compile from the .onnx model with parse_onnx() and compile()",
+      filename)));
+#endif
+}
+
+Program load_program(const std::string& filename) {
+#if KILN_PYTHON_HAVE_ARTIFACTS
+  Result<compiler::LoadedArtifact> loaded = [&] {
+    py::gil_scoped_release release;
+    return compiler::load_artifact(filename);
+  }();
+  return Program(unwrap(std::move(loaded)).executable);
+#else
+  raise_status(unimplemented_error(fmt::format(
+      "load \"{}\": compiled-model artifacts are not supported yet (they arrive with the "
+      "artifacts issue); until then compile from the .onnx model with parse_onnx() and compile()",
+      filename)));
+#endif
+}
+
+py::bytes save_program_buffer(const Program& p) {
+#if KILN_PYTHON_HAVE_ARTIFACTS
+  const compiler::Executable& exe = p.executable("save_buffer");
+  compiler::ArtifactHeader header =
+      compiler::make_artifact_header(exe, p.options(), artifact_source(p, ""));
+  Result<std::vector<uint8_t>> bytes = [&] {
+    py::gil_scoped_release release;
+    return compiler::serialize_artifact(header, exe.graph());
+  }();
+  std::vector<uint8_t> out = unwrap(std::move(bytes));
+  return py::bytes(reinterpret_cast<const char*>(out.data()), out.size());
+#else
+  (void)p;
+  raise_status(unimplemented_error(
+      "save_buffer: compiled-model artifacts are not supported yet (they arrive with the "
+      "artifacts issue); until then compile from the .onnx model with parse_onnx() and compile()"));
+#endif
+}
+
+Program load_program_buffer(const py::bytes& buffer) {
+#if KILN_PYTHON_HAVE_ARTIFACTS
+  auto bytes = std::make_shared<const std::string>(buffer);
+  std::span<const uint8_t> span(reinterpret_cast<const uint8_t*>(bytes->data()), bytes->size());
+  Result<std::shared_ptr<compiler::Executable>> exe =
+      [&]() -> Result<std::shared_ptr<compiler::Executable>> {
+    py::gil_scoped_release release;
+    KILN_ASSIGN_OR_RETURN(compiler::Artifact artifact,
+                          compiler::parse_artifact(span, bytes, "<buffer>"));
+    KILN_RETURN_IF_ERROR(artifact.check_compatible());
+    KILN_ASSIGN_OR_RETURN(std::shared_ptr<compiler::Graph> graph, artifact.graph());
+    KILN_ASSIGN_OR_RETURN(std::unique_ptr<compiler::Target> target,
+                          compiler::make_target(artifact.header().target));
+    return target->finalize(std::move(graph), artifact.header().options);
+  }();
+  return Program(unwrap(std::move(exe)));
+#else
+  (void)buffer;
+  raise_status(unimplemented_error(
+      "load_buffer: compiled-model artifacts are not supported yet (they arrive with the "
+      "artifacts issue); until then compile from the .onnx model with parse_onnx() and compile()"));
+#endif
+}
+
+std::vector<std::pair<std::string, std::string>> shape_options(
+    const std::map<std::string, std::vector<int64_t>>& dims) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& [name, d] : dims) {
+    out.emplace_back("input_shape", fmt::format("{}={}", name, fmt::join(d, "x")));
+  }
+  return out;
+}
 
 compiler::ImportOptions import_options(const std::map<std::string, std::vector<int64_t>>& dims,
                                        int64_t default_dim_value) {
@@ -324,6 +471,15 @@ void bind_compiler(py::module_& m) {
       .def("__str__", &Program::to_string);
 
   m.def(
+      "has_artifacts", [] { return KILN_PYTHON_HAVE_ARTIFACTS != 0; },
+      "Whether this build can save and load compiled programs (.kiln artifacts).");
+  m.def("save", &save_program, "p"_a, "filename"_a,
+        "Writes a compiled program as a .kiln artifact.");
+  m.def("load", &load_program, "filename"_a,
+        "Reads a .kiln artifact as a compiled program (checked against this machine).");
+  m.def("save_buffer", &save_program_buffer, "p"_a, "A compiled program as artifact bytes.");
+  m.def("load_buffer", &load_program_buffer, "buffer"_a, "A compiled program from artifact bytes.");
+  m.def(
       "parse_onnx",
       [](const std::string& filename, int64_t default_dim_value,
          const std::map<std::string, std::vector<int64_t>>& map_input_dims) {
@@ -332,7 +488,9 @@ void bind_compiler(py::module_& m) {
           py::gil_scoped_release release;
           return compiler::import_onnx_file(filename, o);
         }();
-        return Program(unwrap(std::move(model)));
+        ProgramSource source{std::filesystem::path(filename).filename().string(), filename, nullptr,
+                             shape_options(map_input_dims)};
+        return Program(unwrap(std::move(model)), std::move(source));
       },
       "filename"_a, "default_dim_value"_a = 0,
       "map_input_dims"_a = std::map<std::string, std::vector<int64_t>>{});
@@ -343,13 +501,14 @@ void bind_compiler(py::module_& m) {
          const std::string& external_data_path) {
         compiler::ImportOptions o = import_options(map_input_dims, default_dim_value);
         o.external_data_dir = external_data_path;
-        std::string_view bytes = buffer;
+        auto bytes = std::make_shared<const std::string>(buffer);
         Result<std::unique_ptr<compiler::Model>> model = [&] {
           py::gil_scoped_release release;
           return compiler::import_onnx_bytes(
-              std::span(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()), o);
+              std::span(reinterpret_cast<const uint8_t*>(bytes->data()), bytes->size()), o);
         }();
-        return Program(unwrap(std::move(model)));
+        ProgramSource source{"<buffer>", "", bytes, shape_options(map_input_dims)};
+        return Program(unwrap(std::move(model)), std::move(source));
       },
       "buffer"_a, "default_dim_value"_a = 0,
       "map_input_dims"_a = std::map<std::string, std::vector<int64_t>>{},

@@ -6,6 +6,7 @@
 #include <pybind11/stl.h>
 
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -128,6 +129,7 @@ class PipelineCore {
   py::object run() {
     Result<std::optional<pipeline::Batch>> batch = [&] {
       py::gil_scoped_release release;
+      std::lock_guard<std::mutex> lock(consumer_);
       return pipeline_->run();
     }();
     std::optional<pipeline::Batch> b = unwrap(std::move(batch));
@@ -141,9 +143,14 @@ class PipelineCore {
 
   void reset() {
     py::gil_scoped_release release;
+    std::lock_guard<std::mutex> lock(consumer_);
     pipeline_->reset();
   }
-  int64_t epoch() const { return pipeline_->epoch(); }
+  int64_t epoch() {
+    py::gil_scoped_release release;
+    std::lock_guard<std::mutex> lock(consumer_);
+    return pipeline_->epoch();
+  }
 
   py::list bad_samples() const {
     py::list out;
@@ -162,6 +169,8 @@ class PipelineCore {
 
  private:
   std::unique_ptr<pipeline::Pipeline> pipeline_;
+  // The executor's run(), reset() and epoch() belong to one consumer; Python threads take turns.
+  std::mutex consumer_;
 };
 
 // The number of samples readers.file with `args` yields per epoch on its shard.

@@ -352,3 +352,31 @@ def test_required_per_sample_argument_from_a_datanode(dataset):
     assert rotated.as_array().shape == (4, 32, 32, 3)
     assert all(10.0 <= float(a) < 80.0 for a in angles.as_array().ravel())
     assert not np.array_equal(rotated.as_array(), images.as_array())
+
+
+def test_several_python_threads_share_one_pipeline(dataset):
+    import threading
+
+    pipe = classification_pipe(dataset, batch_size=2, threads=2, seed=1)
+    labels, errors = [], []
+    lock = threading.Lock()
+
+    def consume():
+        try:
+            while True:
+                try:
+                    _, batch_labels = pipe.run()
+                except StopIteration:
+                    return
+                with lock:
+                    labels.extend(batch_labels.as_array().tolist())
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+
+    threads = [threading.Thread(target=consume) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert sorted(labels) == [0] * 5 + [1] * 4 + [2] * 3
