@@ -228,16 +228,34 @@ bool lower_conv(ProgramBuilder& b, const Node& conv, const Node* add) {
   const memory::desc any_weights(s->weights, memory::data_type::f32, memory::format_tag::any);
   const memory::desc any_dst(s->dst, memory::data_type::f32, memory::format_tag::any);
   const memory::desc bias = s->has_bias ? plain_desc(s->bias) : memory::desc();
-  dnnl::convolution_forward::desc desc(
-      dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, any_src, any_weights,
-      bias, any_dst, s->strides, s->dilates, s->pad_begin, s->pad_end);
   dnnl::primitive_attr attr = scratchpad_attr();
   dnnl::post_ops post;
   if (s->relu) post.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
   if (add != nullptr) post.append_sum(1.0f);
   append(post, tail.ops);
   attr.set_post_ops(post);
-  dnnl::convolution_forward::primitive_desc pd(desc, attr, b.engine());
+  auto make = [&](const memory::desc& src) {
+    dnnl::convolution_forward::desc desc(
+        dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src, any_weights,
+        bias, any_dst, s->strides, s->dilates, s->pad_begin, s->pad_end);
+    return dnnl::convolution_forward::primitive_desc(desc, attr, b.engine());
+  };
+  // A blocked input is read as it is when oneDNN has a fast kernel for it (no reorder); otherwise,
+  // and for plain inputs, oneDNN picks.
+  const memory::desc x_layout = b.layout_of(conv.input(0));
+  std::optional<dnnl::convolution_forward::primitive_desc> picked;
+  if (!is_row_major(x_layout)) {
+    try {
+      picked = make(x_layout);
+      const std::string impl = picked->impl_info_str();
+      if (impl.find("ref") != std::string::npos || impl.find("gemm") != std::string::npos) {
+        picked.reset();  // slower than a reorder into the layout oneDNN prefers
+      }
+    } catch (const dnnl::error&) {
+      picked.reset();
+    }
+  }
+  dnnl::convolution_forward::primitive_desc pd = picked ? *picked : make(any_src);
 
   std::vector<Arg> args;
   args.push_back({DNNL_ARG_SRC, b.in_layout(conv.input(0), pd.src_desc()), pd.src_desc(), {}});
