@@ -27,6 +27,11 @@ std::unique_ptr<Pass> make_batchnorm_folding();
 // with fused kernels run it; the ref Conv kernel honours the field too).
 std::unique_ptr<Pass> make_conv_activation_fusion();
 
+// Re-infers output types that rewrites made computable (a Reshape whose shape was folded into a
+// constant), keeping every type that is already static, and constant-folds what that makes
+// constant, to a fixpoint; changed when a type became static.
+std::unique_ptr<Pass> make_type_refinement();
+
 // The target-independent clean-up pipeline, in order.
 std::vector<std::unique_ptr<Pass>> standard_passes();
 

@@ -119,6 +119,10 @@ class CpuTarget final : public Target {
   bool supports(const Node&) const override { return true; }
   std::vector<std::unique_ptr<Pass>> passes(const CompileOptions&) const override {
     std::vector<std::unique_ptr<Pass>> passes = standard_passes();
+    // Folding shape computations leaves static types to infer (Reshape targets): the planned
+    // program needs them, and they let the clean-up go further.
+    passes.push_back(make_type_refinement());
+    for (auto& pass : standard_passes()) passes.push_back(std::move(pass));
     passes.push_back(make_conv_activation_fusion());
     return passes;
   }

@@ -2,6 +2,7 @@
 // Lowering nodes to oneDNN steps of a Program: convolutions with fused post-ops (bias, activation,
 // residual Add as a sum), pooling, binary, eltwise, concat, batch/layer norm and softmax, reading
 // and writing the blocked layouts oneDNN picks so that whole regions run without reorders.
+#include <algorithm>
 #include <cfloat>
 #include <cmath>
 
@@ -228,16 +229,34 @@ bool lower_conv(ProgramBuilder& b, const Node& conv, const Node* add) {
   const memory::desc any_weights(s->weights, memory::data_type::f32, memory::format_tag::any);
   const memory::desc any_dst(s->dst, memory::data_type::f32, memory::format_tag::any);
   const memory::desc bias = s->has_bias ? plain_desc(s->bias) : memory::desc();
-  dnnl::convolution_forward::desc desc(
-      dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, any_src, any_weights,
-      bias, any_dst, s->strides, s->dilates, s->pad_begin, s->pad_end);
   dnnl::primitive_attr attr = scratchpad_attr();
   dnnl::post_ops post;
   if (s->relu) post.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
   if (add != nullptr) post.append_sum(1.0f);
   append(post, tail.ops);
   attr.set_post_ops(post);
-  dnnl::convolution_forward::primitive_desc pd(desc, attr, b.engine());
+  auto make = [&](const memory::desc& src) {
+    dnnl::convolution_forward::desc desc(
+        dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src, any_weights,
+        bias, any_dst, s->strides, s->dilates, s->pad_begin, s->pad_end);
+    return dnnl::convolution_forward::primitive_desc(desc, attr, b.engine());
+  };
+  // A blocked input is read as it is when oneDNN has a fast kernel for it (no reorder); otherwise,
+  // and for plain inputs, oneDNN picks.
+  const memory::desc x_layout = b.layout_of(conv.input(0));
+  std::optional<dnnl::convolution_forward::primitive_desc> picked;
+  if (!is_row_major(x_layout)) {
+    try {
+      picked = make(x_layout);
+      const std::string impl = picked->impl_info_str();
+      if (impl.find("ref") != std::string::npos || impl.find("gemm") != std::string::npos) {
+        picked.reset();  // slower than a reorder into the layout oneDNN prefers
+      }
+    } catch (const dnnl::error&) {
+      picked.reset();
+    }
+  }
+  dnnl::convolution_forward::primitive_desc pd = picked ? *picked : make(any_src);
 
   std::vector<Arg> args;
   args.push_back({DNNL_ARG_SRC, b.in_layout(conv.input(0), pd.src_desc()), pd.src_desc(), {}});
@@ -371,6 +390,31 @@ bool lower_eltwise(ProgramBuilder& b, const Node& node) {
   return true;
 }
 
+// A row-major layout of `shape` with the dims in the order of `layout`'s strides, when `layout` is
+// a permutation of plain (no inner blocks) other than plain itself.
+std::optional<memory::desc> permuted_like(const memory::desc& layout, const Shape& shape) {
+  const dnnl_memory_desc_t& md = layout.data;
+  if (layout.is_zero() || md.format_kind != dnnl_blocked ||
+      md.format_desc.blocking.inner_nblks != 0 || md.ndims != shape.rank() ||
+      is_row_major(layout)) {
+    return std::nullopt;
+  }
+  std::vector<int> order(static_cast<size_t>(md.ndims));
+  for (int i = 0; i < md.ndims; ++i) order[static_cast<size_t>(i)] = i;
+  // Outermost first: larger strides first, ties by dim index.
+  std::stable_sort(order.begin(), order.end(), [&](int a, int c) {
+    return md.format_desc.blocking.strides[a] > md.format_desc.blocking.strides[c];
+  });
+  memory::dims strides(static_cast<size_t>(md.ndims));
+  memory::dim stride = 1;
+  for (int i = md.ndims; i-- > 0;) {
+    const int d = order[static_cast<size_t>(i)];
+    strides[static_cast<size_t>(d)] = stride;
+    stride *= shape[d];
+  }
+  return memory::desc(to_dims(shape), memory::data_type::f32, strides);
+}
+
 bool lower_concat(ProgramBuilder& b, const Node& node) {
   if (!is_f32(node.output(0)) || node.num_inputs() < 1) return false;
   const int rank = node.output(0)->tensor_type().shape().rank();
@@ -392,10 +436,28 @@ bool lower_concat(ProgramBuilder& b, const Node& node) {
                                         scratchpad_attr());
   };
   std::optional<dnnl::concat::primitive_desc> pd;
-  try {
-    pd = make(true);
-  } catch (const dnnl::error&) {
-    pd = make(false);
+  // The output in the dim order of an input that is not row-major (e.g. NHWC between convs that
+  // prefer it), so the region stays in that layout; else oneDNN picks.
+  const Shape& y = node.output(0)->tensor_type().shape();
+  for (const Value* v : inputs) {
+    std::optional<memory::desc> dst = permuted_like(b.layout_of(v), y);
+    if (!dst) continue;
+    try {
+      std::vector<memory::desc> srcs;
+      for (const Value* in : inputs) srcs.push_back(b.layout_of(in));
+      pd = dnnl::concat::primitive_desc(*dst, static_cast<int>(axis), srcs, b.engine(),
+                                        scratchpad_attr());
+      break;
+    } catch (const dnnl::error&) {
+      pd.reset();
+    }
+  }
+  if (!pd) {
+    try {
+      pd = make(true);
+    } catch (const dnnl::error&) {
+      pd = make(false);
+    }
   }
   std::vector<Arg> args;
   for (size_t i = 0; i < inputs.size(); ++i) {

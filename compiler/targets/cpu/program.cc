@@ -12,6 +12,7 @@
 #include "compiler/passes/rewrite.h"
 #include "compiler/targets/cpu/dnnl_kernel.h"
 #include "compiler/targets/ref/kernel.h"
+#include "core/logging.h"
 
 namespace kiln::compiler::cpu {
 
@@ -366,22 +367,26 @@ void ProgramBuilder::plan_sum_fusion() {
   }
 }
 
-bool ProgramBuilder::plannable() const {
-  auto ok = [](const Value* v) {
-    if (!v->type().is_tensor()) return false;
+std::string ProgramBuilder::why_not_plannable() const {
+  auto check = [](const Value* v) -> std::string {
+    if (!v->type().is_tensor())
+      return fmt::format("\"{}\" is a {}", v->name(), v->type().to_string());
     const TensorType& t = v->tensor_type();
-    return t.is_static() && t.dtype != DType::kString;
+    if (!t.is_static())
+      return fmt::format("\"{}\" has the dynamic type {}", v->name(), t.to_string());
+    if (t.dtype == DType::kString) return fmt::format("\"{}\" holds strings", v->name());
+    return "";
   };
   for (const Value* v : graph_.inputs()) {
-    if (!ok(v)) return false;
+    if (std::string why = check(v); !why.empty()) return "input " + why;
   }
   for (const auto& node : graph_.nodes()) {
-    if (!node->op().subgraphs().empty()) return false;
+    if (!node->op().subgraphs().empty()) return node->describe() + " has subgraphs";
     for (const Value* v : node->outputs()) {
-      if (!ok(v)) return false;
+      if (std::string why = check(v); !why.empty()) return node->describe() + ": output " + why;
     }
   }
-  return true;
+  return "";
 }
 
 void ProgramBuilder::add_ref_step(const Node& node) {
@@ -418,7 +423,10 @@ void ProgramBuilder::add_ref_step(const Node& node) {
 }
 
 Result<std::unique_ptr<Program>> ProgramBuilder::build() {
-  if (!plannable()) return std::unique_ptr<Program>();
+  if (std::string why = why_not_plannable(); !why.empty()) {
+    log(LogLevel::kDebug, "cpu target: the interpreter runs graph \"{}\": {}", graph_.name(), why);
+    return std::unique_ptr<Program>();
+  }
   for (size_t i = 0; i < graph_.inputs().size(); ++i) {
     const Value* v = graph_.inputs()[i];
     Buffer b;

@@ -137,7 +137,8 @@ class ProgramBuilder {
   const Node* sum_partner(const Node* node) const;
 
  private:
-  bool plannable() const;
+  // Why the graph cannot be planned (naming the value or node); empty when it can.
+  std::string why_not_plannable() const;
   void add_ref_step(const Node& node);
   int add_buffer(Buffer b);
   void plan_sum_fusion();
