@@ -49,6 +49,7 @@ int main(int argc, char** argv) {
   add(kiln::tools::add_verify_command);
   add(kiln::tools::add_print_command);
   add(kiln::tools::add_ops_command);
+  add(kiln::tools::add_pipeline_command);
   add(kiln::tools::add_devices_command);
   add(kiln::tools::add_env_command);
 

@@ -160,7 +160,21 @@ void Pipeline::reset() {
   stop();
   reader_.reset();
   epoch_ = reader_.epoch();
+  consumed_ = reader_.position();
   start();
+}
+
+Status Pipeline::restore(const ReaderPosition& position) {
+  stop();
+  Status status = reader_.restore(position);
+  if (status.ok()) {
+    consumed_ = position;
+  } else {
+    reader_.restore(consumed_).ignore_error();  // valid: it came from this reader
+  }
+  epoch_ = reader_.epoch();
+  start();
+  return status;
 }
 
 Result<std::optional<Batch>> Pipeline::run() {
@@ -175,6 +189,7 @@ Result<std::optional<Batch>> Pipeline::run() {
     failed_ = *status;
     return *status;
   }
+  consumed_ = std::get<Batch>(*item).position;
   return std::optional<Batch>(std::move(std::get<Batch>(*item)));
 }
 
@@ -303,6 +318,7 @@ void Pipeline::produce(int64_t epoch) {
       }
     }
     Batch batch = assemble(epoch, std::move(good), std::move(paths), num_padded);
+    batch.position = reader_.position();
     if (!queue_.push(std::move(batch))) return;
   }
 }

@@ -59,6 +59,7 @@ struct Batch {
   std::vector<TensorList> outputs;  // in PipelineOptions::outputs order
   std::vector<std::string> paths;   // the source file of each sample
   int64_t num_padded = 0;           // samples that repeat others to fill the batch
+  ReaderPosition position;          // the reader's position just after this batch
 };
 
 struct BadSample {
@@ -93,6 +94,14 @@ class Pipeline {
   // Starts the next epoch, dropping what is left of the current one.
   void reset();
   int64_t epoch() const { return epoch_; }
+
+  // A checkpoint: the reader position after the last batch run() returned (the start of the
+  // epoch before any). Prefetched batches past it are not part of it.
+  ReaderPosition checkpoint() const { return consumed_; }
+  // Drops prefetched work and resumes from `position` (a checkpoint() of a pipeline built from the
+  // same options and operators): the following batches equal those the checkpointed pipeline
+  // would have returned next.
+  Status restore(const ReaderPosition& position);
 
   std::vector<BadSample> bad_samples() const;
   std::vector<StageTiming> stage_timings() const;
@@ -138,6 +147,7 @@ class Pipeline {
   std::thread producer_;
   std::atomic<bool> stopping_{false};
   int64_t epoch_ = 0;
+  ReaderPosition consumed_;
   bool epoch_done_ = false;
   std::optional<Status> failed_;
 

@@ -313,6 +313,47 @@ TEST(PipelineTest, ShardsCoverEverySampleOnce) {
   for (const std::string& path : seen) EXPECT_EQ(seen.count(path), 1u) << path;
 }
 
+TEST(PipelineTest, CheckpointResumesWithIdenticalBatchesInAnotherPipeline) {
+  testing::TempDir dir;
+  write_dataset(dir);
+  auto make = [&] {
+    return Pipeline::create(options(3, 2, {"images", "label"}),
+                            classify_ops(dir.path(), {{"random_shuffle", true}}));
+  };
+  auto first = make();
+  ASSERT_TRUE(first.ok()) << first.status().to_string();
+  (*first)->reset();  // epoch 1, so the checkpoint carries an epoch too
+  ASSERT_TRUE((*first)->run().ok());
+  ReaderPosition saved = (*first)->checkpoint();
+  EXPECT_EQ(saved.epoch, 1);
+  EXPECT_EQ(saved.cursor, 3);
+  std::vector<Batch> expected;
+  while (true) {
+    auto b = (*first)->run();
+    ASSERT_TRUE(b.ok());
+    if (!*b) break;
+    expected.push_back(std::move(**b));
+  }
+  ASSERT_EQ(expected.size(), 3u);
+  auto second = make();
+  ASSERT_TRUE(second.ok());
+  ASSERT_TRUE((*second)->restore(saved).ok());
+  EXPECT_EQ((*second)->epoch(), 1);
+  for (const Batch& want : expected) {
+    auto got = (*second)->run();
+    ASSERT_TRUE(got.ok() && got->has_value());
+    EXPECT_EQ((*got)->paths, want.paths);
+    EXPECT_TRUE((*got)->outputs[0].dense.equals(want.outputs[0].dense));
+    EXPECT_TRUE((*got)->outputs[1].dense.equals(want.outputs[1].dense));
+  }
+  auto end = (*second)->run();
+  ASSERT_TRUE(end.ok());
+  EXPECT_FALSE(end->has_value());
+  Status bad = (*second)->restore({0, 99, 99});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.message(), HasSubstr("cannot restore position"));
+}
+
 TEST(PipelineTest, LastBatchPolicies) {
   testing::TempDir dir;
   write_dataset(dir);  // 12 samples, batch 5

@@ -137,6 +137,20 @@ void FileReader::start_epoch(int64_t epoch) {
   order_.assign(all.begin() + begin, all.begin() + end);
 }
 
+Status FileReader::restore(const ReaderPosition& position) {
+  if (position.epoch < 0 || position.cursor < 0 || position.cursor > shard_size() ||
+      position.emitted < position.cursor) {
+    return invalid_argument_error(fmt::format(
+        "file reader: cannot restore position (epoch {}, cursor {}, emitted {}) in a shard of {} "
+        "samples",
+        position.epoch, position.cursor, position.emitted, shard_size()));
+  }
+  start_epoch(position.epoch);
+  cursor_ = position.cursor;
+  emitted_ = position.emitted;
+  return Status();
+}
+
 std::optional<SampleRef> FileReader::next_sample() {
   if (cursor_ >= shard_size()) return std::nullopt;
   return SampleRef{order_[cursor_++], emitted_++, false};

@@ -34,6 +34,14 @@ struct SampleRef {
   bool padded = false;   // a repeat added by the fill policy
 };
 
+// Where a reader stands: enough to resume an epoch exactly where it was left (the order of an epoch
+// is a function of the seed and the epoch, so it is not stored).
+struct ReaderPosition {
+  int64_t epoch = 0;
+  int64_t cursor = 0;   // samples of this shard's epoch order taken so far
+  int64_t emitted = 0;  // positions handed out, padding included (seeds derive from them)
+};
+
 struct FileReaderOptions {
   // Either a root folder whose sub-folders are the classes (label = index of the sub-folder in
   // sorted order; files inside are sorted; hidden entries skipped) ...
@@ -64,6 +72,11 @@ class FileReader {
   void start_epoch(int64_t epoch);
   // Moves to the next epoch (epoch() + 1).
   void reset() { start_epoch(epoch_ + 1); }
+
+  ReaderPosition position() const { return {epoch_, cursor_, emitted_}; }
+  // Resumes at `position` (from position() of a reader with the same options). Errors when it
+  // lies outside the epoch.
+  Status restore(const ReaderPosition& position);
 
   // The next batch of the epoch per the last-batch policy; empty at the end of the epoch.
   std::vector<SampleRef> next_batch(int64_t batch_size);
