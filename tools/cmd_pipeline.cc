@@ -151,9 +151,18 @@ int run_pipeline(const PipelineFlags& f) {
   return 0;
 }
 
+// User + system CPU time of every thread of this process.
+double cpu_seconds() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  auto sec = [](const timeval& t) { return static_cast<double>(t.tv_sec) + t.tv_usec * 1e-6; };
+  return sec(usage.ru_utime) + sec(usage.ru_stime);
+}
+
 struct EpochResult {
   int64_t images = 0;
   double seconds = 0.0;
+  double cpu_seconds = 0.0;
   double images_per_s() const { return seconds > 0 ? static_cast<double>(images) / seconds : 0; }
 };
 
@@ -179,13 +188,15 @@ Result<std::vector<EpochResult>> decode_ceiling(const PipelineFlags& f, int thre
   for (int64_t epoch = 0; epoch < f.epochs; ++epoch) {
     std::atomic<int64_t> decoded{0};
     auto start = Clock::now();
+    const double cpu_start = cpu_seconds();
     pool.parallel_for(static_cast<int64_t>(files.size()), [&](int64_t begin, int64_t end) {
       for (int64_t i = begin; i < end; ++i) {
         auto image = pipeline::decode_image(files[i]->bytes(), files[i]->path(), {});
         if (image.ok()) decoded++;
       }
     });
-    epochs.push_back({decoded.load(), std::chrono::duration<double>(Clock::now() - start).count()});
+    epochs.push_back({decoded.load(), std::chrono::duration<double>(Clock::now() - start).count(),
+                      cpu_seconds() - cpu_start});
   }
   return epochs;
 }
@@ -216,6 +227,7 @@ int bench_pipeline(const PipelineFlags& f) {
       if (epoch > 0) (*p)->reset();
       EpochResult e;
       auto start = Clock::now();
+      const double cpu_start = cpu_seconds();
       while (true) {
         auto batch = (*p)->run();
         if (!batch.ok()) return report_error(batch.status());
@@ -223,6 +235,7 @@ int bench_pipeline(const PipelineFlags& f) {
         e.images += static_cast<int64_t>((*batch)->paths.size()) - (*batch)->num_padded;
       }
       e.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+      e.cpu_seconds = cpu_seconds() - cpu_start;
       epochs.push_back(e);
     }
     stages = (*p)->stage_timings();
@@ -236,8 +249,8 @@ int bench_pipeline(const PipelineFlags& f) {
   const double median = warm[warm.size() / 2];
   const int64_t rss = peak_rss_bytes();
   for (size_t i = 0; i < epochs.size(); ++i) {
-    fmt::print("epoch {}: {} images, {:.3f} s, {:.1f} images/s{}\n", i, epochs[i].images,
-               epochs[i].seconds, epochs[i].images_per_s(),
+    fmt::print("epoch {}: {} images, {:.3f} s, {:.1f} images/s, {:.2f} CPU s{}\n", i,
+               epochs[i].images, epochs[i].seconds, epochs[i].images_per_s(), epochs[i].cpu_seconds,
                i == 0 && epochs.size() > 1 ? " (warm-up)" : "");
   }
   fmt::print("{}: {:.1f} images/s (median of warm epochs), {} threads, peak RSS {:.1f} MB\n",
@@ -250,7 +263,8 @@ int bench_pipeline(const PipelineFlags& f) {
     std::vector<std::string> epoch_json, stage_json;
     for (const auto& e : epochs) {
       epoch_json.push_back(
-          fmt::format("{{\"images\": {}, \"seconds\": {:.6f}}}", e.images, e.seconds));
+          fmt::format("{{\"images\": {}, \"seconds\": {:.6f}, \"cpu_seconds\": {:.6f}}}",
+                      e.images, e.seconds, e.cpu_seconds));
     }
     for (const auto& s : stages) {
       stage_json.push_back(fmt::format("{{\"stage\": \"{}\", \"calls\": {}, \"seconds\": {:.6f}}}",

@@ -38,7 +38,11 @@ def process_tree_rss(pid):
 
 
 def run_measured(cmd, env=None):
-    """Runs cmd, sampling the RSS of its whole process tree every 50 ms; returns (stdout, peak)."""
+    """Runs cmd, sampling the RSS of its whole process tree every 50 ms.
+
+    Returns (stdout, peak RSS bytes, CPU seconds): the CPU time (user + system) of the process
+    and every descendant it waited for (DataLoader's workers included)."""
+    before = os.times()
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env=env)
     peak = [0]
@@ -56,7 +60,10 @@ def run_measured(cmd, env=None):
     t.join()
     if proc.returncode != 0:
         sys.exit(f"run.py: {' '.join(cmd)} failed ({proc.returncode}):\n{err}")
-    return out, peak[0]
+    after = os.times()
+    cpu = (after.children_user - before.children_user) + (after.children_system -
+                                                           before.children_system)
+    return out, peak[0], cpu
 
 
 def ensure_dataset(path, images):
@@ -91,12 +98,24 @@ def kiln_bench(kiln, args, extra, json_path):
     cmd = [kiln, "pipeline", "bench"] + extra + ["--images", args.data, "--threads",
                                                  str(args.threads), "--epochs", str(args.epochs),
                                                  "--json", json_path]
-    out, peak = run_measured(cmd)
+    out, peak, cpu = run_measured(cmd)
     print(out, file=sys.stderr)
     with open(json_path) as f:
         result = json.load(f)
     result["peak_rss_bytes_sampled"] = peak
+    result["process_cpu_seconds"] = cpu
+    add_cpu_figures(result)
     return result
+
+
+def add_cpu_figures(result):
+    """Images per CPU-second over the warm epochs (CPU time of every thread and worker process):
+    the fair figure when other work shares the cores, since wall-clock images/s then depend on
+    how many threads each side runs."""
+    warm = result["epochs"][1:] if len(result["epochs"]) > 1 else result["epochs"]
+    images = sum(e["images"] for e in warm)
+    cpu = sum(e["cpu_seconds"] for e in warm)
+    result["images_per_cpu_s"] = images / cpu if cpu > 0 else 0.0
 
 
 def main():
@@ -131,7 +150,7 @@ def main():
     torch = None
     if not args.skip_torchvision:
         tv_json = os.path.join(args.out, "torchvision.json")
-        out, peak = run_measured([sys.executable, os.path.join(HERE, "torchvision_loader.py"),
+        out, peak, cpu = run_measured([sys.executable, os.path.join(HERE, "torchvision_loader.py"),
                                   args.data, "--workers", str(args.threads), "--batch",
                                   str(args.batch), "--epochs", str(args.epochs), "--json",
                                   tv_json])
@@ -139,24 +158,31 @@ def main():
         with open(tv_json) as f:
             torch = json.load(f)
         torch["peak_rss_bytes_sampled"] = peak
+        torch["process_cpu_seconds"] = cpu
+        add_cpu_figures(torch)
 
-    rows = [("kiln pipeline", kiln["images_per_s"], kiln["peak_rss_bytes_sampled"])]
+    rows = [("kiln pipeline", kiln)]
     if torch:
-        rows.append(("torchvision DataLoader (PIL)", torch["images_per_s"],
-                     torch["peak_rss_bytes_sampled"]))
-    rows.append(("decode-only ceiling (libjpeg-turbo)", ceiling["images_per_s"],
-                 ceiling["peak_rss_bytes_sampled"]))
+        rows.append(("torchvision DataLoader (PIL)", torch))
+    rows.append(("decode-only ceiling (libjpeg-turbo)", ceiling))
     print(f"\n{stats['images']} JPEGs, mean {stats['mean_width']:.0f}x{stats['mean_height']:.0f} px, "
           f"{stats['mean_bytes'] / 1e3:.0f} KB; batch {args.batch}, {args.threads} threads, "
           f"{args.epochs} epochs (first = warm-up)")
-    print(f"{'run':<38} {'images/s':>10} {'peak RSS MB':>12}")
-    for name, ips, rss in rows:
-        print(f"{name:<38} {ips:>10.1f} {rss / 1e6:>12.1f}")
-    ratios = {"kiln_over_decode_ceiling": kiln["images_per_s"] / ceiling["images_per_s"]}
-    if torch:
-        ratios["kiln_over_torchvision"] = kiln["images_per_s"] / torch["images_per_s"]
+    print(f"{'run':<38} {'images/s':>10} {'img/CPU-s':>10} {'peak RSS MB':>12}")
+    for name, r in rows:
+        print(f"{name:<38} {r['images_per_s']:>10.1f} {r['images_per_cpu_s']:>10.1f} "
+              f"{r['peak_rss_bytes_sampled'] / 1e6:>12.1f}")
+    ratios = {}
+    for key in ("images_per_s", "images_per_cpu_s"):
+        ratios[f"kiln_over_decode_ceiling_{key}"] = kiln[key] / ceiling[key]
+        if torch:
+            ratios[f"kiln_over_torchvision_{key}"] = kiln[key] / torch[key]
     for k, v in ratios.items():
-        print(f"{k:<38} {v:>10.2f}x")
+        print(f"{k:<50} {v:>6.2f}x")
+    load = os.getloadavg()[0]
+    if load > args.threads + 0.5:
+        print(f"note: load average {load:.1f} on {os.cpu_count()} cores: other work shared the "
+              "cores, so compare the img/CPU-s ratios")
 
     commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "HEAD"], capture_output=True,
                             text=True).stdout.strip()

@@ -5,6 +5,8 @@ import argparse
 import json
 import time
 
+import psutil
+
 import torch
 import torchvision.transforms as T
 from torch.utils.data import DataLoader
@@ -29,15 +31,28 @@ def main():
     dataset = ImageFolder(args.data, transform=transform)
     loader = DataLoader(dataset, batch_size=args.batch, shuffle=True, num_workers=args.workers,
                         persistent_workers=True, prefetch_factor=2)
+    me = psutil.Process()
+
+    def cpu_seconds():
+        """User + system CPU time of this process and its live workers."""
+        total = 0.0
+        for p in [me] + me.children(recursive=True):
+            try:
+                t = p.cpu_times()
+                total += t.user + t.system
+            except psutil.NoSuchProcess:
+                pass
+        return total
+
     epochs = []
     for epoch in range(args.epochs):
-        start = time.perf_counter()
+        start, cpu_start = time.perf_counter(), cpu_seconds()
         n = 0
         for images, labels in loader:
             assert images.shape[1:] == (3, 224, 224) and images.dtype == torch.float32
             n += images.shape[0]
         seconds = time.perf_counter() - start
-        epochs.append({"images": n, "seconds": seconds})
+        epochs.append({"images": n, "seconds": seconds, "cpu_seconds": cpu_seconds() - cpu_start})
         print(f"epoch {epoch}: {n} images, {seconds:.3f} s, {n / seconds:.1f} images/s"
               + (" (warm-up)" if epoch == 0 and args.epochs > 1 else ""))
     warm = sorted(e["images"] / e["seconds"] for e in (epochs[1:] if len(epochs) > 1 else epochs))

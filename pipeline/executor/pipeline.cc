@@ -45,6 +45,8 @@ Pipeline::Pipeline(const PipelineOptions& options, FileReader reader)
     : options_(options),
       reader_(std::move(reader)),
       pool_(options.num_threads),
+      buffers_(kernels::BufferPool::create(
+          static_cast<size_t>(std::max<int64_t>(options.prefetch_queue_depth, 1)) * 4 + 4)),
       queue_(static_cast<size_t>(options.prefetch_queue_depth)) {}
 
 Result<std::unique_ptr<Pipeline>> Pipeline::create(const PipelineOptions& options,
@@ -344,7 +346,7 @@ Batch Pipeline::assemble(int64_t epoch, std::vector<std::vector<Tensor>> samples
     if (uniform && dtype != DType::kString) {
       std::vector<int64_t> dims{static_cast<int64_t>(n)};
       dims.insert(dims.end(), shape.begin(), shape.end());
-      Result<Tensor> dense = Tensor::allocate(dtype, Shape(std::move(dims)));
+      Result<Tensor> dense = buffers_->allocate(dtype, Shape(std::move(dims)));
       if (dense.ok()) {
         auto owner = std::make_shared<Tensor>(*dense);
         auto* base = static_cast<uint8_t*>(dense->raw_data());

@@ -16,6 +16,7 @@
 #include "core/tensor.h"
 #include "core/thread_pool.h"
 #include "pipeline/executor/prefetch_queue.h"
+#include "pipeline/kernels/buffer.h"
 #include "pipeline/operators/operator.h"
 #include "pipeline/readers/file_reader.h"
 
@@ -143,6 +144,9 @@ class Pipeline {
   std::unique_ptr<Counter[]> counters_;  // per stage_names_
 
   ThreadPool pool_;
+  // Dense batch storage, reused once the consumer drops a batch: (depth + 2 batches in flight) x
+  // up to a few outputs each.
+  std::shared_ptr<kernels::BufferPool> buffers_;
   detail::PrefetchQueue<Item> queue_;
   std::thread producer_;
   std::atomic<bool> stopping_{false};

@@ -1,22 +1,27 @@
 // SPDX-License-Identifier: Apache-2.0
-// The fused crop-mirror-normalize kernel: one read and one write per element.
+// The fused crop-mirror-normalize kernel: one read and one write per element; RGB to planar float
+// runs a SIMD loop that Highway compiles for every x86 target and picks at run time.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "pipeline/kernels/normalize.cc"
 #include "pipeline/kernels/normalize.h"
 
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
+HWY_BEFORE_NAMESPACE();
 namespace kiln::pipeline::kernels {
-namespace {
+namespace HWY_NAMESPACE {
 
 namespace hn = hwy::HWY_NAMESPACE;
 
 // The common case, RGB to planar float32: SIMD over whole vectors of pixels, one deinterleaving
 // load per vector; the ends of a row go through the scalar code.
-void rgb_to_chw_f32(const TensorView& in, const TensorView& out, const Window& window, bool mirror,
-                    const std::vector<float>& mean, const std::vector<float>& scale) {
+void RgbToChwF32(const TensorView& in, const TensorView& out, const Window& window, bool mirror,
+                 const std::vector<float>& mean, const std::vector<float>& scale) {
   const hn::ScalableTag<float> df;
   const hn::Rebind<int32_t, decltype(df)> di;
   const hn::Rebind<uint8_t, decltype(df)> du8;
@@ -63,6 +68,17 @@ void rgb_to_chw_f32(const TensorView& in, const TensorView& out, const Window& w
     }
   }
 }
+
+}  // namespace HWY_NAMESPACE
+}  // namespace kiln::pipeline::kernels
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace kiln::pipeline::kernels {
+
+HWY_EXPORT(RgbToChwF32);
+
+namespace {
 
 template <class Out>
 Out convert(float v) {
@@ -123,7 +139,7 @@ void crop_mirror_normalize_u8(const TensorView& in, const TensorView& out, const
   std::vector<float> m = per_channel(mean, false);
   std::vector<float> s = per_channel(stddev, true);
   if (out.dtype() == DType::kF32 && c == 3 && layout == Layout::kCHW) {
-    rgb_to_chw_f32(in, out, window, mirror, m, s);
+    HWY_DYNAMIC_DISPATCH(RgbToChwF32)(in, out, window, mirror, m, s);
   } else if (out.dtype() == DType::kF32) {
     run<float>(in, out, window, mirror, m, s, layout);
   } else {
@@ -133,3 +149,4 @@ void crop_mirror_normalize_u8(const TensorView& in, const TensorView& out, const
 }
 
 }  // namespace kiln::pipeline::kernels
+#endif  // HWY_ONCE

@@ -1,18 +1,100 @@
 // SPDX-License-Identifier: Apache-2.0
 // Separable resize with precomputed per-axis taps: a SIMD vertical pass to float rows, then a
-// horizontal pass to uint8.
+// horizontal pass to uint8 (SIMD per RGB pixel). Highway compiles the SIMD passes for every x86
+// target and picks the best one at run time.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "pipeline/kernels/resize.cc"
 #include "pipeline/kernels/resize.h"
 
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
 #include <hwy/highway.h>
 
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
+HWY_BEFORE_NAMESPACE();
 namespace kiln::pipeline::kernels {
-namespace {
+namespace HWY_NAMESPACE {
 
 namespace hn = hwy::HWY_NAMESPACE;
+
+// dst[i] = sum_k weights[k] * rows[k][i] for i < n, rows of uint8 pixels.
+void VerticalPass(const uint8_t* const* rows, const float* weights, int taps, size_t n,
+                  float* dst) {
+  const hn::ScalableTag<float> df;
+  const hn::Rebind<int32_t, decltype(df)> di;
+  const hn::Rebind<uint8_t, decltype(df)> du8;
+  const size_t lanes = hn::Lanes(df);
+  size_t i = 0;
+  for (; i + lanes <= n; i += lanes) {
+    auto acc = hn::Zero(df);
+    for (int k = 0; k < taps; ++k) {
+      auto v = hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(du8, rows[k] + i)));
+      acc = hn::MulAdd(hn::Set(df, weights[k]), v, acc);
+    }
+    hn::StoreU(acc, df, dst + i);
+  }
+  for (; i < n; ++i) {
+    float acc = 0.0f;
+    for (int k = 0; k < taps; ++k) acc += weights[k] * static_cast<float>(rows[k][i]);
+    dst[i] = acc;
+  }
+}
+
+// One RGB output row from a float row: a 4-lane vector per output pixel holds R, G, B and a
+// spare lane, so each tap is one multiply-add. `src` has one readable float past its last pixel;
+// `first`, `count` and `weights` (max_count per pixel) are the horizontal taps.
+void HorizontalPassRgb(const float* src, const int* first, const int* count, const float* weights,
+                       int max_count, int out_w, uint8_t* dst) {
+#if HWY_TARGET == HWY_SCALAR
+  for (int x = 0; x < out_w; ++x) {
+    const float* w = weights + static_cast<size_t>(x) * max_count;
+    const float* p = src + static_cast<size_t>(first[x]) * 3;
+    for (int ch = 0; ch < 3; ++ch) {
+      float acc = 0.0f;
+      for (int k = 0; k < count[x]; ++k) acc += w[k] * p[3 * k + ch];
+      dst[3 * x + ch] = static_cast<uint8_t>(std::clamp(acc + 0.5f, 0.0f, 255.0f));
+    }
+  }
+#else
+  const hn::FixedTag<float, 4> df;
+  const hn::Rebind<int32_t, decltype(df)> di;
+  const hn::Rebind<uint8_t, decltype(df)> du8;
+  const auto half = hn::Set(df, 0.5f), lo = hn::Zero(df), hi = hn::Set(df, 255.0f);
+  HWY_ALIGN uint8_t last[4];
+  for (int x = 0; x < out_w; ++x) {
+    const float* w = weights + static_cast<size_t>(x) * max_count;
+    const float* p = src + static_cast<size_t>(first[x]) * 3;
+    auto acc = hn::Zero(df);
+    for (int k = 0; k < count[x]; ++k)
+      acc = hn::MulAdd(hn::Set(df, w[k]), hn::LoadU(df, p + 3 * k), acc);
+    const auto v =
+        hn::DemoteTo(du8, hn::ConvertTo(di, hn::Min(hn::Max(hn::Add(acc, half), lo), hi)));
+    // Writing 4 bytes spills into the next pixel, which is written afterwards; not past the row.
+    if (x + 1 < out_w) {
+      hn::StoreU(v, du8, dst + 3 * x);
+    } else {
+      hn::Store(v, du8, last);
+      dst[3 * x] = last[0];
+      dst[3 * x + 1] = last[1];
+      dst[3 * x + 2] = last[2];
+    }
+  }
+#endif
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace kiln::pipeline::kernels
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace kiln::pipeline::kernels {
+
+HWY_EXPORT(VerticalPass);
+HWY_EXPORT(HorizontalPassRgb);
+
+namespace {
 
 // For each output index along one axis: the first source index and the normalised weights.
 struct Taps {
@@ -86,34 +168,11 @@ Taps make_taps(int in_size, int out_size, Interp interp) {
   return taps;
 }
 
-// dst[i] = sum_k weights[k] * rows[k][i] for i < n, rows of uint8 pixels.
-void vertical_pass(const uint8_t* const* rows, const float* weights, int taps, size_t n,
-                   float* dst) {
-  const hn::ScalableTag<float> df;
-  const hn::Rebind<int32_t, decltype(df)> di;
-  const hn::Rebind<uint8_t, decltype(df)> du8;
-  const size_t lanes = hn::Lanes(df);
-  size_t i = 0;
-  for (; i + lanes <= n; i += lanes) {
-    auto acc = hn::Zero(df);
-    for (int k = 0; k < taps; ++k) {
-      auto v = hn::ConvertTo(df, hn::PromoteTo(di, hn::LoadU(du8, rows[k] + i)));
-      acc = hn::MulAdd(hn::Set(df, weights[k]), v, acc);
-    }
-    hn::StoreU(acc, df, dst + i);
-  }
-  for (; i < n; ++i) {
-    float acc = 0.0f;
-    for (int k = 0; k < taps; ++k) acc += weights[k] * static_cast<float>(rows[k][i]);
-    dst[i] = acc;
-  }
-}
-
 uint8_t to_u8(float v) {
   return static_cast<uint8_t>(std::clamp(v + 0.5f, 0.0f, 255.0f));
 }
 
-// One output row from a float row of `in_w` pixels of C channels.
+// One output row from a float row of pixels of C channels (any C but 3, which has a SIMD pass).
 template <int C>
 void horizontal_pass(const float* src, const Taps& tx, int out_w, int channels, uint8_t* dst) {
   const int c = C > 0 ? C : channels;
@@ -121,22 +180,10 @@ void horizontal_pass(const float* src, const Taps& tx, int out_w, int channels, 
     const float* w = &tx.weights[static_cast<size_t>(x) * tx.max_count];
     const float* p = src + static_cast<size_t>(tx.first[x]) * c;
     const int count = tx.count[x];
-    if constexpr (C == 3) {
-      float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f;
-      for (int k = 0; k < count; ++k, p += 3) {
-        a0 += w[k] * p[0];
-        a1 += w[k] * p[1];
-        a2 += w[k] * p[2];
-      }
-      dst[x * 3] = to_u8(a0);
-      dst[x * 3 + 1] = to_u8(a1);
-      dst[x * 3 + 2] = to_u8(a2);
-    } else {
-      for (int ch = 0; ch < c; ++ch) {
-        float acc = 0.0f;
-        for (int k = 0; k < count; ++k) acc += w[k] * p[k * c + ch];
-        dst[x * c + ch] = to_u8(acc);
-      }
+    for (int ch = 0; ch < c; ++ch) {
+      float acc = 0.0f;
+      for (int k = 0; k < count; ++k) acc += w[k] * p[k * c + ch];
+      dst[x * c + ch] = to_u8(acc);
     }
   }
 }
@@ -165,21 +212,24 @@ void resize_window_u8(const TensorView& in, const Window& window, const TensorVi
   Taps tx = make_taps(win_w, out_w, interp);
   Taps ty = make_taps(win_h, out_h, interp);
 
-  // Vertical first (contiguous rows, SIMD), so the scalar horizontal pass runs on out_h rows.
+  // Vertical first (contiguous rows, SIMD), so the horizontal pass runs on out_h rows only.
   thread_local std::vector<float> row;
-  row.resize(row_len);
+  row.resize(row_len + 1);  // one spare float for the 4-lane RGB loads
   std::vector<const uint8_t*> rows(static_cast<size_t>(ty.max_count));
   for (int y = 0; y < out_h; ++y) {
     const int count = ty.count[y];
     for (int k = 0; k < count; ++k) {
       rows[k] = src + static_cast<size_t>(ty.first[y] + k) * src_stride;
     }
-    vertical_pass(rows.data(), &ty.weights[static_cast<size_t>(y) * ty.max_count], count, row_len,
-                  row.data());
+    HWY_DYNAMIC_DISPATCH(VerticalPass)
+    (rows.data(), &ty.weights[static_cast<size_t>(y) * ty.max_count], count, row_len, row.data());
     uint8_t* d = dst + static_cast<size_t>(y) * out_w * c;
     switch (c) {
       case 1: horizontal_pass<1>(row.data(), tx, out_w, c, d); break;
-      case 3: horizontal_pass<3>(row.data(), tx, out_w, c, d); break;
+      case 3:
+        HWY_DYNAMIC_DISPATCH(HorizontalPassRgb)
+        (row.data(), tx.first.data(), tx.count.data(), tx.weights.data(), tx.max_count, out_w, d);
+        break;
       default: horizontal_pass<0>(row.data(), tx, out_w, c, d); break;
     }
   }
@@ -191,3 +241,4 @@ void resize_u8(const TensorView& in, const TensorView& out, Interp interp) {
 }
 
 }  // namespace kiln::pipeline::kernels
+#endif  // HWY_ONCE

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // brightness_contrast: DALI's per-sample brightness and contrast on uint8 images of any channels.
+#include "pipeline/kernels/buffer.h"
 #include "pipeline/kernels/color.h"
 #include "pipeline/operators/operators.h"
 
@@ -14,7 +15,7 @@ class BrightnessContrast final : public Operator {
              std::vector<Tensor>* outputs) const override {
     const Tensor& in = inputs[0];
     KILN_RETURN_IF_ERROR(check_image("brightness_contrast", in, true));
-    KILN_ASSIGN_OR_RETURN(Tensor out, Tensor::allocate(DType::kU8, in.shape()));
+    KILN_ASSIGN_OR_RETURN(Tensor out, kernels::allocate_uninitialized(DType::kU8, in.shape()));
     kernels::apply_lut_u8(in.view(), out.view(),
                           kernels::brightness_contrast_lut(
                               args.get_float("brightness"), args.get_float("brightness_shift"),

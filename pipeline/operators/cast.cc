@@ -2,6 +2,7 @@
 // cast: converts tensors between uint8, int32 and float32 (float to integer rounds, saturates).
 #include <fmt/format.h>
 
+#include "pipeline/kernels/buffer.h"
 #include "pipeline/kernels/warp.h"
 #include "pipeline/operators/operators.h"
 
@@ -23,7 +24,7 @@ class Cast final : public Operator {
       outputs->push_back(in);
       return Status();
     }
-    KILN_ASSIGN_OR_RETURN(Tensor out, Tensor::allocate(dtype_, in.shape()));
+    KILN_ASSIGN_OR_RETURN(Tensor out, kernels::allocate_uninitialized(dtype_, in.shape()));
     kernels::cast(in.view(), out.view());
     outputs->push_back(std::move(out));
     return Status();

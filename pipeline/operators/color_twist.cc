@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // color_twist: hue, saturation, brightness and contrast of RGB images in one matrix pass.
+#include "pipeline/kernels/buffer.h"
 #include "pipeline/kernels/color.h"
 #include "pipeline/operators/operators.h"
 
@@ -14,7 +15,7 @@ class ColorTwist final : public Operator {
              std::vector<Tensor>* outputs) const override {
     const Tensor& in = inputs[0];
     KILN_RETURN_IF_ERROR(check_rgb("color_twist", in));
-    KILN_ASSIGN_OR_RETURN(Tensor out, Tensor::allocate(DType::kU8, in.shape()));
+    KILN_ASSIGN_OR_RETURN(Tensor out, kernels::allocate_uninitialized(DType::kU8, in.shape()));
     kernels::ColorMatrix m = kernels::then_brightness_contrast(
         kernels::hsv_matrix(args.get_float("hue"), args.get_float("saturation"), 1.0),
         args.get_float("brightness"), 0.0, args.get_float("contrast"),

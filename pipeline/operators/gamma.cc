@@ -2,6 +2,7 @@
 // gamma: out = 255 * (in / 255) ^ gamma on uint8 images of any channels (rocAL's gamma).
 #include <fmt/format.h>
 
+#include "pipeline/kernels/buffer.h"
 #include "pipeline/kernels/color.h"
 #include "pipeline/operators/operators.h"
 
@@ -21,7 +22,7 @@ class Gamma final : public Operator {
       return invalid_argument_error(
           fmt::format("operator gamma: gamma must be > 0, got {}", gamma));
     }
-    KILN_ASSIGN_OR_RETURN(Tensor out, Tensor::allocate(DType::kU8, in.shape()));
+    KILN_ASSIGN_OR_RETURN(Tensor out, kernels::allocate_uninitialized(DType::kU8, in.shape()));
     kernels::apply_lut_u8(in.view(), out.view(), kernels::gamma_lut(gamma));
     outputs->push_back(std::move(out));
     return Status();

@@ -2,6 +2,7 @@
 // gaussian_blur: separable gaussian low-pass of uint8 images, per-sample sigma.
 #include <fmt/format.h>
 
+#include "pipeline/kernels/buffer.h"
 #include "pipeline/kernels/filter.h"
 #include "pipeline/operators/operators.h"
 
@@ -23,7 +24,7 @@ class GaussianBlur final : public Operator {
           fmt::format("operator gaussian_blur: sigma must be in (0, 100], got {}", sigma));
     }
     std::vector<float> taps = kernels::gaussian_taps(sigma, window);
-    KILN_ASSIGN_OR_RETURN(Tensor out, Tensor::allocate(DType::kU8, in.shape()));
+    KILN_ASSIGN_OR_RETURN(Tensor out, kernels::allocate_uninitialized(DType::kU8, in.shape()));
     kernels::convolve_separable_u8(in.view(), out.view(), taps, taps);
     outputs->push_back(std::move(out));
     return Status();

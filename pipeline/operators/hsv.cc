@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // hsv: DALI's hue rotation, saturation and value scaling of RGB images (a YIQ-space matrix).
+#include "pipeline/kernels/buffer.h"
 #include "pipeline/kernels/color.h"
 #include "pipeline/operators/operators.h"
 
@@ -15,7 +16,7 @@ class Hsv final : public Operator {
              std::vector<Tensor>* outputs) const override {
     const Tensor& in = inputs[0];
     KILN_RETURN_IF_ERROR(check_rgb("hsv", in));
-    KILN_ASSIGN_OR_RETURN(Tensor out, Tensor::allocate(DType::kU8, in.shape()));
+    KILN_ASSIGN_OR_RETURN(Tensor out, kernels::allocate_uninitialized(DType::kU8, in.shape()));
     kernels::color_matrix_u8(
         in.view(), out.view(),
         kernels::hsv_matrix(args.get_float("hue"), args.get_float("saturation"),

@@ -2,6 +2,7 @@
 // noise.gaussian: adds seeded normal noise to every element of uint8 images.
 #include <fmt/format.h>
 
+#include "pipeline/kernels/buffer.h"
 #include "pipeline/kernels/filter.h"
 #include "pipeline/operators/operators.h"
 
@@ -21,7 +22,7 @@ class NoiseGaussian final : public Operator {
       return invalid_argument_error(
           fmt::format("operator noise.gaussian: stddev must be >= 0, got {}", stddev));
     }
-    KILN_ASSIGN_OR_RETURN(Tensor out, Tensor::allocate(DType::kU8, in.shape()));
+    KILN_ASSIGN_OR_RETURN(Tensor out, kernels::allocate_uninitialized(DType::kU8, in.shape()));
     kernels::gaussian_noise_u8(in.view(), out.view(), args.get_float("mean"), stddev, ctx.seed);
     outputs->push_back(std::move(out));
     return Status();

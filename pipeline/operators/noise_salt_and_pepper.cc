@@ -2,6 +2,7 @@
 // noise.salt_and_pepper: turns a seeded random fraction of pixels white (salt) or black (pepper).
 #include <fmt/format.h>
 
+#include "pipeline/kernels/buffer.h"
 #include "pipeline/kernels/filter.h"
 #include "pipeline/operators/operators.h"
 
@@ -22,7 +23,7 @@ class NoiseSaltAndPepper final : public Operator {
           "operator noise.salt_and_pepper: prob {} and salt_vs_pepper {} must be in [0, 1]", prob,
           salt));
     }
-    KILN_ASSIGN_OR_RETURN(Tensor out, Tensor::allocate(DType::kU8, in.shape()));
+    KILN_ASSIGN_OR_RETURN(Tensor out, kernels::allocate_uninitialized(DType::kU8, in.shape()));
     kernels::salt_and_pepper_u8(in.view(), out.view(), prob, salt, args.get_bool("per_channel"),
                                 ctx.seed);
     outputs->push_back(std::move(out));

@@ -2,6 +2,7 @@
 // pad: grows HWC images (uint8 or float32) at the bottom and right to a size and/or alignment.
 #include <fmt/format.h>
 
+#include "pipeline/kernels/buffer.h"
 #include "pipeline/kernels/warp.h"
 #include "pipeline/operators/operators.h"
 
@@ -33,7 +34,8 @@ class Pad final : public Operator {
     }
     h = round_up(h, align);
     w = round_up(w, align);
-    KILN_ASSIGN_OR_RETURN(Tensor out, Tensor::allocate(in.dtype(), Shape{h, w, in.shape()[2]}));
+    KILN_ASSIGN_OR_RETURN(Tensor out,
+                          kernels::allocate_uninitialized(in.dtype(), Shape{h, w, in.shape()[2]}));
     kernels::pad_hwc(in.view(), out.view(), args.get_float("fill_value"));
     outputs->push_back(std::move(out));
     return Status();

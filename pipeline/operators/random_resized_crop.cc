@@ -2,6 +2,7 @@
 // random_resized_crop: a random area/aspect window of each image, resized to a fixed size.
 #include <fmt/format.h>
 
+#include "pipeline/kernels/buffer.h"
 #include "pipeline/kernels/resize.h"
 #include "pipeline/operators/crop_window.h"
 #include "pipeline/operators/operators.h"
@@ -26,8 +27,8 @@ class RandomResizedCrop final : public Operator {
     if (pos_x >= 0.0) window.x = std::llround(std::min(pos_x, 1.0) * (w - window.width));
     if (pos_y >= 0.0) window.y = std::llround(std::min(pos_y, 1.0) * (h - window.height));
     const auto& size = args.get_ints("size");
-    KILN_ASSIGN_OR_RETURN(Tensor out,
-                          Tensor::allocate(DType::kU8, Shape{size[0], size[1], in.shape()[2]}));
+    KILN_ASSIGN_OR_RETURN(Tensor out, kernels::allocate_uninitialized(
+                                          DType::kU8, Shape{size[0], size[1], in.shape()[2]}));
     kernels::resize_window_u8(in.view(), window, out.view(), interp_);
     outputs->push_back(std::move(out));
     return Status();

@@ -6,6 +6,7 @@
 
 #include <cmath>
 
+#include "pipeline/kernels/buffer.h"
 #include "pipeline/operators/operators.h"
 
 namespace kiln::pipeline::detail {
@@ -46,8 +47,8 @@ class Resize final : public Operator {
     }
     out_w = std::max<int64_t>(out_w, 1);
     out_h = std::max<int64_t>(out_h, 1);
-    KILN_ASSIGN_OR_RETURN(Tensor out,
-                          Tensor::allocate(DType::kU8, Shape{out_h, out_w, in.shape()[2]}));
+    KILN_ASSIGN_OR_RETURN(Tensor out, kernels::allocate_uninitialized(
+                                          DType::kU8, Shape{out_h, out_w, in.shape()[2]}));
     kernels::resize_u8(in.view(), out.view(), interp_);
     outputs->push_back(std::move(out));
     return Status();

@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "pipeline/kernels/buffer.h"
 #include "pipeline/kernels/warp.h"
 #include "pipeline/operators/operators.h"
 
@@ -31,8 +32,9 @@ class Rotate final : public Operator {
     } else if (!args.get_bool("keep_size")) {
       out_size = kernels::rotated_bounds(angle, h, w);
     }
-    KILN_ASSIGN_OR_RETURN(
-        Tensor out, Tensor::allocate(DType::kU8, Shape{out_size[0], out_size[1], in.shape()[2]}));
+    KILN_ASSIGN_OR_RETURN(Tensor out,
+                          kernels::allocate_uninitialized(
+                              DType::kU8, Shape{out_size[0], out_size[1], in.shape()[2]}));
     kernels::warp_affine_u8(in.view(), out.view(),
                             kernels::rotation(angle, h, w, out_size[0], out_size[1]),
                             args.get_string("interp_type") == "linear",

@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "pipeline/kernels/buffer.h"
 #include "pipeline/kernels/warp.h"
 #include "pipeline/operators/operators.h"
 
@@ -22,7 +23,8 @@ class WarpAffine final : public Operator {
     const auto& size = args.get_ints("size");
     const int64_t h = size.empty() ? in.shape()[0] : size[0];
     const int64_t w = size.empty() ? in.shape()[1] : size[1];
-    KILN_ASSIGN_OR_RETURN(Tensor out, Tensor::allocate(DType::kU8, Shape{h, w, in.shape()[2]}));
+    KILN_ASSIGN_OR_RETURN(Tensor out,
+                          kernels::allocate_uninitialized(DType::kU8, Shape{h, w, in.shape()[2]}));
     kernels::warp_affine_u8(in.view(), out.view(), out_to_in_, linear_,
                             static_cast<uint8_t>(args.get_int("fill_value")));
     outputs->push_back(std::move(out));
