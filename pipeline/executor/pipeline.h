@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -78,6 +79,10 @@ struct StageTiming {
 // Results depend only on (seed, epoch, sample position): identical across runs and thread counts.
 // run(), reset() and epoch() belong to one consumer thread; bad_samples() and stage_timings() may
 // be called from any thread.
+//
+// The reader is readers.file (the pipeline prefetches batches from its files) or
+// readers.external_source (the caller feed()s encoded images; run() then processes up to
+// batch_size of them on the workers and returns them as one batch, in feeding order).
 class Pipeline {
  public:
   // Validates the wiring (the first operator must be a reader and the only one; inputs must name
@@ -95,6 +100,14 @@ class Pipeline {
   // Starts the next epoch, dropping what is left of the current one.
   void reset();
   int64_t epoch() const { return epoch_; }
+
+  // external_source only: queues encoded images (1-D uint8 tensors) with their labels (empty: 0;
+  // else one per image) and names for messages (empty: "external #<n>"). Errors when the pipeline
+  // reads files, or on mismatched sizes.
+  Status feed(std::vector<Tensor> encoded, std::vector<int32_t> labels = {},
+              std::vector<std::string> names = {});
+  // Images fed and not yet returned by run().
+  int64_t pending() const { return static_cast<int64_t>(fed_.size()); }
 
   // A checkpoint: the reader position after the last batch run() returned (the start of the
   // epoch before any). Prefetched batches past it are not part of it.
@@ -121,19 +134,32 @@ class Pipeline {
   struct EndOfEpoch {};
   using Item = std::variant<Batch, Status, EndOfEpoch>;
 
-  Pipeline(const PipelineOptions& options, FileReader reader);
+  // One sample to process: its encoded bytes (undefined: read them from `path`), label, name and
+  // position in the epoch (seeds derive from it).
+  struct SampleInput {
+    Tensor encoded;
+    int32_t label = 0;
+    std::string path;
+    int64_t position = 0;
+  };
+
+  Pipeline(const PipelineOptions& options, std::optional<FileReader> reader);
+  SampleInput file_sample(const SampleRef& ref) const;
+  Result<std::optional<Batch>> run_external();
   void start();
   void stop();
   void produce(int64_t epoch);
   // Runs every operator on one sample; the requested output tensors, or why it failed.
-  Result<std::vector<Tensor>> process(const SampleRef& ref, int64_t epoch);
-  std::vector<Result<std::vector<Tensor>>> process_all(const std::vector<SampleRef>& refs,
+  Result<std::vector<Tensor>> process(const SampleInput& sample, int64_t epoch);
+  std::vector<Result<std::vector<Tensor>>> process_all(const std::vector<SampleInput>& samples,
                                                        int64_t epoch);
   Batch assemble(int64_t epoch, std::vector<std::vector<Tensor>> samples,
                  std::vector<std::string> paths, int64_t num_padded);
 
   PipelineOptions options_;
-  FileReader reader_;
+  std::optional<FileReader> reader_;  // none for external_source
+  std::deque<SampleInput> fed_;
+  int64_t fed_count_ = 0;
   std::vector<Node> nodes_;  // nodes_[0] is the reader
   LastBatchPolicy last_batch_policy_ = LastBatchPolicy::kPartial;
   int encoded_slot_ = -1;
