@@ -118,6 +118,44 @@ def add_cpu_figures(result):
     result["images_per_cpu_s"] = images / cpu if cpu > 0 else 0.0
 
 
+def run_round(args, pipeline_json):
+    """One kiln run, one decode-ceiling run and one torchvision run: (kiln, ceiling, torch)."""
+    kiln = kiln_bench(args.kiln, args, [pipeline_json, "--batch", str(args.batch),
+                                        "--prefetch", "2"],
+                      os.path.join(args.out, "kiln.json"))
+    ceiling = kiln_bench(args.kiln, args, ["--decode-only"],
+                         os.path.join(args.out, "decode_ceiling.json"))
+    torch = None
+    if not args.skip_torchvision:
+        tv_json = os.path.join(args.out, "torchvision.json")
+        out, peak, cpu = run_measured([
+            sys.executable, os.path.join(HERE, "torchvision_loader.py"), args.data, "--workers",
+            str(args.threads), "--batch", str(args.batch), "--epochs", str(args.epochs), "--json",
+            tv_json])
+        print(out, file=sys.stderr)
+        with open(tv_json) as f:
+            torch = json.load(f)
+        torch["peak_rss_bytes_sampled"] = peak
+        torch["process_cpu_seconds"] = cpu
+        add_cpu_figures(torch)
+    return kiln, ceiling, torch
+
+
+def median_result(results):
+    """The round with the median images/s, with the median images per CPU-second, the largest
+    peak RSS, and every round's figures."""
+    if results[0] is None:
+        return None
+    ordered = sorted(results, key=lambda r: r["images_per_s"])
+    median = dict(ordered[len(ordered) // 2])
+    median["images_per_cpu_s"] = sorted(r["images_per_cpu_s"] for r in results)[len(results) // 2]
+    median["peak_rss_bytes_sampled"] = max(r["peak_rss_bytes_sampled"] for r in results)
+    median["rounds"] = [{"images_per_s": r["images_per_s"],
+                         "images_per_cpu_s": r["images_per_cpu_s"],
+                         "peak_rss_bytes_sampled": r["peak_rss_bytes_sampled"]} for r in results]
+    return median
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -132,6 +170,9 @@ def main():
     ap.add_argument("--batch", type=int, default=32)
     ap.add_argument("--out", default=os.path.join(ROOT, "build", "bench_results",
                                                   "pipeline_vs_torchvision"))
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="repeat the three runs this many times, interleaved; the table shows the "
+                         "median of each figure and ratio (use 3+ on a shared machine)")
     ap.add_argument("--skip-torchvision", action="store_true")
     args = ap.parse_args()
     if not os.path.exists(args.kiln):
@@ -142,41 +183,33 @@ def main():
     stats = dataset_stats(args.data)
 
     pipeline_json = os.path.join(HERE, "rrc_flip_normalize.json")
-    kiln = kiln_bench(args.kiln, args, [pipeline_json, "--batch", str(args.batch),
-                                        "--prefetch", "2"],
-                      os.path.join(args.out, "kiln.json"))
-    ceiling = kiln_bench(args.kiln, args, ["--decode-only"],
-                         os.path.join(args.out, "decode_ceiling.json"))
-    torch = None
-    if not args.skip_torchvision:
-        tv_json = os.path.join(args.out, "torchvision.json")
-        out, peak, cpu = run_measured([sys.executable, os.path.join(HERE, "torchvision_loader.py"),
-                                  args.data, "--workers", str(args.threads), "--batch",
-                                  str(args.batch), "--epochs", str(args.epochs), "--json",
-                                  tv_json])
-        print(out, file=sys.stderr)
-        with open(tv_json) as f:
-            torch = json.load(f)
-        torch["peak_rss_bytes_sampled"] = peak
-        torch["process_cpu_seconds"] = cpu
-        add_cpu_figures(torch)
-
+    rounds = []
+    for r in range(args.rounds):
+        if args.rounds > 1:
+            print(f"round {r + 1}/{args.rounds}", file=sys.stderr)
+        rounds.append(run_round(args, pipeline_json))
+    kiln, ceiling, torch = (median_result([rd[i] for rd in rounds]) for i in range(3))
     rows = [("kiln pipeline", kiln)]
     if torch:
         rows.append(("torchvision DataLoader (PIL)", torch))
     rows.append(("decode-only ceiling (libjpeg-turbo)", ceiling))
     print(f"\n{stats['images']} JPEGs, mean {stats['mean_width']:.0f}x{stats['mean_height']:.0f} px, "
           f"{stats['mean_bytes'] / 1e3:.0f} KB; batch {args.batch}, {args.threads} threads, "
-          f"{args.epochs} epochs (first = warm-up)")
+          f"{args.epochs} epochs (first = warm-up), median of {args.rounds} round(s)")
     print(f"{'run':<38} {'images/s':>10} {'img/CPU-s':>10} {'peak RSS MB':>12}")
     for name, r in rows:
         print(f"{name:<38} {r['images_per_s']:>10.1f} {r['images_per_cpu_s']:>10.1f} "
               f"{r['peak_rss_bytes_sampled'] / 1e6:>12.1f}")
     ratios = {}
     for key in ("images_per_s", "images_per_cpu_s"):
-        ratios[f"kiln_over_decode_ceiling_{key}"] = kiln[key] / ceiling[key]
-        if torch:
-            ratios[f"kiln_over_torchvision_{key}"] = kiln[key] / torch[key]
+        per_round = {"decode_ceiling": [], "torchvision": []}
+        for k, c, t in rounds:
+            per_round["decode_ceiling"].append(k[key] / c[key])
+            if t:
+                per_round["torchvision"].append(k[key] / t[key])
+        for peer, values in per_round.items():
+            if values:
+                ratios[f"kiln_over_{peer}_{key}"] = sorted(values)[len(values) // 2]
     for k, v in ratios.items():
         print(f"{k:<50} {v:>6.2f}x")
     load = os.getloadavg()[0]
@@ -191,6 +224,7 @@ def main():
         "device": {"cpu": platform.processor() or platform.machine(), "cores": os.cpu_count()},
         "commit": commit,
         "options": {"threads": args.threads, "batch": args.batch, "epochs": args.epochs,
+                    "rounds": args.rounds,
                     "prefetch_queue_depth": 2, "pipeline": pipeline_json},
         "dataset": dict(stats, path=args.data),
         "kiln": kiln,
