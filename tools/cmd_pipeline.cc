@@ -263,8 +263,8 @@ int bench_pipeline(const PipelineFlags& f) {
     std::vector<std::string> epoch_json, stage_json;
     for (const auto& e : epochs) {
       epoch_json.push_back(
-          fmt::format("{{\"images\": {}, \"seconds\": {:.6f}, \"cpu_seconds\": {:.6f}}}",
-                      e.images, e.seconds, e.cpu_seconds));
+          fmt::format("{{\"images\": {}, \"seconds\": {:.6f}, \"cpu_seconds\": {:.6f}}}", e.images,
+                      e.seconds, e.cpu_seconds));
     }
     for (const auto& s : stages) {
       stage_json.push_back(fmt::format("{{\"stage\": \"{}\", \"calls\": {}, \"seconds\": {:.6f}}}",
