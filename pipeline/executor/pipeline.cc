@@ -9,6 +9,7 @@
 
 #include "core/logging.h"
 #include "pipeline/operators/readers_file.h"
+#include "pipeline/readers/tfrecord.h"
 
 namespace kiln::pipeline {
 namespace {
@@ -118,8 +119,14 @@ Result<std::unique_ptr<Pipeline>> Pipeline::create(const PipelineOptions& option
 
   std::optional<FileReader> reader;
   FileReaderOptions reader_options;
-  if (nodes[0].op->schema().name == "readers.file") {
+  const std::string& reader_name = nodes[0].op->schema().name;
+  if (reader_name == "readers.file") {
     KILN_ASSIGN_OR_RETURN(reader_options, file_reader_options(nodes[0].op->args(), options.seed));
+  } else if (reader_name == "readers.tfrecord") {
+    KILN_ASSIGN_OR_RETURN(reader_options,
+                          tfrecord_reader_options(nodes[0].op->args(), options.seed));
+  }
+  if (reader_name != "readers.external_source") {
     KILN_ASSIGN_OR_RETURN(reader, FileReader::open(reader_options));
   }
   PipelineOptions resolved = options;
@@ -133,6 +140,10 @@ Result<std::unique_ptr<Pipeline>> Pipeline::create(const PipelineOptions& option
     p->output_slots_.push_back(it->second);
   }
   p->last_batch_policy_ = reader_options.last_batch_policy;
+  if (reader_name == "readers.tfrecord") {
+    p->tfrecord_encoded_key_ = nodes[0].op->args().get_string("encoded_key");
+    p->tfrecord_label_key_ = nodes[0].op->args().get_string("label_key");
+  }
   p->encoded_slot_ = nodes[0].outputs[0];
   p->label_slot_ = nodes[0].outputs[1];
   p->num_slots_ = static_cast<int>(slots.size());
@@ -281,18 +292,41 @@ std::vector<StageTiming> Pipeline::stage_timings() const {
 
 Pipeline::SampleInput Pipeline::file_sample(const SampleRef& ref) const {
   const FileEntry& entry = reader_->entries()[static_cast<size_t>(ref.entry)];
-  return {Tensor(), entry.label, entry.path, ref.position};
+  if (entry.offset < 0) return {Tensor(), entry.label, entry.path, ref.position, {}, -1, 0};
+  // Records of one TFRecord file are named file@offset in batches and messages.
+  return {Tensor(),     entry.label, fmt::format("{}@{}", entry.path, entry.offset),
+          ref.position, entry.path,  entry.offset,
+          entry.size};
+}
+
+Status Pipeline::read_sample(const SampleInput& sample, Tensor* encoded, Tensor* label) const {
+  if (sample.encoded.defined()) {
+    *encoded = sample.encoded;
+    *label = Tensor::scalar(sample.label);
+    return Status();
+  }
+  const std::string& file = sample.file.empty() ? sample.path : sample.file;
+  KILN_ASSIGN_OR_RETURN(Tensor bytes, read_encoded(file, sample.offset, sample.size));
+  if (sample.offset < 0) {
+    *encoded = std::move(bytes);
+    *label = Tensor::scalar(sample.label);
+    return Status();
+  }
+  KILN_ASSIGN_OR_RETURN(
+      TfExample example,
+      parse_tfrecord_example(bytes.span<uint8_t>(), tfrecord_encoded_key_, tfrecord_label_key_,
+                             fmt::format("\"{}\"", sample.path)));
+  auto owner = std::make_shared<Tensor>(bytes);
+  *encoded = Tensor::wrap(DType::kU8, Shape{static_cast<int64_t>(example.encoded.size())},
+                          const_cast<uint8_t*>(example.encoded.data()), std::move(owner));
+  *label = Tensor::scalar(static_cast<int32_t>(example.label));
+  return Status();
 }
 
 Result<std::vector<Tensor>> Pipeline::process(const SampleInput& sample, int64_t epoch) {
   std::vector<Tensor> slots(static_cast<size_t>(num_slots_));
   auto start = Clock::now();
-  if (sample.encoded.defined()) {
-    slots[encoded_slot_] = sample.encoded;
-  } else {
-    KILN_ASSIGN_OR_RETURN(slots[encoded_slot_], read_encoded(sample.path));
-  }
-  slots[label_slot_] = Tensor::scalar(sample.label);
+  KILN_RETURN_IF_ERROR(read_sample(sample, &slots[encoded_slot_], &slots[label_slot_]));
   counters_[0].calls++;
   counters_[0].nanos += nanos_since(start);
 

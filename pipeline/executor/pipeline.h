@@ -141,7 +141,12 @@ class Pipeline {
     int32_t label = 0;
     std::string path;
     int64_t position = 0;
+    std::string file;     // the file to read when it differs from `path` (a TFRecord file) ...
+    int64_t offset = -1;  // ... and the record at this offset ...
+    int64_t size = 0;     // ... of this many bytes
   };
+  // Reads a sample's encoded bytes and label from its file or TFRecord record.
+  Status read_sample(const SampleInput& sample, Tensor* encoded, Tensor* label) const;
 
   Pipeline(const PipelineOptions& options, std::optional<FileReader> reader);
   SampleInput file_sample(const SampleRef& ref) const;
@@ -158,6 +163,8 @@ class Pipeline {
 
   PipelineOptions options_;
   std::optional<FileReader> reader_;  // none for external_source
+  std::string tfrecord_encoded_key_;
+  std::string tfrecord_label_key_;
   std::deque<SampleInput> fed_;
   int64_t fed_count_ = 0;
   std::vector<Node> nodes_;  // nodes_[0] is the reader

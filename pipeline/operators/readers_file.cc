@@ -41,7 +41,7 @@ Result<FileReaderOptions> file_reader_options(const OpArgs& args, uint64_t pipel
   return o;
 }
 
-Result<Tensor> read_encoded(const std::string& path) {
+Result<Tensor> read_encoded(const std::string& path, int64_t offset, int64_t length) {
   // read() into heap memory rather than mmap: unmapping a file in a process whose other threads
   // are running costs a TLB shootdown on every core, per sample.
   struct Fd {
@@ -58,12 +58,17 @@ Result<Tensor> read_encoded(const std::string& path) {
   if (!S_ISREG(st.st_mode)) {
     return invalid_argument_error(fmt::format("\"{}\" is not a regular file", path));
   }
-  const auto size = static_cast<size_t>(st.st_size);
+  if (offset >= 0 && offset + length > st.st_size) {
+    return out_of_range_error(fmt::format("\"{}\" has {} bytes: no record of {} bytes at {}", path,
+                                          st.st_size, length, offset));
+  }
+  const auto size = static_cast<size_t>(offset >= 0 ? length : st.st_size);
+  const auto start = static_cast<off_t>(offset >= 0 ? offset : 0);
   KILN_ASSIGN_OR_RETURN(
       Tensor bytes, kernels::allocate_uninitialized(DType::kU8, Shape{static_cast<int64_t>(size)}));
   auto* out = bytes.data<uint8_t>();
   for (size_t done = 0; done < size;) {
-    ssize_t n = ::pread(file.fd, out + done, size - done, static_cast<off_t>(done));
+    ssize_t n = ::pread(file.fd, out + done, size - done, start + static_cast<off_t>(done));
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return errno_error(errno, fmt::format("cannot read \"{}\"", path));
     if (n == 0) {

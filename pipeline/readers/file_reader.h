@@ -25,6 +25,9 @@ Result<LastBatchPolicy> parse_last_batch_policy(std::string_view name);
 struct FileEntry {
   std::string path;
   int32_t label = 0;
+  // A byte range of `path` holding the sample (a TFRecord record); offset -1: the whole file.
+  int64_t offset = -1;
+  int64_t size = 0;
 };
 
 // One sample of an epoch's stream for this shard.
@@ -48,6 +51,9 @@ struct FileReaderOptions {
   std::string file_root;
   // ... or a text file with "path label" per line (paths relative to file_root when it is set).
   std::string file_list;
+  // ... or the records of a TFRecord file, listed by its index (DALI's tfrecord2idx format).
+  std::string tfrecord_path;
+  std::string tfrecord_index;
   int64_t shard_id = 0;
   int64_t num_shards = 1;
   bool random_shuffle = false;
