@@ -41,7 +41,9 @@ void add_common_options(CLI::App* cmd, PipelineFlags* f, bool pipeline_required)
                                "pipeline JSON (rocAL's {\"pipeline\": [...]} or kiln's "
                                "{\"operators\": [...]})");
   if (pipeline_required) file->required();
-  cmd->add_option("--images", f->images, "folder of images, one sub-folder per class")->required();
+  cmd->add_option("--images", f->images,
+                  "folder of images, one sub-folder per class (sets readers.file's file_root; "
+                  "without it the JSON's reader arguments are used as they are)");
   cmd->add_option("--batch", f->batch, "batch size (default: the JSON's, else 32)");
   cmd->add_option("--threads", f->threads, "decode/augment threads (default: every core)");
   cmd->add_option("--prefetch", f->prefetch, "prefetch queue depth (default: the JSON's, else 2)");
@@ -56,18 +58,24 @@ int64_t peak_rss_bytes() {
 
 // The JSON pipeline with the command-line flags applied: --images becomes the reader's file_root.
 Result<pipeline::PipelineSpec> load_spec(const PipelineFlags& f) {
-  if (!std::filesystem::is_directory(f.images)) {
+  if (!f.images.empty() && !std::filesystem::is_directory(f.images)) {
     return not_found_error(fmt::format(
         "--images \"{}\" is not a folder (expected one sub-folder of images per class)", f.images));
   }
   KILN_ASSIGN_OR_RETURN(pipeline::PipelineSpec spec, pipeline::load_pipeline_json(f.pipeline_path));
   pipeline::OpSpec& reader = spec.ops.front();
-  if (reader.op != "readers.file") {
-    return invalid_argument_error(
-        fmt::format("pipeline \"{}\": --images needs a readers.file first operator, found {}",
-                    f.pipeline_path, reader.op));
+  if (!f.images.empty()) {
+    if (reader.op != "readers.file") {
+      return invalid_argument_error(
+          fmt::format("pipeline \"{}\": --images needs a readers.file first operator, found {}",
+                      f.pipeline_path, reader.op));
+    }
+    reader.args["file_root"] = f.images;
+  } else if (spec.format == "rocal") {
+    return invalid_argument_error(fmt::format(
+        "pipeline \"{}\" is in rocAL's format, which names no images: pass --images DIR",
+        f.pipeline_path));
   }
-  reader.args["file_root"] = f.images;
   pipeline::PipelineOptions& o = spec.options;
   if (spec.format == "rocal") {
     o.batch_size = 32;
@@ -175,6 +183,9 @@ Status write_json(const std::string& path, const std::string& text) {
 
 // Full-scale TurboJPEG decode of every file on `threads` threads, files held in memory.
 Result<std::vector<EpochResult>> decode_ceiling(const PipelineFlags& f, int threads) {
+  if (f.images.empty()) {
+    return invalid_argument_error("pipeline bench --decode-only: pass --images DIR");
+  }
   pipeline::FileReaderOptions ro;
   ro.file_root = f.images;
   KILN_ASSIGN_OR_RETURN(pipeline::FileReader reader, pipeline::FileReader::open(ro));
