@@ -171,6 +171,37 @@ TEST(PipelineJsonTest, SchemaErrorsComeFromTheOperatorWhenThePipelineIsCreated) 
   EXPECT_THAT(p.status().message(), HasSubstr("output_type"));
 }
 
+// The benchmark's pipeline file parses, runs, and gives identical batches on 1 and 3 threads.
+TEST(PipelineJsonTest, BenchmarkPipelineIsDeterministicAcrossThreadCounts) {
+  testing::TempDir dir;
+  for (int i = 0; i < 10; ++i) {
+    const int w = 230 + 17 * i, h = 240 + 9 * i;
+    std::vector<uint8_t> pixels = testing::make_pixels(w, h, 3, Pattern::kCheckerboard);
+    testing::write_bytes(dir.file(fmt::format("c{}/{}.jpg", i % 2, i)),
+                         testing::encode_jpeg(pixels, w, h, 3, 80, 2));
+  }
+  auto spec = load_pipeline_json(std::string(KILN_SOURCE_DIR) +
+                                 "/bench/pipeline_vs_torchvision/rrc_flip_normalize.json");
+  ASSERT_TRUE(spec.ok()) << spec.status().to_string();
+  spec->options.batch_size = 4;
+  std::vector<std::vector<Batch>> runs;
+  for (int threads : {1, 3}) {
+    spec->options.num_threads = threads;
+    auto batches = run_all(*spec, dir.path());
+    ASSERT_TRUE(batches.ok()) << batches.status().to_string();
+    runs.push_back(std::move(*batches));
+  }
+  ASSERT_EQ(runs[0].size(), 3u);
+  ASSERT_EQ(runs[1].size(), 3u);
+  for (size_t b = 0; b < runs[0].size(); ++b) {
+    EXPECT_EQ(runs[0][b].paths, runs[1][b].paths);
+    EXPECT_EQ(runs[0][b].outputs[0].dense.shape()[1], 3);
+    EXPECT_EQ(runs[0][b].outputs[0].dense.shape()[2], 224);
+    EXPECT_TRUE(runs[0][b].outputs[0].dense.equals(runs[1][b].outputs[0].dense)) << "batch " << b;
+    EXPECT_TRUE(runs[0][b].outputs[1].dense.equals(runs[1][b].outputs[1].dense));
+  }
+}
+
 TEST(PipelineJsonTest, MissingFileIsNamed) {
   auto spec = load_pipeline_json("/nonexistent/pipeline.json");
   ASSERT_FALSE(spec.ok());
