@@ -19,6 +19,7 @@ CommandAction add_devices_command(CLI::App& app);
 CommandAction add_env_command(CLI::App& app);
 CommandAction add_ops_command(CLI::App& app);
 CommandAction add_perf_command(CLI::App& app);
+CommandAction add_pipeline_command(CLI::App& app);
 CommandAction add_print_command(CLI::App& app);
 CommandAction add_run_command(CLI::App& app);
 CommandAction add_serve_command(CLI::App& app);

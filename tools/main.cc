@@ -51,6 +51,7 @@ int main(int argc, char** argv) {
   add(kiln::tools::add_perf_command);
   add(kiln::tools::add_print_command);
   add(kiln::tools::add_ops_command);
+  add(kiln::tools::add_pipeline_command);
   add(kiln::tools::add_devices_command);
   add(kiln::tools::add_env_command);
   add(kiln::tools::add_serve_command);

@@ -12,6 +12,7 @@
 #include <jpeglib.h>
 
 #include "pipeline/decoders/codecs.h"
+#include "pipeline/kernels/buffer.h"
 
 namespace kiln::pipeline::detail {
 namespace {
@@ -168,7 +169,8 @@ Result<Tensor> decode_jpeg(std::span<const uint8_t> bytes, std::string_view path
       choose_jpeg_scale(info.width, info.height, options.min_width, options.min_height);
   const int64_t width = scale.apply(info.width), height = scale.apply(info.height);
   const int channels = color_channels(options.color);
-  KILN_ASSIGN_OR_RETURN(Tensor out, Tensor::allocate(DType::kU8, Shape{height, width, channels}));
+  KILN_ASSIGN_OR_RETURN(
+      Tensor out, kernels::allocate_uninitialized(DType::kU8, Shape{height, width, channels}));
   if (tjDecompress2(handle, bytes.data(), static_cast<unsigned long>(bytes.size()),
                     out.data<uint8_t>(), static_cast<int>(width), 0, static_cast<int>(height),
                     tj_pixel_format(options.color), TJFLAG_STOPONWARNING) != 0) {
@@ -189,8 +191,8 @@ Result<Tensor> decode_jpeg_window(std::span<const uint8_t> bytes, std::string_vi
   scaled.width = std::min(scale.apply(window.width), width - scaled.x);
   scaled.height = std::min(scale.apply(window.height), height - scaled.y);
   const int channels = color_channels(options.color);
-  KILN_ASSIGN_OR_RETURN(Tensor out,
-                        Tensor::allocate(DType::kU8, Shape{scaled.height, scaled.width, channels}));
+  KILN_ASSIGN_OR_RETURN(Tensor out, kernels::allocate_uninitialized(
+                                        DType::kU8, Shape{scaled.height, scaled.width, channels}));
   std::vector<uint8_t> row(static_cast<size_t>(width) * channels);
   CropJob job{bytes.data(),
               bytes.size(),

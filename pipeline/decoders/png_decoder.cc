@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "pipeline/decoders/codecs.h"
+#include "pipeline/kernels/buffer.h"
 
 namespace kiln::pipeline::detail {
 namespace {
@@ -57,7 +58,7 @@ Result<Tensor> decode_png(std::span<const uint8_t> bytes, std::string_view path,
   const int64_t decoded_channels = fmt == SPNG_FMT_G8 ? 1 : 3;
   KILN_CHECK(size == static_cast<size_t>(h * w * decoded_channels), "spng decoded size");
   KILN_ASSIGN_OR_RETURN(Tensor decoded,
-                        Tensor::allocate(DType::kU8, Shape{h, w, decoded_channels}));
+                        kernels::allocate_uninitialized(DType::kU8, Shape{h, w, decoded_channels}));
   if (int rc = spng_decode_image(ctx.get(), decoded.data<uint8_t>(), size, fmt, 0); rc != 0) {
     return png_error(path, rc);
   }
@@ -68,7 +69,7 @@ Result<Tensor> decode_png(std::span<const uint8_t> bytes, std::string_view path,
     for (int64_t i = 0; i < pixels; ++i) std::swap(p[i * 3], p[i * 3 + 2]);
     return decoded;
   }
-  KILN_ASSIGN_OR_RETURN(Tensor gray, Tensor::allocate(DType::kU8, Shape{h, w, 1}));
+  KILN_ASSIGN_OR_RETURN(Tensor gray, kernels::allocate_uninitialized(DType::kU8, Shape{h, w, 1}));
   uint8_t* g = gray.data<uint8_t>();
   for (int64_t i = 0; i < pixels; ++i) {
     // ITU-R BT.601 luma in 16-bit fixed point, as libjpeg computes it.

@@ -9,6 +9,7 @@
 
 #include "core/logging.h"
 #include "pipeline/operators/readers_file.h"
+#include "pipeline/readers/tfrecord.h"
 
 namespace kiln::pipeline {
 namespace {
@@ -41,10 +42,12 @@ Result<double> scalar_value(const Tensor& t, std::string_view op, std::string_vi
 
 }  // namespace
 
-Pipeline::Pipeline(const PipelineOptions& options, FileReader reader)
+Pipeline::Pipeline(const PipelineOptions& options, std::optional<FileReader> reader)
     : options_(options),
       reader_(std::move(reader)),
       pool_(options.num_threads),
+      buffers_(kernels::BufferPool::create(
+          static_cast<size_t>(std::max<int64_t>(options.prefetch_queue_depth, 1)) * 4 + 4)),
       queue_(static_cast<size_t>(options.prefetch_queue_depth)) {}
 
 Result<std::unique_ptr<Pipeline>> Pipeline::create(const PipelineOptions& options,
@@ -114,9 +117,18 @@ Result<std::unique_ptr<Pipeline>> Pipeline::create(const PipelineOptions& option
   }
   stages.push_back("batch");
 
-  KILN_ASSIGN_OR_RETURN(FileReaderOptions reader_options,
-                        file_reader_options(nodes[0].op->args(), options.seed));
-  KILN_ASSIGN_OR_RETURN(FileReader reader, FileReader::open(reader_options));
+  std::optional<FileReader> reader;
+  FileReaderOptions reader_options;
+  const std::string& reader_name = nodes[0].op->schema().name;
+  if (reader_name == "readers.file") {
+    KILN_ASSIGN_OR_RETURN(reader_options, file_reader_options(nodes[0].op->args(), options.seed));
+  } else if (reader_name == "readers.tfrecord") {
+    KILN_ASSIGN_OR_RETURN(reader_options,
+                          tfrecord_reader_options(nodes[0].op->args(), options.seed));
+  }
+  if (reader_name != "readers.external_source") {
+    KILN_ASSIGN_OR_RETURN(reader, FileReader::open(reader_options));
+  }
   PipelineOptions resolved = options;
   if (resolved.num_threads == 0) resolved.num_threads = default_thread_count();
   std::unique_ptr<Pipeline> p(new Pipeline(resolved, std::move(reader)));
@@ -128,6 +140,10 @@ Result<std::unique_ptr<Pipeline>> Pipeline::create(const PipelineOptions& option
     p->output_slots_.push_back(it->second);
   }
   p->last_batch_policy_ = reader_options.last_batch_policy;
+  if (reader_name == "readers.tfrecord") {
+    p->tfrecord_encoded_key_ = nodes[0].op->args().get_string("encoded_key");
+    p->tfrecord_label_key_ = nodes[0].op->args().get_string("label_key");
+  }
   p->encoded_slot_ = nodes[0].outputs[0];
   p->label_slot_ = nodes[0].outputs[1];
   p->num_slots_ = static_cast<int>(slots.size());
@@ -146,6 +162,7 @@ void Pipeline::start() {
   stopping_ = false;
   epoch_done_ = false;
   failed_.reset();
+  if (!reader_) return;  // external_source: run() does the work
   queue_.reopen();
   producer_ = std::thread([this, epoch = epoch_] { produce(epoch); });
 }
@@ -158,12 +175,92 @@ void Pipeline::stop() {
 
 void Pipeline::reset() {
   stop();
-  reader_.reset();
-  epoch_ = reader_.epoch();
+  if (reader_) {
+    reader_->reset();
+    epoch_ = reader_->epoch();
+    consumed_ = reader_->position();
+  } else {
+    ++epoch_;
+  }
   start();
 }
 
+Status Pipeline::restore(const ReaderPosition& position) {
+  if (!reader_) {
+    return failed_precondition_error(
+        "pipeline: an external_source pipeline has no reader position to restore");
+  }
+  stop();
+  Status status = reader_->restore(position);
+  if (status.ok()) {
+    consumed_ = position;
+  } else {
+    reader_->restore(consumed_).ignore_error();  // valid: it came from this reader
+  }
+  epoch_ = reader_->epoch();
+  start();
+  return status;
+}
+
+Status Pipeline::feed(std::vector<Tensor> encoded, std::vector<int32_t> labels,
+                      std::vector<std::string> names) {
+  if (reader_) {
+    return failed_precondition_error(
+        "pipeline: feed() needs a readers.external_source pipeline; this one reads files");
+  }
+  if ((!labels.empty() && labels.size() != encoded.size()) ||
+      (!names.empty() && names.size() != encoded.size())) {
+    return invalid_argument_error(
+        fmt::format("pipeline: feed() got {} images, {} labels and {} names: expected as many "
+                    "labels and names as images (or none)",
+                    encoded.size(), labels.size(), names.size()));
+  }
+  for (size_t i = 0; i < encoded.size(); ++i) {
+    if (!encoded[i].defined() || encoded[i].dtype() != DType::kU8 || encoded[i].rank() != 1) {
+      return invalid_argument_error(fmt::format(
+          "pipeline: fed image #{} must be a 1-D uint8 tensor of encoded bytes, got {} {}", i,
+          dtype_name(encoded[i].dtype()), encoded[i].shape().to_string()));
+    }
+  }
+  for (size_t i = 0; i < encoded.size(); ++i) {
+    SampleInput in;
+    in.encoded = std::move(encoded[i]);
+    in.label = labels.empty() ? 0 : labels[i];
+    in.path = names.empty() ? fmt::format("external #{}", fed_count_) : std::move(names[i]);
+    in.position = fed_count_++;
+    fed_.push_back(std::move(in));
+  }
+  return Status();
+}
+
+Result<std::optional<Batch>> Pipeline::run_external() {
+  std::vector<SampleInput> samples;
+  while (!fed_.empty() && static_cast<int64_t>(samples.size()) < options_.batch_size) {
+    samples.push_back(std::move(fed_.front()));
+    fed_.pop_front();
+  }
+  if (samples.empty()) return std::optional<Batch>();
+  std::vector<Result<std::vector<Tensor>>> results = process_all(samples, epoch_);
+  std::vector<std::vector<Tensor>> good;
+  std::vector<std::string> paths;
+  for (size_t i = 0; i < samples.size(); ++i) {
+    if (results[i].ok()) {
+      good.push_back(std::move(results[i]).value());
+      paths.push_back(samples[i].path);
+      continue;
+    }
+    if (options_.bad_data == BadDataPolicy::kError) return results[i].status();
+    log(LogLevel::kWarning, "pipeline: skipping sample \"{}\": {}", samples[i].path,
+        results[i].status().message());
+    std::lock_guard lock(bad_mutex_);
+    bad_samples_.push_back({epoch_, samples[i].path, std::string(results[i].status().message())});
+  }
+  if (good.empty()) return run_external();  // every sample was bad: try the next ones
+  return std::optional<Batch>(assemble(epoch_, std::move(good), std::move(paths), 0));
+}
+
 Result<std::optional<Batch>> Pipeline::run() {
+  if (!reader_) return run_external();
   if (failed_) return *failed_;
   if (epoch_done_) return std::optional<Batch>();
   std::optional<Item> item = queue_.pop();
@@ -175,6 +272,7 @@ Result<std::optional<Batch>> Pipeline::run() {
     failed_ = *status;
     return *status;
   }
+  consumed_ = std::get<Batch>(*item).position;
   return std::optional<Batch>(std::move(std::get<Batch>(*item)));
 }
 
@@ -192,12 +290,43 @@ std::vector<StageTiming> Pipeline::stage_timings() const {
   return out;
 }
 
-Result<std::vector<Tensor>> Pipeline::process(const SampleRef& ref, int64_t epoch) {
-  const FileEntry& entry = reader_.entries()[static_cast<size_t>(ref.entry)];
+Pipeline::SampleInput Pipeline::file_sample(const SampleRef& ref) const {
+  const FileEntry& entry = reader_->entries()[static_cast<size_t>(ref.entry)];
+  if (entry.offset < 0) return {Tensor(), entry.label, entry.path, ref.position, {}, -1, 0};
+  // Records of one TFRecord file are named file@offset in batches and messages.
+  return {Tensor(),     entry.label, fmt::format("{}@{}", entry.path, entry.offset),
+          ref.position, entry.path,  entry.offset,
+          entry.size};
+}
+
+Status Pipeline::read_sample(const SampleInput& sample, Tensor* encoded, Tensor* label) const {
+  if (sample.encoded.defined()) {
+    *encoded = sample.encoded;
+    *label = Tensor::scalar(sample.label);
+    return Status();
+  }
+  const std::string& file = sample.file.empty() ? sample.path : sample.file;
+  KILN_ASSIGN_OR_RETURN(Tensor bytes, read_encoded(file, sample.offset, sample.size));
+  if (sample.offset < 0) {
+    *encoded = std::move(bytes);
+    *label = Tensor::scalar(sample.label);
+    return Status();
+  }
+  KILN_ASSIGN_OR_RETURN(
+      TfExample example,
+      parse_tfrecord_example(bytes.span<uint8_t>(), tfrecord_encoded_key_, tfrecord_label_key_,
+                             fmt::format("\"{}\"", sample.path)));
+  auto owner = std::make_shared<Tensor>(bytes);
+  *encoded = Tensor::wrap(DType::kU8, Shape{static_cast<int64_t>(example.encoded.size())},
+                          const_cast<uint8_t*>(example.encoded.data()), std::move(owner));
+  *label = Tensor::scalar(static_cast<int32_t>(example.label));
+  return Status();
+}
+
+Result<std::vector<Tensor>> Pipeline::process(const SampleInput& sample, int64_t epoch) {
   std::vector<Tensor> slots(static_cast<size_t>(num_slots_));
   auto start = Clock::now();
-  KILN_ASSIGN_OR_RETURN(slots[encoded_slot_], read_encoded(entry.path));
-  slots[label_slot_] = Tensor::scalar(entry.label);
+  KILN_RETURN_IF_ERROR(read_sample(sample, &slots[encoded_slot_], &slots[label_slot_]));
   counters_[0].calls++;
   counters_[0].nanos += nanos_since(start);
 
@@ -211,8 +340,8 @@ Result<std::vector<Tensor>> Pipeline::process(const SampleRef& ref, int64_t epoc
     for (int slot : node.inputs) inputs.push_back(slots[slot]);
     SampleContext ctx;
     ctx.seed = mix_seed(
-        {options_.seed, static_cast<uint64_t>(epoch), static_cast<uint64_t>(ref.position), n});
-    ctx.path = entry.path;
+        {options_.seed, static_cast<uint64_t>(epoch), static_cast<uint64_t>(sample.position), n});
+    ctx.path = sample.path;
     const OpArgs* args = &node.op->args();
     std::optional<OpArgs> sample_args;
     if (!node.arg_slots.empty()) {
@@ -225,8 +354,8 @@ Result<std::vector<Tensor>> Pipeline::process(const SampleRef& ref, int64_t epoc
     }
     Status status = node.op->run(ctx, *args, inputs, &outputs);
     if (!status.ok()) {
-      if (status.message().find(entry.path) != std::string_view::npos) return status;
-      return status.with_context(fmt::format("sample \"{}\"", entry.path));
+      if (status.message().find(sample.path) != std::string_view::npos) return status;
+      return status.with_context(fmt::format("sample \"{}\"", sample.path));
     }
     KILN_CHECK(outputs.size() == node.outputs.size(), "operator returned the wrong output count");
     for (size_t k = 0; k < outputs.size(); ++k) slots[node.outputs[k]] = std::move(outputs[k]);
@@ -238,14 +367,14 @@ Result<std::vector<Tensor>> Pipeline::process(const SampleRef& ref, int64_t epoc
   return result;
 }
 
-std::vector<Result<std::vector<Tensor>>> Pipeline::process_all(const std::vector<SampleRef>& refs,
-                                                               int64_t epoch) {
-  std::vector<std::optional<Result<std::vector<Tensor>>>> results(refs.size());
-  pool_.parallel_for(static_cast<int64_t>(refs.size()), [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) results[i].emplace(process(refs[i], epoch));
+std::vector<Result<std::vector<Tensor>>> Pipeline::process_all(
+    const std::vector<SampleInput>& samples, int64_t epoch) {
+  std::vector<std::optional<Result<std::vector<Tensor>>>> results(samples.size());
+  pool_.parallel_for(static_cast<int64_t>(samples.size()), [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) results[i].emplace(process(samples[i], epoch));
   });
   std::vector<Result<std::vector<Tensor>>> out;
-  out.reserve(refs.size());
+  out.reserve(samples.size());
   for (auto& r : results) out.push_back(std::move(*r));
   return out;
 }
@@ -253,7 +382,7 @@ std::vector<Result<std::vector<Tensor>>> Pipeline::process_all(const std::vector
 void Pipeline::produce(int64_t epoch) {
   const int64_t batch_size = options_.batch_size;
   while (!stopping_) {
-    std::vector<SampleRef> refs = reader_.next_batch(batch_size);
+    std::vector<SampleRef> refs = reader_->next_batch(batch_size);
     if (refs.empty()) {
       queue_.push(EndOfEpoch{});
       return;
@@ -262,9 +391,11 @@ void Pipeline::produce(int64_t epoch) {
     std::vector<std::string> paths;
     int64_t num_padded = 0;
     while (!refs.empty()) {
-      std::vector<Result<std::vector<Tensor>>> results = process_all(refs, epoch);
+      std::vector<SampleInput> samples;
+      for (const SampleRef& ref : refs) samples.push_back(file_sample(ref));
+      std::vector<Result<std::vector<Tensor>>> results = process_all(samples, epoch);
       for (size_t i = 0; i < refs.size(); ++i) {
-        const std::string& path = reader_.entries()[static_cast<size_t>(refs[i].entry)].path;
+        const std::string& path = samples[i].path;
         if (results[i].ok()) {
           good.push_back(std::move(results[i]).value());
           paths.push_back(path);
@@ -283,7 +414,7 @@ void Pipeline::produce(int64_t epoch) {
       // Replace skipped samples with the next ones of the epoch, in order.
       refs.clear();
       while (static_cast<int64_t>(good.size() + refs.size()) < batch_size) {
-        std::optional<SampleRef> next = reader_.next_sample();
+        std::optional<SampleRef> next = reader_->next_sample();
         if (!next) break;
         refs.push_back(*next);
       }
@@ -303,6 +434,7 @@ void Pipeline::produce(int64_t epoch) {
       }
     }
     Batch batch = assemble(epoch, std::move(good), std::move(paths), num_padded);
+    batch.position = reader_->position();
     if (!queue_.push(std::move(batch))) return;
   }
 }
@@ -328,7 +460,7 @@ Batch Pipeline::assemble(int64_t epoch, std::vector<std::vector<Tensor>> samples
     if (uniform && dtype != DType::kString) {
       std::vector<int64_t> dims{static_cast<int64_t>(n)};
       dims.insert(dims.end(), shape.begin(), shape.end());
-      Result<Tensor> dense = Tensor::allocate(dtype, Shape(std::move(dims)));
+      Result<Tensor> dense = buffers_->allocate(dtype, Shape(std::move(dims)));
       if (dense.ok()) {
         auto owner = std::make_shared<Tensor>(*dense);
         auto* base = static_cast<uint8_t*>(dense->raw_data());

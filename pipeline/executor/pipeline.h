@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <deque>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -16,6 +17,7 @@
 #include "core/tensor.h"
 #include "core/thread_pool.h"
 #include "pipeline/executor/prefetch_queue.h"
+#include "pipeline/kernels/buffer.h"
 #include "pipeline/operators/operator.h"
 #include "pipeline/readers/file_reader.h"
 
@@ -59,6 +61,7 @@ struct Batch {
   std::vector<TensorList> outputs;  // in PipelineOptions::outputs order
   std::vector<std::string> paths;   // the source file of each sample
   int64_t num_padded = 0;           // samples that repeat others to fill the batch
+  ReaderPosition position;          // the reader's position just after this batch
 };
 
 struct BadSample {
@@ -76,6 +79,10 @@ struct StageTiming {
 // Results depend only on (seed, epoch, sample position): identical across runs and thread counts.
 // run(), reset() and epoch() belong to one consumer thread; bad_samples() and stage_timings() may
 // be called from any thread.
+//
+// The reader is readers.file (the pipeline prefetches batches from its files) or
+// readers.external_source (the caller feed()s encoded images; run() then processes up to
+// batch_size of them on the workers and returns them as one batch, in feeding order).
 class Pipeline {
  public:
   // Validates the wiring (the first operator must be a reader and the only one; inputs must name
@@ -94,6 +101,22 @@ class Pipeline {
   void reset();
   int64_t epoch() const { return epoch_; }
 
+  // external_source only: queues encoded images (1-D uint8 tensors) with their labels (empty: 0;
+  // else one per image) and names for messages (empty: "external #<n>"). Errors when the pipeline
+  // reads files, or on mismatched sizes.
+  Status feed(std::vector<Tensor> encoded, std::vector<int32_t> labels = {},
+              std::vector<std::string> names = {});
+  // Images fed and not yet returned by run().
+  int64_t pending() const { return static_cast<int64_t>(fed_.size()); }
+
+  // A checkpoint: the reader position after the last batch run() returned (the start of the
+  // epoch before any). Prefetched batches past it are not part of it.
+  ReaderPosition checkpoint() const { return consumed_; }
+  // Drops prefetched work and resumes from `position` (a checkpoint() of a pipeline built from the
+  // same options and operators): the following batches equal those the checkpointed pipeline
+  // would have returned next.
+  Status restore(const ReaderPosition& position);
+
   std::vector<BadSample> bad_samples() const;
   std::vector<StageTiming> stage_timings() const;
 
@@ -111,19 +134,39 @@ class Pipeline {
   struct EndOfEpoch {};
   using Item = std::variant<Batch, Status, EndOfEpoch>;
 
-  Pipeline(const PipelineOptions& options, FileReader reader);
+  // One sample to process: its encoded bytes (undefined: read them from `path`), label, name and
+  // position in the epoch (seeds derive from it).
+  struct SampleInput {
+    Tensor encoded;
+    int32_t label = 0;
+    std::string path;
+    int64_t position = 0;
+    std::string file;     // the file to read when it differs from `path` (a TFRecord file) ...
+    int64_t offset = -1;  // ... and the record at this offset ...
+    int64_t size = 0;     // ... of this many bytes
+  };
+  // Reads a sample's encoded bytes and label from its file or TFRecord record.
+  Status read_sample(const SampleInput& sample, Tensor* encoded, Tensor* label) const;
+
+  Pipeline(const PipelineOptions& options, std::optional<FileReader> reader);
+  SampleInput file_sample(const SampleRef& ref) const;
+  Result<std::optional<Batch>> run_external();
   void start();
   void stop();
   void produce(int64_t epoch);
   // Runs every operator on one sample; the requested output tensors, or why it failed.
-  Result<std::vector<Tensor>> process(const SampleRef& ref, int64_t epoch);
-  std::vector<Result<std::vector<Tensor>>> process_all(const std::vector<SampleRef>& refs,
+  Result<std::vector<Tensor>> process(const SampleInput& sample, int64_t epoch);
+  std::vector<Result<std::vector<Tensor>>> process_all(const std::vector<SampleInput>& samples,
                                                        int64_t epoch);
   Batch assemble(int64_t epoch, std::vector<std::vector<Tensor>> samples,
                  std::vector<std::string> paths, int64_t num_padded);
 
   PipelineOptions options_;
-  FileReader reader_;
+  std::optional<FileReader> reader_;  // none for external_source
+  std::string tfrecord_encoded_key_;
+  std::string tfrecord_label_key_;
+  std::deque<SampleInput> fed_;
+  int64_t fed_count_ = 0;
   std::vector<Node> nodes_;  // nodes_[0] is the reader
   LastBatchPolicy last_batch_policy_ = LastBatchPolicy::kPartial;
   int encoded_slot_ = -1;
@@ -134,10 +177,14 @@ class Pipeline {
   std::unique_ptr<Counter[]> counters_;  // per stage_names_
 
   ThreadPool pool_;
+  // Dense batch storage, reused once the consumer drops a batch: (depth + 2 batches in flight) x
+  // up to a few outputs each.
+  std::shared_ptr<kernels::BufferPool> buffers_;
   detail::PrefetchQueue<Item> queue_;
   std::thread producer_;
   std::atomic<bool> stopping_{false};
   int64_t epoch_ = 0;
+  ReaderPosition consumed_;
   bool epoch_done_ = false;
   std::optional<Status> failed_;
 

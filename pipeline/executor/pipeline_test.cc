@@ -313,6 +313,91 @@ TEST(PipelineTest, ShardsCoverEverySampleOnce) {
   for (const std::string& path : seen) EXPECT_EQ(seen.count(path), 1u) << path;
 }
 
+TEST(PipelineTest, CheckpointResumesWithIdenticalBatchesInAnotherPipeline) {
+  testing::TempDir dir;
+  write_dataset(dir);
+  auto make = [&] {
+    return Pipeline::create(options(3, 2, {"images", "label"}),
+                            classify_ops(dir.path(), {{"random_shuffle", true}}));
+  };
+  auto first = make();
+  ASSERT_TRUE(first.ok()) << first.status().to_string();
+  (*first)->reset();  // epoch 1, so the checkpoint carries an epoch too
+  ASSERT_TRUE((*first)->run().ok());
+  ReaderPosition saved = (*first)->checkpoint();
+  EXPECT_EQ(saved.epoch, 1);
+  EXPECT_EQ(saved.cursor, 3);
+  std::vector<Batch> expected;
+  while (true) {
+    auto b = (*first)->run();
+    ASSERT_TRUE(b.ok());
+    if (!*b) break;
+    expected.push_back(std::move(**b));
+  }
+  ASSERT_EQ(expected.size(), 3u);
+  auto second = make();
+  ASSERT_TRUE(second.ok());
+  ASSERT_TRUE((*second)->restore(saved).ok());
+  EXPECT_EQ((*second)->epoch(), 1);
+  for (const Batch& want : expected) {
+    auto got = (*second)->run();
+    ASSERT_TRUE(got.ok() && got->has_value());
+    EXPECT_EQ((*got)->paths, want.paths);
+    EXPECT_TRUE((*got)->outputs[0].dense.equals(want.outputs[0].dense));
+    EXPECT_TRUE((*got)->outputs[1].dense.equals(want.outputs[1].dense));
+  }
+  auto end = (*second)->run();
+  ASSERT_TRUE(end.ok());
+  EXPECT_FALSE(end->has_value());
+  Status bad = (*second)->restore({0, 99, 99});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.message(), HasSubstr("cannot restore position"));
+}
+
+TEST(PipelineTest, ExternalSourceProcessesFedImagesInOrder) {
+  testing::TempDir dir;
+  write_dataset(dir);
+  std::vector<OpSpec> ops = classify_ops(dir.path());
+  ops[0] = {"readers.external_source", {}, {}, {"encoded", "label"}, {}};
+  auto p = Pipeline::create(options(4, 2, {"images", "label"}), ops);
+  ASSERT_TRUE(p.ok()) << p.status().to_string();
+  auto files = Pipeline::create(options(4, 2, {"images", "label"}), classify_ops(dir.path()));
+  ASSERT_TRUE(files.ok());
+  auto from_files = (*files)->run();
+  ASSERT_TRUE(from_files.ok() && from_files->has_value());
+  // Feed the same first four files: same pixels as the file pipeline (same positions, same seed).
+  std::vector<Tensor> encoded;
+  std::vector<int32_t> labels;
+  for (const std::string& path : (*from_files)->paths) {
+    auto bytes = read_file(path);
+    ASSERT_TRUE(bytes.ok());
+    Tensor t(DType::kU8, Shape{static_cast<int64_t>(bytes->size())});
+    std::copy(bytes->begin(), bytes->end(), t.data<uint8_t>());
+    encoded.push_back(t);
+    labels.push_back(7);
+  }
+  encoded.push_back(Tensor(DType::kU8, Shape{3}));  // not an image: skipped and reported
+  labels.push_back(8);
+  ASSERT_TRUE((*p)->feed(encoded, labels).ok());
+  EXPECT_EQ((*p)->pending(), 5);
+  auto batch = (*p)->run();
+  ASSERT_TRUE(batch.ok() && batch->has_value()) << batch.status().to_string();
+  EXPECT_EQ((*batch)->paths,
+            (std::vector<std::string>{"external #0", "external #1", "external #2", "external #3"}));
+  EXPECT_TRUE((*batch)->outputs[0].dense.equals((*from_files)->outputs[0].dense));
+  EXPECT_EQ((*batch)->outputs[1].dense.data<int32_t>()[3], 7);
+  auto rest = (*p)->run();  // only the bad sample is left
+  ASSERT_TRUE(rest.ok());
+  EXPECT_FALSE(rest->has_value());
+  ASSERT_EQ((*p)->bad_samples().size(), 1u);
+  EXPECT_EQ((*p)->bad_samples()[0].path, "external #4");
+  Status mismatch = (*p)->feed({Tensor(DType::kU8, Shape{3})}, {1, 2});
+  EXPECT_THAT(mismatch.message(), HasSubstr("expected as many labels"));
+  Status wrong = (*p)->feed({Tensor(DType::kF32, Shape{2, 2})});
+  EXPECT_THAT(wrong.message(), HasSubstr("must be a 1-D uint8 tensor"));
+  EXPECT_THAT((*files)->feed(encoded).message(), HasSubstr("needs a readers.external_source"));
+}
+
 TEST(PipelineTest, LastBatchPolicies) {
   testing::TempDir dir;
   write_dataset(dir);  // 12 samples, batch 5

@@ -1,12 +1,83 @@
 // SPDX-License-Identifier: Apache-2.0
-// The fused crop-mirror-normalize kernel: one read and one write per element.
+// The fused crop-mirror-normalize kernel: one read and one write per element; RGB to planar float
+// runs a SIMD loop that Highway compiles for every x86 target and picks at run time.
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "pipeline/kernels/normalize.cc"
 #include "pipeline/kernels/normalize.h"
+
+#include <hwy/foreach_target.h>  // IWYU pragma: keep
+#include <hwy/highway.h>
 
 #include <algorithm>
 #include <cmath>
 #include <vector>
 
+HWY_BEFORE_NAMESPACE();
 namespace kiln::pipeline::kernels {
+namespace HWY_NAMESPACE {
+
+namespace hn = hwy::HWY_NAMESPACE;
+
+// The common case, RGB to planar float32: SIMD over whole vectors of pixels, one deinterleaving
+// load per vector; the ends of a row go through the scalar code.
+void RgbToChwF32(const TensorView& in, const TensorView& out, const Window& window, bool mirror,
+                 const std::vector<float>& mean, const std::vector<float>& scale) {
+  const hn::ScalableTag<float> df;
+  const hn::Rebind<int32_t, decltype(df)> di;
+  const hn::Rebind<uint8_t, decltype(df)> du8;
+  const int64_t lanes = static_cast<int64_t>(hn::Lanes(df));
+  const int64_t in_w = in.shape()[1];
+  const int64_t h = window.height, w = window.width;
+  const uint8_t* src = in.data<uint8_t>();
+  float* dst = out.data<float>();
+  const size_t plane = static_cast<size_t>(h * w);
+  const auto m0 = hn::Set(df, mean[0]), m1 = hn::Set(df, mean[1]), m2 = hn::Set(df, mean[2]);
+  const auto s0 = hn::Set(df, scale[0]), s1 = hn::Set(df, scale[1]), s2 = hn::Set(df, scale[2]);
+  auto load = [&](const uint8_t* p, auto* r, auto* g, auto* b) {
+    hn::Vec<decltype(du8)> v0, v1, v2;
+    hn::LoadInterleaved3(du8, p, v0, v1, v2);
+    *r = hn::ConvertTo(df, hn::PromoteTo(di, v0));
+    *g = hn::ConvertTo(df, hn::PromoteTo(di, v1));
+    *b = hn::ConvertTo(df, hn::PromoteTo(di, v2));
+  };
+  for (int64_t y = 0; y < h; ++y) {
+    const uint8_t* row = src + ((window.y + y) * in_w + window.x) * 3;
+    float* d0 = dst + static_cast<size_t>(y * w);
+    float* d1 = d0 + plane;
+    float* d2 = d1 + plane;
+    int64_t x = 0;
+    for (; x + lanes <= w; x += lanes) {
+      hn::Vec<decltype(df)> r, g, b;
+      if (mirror) {
+        load(row + (w - x - lanes) * 3, &r, &g, &b);
+        r = hn::Reverse(df, r);
+        g = hn::Reverse(df, g);
+        b = hn::Reverse(df, b);
+      } else {
+        load(row + x * 3, &r, &g, &b);
+      }
+      hn::StoreU(hn::Mul(hn::Sub(r, m0), s0), df, d0 + x);
+      hn::StoreU(hn::Mul(hn::Sub(g, m1), s1), df, d1 + x);
+      hn::StoreU(hn::Mul(hn::Sub(b, m2), s2), df, d2 + x);
+    }
+    for (; x < w; ++x) {
+      const uint8_t* p = row + (mirror ? w - 1 - x : x) * 3;
+      d0[x] = (static_cast<float>(p[0]) - mean[0]) * scale[0];
+      d1[x] = (static_cast<float>(p[1]) - mean[1]) * scale[1];
+      d2[x] = (static_cast<float>(p[2]) - mean[2]) * scale[2];
+    }
+  }
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace kiln::pipeline::kernels
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+namespace kiln::pipeline::kernels {
+
+HWY_EXPORT(RgbToChwF32);
+
 namespace {
 
 template <class Out>
@@ -67,7 +138,9 @@ void crop_mirror_normalize_u8(const TensorView& in, const TensorView& out, const
   };
   std::vector<float> m = per_channel(mean, false);
   std::vector<float> s = per_channel(stddev, true);
-  if (out.dtype() == DType::kF32) {
+  if (out.dtype() == DType::kF32 && c == 3 && layout == Layout::kCHW) {
+    HWY_DYNAMIC_DISPATCH(RgbToChwF32)(in, out, window, mirror, m, s);
+  } else if (out.dtype() == DType::kF32) {
     run<float>(in, out, window, mirror, m, s, layout);
   } else {
     KILN_CHECK(out.dtype() == DType::kU8, "cmn: output must be float32 or uint8");
@@ -76,3 +149,4 @@ void crop_mirror_normalize_u8(const TensorView& in, const TensorView& out, const
 }
 
 }  // namespace kiln::pipeline::kernels
+#endif  // HWY_ONCE

@@ -178,5 +178,74 @@ TEST(ResizeTest, AntialiasedMatchesPil) {
   }
 }
 
+// PIL's BICUBIC is Keys' a = -0.5 with the support widened by the downscale factor.
+TEST(ResizeTest, CubicAntialiasedMatchesPil) {
+  const char* python = std::getenv("KILN_PYTHON");
+  if (python == nullptr ||
+      std::system(fmt::format("{} -c 'import PIL' 2>/dev/null", python).c_str()) != 0) {
+    GTEST_SKIP() << "no Python with PIL (set KILN_PYTHON; Debian package python3-pil)";
+  }
+  testing::TempDir dir;
+  struct Case {
+    int w, h, c, ow, oh;
+  };
+  for (Case k : {Case{641, 479, 3, 224, 224}, Case{64, 48, 1, 17, 13}, Case{37, 23, 3, 80, 9}}) {
+    Tensor in = image(k.w, k.h, k.c, Pattern::kGradient);
+    const std::string src = dir.file(fmt::format("in_{}.png", k.w));
+    const std::string dst = dir.file(fmt::format("pil_{}.png", k.w));
+    testing::write_bytes(src, testing::encode_png(in.span<uint8_t>(), k.w, k.h, k.c));
+    std::string cmd = fmt::format(
+        "{} -c 'import sys; from PIL import Image; "
+        "Image.open(sys.argv[1]).resize(({}, {}), Image.BICUBIC).save(sys.argv[2])' {} {}",
+        python, k.ow, k.oh, src, dst);
+    ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+    auto file = MappedFile::open(dst);
+    ASSERT_TRUE(file.ok());
+    auto pil =
+        decode_image((*file)->bytes(), dst, {k.c == 1 ? ColorFormat::kGray : ColorFormat::kRGB});
+    ASSERT_TRUE(pil.ok()) << pil.status().to_string();
+    Tensor ours = run(in, k.ow, k.oh, Interp::kCubicAntialiased);
+    ASSERT_EQ(pil->shape(), ours.shape());
+    int worst = 0;
+    double total = 0;
+    for (int64_t i = 0; i < ours.numel(); ++i) {
+      int d = std::abs(int{ours.data<uint8_t>()[i]} - int{pil->data<uint8_t>()[i]});
+      worst = std::max(worst, d);
+      total += d;
+    }
+    EXPECT_LE(worst, 2) << k.w << "x" << k.h << " -> " << k.ow << "x" << k.oh;
+    EXPECT_LT(total / static_cast<double>(ours.numel()), 1.0);
+  }
+}
+
+TEST(ResizeTest, WindowResizeEqualsCropThenResize) {
+  Tensor in = image(211, 157, 3, Pattern::kCheckerboard);
+  const Window window{13, 27, 101, 77};
+  Tensor cropped(DType::kU8, Shape{window.height, window.width, 3});
+  crop_hwc(in.view(), cropped.view(), window);
+  for (Interp interp : {Interp::kNearest, Interp::kLinear, Interp::kAntialiased, Interp::kCubic,
+                        Interp::kCubicAntialiased}) {
+    Tensor a(DType::kU8, Shape{50, 60, 3}), b(DType::kU8, Shape{50, 60, 3});
+    resize_window_u8(in.view(), window, a.view(), interp);
+    resize_u8(cropped.view(), b.view(), interp);
+    EXPECT_TRUE(a.equals(b)) << static_cast<int>(interp);
+  }
+}
+
+TEST(ResizeTest, CubicUpscaleKeepsFlatImagesFlatAndOneByOneWorks) {
+  Tensor flat(DType::kU8, Shape{7, 9, 3});
+  std::fill(flat.data<uint8_t>(), flat.data<uint8_t>() + flat.numel(), 200);
+  Tensor up = run(flat, 31, 23, Interp::kCubic);
+  for (uint8_t v : up.span<uint8_t>()) ASSERT_EQ(v, 200);
+  Tensor one(DType::kU8, Shape{1, 1, 1});
+  one.data<uint8_t>()[0] = 17;
+  for (Interp interp : {Interp::kNearest, Interp::kLinear, Interp::kAntialiased, Interp::kCubic}) {
+    Tensor big = run(one, 5, 4, interp);
+    for (uint8_t v : big.span<uint8_t>()) ASSERT_EQ(v, 17);
+    Tensor same = run(one, 1, 1, interp);
+    EXPECT_EQ(same.data<uint8_t>()[0], 17);
+  }
+}
+
 }  // namespace
 }  // namespace kiln::pipeline::kernels

@@ -2,6 +2,7 @@
 // crop: a fixed-size window of each HWC image at a (per-sample) relative position.
 #include <fmt/format.h>
 
+#include "pipeline/kernels/buffer.h"
 #include "pipeline/operators/crop_window.h"
 #include "pipeline/operators/operators.h"
 
@@ -21,8 +22,8 @@ class Crop final : public Operator {
         kernels::Window window,
         anchored_window("crop", in.shape()[0], in.shape()[1], crop[0], crop[1],
                         args.get_float("crop_pos_x"), args.get_float("crop_pos_y")));
-    KILN_ASSIGN_OR_RETURN(Tensor out,
-                          Tensor::allocate(in.dtype(), Shape{crop[0], crop[1], in.shape()[2]}));
+    KILN_ASSIGN_OR_RETURN(Tensor out, kernels::allocate_uninitialized(
+                                          in.dtype(), Shape{crop[0], crop[1], in.shape()[2]}));
     kernels::crop_hwc(in.view(), out.view(), window);
     outputs->push_back(std::move(out));
     return Status();

@@ -2,6 +2,7 @@
 // crop_mirror_normalize: crop + mirror + (x - mean) / std + HWC/CHW + float32/uint8, fused.
 #include <fmt/format.h>
 
+#include "pipeline/kernels/buffer.h"
 #include "pipeline/kernels/normalize.h"
 #include "pipeline/operators/crop_window.h"
 #include "pipeline/operators/operators.h"
@@ -41,7 +42,7 @@ class CropMirrorNormalize final : public Operator {
     }
     Shape shape = layout_ == kernels::Layout::kHWC ? Shape{window.height, window.width, c}
                                                    : Shape{c, window.height, window.width};
-    KILN_ASSIGN_OR_RETURN(Tensor out, Tensor::allocate(dtype_, shape));
+    KILN_ASSIGN_OR_RETURN(Tensor out, kernels::allocate_uninitialized(dtype_, shape));
     kernels::crop_mirror_normalize_u8(in.view(), out.view(), window, args.get_int("mirror") != 0,
                                       mean_, std_, layout_);
     outputs->push_back(std::move(out));

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // flip: mirrors each HWC image left-right and/or upside-down, per sample.
+#include "pipeline/kernels/buffer.h"
 #include "pipeline/kernels/crop_flip.h"
 #include "pipeline/operators/operators.h"
 
@@ -20,7 +21,7 @@ class Flip final : public Operator {
       outputs->push_back(in);
       return Status();
     }
-    KILN_ASSIGN_OR_RETURN(Tensor out, Tensor::allocate(in.dtype(), in.shape()));
+    KILN_ASSIGN_OR_RETURN(Tensor out, kernels::allocate_uninitialized(in.dtype(), in.shape()));
     kernels::flip_hwc(in.view(), out.view(), horizontal, vertical);
     outputs->push_back(std::move(out));
     return Status();

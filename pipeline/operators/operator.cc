@@ -77,5 +77,24 @@ Status check_image(std::string_view op, const Tensor& image, bool u8_only) {
   return Status();
 }
 
+Status check_rgb(std::string_view op, const Tensor& in) {
+  KILN_RETURN_IF_ERROR(check_image(op, in, true));
+  if (in.shape()[2] != 3) {
+    return invalid_argument_error(fmt::format(
+        "operator {}: expected 3-channel (RGB/BGR) images, got {}", op, in.shape().to_string()));
+  }
+  return Status();
+}
+
+Result<kernels::Interp> parse_interp(std::string_view op, std::string_view name, bool antialias) {
+  if (name == "nearest") return kernels::Interp::kNearest;
+  if (name == "linear") return antialias ? kernels::Interp::kAntialiased : kernels::Interp::kLinear;
+  if (name == "cubic") {
+    return antialias ? kernels::Interp::kCubicAntialiased : kernels::Interp::kCubic;
+  }
+  return invalid_argument_error(
+      fmt::format("{}: interp_type \"{}\": expected nearest, linear or cubic", op, name));
+}
+
 }  // namespace detail
 }  // namespace kiln::pipeline

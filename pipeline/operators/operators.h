@@ -2,6 +2,7 @@
 // Declarations of every operator's schema and factory, generated from operator_list.inc.
 #pragma once
 
+#include "pipeline/kernels/resize.h"
 #include "pipeline/operators/operator.h"
 
 namespace kiln::pipeline::detail {
@@ -15,5 +16,12 @@ namespace kiln::pipeline::detail {
 // Ok when `image` is a non-empty [H, W, C] tensor (uint8 when `u8_only`); else an error naming
 // `op`.
 Status check_image(std::string_view op, const Tensor& image, bool u8_only);
+
+// Ok when `image` is a non-empty [H, W, 3] uint8 tensor; else an error naming `op`.
+Status check_rgb(std::string_view op, const Tensor& image);
+
+// "nearest", "linear" or "cubic" (antialiased when downscaling if `antialias`); else an error
+// naming `op`.
+Result<kernels::Interp> parse_interp(std::string_view op, std::string_view name, bool antialias);
 
 }  // namespace kiln::pipeline::detail

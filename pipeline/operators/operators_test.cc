@@ -55,9 +55,9 @@ TEST(OperatorsTest, ResizeSizesKeepTheAspectRatioWhenAsked) {
   // Output pixel (0, 0) has its centre over source pixel (1, 1) at scale 2.
   EXPECT_EQ(nearest->data<uint8_t>()[0], in.data<uint8_t>()[(1 * 40 + 1) * 3]);
   auto bad =
-      run_op("resize", {{"resize_x", int64_t{8}}, {"interp_type", std::string("cubic")}}, {in});
+      run_op("resize", {{"resize_x", int64_t{8}}, {"interp_type", std::string("area")}}, {in});
   ASSERT_FALSE(bad.ok());
-  EXPECT_THAT(bad.status().message(), HasSubstr("interp_type \"cubic\""));
+  EXPECT_THAT(bad.status().message(), HasSubstr("interp_type \"area\""));
   auto not_image = run_op("resize", {{"resize_x", int64_t{8}}}, {Tensor(DType::kU8, Shape{4})});
   ASSERT_FALSE(not_image.ok());
   EXPECT_THAT(not_image.status().message(), HasSubstr("operator resize: expected a non-empty HWC"));
@@ -129,6 +129,104 @@ TEST(OperatorsTest, RandomSourcesAreSeededAndInRange) {
   EXPECT_LT(*std::max_element(values.begin(), values.end()), 3.0f);
   EXPECT_NEAR(heads / 400.0, 0.25, 0.07);
   EXPECT_FALSE(create_operator("random.uniform", {{"range", std::vector<double>{3, 2}}}).ok());
+}
+
+TEST(OperatorsTest, RandomResizedCropIsSeededAndTakesFixedPositions) {
+  Tensor in = image(120, 160, 3);
+  ArgMap args{{"size", std::vector<int64_t>{32, 48}}};
+  auto a = run_op("random_resized_crop", args, {in}, {}, 5);
+  auto b = run_op("random_resized_crop", args, {in}, {}, 5);
+  auto c = run_op("random_resized_crop", args, {in}, {}, 6);
+  ASSERT_TRUE(a.ok() && b.ok() && c.ok()) << a.status().to_string();
+  EXPECT_EQ(a->shape(), Shape({32, 48, 3}));
+  EXPECT_TRUE(a->equals(*b));
+  EXPECT_FALSE(a->equals(*c));
+  // The whole image at a fixed position is a plain resize.
+  auto whole = run_op("random_resized_crop",
+                      {{"size", std::vector<int64_t>{60, 80}},
+                       {"random_area", std::vector<double>{1.0, 1.0}},
+                       {"random_aspect_ratio", std::vector<double>{4.0 / 3.0, 4.0 / 3.0}},
+                       {"crop_pos_x", 0.0},
+                       {"crop_pos_y", 0.0}},
+                      {in});
+  auto resized = run_op("resize", {{"resize_x", int64_t{80}}, {"resize_y", int64_t{60}}}, {in});
+  ASSERT_TRUE(whole.ok() && resized.ok());
+  EXPECT_TRUE(whole->equals(*resized));
+  auto bad = create_operator("random_resized_crop", {{"size", std::vector<int64_t>{0, 3}}});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_THAT(bad.status().message(), HasSubstr("operator random_resized_crop: size"));
+  EXPECT_FALSE(create_operator("random_resized_crop", {}).ok());
+}
+
+TEST(OperatorsTest, ResizeLongerAndMaxSize) {
+  Tensor in = image(30, 40, 3);
+  auto longer = run_op("resize", {{"resize_longer", int64_t{20}}}, {in});
+  ASSERT_TRUE(longer.ok());
+  EXPECT_EQ(longer->shape(), Shape({15, 20, 3}));
+  auto capped =
+      run_op("resize", {{"resize_shorter", int64_t{60}}, {"max_size", int64_t{64}}}, {in});
+  ASSERT_TRUE(capped.ok());
+  EXPECT_EQ(capped->shape(), Shape({48, 64, 3}));
+  auto cubic = run_op(
+      "resize",
+      {{"resize_x", int64_t{17}}, {"resize_y", int64_t{11}}, {"interp_type", std::string("cubic")}},
+      {in});
+  ASSERT_TRUE(cubic.ok());
+  EXPECT_EQ(cubic->shape(), Shape({11, 17, 3}));
+}
+
+TEST(OperatorsTest, AugmentationOperatorsRunWithTheirShapesAndErrors) {
+  Tensor rgb = image(21, 34, 3), gray = image(21, 34, 1);
+  struct Case {
+    std::string op;
+    ArgMap args;
+    Tensor input;
+    Shape expected;
+  };
+  const std::vector<Case> cases = {
+      {"brightness_contrast", {{"brightness", 1.2}, {"contrast", 0.5}}, gray, Shape{21, 34, 1}},
+      {"color_twist", {{"hue", 20.0}, {"saturation", 0.5}}, rgb, Shape{21, 34, 3}},
+      {"hsv", {{"hue", 90.0}}, rgb, Shape{21, 34, 3}},
+      {"gamma", {{"gamma", 2.2}}, gray, Shape{21, 34, 1}},
+      {"gaussian_blur", {{"sigma", 1.5}}, rgb, Shape{21, 34, 3}},
+      {"noise.gaussian", {{"stddev", 5.0}}, rgb, Shape{21, 34, 3}},
+      {"noise.salt_and_pepper", {{"prob", 0.1}}, gray, Shape{21, 34, 1}},
+      {"rotate", {{"angle", 90.0}}, rgb, Shape{34, 21, 3}},
+      {"rotate", {{"angle", 30.0}, {"keep_size", true}}, rgb, Shape{21, 34, 3}},
+      {"warp_affine",
+       {{"matrix", std::vector<double>{0.5, 0, 0, 0, 0.5, 0}},
+        {"size", std::vector<int64_t>{42, 68}}},
+       rgb,
+       Shape{42, 68, 3}},
+      {"pad",
+       {{"size", std::vector<int64_t>{24, 30}}, {"align", int64_t{8}}},
+       rgb,
+       Shape{24, 40, 3}},
+      {"cast", {{"dtype", std::string("float32")}}, rgb, Shape{21, 34, 3}},
+  };
+  for (const Case& c : cases) {
+    auto out = run_op(c.op, c.args, {c.input});
+    ASSERT_TRUE(out.ok()) << c.op << ": " << out.status().to_string();
+    EXPECT_EQ(out->shape(), c.expected) << c.op;
+  }
+  // Per-sample arguments reach the kernel.
+  auto dark = run_op("brightness_contrast", {}, {rgb}, {{"brightness", 0.0}});
+  ASSERT_TRUE(dark.ok());
+  for (uint8_t v : dark->span<uint8_t>()) ASSERT_EQ(v, 0);
+  auto hsv_gray = run_op("hsv", {}, {gray});
+  ASSERT_FALSE(hsv_gray.ok());
+  EXPECT_THAT(hsv_gray.status().message(), HasSubstr("operator hsv: expected 3-channel"));
+  auto bad_gamma = run_op("gamma", {}, {rgb}, {{"gamma", -1.0}});
+  ASSERT_FALSE(bad_gamma.ok());
+  EXPECT_THAT(bad_gamma.status().message(), HasSubstr("gamma must be > 0"));
+  EXPECT_FALSE(create_operator("gaussian_blur", {{"window_size", int64_t{4}}}).ok());
+  EXPECT_FALSE(create_operator("warp_affine", {{"matrix", std::vector<double>{1, 0, 0}}}).ok());
+  auto singular = create_operator(
+      "warp_affine", {{"matrix", std::vector<double>{1, 2, 0, 2, 4, 0}}, {"inverse_map", false}});
+  ASSERT_FALSE(singular.ok());
+  EXPECT_THAT(singular.status().message(), HasSubstr("not invertible"));
+  EXPECT_FALSE(create_operator("cast", {{"dtype", std::string("float64")}}).ok());
+  EXPECT_FALSE(create_operator("rotate", {}).ok());  // angle is required
 }
 
 }  // namespace

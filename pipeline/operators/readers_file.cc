@@ -2,7 +2,14 @@
 // readers.file: (encoded bytes, label) samples from a class-folder tree or a file list.
 #include "pipeline/operators/readers_file.h"
 
-#include "core/mapped_file.h"
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+
+#include "pipeline/kernels/buffer.h"
 #include "pipeline/operators/operators.h"
 
 namespace kiln::pipeline {
@@ -34,11 +41,42 @@ Result<FileReaderOptions> file_reader_options(const OpArgs& args, uint64_t pipel
   return o;
 }
 
-Result<Tensor> read_encoded(const std::string& path) {
-  KILN_ASSIGN_OR_RETURN(std::shared_ptr<const MappedFile> file, MappedFile::open(path));
-  auto* data = const_cast<uint8_t*>(file->data());
-  const auto size = static_cast<int64_t>(file->size());
-  return Tensor::wrap(DType::kU8, Shape{size}, data, std::move(file));
+Result<Tensor> read_encoded(const std::string& path, int64_t offset, int64_t length) {
+  // read() into heap memory rather than mmap: unmapping a file in a process whose other threads
+  // are running costs a TLB shootdown on every core, per sample.
+  struct Fd {
+    int fd;
+    ~Fd() {
+      if (fd >= 0) ::close(fd);
+    }
+  } file{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
+  if (file.fd < 0) return errno_error(errno, fmt::format("cannot open \"{}\"", path));
+  struct stat st {};
+  if (::fstat(file.fd, &st) != 0) {
+    return errno_error(errno, fmt::format("cannot stat \"{}\"", path));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    return invalid_argument_error(fmt::format("\"{}\" is not a regular file", path));
+  }
+  if (offset >= 0 && offset + length > st.st_size) {
+    return out_of_range_error(fmt::format("\"{}\" has {} bytes: no record of {} bytes at {}", path,
+                                          st.st_size, length, offset));
+  }
+  const auto size = static_cast<size_t>(offset >= 0 ? length : st.st_size);
+  const auto start = static_cast<off_t>(offset >= 0 ? offset : 0);
+  KILN_ASSIGN_OR_RETURN(
+      Tensor bytes, kernels::allocate_uninitialized(DType::kU8, Shape{static_cast<int64_t>(size)}));
+  auto* out = bytes.data<uint8_t>();
+  for (size_t done = 0; done < size;) {
+    ssize_t n = ::pread(file.fd, out + done, size - done, start + static_cast<off_t>(done));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return errno_error(errno, fmt::format("cannot read \"{}\"", path));
+    if (n == 0) {
+      return data_loss_error(fmt::format("file \"{}\" shrank while being read", path));
+    }
+    done += static_cast<size_t>(n);
+  }
+  return bytes;
 }
 
 namespace detail {

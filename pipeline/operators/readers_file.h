@@ -11,7 +11,11 @@ namespace kiln::pipeline {
 // The options of a validated readers.file instance; a seed argument of -1 takes `pipeline_seed`.
 Result<FileReaderOptions> file_reader_options(const OpArgs& args, uint64_t pipeline_seed);
 
-// The bytes of `path` as a 1-D uint8 tensor (memory-mapped, not copied). Errors name the path.
-Result<Tensor> read_encoded(const std::string& path);
+// The options of a validated readers.tfrecord instance.
+Result<FileReaderOptions> tfrecord_reader_options(const OpArgs& args, uint64_t pipeline_seed);
+
+// The bytes of `path` as a 1-D uint8 tensor; with offset >= 0 only [offset, offset + size).
+// Errors name the path.
+Result<Tensor> read_encoded(const std::string& path, int64_t offset = -1, int64_t size = 0);
 
 }  // namespace kiln::pipeline

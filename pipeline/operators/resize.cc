@@ -6,6 +6,7 @@
 
 #include <cmath>
 
+#include "pipeline/kernels/buffer.h"
 #include "pipeline/operators/operators.h"
 
 namespace kiln::pipeline::detail {
@@ -22,19 +23,32 @@ class Resize final : public Operator {
     const double h = static_cast<double>(in.shape()[0]), w = static_cast<double>(in.shape()[1]);
     int64_t out_w = args.get_int("resize_x"), out_h = args.get_int("resize_y");
     const int64_t shorter = args.get_int("resize_shorter");
-    if (shorter > 0) {
-      double scale = static_cast<double>(shorter) / std::min(h, w);
-      out_h = h <= w ? shorter : std::llround(h * scale);
-      out_w = h <= w ? std::llround(w * scale) : shorter;
+    const int64_t longer = args.get_int("resize_longer");
+    const int64_t max_size = args.get_int("max_size");
+    if (shorter > 0 || longer > 0) {
+      double scale = shorter > 0 ? static_cast<double>(shorter) / std::min(h, w)
+                                 : static_cast<double>(longer) / std::max(h, w);
+      if (max_size > 0 && std::max(h, w) * scale > static_cast<double>(max_size)) {
+        scale = static_cast<double>(max_size) / std::max(h, w);
+      }
+      out_h = std::llround(h * scale);
+      out_w = std::llround(w * scale);
+      if (shorter > 0 && scale == static_cast<double>(shorter) / std::min(h, w)) {
+        (h <= w ? out_h : out_w) = shorter;  // exact, whatever the rounding of the other side
+      }
     } else if (out_w <= 0) {
       out_w = std::llround(w * static_cast<double>(out_h) / h);
     } else if (out_h <= 0) {
       out_h = std::llround(h * static_cast<double>(out_w) / w);
     }
+    if (max_size > 0) {
+      out_w = std::min(out_w, max_size);
+      out_h = std::min(out_h, max_size);
+    }
     out_w = std::max<int64_t>(out_w, 1);
     out_h = std::max<int64_t>(out_h, 1);
-    KILN_ASSIGN_OR_RETURN(Tensor out,
-                          Tensor::allocate(DType::kU8, Shape{out_h, out_w, in.shape()[2]}));
+    KILN_ASSIGN_OR_RETURN(Tensor out, kernels::allocate_uninitialized(
+                                          DType::kU8, Shape{out_h, out_w, in.shape()[2]}));
     kernels::resize_u8(in.view(), out.view(), interp_);
     outputs->push_back(std::move(out));
     return Status();
@@ -57,28 +71,26 @@ const OperatorSchema& resize_schema() {
           {"resize_y", ArgType::kInt, int64_t{0}, "output height (0: keep the aspect ratio)", true},
           {"resize_shorter", ArgType::kInt, int64_t{0},
            "output size of the shorter side, keeping the aspect ratio (overrides resize_x/y)"},
-          {"interp_type", ArgType::kString, std::string("linear"), "nearest or linear"},
+          {"resize_longer", ArgType::kInt, int64_t{0},
+           "output size of the longer side, keeping the aspect ratio (overrides resize_x/y)"},
+          {"max_size", ArgType::kInt, int64_t{0},
+           "upper bound of either output side (0: none); resize_shorter yields to it"},
+          {"interp_type", ArgType::kString, std::string("linear"), "nearest, linear or cubic"},
           {"antialias", ArgType::kBool, true,
-           "low-pass filter when downscaling with linear interpolation (as PIL)"},
+           "low-pass filter when downscaling with linear or cubic interpolation (as PIL)"},
       }};
   return schema;
 }
 
 Result<std::unique_ptr<Operator>> make_resize(OpArgs args) {
-  const std::string& interp = args.get_string("interp_type");
-  kernels::Interp mode;
-  if (interp == "nearest") {
-    mode = kernels::Interp::kNearest;
-  } else if (interp == "linear") {
-    mode = args.get_bool("antialias") ? kernels::Interp::kAntialiased : kernels::Interp::kLinear;
-  } else {
+  KILN_ASSIGN_OR_RETURN(
+      kernels::Interp mode,
+      parse_interp("operator resize", args.get_string("interp_type"), args.get_bool("antialias")));
+  if (args.get_int("resize_shorter") <= 0 && args.get_int("resize_longer") <= 0 &&
+      args.get_int("resize_x") <= 0 && args.get_int("resize_y") <= 0) {
     return invalid_argument_error(
-        fmt::format("operator resize: interp_type \"{}\": expected nearest or linear", interp));
-  }
-  if (args.get_int("resize_shorter") <= 0 && args.get_int("resize_x") <= 0 &&
-      args.get_int("resize_y") <= 0) {
-    return invalid_argument_error(
-        "operator resize: set resize_x, resize_y or resize_shorter to a positive size");
+        "operator resize: set resize_x, resize_y, resize_shorter or resize_longer to a positive "
+        "size");
   }
   return std::unique_ptr<Operator>(new Resize(std::move(args), mode));
 }

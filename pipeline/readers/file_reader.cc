@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "core/mapped_file.h"
+#include "pipeline/readers/tfrecord.h"
 
 namespace kiln::pipeline {
 namespace {
@@ -99,7 +100,19 @@ Result<FileReader> FileReader::open(const FileReaderOptions& options) {
   }
   FileReader reader;
   reader.options_ = options;
-  if (!options.file_list.empty()) {
+  if (!options.tfrecord_path.empty()) {
+    std::error_code ec;
+    const auto file_size = static_cast<int64_t>(fs::file_size(options.tfrecord_path, ec));
+    if (ec) {
+      return not_found_error(fmt::format("tfrecord reader: cannot open \"{}\": {}",
+                                         options.tfrecord_path, ec.message()));
+    }
+    KILN_ASSIGN_OR_RETURN(std::vector<TfRecordSpan> spans,
+                          read_tfrecord_index(options.tfrecord_index, file_size));
+    for (const TfRecordSpan& span : spans) {
+      reader.entries_.push_back({options.tfrecord_path, 0, span.offset, span.size});
+    }
+  } else if (!options.file_list.empty()) {
     KILN_ASSIGN_OR_RETURN(reader.entries_, parse_list(options.file_list, options.file_root));
   } else if (!options.file_root.empty()) {
     KILN_ASSIGN_OR_RETURN(reader.entries_, list_folder(options.file_root));
@@ -135,6 +148,20 @@ void FileReader::start_epoch(int64_t epoch) {
   const int64_t begin = options_.shard_id * n / options_.num_shards;
   const int64_t end = (options_.shard_id + 1) * n / options_.num_shards;
   order_.assign(all.begin() + begin, all.begin() + end);
+}
+
+Status FileReader::restore(const ReaderPosition& position) {
+  if (position.epoch < 0 || position.cursor < 0 || position.cursor > shard_size() ||
+      position.emitted < position.cursor) {
+    return invalid_argument_error(fmt::format(
+        "file reader: cannot restore position (epoch {}, cursor {}, emitted {}) in a shard of {} "
+        "samples",
+        position.epoch, position.cursor, position.emitted, shard_size()));
+  }
+  start_epoch(position.epoch);
+  cursor_ = position.cursor;
+  emitted_ = position.emitted;
+  return Status();
 }
 
 std::optional<SampleRef> FileReader::next_sample() {

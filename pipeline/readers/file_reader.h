@@ -25,6 +25,9 @@ Result<LastBatchPolicy> parse_last_batch_policy(std::string_view name);
 struct FileEntry {
   std::string path;
   int32_t label = 0;
+  // A byte range of `path` holding the sample (a TFRecord record); offset -1: the whole file.
+  int64_t offset = -1;
+  int64_t size = 0;
 };
 
 // One sample of an epoch's stream for this shard.
@@ -34,12 +37,23 @@ struct SampleRef {
   bool padded = false;   // a repeat added by the fill policy
 };
 
+// Where a reader stands: enough to resume an epoch exactly where it was left (the order of an epoch
+// is a function of the seed and the epoch, so it is not stored).
+struct ReaderPosition {
+  int64_t epoch = 0;
+  int64_t cursor = 0;   // samples of this shard's epoch order taken so far
+  int64_t emitted = 0;  // positions handed out, padding included (seeds derive from them)
+};
+
 struct FileReaderOptions {
   // Either a root folder whose sub-folders are the classes (label = index of the sub-folder in
   // sorted order; files inside are sorted; hidden entries skipped) ...
   std::string file_root;
   // ... or a text file with "path label" per line (paths relative to file_root when it is set).
   std::string file_list;
+  // ... or the records of a TFRecord file, listed by its index (DALI's tfrecord2idx format).
+  std::string tfrecord_path;
+  std::string tfrecord_index;
   int64_t shard_id = 0;
   int64_t num_shards = 1;
   bool random_shuffle = false;
@@ -64,6 +78,11 @@ class FileReader {
   void start_epoch(int64_t epoch);
   // Moves to the next epoch (epoch() + 1).
   void reset() { start_epoch(epoch_ + 1); }
+
+  ReaderPosition position() const { return {epoch_, cursor_, emitted_}; }
+  // Resumes at `position` (from position() of a reader with the same options). Errors when it
+  // lies outside the epoch.
+  Status restore(const ReaderPosition& position);
 
   // The next batch of the epoch per the last-batch policy; empty at the end of the epoch.
   std::vector<SampleRef> next_batch(int64_t batch_size);

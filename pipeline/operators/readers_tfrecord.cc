@@ -1,0 +1,67 @@
+// SPDX-License-Identifier: Apache-2.0
+// readers.tfrecord: (encoded, label) samples from tf.train.Example records of a TFRecord file.
+#include "pipeline/operators/operators.h"
+#include "pipeline/operators/readers_file.h"
+
+namespace kiln::pipeline {
+namespace {
+
+class ReadersTfRecord final : public Operator {
+ public:
+  using Operator::Operator;
+  bool is_reader() const override { return true; }
+  Status run(const SampleContext&, const OpArgs&, std::span<const Tensor>,
+             std::vector<Tensor>*) const override {
+    return internal_error("operator readers.tfrecord: readers are driven by the executor");
+  }
+};
+
+}  // namespace
+
+Result<FileReaderOptions> tfrecord_reader_options(const OpArgs& args, uint64_t pipeline_seed) {
+  FileReaderOptions o;
+  o.tfrecord_path = args.get_string("path");
+  o.tfrecord_index = args.get_string("index_path");
+  o.shard_id = args.get_int("shard_id");
+  o.num_shards = args.get_int("num_shards");
+  o.random_shuffle = args.get_bool("random_shuffle");
+  int64_t seed = args.get_int("seed");
+  o.seed = seed == -1 ? pipeline_seed : static_cast<uint64_t>(seed);
+  KILN_ASSIGN_OR_RETURN(o.last_batch_policy,
+                        parse_last_batch_policy(args.get_string("last_batch_policy")));
+  return o;
+}
+
+namespace detail {
+
+const OperatorSchema& readers_tfrecord_schema() {
+  static const OperatorSchema schema{
+      "readers.tfrecord",
+      "reads encoded images and int64 labels from tf.train.Example records of a TFRecord file",
+      {},
+      {"encoded", "label"},
+      {
+          {"path", ArgType::kString, std::nullopt, "the TFRecord file"},
+          {"index_path", ArgType::kString, std::nullopt,
+           "its index: \"offset size\" per record (DALI's tfrecord2idx writes it)"},
+          {"encoded_key", ArgType::kString, std::string("image/encoded"),
+           "bytes feature holding the encoded image"},
+          {"label_key", ArgType::kString, std::string("image/class/label"),
+           "int64 feature holding the label (0 when absent)"},
+          {"shard_id", ArgType::kInt, int64_t{0}, "which shard this pipeline reads"},
+          {"num_shards", ArgType::kInt, int64_t{1}, "how many shards the data set is split into"},
+          {"random_shuffle", ArgType::kBool, false, "shuffle the records every epoch"},
+          {"seed", ArgType::kInt, int64_t{-1}, "shuffle seed; -1 takes the pipeline seed"},
+          {"last_batch_policy", ArgType::kString, std::string("partial"),
+           "last batch of an epoch: fill, drop or partial"},
+      }};
+  return schema;
+}
+
+Result<std::unique_ptr<Operator>> make_readers_tfrecord(OpArgs args) {
+  KILN_RETURN_IF_ERROR(tfrecord_reader_options(args, 0).status());
+  return std::unique_ptr<Operator>(new ReadersTfRecord(std::move(args)));
+}
+
+}  // namespace detail
+}  // namespace kiln::pipeline
