@@ -425,10 +425,9 @@ Status NodeImporter::error(std::string_view message) const {
 
 // ---- entry points ----
 
-Result<std::unique_ptr<Model>> import_onnx_bytes(std::span<const uint8_t> bytes,
-                                                 const ImportOptions& options,
-                                                 const std::string& name) {
-  auto with_name = [&](const Status& s) { return s.with_context(name); };
+namespace {
+
+Result<onnx::ModelProto> parse_model(std::span<const uint8_t> bytes, const std::string& name) {
   if (bytes.size() > static_cast<size_t>(std::numeric_limits<int>::max())) {
     return invalid_argument_error(
         fmt::format("{}: larger than 2 GiB; store the weights as ONNX external data", name));
@@ -438,6 +437,12 @@ Result<std::unique_ptr<Model>> import_onnx_bytes(std::span<const uint8_t> bytes,
     return invalid_argument_error(fmt::format(
         "{}: not a valid ONNX model (the protobuf does not parse: truncated or not ONNX)", name));
   }
+  return proto;
+}
+
+Result<std::unique_ptr<Model>> import_model(const onnx::ModelProto& proto,
+                                            const ImportOptions& options, const std::string& name) {
+  auto with_name = [&](const Status& s) { return s.with_context(name); };
   if (!proto.has_graph()) {
     return invalid_argument_error(fmt::format("{}: not a valid ONNX model (it has no graph)", name));
   }
@@ -468,10 +473,25 @@ Result<std::unique_ptr<Model>> import_onnx_bytes(std::span<const uint8_t> bytes,
   return model;
 }
 
+}  // namespace
+
+Result<std::unique_ptr<Model>> import_onnx_bytes(std::span<const uint8_t> bytes,
+                                                 const ImportOptions& options,
+                                                 const std::string& name) {
+  KILN_ASSIGN_OR_RETURN(onnx::ModelProto proto, parse_model(bytes, name));
+  return import_model(proto, options, name);
+}
+
 Result<std::unique_ptr<Model>> import_onnx_file(const std::string& path,
                                                 const ImportOptions& options) {
-  KILN_ASSIGN_OR_RETURN(auto file, MappedFile::open(path));
-  return import_onnx_bytes(file->bytes(), options, path);
+  onnx::ModelProto proto;
+  {
+    // The mapping goes before the graph is built: the parsed proto holds every byte it needs,
+    // and the file's pages would otherwise add a third copy of the weights to the peak RSS.
+    KILN_ASSIGN_OR_RETURN(auto file, MappedFile::open(path));
+    KILN_ASSIGN_OR_RETURN(proto, parse_model(file->bytes(), path));
+  }
+  return import_model(proto, options, path);
 }
 
 std::vector<SupportedOnnxOp> supported_onnx_ops() {

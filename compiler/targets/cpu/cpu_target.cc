@@ -68,7 +68,9 @@ class CpuExecutable final : public Executable {
     profile.steps.clear();
     return run_with(std::move(inputs), &profile);
   }
-  int dnnl_node_count() const { return static_cast<int>(kernels_.size()); }
+  int dnnl_node_count() const {
+    return program_ != nullptr ? program_->dnnl_nodes() : static_cast<int>(kernels_.size());
+  }
   const cpu::Program* program() const { return program_.get(); }
 
  private:
@@ -134,13 +136,16 @@ class CpuTarget final : public Target {
     } catch (const dnnl::error& e) {
       return internal_error(fmt::format("cpu target: oneDNN has no CPU engine: {}", e.what()));
     }
+    // The kernel table serves the nodes a program runs as ref steps, or every node when the
+    // interpreter runs the graph; weights are packed once, for whichever runs them.
     ref::KernelTable kernels;
-    add_kernels(*graph, engine, kernels);
     std::unique_ptr<cpu::Program> program;
     if (!env_flag_bool(EnvFlag::kCpuInterpret)) {
-      KILN_ASSIGN_OR_RETURN(program,
-                            cpu::ProgramBuilder(*graph, engine, &kernels, options.seed).build());
+      auto factory = [&engine](const Node& node) { return make_kernel(node, engine); };
+      KILN_ASSIGN_OR_RETURN(
+          program, cpu::ProgramBuilder(*graph, engine, &kernels, factory, options.seed).build());
     }
+    if (program == nullptr) add_kernels(*graph, engine, kernels);
     const int threads = options.threads > 0 ? options.threads : physical_core_count();
     if (log_enabled(LogLevel::kDebug)) {
       std::string nodes;

@@ -246,11 +246,11 @@ TEST(CpuTarget, ElementwiseMatchesRefWithBroadcastOnEitherSide) {
 }
 
 TEST(CpuTarget, RunsOpsWithoutOneDnnKernelsOnRef) {
-  // Sigmoid has no oneDNN kernel here; a 1-D MatMul operand is left to ref as well.
+  // Erf has no oneDNN kernel here; a 1-D MatMul operand is left to ref as well.
   expect_cpu_matches_ref(
       {random_tensor(Shape{7}, 40), random_tensor(Shape{7, 3}, 41)},
       [&](GraphBuilder& b, const std::vector<Value*>& in) {
-        Value* s = b.add(Op(ops::Sigmoid{}), {in[0]}, "sigmoid");
+        Value* s = b.add(Op(ops::Erf{}), {in[0]}, "erf");
         b.output(b.add(Op(ops::MatMul{}), {s, in[1]}, "mm"));
       },
       0);

@@ -138,13 +138,14 @@ Status PrimitiveStep::run(StepContext& ctx) const {
 
 Program::Program(dnnl::engine engine, std::vector<Buffer> buffers,
                  std::vector<std::unique_ptr<Step>> steps, std::vector<int> outputs,
-                 MemoryPlan plan, uint64_t seed)
+                 MemoryPlan plan, uint64_t seed, int dnnl_nodes)
     : engine_(std::move(engine)),
       buffers_(std::move(buffers)),
       steps_(std::move(steps)),
       outputs_(std::move(outputs)),
       plan_(std::move(plan)),
-      seed_(seed) {}
+      seed_(seed),
+      dnnl_nodes_(dnnl_nodes) {}
 
 int Program::count_steps(std::string_view kind) const {
   int n = 0;
@@ -406,9 +407,11 @@ void ProgramBuilder::add_ref_step(const Node& node) {
   std::vector<RefStep::Slot> outputs;
   for (const Value* v : node.outputs()) outputs.push_back(slot(define(v, dnnl::memory::desc())));
   const ref::NodeKernel* kernel = nullptr;
-  if (kernels_ != nullptr) {
-    auto it = kernels_->find(&node);
-    if (it != kernels_->end()) kernel = it->second.get();
+  if (make_kernel_ && kernels_ != nullptr) {
+    if (std::unique_ptr<ref::NodeKernel> made = make_kernel_(node)) {
+      kernel = made.get();
+      kernels_->emplace(&node, std::move(made));
+    }
   }
   std::vector<int> reads;
   std::vector<int> writes;
@@ -476,8 +479,18 @@ Result<std::unique_ptr<Program>> ProgramBuilder::build() {
   // Outputs read after the last step stay live to the end.
   for (int id : outputs) lifetimes[static_cast<size_t>(id)].last = static_cast<int>(steps_.size());
   MemoryPlan plan = plan_memory(lifetimes, kAlignment);
+  std::unordered_set<const Node*> on_dnnl = fused_;
+  for (const auto& step : steps_) {
+    if (step->kind != "Reorder" && dynamic_cast<const PrimitiveStep*>(step.get()) != nullptr) {
+      on_dnnl.insert(step->node);
+    }
+  }
+  if (kernels_ != nullptr) {
+    for (const auto& [node, kernel] : *kernels_) on_dnnl.insert(node);
+  }
   return std::make_unique<Program>(engine_, std::move(buffers_), std::move(steps_),
-                                   std::move(outputs), std::move(plan), seed_);
+                                   std::move(outputs), std::move(plan), seed_,
+                                   static_cast<int>(on_dnnl.size()));
 }
 
 }  // namespace kiln::compiler::cpu

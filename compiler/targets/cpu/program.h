@@ -5,6 +5,7 @@
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -72,7 +73,7 @@ class Program {
  public:
   Program(dnnl::engine engine, std::vector<Buffer> buffers,
           std::vector<std::unique_ptr<Step>> steps, std::vector<int> outputs, MemoryPlan plan,
-          uint64_t seed);
+          uint64_t seed, int dnnl_nodes);
 
   Result<std::unique_ptr<Session>> new_session() const;
   // Runs with inputs already checked against the graph; `profile` (optional) gets step times.
@@ -86,6 +87,8 @@ class Program {
   const std::vector<size_t>& offsets() const { return plan_.offsets; }
   const std::vector<std::unique_ptr<Step>>& steps() const { return steps_; }
   int count_steps(std::string_view kind) const;
+  // How many graph nodes run on oneDNN (fused ones included).
+  int dnnl_nodes() const { return dnnl_nodes_; }
 
  private:
   dnnl::engine engine_;
@@ -94,6 +97,7 @@ class Program {
   std::vector<int> outputs_;  // the buffer of each graph output
   MemoryPlan plan_;           // offsets are per buffer (only arena buffers' are used)
   uint64_t seed_;
+  int dnnl_nodes_;
 };
 
 // Lowers a graph to a Program: fused oneDNN steps with blocked layouts where oneDNN runs a node
@@ -101,9 +105,18 @@ class Program {
 // reorders where a consumer needs another layout.
 class ProgramBuilder {
  public:
-  ProgramBuilder(const Graph& graph, dnnl::engine engine, const ref::KernelTable* kernels,
-                 uint64_t seed)
-      : graph_(graph), engine_(std::move(engine)), kernels_(kernels), seed_(seed) {}
+  // Makes the kernel-table kernel (a oneDNN kernel over plain tensors) of a node that runs as a
+  // ref step; nullptr leaves the node to its ref kernel.
+  using KernelFactory = std::function<std::unique_ptr<ref::NodeKernel>(const Node&)>;
+
+  // Kernels made for ref steps go into `kernels`, which must outlive the program.
+  ProgramBuilder(const Graph& graph, dnnl::engine engine, ref::KernelTable* kernels,
+                 KernelFactory make_kernel, uint64_t seed)
+      : graph_(graph),
+        engine_(std::move(engine)),
+        kernels_(kernels),
+        make_kernel_(std::move(make_kernel)),
+        seed_(seed) {}
 
   // nullptr when the graph cannot be planned: a dynamic or non-tensor value, a string tensor, a
   // node with subgraphs. The interpreter runs such graphs.
@@ -145,7 +158,8 @@ class ProgramBuilder {
 
   const Graph& graph_;
   dnnl::engine engine_;
-  const ref::KernelTable* kernels_;
+  ref::KernelTable* kernels_;
+  KernelFactory make_kernel_;
   uint64_t seed_;
   std::vector<Buffer> buffers_;
   std::vector<std::unique_ptr<Step>> steps_;
