@@ -79,6 +79,21 @@ Status read_elements(const Value& v, T* out, int64_t n, int64_t& at, std::string
   return Status();
 }
 
+// The number of leaf values in (nested) JSON arrays; a scalar counts one.
+Result<int64_t> count_elements(const Value& v, std::string_view where, int depth) {
+  if (!v.IsArray()) return int64_t{1};
+  if (depth > kMaxNesting) {
+    return invalid_argument_error(
+        fmt::format("{}: data is nested deeper than {} arrays", where, kMaxNesting));
+  }
+  int64_t n = 0;
+  for (const Value& e : v.GetArray()) {
+    KILN_ASSIGN_OR_RETURN(int64_t k, count_elements(e, where, depth + 1));
+    n += k;
+  }
+  return n;
+}
+
 Status read_json_data(const Value& data, Tensor& t, std::string_view where) {
   const int64_t n = t.numel();
   int64_t at = 0;
@@ -201,9 +216,22 @@ Result<InferTensor> parse_tensor(const Value& obj, std::string_view kind, size_t
           "{}: binary_data_size is {} bytes, but shape {} of {} needs {}", where, *binary_size,
           dims_to_string(dims), sv(*datatype), *numel * static_cast<int64_t>(dtype_size(*dtype))));
     }
+    if (*dtype == DType::kString && *numel > *binary_size / 4) {
+      return invalid_argument_error(
+          fmt::format("{}: binary_data_size {} cannot hold {} BYTES elements of 4 bytes or more",
+                      where, *binary_size, *numel));
+    }
   } else if (data == nullptr) {
     return invalid_argument_error(
         fmt::format("{} has no \"data\" (nor a binary_data_size parameter)", where));
+  } else {
+    // The element count is checked before allocating, so a small body cannot make the server
+    // allocate a huge tensor.
+    KILN_ASSIGN_OR_RETURN(int64_t count, count_elements(*data, where, 0));
+    if (count != *numel) {
+      return invalid_argument_error(fmt::format("{}: data holds {} elements, its shape {} needs {}",
+                                                where, count, dims_to_string(dims), *numel));
+    }
   }
   KILN_ASSIGN_OR_RETURN(t.data, Tensor::allocate(*dtype, std::move(s)));
   if (binary_size) {
