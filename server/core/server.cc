@@ -227,7 +227,11 @@ Result<ModelMetadata> Server::model_metadata(const std::string& name,
 Result<ModelConfig> Server::model_config(const std::string& name,
                                          const std::string& version) const {
   KILN_ASSIGN_OR_RETURN(std::shared_ptr<Model> m, find(name, version));
-  return m->config();
+  ModelConfig c = m->config();
+  // The tensors the backend found, where the config declares none.
+  if (c.inputs.empty()) c.inputs = m->info().inputs;
+  if (c.outputs.empty()) c.outputs = m->info().outputs;
+  return c;
 }
 
 Status Server::load_failed(const std::string& name, const Status& status) {

@@ -133,6 +133,10 @@ TEST_F(HttpTest, HealthAndMetadataWithTheClientAndCurl) {
   CurlResult config = curl(port(), "/v2/models/mnist/config");
   EXPECT_EQ(config.status, 200);
   EXPECT_NE(config.body.find("\"max_batch_size\":4"), std::string::npos) << config.body;
+  EXPECT_NE(config.body.find(
+                "\"input\":[{\"name\":\"image\",\"data_type\":\"TYPE_FP32\",\"dims\":[1,28,28]}]"),
+            std::string::npos)
+      << config.body;
   EXPECT_NE(config.body.find("\"max_queue_delay_microseconds\":2000"), std::string::npos)
       << config.body;
   EXPECT_NE(config.body.find("\"target\":{\"string_value\":\"cpu\"}"), std::string::npos)

@@ -4,83 +4,18 @@
 #include "server/http/infer_json.h"
 
 #include <fmt/format.h>
-#include <rapidjson/document.h>
-#include <rapidjson/error/en.h>
-#include <rapidjson/stringbuffer.h>
-#include <rapidjson/writer.h>
 
 #include <cstring>
 #include <limits>
+
+#include "server/http/json_util.h"
 
 namespace kiln::server::http {
 
 namespace {
 
-using rapidjson::Value;
-using JsonWriter = rapidjson::Writer<rapidjson::StringBuffer, rapidjson::UTF8<>, rapidjson::UTF8<>,
-                                     rapidjson::CrtAllocator, rapidjson::kWriteNanAndInfFlag>;
-constexpr unsigned kParseFlags = rapidjson::kParseIterativeFlag | rapidjson::kParseNanAndInfFlag |
-                                 rapidjson::kParseStopWhenDoneFlag;
+using namespace detail;  // NOLINT: the JSON helpers
 constexpr int kMaxNesting = 64;
-
-Status parse_json(std::string_view text, rapidjson::Document& doc, std::string_view what) {
-  doc.Parse<kParseFlags>(text.data(), text.size());
-  if (doc.HasParseError()) {
-    return invalid_argument_error(fmt::format("{} is not valid JSON: {} (at byte {})", what,
-                                              rapidjson::GetParseError_En(doc.GetParseError()),
-                                              doc.GetErrorOffset()));
-  }
-  return Status();
-}
-
-std::string_view sv(const Value& v) {
-  return {v.GetString(), v.GetStringLength()};
-}
-
-const Value* member(const Value& obj, const char* key) {
-  auto it = obj.FindMember(key);
-  return it == obj.MemberEnd() ? nullptr : &it->value;
-}
-
-Status parse_parameter_object(const Value& obj, Parameters& out, std::string_view where) {
-  if (!obj.IsObject()) {
-    return invalid_argument_error(fmt::format("{}: \"parameters\" must be an object", where));
-  }
-  for (const auto& m : obj.GetObject()) {
-    std::string key(sv(m.name));
-    const Value& v = m.value;
-    if (v.IsBool()) {
-      out.set(key, v.GetBool());
-    } else if (v.IsInt64()) {
-      out.set(key, v.GetInt64());
-    } else if (v.IsNumber()) {
-      out.set(key, v.GetDouble());
-    } else if (v.IsString()) {
-      out.set(key, std::string(sv(v)));
-    } else {
-      return invalid_argument_error(
-          fmt::format("{}: parameter \"{}\" must be a bool, number or string", where, key));
-    }
-  }
-  return Status();
-}
-
-void write_parameters(JsonWriter& w, const Parameters& p) {
-  w.StartObject();
-  for (const auto& [key, value] : p.values()) {
-    w.Key(key.data(), static_cast<rapidjson::SizeType>(key.size()));
-    switch (value.index()) {
-      case 0: w.Bool(std::get<bool>(value)); break;
-      case 1: w.Int64(std::get<int64_t>(value)); break;
-      case 2: w.Double(std::get<double>(value)); break;
-      default: {
-        const std::string& s = std::get<std::string>(value);
-        w.String(s.data(), static_cast<rapidjson::SizeType>(s.size()));
-      }
-    }
-  }
-  w.EndObject();
-}
 
 template <class T>
 Status convert(const Value& v, T& out, std::string_view where, int64_t index) {
@@ -142,6 +77,21 @@ Status read_elements(const Value& v, T* out, int64_t n, int64_t& at, std::string
   KILN_RETURN_IF_ERROR(convert<T>(v, out[at], where, at));
   ++at;
   return Status();
+}
+
+// The number of leaf values in (nested) JSON arrays; a scalar counts one.
+Result<int64_t> count_elements(const Value& v, std::string_view where, int depth) {
+  if (!v.IsArray()) return int64_t{1};
+  if (depth > kMaxNesting) {
+    return invalid_argument_error(
+        fmt::format("{}: data is nested deeper than {} arrays", where, kMaxNesting));
+  }
+  int64_t n = 0;
+  for (const Value& e : v.GetArray()) {
+    KILN_ASSIGN_OR_RETURN(int64_t k, count_elements(e, where, depth + 1));
+    n += k;
+  }
+  return n;
 }
 
 Status read_json_data(const Value& data, Tensor& t, std::string_view where) {
@@ -266,9 +216,22 @@ Result<InferTensor> parse_tensor(const Value& obj, std::string_view kind, size_t
           "{}: binary_data_size is {} bytes, but shape {} of {} needs {}", where, *binary_size,
           dims_to_string(dims), sv(*datatype), *numel * static_cast<int64_t>(dtype_size(*dtype))));
     }
+    if (*dtype == DType::kString && *numel > *binary_size / 4) {
+      return invalid_argument_error(
+          fmt::format("{}: binary_data_size {} cannot hold {} BYTES elements of 4 bytes or more",
+                      where, *binary_size, *numel));
+    }
   } else if (data == nullptr) {
     return invalid_argument_error(
         fmt::format("{} has no \"data\" (nor a binary_data_size parameter)", where));
+  } else {
+    // The element count is checked before allocating, so a small body cannot make the server
+    // allocate a huge tensor.
+    KILN_ASSIGN_OR_RETURN(int64_t count, count_elements(*data, where, 0));
+    if (count != *numel) {
+      return invalid_argument_error(fmt::format("{}: data holds {} elements, its shape {} needs {}",
+                                                where, count, dims_to_string(dims), *numel));
+    }
   }
   KILN_ASSIGN_OR_RETURN(t.data, Tensor::allocate(*dtype, std::move(s)));
   if (binary_size) {
@@ -378,11 +341,6 @@ void write_tensor(JsonWriter& w, const InferTensor& t, bool binary, std::string&
   w.EndObject();
 }
 
-void write_string(JsonWriter& w, std::string_view key, std::string_view value) {
-  w.Key(key.data(), static_cast<rapidjson::SizeType>(key.size()));
-  w.String(value.data(), static_cast<rapidjson::SizeType>(value.size()));
-}
-
 EncodedBody finish(rapidjson::StringBuffer& buffer, std::string&& tail, bool any_binary) {
   EncodedBody out;
   out.body.reserve(buffer.GetSize() + tail.size());
@@ -392,31 +350,6 @@ EncodedBody finish(rapidjson::StringBuffer& buffer, std::string&& tail, bool any
     out.body += tail;
   }
   return out;
-}
-
-void write_tensor_metadata(JsonWriter& w, const std::vector<TensorMetadata>& tensors) {
-  w.StartArray();
-  for (const TensorMetadata& t : tensors) {
-    w.StartObject();
-    write_string(w, "name", t.name);
-    write_string(w, "datatype", wire_dtype_name(t.dtype));
-    w.Key("shape");
-    w.StartArray();
-    for (int64_t d : t.shape) w.Int64(d);
-    w.EndArray();
-    w.EndObject();
-  }
-  w.EndArray();
-}
-
-void write_duration(JsonWriter& w, const char* key, const DurationStat& d) {
-  w.Key(key);
-  w.StartObject();
-  w.Key("count");
-  w.Uint64(d.count);
-  w.Key("ns");
-  w.Uint64(d.ns);
-  w.EndObject();
 }
 
 }  // namespace
@@ -577,280 +510,6 @@ Result<InferenceResponse> decode_infer_response(std::string_view body,
   }
   KILN_RETURN_IF_ERROR(check_all_binary_used(binary, offset));
   return r;
-}
-
-std::string error_json(std::string_view message) {
-  rapidjson::StringBuffer buffer;
-  JsonWriter w(buffer);
-  w.StartObject();
-  write_string(w, "error", message);
-  w.EndObject();
-  return std::string(buffer.GetString(), buffer.GetSize());
-}
-
-std::string server_metadata_json(const ServerMetadata& m) {
-  rapidjson::StringBuffer buffer;
-  JsonWriter w(buffer);
-  w.StartObject();
-  write_string(w, "name", m.name);
-  write_string(w, "version", m.version);
-  w.Key("extensions");
-  w.StartArray();
-  for (const std::string& e : m.extensions)
-    w.String(e.data(), static_cast<rapidjson::SizeType>(e.size()));
-  w.EndArray();
-  w.EndObject();
-  return std::string(buffer.GetString(), buffer.GetSize());
-}
-
-Result<ServerMetadata> parse_server_metadata_json(std::string_view body) {
-  rapidjson::Document doc;
-  KILN_RETURN_IF_ERROR(parse_json(body, doc, "the server metadata"));
-  if (!doc.IsObject()) return invalid_argument_error("the server metadata is not an object");
-  ServerMetadata m;
-  if (const Value* v = member(doc, "name"); v && v->IsString()) m.name = sv(*v);
-  if (const Value* v = member(doc, "version"); v && v->IsString()) m.version = sv(*v);
-  if (const Value* v = member(doc, "extensions"); v && v->IsArray()) {
-    for (const Value& e : v->GetArray()) {
-      if (e.IsString()) m.extensions.emplace_back(sv(e));
-    }
-  }
-  return m;
-}
-
-std::string model_metadata_json(const ModelMetadata& m) {
-  rapidjson::StringBuffer buffer;
-  JsonWriter w(buffer);
-  w.StartObject();
-  write_string(w, "name", m.name);
-  w.Key("versions");
-  w.StartArray();
-  for (const std::string& v : m.versions)
-    w.String(v.data(), static_cast<rapidjson::SizeType>(v.size()));
-  w.EndArray();
-  write_string(w, "platform", m.platform);
-  w.Key("inputs");
-  write_tensor_metadata(w, m.inputs);
-  w.Key("outputs");
-  write_tensor_metadata(w, m.outputs);
-  w.EndObject();
-  return std::string(buffer.GetString(), buffer.GetSize());
-}
-
-Result<ModelMetadata> parse_model_metadata_json(std::string_view body) {
-  rapidjson::Document doc;
-  KILN_RETURN_IF_ERROR(parse_json(body, doc, "the model metadata"));
-  if (!doc.IsObject()) return invalid_argument_error("the model metadata is not an object");
-  ModelMetadata m;
-  if (const Value* v = member(doc, "name"); v && v->IsString()) m.name = sv(*v);
-  if (const Value* v = member(doc, "platform"); v && v->IsString()) m.platform = sv(*v);
-  if (const Value* v = member(doc, "versions"); v && v->IsArray()) {
-    for (const Value& e : v->GetArray()) {
-      if (e.IsString()) m.versions.emplace_back(sv(e));
-    }
-  }
-  for (const char* key : {"inputs", "outputs"}) {
-    const Value* list = member(doc, key);
-    if (list == nullptr || !list->IsArray()) continue;
-    for (const Value& e : list->GetArray()) {
-      TensorMetadata t;
-      const Value* name = e.IsObject() ? member(e, "name") : nullptr;
-      const Value* dt = e.IsObject() ? member(e, "datatype") : nullptr;
-      const Value* shape = e.IsObject() ? member(e, "shape") : nullptr;
-      if (!name || !name->IsString() || !dt || !dt->IsString() || !shape || !shape->IsArray()) {
-        return invalid_argument_error(
-            fmt::format("the model metadata's {} need name, datatype and shape", key));
-      }
-      t.name = sv(*name);
-      std::optional<DType> d = parse_wire_dtype(sv(*dt));
-      if (!d) return invalid_argument_error(fmt::format("unknown datatype \"{}\"", sv(*dt)));
-      t.dtype = *d;
-      for (const Value& x : shape->GetArray()) t.shape.push_back(x.IsInt64() ? x.GetInt64() : -1);
-      (std::string_view(key) == "inputs" ? m.inputs : m.outputs).push_back(std::move(t));
-    }
-  }
-  return m;
-}
-
-std::string model_ready_json(std::string_view name, bool ready) {
-  rapidjson::StringBuffer buffer;
-  JsonWriter w(buffer);
-  w.StartObject();
-  write_string(w, "name", name);
-  w.Key("ready");
-  w.Bool(ready);
-  w.EndObject();
-  return std::string(buffer.GetString(), buffer.GetSize());
-}
-
-std::string model_list_json(const std::vector<std::string>& names) {
-  rapidjson::StringBuffer buffer;
-  JsonWriter w(buffer);
-  w.StartObject();
-  w.Key("models");
-  w.StartArray();
-  for (const std::string& n : names) w.String(n.data(), static_cast<rapidjson::SizeType>(n.size()));
-  w.EndArray();
-  w.EndObject();
-  return std::string(buffer.GetString(), buffer.GetSize());
-}
-
-std::string repository_index_json(const std::vector<RepositoryEntry>& entries) {
-  rapidjson::StringBuffer buffer;
-  JsonWriter w(buffer);
-  w.StartArray();
-  for (const RepositoryEntry& e : entries) {
-    w.StartObject();
-    write_string(w, "name", e.name);
-    if (!e.version.empty()) write_string(w, "version", e.version);
-    write_string(w, "state", e.state);
-    if (!e.reason.empty()) write_string(w, "reason", e.reason);
-    w.EndObject();
-  }
-  w.EndArray();
-  return std::string(buffer.GetString(), buffer.GetSize());
-}
-
-std::string model_config_json(const ModelConfig& c) {
-  rapidjson::StringBuffer buffer;
-  JsonWriter w(buffer);
-  const bool batched = c.batching.max_batch_size > 0;
-  auto tensors = [&](const char* key, const std::vector<TensorMetadata>& list) {
-    w.Key(key);
-    w.StartArray();
-    for (const TensorMetadata& t : list) {
-      w.StartObject();
-      write_string(w, "name", t.name);
-      write_string(w, "data_type",
-                   fmt::format("TYPE_{}", t.dtype == DType::kString ? std::string_view("STRING")
-                                                                    : wire_dtype_name(t.dtype)));
-      w.Key("dims");
-      w.StartArray();
-      for (size_t i = batched && !t.shape.empty() ? 1 : 0; i < t.shape.size(); ++i) {
-        w.Int64(t.shape[i]);
-      }
-      w.EndArray();
-      w.EndObject();
-    }
-    w.EndArray();
-  };
-  w.StartObject();
-  write_string(w, "name", c.name);
-  write_string(w, "platform", c.platform);
-  write_string(w, "backend", c.backend);
-  w.Key("max_batch_size");
-  w.Int64(c.batching.max_batch_size);
-  tensors("input", c.inputs);
-  tensors("output", c.outputs);
-  w.Key("instance_group");
-  w.StartArray();
-  w.StartObject();
-  w.Key("count");
-  w.Int64(c.instances);
-  write_string(w, "kind", "KIND_CPU");
-  w.EndObject();
-  w.EndArray();
-  w.Key("dynamic_batching");
-  w.StartObject();
-  w.Key("preferred_batch_size");
-  w.StartArray();
-  for (int64_t p : c.batching.preferred_batch_size) w.Int64(p);
-  w.EndArray();
-  w.Key("max_queue_delay_microseconds");
-  w.Int64(c.batching.max_queue_delay_microseconds);
-  w.Key("default_queue_policy");
-  w.StartObject();
-  w.Key("max_queue_size");
-  w.Int64(c.batching.max_queue_size);
-  w.Key("default_timeout_microseconds");
-  w.Int64(c.batching.default_timeout_microseconds);
-  w.EndObject();
-  w.EndObject();
-  w.Key("parameters");
-  w.StartObject();
-  for (const auto& [key, value] : c.parameters.values()) {
-    w.Key(key.data(), static_cast<rapidjson::SizeType>(key.size()));
-    w.StartObject();
-    write_string(w, "string_value", parameter_to_string(value));
-    w.EndObject();
-  }
-  w.EndObject();
-  w.EndObject();
-  return std::string(buffer.GetString(), buffer.GetSize());
-}
-
-std::string statistics_json(const std::vector<ModelStatistics>& stats) {
-  rapidjson::StringBuffer buffer;
-  JsonWriter w(buffer);
-  w.StartObject();
-  w.Key("model_stats");
-  w.StartArray();
-  for (const ModelStatistics& s : stats) {
-    w.StartObject();
-    write_string(w, "name", s.name);
-    write_string(w, "version", s.version);
-    w.Key("last_inference");
-    w.Uint64(s.last_inference_ms);
-    w.Key("inference_count");
-    w.Uint64(s.inference_count);
-    w.Key("execution_count");
-    w.Uint64(s.execution_count);
-    w.Key("pending_request_count");
-    w.Int64(s.pending);
-    w.Key("inference_stats");
-    w.StartObject();
-    write_duration(w, "success", s.success);
-    write_duration(w, "fail", s.fail);
-    write_duration(w, "queue", s.queue);
-    write_duration(w, "compute_infer", s.compute);
-    w.EndObject();
-    w.Key("failures");
-    w.StartObject();
-    for (int i = 0; i < kNumFailureReasons; ++i) {
-      w.Key(failure_reason_name(static_cast<FailureReason>(i)));
-      w.Uint64(s.failures[i]);
-    }
-    w.EndObject();
-    w.Key("batch_stats");
-    w.StartArray();
-    for (const auto& [size, d] : s.batch_stats) {
-      w.StartObject();
-      w.Key("batch_size");
-      w.Int64(size);
-      write_duration(w, "compute_infer", d);
-      w.EndObject();
-    }
-    w.EndArray();
-    w.EndObject();
-  }
-  w.EndArray();
-  w.EndObject();
-  return std::string(buffer.GetString(), buffer.GetSize());
-}
-
-Result<Parameters> parse_parameters_json(std::string_view body) {
-  Parameters p;
-  size_t first = body.find_first_not_of(" \t\r\n");
-  if (first == std::string_view::npos) return p;
-  rapidjson::Document doc;
-  KILN_RETURN_IF_ERROR(parse_json(body, doc, "the request body"));
-  if (!doc.IsObject()) {
-    return invalid_argument_error("the request body must be a JSON object of parameters");
-  }
-  const Value* nested = member(doc, "parameters");
-  KILN_RETURN_IF_ERROR(
-      parse_parameter_object(nested != nullptr ? *nested : doc, p, "the request body"));
-  return p;
-}
-
-std::string parameters_json(const Parameters& parameters) {
-  rapidjson::StringBuffer buffer;
-  JsonWriter w(buffer);
-  w.StartObject();
-  w.Key("parameters");
-  write_parameters(w, parameters);
-  w.EndObject();
-  return std::string(buffer.GetString(), buffer.GetSize());
 }
 
 }  // namespace kiln::server::http

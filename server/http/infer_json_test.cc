@@ -107,7 +107,7 @@ TEST(InferJson, MalformedRequestsAreClearErrors) {
   expect_bad(R"({"inputs":[{"name":"x","shape":[3],"datatype":"FP32","data":[1,2]}]})",
              std::nullopt, "data holds 2 elements, its shape [3] needs 3");
   expect_bad(R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":[1,2]}]})",
-             std::nullopt, "more than the 1 elements");
+             std::nullopt, "data holds 2 elements, its shape [1] needs 1");
   expect_bad(R"({"inputs":[{"name":"x","shape":[1],"datatype":"UINT8","data":[300]}]})",
              std::nullopt, "out of range");
   expect_bad(R"({"inputs":[{"name":"x","shape":[1],"datatype":"INT32","data":["a"]}]})",
@@ -119,6 +119,12 @@ TEST(InferJson, MalformedRequestsAreClearErrors) {
   expect_bad(R"({"inputs":[{"name":"x","shape":[100,100],"datatype":"FP32","data":[]}]})",
              std::nullopt, "more than the 1000 elements", StatusCode::kResourceExhausted);
   expect_bad(R"({"id":5,"inputs":[]})", std::nullopt, "\"id\" must be a string");
+  // A small body asking for a large tensor is refused before anything is allocated.
+  expect_bad(R"({"inputs":[{"name":"x","shape":[999],"datatype":"FP32","data":[1]}]})",
+             std::nullopt, "data holds 1 elements, its shape [999] needs 999");
+  std::string strings =
+      R"({"inputs":[{"name":"x","shape":[999],"datatype":"BYTES","parameters":{"binary_data_size":8}}]})";
+  expect_bad(strings + std::string(8, '\0'), strings.size(), "cannot hold 999 BYTES elements");
   std::string deep(100, '[');
   expect_bad(R"({"inputs":[{"name":"x","shape":[1],"datatype":"FP32","data":)" + deep +
                  std::string(100, ']') + "}]}",
