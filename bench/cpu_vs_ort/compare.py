@@ -43,6 +43,9 @@ def main():
     p.add_argument("--rounds", type=int, default=3, help="interleaved rounds per runtime")
     p.add_argument("--iterations", type=int, default=0,
                    help="timed runs per round (0: 10 at batch 1, 3 above)")
+    p.add_argument("--ort-spinning", type=int, default=1, choices=(0, 1),
+                   help="ORT's session.intra_op.allow_spinning (1, its default: threads spin "
+                   "between ops; 0: they block, like kiln's OMP_WAIT_POLICY=PASSIVE)")
     p.add_argument("--json", default="cpu_vs_ort.json", help="where to write the figures")
     args = p.parse_args()
 
@@ -56,7 +59,7 @@ def main():
                       str(iters)]
             kiln_cmd = [args.kiln, "perf", path, "--target", "cpu", "--json"] + common
             ort_cmd = ["node", os.path.join(HERE, "ort_bench.js"), args.ort_dir, path,
-                       "--warmup", "2"] + common
+                       "--warmup", "2", "--spinning", str(args.ort_spinning)] + common
             times = {"kiln": [], "ort": []}
             rss = {"kiln": 0, "ort": 0}
             errors = {}
@@ -88,7 +91,10 @@ def main():
         "commit": git_commit(),
         "device": platform.processor() or platform.machine(),
         "cpu_count": os.cpu_count(),
-        "options": {"threads": args.threads, "rounds": args.rounds, "iterations": args.iterations},
+        "options": {"threads": args.threads, "rounds": args.rounds, "iterations": args.iterations,
+                    "ort_spinning": args.ort_spinning,
+                    "omp_wait_policy": env["OMP_WAIT_POLICY"]},
+        "load_average": os.getloadavg(),
         "results": rows,
     }
     with open(args.json, "w") as f:

@@ -1,11 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 // Times one ONNX model on ONNX Runtime (onnxruntime-node) and prints one JSON line of figures.
 // usage: node ort_bench.js MODULE_DIR MODEL.onnx --batch N --threads N --iterations N --warmup N
+//        [--spinning 0|1]
 'use strict';
 const path = require('path');
 
 function parseArgs(argv) {
-  const opts = {batch: 1, threads: 2, iterations: 10, warmup: 2};
+  const opts = {batch: 1, threads: 2, iterations: 10, warmup: 2, spinning: 1};
   if (argv.length < 2) throw new Error('usage: ort_bench.js MODULE_DIR MODEL.onnx [--batch N] ...');
   opts.moduleDir = argv[0];
   opts.model = argv[1];
@@ -29,6 +30,8 @@ async function main() {
     interOpNumThreads: 1,
     executionMode: 'sequential',
     graphOptimizationLevel: 'all',
+    // ORT's threads spin between ops by default; 0 makes them block, like OMP_WAIT_POLICY=PASSIVE.
+    extra: {session: {intra_op: {allow_spinning: String(opts.spinning)}}},
   });
   const feeds = {};
   let seed = 1;
@@ -58,6 +61,7 @@ async function main() {
     model: opts.model,
     batch: opts.batch,
     threads: opts.threads,
+    spinning: opts.spinning,
     iterations: opts.iterations,
     median_ms: median,
     p90_ms: quantile(times, 0.9),

@@ -686,6 +686,29 @@ bool lower_transpose(ProgramBuilder& b, const Node& node) {
   return true;
 }
 
+// A node whose output equals its input (Pad by zeros, as exporters leave before AveragePool): a
+// copy in the input's layout, so a blocked region is not cut by reorders to and from plain.
+bool lower_copy(ProgramBuilder& b, const Node& node) {
+  if (!is_f32(node.input(0)) || !is_f32(node.output(0)) ||
+      node.input(0)->tensor_type().shape() != node.output(0)->tensor_type().shape()) {
+    return false;
+  }
+  if (node.kind() == OpKind::kPad) {
+    const Tensor* pads = node.has_input(1) ? node.input(1)->constant_value() : nullptr;
+    if (pads == nullptr || pads->dtype() != DType::kI64) return false;
+    for (int64_t p : pads->span<int64_t>()) {
+      if (p != 0) return false;
+    }
+  }
+  const memory::desc layout = b.layout_of(node.input(0));
+  dnnl::reorder::primitive_desc pd(b.engine(), layout, b.engine(), layout);
+  std::vector<Arg> args;
+  args.push_back({DNNL_ARG_SRC, b.buffer_of(node.input(0)), layout, {}});
+  args.push_back({DNNL_ARG_DST, b.define(node.output(0), layout), layout, {}});
+  finish(b, node, std::string(node.op().name()), dnnl::reorder(pd), std::move(args), Tail{});
+  return true;
+}
+
 bool lower(ProgramBuilder& b, const Node& node) {
   if (node.graph() != &b.graph()) return false;
   for (const Value* v : node.outputs()) {
@@ -712,6 +735,7 @@ bool lower(ProgramBuilder& b, const Node& node) {
     case OpKind::kSoftmax: return lower_softmax(b, node);
     case OpKind::kTranspose: return lower_transpose(b, node);
     case OpKind::kMatMul: return lower_matmul(b, node);
+    case OpKind::kPad: return lower_copy(b, node);
     default: return lower_eltwise(b, node);
   }
 }

@@ -182,7 +182,11 @@ TEST(CpuProgram, BatchNormConcatSiluAndClipMatchRef) {
          b.constant(random_tensor(Shape{48}, 9)), b.constant(positive_tensor(Shape{48}, 10))},
         "bn");
     Value* relu = b.add(Op(ops::Relu{}), {bn}, "bn_relu");
-    Value* y = conv(b, relu, 48, 8, 1, 1, 11);
+    // A Pad by zeros, as exporters leave before pools: a copy that keeps the layout.
+    Value* padded =
+        b.add(Op(ops::Pad{}), {relu, b.constant(Tensor::from_vector(std::vector<int64_t>(8, 0)))},
+              "pad0");
+    Value* y = conv(b, padded, 48, 8, 1, 1, 11);
     ops::Transpose t;
     t.perm = std::vector<int64_t>{0, 2, 3, 1};
     b.output(b.add(Op(t), {y}, "nhwc"));
@@ -203,6 +207,12 @@ TEST(CpuProgram, BatchNormConcatSiluAndClipMatchRef) {
   EXPECT_EQ(program->count_steps("Concat"), 1);
   EXPECT_EQ(program->count_steps("BatchNormalization+Relu"), 1);
   EXPECT_EQ(program->count_steps("Transpose"), 1);
+  for (const auto& step : program->steps()) {
+    if (step->kind == "Pad") {
+      EXPECT_NE(dynamic_cast<const cpu::PrimitiveStep*>(step.get()), nullptr) << "runs on oneDNN";
+    }
+  }
+  EXPECT_EQ(program->count_steps("Pad"), 1);
   expect_no_live_overlap(*program);
 }
 
