@@ -28,6 +28,12 @@ Status call_status(const ::grpc::Status& status, const std::string& target) {
     return unavailable_error(
         fmt::format("grpc server {} cannot be reached: {}", target, status.error_message()));
   }
+  // GrpcClient never cancels a call, so a cancelled one was refused by a server that is shutting
+  // down (gRPC cancels the calls that race with its shutdown): the server is not there.
+  if (status.error_code() == ::grpc::StatusCode::CANCELLED) {
+    return unavailable_error(
+        fmt::format("grpc server {} cancelled the call (is it shutting down?)", target));
+  }
   return sg::from_grpc_status(status);
 }
 
