@@ -114,6 +114,11 @@ std::string curl(int port, const std::string& path, const std::string& args = ""
   return out;
 }
 
+// True when `r` holds `value` (false for an error).
+bool is(const Result<bool>& r, bool value) {
+  return r.ok() && *r == value;
+}
+
 class Serve : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -249,10 +254,14 @@ TEST_F(Serve, ServesGrpcBesideHttp) {
   auto h = HttpClient::create("http://127.0.0.1:" + std::to_string(http_port));
   ASSERT_TRUE(g.ok() && h.ok());
   ASSERT_TRUE((*g)->wait_until_server_ready(std::chrono::seconds(10)).ok());
-  EXPECT_EQ((*g)->server_live().value(), true);
-  EXPECT_EQ((*g)->server_metadata()->name, "kiln");
-  EXPECT_EQ((*g)->model_metadata("mnist")->outputs.at(0).name, "probabilities");
-  EXPECT_EQ((*g)->model_ready("mnist", "1").value(), true);
+  EXPECT_TRUE(is((*g)->server_live(), true));
+  Result<server::ServerMetadata> sm = (*g)->server_metadata();
+  ASSERT_TRUE(sm.ok()) << sm.status().to_string();
+  EXPECT_EQ(sm->name, "kiln");
+  Result<server::ModelMetadata> mm = (*g)->model_metadata("mnist");
+  ASSERT_TRUE(mm.ok() && mm->outputs.size() == 1) << mm.status().to_string();
+  EXPECT_EQ(mm->outputs[0].name, "probabilities");
+  EXPECT_TRUE(is((*g)->model_ready("mnist", "1"), true));
 
   Tensor img(DType::kF32, Shape{1, 1, 28, 28});
   std::mt19937 rng(5);
@@ -265,12 +274,15 @@ TEST_F(Serve, ServesGrpcBesideHttp) {
   ASSERT_TRUE(over_grpc.ok()) << over_grpc.status().to_string();
   ASSERT_TRUE(over_http.ok()) << over_http.status().to_string();
   EXPECT_EQ(over_grpc->id, "digit");
-  EXPECT_TRUE(over_grpc->outputs.at(0).data.equals(over_http->outputs.at(0).data));
+  ASSERT_EQ(over_grpc->outputs.size(), 1u);
+  ASSERT_EQ(over_http->outputs.size(), 1u);
+  EXPECT_TRUE(over_grpc->outputs[0].data.equals(over_http->outputs[0].data));
   InferenceRequest text;
   text.inputs.push_back({"t", Tensor::from_vector<std::string>({"kiln", "serve"}), {}});
   auto echoed = (*g)->model_infer("echo", text);
   ASSERT_TRUE(echoed.ok()) << echoed.status().to_string();
-  EXPECT_TRUE(echoed->outputs.at(0).data.equals(text.inputs[0].data));
+  ASSERT_EQ(echoed->outputs.size(), 1u);
+  EXPECT_TRUE(echoed->outputs[0].data.equals(text.inputs[0].data));
 
   InferenceRequest bad;
   bad.inputs.push_back({"img", img, {}});
@@ -280,10 +292,10 @@ TEST_F(Serve, ServesGrpcBesideHttp) {
       << wrong_name.status().message();
   EXPECT_EQ((*g)->model_infer("nope", r).status().code(), StatusCode::kNotFound);
   ASSERT_TRUE((*g)->model_unload("echo").ok());
-  EXPECT_EQ((*g)->model_ready("echo").value(), false);
+  EXPECT_TRUE(is((*g)->model_ready("echo"), false));
   EXPECT_EQ(curl(http_port, "/v2/models/echo/ready"), "{\"name\":\"echo\",\"ready\":false} 503");
   ASSERT_TRUE((*g)->model_load("echo").ok());
-  EXPECT_EQ((*g)->model_ready("echo").value(), true);
+  EXPECT_TRUE(is((*g)->model_ready("echo"), true));
 
   // 8 gRPC clients keep sending while SIGTERM arrives.
   std::atomic<int> answered{0}, wrong{0};
@@ -300,7 +312,8 @@ TEST_F(Serve, ServesGrpcBesideHttp) {
         q.inputs.push_back({"image", img, {}});
         auto resp = (*client)->model_infer("mnist", q);
         if (resp.ok()) {
-          if (resp->id != q.id || !resp->outputs.at(0).data.equals(over_http->outputs[0].data)) {
+          if (resp->id != q.id || resp->outputs.size() != 1 ||
+              !resp->outputs[0].data.equals(over_http->outputs[0].data)) {
             ++wrong;
           }
           ++answered;
