@@ -198,7 +198,16 @@ Status GrpcClient::worker_unload(const std::string& endpoint) {
 
 Result<InferenceResponse> GrpcClient::model_infer(const std::string& model,
                                                   InferenceRequest request) {
-  return model_infer_async(model, std::move(request)).get();
+  // The blocking stub answers on this thread (no hand-off to a callback thread and back).
+  if (!model.empty()) request.model = model;
+  ::grpc::ClientContext context;
+  set_deadline(context, options_.timeout);
+  inference::ModelInferRequest message;
+  sg::encode_request(request, options_.raw_inputs, options_.raw_outputs, &message);
+  inference::ModelInferResponse response;
+  KILN_RETURN_IF_ERROR(
+      call_status(stubs_->inference->ModelInfer(&context, message, &response), target_));
+  return sg::decode_response(response);
 }
 
 std::future<Result<InferenceResponse>> GrpcClient::model_infer_async(const std::string& model,

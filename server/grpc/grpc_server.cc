@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 #include <grpcpp/grpcpp.h>
+#include <grpcpp/support/proto_buffer_reader.h>
 
 #include <mutex>
 
@@ -48,7 +49,17 @@ std::optional<int64_t> micros_left(const CallbackServerContext* context) {
   return std::max<int64_t>(1, left.count());
 }
 
-class InferenceService final : public inference::GRPCInferenceService::CallbackService {
+// Every rpc on the callback API; ModelInfer takes the raw bytes so that a message that is not a
+// valid ModelInferRequest gets INVALID_ARGUMENT with a message (gRPC itself would answer
+// UNIMPLEMENTED with none).
+using G = inference::GRPCInferenceService;
+using ServiceBase = G::WithCallbackMethod_ServerLive<G::WithCallbackMethod_ServerReady<
+    G::WithCallbackMethod_ModelReady<G::WithCallbackMethod_ServerMetadata<
+        G::WithCallbackMethod_ModelMetadata<G::WithRawCallbackMethod_ModelInfer<
+            G::WithCallbackMethod_RepositoryIndex<G::WithCallbackMethod_RepositoryModelLoad<
+                G::WithCallbackMethod_RepositoryModelUnload<G::Service>>>>>>>>>;
+
+class InferenceService final : public ServiceBase {
  public:
   InferenceService(Server* server, GrpcLimits limits) : server_(server), limits_(limits) {}
 
@@ -103,11 +114,22 @@ class InferenceService final : public inference::GRPCInferenceService::CallbackS
   }
 
   ServerUnaryReactor* ModelInfer(CallbackServerContext* context,
-                                 const inference::ModelInferRequest* request,
-                                 inference::ModelInferResponse* response) override {
+                                 const ::grpc::ByteBuffer* request_bytes,
+                                 ::grpc::ByteBuffer* response_bytes) override {
     ServerUnaryReactor* reactor = context->DefaultReactor();
+    inference::ModelInferRequest request;
+    {
+      ::grpc::ByteBuffer bytes(*request_bytes);  // shares the slices
+      ::grpc::ProtoBufferReader reader(&bytes);
+      if (!request.ParseFromZeroCopyStream(&reader)) {
+        reactor->Finish(to_grpc_status(invalid_argument_error(fmt::format(
+            "the ModelInfer request ({} bytes) is not a valid inference.ModelInferRequest message",
+            request_bytes->Length()))));
+        return reactor;
+      }
+    }
     auto choice = std::make_shared<OutputChoice>();
-    Result<InferenceRequest> decoded = decode_request(*request, limits_, choice.get());
+    Result<InferenceRequest> decoded = decode_request(request, limits_, choice.get());
     if (!decoded.ok()) {
       reactor->Finish(to_grpc_status(decoded.status()));
       return reactor;
@@ -118,15 +140,19 @@ class InferenceService final : public inference::GRPCInferenceService::CallbackS
         decoded->parameters.set("timeout", *left);
       }
     }
-    server_->infer_async(std::move(decoded).value(),
-                         [reactor, response, choice](Result<InferenceResponse> result) {
-                           if (!result.ok()) {
-                             reactor->Finish(to_grpc_status(result.status()));
-                             return;
-                           }
-                           encode_response(*result, *choice, response);
-                           reactor->Finish(::grpc::Status::OK);
-                         });
+    server_->infer_async(std::move(decoded).value(), [reactor, response_bytes,
+                                                      choice](Result<InferenceResponse> result) {
+      if (!result.ok()) {
+        reactor->Finish(to_grpc_status(result.status()));
+        return;
+      }
+      inference::ModelInferResponse response;
+      encode_response(*result, *choice, &response);
+      bool own_buffer = false;
+      ::grpc::Status status = ::grpc::SerializationTraits<inference::ModelInferResponse>::Serialize(
+          response, response_bytes, &own_buffer);
+      reactor->Finish(status);
+    });
     return reactor;
   }
 

@@ -299,19 +299,26 @@ TEST_F(GrpcTest, EveryBadInputGetsItsCodeAndAClearMessage) {
                StatusCode::kResourceExhausted, "elements a tensor may have");
   expect_error(raw_infer(mnist_input("image", "FP32", {1, 1, 28, 28}, std::string(2 << 20, 'a'))),
                StatusCode::kResourceExhausted, "larger than max");
-  // Bytes that are not a ModelInferRequest at all.
-  {
+  // A message sent as bytes (read like any other), and bytes that are not a ModelInferRequest.
+  const std::string model_ech = std::string("\x0a\x03") + "ech";  // model_name = "ech"
+  for (const std::string& garbage : {model_ech, std::string("\xff\xff\xff\xff garbage")}) {
     auto channel = ::grpc::CreateChannel(target(), ::grpc::InsecureChannelCredentials());
     ::grpc::GenericStub generic(channel);
     ::grpc::ClientContext ctx;
-    std::string garbage = "\xff\xff\xff\xff garbage";
     ::grpc::Slice slice(garbage);
     ::grpc::ByteBuffer send(&slice, 1), received;
     std::promise<::grpc::Status> done;
     generic.UnaryCall(&ctx, "/inference.GRPCInferenceService/ModelInfer", ::grpc::StubOptions(),
                       &send, &received, [&](::grpc::Status s) { done.set_value(s); });
     ::grpc::Status s = done.get_future().get();
-    EXPECT_FALSE(s.ok());
+    if (garbage[0] == '\x0a') {
+      EXPECT_EQ(s.error_code(), ::grpc::StatusCode::NOT_FOUND) << s.error_message();
+    } else {
+      EXPECT_EQ(s.error_code(), ::grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+      EXPECT_NE(s.error_message().find("is not a valid inference.ModelInferRequest"),
+                std::string::npos)
+          << s.error_message();
+    }
   }
   // A full queue, then a request whose deadline ends before the batch delay.
   auto c2 = client();
