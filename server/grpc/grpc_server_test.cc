@@ -324,7 +324,12 @@ TEST_F(GrpcTest, EveryBadInputGetsItsCodeAndAClearMessage) {
   auto c2 = client();
   std::future<Result<InferenceResponse>> first =
       c->model_infer_async("tiny_queue", request({{"x", Tensor::from_vector<int32_t>({1}), {}}}));
-  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  // Waits until the server holds the first request (on a busy machine it may take a while).
+  for (int i = 0; i < 200; ++i) {
+    Result<std::vector<ModelStatistics>> stats = server_->statistics("tiny_queue");
+    if (stats.ok() && !stats->empty() && stats->front().pending == 1) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
   expect_error(
       c2->model_infer("tiny_queue", request({{"x", Tensor::from_vector<int32_t>({2}), {}}})),
       StatusCode::kResourceExhausted, "queue is full");
