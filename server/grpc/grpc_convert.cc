@@ -200,12 +200,28 @@ Result<Tensor> read_tensor(std::string_view where, const std::string& datatype,
         fmt::format("{}: shape {} holds more than the {} elements a tensor may have", where,
                     dims_to_string(dims), limits.max_elements));
   }
-  KILN_ASSIGN_OR_RETURN(Tensor t, Tensor::allocate(*dtype, Shape(std::move(dims))));
+  // The byte and element counts are checked before allocating, so a small message cannot make the
+  // server allocate a large tensor.
+  const bool bytes = *dtype == DType::kString;
   if (raw != nullptr) {
     if (has_contents && total_contents(contents) > 0) {
       return invalid_argument_error(
           fmt::format("{} has both typed contents and raw contents; send one of them", where));
     }
+    const size_t need = static_cast<size_t>(numel) * (bytes ? 4 : dtype_size(*dtype));
+    if (bytes ? raw->size() < need : raw->size() != need) {
+      return invalid_argument_error(fmt::format(
+          "{}: raw contents hold {} bytes, but shape {} of {} needs {}{}", where, raw->size(),
+          dims_to_string(dims), wire_dtype_name(*dtype), bytes ? "at least " : "", need));
+    }
+  } else if (has_typed_field(*dtype) && total_contents(contents) != numel) {
+    return invalid_argument_error(
+        fmt::format("{}: {} of shape {} needs {} elements in {}, but the contents hold {}", where,
+                    wire_dtype_name(*dtype), dims_to_string(dims), numel, field_name(*dtype),
+                    total_contents(contents)));
+  }
+  KILN_ASSIGN_OR_RETURN(Tensor t, Tensor::allocate(*dtype, Shape(std::move(dims))));
+  if (raw != nullptr) {
     KILN_RETURN_IF_ERROR(read_raw(*raw, t, where));
   } else {
     KILN_RETURN_IF_ERROR(read_typed(contents, t, where));

@@ -294,6 +294,14 @@ TEST_F(GrpcTest, EveryBadInputGetsItsCodeAndAClearMessage) {
   in->add_shape(1);
   b.add_raw_input_contents(std::string("\x09\0\0\0abc", 7));
   expect_error(raw_infer(b), StatusCode::kInvalidArgument, "says 9 bytes but only 3 remain");
+  // A large BYTES shape with no data is refused before anything is allocated.
+  in->clear_shape();
+  in->add_shape(1 << 20);
+  b.set_raw_input_contents(0, "abcd");
+  expect_error(raw_infer(b), StatusCode::kInvalidArgument, "needs at least 4194304");
+  b.clear_raw_input_contents();
+  expect_error(raw_infer(b), StatusCode::kInvalidArgument,
+               "needs 1048576 elements in bytes_contents, but the contents hold 0");
   // Too many elements, and a message over the server's 1 MiB limit.
   expect_error(raw_infer(mnist_input("x", "FP32", {1 << 20, 2}, "")),
                StatusCode::kResourceExhausted, "elements a tensor may have");
