@@ -53,11 +53,12 @@ std::optional<int64_t> micros_left(const CallbackServerContext* context) {
 // valid ModelInferRequest gets INVALID_ARGUMENT with a message (gRPC itself would answer
 // UNIMPLEMENTED with none).
 using G = inference::GRPCInferenceService;
-using ServiceBase = G::WithCallbackMethod_ServerLive<G::WithCallbackMethod_ServerReady<
-    G::WithCallbackMethod_ModelReady<G::WithCallbackMethod_ServerMetadata<
-        G::WithCallbackMethod_ModelMetadata<G::WithRawCallbackMethod_ModelInfer<
-            G::WithCallbackMethod_RepositoryIndex<G::WithCallbackMethod_RepositoryModelLoad<
-                G::WithCallbackMethod_RepositoryModelUnload<G::Service>>>>>>>>>;
+using ServiceBase = G::WithCallbackMethod_ServerLive<
+    G::WithCallbackMethod_ServerReady<G::WithCallbackMethod_ModelReady<
+        G::WithCallbackMethod_ServerMetadata<G::WithCallbackMethod_ModelMetadata<
+            G::WithRawCallbackMethod_ModelInfer<G::WithCallbackMethod_ModelStatistics<
+                G::WithCallbackMethod_RepositoryIndex<G::WithCallbackMethod_RepositoryModelLoad<
+                    G::WithCallbackMethod_RepositoryModelUnload<G::Service>>>>>>>>>>;
 
 class InferenceService final : public ServiceBase {
  public:
@@ -154,6 +155,37 @@ class InferenceService final : public ServiceBase {
       reactor->Finish(status);
     });
     return reactor;
+  }
+
+  ServerUnaryReactor* ModelStatistics(CallbackServerContext* context,
+                                      const inference::ModelStatisticsRequest* request,
+                                      inference::ModelStatisticsResponse* response) override {
+    Result<std::vector<server::ModelStatistics>> stats =
+        server_->statistics(request->name(), request->version());
+    if (!stats.ok()) return finish(context, stats.status());
+    auto duration = [](const DurationStat& d, inference::StatisticDuration* out) {
+      out->set_count(d.count);
+      out->set_ns(d.ns);
+    };
+    for (const server::ModelStatistics& s : *stats) {
+      auto* m = response->add_model_stats();
+      m->set_name(s.name);
+      m->set_version(s.version);
+      m->set_last_inference(s.last_inference_ms);
+      m->set_inference_count(s.inference_count);
+      m->set_execution_count(s.execution_count);
+      auto* is = m->mutable_inference_stats();
+      duration(s.success, is->mutable_success());
+      duration(s.fail, is->mutable_fail());
+      duration(s.queue, is->mutable_queue());
+      duration(s.compute, is->mutable_compute_infer());
+      for (const auto& [size, d] : s.batch_stats) {
+        auto* b = m->add_batch_stats();
+        b->set_batch_size(static_cast<uint64_t>(size));
+        duration(d, b->mutable_compute_infer());
+      }
+    }
+    return finish(context, Status());
   }
 
   ServerUnaryReactor* RepositoryIndex(CallbackServerContext* context,

@@ -151,6 +151,24 @@ TEST_F(GrpcTest, HealthMetadataRepositoryAndWorkers) {
   expect_error(from_grpc_status(stub()->RepositoryModelLoad(&ctx2, lr, &lresp)),
                StatusCode::kInvalidArgument, "bytes parameters");
 
+  // The statistics extension: the requests above show up in mnist's counts.
+  ASSERT_TRUE(c->model_infer("mnist", request({{"image", image(2), {}}})).ok());
+  ::grpc::ClientContext ctx3;
+  inference::ModelStatisticsRequest sr;
+  sr.set_name("mnist");
+  inference::ModelStatisticsResponse stats;
+  ASSERT_TRUE(stub()->ModelStatistics(&ctx3, sr, &stats).ok());
+  ASSERT_EQ(stats.model_stats_size(), 1);
+  EXPECT_EQ(stats.model_stats(0).version(), "1");
+  EXPECT_GE(stats.model_stats(0).inference_count(), 1u);
+  EXPECT_GE(stats.model_stats(0).inference_stats().success().count(), 1u);
+  EXPECT_GT(stats.model_stats(0).inference_stats().compute_infer().ns(), 0u);
+  EXPECT_GE(stats.model_stats(0).batch_stats_size(), 1);
+  ::grpc::ClientContext ctx4;
+  sr.set_name("nope");
+  expect_error(from_grpc_status(stub()->ModelStatistics(&ctx4, sr, &stats)), StatusCode::kNotFound,
+               "nope");
+
   // amdinfer's workers: load the compiler backend on the tiny CNN, infer, unload.
   Parameters p;
   p.set("model", testing::tiny_cnn_path());
