@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// Client: the one interface of kiln's C++ clients (HTTP, in-process, and later gRPC), with the
-// KServe v2 calls and amdinfer's worker calls.
+// Client: the one interface of kiln's C++ clients (HTTP, gRPC and in-process), with the KServe v2
+// calls and amdinfer's worker calls.
 #pragma once
 
 #include <chrono>

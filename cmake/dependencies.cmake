@@ -11,6 +11,11 @@ find_package(ONNX REQUIRED)
 # header-only by server/core/model_config.cc.
 find_package(Boost 1.81 REQUIRED)
 find_package(RapidJSON REQUIRED)
+# gRPC for the KServe v2 gRPC transport: Debian's libgrpc++-dev ships a pkg-config file (its CMake
+# config is incomplete), and protobuf-compiler-grpc the protoc plugin.
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(KILN_GRPCPP REQUIRED IMPORTED_TARGET grpc++)
+find_program(KILN_GRPC_CPP_PLUGIN grpc_cpp_plugin REQUIRED)
 if(KILN_BUILD_TESTS)
   find_package(GTest REQUIRED)
   include(GoogleTest)

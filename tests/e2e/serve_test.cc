@@ -9,11 +9,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <random>
 #include <thread>
 
+#include "client/grpc_client.h"
 #include "client/http_client.h"
 
 extern char** environ;
@@ -22,6 +24,7 @@ namespace kiln {
 namespace {
 
 namespace fs = std::filesystem;
+using client::GrpcClient;
 using client::HttpClient;
 using server::InferenceRequest;
 using server::InferTensor;
@@ -32,6 +35,10 @@ class ServeProcess {
   ServeProcess(const std::vector<std::string>& args, const fs::path& log) : log_(log) {
     std::vector<std::string> argv_s = {KILN_CLI, "serve"};
     argv_s.insert(argv_s.end(), args.begin(), args.end());
+    // The gRPC port defaults to 8001, which another test or user may hold: pick a free one.
+    if (std::find(args.begin(), args.end(), "--grpc-port") == args.end()) {
+      argv_s.insert(argv_s.end(), {"--grpc-port", "0"});
+    }
     std::vector<char*> argv;
     for (std::string& s : argv_s) argv.push_back(s.data());
     argv.push_back(nullptr);
@@ -49,12 +56,15 @@ class ServeProcess {
     }
   }
   // The port from "listening on http://HOST:PORT", or 0 if the process exited or 60 s passed.
-  int port() {
+  int port() { return listening_port("listening on http://"); }
+  // The port from "listening on grpc://HOST:PORT".
+  int grpc_port() { return listening_port("listening on grpc://"); }
+  int listening_port(const std::string& prefix) {
     for (int i = 0; i < 6000; ++i) {
       std::string out = output();
-      size_t at = out.find("listening on http://");
+      size_t at = out.find(prefix);
       if (at != std::string::npos) {
-        size_t colon = out.find(':', at + 20);
+        size_t colon = out.find(':', at + prefix.size());
         size_t end = out.find('\n', colon);
         if (colon != std::string::npos && end != std::string::npos) {
           return std::atoi(out.substr(colon + 1, end - colon - 1).c_str());
@@ -102,6 +112,11 @@ std::string curl(int port, const std::string& path, const std::string& args = ""
   while ((n = std::fread(buffer, 1, sizeof(buffer), pipe)) > 0) out.append(buffer, n);
   ::pclose(pipe);
   return out;
+}
+
+// True when `r` holds `value` (false for an error).
+bool is(const Result<bool>& r, bool value) {
+  return r.ok() && *r == value;
 }
 
 class Serve : public ::testing::Test {
@@ -223,6 +238,100 @@ TEST_F(Serve, BadArgumentsFailWithAClearMessage) {
       << second.output();
   first.signal(SIGTERM);
   EXPECT_EQ(first.wait(), 0);
+}
+
+// Both transports at once: gRPC answers what HTTP answers, bad input gets its gRPC code, models
+// load and unload over gRPC, and SIGTERM with gRPC requests in flight drains them and exits 0.
+TEST_F(Serve, ServesGrpcBesideHttp) {
+  ServeProcess p({"--repository", repo_.string(), "--http-port", "0", "--grpc-port", "0", "--host",
+                  "127.0.0.1"},
+                 dir_ / "serve.log");
+  int grpc_port = p.grpc_port();
+  int http_port = p.port();
+  ASSERT_GT(grpc_port, 0) << p.output();
+  ASSERT_GT(http_port, 0) << p.output();
+  auto g = GrpcClient::create("127.0.0.1:" + std::to_string(grpc_port));
+  auto h = HttpClient::create("http://127.0.0.1:" + std::to_string(http_port));
+  ASSERT_TRUE(g.ok() && h.ok());
+  ASSERT_TRUE((*g)->wait_until_server_ready(std::chrono::seconds(10)).ok());
+  EXPECT_TRUE(is((*g)->server_live(), true));
+  Result<server::ServerMetadata> sm = (*g)->server_metadata();
+  ASSERT_TRUE(sm.ok()) << sm.status().to_string();
+  EXPECT_EQ(sm->name, "kiln");
+  Result<server::ModelMetadata> mm = (*g)->model_metadata("mnist");
+  ASSERT_TRUE(mm.ok() && mm->outputs.size() == 1) << mm.status().to_string();
+  EXPECT_EQ(mm->outputs[0].name, "probabilities");
+  EXPECT_TRUE(is((*g)->model_ready("mnist", "1"), true));
+
+  Tensor img(DType::kF32, Shape{1, 1, 28, 28});
+  std::mt19937 rng(5);
+  for (float& v : img.span<float>()) v = static_cast<float>(rng() % 256) / 255.f;
+  InferenceRequest r;
+  r.id = "digit";
+  r.inputs.push_back({"image", img, {}});
+  auto over_grpc = (*g)->model_infer("mnist", r);
+  auto over_http = (*h)->model_infer("mnist", r);
+  ASSERT_TRUE(over_grpc.ok()) << over_grpc.status().to_string();
+  ASSERT_TRUE(over_http.ok()) << over_http.status().to_string();
+  EXPECT_EQ(over_grpc->id, "digit");
+  ASSERT_EQ(over_grpc->outputs.size(), 1u);
+  ASSERT_EQ(over_http->outputs.size(), 1u);
+  EXPECT_TRUE(over_grpc->outputs[0].data.equals(over_http->outputs[0].data));
+  InferenceRequest text;
+  text.inputs.push_back({"t", Tensor::from_vector<std::string>({"kiln", "serve"}), {}});
+  auto echoed = (*g)->model_infer("echo", text);
+  ASSERT_TRUE(echoed.ok()) << echoed.status().to_string();
+  ASSERT_EQ(echoed->outputs.size(), 1u);
+  EXPECT_TRUE(echoed->outputs[0].data.equals(text.inputs[0].data));
+
+  InferenceRequest bad;
+  bad.inputs.push_back({"img", img, {}});
+  auto wrong_name = (*g)->model_infer("mnist", bad);
+  EXPECT_EQ(wrong_name.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(wrong_name.status().message().find("has no input \"img\""), std::string_view::npos)
+      << wrong_name.status().message();
+  EXPECT_EQ((*g)->model_infer("nope", r).status().code(), StatusCode::kNotFound);
+  ASSERT_TRUE((*g)->model_unload("echo").ok());
+  EXPECT_TRUE(is((*g)->model_ready("echo"), false));
+  EXPECT_EQ(curl(http_port, "/v2/models/echo/ready"), "{\"name\":\"echo\",\"ready\":false} 503");
+  ASSERT_TRUE((*g)->model_load("echo").ok());
+  EXPECT_TRUE(is((*g)->model_ready("echo"), true));
+
+  // 8 gRPC clients keep sending while SIGTERM arrives.
+  std::atomic<int> answered{0}, wrong{0};
+  std::mutex error_mutex;
+  std::string error;
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      auto client = GrpcClient::create("127.0.0.1:" + std::to_string(grpc_port));
+      for (int i = 0; !stop; ++i) {
+        InferenceRequest q;
+        q.id = std::to_string(t) + "/" + std::to_string(i);
+        q.inputs.push_back({"image", img, {}});
+        auto resp = (*client)->model_infer("mnist", q);
+        if (resp.ok()) {
+          if (resp->id != q.id || resp->outputs.size() != 1 ||
+              !resp->outputs[0].data.equals(over_http->outputs[0].data)) {
+            ++wrong;
+          }
+          ++answered;
+        } else if (resp.status().code() != StatusCode::kUnavailable) {
+          std::lock_guard<std::mutex> lock(error_mutex);
+          if (error.empty()) error = resp.status().to_string();
+          ++wrong;
+        }
+      }
+    });
+  }
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));
+  p.signal(SIGTERM);
+  EXPECT_EQ(p.wait(), 0) << p.output();
+  stop = true;
+  for (auto& t : threads) t.join();
+  EXPECT_GT(answered.load(), 0);
+  EXPECT_EQ(wrong.load(), 0) << error;
 }
 
 }  // namespace
