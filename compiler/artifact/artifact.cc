@@ -472,11 +472,10 @@ Result<std::shared_ptr<Graph>> Artifact::graph() const {
                       section_bytes(*find_section("weights")), owner_, name_);
 }
 
-Result<LoadedArtifact> load_artifact(const std::string& path) {
+Result<LoadedArtifact> load_artifact(const Artifact& artifact) {
   using Clock = std::chrono::steady_clock;
   using ms = std::chrono::duration<double, std::milli>;
   const Clock::time_point start = Clock::now();
-  KILN_ASSIGN_OR_RETURN(Artifact artifact, open_artifact(path));
   KILN_RETURN_IF_ERROR(artifact.check_compatible());
   const Clock::time_point checked = Clock::now();
   KILN_ASSIGN_OR_RETURN(std::shared_ptr<Graph> graph, artifact.graph());
@@ -484,13 +483,22 @@ Result<LoadedArtifact> load_artifact(const std::string& path) {
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<Target> target, make_target(artifact.header().target));
   Result<std::shared_ptr<Executable>> exe =
       target->finalize(std::move(graph), artifact.header().options);
-  if (!exe.ok()) return exe.status().with_context(path);
+  if (!exe.ok()) return exe.status().with_context(artifact.name());
   log(LogLevel::kDebug,
-      "loaded {} ({} bytes): mapped and checked in {:.1f} ms, graph decoded in {:.1f} ms, "
+      "loaded {} ({} bytes): compatibility checked in {:.1f} ms, graph decoded in {:.1f} ms, "
       "finalized for {} in {:.1f} ms",
-      path, artifact.size(), ms(checked - start).count(), ms(decoded - checked).count(),
-      artifact.header().target, ms(Clock::now() - decoded).count());
+      artifact.name(), artifact.size(), ms(checked - start).count(),
+      ms(decoded - checked).count(), artifact.header().target, ms(Clock::now() - decoded).count());
   return LoadedArtifact{artifact.header(), std::move(exe).value()};
+}
+
+Result<LoadedArtifact> load_artifact(const std::string& path) {
+  using ms = std::chrono::duration<double, std::milli>;
+  const auto start = std::chrono::steady_clock::now();
+  KILN_ASSIGN_OR_RETURN(Artifact artifact, open_artifact(path));
+  log(LogLevel::kDebug, "mapped and checked {} in {:.1f} ms", path,
+      ms(std::chrono::steady_clock::now() - start).count());
+  return load_artifact(artifact);
 }
 
 }  // namespace kiln::compiler

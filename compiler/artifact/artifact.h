@@ -134,8 +134,10 @@ struct LoadedArtifact {
   ArtifactHeader header;
   std::shared_ptr<Executable> executable;
 };
-// Opens, checks compatibility, decodes the graph and finalizes it for the stored target (no
-// passes run again).
+// Checks compatibility, decodes the graph and finalizes it for the stored target (no passes run
+// again).
+Result<LoadedArtifact> load_artifact(const Artifact& artifact);
+// Opens `path` and loads it as above.
 Result<LoadedArtifact> load_artifact(const std::string& path);
 
 }  // namespace kiln::compiler

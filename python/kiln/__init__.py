@@ -37,7 +37,7 @@ Target = target
 __all__ = [
     "KilnError", "KilnNotImplementedError", "argument", "shape", "program", "target",
     "parse_onnx", "parse_onnx_buffer", "get_onnx_operators", "get_target", "target_names", "save", "load",
-    "save_buffer", "load_buffer", "has_artifacts", "quantize_fp16", "quantize_bf16", "quantize_int8",
+    "save_buffer", "load_buffer", "quantize_fp16", "quantize_bf16", "quantize_int8",
     "generate_argument", "fill_argument", "__version__",
 ]
 
@@ -60,11 +60,6 @@ def _not_yet(what, issue):
         f"{what} is not supported yet: it arrives with the {issue} issue; until then compile "
         "from the .onnx model with parse_onnx() and compile()",
         "UNIMPLEMENTED")
-
-
-def has_artifacts():
-    """Whether this build can save and load compiled programs (.kiln artifacts)."""
-    return _kiln.has_artifacts()
 
 
 def save(p, filename, format="kiln"):

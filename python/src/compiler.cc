@@ -10,21 +10,14 @@
 #include <string>
 #include <vector>
 
+#include "compiler/artifact/artifact.h"
+#include "compiler/artifact/checksum.h"
 #include "compiler/ir/printer.h"
 #include "compiler/onnx/importer.h"
 #include "compiler/targets/target.h"
 #include "core/mapped_file.h"
 #include "python/src/bindings.h"
 
-// Compiled-model artifacts arrive with the artifacts issue; until a build has them, save() and
-// load() report that they are missing.
-#if __has_include("compiler/artifact/artifact.h")
-#include "compiler/artifact/artifact.h"
-#include "compiler/artifact/checksum.h"
-#define KILN_PYTHON_HAVE_ARTIFACTS 1
-#else
-#define KILN_PYTHON_HAVE_ARTIFACTS 0
-#endif
 
 namespace kiln::python {
 namespace {
@@ -229,7 +222,6 @@ class Program {
   ProgramSource source_;
 };
 
-#if KILN_PYTHON_HAVE_ARTIFACTS
 compiler::ArtifactSource artifact_source(const Program& p, const std::string& filename) {
   const ProgramSource& src = p.source();
   compiler::ArtifactSource out;
@@ -253,10 +245,8 @@ compiler::ArtifactSource artifact_source(const Program& p, const std::string& fi
   if (!filename.empty()) out.recompile_command += " -o " + filename;
   return out;
 }
-#endif
 
 void save_program(const Program& p, const std::string& filename) {
-#if KILN_PYTHON_HAVE_ARTIFACTS
   const compiler::Executable& exe = p.executable("save");
   compiler::ArtifactSource source = artifact_source(p, filename);
   Status saved = [&] {
@@ -264,32 +254,17 @@ void save_program(const Program& p, const std::string& filename) {
     return compiler::save_artifact(filename, exe, p.options(), source);
   }();
   check_ok(saved);
-#else
-  (void)p;
-  raise_status(unimplemented_error(fmt::format(
-      "save \"{}\": compiled-model artifacts are not supported yet (they arrive with the "
-      "artifacts issue); until then compile from the .onnx model with parse_onnx() and compile()",
-      filename)));
-#endif
 }
 
 Program load_program(const std::string& filename) {
-#if KILN_PYTHON_HAVE_ARTIFACTS
   Result<compiler::LoadedArtifact> loaded = [&] {
     py::gil_scoped_release release;
     return compiler::load_artifact(filename);
   }();
   return Program(unwrap(std::move(loaded)).executable);
-#else
-  raise_status(unimplemented_error(fmt::format(
-      "load \"{}\": compiled-model artifacts are not supported yet (they arrive with the "
-      "artifacts issue); until then compile from the .onnx model with parse_onnx() and compile()",
-      filename)));
-#endif
 }
 
 py::bytes save_program_buffer(const Program& p) {
-#if KILN_PYTHON_HAVE_ARTIFACTS
   const compiler::Executable& exe = p.executable("save_buffer");
   compiler::ArtifactHeader header =
       compiler::make_artifact_header(exe, p.options(), artifact_source(p, ""));
@@ -299,36 +274,18 @@ py::bytes save_program_buffer(const Program& p) {
   }();
   std::vector<uint8_t> out = unwrap(std::move(bytes));
   return py::bytes(reinterpret_cast<const char*>(out.data()), out.size());
-#else
-  (void)p;
-  raise_status(unimplemented_error(
-      "save_buffer: compiled-model artifacts are not supported yet (they arrive with the "
-      "artifacts issue); until then compile from the .onnx model with parse_onnx() and compile()"));
-#endif
 }
 
 Program load_program_buffer(const py::bytes& buffer) {
-#if KILN_PYTHON_HAVE_ARTIFACTS
   auto bytes = std::make_shared<const std::string>(buffer);
   std::span<const uint8_t> span(reinterpret_cast<const uint8_t*>(bytes->data()), bytes->size());
-  Result<std::shared_ptr<compiler::Executable>> exe =
-      [&]() -> Result<std::shared_ptr<compiler::Executable>> {
+  Result<compiler::LoadedArtifact> loaded = [&]() -> Result<compiler::LoadedArtifact> {
     py::gil_scoped_release release;
     KILN_ASSIGN_OR_RETURN(compiler::Artifact artifact,
                           compiler::parse_artifact(span, bytes, "<buffer>"));
-    KILN_RETURN_IF_ERROR(artifact.check_compatible());
-    KILN_ASSIGN_OR_RETURN(std::shared_ptr<compiler::Graph> graph, artifact.graph());
-    KILN_ASSIGN_OR_RETURN(std::unique_ptr<compiler::Target> target,
-                          compiler::make_target(artifact.header().target));
-    return target->finalize(std::move(graph), artifact.header().options);
+    return compiler::load_artifact(artifact);
   }();
-  return Program(unwrap(std::move(exe)));
-#else
-  (void)buffer;
-  raise_status(unimplemented_error(
-      "load_buffer: compiled-model artifacts are not supported yet (they arrive with the "
-      "artifacts issue); until then compile from the .onnx model with parse_onnx() and compile()"));
-#endif
+  return Program(unwrap(std::move(loaded)).executable);
 }
 
 std::vector<std::pair<std::string, std::string>> shape_options(
@@ -470,9 +427,6 @@ void bind_compiler(py::module_& m) {
       .def("print", [](const Program& p) { py::print(p.to_string(), "end"_a = ""); })
       .def("__str__", &Program::to_string);
 
-  m.def(
-      "has_artifacts", [] { return KILN_PYTHON_HAVE_ARTIFACTS != 0; },
-      "Whether this build can save and load compiled programs (.kiln artifacts).");
   m.def("save", &save_program, "p"_a, "filename"_a,
         "Writes a compiled program as a .kiln artifact.");
   m.def("load", &load_program, "filename"_a,
