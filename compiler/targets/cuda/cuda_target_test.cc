@@ -172,6 +172,30 @@ TEST(CudaTarget, ConvolutionsMatchRef) {
   }
 }
 
+TEST(CudaTarget, ClipAfterConvAndReluAfterAddRunInsideTheirProducers) {
+  SKIP_WITHOUT_GPU();
+  const Tensor w = random_tensor(Shape{4, 4, 3, 3}, 20);
+  const Tensor bias = random_tensor(Shape{4}, 21);
+  const std::vector<Tensor> inputs = {random_tensor(Shape{2, 4, 8, 8}, 22)};
+  auto build = [&](GraphBuilder& b, const std::vector<Value*>& in) {
+    ops::Conv op;
+    op.pads = std::vector<int64_t>{1, 1, 1, 1};
+    Value* y = b.add(Op(op), {in[0], b.constant(w, "w"), b.constant(bias, "b")});
+    Value* c = b.add(Op(ops::Clip{}), {y, b.constant(Tensor::scalar<float>(0.0f), "lo"),
+                                       b.constant(Tensor::scalar<float>(0.5f), "hi")});
+    b.output(b.add(Op(ops::Relu{}), {b.add(Op(ops::Add{}), {c, in[0]})}));
+  };
+  auto steps = expect_cuda_matches_ref(inputs, build);
+  EXPECT_EQ(steps.first, 2);
+  EXPECT_EQ(steps.second, 2);
+  std::shared_ptr<Executable> exe = compile_for(make_graph(inputs, build), "cuda");
+  ASSERT_NE(exe, nullptr);
+  const cuda::Program* program = cuda_program(*exe);
+  ASSERT_NE(program, nullptr);
+  EXPECT_EQ(program->count_steps("Conv+Bias+Clip"), 1);
+  EXPECT_EQ(program->count_steps("Add+Relu"), 1);
+}
+
 TEST(CudaTarget, GemmAndMatMulMatchRef) {
   SKIP_WITHOUT_GPU();
   const Tensor w = random_tensor(Shape{10, 24}, 30);  // [N, K] for transB
