@@ -369,7 +369,6 @@ Result<bool> lower_matmul(Builder& b, const Node& node) {
   if (node.num_inputs() < 2 || !is_f32(node.input(0)) || !is_f32(node.input(1))) return false;
   const Shape sa = shape_of(node.input(0));
   const Shape sb = shape_of(node.input(1));
-  const Shape sy = shape_of(node.output(0));
   bool trans_a = false;
   bool trans_b = false;
   float alpha = 1.0f;
@@ -460,7 +459,6 @@ Result<bool> lower_matmul(Builder& b, const Node& node) {
   const Node* last = relu != nullptr ? relu : &node;
   if (relu != nullptr) b.mark_fused(relu);
   const int yi = b.define(last->output(0));
-  (void)sy;
   std::vector<int> reads = {ai, bi};
   if (c_buffer >= 0) reads.push_back(c_buffer);
   std::string kind =

@@ -38,16 +38,15 @@ class HostStep final : public Step {
     const void* host = nullptr;  // a constant's host data (no copy needed)
     size_t offset = 0;           // in the session's host-step staging
   };
-  HostStep(const Node& node, std::vector<Slot> inputs, std::vector<Slot> outputs,
-           size_t staging_offset)
-      : inputs_(std::move(inputs)), outputs_(std::move(outputs)), staging_(staging_offset) {
+  HostStep(const Node& node, std::vector<Slot> inputs, std::vector<Slot> outputs)
+      : inputs_(std::move(inputs)), outputs_(std::move(outputs)) {
     this->node = &node;
     kind = std::string(node.op().name());
     on_device = false;
   }
 
   Status run(Session& session) const override {
-    uint8_t* host = session.pinned + staging_;
+    uint8_t* host = session.pinned + session.host_staging;
     for (const Slot& s : inputs_) {
       if (s.buffer < 0 || s.host != nullptr || s.bytes == 0) continue;
       KILN_RETURN_IF_ERROR(
@@ -96,7 +95,6 @@ class HostStep final : public Step {
  private:
   std::vector<Slot> inputs_;
   std::vector<Slot> outputs_;
-  size_t staging_;
 };
 
 }  // namespace
@@ -210,6 +208,7 @@ Result<std::unique_ptr<Session>> Program::new_session() const {
                    fmt::format("allocating {} bytes of pinned host staging", staging_.bytes)));
     s->pinned = static_cast<uint8_t*>(p);
   }
+  s->host_staging = staging_.host_step_offset;
   s->device.resize(buffers_.size());
   for (size_t i = 0; i < buffers_.size(); ++i) {
     s->device[i] = buffers_[i].constant ? static_cast<uint8_t*>(constants_) + constant_offsets_[i]
@@ -432,7 +431,7 @@ void Builder::add_host_step(const Node& node) {
     writes.push_back(outputs.back().buffer);
   }
   host_step_bytes_ = std::max(host_step_bytes_, at);
-  auto step = std::make_unique<HostStep>(node, std::move(inputs), std::move(outputs), 0);
+  auto step = std::make_unique<HostStep>(node, std::move(inputs), std::move(outputs));
   step->reads = std::move(reads);
   step->writes = std::move(writes);
   add_step(std::move(step));

@@ -56,6 +56,7 @@ struct Session {
   void* workspace = nullptr;
   size_t workspace_bytes = 0;
   uint8_t* pinned = nullptr;  // inputs, outputs, then host-step staging
+  size_t host_staging = 0;    // where host-step staging starts in `pinned`
   std::vector<void*> device;  // every buffer's device address
   std::unique_ptr<ref::Interpreter> interpreter;
   cudaGraphExec_t graph = nullptr;  // the captured run of a device-only program
