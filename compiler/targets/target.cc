@@ -50,8 +50,9 @@ std::vector<std::string> target_names() {
   names.push_back("cpu");
 #endif
 #ifdef KILN_HAVE_CUDA
-  // Listed only where it can run: built with CUDA and a GPU present.
-  if (!list_gpus().empty()) names.push_back("cuda");
+  // Listed only where it can run: built with CUDA and a GPU present (asked once per process).
+  static const bool has_gpu = !list_gpus().empty();
+  if (has_gpu) names.push_back("cuda");
 #endif
   return names;
 }
