@@ -8,7 +8,7 @@
 #ifdef KILN_HAVE_DNNL
 #include "compiler/targets/cpu/cpu_target.h"
 #endif
-#ifdef KILN_HAVE_CUDA
+#ifdef KILN_HAVE_CUDA_TARGET
 #include "compiler/targets/cuda/cuda_target.h"
 #include "core/gpu.h"
 #endif
@@ -49,7 +49,7 @@ std::vector<std::string> target_names() {
 #ifdef KILN_HAVE_DNNL
   names.push_back("cpu");
 #endif
-#ifdef KILN_HAVE_CUDA
+#ifdef KILN_HAVE_CUDA_TARGET
   // Listed only where it can run: built with CUDA and a GPU present (asked once per process).
   static const bool has_gpu = !list_gpus().empty();
   if (has_gpu) names.push_back("cuda");
@@ -63,12 +63,12 @@ Result<std::unique_ptr<Target>> make_target(std::string_view name) {
   if (name == "cpu") return make_cpu_target();
 #endif
   if (name == "cuda") {
-#ifdef KILN_HAVE_CUDA
+#ifdef KILN_HAVE_CUDA_TARGET
     return make_cuda_target();
 #else
     return unavailable_error(
-        "target cuda: this build has no CUDA support; rebuild where nvcc is installed "
-        "(cmake -DKILN_CUDA=ON) on a machine with an NVIDIA GPU");
+        "target cuda: this build has no CUDA support; rebuild where the CUDA toolkit (nvcc) and "
+        "cuDNN 9 are installed (cmake -DKILN_CUDA=ON)");
 #endif
   }
   std::string known;
