@@ -127,7 +127,11 @@ int run_compile(const Options& opts) {
 
 CommandAction add_compile_command(CLI::App& app) {
   auto opts = std::make_shared<Options>();
-  opts->target = compiler::target_names().back();  // cpu where this build has it
+#ifdef KILN_HAVE_DNNL
+  opts->target = "cpu";
+#else
+  opts->target = "ref";
+#endif
   CLI::App* cmd = app.add_subcommand(
       "compile", "Compile an ONNX model for a target into a .kiln artifact that loads in ms");
   cmd->add_option("model", opts->model, "the .onnx model")->required();

@@ -9,6 +9,7 @@
 #include <map>
 
 #include "compiler/targets/target.h"
+#include "core/gpu.h"
 #include "tools/command.h"
 #include "tools/model_io.h"
 
@@ -113,6 +114,12 @@ int run_perf(const Options& opts) {
   auto exe = compiler::compile(graph, **target, compile_options);
   if (!exe.ok()) return report_error(exe.status());
   const double compile_ms = Ms(Clock::now() - compile_start).count();
+  // What ran it: the GPU's name for the cuda target, "cpu" (the host) for the others.
+  std::string device = "cpu";
+  if (opts.target == "cuda") {
+    std::vector<GpuInfo> gpus = list_gpus();
+    if (!gpus.empty()) device = gpus.front().name;
+  }
   const std::vector<compiler::Argument>& inputs = prepared->inputs;
 
   double first_ms = 0;
@@ -160,17 +167,20 @@ int run_perf(const Options& opts) {
                                 json_escape(s.kind), s.ms);
     }
     fmt::print(
-        "{{\"runtime\":\"kiln\",\"model\":\"{}\",\"target\":\"{}\",\"batch\":{},\"threads\":{},"
-        "\"iterations\":{},\"warmup\":{},\"compile_ms\":{:.3f},\"first_run_ms\":{:.3f},"
+        "{{\"runtime\":\"kiln\",\"model\":\"{}\",\"target\":\"{}\",\"device\":\"{}\","
+        "\"batch\":{},\"threads\":{},\"iterations\":{},\"warmup\":{},\"compile_ms\":{:.3f},"
+        "\"first_run_ms\":{:.3f},"
         "\"median_ms\":{:.4f},\"p90_ms\":{:.4f},\"min_ms\":{:.4f},\"throughput_per_s\":{:.3f},"
         "\"times_ms\":[{:.4f}],\"peak_rss_bytes\":{},\"kinds\":[{}],\"steps\":[{}]}}\n",
-        json_escape(opts.model), json_escape(opts.target), batch, opts.threads, opts.iterations,
-        opts.warmup, compile_ms, first_ms, median, p90, times.front(), throughput,
-        fmt::join(in_order, ","), peak_rss_bytes(), kinds_json, steps_json);
+        json_escape(opts.model), json_escape(opts.target), json_escape(device), batch,
+        opts.threads, opts.iterations, opts.warmup, compile_ms, first_ms, median, p90,
+        times.front(), throughput, fmt::join(in_order, ","), peak_rss_bytes(), kinds_json,
+        steps_json);
     return 0;
   }
-  fmt::print("{} on {}: batch {}, threads {}, {} runs after {} warm-up\n", opts.model, opts.target,
-             batch, opts.threads == 0 ? std::string("default") : std::to_string(opts.threads),
+  fmt::print("{} on {} ({}): batch {}, threads {}, {} runs after {} warm-up\n", opts.model,
+             opts.target, device, batch,
+             opts.threads == 0 ? std::string("default") : std::to_string(opts.threads),
              opts.iterations, opts.warmup);
   fmt::print("compile {:.1f} ms, first run {:.2f} ms\n", compile_ms, first_ms);
   fmt::print("latency median {:.3f} ms, p90 {:.3f} ms, min {:.3f} ms; throughput {:.1f}/s\n",
@@ -203,7 +213,7 @@ CommandAction add_perf_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "perf", "Time a compiled model: median/p90 latency, throughput, time per op kind and step");
   cmd->add_option("model", opts->model, "the .onnx model")->required();
-  cmd->add_option("--target", opts->target, "cpu, ref, or another target this build has")
+  cmd->add_option("--target", opts->target, "cpu, cuda, ref, or another target this build has")
       ->capture_default_str();
   cmd->add_option("--batch", opts->inputs.batch,
                   "size of every dynamic input dim (the batch) not given by --input-shape");

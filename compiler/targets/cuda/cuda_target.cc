@@ -1,0 +1,140 @@
+// SPDX-License-Identifier: Apache-2.0
+// The cuda target: the cpu target's passes, then a Program of device and host steps; graphs it
+// cannot plan (dynamic shapes, subgraphs) run on the ref interpreter so any model runs.
+#include "compiler/targets/cuda/cuda_target.h"
+
+#include <fmt/format.h>
+
+#include <mutex>
+
+#include "compiler/passes/passes.h"
+#include "compiler/targets/cuda/program.h"
+#include "compiler/targets/ref/interpreter.h"
+#include "core/gpu.h"
+#include "core/logging.h"
+
+namespace kiln::compiler {
+
+namespace {
+
+// The compile-time library handles (algorithm search needs them), made once per process.
+struct Handles {
+  cudnnHandle_t cudnn = nullptr;
+  cublasLtHandle_t lt = nullptr;
+  std::mutex mutex;  // compiles search algorithms one at a time
+};
+
+Result<Handles*> compile_handles() {
+  static Handles* handles = new Handles();
+  static Status made = [] {
+    KILN_RETURN_IF_ERROR(cuda::check_cudnn(cudnnCreate(&handles->cudnn), "creating a handle"));
+    return cuda::check_cublas(cublasLtCreate(&handles->lt), "creating a handle");
+  }();
+  KILN_RETURN_IF_ERROR(made);
+  return handles;
+}
+
+class CudaExecutable final : public Executable {
+ public:
+  CudaExecutable(std::shared_ptr<Graph> graph, uint64_t seed,
+                 std::unique_ptr<cuda::Program> program)
+      : graph_(std::move(graph)), seed_(seed), program_(std::move(program)) {}
+
+  std::string_view target() const override { return "cuda"; }
+  const Graph& graph() const override { return *graph_; }
+  Result<std::vector<Argument>> run(std::vector<Argument> inputs) const override {
+    return run_with(std::move(inputs), nullptr);
+  }
+  Result<std::vector<Argument>> run_profiled(std::vector<Argument> inputs,
+                                             RunProfile& profile) const override {
+    profile.steps.clear();
+    return run_with(std::move(inputs), &profile);
+  }
+  const cuda::Program* program() const { return program_.get(); }
+
+ private:
+  Result<std::vector<Argument>> run_with(std::vector<Argument> inputs, RunProfile* profile) const {
+    KILN_RETURN_IF_ERROR(check_inputs(*graph_, inputs));
+    if (program_ == nullptr) {
+      ref::Interpreter interpreter(seed_);
+      return interpreter.run(*graph_, std::move(inputs));
+    }
+    std::unique_ptr<cuda::Session> session;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (!sessions_.empty()) {
+        session = std::move(sessions_.back());
+        sessions_.pop_back();
+      }
+    }
+    if (session == nullptr) {
+      KILN_ASSIGN_OR_RETURN(session, program_->new_session());
+    }
+    Result<std::vector<Argument>> out = program_->run(*session, inputs, profile);
+    if (out.ok()) {  // a session whose run failed may hold a broken stream: drop it
+      std::lock_guard<std::mutex> lock(mutex_);
+      sessions_.push_back(std::move(session));
+    }
+    return out;
+  }
+
+  std::shared_ptr<Graph> graph_;
+  uint64_t seed_;
+  std::unique_ptr<cuda::Program> program_;
+  mutable std::mutex mutex_;
+  mutable std::vector<std::unique_ptr<cuda::Session>> sessions_;
+};
+
+class CudaTarget final : public Target {
+ public:
+  std::string_view name() const override { return "cuda"; }
+  bool supports(const Node&) const override { return true; }
+  std::vector<std::unique_ptr<Pass>> passes(const CompileOptions&) const override {
+    std::vector<std::unique_ptr<Pass>> passes = standard_passes();
+    passes.push_back(make_conv_activation_fusion());
+    return passes;
+  }
+  Result<std::shared_ptr<Executable>> finalize(std::shared_ptr<Graph> graph,
+                                               const CompileOptions& options) const override {
+    KILN_ASSIGN_OR_RETURN(Handles * handles, compile_handles());
+    std::lock_guard<std::mutex> lock(handles->mutex);
+    KILN_ASSIGN_OR_RETURN(std::unique_ptr<cuda::Program> program,
+                          cuda::Builder(*graph, options.seed, handles->cudnn, handles->lt).build());
+    if (program == nullptr) {
+      log(LogLevel::kInfo,
+          "cuda target: the graph has dynamic shapes or subgraphs; it runs on the host (ref)");
+    } else if (log_enabled(LogLevel::kDebug)) {
+      log(LogLevel::kDebug,
+          "cuda target: {} steps ({} on the device), arena {} bytes ({} unplanned), constants {} "
+          "bytes",
+          program->steps().size(), program->device_steps(), program->arena_bytes(),
+          program->unplanned_bytes(), program->constant_bytes());
+      for (const auto& step : program->steps()) {
+        if (!step->on_device) log(LogLevel::kDebug, "cuda target: on the host: {}", step->kind);
+      }
+    }
+    return std::shared_ptr<Executable>(
+        std::make_shared<CudaExecutable>(std::move(graph), options.seed, std::move(program)));
+  }
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Target>> make_cuda_target() {
+  std::string why;
+  std::vector<GpuInfo> gpus = list_gpus(&why);
+  if (gpus.empty()) {
+    return unavailable_error(fmt::format(
+        "target cuda: no GPU was found ({}); run on a machine with an NVIDIA GPU and driver, or "
+        "use --target cpu",
+        why.empty() ? "no CUDA device" : why));
+  }
+  return std::unique_ptr<Target>(std::make_unique<CudaTarget>());
+}
+
+const cuda::Program* cuda_program(const Executable& executable) {
+  const auto* e = dynamic_cast<const CudaExecutable*>(&executable);
+  return e != nullptr ? e->program() : nullptr;
+}
+
+}  // namespace kiln::compiler

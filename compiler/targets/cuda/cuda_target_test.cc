@@ -1,0 +1,331 @@
+// SPDX-License-Identifier: Apache-2.0
+// The cuda target against ref on graphs built here and on the bundled model (fixed seeds); every
+// case skips where no GPU is present (CI), after checking that make_target says why.
+#include "compiler/targets/cuda/cuda_target.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <functional>
+#include <random>
+#include <thread>
+
+#include "compiler/ir/builder.h"
+#include "compiler/ir/printer.h"
+#include "compiler/onnx/importer.h"
+#include "compiler/ops/all_ops.h"
+#include "compiler/targets/cuda/program.h"
+#include "core/gpu.h"
+
+namespace kiln::compiler {
+namespace {
+
+bool have_gpu() {
+  return !list_gpus().empty();
+}
+
+#define SKIP_WITHOUT_GPU() \
+  if (!have_gpu()) GTEST_SKIP() << "no GPU on this machine"
+
+Tensor random_tensor(Shape shape, uint32_t seed) {
+  Tensor t(DType::kF32, std::move(shape));
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  for (float& v : t.span<float>()) v = dist(rng);
+  return t;
+}
+
+using BuildFn = std::function<void(GraphBuilder&, const std::vector<Value*>&)>;
+
+std::shared_ptr<Graph> make_graph(const std::vector<Tensor>& inputs, const BuildFn& build) {
+  auto graph = std::make_shared<Graph>("case");
+  GraphBuilder b(*graph);
+  std::vector<Value*> values;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    values.push_back(b.input("in" + std::to_string(i), TensorType(DType::kF32, inputs[i].shape())));
+  }
+  build(b, values);
+  EXPECT_TRUE(b.status().ok()) << b.status().to_string();
+  return graph;
+}
+
+std::shared_ptr<Executable> compile_for(std::shared_ptr<Graph> graph, const char* name) {
+  auto target = make_target(name);
+  EXPECT_TRUE(target.ok()) << target.status().to_string();
+  if (!target.ok()) return nullptr;
+  auto exe = compile(std::move(graph), **target);
+  EXPECT_TRUE(exe.ok()) << exe.status().to_string();
+  return exe.ok() ? *exe : nullptr;
+}
+
+std::vector<Tensor> run(const Executable& exe, const std::vector<Tensor>& inputs) {
+  std::vector<Argument> args;
+  for (const Tensor& t : inputs) args.emplace_back(t);
+  auto out = exe.run(std::move(args));
+  EXPECT_TRUE(out.ok()) << out.status().to_string();
+  std::vector<Tensor> tensors;
+  if (out.ok()) {
+    for (const Argument& a : *out) tensors.push_back(a.tensor());
+  }
+  return tensors;
+}
+
+void expect_close(const std::vector<Tensor>& want, const std::vector<Tensor>& got,
+                  float tolerance = 1e-4f) {
+  ASSERT_EQ(want.size(), got.size());
+  for (size_t o = 0; o < want.size(); ++o) {
+    ASSERT_EQ(want[o].shape(), got[o].shape()) << "output " << o;
+    ASSERT_EQ(want[o].dtype(), got[o].dtype()) << "output " << o;
+    if (want[o].dtype() != DType::kF32) continue;
+    int bad = 0;
+    for (int64_t i = 0; i < want[o].numel() && bad < 5; ++i) {
+      const float x = want[o].data<float>()[i];
+      const float y = got[o].data<float>()[i];
+      if (!(std::abs(x - y) <= tolerance + tolerance * std::abs(x))) {
+        ADD_FAILURE() << "output " << o << " element " << i << ": ref " << x << ", cuda " << y;
+        ++bad;
+      }
+    }
+  }
+}
+
+// Compiles for ref and cuda, compares, and returns the cuda program's (device steps, steps).
+std::pair<int, int> expect_cuda_matches_ref(const std::vector<Tensor>& inputs, const BuildFn& build,
+                                            float tolerance = 1e-4f) {
+  std::shared_ptr<Executable> ref = compile_for(make_graph(inputs, build), "ref");
+  std::shared_ptr<Executable> exe = compile_for(make_graph(inputs, build), "cuda");
+  if (ref == nullptr || exe == nullptr) return {-1, -1};
+  expect_close(run(*ref, inputs), run(*exe, inputs), tolerance);
+  const cuda::Program* program = cuda_program(*exe);
+  EXPECT_NE(program, nullptr);
+  if (program == nullptr) return {-1, -1};
+  return {program->device_steps(), static_cast<int>(program->steps().size())};
+}
+
+TEST(CudaTarget, MakeTargetSaysWhyWithoutAGpu) {
+  auto target = make_target("cuda");
+  if (have_gpu()) {
+    ASSERT_TRUE(target.ok()) << target.status().to_string();
+    EXPECT_EQ((*target)->name(), "cuda");
+    return;
+  }
+  ASSERT_FALSE(target.ok());
+  EXPECT_NE(target.status().message().find("no GPU was found"), std::string::npos)
+      << target.status().to_string();
+}
+
+TEST(CudaTarget, ElementwiseWithBroadcastingMatchesRef) {
+  SKIP_WITHOUT_GPU();
+  const std::vector<Tensor> inputs = {random_tensor(Shape{2, 3, 4, 5}, 1),
+                                      random_tensor(Shape{3, 1, 5}, 2)};
+  auto steps = expect_cuda_matches_ref(inputs, [](GraphBuilder& b, const std::vector<Value*>& in) {
+    Value* s = b.add(Op(ops::Add{}), {in[0], in[1]});
+    Value* m = b.add(Op(ops::Mul{}), {s, in[1]});
+    Value* d = b.add(Op(ops::Sub{}), {m, in[0]});
+    Value* t = b.add(Op(ops::Tanh{}), {d});
+    Value* r = b.add(Op(ops::Relu{}), {b.add(Op(ops::Sigmoid{}), {t})});
+    ops::LeakyRelu leaky;
+    leaky.alpha = 0.3f;
+    b.output(b.add(Op(leaky), {b.add(Op(ops::Div{}), {r, b.add(Op(ops::Exp{}), {in[1]})})}));
+  });
+  EXPECT_EQ(steps.first, steps.second);
+}
+
+TEST(CudaTarget, ConvolutionsMatchRef) {
+  SKIP_WITHOUT_GPU();
+  struct Case {
+    Shape x, w;
+    int64_t group = 1;
+    std::vector<int64_t> strides, pads, dilations;
+    bool bias = true;
+    bool relu = false;
+  };
+  const std::vector<Case> cases = {
+      {Shape{2, 3, 9, 7}, Shape{5, 3, 3, 3}, 1, {2, 1}, {1, 1, 1, 1}, {}, true, true},
+      {Shape{1, 6, 8, 8}, Shape{6, 2, 3, 3}, 3, {2, 2}, {2, 2, 2, 2}, {2, 2}, true, false},
+      {Shape{1, 8, 10, 10}, Shape{8, 1, 3, 3}, 8, {1, 1}, {1, 1, 1, 1}, {}, false, true},
+      {Shape{4, 16, 14, 14}, Shape{32, 16, 1, 1}, 1, {}, {}, {}, true, true},
+      // Asymmetric pads: not cuDNN's legacy API, so the host runs it; the result still matches.
+      {Shape{1, 3, 9, 9}, Shape{4, 3, 3, 3}, 1, {}, {0, 1, 2, 0}, {}, true, false},
+  };
+  uint32_t seed = 10;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.x.to_string() + " * " + c.w.to_string());
+    const Tensor w = random_tensor(c.w, seed++);
+    const Tensor bias = random_tensor(Shape{c.w[0]}, seed++);
+    const std::vector<Tensor> inputs = {random_tensor(c.x, seed++)};
+    auto steps =
+        expect_cuda_matches_ref(inputs, [&](GraphBuilder& b, const std::vector<Value*>& in) {
+          ops::Conv op;
+          op.group = c.group;
+          if (!c.strides.empty()) op.strides = c.strides;
+          if (!c.pads.empty()) op.pads = c.pads;
+          if (!c.dilations.empty()) op.dilations = c.dilations;
+          std::vector<Value*> args = {in[0], b.constant(w, "w")};
+          if (c.bias) args.push_back(b.constant(bias, "b"));
+          Value* y = b.add(Op(op), args);
+          b.output(c.relu ? b.add(Op(ops::Relu{}), {y}) : y);
+        });
+    const bool symmetric = c.pads.empty() || (c.pads[0] == c.pads[2] && c.pads[1] == c.pads[3]);
+    EXPECT_EQ(steps.first, symmetric ? 1 : 0);
+  }
+}
+
+TEST(CudaTarget, ClipAfterConvAndReluAfterAddRunInsideTheirProducers) {
+  SKIP_WITHOUT_GPU();
+  const Tensor w = random_tensor(Shape{4, 4, 3, 3}, 20);
+  const Tensor bias = random_tensor(Shape{4}, 21);
+  const std::vector<Tensor> inputs = {random_tensor(Shape{2, 4, 8, 8}, 22)};
+  auto build = [&](GraphBuilder& b, const std::vector<Value*>& in) {
+    ops::Conv op;
+    op.pads = std::vector<int64_t>{1, 1, 1, 1};
+    Value* y = b.add(Op(op), {in[0], b.constant(w, "w"), b.constant(bias, "b")});
+    Value* c = b.add(Op(ops::Clip{}), {y, b.constant(Tensor::scalar<float>(0.0f), "lo"),
+                                       b.constant(Tensor::scalar<float>(0.5f), "hi")});
+    b.output(b.add(Op(ops::Relu{}), {b.add(Op(ops::Add{}), {c, in[0]})}));
+  };
+  auto steps = expect_cuda_matches_ref(inputs, build);
+  EXPECT_EQ(steps.first, 2);
+  EXPECT_EQ(steps.second, 2);
+  std::shared_ptr<Executable> exe = compile_for(make_graph(inputs, build), "cuda");
+  ASSERT_NE(exe, nullptr);
+  const cuda::Program* program = cuda_program(*exe);
+  ASSERT_NE(program, nullptr);
+  EXPECT_EQ(program->count_steps("Conv+Bias+Clip"), 1);
+  EXPECT_EQ(program->count_steps("Add+Relu"), 1);
+}
+
+TEST(CudaTarget, GemmAndMatMulMatchRef) {
+  SKIP_WITHOUT_GPU();
+  const Tensor w = random_tensor(Shape{10, 24}, 30);  // [N, K] for transB
+  const Tensor bias = random_tensor(Shape{10}, 31);
+  const Tensor w2 = random_tensor(Shape{10, 7}, 32);
+  const std::vector<Tensor> inputs = {random_tensor(Shape{5, 24}, 33),
+                                      random_tensor(Shape{3, 4, 6}, 34),
+                                      random_tensor(Shape{3, 6, 2}, 35)};
+  auto steps = expect_cuda_matches_ref(inputs, [&](GraphBuilder& b, const std::vector<Value*>& in) {
+    ops::Gemm gemm;
+    gemm.transB = 1;
+    Value* y = b.add(Op(gemm), {in[0], b.constant(w, "w"), b.constant(bias, "b")});
+    Value* r = b.add(Op(ops::Relu{}), {y});
+    b.output(b.add(Op(ops::MatMul{}), {r, b.constant(w2, "w2")}));
+    b.output(b.add(Op(ops::MatMul{}), {in[1], in[2]}));  // batched
+  });
+  EXPECT_EQ(steps.first, 3);  // Gemm+Bias+Relu, MatMul, batched MatMul
+  EXPECT_EQ(steps.second, 3);
+}
+
+TEST(CudaTarget, PoolSoftmaxNormalizationAndDataMovementMatchRef) {
+  SKIP_WITHOUT_GPU();
+  const Tensor scale = random_tensor(Shape{4}, 40);
+  const Tensor shift = random_tensor(Shape{4}, 41);
+  const Tensor mean = random_tensor(Shape{4}, 42);
+  Tensor var = random_tensor(Shape{4}, 43);
+  for (float& v : var.span<float>()) v = std::abs(v) + 0.5f;
+  const std::vector<Tensor> inputs = {random_tensor(Shape{2, 4, 9, 11}, 44)};
+  auto steps = expect_cuda_matches_ref(inputs, [&](GraphBuilder& b, const std::vector<Value*>& in) {
+    ops::BatchNormalization bn;
+    Value* x = b.add(
+        Op(bn), {in[0], b.constant(scale), b.constant(shift), b.constant(mean), b.constant(var)});
+    ops::MaxPool mp;
+    mp.kernel_shape = std::vector<int64_t>{3, 3};
+    mp.strides = std::vector<int64_t>{2, 2};
+    mp.pads = std::vector<int64_t>{1, 1, 1, 1};
+    b.output(b.add(Op(mp), {x}));
+    ops::AveragePool ap;
+    ap.kernel_shape = std::vector<int64_t>{2, 3};
+    ap.pads = std::vector<int64_t>{1, 0, 1, 1};
+    ap.count_include_pad = 1;
+    b.output(b.add(Op(ap), {x}));
+    b.output(b.add(Op(ops::GlobalAveragePool{}), {x}));
+    ops::Concat cat;
+    cat.axis = 1;
+    Value* c = b.add(Op(cat), {x, in[0]});
+    ops::Transpose tr;
+    tr.perm = std::vector<int64_t>{0, 2, 3, 1};
+    Value* t = b.add(Op(tr), {c});
+    b.output(b.add(Op(ops::Softmax{}), {t}));
+    b.output(b.add(Op(ops::Sinh{}), {t}));  // no device kernel: runs on the host
+  });
+  EXPECT_EQ(steps.second - steps.first, 1);
+}
+
+TEST(CudaTarget, TheBundledModelMatchesRef) {
+  SKIP_WITHOUT_GPU();
+  // The source tree, or the current folder where the binary runs from a copy of the repository
+  // (the device machine).
+  std::string path = std::string(KILN_SOURCE_DIR) + "/examples/models/tiny_cnn.onnx";
+  if (!std::filesystem::exists(path)) path = "examples/models/tiny_cnn.onnx";
+  auto load = [&]() -> std::shared_ptr<Graph> {
+    ImportOptions options;
+    options.default_dim_value = 3;  // the batch
+    auto model = import_onnx_file(path, options);
+    EXPECT_TRUE(model.ok()) << model.status().to_string();
+    if (!model.ok()) return nullptr;
+    return std::shared_ptr<Graph>(std::move((*model)->graph));
+  };
+  std::shared_ptr<Graph> graph = load();
+  ASSERT_NE(graph, nullptr);
+  std::vector<Tensor> inputs;
+  uint32_t seed = 3;
+  for (const Value* v : graph->inputs()) {
+    inputs.push_back(random_tensor(v->tensor_type().shape(), seed++));
+  }
+  std::vector<Tensor> want = run(*compile_for(graph, "ref"), inputs);
+  std::shared_ptr<Executable> exe = compile_for(load(), "cuda");
+  ASSERT_NE(exe, nullptr);
+  const cuda::Program* program = cuda_program(*exe);
+  ASSERT_NE(program, nullptr);
+  EXPECT_GT(program->device_steps(), 0);
+  expect_close(want, run(*exe, inputs), 1e-3f);
+}
+
+TEST(CudaTarget, ConcurrentRunsGiveEachCallerItsOwnResult) {
+  SKIP_WITHOUT_GPU();
+  const Tensor w = random_tensor(Shape{8, 3, 3, 3}, 50);
+  auto build = [&](GraphBuilder& b, const std::vector<Value*>& in) {
+    ops::Conv op;
+    op.pads = std::vector<int64_t>{1, 1, 1, 1};
+    Value* y = b.add(Op(ops::Relu{}), {b.add(Op(op), {in[0], b.constant(w, "w")})});
+    b.output(b.add(Op(ops::GlobalAveragePool{}), {y}));
+  };
+  const std::vector<Tensor> shape_only = {random_tensor(Shape{2, 3, 16, 16}, 0)};
+  std::shared_ptr<Executable> ref = compile_for(make_graph(shape_only, build), "ref");
+  std::shared_ptr<Executable> exe = compile_for(make_graph(shape_only, build), "cuda");
+  ASSERT_NE(exe, nullptr);
+  constexpr int kThreads = 4;
+  std::vector<std::vector<Tensor>> inputs(kThreads);
+  std::vector<std::vector<Tensor>> want(kThreads);
+  for (int t = 0; t < kThreads; ++t) {
+    inputs[t] = {random_tensor(Shape{2, 3, 16, 16}, 100 + static_cast<uint32_t>(t))};
+    want[t] = run(*ref, inputs[t]);
+  }
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int r = 0; r < 10; ++r) expect_close(want[t], run(*exe, inputs[t]));
+    });
+  }
+  for (std::thread& t : threads) t.join();
+}
+
+TEST(CudaTarget, WrongInputShapeIsAClearError) {
+  SKIP_WITHOUT_GPU();
+  const std::vector<Tensor> inputs = {random_tensor(Shape{2, 3}, 1)};
+  std::shared_ptr<Executable> exe =
+      compile_for(make_graph(inputs,
+                             [](GraphBuilder& b, const std::vector<Value*>& in) {
+                               b.output(b.add(Op(ops::Relu{}), {in[0]}));
+                             }),
+                  "cuda");
+  ASSERT_NE(exe, nullptr);
+  std::vector<Argument> args;
+  args.emplace_back(random_tensor(Shape{3, 3}, 2));
+  auto out = exe->run(std::move(args));
+  ASSERT_FALSE(out.ok());
+  EXPECT_NE(out.status().message().find("in0"), std::string::npos) << out.status().to_string();
+}
+
+}  // namespace
+}  // namespace kiln::compiler

@@ -1,0 +1,294 @@
+// SPDX-License-Identifier: Apache-2.0
+// The cuda target's own kernels: elementwise unary/binary with broadcasting, per-channel affine
+// (bias, BatchNorm) with ReLU, 2-D pooling, global pooling, softmax and permuting copies (f32).
+#include <cuda_runtime.h>
+
+#include <cfloat>
+#include <string>
+
+#include "compiler/targets/cuda/kernels.h"
+
+namespace kiln::compiler::cuda {
+
+namespace {
+
+constexpr int kThreads = 256;
+
+unsigned blocks_for(int64_t n) {
+  const int64_t b = (n + kThreads - 1) / kThreads;
+  return static_cast<unsigned>(b < 65535 * 16 ? (b < 1 ? 1 : b) : 65535 * 16);
+}
+
+Status launched(const char* kernel) {
+  const cudaError_t err = cudaGetLastError();
+  if (err == cudaSuccess) return Status();
+  return unavailable_error(std::string("cuda kernel ") + kernel + ": " + cudaGetErrorString(err));
+}
+
+#define KILN_GRID_STRIDE(i, n)                                              \
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < (n); \
+       i += int64_t{blockDim.x} * gridDim.x)
+
+__device__ float apply_unary(Unary op, float x, float alpha, float beta) {
+  switch (op) {
+    case Unary::kRelu: return x > 0.0f ? x : 0.0f;
+    case Unary::kSigmoid: return 1.0f / (1.0f + expf(-x));
+    case Unary::kTanh: return tanhf(x);
+    case Unary::kExp: return expf(x);
+    case Unary::kLog: return logf(x);
+    case Unary::kNeg: return -x;
+    case Unary::kAbs: return fabsf(x);
+    case Unary::kSqrt: return sqrtf(x);
+    case Unary::kErf: return erff(x);
+    case Unary::kReciprocal: return 1.0f / x;
+    case Unary::kFloor: return floorf(x);
+    case Unary::kCeil: return ceilf(x);
+    case Unary::kSin: return sinf(x);
+    case Unary::kCos: return cosf(x);
+    case Unary::kSoftplus: return x > 20.0f ? x : log1pf(expf(x));
+    case Unary::kLeakyRelu: return x >= 0.0f ? x : alpha * x;
+    case Unary::kElu: return x >= 0.0f ? x : alpha * (expf(x) - 1.0f);
+    case Unary::kClip: return fminf(fmaxf(x, alpha), beta);
+    case Unary::kHardSigmoid: return fmaxf(0.0f, fminf(1.0f, alpha * x + beta));
+    case Unary::kHardSwish: return x * fmaxf(0.0f, fminf(1.0f, x / 6.0f + 0.5f));
+    case Unary::kGelu: return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
+    case Unary::kIdentity: return x;
+  }
+  return x;
+}
+
+__device__ float apply_binary(Binary op, float a, float b) {
+  switch (op) {
+    case Binary::kAdd: return a + b;
+    case Binary::kSub: return a - b;
+    case Binary::kMul: return a * b;
+    case Binary::kDiv: return a / b;
+    case Binary::kPow: return powf(a, b);
+    case Binary::kMax: return fmaxf(a, b);
+    case Binary::kMin: return fminf(a, b);
+  }
+  return a;
+}
+
+__global__ void unary_kernel(Unary op, const float* x, float* y, int64_t n, float alpha,
+                             float beta) {
+  KILN_GRID_STRIDE(i, n) {
+    y[i] = apply_unary(op, x[i], alpha, beta);
+  }
+}
+
+__global__ void binary_same_kernel(Binary op, const float* a, const float* b, float* y, int64_t n,
+                                   bool relu) {
+  KILN_GRID_STRIDE(i, n) {
+    const float v = apply_binary(op, a[i], b[i]);
+    y[i] = relu && v < 0.0f ? 0.0f : v;
+  }
+}
+
+__global__ void binary_broadcast_kernel(Binary op, const float* a, const float* b, float* y,
+                                        int64_t n, BroadcastIndex index, bool relu) {
+  KILN_GRID_STRIDE(i, n) {
+    int64_t rest = i;
+    int64_t ai = 0;
+    int64_t bi = 0;
+    for (int d = index.rank - 1; d >= 0; --d) {
+      const int64_t q = rest / index.out_dims[d];
+      const int64_t r = rest - q * index.out_dims[d];
+      ai += r * index.a_strides[d];
+      bi += r * index.b_strides[d];
+      rest = q;
+    }
+    const float v = apply_binary(op, a[ai], b[bi]);
+    y[i] = relu && v < 0.0f ? 0.0f : v;
+  }
+}
+
+__global__ void channel_affine_kernel(const float* x, float* y, const float* scale,
+                                      const float* shift, int64_t n, int64_t channels,
+                                      int64_t inner, float lo, float hi) {
+  KILN_GRID_STRIDE(i, n) {
+    const int64_t c = (i / inner) % channels;
+    float v = x[i];
+    if (scale != nullptr) v *= scale[c];
+    if (shift != nullptr) v += shift[c];
+    y[i] = fminf(fmaxf(v, lo), hi);
+  }
+}
+
+__global__ void pool2d_kernel(Pool2d p, const float* x, float* y, int64_t n) {
+  KILN_GRID_STRIDE(i, n) {
+    const int64_t ox = i % p.ow;
+    const int64_t oy = (i / p.ow) % p.oh;
+    const int64_t nc = i / (p.ow * p.oh);
+    const float* plane = x + nc * p.h * p.w;
+    float acc = p.max ? -FLT_MAX : 0.0f;
+    int64_t count = 0;
+    for (int64_t ky = 0; ky < p.kh; ++ky) {
+      const int64_t iy = oy * p.sh - p.ph + ky * p.dh;
+      for (int64_t kx = 0; kx < p.kw; ++kx) {
+        const int64_t ix = ox * p.sw - p.pw + kx * p.dw;
+        const bool inside = iy >= 0 && iy < p.h && ix >= 0 && ix < p.w;
+        if (inside) {
+          const float v = plane[iy * p.w + ix];
+          acc = p.max ? fmaxf(acc, v) : acc + v;
+          ++count;
+        } else if (p.count_include_pad) {
+          ++count;  // padding counts in the divisor (ceil_mode windows are not lowered here)
+        }
+      }
+    }
+    y[i] = p.max ? acc : (count > 0 ? acc / static_cast<float>(count) : 0.0f);
+  }
+}
+
+// One block per row: a block-wide reduction in shared memory.
+template <bool kMax>
+__global__ void global_pool_kernel(const float* x, float* y, int64_t inner) {
+  __shared__ float partial[kThreads];
+  const float* row = x + blockIdx.x * inner;
+  float acc = kMax ? -FLT_MAX : 0.0f;
+  for (int64_t j = threadIdx.x; j < inner; j += blockDim.x) {
+    acc = kMax ? fmaxf(acc, row[j]) : acc + row[j];
+  }
+  partial[threadIdx.x] = acc;
+  __syncthreads();
+  for (int s = blockDim.x / 2; s > 0; s /= 2) {
+    if (threadIdx.x < s) {
+      partial[threadIdx.x] = kMax ? fmaxf(partial[threadIdx.x], partial[threadIdx.x + s])
+                                  : partial[threadIdx.x] + partial[threadIdx.x + s];
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) y[blockIdx.x] = kMax ? partial[0] : partial[0] / static_cast<float>(inner);
+}
+
+__device__ float block_reduce(float v, bool max, float* shared) {
+  shared[threadIdx.x] = v;
+  __syncthreads();
+  for (int s = blockDim.x / 2; s > 0; s /= 2) {
+    if (threadIdx.x < s) {
+      shared[threadIdx.x] = max ? fmaxf(shared[threadIdx.x], shared[threadIdx.x + s])
+                                : shared[threadIdx.x] + shared[threadIdx.x + s];
+    }
+    __syncthreads();
+  }
+  const float r = shared[0];
+  __syncthreads();
+  return r;
+}
+
+__global__ void softmax_kernel(const float* x, float* y, int64_t cols, bool log) {
+  __shared__ float shared[kThreads];
+  const float* row = x + blockIdx.x * cols;
+  float* out = y + blockIdx.x * cols;
+  float m = -FLT_MAX;
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) m = fmaxf(m, row[j]);
+  m = block_reduce(m, true, shared);
+  float s = 0.0f;
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) s += expf(row[j] - m);
+  s = block_reduce(s, false, shared);
+  const float log_s = logf(s);
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+    out[j] = log ? row[j] - m - log_s : expf(row[j] - m) / s;
+  }
+}
+
+template <class T>
+__global__ void permute_kernel(const T* x, T* y, int64_t n, int rank, BroadcastIndex index) {
+  KILN_GRID_STRIDE(i, n) {
+    int64_t rest = i;
+    int64_t xi = 0;
+    for (int d = rank - 1; d >= 0; --d) {
+      const int64_t q = rest / index.out_dims[d];
+      xi += (rest - q * index.out_dims[d]) * index.a_strides[d];
+      rest = q;
+    }
+    y[i] = x[xi];
+  }
+}
+
+}  // namespace
+
+Status launch_unary(Unary op, const float* x, float* y, int64_t n, float alpha, float beta,
+                    void* stream) {
+  if (n <= 0) return Status();
+  unary_kernel<<<blocks_for(n), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(op, x, y, n,
+                                                                                  alpha, beta);
+  return launched("unary");
+}
+
+Status launch_binary(Binary op, const float* a, const float* b, float* y, int64_t n,
+                     const BroadcastIndex& index, bool contiguous, bool relu, void* stream) {
+  if (n <= 0) return Status();
+  auto s = static_cast<cudaStream_t>(stream);
+  if (contiguous) {
+    binary_same_kernel<<<blocks_for(n), kThreads, 0, s>>>(op, a, b, y, n, relu);
+  } else {
+    binary_broadcast_kernel<<<blocks_for(n), kThreads, 0, s>>>(op, a, b, y, n, index, relu);
+  }
+  return launched("binary");
+}
+
+Status launch_channel_affine(const float* x, float* y, const float* scale, const float* shift,
+                             int64_t n, int64_t channels, int64_t inner, float lo, float hi,
+                             void* stream) {
+  if (n <= 0) return Status();
+  channel_affine_kernel<<<blocks_for(n), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+      x, y, scale, shift, n, channels, inner, lo, hi);
+  return launched("channel_affine");
+}
+
+Status launch_pool2d(const Pool2d& p, const float* x, float* y, void* stream) {
+  const int64_t n = p.n * p.c * p.oh * p.ow;
+  if (n <= 0) return Status();
+  pool2d_kernel<<<blocks_for(n), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(p, x, y, n);
+  return launched("pool2d");
+}
+
+Status launch_global_pool(const float* x, float* y, int64_t outer, int64_t inner, bool max,
+                          void* stream) {
+  if (outer <= 0) return Status();
+  auto s = static_cast<cudaStream_t>(stream);
+  if (max) {
+    global_pool_kernel<true><<<static_cast<unsigned>(outer), kThreads, 0, s>>>(x, y, inner);
+  } else {
+    global_pool_kernel<false><<<static_cast<unsigned>(outer), kThreads, 0, s>>>(x, y, inner);
+  }
+  return launched("global_pool");
+}
+
+Status launch_softmax(const float* x, float* y, int64_t rows, int64_t cols, bool log,
+                      void* stream) {
+  if (rows <= 0) return Status();
+  softmax_kernel<<<static_cast<unsigned>(rows), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+      x, y, cols, log);
+  return launched("softmax");
+}
+
+Status launch_permute(const void* x, void* y, int64_t n, int rank, const int64_t* out_dims,
+                      const int64_t* in_strides, int element_bytes, void* stream) {
+  if (n <= 0) return Status();
+  BroadcastIndex index;
+  index.rank = rank;
+  for (int d = 0; d < rank; ++d) {
+    index.out_dims[d] = out_dims[d];
+    index.a_strides[d] = in_strides[d];
+  }
+  auto s = static_cast<cudaStream_t>(stream);
+  if (element_bytes == 8) {
+    permute_kernel<<<blocks_for(n), kThreads, 0, s>>>(static_cast<const int64_t*>(x),
+                                                      static_cast<int64_t*>(y), n, rank, index);
+  } else if (element_bytes == 4) {
+    permute_kernel<<<blocks_for(n), kThreads, 0, s>>>(static_cast<const float*>(x),
+                                                      static_cast<float*>(y), n, rank, index);
+  } else if (element_bytes == 1) {
+    permute_kernel<<<blocks_for(n), kThreads, 0, s>>>(static_cast<const uint8_t*>(x),
+                                                      static_cast<uint8_t*>(y), n, rank, index);
+  } else {
+    return invalid_argument_error("cuda kernel permute: element size " +
+                                  std::to_string(element_bytes) + " is not 1, 4 or 8 bytes");
+  }
+  return launched("permute");
+}
+
+}  // namespace kiln::compiler::cuda

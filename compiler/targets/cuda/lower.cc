@@ -1,0 +1,706 @@
+// SPDX-License-Identifier: Apache-2.0
+// Lowering nodes to device steps: Conv on cuDNN (algorithm timed by cudnnFind, bias and ReLU in
+// one kernel after it), MatMul/Gemm on cuBLASLt (bias/ReLU epilogues), own kernels for the
+// elementwise ops, pooling, softmax, BatchNorm, Concat and Transpose; reshapes share buffers.
+#include <fmt/format.h>
+
+#include <cmath>
+#include <functional>
+#include <mutex>
+
+#include "compiler/ops/all_ops.h"
+#include "compiler/ops/nn_util.h"
+#include "compiler/targets/cuda/kernels.h"
+#include "compiler/targets/cuda/program.h"
+
+namespace kiln::compiler::cuda {
+
+namespace {
+
+// A device step that runs a function over the session (its captured buffer ids index
+// session.device).
+class KernelStep final : public Step {
+ public:
+  using Fn = std::function<Status(Session&)>;
+  KernelStep(const Node& node, std::string step_kind, std::vector<int> in, std::vector<int> out,
+             Fn fn)
+      : fn_(std::move(fn)) {
+    this->node = &node;
+    kind = std::move(step_kind);
+    reads = std::move(in);
+    writes = std::move(out);
+  }
+  Status run(Session& session) const override { return fn_(session); }
+
+ private:
+  Fn fn_;
+};
+
+float* f32(Session& s, int id) {
+  return static_cast<float*>(s.device[static_cast<size_t>(id)]);
+}
+
+bool is_f32(const Value* v) {
+  return v != nullptr && v->tensor_type().dtype == DType::kF32;
+}
+
+Shape shape_of(const Value* v) {
+  return v->tensor_type().shape();
+}
+
+// The scalar f32 held by a constant input, if it is one.
+std::optional<float> constant_scalar(const Node& node, int i) {
+  if (!node.has_input(i)) return std::nullopt;
+  const Tensor* t = node.input(i)->constant_value();
+  if (t == nullptr || t->dtype() != DType::kF32 || t->numel() != 1) return std::nullopt;
+  return t->data<float>()[0];
+}
+
+void add(Builder& b, const Node& node, std::string kind, std::vector<int> in, std::vector<int> out,
+         KernelStep::Fn fn) {
+  b.add_step(std::make_unique<KernelStep>(node, std::move(kind), std::move(in), std::move(out),
+                                          std::move(fn)));
+}
+
+// ---- shapes only ----
+
+bool lower_alias(Builder& b, const Node& node) {
+  if (node.num_outputs() != 1 || !node.has_input(0)) return false;
+  if (node.input(0)->tensor_type().dtype != node.output(0)->tensor_type().dtype) return false;
+  b.alias(node.output(0), node.input(0));
+  return true;
+}
+
+// ---- elementwise ----
+
+std::optional<std::pair<Unary, std::pair<float, float>>> unary_of(const Node& node) {
+  auto plain = [](Unary u) { return std::make_pair(u, std::make_pair(0.0f, 0.0f)); };
+  switch (node.kind()) {
+    case OpKind::kRelu: return plain(Unary::kRelu);
+    case OpKind::kSigmoid: return plain(Unary::kSigmoid);
+    case OpKind::kTanh: return plain(Unary::kTanh);
+    case OpKind::kExp: return plain(Unary::kExp);
+    case OpKind::kLog: return plain(Unary::kLog);
+    case OpKind::kNeg: return plain(Unary::kNeg);
+    case OpKind::kAbs: return plain(Unary::kAbs);
+    case OpKind::kSqrt: return plain(Unary::kSqrt);
+    case OpKind::kErf: return plain(Unary::kErf);
+    case OpKind::kReciprocal: return plain(Unary::kReciprocal);
+    case OpKind::kFloor: return plain(Unary::kFloor);
+    case OpKind::kCeil: return plain(Unary::kCeil);
+    case OpKind::kSin: return plain(Unary::kSin);
+    case OpKind::kCos: return plain(Unary::kCos);
+    case OpKind::kSoftplus: return plain(Unary::kSoftplus);
+    case OpKind::kHardSwish: return plain(Unary::kHardSwish);
+    case OpKind::kLeakyRelu:
+      return std::make_pair(Unary::kLeakyRelu,
+                            std::make_pair(node.attrs<ops::LeakyRelu>().alpha, 0.0f));
+    case OpKind::kElu:
+      return std::make_pair(Unary::kElu, std::make_pair(node.attrs<ops::Elu>().alpha, 0.0f));
+    case OpKind::kHardSigmoid: {
+      const auto& op = node.attrs<ops::HardSigmoid>();
+      return std::make_pair(Unary::kHardSigmoid, std::make_pair(op.alpha, op.beta));
+    }
+    case OpKind::kClip: {
+      const float lo = node.has_input(1) ? constant_scalar(node, 1).value_or(NAN) : -INFINITY;
+      const float hi = node.has_input(2) ? constant_scalar(node, 2).value_or(NAN) : INFINITY;
+      if (std::isnan(lo) || std::isnan(hi)) return std::nullopt;
+      return std::make_pair(Unary::kClip, std::make_pair(lo, hi));
+    }
+    default: return std::nullopt;
+  }
+}
+
+bool lower_unary(Builder& b, const Node& node) {
+  auto u = unary_of(node);
+  if (!u || !is_f32(node.input(0)) || !is_f32(node.output(0))) return false;
+  const int x = b.buffer_of(node.input(0));
+  const int y = b.define(node.output(0));
+  const int64_t n = shape_of(node.output(0)).numel();
+  const Unary op = u->first;
+  const float alpha = u->second.first;
+  const float beta = u->second.second;
+  add(b, node, std::string(node.op().name()), {x}, {y},
+      [=](Session& s) { return launch_unary(op, f32(s, x), f32(s, y), n, alpha, beta, s.stream); });
+  return true;
+}
+
+std::optional<Binary> binary_of(OpKind kind) {
+  switch (kind) {
+    case OpKind::kAdd: return Binary::kAdd;
+    case OpKind::kSub: return Binary::kSub;
+    case OpKind::kMul: return Binary::kMul;
+    case OpKind::kDiv: return Binary::kDiv;
+    case OpKind::kPow: return Binary::kPow;
+    case OpKind::kMax: return Binary::kMax;
+    case OpKind::kMin: return Binary::kMin;
+    default: return std::nullopt;
+  }
+}
+
+// Strides of `in` (right-aligned against `out`) per output dim, 0 where it broadcasts.
+void broadcast_strides(const Shape& in, const Shape& out, int64_t* strides) {
+  const int offset = out.rank() - in.rank();
+  int64_t stride = 1;
+  for (int d = out.rank() - 1; d >= 0; --d) {
+    const int i = d - offset;
+    if (i < 0) {
+      strides[d] = 0;
+      continue;
+    }
+    strides[d] = in[i] == 1 && out[d] != 1 ? 0 : stride;
+    stride *= in[i];
+  }
+}
+
+bool lower_binary(Builder& b, const Node& node) {
+  auto op = binary_of(node.kind());
+  if (!op || node.num_inputs() != 2 || !is_f32(node.input(0)) || !is_f32(node.input(1))) {
+    return false;
+  }
+  const Shape out = shape_of(node.output(0));
+  const Shape sa = shape_of(node.input(0));
+  const Shape sb = shape_of(node.input(1));
+  if (out.rank() > kMaxRank || sa.rank() > out.rank() || sb.rank() > out.rank()) return false;
+  BroadcastIndex index;
+  index.rank = out.rank();
+  for (int d = 0; d < out.rank(); ++d) index.out_dims[d] = out[d];
+  broadcast_strides(sa, out, index.a_strides);
+  broadcast_strides(sb, out, index.b_strides);
+  const bool contiguous = sa == out && sb == out;
+  const int a = b.buffer_of(node.input(0));
+  const int c = b.buffer_of(node.input(1));
+  // A ReLU that alone reads the result runs inside the same kernel (the residual Add+Relu).
+  const Node* relu = b.only_consumer(node.output(0));
+  if (relu != nullptr && relu->kind() != OpKind::kRelu) relu = nullptr;
+  if (relu != nullptr) b.mark_fused(relu);
+  const int y = b.define((relu != nullptr ? relu : &node)->output(0));
+  const int64_t n = out.numel();
+  const Binary kind = *op;
+  const bool fused = relu != nullptr;
+  add(b, node, std::string(node.op().name()) + (fused ? "+Relu" : ""), {a, c}, {y},
+      [=](Session& s) {
+        return launch_binary(kind, f32(s, a), f32(s, c), f32(s, y), n, index, contiguous, fused,
+                             s.stream);
+      });
+  return true;
+}
+
+// ---- cuDNN convolution ----
+
+struct ConvDescs {
+  ConvDescs() = default;
+  ConvDescs(const ConvDescs&) = delete;
+  ConvDescs& operator=(const ConvDescs&) = delete;
+  ~ConvDescs() {
+    if (x != nullptr) cudnnDestroyTensorDescriptor(x);
+    if (y != nullptr) cudnnDestroyTensorDescriptor(y);
+    if (w != nullptr) cudnnDestroyFilterDescriptor(w);
+    if (conv != nullptr) cudnnDestroyConvolutionDescriptor(conv);
+  }
+  cudnnTensorDescriptor_t x = nullptr;
+  cudnnTensorDescriptor_t y = nullptr;
+  cudnnFilterDescriptor_t w = nullptr;
+  cudnnConvolutionDescriptor_t conv = nullptr;
+  cudnnConvolutionFwdAlgo_t algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
+  size_t workspace = 0;
+};
+
+constexpr size_t kMaxWorkspace = size_t{256} << 20;
+
+// The fastest fp32 (FMA, no TF32) algorithm cudnnFind measures, within the workspace cap.
+Status choose_conv_algo(cudnnHandle_t handle, ConvDescs& d) {
+  constexpr int kRequested = CUDNN_CONVOLUTION_FWD_ALGO_COUNT;
+  cudnnConvolutionFwdAlgoPerf_t perf[kRequested];
+  int returned = 0;
+  cudnnStatus_t st = cudnnFindConvolutionForwardAlgorithm(handle, d.x, d.w, d.conv, d.y, kRequested,
+                                                          &returned, perf);
+  if (st != CUDNN_STATUS_SUCCESS) {
+    KILN_RETURN_IF_ERROR(
+        check_cudnn(cudnnGetConvolutionForwardAlgorithm_v7(handle, d.x, d.w, d.conv, d.y,
+                                                           kRequested, &returned, perf),
+                    "choosing a convolution algorithm"));
+  }
+  for (int i = 0; i < returned; ++i) {
+    if (perf[i].status != CUDNN_STATUS_SUCCESS || perf[i].memory > kMaxWorkspace) continue;
+    if (perf[i].mathType == CUDNN_TENSOR_OP_MATH) continue;
+    d.algo = perf[i].algo;
+    d.workspace = perf[i].memory;
+    return Status();
+  }
+  return unavailable_error("cuda target: cuDNN offers no fp32 algorithm for this convolution");
+}
+
+Result<bool> lower_conv(Builder& b, const Node& node) {
+  const auto& op = node.attrs<ops::Conv>();
+  if (op.activation && *op.activation != "Relu") return false;
+  if (node.num_inputs() < 2 || !is_f32(node.input(0)) || !is_f32(node.input(1))) return false;
+  const Shape x = shape_of(node.input(0));
+  const Shape w = shape_of(node.input(1));
+  const Shape y = shape_of(node.output(0));
+  if (x.rank() != 4 || w.rank() != 4 || y.rank() != 4) return false;
+  const int64_t groups = op.group;
+  if (groups < 1 || x[1] % groups != 0 || w[1] * groups != x[1] || w[0] % groups != 0) return false;
+  const std::vector<int64_t> in = {x[2], x[3]};
+  Result<WindowGeometry> g =
+      forward_window(in, {w[2], w[3]}, {op.auto_pad, op.strides, op.dilations, op.pads});
+  if (!g.ok() || g->out != std::vector<int64_t>{y[2], y[3]}) return false;
+  if (g->pad_begin != g->pad_end) return false;  // cuDNN's legacy API pads symmetrically
+  const bool has_bias = node.has_input(2);
+  if (has_bias && (shape_of(node.input(2)) != Shape{w[0]} || !is_f32(node.input(2)))) return false;
+  auto d = std::make_shared<ConvDescs>();
+  auto i32 = [](int64_t v) { return static_cast<int>(v); };
+  KILN_RETURN_IF_ERROR(check_cudnn(cudnnCreateTensorDescriptor(&d->x), "descriptor"));
+  KILN_RETURN_IF_ERROR(check_cudnn(cudnnCreateTensorDescriptor(&d->y), "descriptor"));
+  KILN_RETURN_IF_ERROR(check_cudnn(cudnnCreateFilterDescriptor(&d->w), "descriptor"));
+  KILN_RETURN_IF_ERROR(check_cudnn(cudnnCreateConvolutionDescriptor(&d->conv), "descriptor"));
+  KILN_RETURN_IF_ERROR(
+      check_cudnn(cudnnSetTensor4dDescriptor(d->x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, i32(x[0]),
+                                             i32(x[1]), i32(x[2]), i32(x[3])),
+                  "input descriptor"));
+  KILN_RETURN_IF_ERROR(
+      check_cudnn(cudnnSetTensor4dDescriptor(d->y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, i32(y[0]),
+                                             i32(y[1]), i32(y[2]), i32(y[3])),
+                  "output descriptor"));
+  KILN_RETURN_IF_ERROR(
+      check_cudnn(cudnnSetFilter4dDescriptor(d->w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, i32(w[0]),
+                                             i32(w[1]), i32(w[2]), i32(w[3])),
+                  "filter descriptor"));
+  KILN_RETURN_IF_ERROR(check_cudnn(
+      cudnnSetConvolution2dDescriptor(d->conv, i32(g->pad_begin[0]), i32(g->pad_begin[1]),
+                                      i32(g->strides[0]), i32(g->strides[1]), i32(g->dilations[0]),
+                                      i32(g->dilations[1]), CUDNN_CROSS_CORRELATION,
+                                      CUDNN_DATA_FLOAT),
+      "convolution descriptor"));
+  KILN_RETURN_IF_ERROR(
+      check_cudnn(cudnnSetConvolutionGroupCount(d->conv, i32(groups)), "group count"));
+  // fp32 means fp32: FMA math keeps TF32 tensor cores out.
+  KILN_RETURN_IF_ERROR(check_cudnn(cudnnSetConvolutionMathType(d->conv, CUDNN_FMA_MATH), "math"));
+  KILN_RETURN_IF_ERROR(choose_conv_algo(b.cudnn(), *d).with_context(node.describe()));
+  b.need_workspace(d->workspace);
+  const int xi = b.buffer_of(node.input(0));
+  const int wi = b.buffer_of(node.input(1));
+  const int bi = has_bias ? b.buffer_of(node.input(2)) : -1;
+  float lo = -INFINITY;
+  float hi = INFINITY;
+  std::string kind = has_bias ? "Conv+Bias" : "Conv";
+  const Node* last = &node;
+  if (op.activation.has_value()) {
+    lo = 0.0f;
+    kind += "+Relu";
+  } else if (const Node* clip = b.only_consumer(node.output(0));
+             clip != nullptr && clip->kind() == OpKind::kClip) {
+    // A Clip with constant bounds (ReLU6) clamps in the bias kernel.
+    if (auto u = unary_of(*clip); u && u->first == Unary::kClip) {
+      lo = u->second.first;
+      hi = u->second.second;
+      last = clip;
+      b.mark_fused(clip);
+      kind += "+Clip";
+    }
+  }
+  const int yi = b.define(last->output(0));
+  const bool clamp = last != &node || op.activation.has_value();
+  const int64_t n = y.numel();
+  const int64_t channels = y[1];
+  const int64_t inner = y[2] * y[3];
+  std::vector<int> reads = {xi, wi};
+  if (bi >= 0) reads.push_back(bi);
+  add(b, node, kind, reads, {yi}, [=](Session& s) -> Status {
+    const float one = 1.0f;
+    const float zero = 0.0f;
+    KILN_RETURN_IF_ERROR(check_cudnn(
+        cudnnConvolutionForward(s.cudnn, &one, d->x, f32(s, xi), d->w, f32(s, wi), d->conv, d->algo,
+                                s.workspace, d->workspace, &zero, d->y, f32(s, yi)),
+        "convolution"));
+    if (!has_bias && !clamp) return Status();
+    return launch_channel_affine(f32(s, yi), f32(s, yi), nullptr, bi >= 0 ? f32(s, bi) : nullptr, n,
+                                 channels, inner, lo, hi, s.stream);
+  });
+  return true;
+}
+
+// ---- cuBLASLt matmul ----
+
+struct LtPlan {
+  LtPlan() = default;
+  LtPlan(const LtPlan&) = delete;
+  LtPlan& operator=(const LtPlan&) = delete;
+  ~LtPlan() {
+    if (op != nullptr) cublasLtMatmulDescDestroy(op);
+    for (cublasLtMatrixLayout_t l : {a, b, d}) {
+      if (l != nullptr) cublasLtMatrixLayoutDestroy(l);
+    }
+  }
+  cublasLtMatmulDesc_t op = nullptr;
+  cublasLtMatrixLayout_t a = nullptr;  // cuBLAS's A: our B
+  cublasLtMatrixLayout_t b = nullptr;  // cuBLAS's B: our A
+  cublasLtMatrixLayout_t d = nullptr;  // C and D
+  cublasLtMatmulAlgo_t algo{};
+  size_t workspace = 0;
+  // The bias pointer is an attribute of the shared descriptor: set and used under this lock.
+  std::mutex mutex;
+};
+
+constexpr size_t kLtWorkspace = size_t{32} << 20;
+
+Status make_layout(cublasLtMatrixLayout_t* layout, int64_t rows, int64_t cols, int64_t ld,
+                   int64_t batch, int64_t stride) {
+  KILN_RETURN_IF_ERROR(
+      check_cublas(cublasLtMatrixLayoutCreate(layout, CUDA_R_32F, static_cast<uint64_t>(rows),
+                                              static_cast<uint64_t>(cols), ld),
+                   "matrix layout"));
+  if (batch > 1) {
+    const int32_t count = static_cast<int32_t>(batch);
+    KILN_RETURN_IF_ERROR(
+        check_cublas(cublasLtMatrixLayoutSetAttribute(*layout, CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT,
+                                                      &count, sizeof(count)),
+                     "batch count"));
+    KILN_RETURN_IF_ERROR(check_cublas(
+        cublasLtMatrixLayoutSetAttribute(*layout, CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET,
+                                         &stride, sizeof(stride)),
+        "batch stride"));
+  }
+  return Status();
+}
+
+// Row-major Y[M,N] = A[M,K] B[K,N] runs as column-major Y^T = B^T A^T: cuBLAS's A is our B.
+Result<bool> lower_matmul(Builder& b, const Node& node) {
+  if (node.num_inputs() < 2 || !is_f32(node.input(0)) || !is_f32(node.input(1))) return false;
+  const Shape sa = shape_of(node.input(0));
+  const Shape sb = shape_of(node.input(1));
+  bool trans_a = false;
+  bool trans_b = false;
+  float alpha = 1.0f;
+  float beta = 0.0f;
+  int64_t m = 0, k = 0, n = 0, batch = 1;
+  int c_buffer = -1;
+  bool bias = false;
+  if (node.kind() == OpKind::kGemm) {
+    const auto& op = node.attrs<ops::Gemm>();
+    if (sa.rank() != 2 || sb.rank() != 2) return false;
+    trans_a = op.transA != 0;
+    trans_b = op.transB != 0;
+    alpha = op.alpha;
+    m = trans_a ? sa[1] : sa[0];
+    k = trans_a ? sa[0] : sa[1];
+    n = trans_b ? sb[0] : sb[1];
+    if (node.has_input(2)) {
+      if (!is_f32(node.input(2))) return false;
+      const Shape sc = shape_of(node.input(2));
+      if ((sc == Shape{n} || sc == Shape{1, n}) && op.beta == 1.0f) {
+        bias = true;
+      } else if (sc == Shape{m, n}) {
+        beta = op.beta;
+      } else {
+        return false;
+      }
+      c_buffer = b.buffer_of(node.input(2));
+    }
+  } else {
+    if (sa.rank() < 2 || sb.rank() < 2) return false;
+    k = sa[sa.rank() - 1];
+    n = sb[sb.rank() - 1];
+    if (sb.rank() == 2) {
+      m = sa.numel() / k;  // leading dims fold into M
+    } else {
+      if (sa.rank() != sb.rank()) return false;
+      for (int d = 0; d + 2 < sa.rank(); ++d) {
+        if (sa[d] != sb[d]) return false;
+        batch *= sa[d];
+      }
+      m = sa[sa.rank() - 2];
+    }
+  }
+  if (m == 0 || n == 0 || k == 0) return false;
+  const Node* relu = b.only_consumer(node.output(0));
+  if (relu != nullptr && relu->kind() != OpKind::kRelu) relu = nullptr;
+  auto p = std::make_shared<LtPlan>();
+  KILN_RETURN_IF_ERROR(
+      check_cublas(cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "matmul"));
+  const cublasOperation_t op_a = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t op_b = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  KILN_RETURN_IF_ERROR(check_cublas(
+      cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)),
+      "transa"));
+  KILN_RETURN_IF_ERROR(check_cublas(
+      cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)),
+      "transb"));
+  cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
+  if (bias)
+    epilogue = relu != nullptr ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
+  else if (relu != nullptr)
+    epilogue = CUBLASLT_EPILOGUE_RELU;
+  KILN_RETURN_IF_ERROR(
+      check_cublas(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue,
+                                                  sizeof(epilogue)),
+                   "epilogue"));
+  KILN_RETURN_IF_ERROR(trans_b ? make_layout(&p->a, k, n, k, batch, k * n)
+                               : make_layout(&p->a, n, k, n, batch, k * n));
+  KILN_RETURN_IF_ERROR(trans_a ? make_layout(&p->b, m, k, m, batch, m * k)
+                               : make_layout(&p->b, k, m, k, batch, m * k));
+  KILN_RETURN_IF_ERROR(make_layout(&p->d, n, m, n, batch, m * n));
+  cublasLtMatmulPreference_t pref = nullptr;
+  KILN_RETURN_IF_ERROR(check_cublas(cublasLtMatmulPreferenceCreate(&pref), "preference"));
+  const uint64_t cap = kLtWorkspace;
+  cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &cap,
+                                       sizeof(cap));
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(b.lt(), p->op, p->a, p->b, p->d, p->d,
+                                                           pref, 1, &result, &found);
+  cublasLtMatmulPreferenceDestroy(pref);
+  if (st != CUBLAS_STATUS_SUCCESS || found == 0) return false;  // the host runs it
+  p->algo = result.algo;
+  p->workspace = result.workspaceSize;
+  b.need_workspace(p->workspace);
+  const int ai = b.buffer_of(node.input(0));
+  const int bi = b.buffer_of(node.input(1));
+  const Node* last = relu != nullptr ? relu : &node;
+  if (relu != nullptr) b.mark_fused(relu);
+  const int yi = b.define(last->output(0));
+  std::vector<int> reads = {ai, bi};
+  if (c_buffer >= 0) reads.push_back(c_buffer);
+  std::string kind =
+      std::string(node.op().name()) + (bias ? "+Bias" : "") + (relu != nullptr ? "+Relu" : "");
+  add(b, node, kind, reads, {yi}, [=](Session& s) -> Status {
+    std::unique_lock<std::mutex> lock(p->mutex, std::defer_lock);
+    if (bias) {
+      lock.lock();
+      const void* ptr = s.device[static_cast<size_t>(c_buffer)];
+      KILN_RETURN_IF_ERROR(
+          check_cublas(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
+                                                      &ptr, sizeof(ptr)),
+                       "bias pointer"));
+    }
+    const void* c = beta != 0.0f ? s.device[static_cast<size_t>(c_buffer)] : f32(s, yi);
+    return check_cublas(
+        cublasLtMatmul(s.lt, p->op, &alpha, f32(s, bi), p->a, f32(s, ai), p->b, &beta, c, p->d,
+                       f32(s, yi), p->d, &p->algo, s.workspace, p->workspace, s.stream),
+        "matmul");
+  });
+  return true;
+}
+
+// ---- pooling, softmax, normalization, data movement ----
+
+bool lower_pool(Builder& b, const Node& node) {
+  if (node.num_outputs() != 1 || !is_f32(node.input(0))) return false;
+  const Shape x = shape_of(node.input(0));
+  const Shape y = shape_of(node.output(0));
+  if (x.rank() != 4) return false;
+  Pool2d p;
+  p.max = node.kind() == OpKind::kMaxPool;
+  std::optional<std::vector<int64_t>> no_dilations;
+  Result<WindowGeometry> g = invalid_argument_error("");
+  const std::vector<int64_t> in = {x[2], x[3]};
+  if (p.max) {
+    const auto& op = node.attrs<ops::MaxPool>();
+    if (!op.kernel_shape) return false;
+    g = forward_window(in, *op.kernel_shape,
+                       {op.auto_pad, op.strides, op.dilations, op.pads, op.ceil_mode != 0});
+  } else {
+    const auto& op = node.attrs<ops::AveragePool>();
+    if (!op.kernel_shape) return false;
+    p.count_include_pad = op.count_include_pad != 0;
+    if (p.count_include_pad && op.ceil_mode != 0) return false;
+    g = forward_window(in, *op.kernel_shape,
+                       {op.auto_pad, op.strides, no_dilations, op.pads, op.ceil_mode != 0});
+  }
+  if (!g.ok() || g->rank() != 2 || g->out != std::vector<int64_t>{y[2], y[3]}) return false;
+  p.n = x[0];
+  p.c = x[1];
+  p.h = x[2];
+  p.w = x[3];
+  p.oh = y[2];
+  p.ow = y[3];
+  p.kh = g->kernel[0];
+  p.kw = g->kernel[1];
+  p.sh = g->strides[0];
+  p.sw = g->strides[1];
+  p.ph = g->pad_begin[0];
+  p.pw = g->pad_begin[1];
+  p.dh = g->dilations[0];
+  p.dw = g->dilations[1];
+  const int xi = b.buffer_of(node.input(0));
+  const int yi = b.define(node.output(0));
+  add(b, node, std::string(node.op().name()), {xi}, {yi},
+      [=](Session& s) { return launch_pool2d(p, f32(s, xi), f32(s, yi), s.stream); });
+  return true;
+}
+
+bool lower_global_pool(Builder& b, const Node& node) {
+  if (!is_f32(node.input(0))) return false;
+  const Shape x = shape_of(node.input(0));
+  if (x.rank() < 3) return false;
+  const int64_t outer = x[0] * x[1];
+  const int64_t inner = x.numel() / std::max<int64_t>(outer, 1);
+  if (inner == 0) return false;
+  const bool max = node.kind() == OpKind::kGlobalMaxPool;
+  const int xi = b.buffer_of(node.input(0));
+  const int yi = b.define(node.output(0));
+  add(b, node, std::string(node.op().name()), {xi}, {yi}, [=](Session& s) {
+    return launch_global_pool(f32(s, xi), f32(s, yi), outer, inner, max, s.stream);
+  });
+  return true;
+}
+
+bool lower_softmax(Builder& b, const Node& node) {
+  if (!is_f32(node.input(0))) return false;
+  const Shape x = shape_of(node.input(0));
+  const bool log = node.kind() == OpKind::kLogSoftmax;
+  int64_t axis = log ? node.attrs<ops::LogSoftmax>().axis : node.attrs<ops::Softmax>().axis;
+  if (axis < 0) axis += x.rank();
+  if (x.rank() == 0 || axis != x.rank() - 1) return false;
+  const int64_t cols = x[x.rank() - 1];
+  if (cols == 0) return false;
+  const int64_t rows = x.numel() / cols;
+  const int xi = b.buffer_of(node.input(0));
+  const int yi = b.define(node.output(0));
+  add(b, node, std::string(node.op().name()), {xi}, {yi}, [=](Session& s) {
+    return launch_softmax(f32(s, xi), f32(s, yi), rows, cols, log, s.stream);
+  });
+  return true;
+}
+
+bool lower_batchnorm(Builder& b, const Node& node) {
+  const auto& op = node.attrs<ops::BatchNormalization>();
+  if (op.training_mode != 0 || node.num_outputs() != 1 || node.num_inputs() != 5) return false;
+  if (!is_f32(node.input(0))) return false;
+  const Shape x = shape_of(node.input(0));
+  if (x.rank() < 2) return false;
+  const int64_t c = x[1];
+  const Tensor* t[4];
+  for (int i = 0; i < 4; ++i) {
+    t[i] = node.input(i + 1)->constant_value();
+    if (t[i] == nullptr || t[i]->dtype() != DType::kF32 || t[i]->numel() != c) return false;
+  }
+  std::vector<float> scale(static_cast<size_t>(c));
+  std::vector<float> shift(static_cast<size_t>(c));
+  for (int64_t i = 0; i < c; ++i) {
+    const float s = t[0]->data<float>()[i] / std::sqrt(t[3]->data<float>()[i] + op.epsilon);
+    scale[static_cast<size_t>(i)] = s;
+    shift[static_cast<size_t>(i)] = t[1]->data<float>()[i] - t[2]->data<float>()[i] * s;
+  }
+  const int si = b.constant(std::move(scale));
+  const int hi = b.constant(std::move(shift));
+  const int xi = b.buffer_of(node.input(0));
+  const int yi = b.define(node.output(0));
+  const int64_t n = x.numel();
+  const int64_t inner = c == 0 ? 0 : n / (x[0] * c);
+  add(b, node, "BatchNormalization", {xi, si, hi}, {yi}, [=](Session& s) {
+    return launch_channel_affine(f32(s, xi), f32(s, yi), f32(s, si), f32(s, hi), n, c, inner,
+                                 -INFINITY, INFINITY, s.stream);
+  });
+  return true;
+}
+
+bool lower_concat(Builder& b, const Node& node) {
+  const Shape y = shape_of(node.output(0));
+  int64_t axis = node.attrs<ops::Concat>().axis.value_or(0);
+  if (axis < 0) axis += y.rank();
+  if (axis < 0 || axis >= y.rank()) return false;
+  const DType dtype = node.output(0)->tensor_type().dtype;
+  const size_t es = dtype_size(dtype);
+  int64_t outer = 1;
+  for (int d = 0; d < axis; ++d) outer *= y[d];
+  const size_t out_row = static_cast<size_t>(y.numel() / std::max<int64_t>(outer, 1)) * es;
+  struct Part {
+    int buffer;
+    size_t row;     // bytes of one outer row of the input
+    size_t offset;  // where its rows start in an output row
+  };
+  std::vector<Part> parts;
+  std::vector<int> reads;
+  size_t at = 0;
+  for (const Value* v : node.inputs()) {
+    if (v == nullptr || v->tensor_type().dtype != dtype) return false;
+    const Shape s = shape_of(v);
+    const size_t row = static_cast<size_t>(s.numel() / std::max<int64_t>(outer, 1)) * es;
+    parts.push_back({b.buffer_of(v), row, at});
+    reads.push_back(parts.back().buffer);
+    at += row;
+  }
+  if (at != out_row || outer == 0) return false;
+  const int yi = b.define(node.output(0));
+  add(b, node, "Concat", reads, {yi}, [=](Session& s) -> Status {
+    auto* dst = static_cast<uint8_t*>(s.device[static_cast<size_t>(yi)]);
+    for (const Part& p : parts) {
+      if (p.row == 0) continue;
+      KILN_RETURN_IF_ERROR(check_cuda(
+          cudaMemcpy2DAsync(dst + p.offset, out_row, s.device[static_cast<size_t>(p.buffer)], p.row,
+                            p.row, static_cast<size_t>(outer), cudaMemcpyDeviceToDevice, s.stream),
+          "concat copy"));
+    }
+    return Status();
+  });
+  return true;
+}
+
+bool lower_transpose(Builder& b, const Node& node) {
+  const Shape x = shape_of(node.input(0));
+  const Shape y = shape_of(node.output(0));
+  const int rank = x.rank();
+  if (rank > kMaxRank || rank == 0) return false;
+  const size_t es = dtype_size(node.input(0)->tensor_type().dtype);
+  if (es != 1 && es != 4 && es != 8) return false;
+  std::vector<int64_t> perm = node.attrs<ops::Transpose>().perm.value_or(std::vector<int64_t>{});
+  if (perm.empty()) {
+    for (int d = rank - 1; d >= 0; --d) perm.push_back(d);
+  }
+  if (static_cast<int>(perm.size()) != rank) return false;
+  std::vector<int64_t> in_strides(static_cast<size_t>(rank));
+  int64_t stride = 1;
+  for (int d = rank - 1; d >= 0; --d) {
+    in_strides[static_cast<size_t>(d)] = stride;
+    stride *= x[d];
+  }
+  std::vector<int64_t> out_dims(static_cast<size_t>(rank));
+  std::vector<int64_t> strides(static_cast<size_t>(rank));
+  for (int d = 0; d < rank; ++d) {
+    out_dims[static_cast<size_t>(d)] = y[d];
+    strides[static_cast<size_t>(d)] = in_strides[static_cast<size_t>(perm[static_cast<size_t>(d)])];
+  }
+  const int xi = b.buffer_of(node.input(0));
+  const int yi = b.define(node.output(0));
+  const int64_t n = y.numel();
+  add(b, node, "Transpose", {xi}, {yi}, [=](Session& s) {
+    return launch_permute(s.device[static_cast<size_t>(xi)], s.device[static_cast<size_t>(yi)], n,
+                          rank, out_dims.data(), strides.data(), static_cast<int>(es), s.stream);
+  });
+  return true;
+}
+
+}  // namespace
+
+Result<bool> lower_device(Builder& b, const Node& node) {
+  for (const Value* v : node.outputs()) {
+    if (v == nullptr) return false;
+  }
+  switch (node.kind()) {
+    case OpKind::kReshape:
+    case OpKind::kFlatten:
+    case OpKind::kSqueeze:
+    case OpKind::kUnsqueeze:
+    case OpKind::kIdentity: return lower_alias(b, node);
+    case OpKind::kDropout:
+      return node.num_inputs() == 1 && node.num_outputs() == 1 && lower_alias(b, node);
+    case OpKind::kConv: return lower_conv(b, node);
+    case OpKind::kGemm:
+    case OpKind::kMatMul: return lower_matmul(b, node);
+    case OpKind::kMaxPool:
+    case OpKind::kAveragePool: return lower_pool(b, node);
+    case OpKind::kGlobalAveragePool:
+    case OpKind::kGlobalMaxPool: return lower_global_pool(b, node);
+    case OpKind::kSoftmax:
+    case OpKind::kLogSoftmax: return lower_softmax(b, node);
+    case OpKind::kBatchNormalization: return lower_batchnorm(b, node);
+    case OpKind::kConcat: return lower_concat(b, node);
+    case OpKind::kTranspose: return lower_transpose(b, node);
+    default: break;
+  }
+  if (binary_of(node.kind())) return lower_binary(b, node);
+  return lower_unary(b, node);
+}
+
+}  // namespace kiln::compiler::cuda

@@ -1,0 +1,486 @@
+// SPDX-License-Identifier: Apache-2.0
+// Building a cuda Program (buffers, host ref steps, the memory plan, constants) and running it.
+#include "compiler/targets/cuda/program.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+
+#include "compiler/targets/ref/kernel.h"
+#include "core/env.h"
+#include "core/logging.h"
+
+namespace kiln::compiler::cuda {
+
+namespace {
+
+constexpr size_t kAlignment = 256;
+
+size_t align_up(size_t n) {
+  return (n + kAlignment - 1) / kAlignment * kAlignment;
+}
+
+size_t byte_size(DType dtype, const Shape& shape) {
+  return static_cast<size_t>(shape.numel()) * dtype_size(dtype);
+}
+
+// A node run by its ref kernel on the host: inputs copied out of the arena into pinned staging,
+// outputs copied back in.
+class HostStep final : public Step {
+ public:
+  struct Slot {
+    int buffer = -1;  // -1: an omitted input
+    DType dtype = DType::kF32;
+    Shape shape;
+    size_t bytes = 0;
+    const void* host = nullptr;  // a constant's host data (no copy needed)
+    size_t offset = 0;           // in the session's host-step staging
+  };
+  HostStep(const Node& node, std::vector<Slot> inputs, std::vector<Slot> outputs)
+      : inputs_(std::move(inputs)), outputs_(std::move(outputs)) {
+    this->node = &node;
+    kind = std::string(node.op().name());
+    on_device = false;
+  }
+
+  Status run(Session& session) const override {
+    uint8_t* host = session.pinned + session.host_staging;
+    for (const Slot& s : inputs_) {
+      if (s.buffer < 0 || s.host != nullptr || s.bytes == 0) continue;
+      KILN_RETURN_IF_ERROR(
+          check_cuda(cudaMemcpyAsync(host + s.offset, session.device[static_cast<size_t>(s.buffer)],
+                                     s.bytes, cudaMemcpyDeviceToHost, session.stream),
+                     "copying a host step's input from the device"));
+    }
+    KILN_RETURN_IF_ERROR(check_cuda(cudaStreamSynchronize(session.stream), "a device step"));
+    std::vector<Argument> in(inputs_.size());
+    std::vector<const Argument*> in_ptrs(inputs_.size(), nullptr);
+    for (size_t i = 0; i < inputs_.size(); ++i) {
+      const Slot& s = inputs_[i];
+      if (s.buffer < 0) continue;
+      void* p = s.host != nullptr ? const_cast<void*>(s.host) : host + s.offset;
+      in[i] = Argument(Tensor::wrap(s.dtype, s.shape, p, nullptr));
+      in_ptrs[i] = &in[i];
+    }
+    std::vector<Argument> out(outputs_.size());
+    for (size_t i = 0; i < outputs_.size(); ++i) {
+      const Slot& s = outputs_[i];
+      std::memset(host + s.offset, 0, s.bytes);
+      out[i] = Argument(Tensor::wrap(s.dtype, s.shape, host + s.offset, nullptr));
+    }
+    ref::KernelContext kctx(*node, std::move(in_ptrs), &out, session.interpreter.get());
+    KILN_RETURN_IF_ERROR(ref::run_node(*node, kctx));
+    for (size_t i = 0; i < outputs_.size(); ++i) {
+      const Slot& s = outputs_[i];
+      const Argument& a = out[i];
+      if (!a.is_tensor() || a.tensor().dtype() != s.dtype || a.tensor().shape() != s.shape) {
+        return internal_error(fmt::format("{}: output {} is {}, but compilation inferred {}{}",
+                                          node->describe(), i, a.to_string(), dtype_name(s.dtype),
+                                          s.shape.to_string()));
+      }
+      if (a.tensor().raw_data() != host + s.offset && s.bytes != 0) {
+        std::memcpy(host + s.offset, a.tensor().raw_data(), s.bytes);
+      }
+      if (s.bytes == 0) continue;
+      KILN_RETURN_IF_ERROR(
+          check_cuda(cudaMemcpyAsync(session.device[static_cast<size_t>(s.buffer)], host + s.offset,
+                                     s.bytes, cudaMemcpyHostToDevice, session.stream),
+                     "copying a host step's output to the device"));
+    }
+    return Status();
+  }
+
+ private:
+  std::vector<Slot> inputs_;
+  std::vector<Slot> outputs_;
+};
+
+}  // namespace
+
+Status check_cuda(cudaError_t err, std::string_view what) {
+  if (err == cudaSuccess) return Status();
+  cudaGetLastError();
+  return unavailable_error(fmt::format("cuda target: {}: {}", what, cudaGetErrorString(err)));
+}
+
+Status check_cudnn(cudnnStatus_t status, std::string_view what) {
+  if (status == CUDNN_STATUS_SUCCESS) return Status();
+  return unavailable_error(
+      fmt::format("cuda target: cuDNN {}: {}", what, cudnnGetErrorString(status)));
+}
+
+Status check_cublas(cublasStatus_t status, std::string_view what) {
+  if (status == CUBLAS_STATUS_SUCCESS) return Status();
+  return unavailable_error(
+      fmt::format("cuda target: cuBLASLt {}: status {}", what, static_cast<int>(status)));
+}
+
+// ---- Session ----
+
+Session::~Session() {
+  if (stream != nullptr) cudaStreamSynchronize(stream);
+  if (graph != nullptr) cudaGraphExecDestroy(graph);
+  if (cudnn != nullptr) cudnnDestroy(cudnn);
+  if (lt != nullptr) cublasLtDestroy(lt);
+  if (arena != nullptr) cudaFree(arena);
+  if (workspace != nullptr) cudaFree(workspace);
+  if (pinned != nullptr) cudaFreeHost(pinned);
+  if (stream != nullptr) cudaStreamDestroy(stream);
+}
+
+// ---- Program ----
+
+Program::Program(std::vector<Buffer> buffers, std::vector<std::unique_ptr<Step>> steps,
+                 std::vector<int> inputs, std::vector<int> outputs, MemoryPlan plan,
+                 size_t workspace_bytes, size_t host_step_bytes, uint64_t seed)
+    : buffers_(std::move(buffers)),
+      steps_(std::move(steps)),
+      inputs_(std::move(inputs)),
+      outputs_(std::move(outputs)),
+      plan_(std::move(plan)),
+      workspace_bytes_(workspace_bytes),
+      seed_(seed) {
+  size_t at = 0;
+  for (int id : inputs_) {
+    staging_.input_offsets.push_back(at);
+    at += align_up(buffers_[static_cast<size_t>(id)].bytes);
+  }
+  for (int id : outputs_) {
+    staging_.output_offsets.push_back(at);
+    at += align_up(buffers_[static_cast<size_t>(id)].bytes);
+  }
+  staging_.host_step_offset = at;
+  staging_.bytes = at + host_step_bytes;
+  graphable_ = !env_flag_bool(EnvFlag::kCudaNoGraph);
+  for (const auto& step : steps_) graphable_ = graphable_ && step->on_device;
+}
+
+Program::~Program() {
+  if (constants_ != nullptr) cudaFree(constants_);
+}
+
+Status Program::upload_constants() {
+  constant_offsets_.assign(buffers_.size(), 0);
+  size_t at = 0;
+  for (size_t i = 0; i < buffers_.size(); ++i) {
+    if (!buffers_[i].constant) continue;
+    constant_offsets_[i] = at;
+    at += align_up(buffers_[i].bytes);
+  }
+  constant_bytes_ = at;
+  if (at == 0) return Status();
+  KILN_RETURN_IF_ERROR(
+      check_cuda(cudaMalloc(&constants_, at), fmt::format("allocating {} bytes of constants", at)));
+  for (size_t i = 0; i < buffers_.size(); ++i) {
+    const Buffer& b = buffers_[i];
+    if (!b.constant || b.bytes == 0) continue;
+    KILN_RETURN_IF_ERROR(
+        check_cuda(cudaMemcpy(static_cast<uint8_t*>(constants_) + constant_offsets_[i], b.host,
+                              b.bytes, cudaMemcpyHostToDevice),
+                   "uploading a constant"));
+  }
+  return Status();
+}
+
+Result<std::unique_ptr<Session>> Program::new_session() const {
+  auto s = std::make_unique<Session>();
+  KILN_RETURN_IF_ERROR(check_cuda(cudaStreamCreateWithFlags(&s->stream, cudaStreamNonBlocking),
+                                  "creating a stream"));
+  KILN_RETURN_IF_ERROR(check_cudnn(cudnnCreate(&s->cudnn), "creating a handle"));
+  KILN_RETURN_IF_ERROR(check_cudnn(cudnnSetStream(s->cudnn, s->stream), "setting the stream"));
+  KILN_RETURN_IF_ERROR(check_cublas(cublasLtCreate(&s->lt), "creating a handle"));
+  if (plan_.arena_bytes > 0) {
+    KILN_RETURN_IF_ERROR(
+        check_cuda(cudaMalloc(&s->arena, plan_.arena_bytes),
+                   fmt::format("allocating the {}-byte device arena", plan_.arena_bytes)));
+  }
+  if (workspace_bytes_ > 0) {
+    KILN_RETURN_IF_ERROR(check_cuda(cudaMalloc(&s->workspace, workspace_bytes_),
+                                    "allocating the cuDNN/cuBLASLt workspace"));
+    s->workspace_bytes = workspace_bytes_;
+  }
+  if (staging_.bytes > 0) {
+    void* p = nullptr;
+    KILN_RETURN_IF_ERROR(
+        check_cuda(cudaMallocHost(&p, staging_.bytes),
+                   fmt::format("allocating {} bytes of pinned host staging", staging_.bytes)));
+    s->pinned = static_cast<uint8_t*>(p);
+  }
+  s->host_staging = staging_.host_step_offset;
+  s->device.resize(buffers_.size());
+  for (size_t i = 0; i < buffers_.size(); ++i) {
+    s->device[i] = buffers_[i].constant ? static_cast<uint8_t*>(constants_) + constant_offsets_[i]
+                                        : static_cast<uint8_t*>(s->arena) + plan_.offsets[i];
+  }
+  return s;
+}
+
+Status Program::enqueue(Session& session, RunProfile* profile) const {
+  for (size_t i = 0; i < inputs_.size(); ++i) {
+    const Buffer& b = buffers_[static_cast<size_t>(inputs_[i])];
+    if (b.bytes == 0) continue;
+    KILN_RETURN_IF_ERROR(
+        check_cuda(cudaMemcpyAsync(session.device[static_cast<size_t>(inputs_[i])],
+                                   session.pinned + staging_.input_offsets[i], b.bytes,
+                                   cudaMemcpyHostToDevice, session.stream),
+                   "copying an input to the device"));
+  }
+  for (const auto& step : steps_) {
+    const auto start = std::chrono::steady_clock::now();
+    Status s = step->run(session);
+    if (!s.ok()) return s.with_context(step->node->describe());
+    if (profile != nullptr) {
+      KILN_RETURN_IF_ERROR(check_cuda(cudaStreamSynchronize(session.stream), step->kind));
+      const std::chrono::duration<double, std::milli> ms = std::chrono::steady_clock::now() - start;
+      profile->steps.push_back({step->node->describe(), step->kind, ms.count()});
+    }
+  }
+  for (size_t i = 0; i < outputs_.size(); ++i) {
+    const Buffer& b = buffers_[static_cast<size_t>(outputs_[i])];
+    if (b.bytes == 0) continue;
+    KILN_RETURN_IF_ERROR(
+        check_cuda(cudaMemcpyAsync(session.pinned + staging_.output_offsets[i],
+                                   session.device[static_cast<size_t>(outputs_[i])], b.bytes,
+                                   cudaMemcpyDeviceToHost, session.stream),
+                   "copying an output from the device"));
+  }
+  return Status();
+}
+
+Status Program::capture(Session& session) const {
+  KILN_RETURN_IF_ERROR(
+      check_cuda(cudaStreamBeginCapture(session.stream, cudaStreamCaptureModeThreadLocal),
+                 "beginning a CUDA graph capture"));
+  Status queued = enqueue(session, nullptr);
+  cudaGraph_t graph = nullptr;
+  Status ended = check_cuda(cudaStreamEndCapture(session.stream, &graph), "capturing a CUDA graph");
+  if (queued.ok() && ended.ok()) {
+    ended =
+        check_cuda(cudaGraphInstantiate(&session.graph, graph, 0), "instantiating a CUDA graph");
+  }
+  if (graph != nullptr) cudaGraphDestroy(graph);
+  KILN_RETURN_IF_ERROR(queued);
+  return ended;
+}
+
+Result<std::vector<Argument>> Program::run(Session& session, const std::vector<Argument>& inputs,
+                                           RunProfile* profile) const {
+  for (size_t i = 0; i < inputs_.size(); ++i) {
+    const Buffer& b = buffers_[static_cast<size_t>(inputs_[i])];
+    if (b.bytes != 0) {
+      std::memcpy(session.pinned + staging_.input_offsets[i], inputs[i].tensor().raw_data(),
+                  b.bytes);
+    }
+  }
+  if (profile != nullptr) profile->steps.clear();
+  // Device-only programs replay one CUDA graph per session (captured on its first run); programs
+  // with host steps, and profiled runs, queue their steps one by one.
+  const bool use_graph = graphable_ && profile == nullptr && !session.graph_failed;
+  if (use_graph && session.graph == nullptr) {
+    Status captured = capture(session);
+    if (!captured.ok()) {
+      session.graph_failed = true;
+      if (session.graph != nullptr) cudaGraphExecDestroy(session.graph);
+      session.graph = nullptr;
+      log(LogLevel::kWarning, "cuda target: running without a CUDA graph: {}",
+          captured.to_string());
+    }
+  }
+  if (use_graph && session.graph != nullptr) {
+    KILN_RETURN_IF_ERROR(
+        check_cuda(cudaGraphLaunch(session.graph, session.stream), "launching the CUDA graph"));
+  } else {
+    session.interpreter = std::make_unique<ref::Interpreter>(seed_);
+    KILN_RETURN_IF_ERROR(enqueue(session, profile));
+  }
+  KILN_RETURN_IF_ERROR(check_cuda(cudaStreamSynchronize(session.stream), "running the program"));
+  std::vector<Argument> results;
+  results.reserve(outputs_.size());
+  for (size_t i = 0; i < outputs_.size(); ++i) {
+    const Buffer& b = buffers_[static_cast<size_t>(outputs_[i])];
+    Result<Tensor> t = Tensor::allocate(b.dtype, output_shapes_[i]);
+    if (!t.ok()) return t.status().with_context("cuda target: allocating an output");
+    if (b.bytes != 0) {
+      std::memcpy(t->raw_data(), session.pinned + staging_.output_offsets[i], b.bytes);
+    }
+    results.emplace_back(std::move(t).value());
+  }
+  return results;
+}
+
+int Program::count_steps(std::string_view kind) const {
+  return static_cast<int>(
+      std::count_if(steps_.begin(), steps_.end(), [&](const auto& s) { return s->kind == kind; }));
+}
+
+int Program::device_steps() const {
+  return static_cast<int>(
+      std::count_if(steps_.begin(), steps_.end(), [](const auto& s) { return s->on_device; }));
+}
+
+// ---- Builder ----
+
+int Builder::add_buffer(Buffer b) {
+  buffers_.push_back(std::move(b));
+  return static_cast<int>(buffers_.size()) - 1;
+}
+
+int Builder::buffer_of(const Value* v) const {
+  auto it = value_buffers_.find(v);
+  KILN_CHECK(it != value_buffers_.end());
+  return it->second;
+}
+
+int Builder::define(const Value* v) {
+  Buffer b;
+  b.dtype = v->tensor_type().dtype;
+  b.shape = v->tensor_type().shape();
+  b.bytes = byte_size(b.dtype, b.shape);
+  const int id = add_buffer(std::move(b));
+  value_buffers_[v] = id;
+  return id;
+}
+
+int Builder::constant(std::vector<float> values) {
+  auto data = std::make_shared<std::vector<uint8_t>>(values.size() * sizeof(float));
+  std::memcpy(data->data(), values.data(), data->size());
+  Buffer b;
+  b.dtype = DType::kF32;
+  b.shape = Shape{static_cast<int64_t>(values.size())};
+  b.bytes = data->size();
+  b.constant = true;
+  b.host = data->data();
+  b.owned = std::move(data);
+  return add_buffer(std::move(b));
+}
+
+void Builder::add_step(std::unique_ptr<Step> step) {
+  const int index = static_cast<int>(steps_.size());
+  for (int id : step->reads) {
+    Buffer& b = buffers_[static_cast<size_t>(id)];
+    b.last = std::max(b.last, index);
+    if (b.first < 0) b.first = index;
+  }
+  for (int id : step->writes) {
+    Buffer& b = buffers_[static_cast<size_t>(id)];
+    if (b.first < 0) b.first = index;
+    b.last = std::max(b.last, index);
+  }
+  steps_.push_back(std::move(step));
+}
+
+const Node* Builder::only_consumer(const Value* v) const {
+  for (const Value* out : graph_.outputs()) {
+    if (out == v) return nullptr;
+  }
+  if (v->uses().size() != 1) return nullptr;
+  return v->uses()[0].node;
+}
+
+bool Builder::plannable() const {
+  auto ok = [](const Value* v) {
+    if (!v->type().is_tensor()) return false;
+    const TensorType& t = v->tensor_type();
+    return t.is_static() && t.dtype != DType::kString;
+  };
+  for (const Value* v : graph_.inputs()) {
+    if (!ok(v)) return false;
+  }
+  for (const auto& node : graph_.nodes()) {
+    if (!node->op().subgraphs().empty()) return false;
+    for (const Value* v : node->outputs()) {
+      if (!ok(v)) return false;
+    }
+  }
+  return true;
+}
+
+void Builder::add_host_step(const Node& node) {
+  size_t at = 0;
+  auto slot = [&](const Value* v, int id) {
+    HostStep::Slot s;
+    s.buffer = id;
+    s.dtype = v->tensor_type().dtype;
+    s.shape = v->tensor_type().shape();
+    s.bytes = byte_size(s.dtype, s.shape);
+    const Buffer& b = buffer(id);
+    if (b.constant) {
+      s.host = b.host;
+    } else {
+      s.offset = at;
+      at += align_up(s.bytes);
+    }
+    return s;
+  };
+  std::vector<HostStep::Slot> inputs;
+  std::vector<int> reads;
+  for (const Value* v : node.inputs()) {
+    if (v == nullptr) {
+      inputs.emplace_back();
+      continue;
+    }
+    inputs.push_back(slot(v, buffer_of(v)));
+    reads.push_back(inputs.back().buffer);
+  }
+  std::vector<HostStep::Slot> outputs;
+  std::vector<int> writes;
+  for (const Value* v : node.outputs()) {
+    outputs.push_back(slot(v, define(v)));
+    writes.push_back(outputs.back().buffer);
+  }
+  host_step_bytes_ = std::max(host_step_bytes_, at);
+  auto step = std::make_unique<HostStep>(node, std::move(inputs), std::move(outputs));
+  step->reads = std::move(reads);
+  step->writes = std::move(writes);
+  add_step(std::move(step));
+}
+
+Result<std::unique_ptr<Program>> Builder::build() {
+  if (!plannable()) return std::unique_ptr<Program>();
+  std::vector<int> inputs;
+  for (const Value* v : graph_.inputs()) {
+    inputs.push_back(define(v));
+    buffers_.back().first = 0;
+  }
+  for (const auto& node : graph_.nodes()) {
+    if (std::find(fused_.begin(), fused_.end(), node.get()) != fused_.end()) continue;
+    if (node->kind() == OpKind::kConstant) {
+      const Tensor* c = node->output(0)->constant_value();
+      if (c == nullptr) return std::unique_ptr<Program>();
+      Buffer b;
+      b.dtype = c->dtype();
+      b.shape = c->shape();
+      b.bytes = c->nbytes();
+      b.constant = true;
+      b.host = c->raw_data();
+      value_buffers_[node->output(0)] = add_buffer(std::move(b));
+      continue;
+    }
+    KILN_ASSIGN_OR_RETURN(bool lowered, lower_device(*this, *node));
+    if (!lowered) add_host_step(*node);
+  }
+  std::vector<int> outputs;
+  std::vector<Shape> output_shapes;
+  for (const Value* v : graph_.outputs()) {
+    outputs.push_back(buffer_of(v));
+    output_shapes.push_back(v->tensor_type().shape());
+  }
+  std::vector<BufferLifetime> lifetimes;
+  for (const Buffer& b : buffers_) {
+    lifetimes.push_back({b.constant ? 0 : b.bytes, std::max(b.first, 0), std::max(b.last, 0)});
+  }
+  // Inputs are written before the first step; outputs are read after the last.
+  for (int id : inputs) lifetimes[static_cast<size_t>(id)].first = 0;
+  for (int id : outputs) lifetimes[static_cast<size_t>(id)].last = static_cast<int>(steps_.size());
+  MemoryPlan plan = plan_memory(lifetimes, kAlignment);
+  auto program = std::make_unique<Program>(std::move(buffers_), std::move(steps_),
+                                           std::move(inputs), std::move(outputs), std::move(plan),
+                                           workspace_bytes_, host_step_bytes_, seed_);
+  program->set_output_shapes(std::move(output_shapes));
+  KILN_RETURN_IF_ERROR(program->upload_constants());
+  return program;
+}
+
+}  // namespace kiln::compiler::cuda

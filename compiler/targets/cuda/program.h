@@ -1,0 +1,185 @@
+// SPDX-License-Identifier: Apache-2.0
+// The cuda target's planned execution: device steps (cuDNN, cuBLASLt, own kernels) and host ref
+// steps over buffers placed in one device arena by liveness, inputs and outputs staged through
+// pinned host memory.
+#pragma once
+
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+#include <cudnn.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "compiler/ir/graph.h"
+#include "compiler/runtime/memory_plan.h"
+#include "compiler/targets/ref/interpreter.h"
+#include "compiler/targets/target.h"
+
+namespace kiln::compiler::cuda {
+
+// A failed CUDA runtime / cuDNN / cuBLAS call as a kUnavailable status naming `what`.
+Status check_cuda(cudaError_t err, std::string_view what);
+Status check_cudnn(cudnnStatus_t status, std::string_view what);
+Status check_cublas(cublasStatus_t status, std::string_view what);
+
+// Where a tensor lives on the device while the program runs.
+struct Buffer {
+  DType dtype = DType::kF32;
+  Shape shape;
+  size_t bytes = 0;
+  // A constant lives in the program's constant block (uploaded once); `host` is its host copy.
+  bool constant = false;
+  const void* host = nullptr;
+  std::shared_ptr<const std::vector<uint8_t>> owned;  // host data made at compile time
+  int first = -1;                                     // the step that writes it (arena buffers)
+  int last = -1;                                      // the last step that reads it
+};
+
+// The per-caller state: the arena, a stream, library handles, workspace and pinned staging. One
+// session runs one call at a time.
+struct Session {
+  Session() = default;
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+  ~Session();
+
+  cudaStream_t stream = nullptr;
+  cudnnHandle_t cudnn = nullptr;
+  cublasLtHandle_t lt = nullptr;
+  void* arena = nullptr;
+  void* workspace = nullptr;
+  size_t workspace_bytes = 0;
+  uint8_t* pinned = nullptr;  // inputs, outputs, then host-step staging
+  size_t host_staging = 0;    // where host-step staging starts in `pinned`
+  std::vector<void*> device;  // every buffer's device address
+  std::unique_ptr<ref::Interpreter> interpreter;
+  cudaGraphExec_t graph = nullptr;  // the captured run of a device-only program
+  bool graph_failed = false;        // capture failed once: run step by step
+};
+
+// One unit of work queued on the session's stream.
+class Step {
+ public:
+  virtual ~Step() = default;
+  virtual Status run(Session& session) const = 0;
+
+  const Node* node = nullptr;
+  std::string kind;
+  bool on_device = true;
+  std::vector<int> reads;
+  std::vector<int> writes;
+};
+
+// A graph lowered to steps. Immutable once built; each run needs its own Session.
+class Program {
+ public:
+  struct Staging {
+    std::vector<size_t> input_offsets;
+    std::vector<size_t> output_offsets;
+    size_t host_step_offset = 0;
+    size_t bytes = 0;
+  };
+  Program(std::vector<Buffer> buffers, std::vector<std::unique_ptr<Step>> steps,
+          std::vector<int> inputs, std::vector<int> outputs, MemoryPlan plan,
+          size_t workspace_bytes, size_t host_step_bytes, uint64_t seed);
+  ~Program();
+  Program(const Program&) = delete;
+  Program& operator=(const Program&) = delete;
+
+  // The shape of each graph output (an output may share a buffer of another shape).
+  void set_output_shapes(std::vector<Shape> shapes) { output_shapes_ = std::move(shapes); }
+  // Uploads the constants; called once by the builder.
+  Status upload_constants();
+  Result<std::unique_ptr<Session>> new_session() const;
+  // Runs with inputs already checked against the graph; `profile` (optional) gets step times.
+  Result<std::vector<Argument>> run(Session& session, const std::vector<Argument>& inputs,
+                                    RunProfile* profile) const;
+
+  size_t arena_bytes() const { return plan_.arena_bytes; }
+  size_t unplanned_bytes() const { return plan_.total_bytes; }
+  size_t constant_bytes() const { return constant_bytes_; }
+  const std::vector<Buffer>& buffers() const { return buffers_; }
+  const std::vector<size_t>& offsets() const { return plan_.offsets; }
+  const std::vector<std::unique_ptr<Step>>& steps() const { return steps_; }
+  int count_steps(std::string_view kind) const;
+  int device_steps() const;
+  // Whether runs replay a CUDA graph: every step is on the device and KILN_CUDA_NO_GRAPH is unset.
+  bool uses_graph() const { return graphable_; }
+
+ private:
+  // Queues the input copies, the steps and the output copies on the session's stream.
+  Status enqueue(Session& session, RunProfile* profile) const;
+  Status capture(Session& session) const;
+
+  std::vector<Buffer> buffers_;
+  std::vector<std::unique_ptr<Step>> steps_;
+  std::vector<int> inputs_;   // the buffer of each graph input
+  std::vector<int> outputs_;  // the buffer of each graph output
+  std::vector<Shape> output_shapes_;
+  MemoryPlan plan_;
+  size_t workspace_bytes_;
+  Staging staging_;
+  uint64_t seed_;
+  bool graphable_ = false;
+  void* constants_ = nullptr;  // device block of every constant buffer
+  std::vector<size_t> constant_offsets_;
+  size_t constant_bytes_ = 0;
+};
+
+// Lowers a graph to a Program: device steps where lower_device() takes a node, a host ref step
+// (copy out, ref kernel, copy in) for every other node.
+class Builder {
+ public:
+  Builder(const Graph& graph, uint64_t seed, cudnnHandle_t cudnn, cublasLtHandle_t lt)
+      : graph_(graph), seed_(seed), cudnn_(cudnn), lt_(lt) {}
+
+  // nullptr when the graph cannot be planned (dynamic shapes, non-tensor values, strings,
+  // subgraphs): the executable then runs the ref interpreter.
+  Result<std::unique_ptr<Program>> build();
+
+  // ---- for the lowering functions (lower.cc) ----
+  const Graph& graph() const { return graph_; }
+  cudnnHandle_t cudnn() const { return cudnn_; }
+  cublasLtHandle_t lt() const { return lt_; }
+  int buffer_of(const Value* v) const;
+  const Buffer& buffer(int id) const { return buffers_[static_cast<size_t>(id)]; }
+  // A new arena buffer for `v`, written by the next step.
+  int define(const Value* v);
+  // `v` shares the buffer of `source` (a reshape: same bytes, another shape).
+  void alias(const Value* v, const Value* source) { value_buffers_[v] = buffer_of(source); }
+  // A constant buffer of compile-time data (f32).
+  int constant(std::vector<float> values);
+  void add_step(std::unique_ptr<Step> step);
+  void need_workspace(size_t bytes) { workspace_bytes_ = std::max(workspace_bytes_, bytes); }
+  // The only node reading `v` when `v` is not a graph output, else nullptr.
+  const Node* only_consumer(const Value* v) const;
+  void mark_fused(const Node* node) { fused_.push_back(node); }
+
+ private:
+  bool plannable() const;
+  void add_host_step(const Node& node);
+  int add_buffer(Buffer b);
+
+  const Graph& graph_;
+  uint64_t seed_;
+  cudnnHandle_t cudnn_;
+  cublasLtHandle_t lt_;
+  std::vector<Buffer> buffers_;
+  std::vector<std::unique_ptr<Step>> steps_;
+  std::unordered_map<const Value*, int> value_buffers_;
+  std::vector<const Node*> fused_;
+  size_t workspace_bytes_ = 0;
+  size_t host_step_bytes_ = 0;
+};
+
+// Lowers `node` (and a following node it fuses with) to device steps when it can; false leaves it
+// to a host ref step. Defined in lower.cc.
+Result<bool> lower_device(Builder& builder, const Node& node);
+
+}  // namespace kiln::compiler::cuda
