@@ -3,7 +3,8 @@
 # Trains the served example model: a small CNN on scikit-learn's 8x8 handwritten digits (fixed
 # seeds, 75/25 train/test split, a few seconds of CPU), prints its test accuracy, exports it to
 # digits/1/model.onnx with a dynamic batch dim, and writes 16 held-out test digits as PGM images
-# (images/NN_labelL.pgm, grey levels 0..16 as in the data set) with images/labels.txt.
+# (examples/digit_images/NN_labelL.pgm, grey levels 0..16 as in the data set) with labels.txt
+# there (outside the repository: every folder in it is a model).
 # Deterministic: rerunning it gives the same files.
 # The digits come from scikit-learn's own data file: sklearn.datasets.load_digits when
 # python3-sklearn is installed, else digits.csv.gz taken out of Debian's python3-sklearn package
@@ -97,7 +98,7 @@ torch.onnx.export(model, to_input(x_test[:1]), onnx_path, input_names=["image"],
 print(f"wrote {os.path.relpath(onnx_path)} ({os.path.getsize(onnx_path)} bytes)")
 
 # 16 held-out digits, the first of each class 0..9 and then the next ones in test order.
-image_dir = os.path.join(here, "images")
+image_dir = os.path.join(here, "..", "digit_images")
 os.makedirs(image_dir, exist_ok=True)
 chosen = [int(np.flatnonzero(y_test == c)[0]) for c in range(10)]
 chosen += [i for i in range(len(y_test)) if i not in chosen][:16 - len(chosen)]
