@@ -148,10 +148,7 @@ class CompilerBackend final : public Backend {
     pad_batch_ = pad.value_or(true);
     KILN_ASSIGN_OR_RETURN(std::optional<bool> cache, p.get_bool("cache"));
     cache_ = cache.value_or(true);
-    if (cache_) {
-      KILN_ASSIGN_OR_RETURN(model_bytes_, read_file(path_.string()));
-      fingerprint_hash_ = fingerprint_hash(target_name_);
-    }
+    if (cache_) fingerprint_hash_ = fingerprint_hash(target_name_);
 
     // A first import tells which inputs carry a dynamic batch dim.
     KILN_ASSIGN_OR_RETURN(auto probe, compiler::import_onnx_file(path_.string()));
@@ -301,8 +298,11 @@ class CompilerBackend final : public Backend {
     };
     Result<compiler::Artifact> artifact = compiler::open_artifact(path.string());
     if (!artifact.ok()) return stale(artifact.status());
-    Status source = artifact->check_source(std::span<const uint8_t>(
-        reinterpret_cast<const uint8_t*>(model_bytes_.data()), model_bytes_.size()));
+    // The model is read again here rather than kept: a large model's bytes are not held twice.
+    Result<std::string> model = read_file(path_.string());
+    if (!model.ok()) return stale(model.status());
+    Status source = artifact->check_source(
+        std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(model->data()), model->size()));
     if (!source.ok()) return stale(source);
     Result<compiler::LoadedArtifact> loaded = compiler::load_artifact(path.string());
     if (!loaded.ok()) return stale(loaded.status());
@@ -321,11 +321,17 @@ class CompilerBackend final : public Backend {
                    const std::map<std::string, std::vector<int64_t>>& shapes) {
     std::error_code ec;
     std::filesystem::create_directories(path.parent_path(), ec);
+    Result<std::string> model = read_file(path_.string());
+    if (!model.ok()) {
+      kiln::log(LogLevel::kWarning, "model \"{}\": cannot cache the compiled model: {}", name_,
+                model.status().message());
+      return;
+    }
     compiler::ArtifactSource source;
     source.name = path_.filename().string();
-    source.size = model_bytes_.size();
-    source.hash = compiler::xxhash64(std::span<const uint8_t>(
-        reinterpret_cast<const uint8_t*>(model_bytes_.data()), model_bytes_.size()));
+    source.size = model->size();
+    source.hash = compiler::xxhash64(
+        std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(model->data()), model->size()));
     source.recompile_command =
         fmt::format("kiln compile {} --target {}", path_.string(), target_name_);
     for (const auto& [name, dims] : shapes) {
@@ -426,7 +432,6 @@ class CompilerBackend final : public Backend {
   bool batching_ = false;
   bool pad_batch_ = true;
   bool cache_ = true;
-  std::string model_bytes_;  // the model file, to check cached artifacts against
   uint64_t fingerprint_hash_ = 0;
   int64_t batch_ = 1;
   std::vector<std::string> input_names_;
