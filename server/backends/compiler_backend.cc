@@ -1,16 +1,21 @@
 // SPDX-License-Identifier: Apache-2.0
-// The compiler backend: imports the ONNX model, compiles it per batch size, and runs batches of
-// requests joined along dim 0.
+// The compiler backend: imports the ONNX model, compiles it per batch size (cached as .kiln
+// artifacts next to the model), and runs batches of requests joined along dim 0.
 #include "server/backends/compiler_backend.h"
 
 #include <fmt/format.h>
 
+#include <cctype>
 #include <cstring>
 #include <map>
 #include <mutex>
 
+#include "compiler/artifact/artifact.h"
+#include "compiler/artifact/checksum.h"
 #include "compiler/onnx/importer.h"
 #include "compiler/targets/target.h"
+#include "core/logging.h"
+#include "core/mapped_file.h"
 
 namespace kiln::server {
 
@@ -61,6 +66,52 @@ void copy_rows(const Tensor& src, int64_t rows, Tensor& dst, int64_t at) {
               static_cast<size_t>(rows) * bytes);
 }
 
+// "image-8x1x8x8" for every input (names made file-safe), or a hash when that gets long.
+std::string shape_profile(const std::map<std::string, std::vector<int64_t>>& shapes) {
+  std::string profile;
+  for (const auto& [name, dims] : shapes) {
+    if (!profile.empty()) profile += '_';
+    for (char c : name) profile += std::isalnum(static_cast<unsigned char>(c)) ? c : '-';
+    profile += fmt::format("-{}", fmt::join(dims, "x"));
+  }
+  if (profile.size() > 96) {
+    profile = fmt::format("{:016x}",
+                          compiler::xxhash64(std::span<const uint8_t>(
+                              reinterpret_cast<const uint8_t*>(profile.data()), profile.size())));
+  }
+  return profile;
+}
+
+// A hash of the kiln version and this machine's fingerprint for `target`.
+uint64_t fingerprint_hash(const std::string& target) {
+  std::string text(compiler::kiln_version());
+  for (const auto& [key, value] : compiler::device_fingerprint(target)) {
+    text += fmt::format("\n{}={}", key, value);
+  }
+  return compiler::xxhash64(
+      std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(text.data()), text.size()));
+}
+
+// Whether `exe`'s inputs have exactly `shapes`; the error says the first that differs.
+Status check_input_shapes(const Executable& exe,
+                          const std::map<std::string, std::vector<int64_t>>& shapes) {
+  for (const compiler::Value* in : exe.graph().inputs()) {
+    auto it = shapes.find(in->name());
+    if (it == shapes.end() || !in->type().is_tensor() || !in->tensor_type().has_rank()) {
+      return invalid_argument_error(
+          fmt::format("input \"{}\" is not one the model has", in->name()));
+    }
+    std::vector<int64_t> dims;
+    for (const compiler::Dim& d : *in->tensor_type().dims) dims.push_back(d.value);
+    if (dims != it->second) {
+      return invalid_argument_error(fmt::format("input \"{}\" has shape [{}], expected [{}]",
+                                                in->name(), fmt::join(dims, ","),
+                                                fmt::join(it->second, ",")));
+    }
+  }
+  return Status();
+}
+
 Result<Tensor> slice_rows(const Tensor& src, int64_t begin, int64_t rows) {
   Shape shape = src.shape();
   shape[0] = rows;
@@ -95,6 +146,9 @@ class CompilerBackend final : public Backend {
     }
     KILN_ASSIGN_OR_RETURN(std::optional<bool> pad, p.get_bool("pad_batch"));
     pad_batch_ = pad.value_or(true);
+    KILN_ASSIGN_OR_RETURN(std::optional<bool> cache, p.get_bool("cache"));
+    cache_ = cache.value_or(true);
+    if (cache_) fingerprint_hash_ = fingerprint_hash(target_name_);
 
     // A first import tells which inputs carry a dynamic batch dim.
     KILN_ASSIGN_OR_RETURN(auto probe, compiler::import_onnx_file(path_.string()));
@@ -196,10 +250,22 @@ class CompilerBackend final : public Backend {
     auto it = executables_.find(size);
     if (it != executables_.end()) return it->second;
     compiler::ImportOptions options;
+    std::map<std::string, std::vector<int64_t>> shapes;
     for (const auto& [name, dims] : fixed_dims_) {
       std::vector<int64_t> shape = dims;
       if (batching_) shape[0] = size;
       options.input_shapes[name] = shape;
+      shapes[name] = shape;
+    }
+    std::filesystem::path cached;
+    if (cache_) {
+      cached =
+          path_.parent_path() / ".kiln-cache" /
+          fmt::format("{}-{:016x}-{}.kiln", target_name_, fingerprint_hash_, shape_profile(shapes));
+      if (std::shared_ptr<Executable> hit = load_cached(cached, shapes)) {
+        executables_[size] = hit;
+        return std::shared_ptr<const Executable>(hit);
+      }
     }
     KILN_ASSIGN_OR_RETURN(auto model, compiler::import_onnx_file(path_.string(), options));
     std::shared_ptr<compiler::Graph> graph(std::move(model->graph));
@@ -209,8 +275,79 @@ class CompilerBackend final : public Backend {
                                                    name_, path_.filename().string(), target_name_,
                                                    size));
     }
+    if (cache_) save_cached(cached, **exe, shapes);
     executables_[size] = *exe;
     return std::shared_ptr<const Executable>(*exe);
+  }
+
+  // The executable in the cache file `path` when it is there, intact, runs here, was compiled
+  // from this model's bytes and has `shapes`; otherwise null, with an info log saying why.
+  std::shared_ptr<Executable> load_cached(
+      const std::filesystem::path& path,
+      const std::map<std::string, std::vector<int64_t>>& shapes) {
+    std::error_code ec;
+    if (!std::filesystem::exists(path, ec)) {
+      kiln::log(LogLevel::kInfo, "model \"{}\": no cached artifact {}; compiling", name_,
+                path.string());
+      return nullptr;
+    }
+    auto stale = [&](const Status& why) {
+      kiln::log(LogLevel::kInfo, "model \"{}\": cached artifact {} is not usable ({}); recompiling",
+                name_, path.string(), why.message());
+      return nullptr;
+    };
+    Result<compiler::Artifact> artifact = compiler::open_artifact(path.string());
+    if (!artifact.ok()) return stale(artifact.status());
+    // The model is read again here rather than kept: a large model's bytes are not held twice.
+    Result<std::string> model = read_file(path_.string());
+    if (!model.ok()) return stale(model.status());
+    Status source = artifact->check_source(
+        std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(model->data()), model->size()));
+    if (!source.ok()) return stale(source);
+    Result<compiler::LoadedArtifact> loaded = compiler::load_artifact(path.string());
+    if (!loaded.ok()) return stale(loaded.status());
+    if (loaded->header.target != target_name_) {
+      return stale(invalid_argument_error(
+          fmt::format("compiled for target {}, expected {}", loaded->header.target, target_name_)));
+    }
+    Status same_shapes = check_input_shapes(*loaded->executable, shapes);
+    if (!same_shapes.ok()) return stale(same_shapes);
+    kiln::log(LogLevel::kInfo, "model \"{}\": loaded cached artifact {}", name_, path.string());
+    return loaded->executable;
+  }
+
+  // Writes `exe` to the cache file `path` (atomically); a failure is logged, never an error.
+  void save_cached(const std::filesystem::path& path, const Executable& exe,
+                   const std::map<std::string, std::vector<int64_t>>& shapes) {
+    std::error_code ec;
+    std::filesystem::create_directories(path.parent_path(), ec);
+    Result<std::string> model = read_file(path_.string());
+    if (!model.ok()) {
+      kiln::log(LogLevel::kWarning, "model \"{}\": cannot cache the compiled model: {}", name_,
+                model.status().message());
+      return;
+    }
+    compiler::ArtifactSource source;
+    source.name = path_.filename().string();
+    source.size = model->size();
+    source.hash = compiler::xxhash64(
+        std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(model->data()), model->size()));
+    source.recompile_command =
+        fmt::format("kiln compile {} --target {}", path_.string(), target_name_);
+    for (const auto& [name, dims] : shapes) {
+      std::string shape = fmt::format("{}={}", name, fmt::join(dims, ","));
+      source.options.emplace_back("input_shape", shape);
+      source.recompile_command += " --input-shape " + shape;
+    }
+    source.recompile_command += " -o " + path.string();
+    Status saved = compiler::save_artifact(path.string(), exe, {}, source);
+    if (!saved.ok()) {
+      kiln::log(LogLevel::kWarning, "model \"{}\": cannot cache the compiled model as {}: {}",
+                name_, path.string(), saved.message());
+      return;
+    }
+    kiln::log(LogLevel::kInfo, "model \"{}\": cached the compiled model as {}", name_,
+              path.string());
   }
 
   const Tensor* find_input(const InferenceRequest& r, const std::string& name) const {
@@ -294,6 +431,8 @@ class CompilerBackend final : public Backend {
   std::unique_ptr<compiler::Target> target_;
   bool batching_ = false;
   bool pad_batch_ = true;
+  bool cache_ = true;
+  uint64_t fingerprint_hash_ = 0;
   int64_t batch_ = 1;
   std::vector<std::string> input_names_;
   std::vector<std::string> output_names_;

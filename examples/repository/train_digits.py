@@ -1,0 +1,113 @@
+#!/usr/bin/python3
+# SPDX-License-Identifier: Apache-2.0
+# Trains the served example model: a small CNN on scikit-learn's 8x8 handwritten digits (fixed
+# seeds, 75/25 train/test split, a few seconds of CPU), prints its test accuracy, exports it to
+# digits/1/model.onnx with a dynamic batch dim, and writes 16 held-out test digits as PGM images
+# (examples/digit_images/NN_labelL.pgm, grey levels 0..16 as in the data set) with labels.txt
+# there (outside the repository: every folder in it is a model).
+# Deterministic: rerunning it gives the same files.
+# The digits come from scikit-learn's own data file: sklearn.datasets.load_digits when
+# python3-sklearn is installed, else digits.csv.gz taken out of Debian's python3-sklearn package
+# (`apt-get download`, no install: on Debian 12 python3-sklearn needs libboost1.74-dev, which
+# conflicts with the libboost1.81-dev kiln builds with).
+# Usage: /usr/bin/python3 examples/repository/train_digits.py
+import glob
+import gzip
+import os
+import subprocess
+import tempfile
+
+import numpy as np
+import torch
+from torch import nn
+
+here = os.path.dirname(os.path.abspath(__file__))
+torch.manual_seed(0)
+torch.set_num_threads(1)
+torch.use_deterministic_algorithms(True)
+
+
+
+def load_digits():
+    """Returns (images [1797, 8, 8] float32 0..16, labels [1797] int64) from digits.csv.gz."""
+    try:
+        from sklearn.datasets import load_digits as sklearn_digits
+        d = sklearn_digits()
+        return d.images.astype(np.float32), d.target.astype(np.int64)
+    except ImportError:
+        pass
+    cache = os.path.join(here, "..", "..", "build", "digits-data")
+    found = glob.glob(os.path.join(cache, "**", "digits.csv.gz"), recursive=True)
+    if not found:
+        os.makedirs(cache, exist_ok=True)
+        with tempfile.TemporaryDirectory() as tmp:
+            subprocess.run(["apt-get", "download", "python3-sklearn"], cwd=tmp, check=True)
+            deb = glob.glob(os.path.join(tmp, "python3-sklearn_*.deb"))[0]
+            subprocess.run(["dpkg-deb", "-x", deb, cache], check=True)
+        found = glob.glob(os.path.join(cache, "**", "digits.csv.gz"), recursive=True)
+    with gzip.open(found[0]) as f:
+        data = np.loadtxt(f, delimiter=",", dtype=np.float32)
+    return data[:, :-1].reshape(-1, 8, 8), data[:, -1].astype(np.int64)
+
+
+images, labels = load_digits()
+order = np.random.RandomState(0).permutation(len(labels))
+split = len(labels) * 3 // 4
+x_train, y_train = images[order[:split]], labels[order[:split]]
+x_test, y_test = images[order[split:]], labels[order[split:]]
+
+
+def to_input(x):
+    # The model's input: [n, 1, 8, 8] float32 in [0, 1] (grey level / 16).
+    return torch.from_numpy(x[:, None, :, :] / 16.0)
+
+
+model = nn.Sequential(
+    nn.Conv2d(1, 8, 3, padding=1), nn.ReLU(),
+    nn.Conv2d(8, 16, 3, padding=1), nn.ReLU(),
+    nn.MaxPool2d(2),
+    nn.Flatten(),
+    nn.Linear(16 * 4 * 4, 32), nn.ReLU(),
+    nn.Linear(32, 10))
+
+xt, yt = to_input(x_train), torch.from_numpy(y_train)
+optimizer = torch.optim.Adam(model.parameters(), lr=2e-3)
+generator = torch.Generator().manual_seed(0)
+for epoch in range(15):
+    model.train()
+    order = torch.randperm(len(xt), generator=generator)
+    for i in range(0, len(xt), 32):
+        idx = order[i:i + 32]
+        optimizer.zero_grad()
+        loss = nn.functional.cross_entropy(model(xt[idx]), yt[idx])
+        loss.backward()
+        optimizer.step()
+
+model.eval()
+with torch.no_grad():
+    predicted = model(to_input(x_test)).argmax(1).numpy()
+accuracy = float((predicted == y_test).mean())
+print(f"test accuracy: {accuracy * 100:.2f}% on {len(y_test)} held-out digits "
+      f"({len(y_train)} trained on)")
+
+os.makedirs(os.path.join(here, "digits", "1"), exist_ok=True)
+onnx_path = os.path.join(here, "digits", "1", "model.onnx")
+torch.onnx.export(model, to_input(x_test[:1]), onnx_path, input_names=["image"],
+                  output_names=["logits"], dynamic_axes={"image": {0: "batch"}, "logits": {0: "batch"}},
+                  opset_version=13, do_constant_folding=True)
+print(f"wrote {os.path.relpath(onnx_path)} ({os.path.getsize(onnx_path)} bytes)")
+
+# 16 held-out digits, the first of each class 0..9 and then the next ones in test order.
+image_dir = os.path.join(here, "..", "digit_images")
+os.makedirs(image_dir, exist_ok=True)
+chosen = [int(np.flatnonzero(y_test == c)[0]) for c in range(10)]
+chosen += [i for i in range(len(y_test)) if i not in chosen][:16 - len(chosen)]
+with open(os.path.join(image_dir, "labels.txt"), "w") as f:
+    f.write("# file true_label (held-out test digits of scikit-learn's load_digits)\n")
+    for n, i in enumerate(chosen):
+        name = f"{n:02d}_label{y_test[i]}.pgm"
+        pixels = x_test[i].astype(np.uint8)
+        with open(os.path.join(image_dir, name), "wb") as img:
+            img.write(b"P5\n8 8\n16\n" + pixels.tobytes())
+        f.write(f"{name} {y_test[i]}\n")
+print(f"wrote {len(chosen)} held-out images and labels.txt to {os.path.relpath(image_dir)}")

@@ -1,0 +1,157 @@
+// SPDX-License-Identifier: Apache-2.0
+// The compiler backend's artifact cache: the first load writes it, the next load uses it, and a
+// corrupted or stale cache file is replaced without failing the load.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <fstream>
+#include <mutex>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "compiler/artifact/artifact.h"
+#include "core/logging.h"
+#include "core/mapped_file.h"
+#include "server/core/server.h"
+#include "server/core/test_repository.h"
+
+namespace kiln::server {
+namespace {
+
+namespace fs = std::filesystem;
+
+// Collects the log messages at info and above while it lives.
+class LogCapture {
+ public:
+  LogCapture() : level_(log_level()) {
+    set_log_level(LogLevel::kInfo);
+    set_log_sink([this](LogLevel, std::string_view message) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      messages_.emplace_back(message);
+    });
+  }
+  ~LogCapture() {
+    set_log_sink({});
+    set_log_level(level_);
+  }
+  // How many messages contain `text`; clears them when `clear`.
+  int count(const std::string& text, bool clear = true) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    int n = static_cast<int>(std::count_if(messages_.begin(), messages_.end(), [&](const auto& m) {
+      return m.find(text) != std::string::npos;
+    }));
+    if (clear) messages_.clear();
+    return n;
+  }
+
+ private:
+  LogLevel level_;
+  std::mutex mutex_;
+  std::vector<std::string> messages_;
+};
+
+std::vector<fs::path> cache_files(const fs::path& dir) {
+  std::vector<fs::path> files;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(dir, ec)) files.push_back(entry.path());
+  return files;
+}
+
+// The output of the mnist model on a fixed random image of 3 rows.
+std::vector<float> classify(Server& s) {
+  Tensor t(DType::kF32, Shape{3, 1, 28, 28});
+  std::mt19937 rng(17);
+  std::uniform_real_distribution<float> dist(0.f, 1.f);
+  for (float& v : t.span<float>()) v = dist(rng);
+  InferenceRequest r;
+  r.model = "mnist";
+  r.inputs.push_back({"image", t, {}});
+  Result<InferenceResponse> response = s.infer(std::move(r)).get();
+  EXPECT_TRUE(response.ok()) << response.status().to_string();
+  if (!response.ok()) return {};
+  const Tensor& out = response->outputs.at(0).data;
+  return {out.data<float>(), out.data<float>() + out.shape().numel()};
+}
+
+TEST(CompilerBackendCache, SecondLoadUsesTheCacheAndABadFileIsReplaced) {
+  fs::path root = testing::make_test_repository("cache");
+  fs::remove_all(root / "broken");
+  const fs::path cache_dir = root / "mnist" / "1" / ".kiln-cache";
+  LogCapture logs;
+  Result<std::unique_ptr<Server>> created = Server::create({root, false, {"mnist"}});
+  ASSERT_TRUE(created.ok()) << created.status().to_string();
+  Server& s = **created;
+
+  // The first load compiles and writes one artifact for the cpu target and batch 4.
+  EXPECT_EQ(logs.count("cached the compiled model as"), 1);
+  std::vector<fs::path> files = cache_files(cache_dir);
+  ASSERT_EQ(files.size(), 1u);
+  const fs::path file = files[0];
+  EXPECT_EQ(file.extension(), ".kiln");
+  EXPECT_EQ(file.filename().string().rfind("cpu-", 0), 0u) << file;
+  EXPECT_NE(file.filename().string().find("-image-4x1x28x28.kiln"), std::string::npos) << file;
+  Result<compiler::Artifact> artifact = compiler::open_artifact(file.string());
+  ASSERT_TRUE(artifact.ok()) << artifact.status().to_string();
+  Result<std::string> model = read_file((root / "mnist" / "1" / "model.onnx").string());
+  ASSERT_TRUE(model.ok());
+  EXPECT_TRUE(artifact
+                  ->check_source(std::span<const uint8_t>(
+                      reinterpret_cast<const uint8_t*>(model->data()), model->size()))
+                  .ok());
+  const std::vector<float> expected = classify(s);
+  ASSERT_EQ(expected.size(), 30u);
+
+  // The second load uses it: no compile, the file untouched, the same outputs.
+  const fs::file_time_type written = fs::last_write_time(file);
+  ASSERT_TRUE(s.unload_model("mnist").ok());
+  ASSERT_TRUE(s.load_model("mnist").ok());
+  EXPECT_EQ(logs.count("loaded cached artifact", false), 1);
+  EXPECT_EQ(logs.count("cached the compiled model as"), 0);
+  EXPECT_EQ(fs::last_write_time(file), written);
+  EXPECT_EQ(classify(s), expected);
+
+  // A corrupted cache file is reported, the model recompiled and the file replaced. (Unloaded
+  // first: the loaded model maps the file's weights.)
+  ASSERT_TRUE(s.unload_model("mnist").ok());
+  {
+    std::fstream f(file, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(static_cast<std::streamoff>(fs::file_size(file) / 2));
+    f.write("garbage!", 8);
+  }
+  ASSERT_FALSE(compiler::open_artifact(file.string()).ok());
+  ASSERT_TRUE(s.load_model("mnist").ok());
+  EXPECT_EQ(logs.count("is not usable", false), 1);
+  EXPECT_EQ(logs.count("cached the compiled model as"), 1);
+  EXPECT_TRUE(compiler::open_artifact(file.string()).ok());
+  EXPECT_EQ(classify(s), expected);
+
+  // A file that is not an artifact at all does not fail the load either.
+  std::ofstream(file, std::ios::trunc) << "not an artifact";
+  ASSERT_TRUE(s.unload_model("mnist").ok());
+  ASSERT_TRUE(s.load_model("mnist").ok());
+  EXPECT_EQ(logs.count("is not usable", false), 1);
+  EXPECT_EQ(logs.count("cached the compiled model as"), 1);
+  EXPECT_EQ(classify(s), expected);
+
+  // A changed model makes the cached artifact stale: check_source fails and it is recompiled.
+  // (Appended bytes 0x32 0x01 'x' set ModelProto.doc_string, so the model stays valid.)
+  std::ofstream(root / "mnist" / "1" / "model.onnx", std::ios::app | std::ios::binary)
+      << "\x32\x01x";
+  ASSERT_TRUE(s.unload_model("mnist").ok());
+  ASSERT_TRUE(s.load_model("mnist").ok());
+  EXPECT_EQ(logs.count("is not usable", false), 1);
+  EXPECT_EQ(logs.count("cached the compiled model as"), 1);
+  EXPECT_EQ(cache_files(cache_dir).size(), 1u);
+
+  // The parameter cache = false turns it off.
+  std::ofstream(root / "mnist" / "config.toml", std::ios::app) << "cache = false\n";
+  ASSERT_TRUE(s.unload_model("mnist").ok());
+  ASSERT_TRUE(s.load_model("mnist").ok());
+  EXPECT_EQ(logs.count(".kiln-cache"), 0);
+  s.shutdown();
+  fs::remove_all(root);
+}
+
+}  // namespace
+}  // namespace kiln::server
