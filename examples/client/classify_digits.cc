@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "client/grpc_client.h"
 #include "client/http_client.h"
 
 namespace {
@@ -120,7 +121,7 @@ Result<Prediction> predict(const Result<kiln::client::InferenceResponse>& respon
   return p;
 }
 
-// Opens the client for --protocol; gRPC slots in here.
+// Opens the client for --protocol.
 Result<std::unique_ptr<Client>> make_client(const std::string& protocol, const std::string& url,
                                             int concurrency) {
   if (protocol == "http") {
@@ -130,8 +131,13 @@ Result<std::unique_ptr<Client>> make_client(const std::string& protocol, const s
                           kiln::client::HttpClient::create(url, options));
     return std::unique_ptr<Client>(std::move(http));
   }
+  if (protocol == "grpc") {
+    KILN_ASSIGN_OR_RETURN(std::unique_ptr<kiln::client::GrpcClient> grpc,
+                          kiln::client::GrpcClient::create(url));
+    return std::unique_ptr<Client>(std::move(grpc));
+  }
   return kiln::invalid_argument_error(
-      fmt::format("--protocol: expected http, found \"{}\"", protocol));
+      fmt::format("--protocol: expected http or grpc, found \"{}\"", protocol));
 }
 
 int64_t micros_since(std::chrono::steady_clock::time_point start) {
@@ -210,8 +216,9 @@ int main(int argc, char** argv) {
   std::string images;
   int concurrency = 16;
   int timeout_s = 30;
-  app.add_option("--url", url, "server address (http://host:port)");
-  app.add_option("--protocol", protocol, "http")->check(CLI::IsMember({"http"}));
+  app.add_option("--url", url, "server address (http://host:port, or host:port for grpc)");
+  app.add_option("--protocol", protocol, "http or grpc")
+      ->check(CLI::IsMember({"http", "grpc"}));
   app.add_option("--model", model, "model name in the repository");
   app.add_option("--images", images, "folder with labels.txt and the PGM images it names")
       ->required();
