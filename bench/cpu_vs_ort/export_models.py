@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 # Exports the cpu_vs_ort models to ONNX (random-init weights, fixed seed, dynamic batch dim).
 import argparse
+import inspect
 import os
 import sys
 
@@ -66,10 +67,13 @@ def export(name, out_dir):
     model = make().eval()
     x = torch.rand([1] + sample)
     tmp = path + ".tmp"
+    # PyTorch 2.x (the GPU machine's) exports through dynamo by default, at opset 18 with external
+    # data; the TorchScript exporter keeps opset 17 and one file, as Debian's torch 1.13 does.
+    legacy = {"dynamo": False} if "dynamo" in inspect.signature(torch.onnx.export).parameters else {}
     with torch.no_grad():
         torch.onnx.export(model, x, tmp, opset_version=17, input_names=["input"],
                           output_names=["output"],
-                          dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}})
+                          dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}}, **legacy)
     os.replace(tmp, path)
     return path
 

@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include "compiler/passes/passes.h"
+#include "compiler/targets/cuda/cublaslt_loader.h"
 #include "compiler/targets/cuda/program.h"
 #include "compiler/targets/ref/interpreter.h"
 #include "core/gpu.h"
@@ -27,6 +28,7 @@ struct Handles {
 Result<Handles*> compile_handles() {
   static Handles* handles = new Handles();
   static Status made = [] {
+    KILN_RETURN_IF_ERROR(cuda::load_cublaslt());
     KILN_RETURN_IF_ERROR(cuda::check_cudnn(cudnnCreate(&handles->cudnn), "creating a handle"));
     return cuda::check_cublas(cublasLtCreate(&handles->lt), "creating a handle");
   }();
