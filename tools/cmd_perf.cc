@@ -172,10 +172,9 @@ int run_perf(const Options& opts) {
         "\"first_run_ms\":{:.3f},"
         "\"median_ms\":{:.4f},\"p90_ms\":{:.4f},\"min_ms\":{:.4f},\"throughput_per_s\":{:.3f},"
         "\"times_ms\":[{:.4f}],\"peak_rss_bytes\":{},\"kinds\":[{}],\"steps\":[{}]}}\n",
-        json_escape(opts.model), json_escape(opts.target), json_escape(device), batch,
-        opts.threads, opts.iterations, opts.warmup, compile_ms, first_ms, median, p90,
-        times.front(), throughput, fmt::join(in_order, ","), peak_rss_bytes(), kinds_json,
-        steps_json);
+        json_escape(opts.model), json_escape(opts.target), json_escape(device), batch, opts.threads,
+        opts.iterations, opts.warmup, compile_ms, first_ms, median, p90, times.front(), throughput,
+        fmt::join(in_order, ","), peak_rss_bytes(), kinds_json, steps_json);
     return 0;
   }
   fmt::print("{} on {} ({}): batch {}, threads {}, {} runs after {} warm-up\n", opts.model,

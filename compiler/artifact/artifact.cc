@@ -487,8 +487,8 @@ Result<LoadedArtifact> load_artifact(const Artifact& artifact) {
   log(LogLevel::kDebug,
       "loaded {} ({} bytes): compatibility checked in {:.1f} ms, graph decoded in {:.1f} ms, "
       "finalized for {} in {:.1f} ms",
-      artifact.name(), artifact.size(), ms(checked - start).count(),
-      ms(decoded - checked).count(), artifact.header().target, ms(Clock::now() - decoded).count());
+      artifact.name(), artifact.size(), ms(checked - start).count(), ms(decoded - checked).count(),
+      artifact.header().target, ms(Clock::now() - decoded).count());
   return LoadedArtifact{artifact.header(), std::move(exe).value()};
 }
 

@@ -217,8 +217,7 @@ int main(int argc, char** argv) {
   int concurrency = 16;
   int timeout_s = 30;
   app.add_option("--url", url, "server address (http://host:port, or host:port for grpc)");
-  app.add_option("--protocol", protocol, "http or grpc")
-      ->check(CLI::IsMember({"http", "grpc"}));
+  app.add_option("--protocol", protocol, "http or grpc")->check(CLI::IsMember({"http", "grpc"}));
   app.add_option("--model", model, "model name in the repository");
   app.add_option("--images", images, "folder with labels.txt and the PGM images it names")
       ->required();

@@ -18,7 +18,6 @@
 #include "core/mapped_file.h"
 #include "python/src/bindings.h"
 
-
 namespace kiln::python {
 namespace {
 

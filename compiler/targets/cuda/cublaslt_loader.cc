@@ -51,10 +51,10 @@ Status load_cublaslt() {
 }  // namespace kiln::compiler::cuda
 
 // Each forwarder looks its symbol up once; a missing library or symbol reads as NOT_INITIALIZED.
-#define KILN_CUBLASLT_FORWARD(name, params, args)                                           \
-  cublasStatus_t CUBLASWINAPI name params {                                                \
-    static const auto fn = kiln::compiler::cuda::symbol<decltype(&name)>(#name);           \
-    return fn == nullptr ? CUBLAS_STATUS_NOT_INITIALIZED : fn args;                        \
+#define KILN_CUBLASLT_FORWARD(name, params, args)                                \
+  cublasStatus_t CUBLASWINAPI name params {                                      \
+    static const auto fn = kiln::compiler::cuda::symbol<decltype(&name)>(#name); \
+    return fn == nullptr ? CUBLAS_STATUS_NOT_INITIALIZED : fn args;              \
   }
 
 KILN_CUBLASLT_FORWARD(cublasLtCreate, (cublasLtHandle_t * handle), (handle))
@@ -66,16 +66,16 @@ KILN_CUBLASLT_FORWARD(cublasLtMatmul,
                        cublasLtMatrixLayout_t c_desc, void* d, cublasLtMatrixLayout_t d_desc,
                        const cublasLtMatmulAlgo_t* algo, void* workspace, size_t workspace_bytes,
                        cudaStream_t stream),
-                      (handle, desc, alpha, a, a_desc, b, b_desc, beta, c, c_desc, d, d_desc,
-                       algo, workspace, workspace_bytes, stream))
+                      (handle, desc, alpha, a, a_desc, b, b_desc, beta, c, c_desc, d, d_desc, algo,
+                       workspace, workspace_bytes, stream))
 KILN_CUBLASLT_FORWARD(cublasLtMatmulAlgoGetHeuristic,
                       (cublasLtHandle_t handle, cublasLtMatmulDesc_t desc,
                        cublasLtMatrixLayout_t a_desc, cublasLtMatrixLayout_t b_desc,
                        cublasLtMatrixLayout_t c_desc, cublasLtMatrixLayout_t d_desc,
                        cublasLtMatmulPreference_t preference, int requested,
                        cublasLtMatmulHeuristicResult_t results[], int* returned),
-                      (handle, desc, a_desc, b_desc, c_desc, d_desc, preference, requested,
-                       results, returned))
+                      (handle, desc, a_desc, b_desc, c_desc, d_desc, preference, requested, results,
+                       returned))
 KILN_CUBLASLT_FORWARD(cublasLtMatmulDescCreate,
                       (cublasLtMatmulDesc_t * desc, cublasComputeType_t compute,
                        cudaDataType_t scale),
@@ -85,8 +85,7 @@ KILN_CUBLASLT_FORWARD(cublasLtMatmulDescSetAttribute,
                       (cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attr,
                        const void* buf, size_t size),
                       (desc, attr, buf, size))
-KILN_CUBLASLT_FORWARD(cublasLtMatmulPreferenceCreate, (cublasLtMatmulPreference_t * pref),
-                      (pref))
+KILN_CUBLASLT_FORWARD(cublasLtMatmulPreferenceCreate, (cublasLtMatmulPreference_t * pref), (pref))
 KILN_CUBLASLT_FORWARD(cublasLtMatmulPreferenceDestroy, (cublasLtMatmulPreference_t pref), (pref))
 KILN_CUBLASLT_FORWARD(cublasLtMatmulPreferenceSetAttribute,
                       (cublasLtMatmulPreference_t pref, cublasLtMatmulPreferenceAttributes_t attr,
