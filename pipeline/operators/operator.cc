@@ -97,4 +97,10 @@ Result<kernels::Interp> parse_interp(std::string_view op, std::string_view name,
 }
 
 }  // namespace detail
+Status ReaderOperator::run(const SampleContext&, const OpArgs&, std::span<const Tensor>,
+                           std::vector<Tensor>*) const {
+  return internal_error(
+      fmt::format("operator {}: readers are driven by the executor", schema().name));
+}
+
 }  // namespace kiln::pipeline

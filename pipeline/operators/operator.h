@@ -70,6 +70,16 @@ class Operator {
   OpArgs args_;
 };
 
+// A reader (readers.*): the executor drives it through its own reader classes, so run() is never
+// called; calling it anyway is an internal error naming the operator.
+class ReaderOperator final : public Operator {
+ public:
+  using Operator::Operator;
+  bool is_reader() const override { return true; }
+  Status run(const SampleContext& ctx, const OpArgs& args, std::span<const Tensor> inputs,
+             std::vector<Tensor>* outputs) const override;
+};
+
 // Every operator's schema, in operator_list.inc order.
 std::span<const OperatorSchema* const> operator_schemas();
 // The schema named `name` ("decoders.image"), or nullptr.

@@ -3,19 +3,6 @@
 #include "pipeline/operators/operators.h"
 
 namespace kiln::pipeline::detail {
-namespace {
-
-class ReadersExternalSource final : public Operator {
- public:
-  using Operator::Operator;
-  bool is_reader() const override { return true; }
-  Status run(const SampleContext&, const OpArgs&, std::span<const Tensor>,
-             std::vector<Tensor>*) const override {
-    return internal_error("operator readers.external_source: readers are driven by the executor");
-  }
-};
-
-}  // namespace
 
 const OperatorSchema& readers_external_source_schema() {
   static const OperatorSchema schema{
@@ -28,7 +15,7 @@ const OperatorSchema& readers_external_source_schema() {
 }
 
 Result<std::unique_ptr<Operator>> make_readers_external_source(OpArgs args) {
-  return std::unique_ptr<Operator>(new ReadersExternalSource(std::move(args)));
+  return std::unique_ptr<Operator>(new ReaderOperator(std::move(args)));
 }
 
 }  // namespace kiln::pipeline::detail

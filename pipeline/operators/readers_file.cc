@@ -13,31 +13,23 @@
 #include "pipeline/operators/operators.h"
 
 namespace kiln::pipeline {
-namespace {
 
-class ReadersFile final : public Operator {
- public:
-  using Operator::Operator;
-  bool is_reader() const override { return true; }
-  Status run(const SampleContext&, const OpArgs&, std::span<const Tensor>,
-             std::vector<Tensor>*) const override {
-    return internal_error("operator readers.file: readers are driven by the executor");
-  }
-};
-
-}  // namespace
+Status read_common_reader_args(const OpArgs& args, uint64_t pipeline_seed, FileReaderOptions* o) {
+  o->shard_id = args.get_int("shard_id");
+  o->num_shards = args.get_int("num_shards");
+  o->random_shuffle = args.get_bool("random_shuffle");
+  int64_t seed = args.get_int("seed");
+  o->seed = seed == -1 ? pipeline_seed : static_cast<uint64_t>(seed);
+  KILN_ASSIGN_OR_RETURN(o->last_batch_policy,
+                        parse_last_batch_policy(args.get_string("last_batch_policy")));
+  return Status();
+}
 
 Result<FileReaderOptions> file_reader_options(const OpArgs& args, uint64_t pipeline_seed) {
   FileReaderOptions o;
   o.file_root = args.get_string("file_root");
   o.file_list = args.get_string("file_list");
-  o.shard_id = args.get_int("shard_id");
-  o.num_shards = args.get_int("num_shards");
-  o.random_shuffle = args.get_bool("random_shuffle");
-  int64_t seed = args.get_int("seed");
-  o.seed = seed == -1 ? pipeline_seed : static_cast<uint64_t>(seed);
-  KILN_ASSIGN_OR_RETURN(o.last_batch_policy,
-                        parse_last_batch_policy(args.get_string("last_batch_policy")));
+  KILN_RETURN_IF_ERROR(read_common_reader_args(args, pipeline_seed, &o));
   return o;
 }
 
@@ -105,7 +97,7 @@ Result<std::unique_ptr<Operator>> make_readers_file(OpArgs args) {
   if (options.file_root.empty() && options.file_list.empty()) {
     return invalid_argument_error("operator readers.file: set file_root or file_list");
   }
-  return std::unique_ptr<Operator>(new ReadersFile(std::move(args)));
+  return std::unique_ptr<Operator>(new ReaderOperator(std::move(args)));
 }
 
 }  // namespace detail

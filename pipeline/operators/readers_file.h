@@ -8,6 +8,10 @@
 
 namespace kiln::pipeline {
 
+// Fills the arguments every reader shares: shard_id, num_shards, random_shuffle, seed (-1 takes
+// `pipeline_seed`) and last_batch_policy.
+Status read_common_reader_args(const OpArgs& args, uint64_t pipeline_seed, FileReaderOptions* o);
+
 // The options of a validated readers.file instance; a seed argument of -1 takes `pipeline_seed`.
 Result<FileReaderOptions> file_reader_options(const OpArgs& args, uint64_t pipeline_seed);
 

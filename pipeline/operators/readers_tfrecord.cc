@@ -4,31 +4,12 @@
 #include "pipeline/operators/readers_file.h"
 
 namespace kiln::pipeline {
-namespace {
-
-class ReadersTfRecord final : public Operator {
- public:
-  using Operator::Operator;
-  bool is_reader() const override { return true; }
-  Status run(const SampleContext&, const OpArgs&, std::span<const Tensor>,
-             std::vector<Tensor>*) const override {
-    return internal_error("operator readers.tfrecord: readers are driven by the executor");
-  }
-};
-
-}  // namespace
 
 Result<FileReaderOptions> tfrecord_reader_options(const OpArgs& args, uint64_t pipeline_seed) {
   FileReaderOptions o;
   o.tfrecord_path = args.get_string("path");
   o.tfrecord_index = args.get_string("index_path");
-  o.shard_id = args.get_int("shard_id");
-  o.num_shards = args.get_int("num_shards");
-  o.random_shuffle = args.get_bool("random_shuffle");
-  int64_t seed = args.get_int("seed");
-  o.seed = seed == -1 ? pipeline_seed : static_cast<uint64_t>(seed);
-  KILN_ASSIGN_OR_RETURN(o.last_batch_policy,
-                        parse_last_batch_policy(args.get_string("last_batch_policy")));
+  KILN_RETURN_IF_ERROR(read_common_reader_args(args, pipeline_seed, &o));
   return o;
 }
 
@@ -60,7 +41,7 @@ const OperatorSchema& readers_tfrecord_schema() {
 
 Result<std::unique_ptr<Operator>> make_readers_tfrecord(OpArgs args) {
   KILN_RETURN_IF_ERROR(tfrecord_reader_options(args, 0).status());
-  return std::unique_ptr<Operator>(new ReadersTfRecord(std::move(args)));
+  return std::unique_ptr<Operator>(new ReaderOperator(std::move(args)));
 }
 
 }  // namespace detail
