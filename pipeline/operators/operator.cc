@@ -65,6 +65,25 @@ Result<std::unique_ptr<Operator>> create_operator(std::string_view name, const A
 
 namespace detail {
 
+Status check_warp_args(std::string_view op, const OpArgs& args) {
+  const auto& size = args.get_ints("size");
+  if (!size.empty() && (size.size() != 2 || size[0] <= 0 || size[1] <= 0)) {
+    return invalid_argument_error(fmt::format(
+        "{}: size must be empty or [height, width] > 0, got [{}]", op, fmt::join(size, ",")));
+  }
+  const std::string& interp = args.get_string("interp_type");
+  if (interp != "nearest" && interp != "linear") {
+    return invalid_argument_error(
+        fmt::format("{}: interp_type \"{}\": expected nearest or linear", op, interp));
+  }
+  const int64_t fill = args.get_int("fill_value");
+  if (fill < 0 || fill > 255) {
+    return invalid_argument_error(
+        fmt::format("{}: fill_value must be in [0, 255], got {}", op, fill));
+  }
+  return Status();
+}
+
 Status check_image(std::string_view op, const Tensor& image, bool u8_only) {
   if (image.rank() != 3 || image.numel() == 0) {
     return invalid_argument_error(fmt::format("operator {}: expected a non-empty HWC image, got {}",

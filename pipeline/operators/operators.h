@@ -16,6 +16,9 @@ namespace kiln::pipeline::detail {
 // Ok when `image` is a non-empty [H, W, C] tensor (uint8 when `u8_only`); else an error naming
 // `op`.
 Status check_image(std::string_view op, const Tensor& image, bool u8_only);
+// Checks the arguments rotate and warp_affine share: size ([] or [height, width] > 0),
+// interp_type (nearest or linear) and fill_value (0 to 255). Errors name `op`.
+Status check_warp_args(std::string_view op, const OpArgs& args);
 
 // Ok when `image` is a non-empty [H, W, 3] uint8 tensor; else an error naming `op`.
 Status check_rgb(std::string_view op, const Tensor& image);

@@ -158,6 +158,34 @@ TEST(OperatorsTest, RandomResizedCropIsSeededAndTakesFixedPositions) {
   EXPECT_FALSE(create_operator("random_resized_crop", {}).ok());
 }
 
+// rotate and warp_affine share one check of size, interp_type and fill_value; each error names its
+// operator.
+TEST(OperatorsTest, WarpArgumentsAreCheckedForRotateAndWarpAffine) {
+  const std::vector<double> identity = {1, 0, 0, 0, 1, 0};
+  struct Case {
+    std::string op;
+    ArgMap args;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {"rotate", {{"angle", 10.0}, {"fill_value", int64_t{256}}},
+       "operator rotate: fill_value must be in [0, 255], got 256"},
+      {"rotate", {{"angle", 10.0}, {"interp_type", std::string("cubic")}},
+       "operator rotate: interp_type \"cubic\": expected nearest or linear"},
+      {"warp_affine", {{"matrix", identity}, {"size", std::vector<int64_t>{4}}},
+       "operator warp_affine: size must be empty or [height, width] > 0, got [4]"},
+      {"warp_affine", {{"matrix", identity}, {"fill_value", int64_t{-1}}},
+       "operator warp_affine: fill_value must be in [0, 255], got -1"},
+  };
+  for (const Case& c : cases) {
+    auto op = create_operator(c.op, c.args);
+    ASSERT_FALSE(op.ok()) << c.message;
+    EXPECT_THAT(op.status().message(), HasSubstr(c.message));
+  }
+  EXPECT_TRUE(create_operator("rotate", {{"angle", 10.0}, {"fill_value", int64_t{255}}}).ok());
+  EXPECT_TRUE(create_operator("warp_affine", {{"matrix", identity}}).ok());
+}
+
 TEST(OperatorsTest, ResizeLongerAndMaxSize) {
   Tensor in = image(30, 40, 3);
   auto longer = run_op("resize", {{"resize_longer", int64_t{20}}}, {in});

@@ -66,21 +66,7 @@ const OperatorSchema& rotate_schema() {
 
 Result<std::unique_ptr<Operator>> make_rotate(OpArgs args) {
   constexpr std::string_view kOp = "operator rotate";
-  const auto& size = args.get_ints("size");
-  if (!size.empty() && (size.size() != 2 || size[0] <= 0 || size[1] <= 0)) {
-    return invalid_argument_error(fmt::format(
-        "{}: size must be empty or [height, width] > 0, got [{}]", kOp, fmt::join(size, ",")));
-  }
-  const std::string& interp = args.get_string("interp_type");
-  if (interp != "nearest" && interp != "linear") {
-    return invalid_argument_error(
-        fmt::format("{}: interp_type \"{}\": expected nearest or linear", kOp, interp));
-  }
-  const int64_t fill = args.get_int("fill_value");
-  if (fill < 0 || fill > 255) {
-    return invalid_argument_error(
-        fmt::format("{}: fill_value must be in [0, 255], got {}", kOp, fill));
-  }
+  KILN_RETURN_IF_ERROR(check_warp_args(kOp, args));
   return std::unique_ptr<Operator>(new Rotate(std::move(args)));
 }
 

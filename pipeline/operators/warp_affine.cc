@@ -74,22 +74,9 @@ Result<std::unique_ptr<Operator>> make_warp_affine(OpArgs args) {
     const double i0 = a[4] / det, i1 = -a[1] / det, i3 = -a[3] / det, i4 = a[0] / det;
     a = {i0, i1, -(i0 * a[2] + i1 * a[5]), i3, i4, -(i3 * a[2] + i4 * a[5])};
   }
-  const auto& size = args.get_ints("size");
-  if (!size.empty() && (size.size() != 2 || size[0] <= 0 || size[1] <= 0)) {
-    return invalid_argument_error(fmt::format(
-        "{}: size must be empty or [height, width] > 0, got [{}]", kOp, fmt::join(size, ",")));
-  }
-  const std::string& interp = args.get_string("interp_type");
-  if (interp != "nearest" && interp != "linear") {
-    return invalid_argument_error(
-        fmt::format("{}: interp_type \"{}\": expected nearest or linear", kOp, interp));
-  }
-  const int64_t fill = args.get_int("fill_value");
-  if (fill < 0 || fill > 255) {
-    return invalid_argument_error(
-        fmt::format("{}: fill_value must be in [0, 255], got {}", kOp, fill));
-  }
-  return std::unique_ptr<Operator>(new WarpAffine(std::move(args), a, interp == "linear"));
+  KILN_RETURN_IF_ERROR(check_warp_args(kOp, args));
+  const bool linear = args.get_string("interp_type") == "linear";
+  return std::unique_ptr<Operator>(new WarpAffine(std::move(args), a, linear));
 }
 
 }  // namespace kiln::pipeline::detail
