@@ -168,13 +168,17 @@ TEST(OperatorsTest, WarpArgumentsAreCheckedForRotateAndWarpAffine) {
     std::string message;
   };
   const std::vector<Case> cases = {
-      {"rotate", {{"angle", 10.0}, {"fill_value", int64_t{256}}},
+      {"rotate",
+       {{"angle", 10.0}, {"fill_value", int64_t{256}}},
        "operator rotate: fill_value must be in [0, 255], got 256"},
-      {"rotate", {{"angle", 10.0}, {"interp_type", std::string("cubic")}},
+      {"rotate",
+       {{"angle", 10.0}, {"interp_type", std::string("cubic")}},
        "operator rotate: interp_type \"cubic\": expected nearest or linear"},
-      {"warp_affine", {{"matrix", identity}, {"size", std::vector<int64_t>{4}}},
+      {"warp_affine",
+       {{"matrix", identity}, {"size", std::vector<int64_t>{4}}},
        "operator warp_affine: size must be empty or [height, width] > 0, got [4]"},
-      {"warp_affine", {{"matrix", identity}, {"fill_value", int64_t{-1}}},
+      {"warp_affine",
+       {{"matrix", identity}, {"fill_value", int64_t{-1}}},
        "operator warp_affine: fill_value must be in [0, 255], got -1"},
   };
   for (const Case& c : cases) {
