@@ -10,6 +10,7 @@
 #include <mutex>
 
 #include "compiler/passes/passes.h"
+#include "compiler/runtime/session_pool.h"
 #include "compiler/runtime/threads.h"
 #include "compiler/targets/cpu/dnnl_kernel.h"
 #include "compiler/targets/cpu/program.h"
@@ -56,7 +57,8 @@ class CpuExecutable final : public Executable {
         threads_(threads),
         engine_(std::move(engine)),
         kernels_(std::move(kernels)),
-        program_(std::move(program)) {}
+        program_(std::move(program)),
+        sessions_([p = program_.get()] { return p->new_session(); }) {}
 
   std::string_view target() const override { return "cpu"; }
   const Graph& graph() const override { return *graph_; }
@@ -82,27 +84,10 @@ class CpuExecutable final : public Executable {
       ref::Interpreter interpreter(seed_, &kernels_);
       return interpreter.run(*graph_, std::move(inputs));
     }
-    KILN_ASSIGN_OR_RETURN(std::unique_ptr<cpu::Session> session, take_session());
+    KILN_ASSIGN_OR_RETURN(std::unique_ptr<cpu::Session> session, sessions_.take());
     Result<std::vector<Argument>> out = program_->run(*session, std::move(inputs), profile);
-    give_back(std::move(session));
+    sessions_.give_back(std::move(session));
     return out;
-  }
-
-  // A session no other call is using: a pooled one, or a new one.
-  Result<std::unique_ptr<cpu::Session>> take_session() const {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (!sessions_.empty()) {
-        std::unique_ptr<cpu::Session> s = std::move(sessions_.back());
-        sessions_.pop_back();
-        return s;
-      }
-    }
-    return program_->new_session();
-  }
-  void give_back(std::unique_ptr<cpu::Session> session) const {
-    std::lock_guard<std::mutex> lock(mutex_);
-    sessions_.push_back(std::move(session));
   }
 
   std::shared_ptr<Graph> graph_;
@@ -111,8 +96,7 @@ class CpuExecutable final : public Executable {
   dnnl::engine engine_;
   ref::KernelTable kernels_;
   std::unique_ptr<cpu::Program> program_;
-  mutable std::mutex mutex_;
-  mutable std::vector<std::unique_ptr<cpu::Session>> sessions_;
+  SessionPool<cpu::Session> sessions_;
 };
 
 class CpuTarget final : public Target {

@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include "compiler/passes/passes.h"
+#include "compiler/runtime/session_pool.h"
 #include "compiler/targets/cuda/cublaslt_loader.h"
 #include "compiler/targets/cuda/program.h"
 #include "compiler/targets/ref/interpreter.h"
@@ -40,7 +41,10 @@ class CudaExecutable final : public Executable {
  public:
   CudaExecutable(std::shared_ptr<Graph> graph, uint64_t seed,
                  std::unique_ptr<cuda::Program> program)
-      : graph_(std::move(graph)), seed_(seed), program_(std::move(program)) {}
+      : graph_(std::move(graph)),
+        seed_(seed),
+        program_(std::move(program)),
+        sessions_([p = program_.get()] { return p->new_session(); }) {}
 
   std::string_view target() const override { return "cuda"; }
   const Graph& graph() const override { return *graph_; }
@@ -61,30 +65,17 @@ class CudaExecutable final : public Executable {
       ref::Interpreter interpreter(seed_);
       return interpreter.run(*graph_, std::move(inputs));
     }
-    std::unique_ptr<cuda::Session> session;
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (!sessions_.empty()) {
-        session = std::move(sessions_.back());
-        sessions_.pop_back();
-      }
-    }
-    if (session == nullptr) {
-      KILN_ASSIGN_OR_RETURN(session, program_->new_session());
-    }
+    KILN_ASSIGN_OR_RETURN(std::unique_ptr<cuda::Session> session, sessions_.take());
     Result<std::vector<Argument>> out = program_->run(*session, inputs, profile);
-    if (out.ok()) {  // a session whose run failed may hold a broken stream: drop it
-      std::lock_guard<std::mutex> lock(mutex_);
-      sessions_.push_back(std::move(session));
-    }
+    // A session whose run failed may hold a broken stream: drop it.
+    if (out.ok()) sessions_.give_back(std::move(session));
     return out;
   }
 
   std::shared_ptr<Graph> graph_;
   uint64_t seed_;
   std::unique_ptr<cuda::Program> program_;
-  mutable std::mutex mutex_;
-  mutable std::vector<std::unique_ptr<cuda::Session>> sessions_;
+  SessionPool<cuda::Session> sessions_;
 };
 
 class CudaTarget final : public Target {
