@@ -126,7 +126,13 @@ Result<std::unique_ptr<Pipeline>> Pipeline::create(const PipelineOptions& option
     KILN_ASSIGN_OR_RETURN(reader_options,
                           tfrecord_reader_options(nodes[0].op->args(), options.seed));
   }
-  if (reader_name != "readers.external_source") {
+  std::vector<CocoImage> coco_images;
+  if (reader_name == "readers.coco") {
+    KILN_ASSIGN_OR_RETURN(reader_options, coco_reader_options(nodes[0].op->args(), options.seed));
+    KILN_ASSIGN_OR_RETURN(CocoSet set, read_coco(coco_options(nodes[0].op->args())));
+    KILN_ASSIGN_OR_RETURN(reader, FileReader::from_entries(std::move(set.entries), reader_options));
+    coco_images = std::move(set.images);
+  } else if (reader_name != "readers.external_source") {
     KILN_ASSIGN_OR_RETURN(reader, FileReader::open(reader_options));
   }
   PipelineOptions resolved = options;
@@ -144,8 +150,7 @@ Result<std::unique_ptr<Pipeline>> Pipeline::create(const PipelineOptions& option
     p->tfrecord_encoded_key_ = nodes[0].op->args().get_string("encoded_key");
     p->tfrecord_label_key_ = nodes[0].op->args().get_string("label_key");
   }
-  p->encoded_slot_ = nodes[0].outputs[0];
-  p->label_slot_ = nodes[0].outputs[1];
+  p->coco_images_ = std::move(coco_images);
   p->num_slots_ = static_cast<int>(slots.size());
   p->nodes_ = std::move(nodes);
   p->stage_names_ = std::move(stages);
@@ -292,24 +297,47 @@ std::vector<StageTiming> Pipeline::stage_timings() const {
 
 Pipeline::SampleInput Pipeline::file_sample(const SampleRef& ref) const {
   const FileEntry& entry = reader_->entries()[static_cast<size_t>(ref.entry)];
-  if (entry.offset < 0) return {Tensor(), entry.label, entry.path, ref.position, {}, -1, 0};
+  if (entry.offset < 0) {
+    return {Tensor(), entry.label, entry.path, ref.position, {}, -1, 0, ref.entry};
+  }
   // Records of one TFRecord file are named file@offset in batches and messages.
   return {Tensor(),     entry.label, fmt::format("{}@{}", entry.path, entry.offset),
           ref.position, entry.path,  entry.offset,
-          entry.size};
+          entry.size,   ref.entry};
 }
 
-Status Pipeline::read_sample(const SampleInput& sample, Tensor* encoded, Tensor* label) const {
+Status Pipeline::read_sample(const SampleInput& sample, std::vector<Tensor>* slots) const {
+  const std::vector<int>& out = nodes_[0].outputs;
+  Tensor& encoded = (*slots)[static_cast<size_t>(out[0])];
   if (sample.encoded.defined()) {
-    *encoded = sample.encoded;
-    *label = Tensor::scalar(sample.label);
+    encoded = sample.encoded;
+    (*slots)[static_cast<size_t>(out[1])] = Tensor::scalar(sample.label);
     return Status();
   }
   const std::string& file = sample.file.empty() ? sample.path : sample.file;
   KILN_ASSIGN_OR_RETURN(Tensor bytes, read_encoded(file, sample.offset, sample.size));
+  if (!coco_images_.empty()) {
+    // readers.coco: encoded, bboxes [N, 4] float32, labels [N] int32, image_ids [1] int32.
+    const CocoImage& image = coco_images_[static_cast<size_t>(sample.entry)];
+    const auto n = static_cast<int64_t>(image.labels.size());
+    Tensor boxes(DType::kF32, Shape{n, 4});
+    Tensor labels(DType::kI32, Shape{n});
+    if (n > 0) {
+      std::memcpy(boxes.raw_data(), image.boxes.data(), image.boxes.size() * sizeof(float));
+      std::memcpy(labels.raw_data(), image.labels.data(), image.labels.size() * sizeof(int32_t));
+    }
+    Tensor id(DType::kI32, Shape{1});
+    *id.data<int32_t>() = image.image_id;
+    encoded = std::move(bytes);
+    (*slots)[static_cast<size_t>(out[1])] = std::move(boxes);
+    (*slots)[static_cast<size_t>(out[2])] = std::move(labels);
+    (*slots)[static_cast<size_t>(out[3])] = std::move(id);
+    return Status();
+  }
+  Tensor& label = (*slots)[static_cast<size_t>(out[1])];
   if (sample.offset < 0) {
-    *encoded = std::move(bytes);
-    *label = Tensor::scalar(sample.label);
+    encoded = std::move(bytes);
+    label = Tensor::scalar(sample.label);
     return Status();
   }
   KILN_ASSIGN_OR_RETURN(
@@ -317,16 +345,16 @@ Status Pipeline::read_sample(const SampleInput& sample, Tensor* encoded, Tensor*
       parse_tfrecord_example(bytes.span<uint8_t>(), tfrecord_encoded_key_, tfrecord_label_key_,
                              fmt::format("\"{}\"", sample.path)));
   auto owner = std::make_shared<Tensor>(bytes);
-  *encoded = Tensor::wrap(DType::kU8, Shape{static_cast<int64_t>(example.encoded.size())},
-                          const_cast<uint8_t*>(example.encoded.data()), std::move(owner));
-  *label = Tensor::scalar(static_cast<int32_t>(example.label));
+  encoded = Tensor::wrap(DType::kU8, Shape{static_cast<int64_t>(example.encoded.size())},
+                         const_cast<uint8_t*>(example.encoded.data()), std::move(owner));
+  label = Tensor::scalar(static_cast<int32_t>(example.label));
   return Status();
 }
 
 Result<std::vector<Tensor>> Pipeline::process(const SampleInput& sample, int64_t epoch) {
   std::vector<Tensor> slots(static_cast<size_t>(num_slots_));
   auto start = Clock::now();
-  KILN_RETURN_IF_ERROR(read_sample(sample, &slots[encoded_slot_], &slots[label_slot_]));
+  KILN_RETURN_IF_ERROR(read_sample(sample, &slots));
   counters_[0].calls++;
   counters_[0].nanos += nanos_since(start);
 

@@ -19,6 +19,7 @@
 #include "pipeline/executor/prefetch_queue.h"
 #include "pipeline/kernels/buffer.h"
 #include "pipeline/operators/operator.h"
+#include "pipeline/readers/coco.h"
 #include "pipeline/readers/file_reader.h"
 
 namespace kiln::pipeline {
@@ -80,7 +81,8 @@ struct StageTiming {
 // run(), reset() and epoch() belong to one consumer thread; bad_samples() and stage_timings() may
 // be called from any thread.
 //
-// The reader is readers.file (the pipeline prefetches batches from its files) or
+// The reader is readers.file, readers.tfrecord or readers.coco (the pipeline prefetches batches
+// from its files) or
 // readers.external_source (the caller feed()s encoded images; run() then processes up to
 // batch_size of them on the workers and returns them as one batch, in feeding order).
 class Pipeline {
@@ -144,9 +146,11 @@ class Pipeline {
     std::string file;     // the file to read when it differs from `path` (a TFRecord file) ...
     int64_t offset = -1;  // ... and the record at this offset ...
     int64_t size = 0;     // ... of this many bytes
+    int64_t entry = -1;   // the reader's entry (indexes coco_images_)
   };
-  // Reads a sample's encoded bytes and label from its file or TFRecord record.
-  Status read_sample(const SampleInput& sample, Tensor* encoded, Tensor* label) const;
+  // Reads a sample's encoded bytes and the reader's other outputs (label, or COCO boxes, labels
+  // and image id) from its file or TFRecord record into their slots.
+  Status read_sample(const SampleInput& sample, std::vector<Tensor>* slots) const;
 
   Pipeline(const PipelineOptions& options, std::optional<FileReader> reader);
   SampleInput file_sample(const SampleRef& ref) const;
@@ -169,8 +173,7 @@ class Pipeline {
   int64_t fed_count_ = 0;
   std::vector<Node> nodes_;  // nodes_[0] is the reader
   LastBatchPolicy last_batch_policy_ = LastBatchPolicy::kPartial;
-  int encoded_slot_ = -1;
-  int label_slot_ = -1;
+  std::vector<CocoImage> coco_images_;  // readers.coco: the annotations, per reader entry
   int num_slots_ = 0;
   std::vector<int> output_slots_;
   std::vector<std::string> stage_names_;

@@ -30,6 +30,40 @@ Result<kernels::Window> anchored_window(std::string_view op, int64_t height, int
   return w;
 }
 
+Result<kernels::RelWindow> relative_window(std::string_view op, const Tensor& anchor,
+                                           const Tensor& shape) {
+  for (const Tensor* t : {&anchor, &shape}) {
+    if (t->dtype() != DType::kF32 || t->numel() != 2) {
+      return invalid_argument_error(fmt::format(
+          "operator {}: anchor and shape must be 2 float32 values ([x, y], [width, height]), "
+          "got {} {}",
+          op, dtype_name(t->dtype()), t->shape().to_string()));
+    }
+  }
+  const float* a = anchor.data<float>();
+  const float* s = shape.data<float>();
+  constexpr double kSlack = 1e-6;  // float rounding of anchor + shape
+  if (!(a[0] >= 0.0f && a[1] >= 0.0f && s[0] > 0.0f && s[1] > 0.0f &&
+        double{a[0]} + s[0] <= 1.0 + kSlack && double{a[1]} + s[1] <= 1.0 + kSlack)) {
+    return invalid_argument_error(
+        fmt::format("operator {}: window anchor ({}, {}) shape ({}, {}) is not inside [0, 1]", op,
+                    a[0], a[1], s[0], s[1]));
+  }
+  return kernels::RelWindow{a[0], a[1], s[0], s[1]};
+}
+
+kernels::Window pixel_window(const kernels::RelWindow& window, int64_t height, int64_t width) {
+  auto edges = [](double start, double size, int64_t extent) {
+    const auto n = static_cast<double>(extent);
+    int64_t lo = std::clamp<int64_t>(std::llround(start * n), 0, extent - 1);
+    int64_t hi = std::clamp<int64_t>(std::llround((start + size) * n), lo + 1, extent);
+    return std::pair{lo, hi - lo};
+  };
+  auto [x, w] = edges(window.x, window.width, width);
+  auto [y, h] = edges(window.y, window.height, height);
+  return kernels::Window{y, x, h, w};
+}
+
 kernels::Window random_resized_crop_window(int64_t height, int64_t width,
                                            const RandomCropParams& params, SampleRng& rng) {
   const double area = static_cast<double>(height) * static_cast<double>(width);

@@ -3,6 +3,8 @@
 #pragma once
 
 #include "core/status.h"
+#include "core/tensor.h"
+#include "pipeline/kernels/bbox.h"
 #include "pipeline/kernels/crop_flip.h"
 #include "pipeline/operators/operator.h"
 
@@ -13,6 +15,16 @@ namespace kiln::pipeline {
 // position is outside [0, 1].
 Result<kernels::Window> anchored_window(std::string_view op, int64_t height, int64_t width,
                                         int64_t crop_h, int64_t crop_w, double pos_x, double pos_y);
+
+// The relative window that `anchor` ([x, y]) and `shape` ([width, height]) give, float tensors of
+// two values (DALI's normalized slice arguments). Errors (naming `op`) for other shapes or a window
+// outside [0, 1].
+Result<kernels::RelWindow> relative_window(std::string_view op, const Tensor& anchor,
+                                           const Tensor& shape);
+
+// `window` in pixels of a height x width image: edges rounded to the nearest pixel, at least one
+// pixel each way.
+kernels::Window pixel_window(const kernels::RelWindow& window, int64_t height, int64_t width);
 
 struct RandomCropParams {
   double area_min = 0.08, area_max = 1.0;                 // fraction of the image area

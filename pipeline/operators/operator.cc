@@ -96,6 +96,15 @@ Status check_image(std::string_view op, const Tensor& image, bool u8_only) {
   return Status();
 }
 
+Status check_boxes(std::string_view op, const Tensor& boxes) {
+  if (boxes.dtype() != DType::kF32 || boxes.rank() != 2 || boxes.shape()[1] != 4) {
+    return invalid_argument_error(
+        fmt::format("operator {}: expected boxes as a [N, 4] float32 tensor, got {} {}", op,
+                    dtype_name(boxes.dtype()), boxes.shape().to_string()));
+  }
+  return Status();
+}
+
 Status check_rgb(std::string_view op, const Tensor& in) {
   KILN_RETURN_IF_ERROR(check_image(op, in, true));
   if (in.shape()[2] != 3) {

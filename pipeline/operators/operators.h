@@ -20,6 +20,9 @@ Status check_image(std::string_view op, const Tensor& image, bool u8_only);
 // interp_type (nearest or linear) and fill_value (0 to 255). Errors name `op`.
 Status check_warp_args(std::string_view op, const OpArgs& args);
 
+// Ok when `boxes` is a [N, 4] float32 tensor (N may be 0); else an error naming `op`.
+Status check_boxes(std::string_view op, const Tensor& boxes);
+
 // Ok when `image` is a non-empty [H, W, 3] uint8 tensor; else an error naming `op`.
 Status check_rgb(std::string_view op, const Tensor& image);
 

@@ -14,6 +14,20 @@
 
 namespace kiln::pipeline {
 
+std::vector<ArgSpec> with_common_reader_args(std::vector<ArgSpec> own) {
+  own.insert(
+      own.end(),
+      {
+          {"shard_id", ArgType::kInt, int64_t{0}, "which shard this pipeline reads"},
+          {"num_shards", ArgType::kInt, int64_t{1}, "how many shards the data set is split into"},
+          {"random_shuffle", ArgType::kBool, false, "shuffle the samples every epoch"},
+          {"seed", ArgType::kInt, int64_t{-1}, "shuffle seed; -1 takes the pipeline seed"},
+          {"last_batch_policy", ArgType::kString, std::string("partial"),
+           "last batch of an epoch: fill, drop or partial"},
+      });
+  return own;
+}
+
 Status read_common_reader_args(const OpArgs& args, uint64_t pipeline_seed, FileReaderOptions* o) {
   o->shard_id = args.get_int("shard_id");
   o->num_shards = args.get_int("num_shards");
@@ -79,16 +93,10 @@ const OperatorSchema& readers_file_schema() {
       "reads encoded files and integer labels from a class-folder tree or a file list",
       {},
       {"encoded", "label"},
-      {
+      with_common_reader_args({
           {"file_root", ArgType::kString, std::string(), "folder whose sub-folders are classes"},
           {"file_list", ArgType::kString, std::string(), "text file of \"path label\" lines"},
-          {"shard_id", ArgType::kInt, int64_t{0}, "which shard this pipeline reads"},
-          {"num_shards", ArgType::kInt, int64_t{1}, "how many shards the data set is split into"},
-          {"random_shuffle", ArgType::kBool, false, "shuffle the samples every epoch"},
-          {"seed", ArgType::kInt, int64_t{-1}, "shuffle seed; -1 takes the pipeline seed"},
-          {"last_batch_policy", ArgType::kString, std::string("partial"),
-           "last batch of an epoch: fill, drop or partial"},
-      }};
+      })};
   return schema;
 }
 

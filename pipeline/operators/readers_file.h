@@ -3,10 +3,15 @@
 #pragma once
 
 #include "core/tensor.h"
+#include "pipeline/readers/coco.h"
 #include "pipeline/readers/file_reader.h"
 #include "pipeline/schema/schema.h"
 
 namespace kiln::pipeline {
+
+// `own` followed by the arguments every reader shares (shard_id, num_shards, random_shuffle, seed,
+// last_batch_policy), for reader schemas.
+std::vector<ArgSpec> with_common_reader_args(std::vector<ArgSpec> own);
 
 // Fills the arguments every reader shares: shard_id, num_shards, random_shuffle, seed (-1 takes
 // `pipeline_seed`) and last_batch_policy.
@@ -17,6 +22,10 @@ Result<FileReaderOptions> file_reader_options(const OpArgs& args, uint64_t pipel
 
 // The options of a validated readers.tfrecord instance.
 Result<FileReaderOptions> tfrecord_reader_options(const OpArgs& args, uint64_t pipeline_seed);
+
+// The options of a validated readers.coco instance: the instances file, and the reader settings.
+CocoOptions coco_options(const OpArgs& args);
+Result<FileReaderOptions> coco_reader_options(const OpArgs& args, uint64_t pipeline_seed);
 
 // The bytes of `path` as a 1-D uint8 tensor; with offset >= 0 only [offset, offset + size).
 // Errors name the path.

@@ -21,7 +21,7 @@ const OperatorSchema& readers_tfrecord_schema() {
       "reads encoded images and int64 labels from tf.train.Example records of a TFRecord file",
       {},
       {"encoded", "label"},
-      {
+      with_common_reader_args({
           {"path", ArgType::kString, std::nullopt, "the TFRecord file"},
           {"index_path", ArgType::kString, std::nullopt,
            "its index: \"offset size\" per record (DALI's tfrecord2idx writes it)"},
@@ -29,13 +29,7 @@ const OperatorSchema& readers_tfrecord_schema() {
            "bytes feature holding the encoded image"},
           {"label_key", ArgType::kString, std::string("image/class/label"),
            "int64 feature holding the label (0 when absent)"},
-          {"shard_id", ArgType::kInt, int64_t{0}, "which shard this pipeline reads"},
-          {"num_shards", ArgType::kInt, int64_t{1}, "how many shards the data set is split into"},
-          {"random_shuffle", ArgType::kBool, false, "shuffle the records every epoch"},
-          {"seed", ArgType::kInt, int64_t{-1}, "shuffle seed; -1 takes the pipeline seed"},
-          {"last_batch_policy", ArgType::kString, std::string("partial"),
-           "last batch of an epoch: fill, drop or partial"},
-      }};
+      })};
   return schema;
 }
 

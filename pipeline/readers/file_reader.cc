@@ -93,13 +93,7 @@ Result<LastBatchPolicy> parse_last_batch_policy(std::string_view name) {
 }
 
 Result<FileReader> FileReader::open(const FileReaderOptions& options) {
-  if (options.num_shards < 1 || options.shard_id < 0 || options.shard_id >= options.num_shards) {
-    return invalid_argument_error(
-        fmt::format("file reader: shard_id {} must be in [0, num_shards {})", options.shard_id,
-                    options.num_shards));
-  }
-  FileReader reader;
-  reader.options_ = options;
+  std::vector<FileEntry> entries;
   if (!options.tfrecord_path.empty()) {
     std::error_code ec;
     const auto file_size = static_cast<int64_t>(fs::file_size(options.tfrecord_path, ec));
@@ -110,15 +104,28 @@ Result<FileReader> FileReader::open(const FileReaderOptions& options) {
     KILN_ASSIGN_OR_RETURN(std::vector<TfRecordSpan> spans,
                           read_tfrecord_index(options.tfrecord_index, file_size));
     for (const TfRecordSpan& span : spans) {
-      reader.entries_.push_back({options.tfrecord_path, 0, span.offset, span.size});
+      entries.push_back({options.tfrecord_path, 0, span.offset, span.size});
     }
   } else if (!options.file_list.empty()) {
-    KILN_ASSIGN_OR_RETURN(reader.entries_, parse_list(options.file_list, options.file_root));
+    KILN_ASSIGN_OR_RETURN(entries, parse_list(options.file_list, options.file_root));
   } else if (!options.file_root.empty()) {
-    KILN_ASSIGN_OR_RETURN(reader.entries_, list_folder(options.file_root));
+    KILN_ASSIGN_OR_RETURN(entries, list_folder(options.file_root));
   } else {
     return invalid_argument_error("file reader: set file_root or file_list");
   }
+  return from_entries(std::move(entries), options);
+}
+
+Result<FileReader> FileReader::from_entries(std::vector<FileEntry> entries,
+                                            const FileReaderOptions& options) {
+  if (options.num_shards < 1 || options.shard_id < 0 || options.shard_id >= options.num_shards) {
+    return invalid_argument_error(
+        fmt::format("file reader: shard_id {} must be in [0, num_shards {})", options.shard_id,
+                    options.num_shards));
+  }
+  FileReader reader;
+  reader.options_ = options;
+  reader.entries_ = std::move(entries);
   if (static_cast<int64_t>(reader.entries_.size()) < options.num_shards) {
     return invalid_argument_error(fmt::format("file reader: {} samples cannot fill {} shards",
                                               reader.entries_.size(), options.num_shards));

@@ -66,6 +66,10 @@ class FileReader {
  public:
   // Lists the samples. Errors name the folder or list file (and the line of a malformed list).
   static Result<FileReader> open(const FileReaderOptions& options);
+  // A reader over `entries` listed elsewhere (e.g. a COCO instances file); the sources in
+  // `options` are ignored, its shard, shuffle and last-batch settings apply.
+  static Result<FileReader> from_entries(std::vector<FileEntry> entries,
+                                         const FileReaderOptions& options);
 
   const std::vector<FileEntry>& entries() const { return entries_; }
   // The number of samples in this shard per epoch (before last-batch handling).
