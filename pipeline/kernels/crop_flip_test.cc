@@ -88,6 +88,29 @@ TEST(NormalizeTest, FusedKernelMatchesReferenceInBothLayoutsAndDtypes) {
   }
 }
 
+TEST(NormalizeTest, Float16IsTheFloat32ResultRoundedToHalf) {
+  // 37 columns: the SIMD body and the scalar tail both run; 1-channel takes the generic path.
+  for (int c : {3, 1}) {
+    Tensor in = image(41, 7, c);
+    const std::vector<float> mean{123.675f, 116.28f, 103.53f}, stddev{58.395f, 57.12f, 57.375f};
+    std::span<const float> m(mean.data(), static_cast<size_t>(c));
+    std::span<const float> s(stddev.data(), static_cast<size_t>(c));
+    Window win{1, 3, 5, 37};
+    for (bool mirror : {false, true}) {
+      for (Layout layout : {Layout::kHWC, Layout::kCHW}) {
+        Shape shape = layout == Layout::kHWC ? Shape{5, 37, c} : Shape{c, 5, 37};
+        Tensor f(DType::kF32, shape), h(DType::kF16, shape);
+        crop_mirror_normalize_u8(in.view(), f.view(), win, mirror, m, s, layout);
+        crop_mirror_normalize_u8(in.view(), h.view(), win, mirror, m, s, layout);
+        for (int64_t i = 0; i < f.numel(); ++i) {
+          ASSERT_EQ(h.data<Half>()[i].bits, Half(f.data<float>()[i]).bits)
+              << "element " << i << " of " << f.data<float>()[i];
+        }
+      }
+    }
+  }
+}
+
 TEST(NormalizeTest, SingleMeanAndStdApplyToEveryChannel) {
   Tensor in = image(2, 2, 3);
   Tensor out(DType::kF32, Shape{2, 2, 3});

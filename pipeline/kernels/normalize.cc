@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 #include <vector>
 
 HWY_BEFORE_NAMESPACE();
@@ -18,10 +19,12 @@ namespace HWY_NAMESPACE {
 
 namespace hn = hwy::HWY_NAMESPACE;
 
-// The common case, RGB to planar float32: SIMD over whole vectors of pixels, one deinterleaving
-// load per vector; the ends of a row go through the scalar code.
-void RgbToChwF32(const TensorView& in, const TensorView& out, const Window& window, bool mirror,
-                 const std::vector<float>& mean, const std::vector<float>& scale) {
+// The common case, RGB to planar float32 (or float16, rounded to nearest even): SIMD over whole
+// vectors of pixels, one deinterleaving load per vector; the ends of a row go through the scalar
+// code.
+template <class Out>
+void RgbToChw(const TensorView& in, const TensorView& out, const Window& window, bool mirror,
+              const std::vector<float>& mean, const std::vector<float>& scale) {
   const hn::ScalableTag<float> df;
   const hn::Rebind<int32_t, decltype(df)> di;
   const hn::Rebind<uint8_t, decltype(df)> du8;
@@ -29,8 +32,23 @@ void RgbToChwF32(const TensorView& in, const TensorView& out, const Window& wind
   const int64_t in_w = in.shape()[1];
   const int64_t h = window.height, w = window.width;
   const uint8_t* src = in.data<uint8_t>();
-  float* dst = out.data<float>();
+  Out* dst = static_cast<Out*>(out.raw_data());
   const size_t plane = static_cast<size_t>(h * w);
+  auto store = [&](hn::Vec<decltype(df)> v, Out* p) {
+    if constexpr (std::is_same_v<Out, float>) {
+      hn::StoreU(v, df, p);
+    } else {
+      const hn::Rebind<hwy::float16_t, decltype(df)> dh;
+      hn::StoreU(hn::DemoteTo(dh, v), dh, reinterpret_cast<hwy::float16_t*>(p));
+    }
+  };
+  auto scalar = [](float v) {
+    if constexpr (std::is_same_v<Out, float>) {
+      return v;
+    } else {
+      return Half(v);
+    }
+  };
   const auto m0 = hn::Set(df, mean[0]), m1 = hn::Set(df, mean[1]), m2 = hn::Set(df, mean[2]);
   const auto s0 = hn::Set(df, scale[0]), s1 = hn::Set(df, scale[1]), s2 = hn::Set(df, scale[2]);
   auto load = [&](const uint8_t* p, auto* r, auto* g, auto* b) {
@@ -42,9 +60,9 @@ void RgbToChwF32(const TensorView& in, const TensorView& out, const Window& wind
   };
   for (int64_t y = 0; y < h; ++y) {
     const uint8_t* row = src + ((window.y + y) * in_w + window.x) * 3;
-    float* d0 = dst + static_cast<size_t>(y * w);
-    float* d1 = d0 + plane;
-    float* d2 = d1 + plane;
+    Out* d0 = dst + static_cast<size_t>(y * w);
+    Out* d1 = d0 + plane;
+    Out* d2 = d1 + plane;
     int64_t x = 0;
     for (; x + lanes <= w; x += lanes) {
       hn::Vec<decltype(df)> r, g, b;
@@ -56,17 +74,27 @@ void RgbToChwF32(const TensorView& in, const TensorView& out, const Window& wind
       } else {
         load(row + x * 3, &r, &g, &b);
       }
-      hn::StoreU(hn::Mul(hn::Sub(r, m0), s0), df, d0 + x);
-      hn::StoreU(hn::Mul(hn::Sub(g, m1), s1), df, d1 + x);
-      hn::StoreU(hn::Mul(hn::Sub(b, m2), s2), df, d2 + x);
+      store(hn::Mul(hn::Sub(r, m0), s0), d0 + x);
+      store(hn::Mul(hn::Sub(g, m1), s1), d1 + x);
+      store(hn::Mul(hn::Sub(b, m2), s2), d2 + x);
     }
     for (; x < w; ++x) {
       const uint8_t* p = row + (mirror ? w - 1 - x : x) * 3;
-      d0[x] = (static_cast<float>(p[0]) - mean[0]) * scale[0];
-      d1[x] = (static_cast<float>(p[1]) - mean[1]) * scale[1];
-      d2[x] = (static_cast<float>(p[2]) - mean[2]) * scale[2];
+      d0[x] = scalar((static_cast<float>(p[0]) - mean[0]) * scale[0]);
+      d1[x] = scalar((static_cast<float>(p[1]) - mean[1]) * scale[1]);
+      d2[x] = scalar((static_cast<float>(p[2]) - mean[2]) * scale[2]);
     }
   }
+}
+
+void RgbToChwF32(const TensorView& in, const TensorView& out, const Window& window, bool mirror,
+                 const std::vector<float>& mean, const std::vector<float>& scale) {
+  RgbToChw<float>(in, out, window, mirror, mean, scale);
+}
+
+void RgbToChwF16(const TensorView& in, const TensorView& out, const Window& window, bool mirror,
+                 const std::vector<float>& mean, const std::vector<float>& scale) {
+  RgbToChw<Half>(in, out, window, mirror, mean, scale);
 }
 
 }  // namespace HWY_NAMESPACE
@@ -77,6 +105,7 @@ HWY_AFTER_NAMESPACE();
 namespace kiln::pipeline::kernels {
 
 HWY_EXPORT(RgbToChwF32);
+HWY_EXPORT(RgbToChwF16);
 
 namespace {
 
@@ -84,6 +113,8 @@ template <class Out>
 Out convert(float v) {
   if constexpr (std::is_same_v<Out, float>) {
     return v;
+  } else if constexpr (std::is_same_v<Out, Half>) {
+    return Half(v);
   } else {
     return static_cast<uint8_t>(std::clamp(std::round(v), 0.0f, 255.0f));
   }
@@ -140,10 +171,14 @@ void crop_mirror_normalize_u8(const TensorView& in, const TensorView& out, const
   std::vector<float> s = per_channel(stddev, true);
   if (out.dtype() == DType::kF32 && c == 3 && layout == Layout::kCHW) {
     HWY_DYNAMIC_DISPATCH(RgbToChwF32)(in, out, window, mirror, m, s);
+  } else if (out.dtype() == DType::kF16 && c == 3 && layout == Layout::kCHW) {
+    HWY_DYNAMIC_DISPATCH(RgbToChwF16)(in, out, window, mirror, m, s);
   } else if (out.dtype() == DType::kF32) {
     run<float>(in, out, window, mirror, m, s, layout);
+  } else if (out.dtype() == DType::kF16) {
+    run<Half>(in, out, window, mirror, m, s, layout);
   } else {
-    KILN_CHECK(out.dtype() == DType::kU8, "cmn: output must be float32 or uint8");
+    KILN_CHECK(out.dtype() == DType::kU8, "cmn: output must be float32, float16 or uint8");
     run<uint8_t>(in, out, window, mirror, m, s, layout);
   }
 }

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// crop_mirror_normalize: crop + mirror + (x - mean) / std + HWC/CHW + float32/uint8, fused.
+// crop_mirror_normalize: crop + mirror + (x - mean) / std + HWC/CHW + float32/float16/uint8, fused.
 #include <fmt/format.h>
 
 #include "pipeline/kernels/buffer.h"
@@ -73,7 +73,7 @@ const OperatorSchema& crop_mirror_normalize_schema() {
           {"mean", ArgType::kFloatList, std::vector<double>{0.0}, "per-channel (or one) mean"},
           {"std", ArgType::kFloatList, std::vector<double>{1.0}, "per-channel (or one) std"},
           {"output_layout", ArgType::kString, std::string("CHW"), "CHW or HWC"},
-          {"dtype", ArgType::kString, std::string("float32"), "float32 or uint8"},
+          {"dtype", ArgType::kString, std::string("float32"), "float32, float16 or uint8"},
       }};
   return schema;
 }
@@ -101,13 +101,15 @@ Result<std::unique_ptr<Operator>> make_crop_mirror_normalize(OpArgs args) {
         fmt::format("{}: output_layout \"{}\": expected CHW or HWC", kOp, layout));
   }
   const std::string& dtype = args.get_string("dtype");
-  if (dtype != "float32" && dtype != "uint8") {
+  if (dtype != "float32" && dtype != "float16" && dtype != "uint8") {
     return invalid_argument_error(
-        fmt::format("{}: dtype \"{}\": expected float32 or uint8", kOp, dtype));
+        fmt::format("{}: dtype \"{}\": expected float32, float16 or uint8", kOp, dtype));
   }
   return std::unique_ptr<Operator>(new CropMirrorNormalize(
       std::move(args), layout == "CHW" ? kernels::Layout::kCHW : kernels::Layout::kHWC,
-      dtype == "float32" ? DType::kF32 : DType::kU8));
+      dtype == "float32"   ? DType::kF32
+      : dtype == "float16" ? DType::kF16
+                           : DType::kU8));
 }
 
 }  // namespace kiln::pipeline::detail
