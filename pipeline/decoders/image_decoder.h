@@ -39,7 +39,8 @@ struct ScaleFactor {
   int64_t apply(int64_t size) const { return (size * num + denom - 1) / denom; }
 };
 
-// The smallest factor <= 1 that libjpeg-turbo supports whose scaled `width` x `height` is still at
+// The smallest of 1/1, 1/2, 1/4 and 1/8 (the factors libjpeg-turbo decodes faster than full size)
+// whose scaled `width` x `height` is still at
 // least `min_width` x `min_height`; 1/1 when either minimum is 0 (no hint).
 ScaleFactor choose_jpeg_scale(int64_t width, int64_t height, int64_t min_width, int64_t min_height);
 

@@ -110,7 +110,8 @@ TEST(ImageDecoderTest, JpegBgrIsRgbReversed) {
 TEST(ImageDecoderTest, ChoosesTheSmallestDctScaleAtLeastTheTarget) {
   EXPECT_EQ(choose_jpeg_scale(640, 480, 0, 0).num, 8);
   EXPECT_EQ(choose_jpeg_scale(640, 480, 160, 120).num, 2);  // 1/4: exactly 160x120
-  EXPECT_EQ(choose_jpeg_scale(640, 480, 161, 120).num, 3);  // 3/8: 240x180
+  EXPECT_EQ(choose_jpeg_scale(640, 480, 161, 120).num, 4);  // 1/2: 3/8 would fit, but is slow
+  EXPECT_EQ(choose_jpeg_scale(640, 480, 400, 300).num, 8);  // 5/8 would fit, but is slow
   EXPECT_EQ(choose_jpeg_scale(640, 480, 80, 60).num, 1);    // 1/8
   EXPECT_EQ(choose_jpeg_scale(640, 480, 700, 100).num, 8);  // never upscales
   ScaleFactor f{3, 8};
