@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "pipeline/kernels/kernel_test_util.h"
 #include "pipeline/kernels/normalize.h"
 #include "pipeline/testing/test_images.h"
 
@@ -105,6 +106,49 @@ TEST(NormalizeTest, Float16IsTheFloat32ResultRoundedToHalf) {
         for (int64_t i = 0; i < f.numel(); ++i) {
           ASSERT_EQ(h.data<Half>()[i].bits, Half(f.data<float>()[i]).bits)
               << "element " << i << " of " << f.data<float>()[i];
+        }
+      }
+    }
+  }
+}
+
+TEST(CropFlipTest, CropFlipAndNormalizeMatchNaiveLoopsOnEveryTestSize) {
+  for (const auto& s : test::test_sizes()) {
+    Tensor in = test::photo(s.w, s.h, s.c);
+    const int64_t h = s.h, w = s.w, c = s.c;
+    // A window a third in from the top-left, at least one pixel.
+    const Window win{h / 3, w / 3, std::max<int64_t>(h / 2, 1), std::max<int64_t>(w / 2, 1)};
+    Tensor crop(DType::kU8, Shape{win.height, win.width, c});
+    crop_hwc(in.view(), crop.view(), win);
+    Tensor flip(DType::kU8, in.shape());
+    flip_hwc(in.view(), flip.view(), true, true);
+    const std::vector<float> mean{123.675f, 116.28f, 103.53f}, stddev{58.395f, 57.12f, 57.375f};
+    std::span<const float> m(mean.data(), static_cast<size_t>(c)),
+        sd(stddev.data(), static_cast<size_t>(c));
+    Tensor chw(DType::kF32, Shape{c, win.height, win.width});
+    crop_mirror_normalize_u8(in.view(), chw.view(), win, true, m, sd, Layout::kCHW);
+    Tensor hwc16(DType::kF16, Shape{win.height, win.width, c});
+    crop_mirror_normalize_u8(in.view(), hwc16.view(), win, false, m, sd, Layout::kHWC);
+    for (int64_t y = 0; y < h; ++y) {
+      for (int64_t x = 0; x < w; ++x) {
+        for (int64_t ch = 0; ch < c; ++ch) {
+          ASSERT_EQ(at(flip, y, x, ch), at(in, h - 1 - y, w - 1 - x, ch)) << s.w << "x" << s.h;
+        }
+      }
+    }
+    for (int64_t y = 0; y < win.height; ++y) {
+      for (int64_t x = 0; x < win.width; ++x) {
+        for (int64_t ch = 0; ch < c; ++ch) {
+          ASSERT_EQ(at(crop, y, x, ch), at(in, win.y + y, win.x + x, ch));
+          const float mirrored =
+              (static_cast<float>(at(in, win.y + y, win.x + win.width - 1 - x, ch)) - mean[ch]) /
+              stddev[ch];
+          ASSERT_NEAR(chw.data<float>()[(ch * win.height + y) * win.width + x], mirrored,
+                      1e-5f * (1 + std::abs(mirrored)));
+          const float plain =
+              (static_cast<float>(at(in, win.y + y, win.x + x, ch)) - mean[ch]) / stddev[ch];
+          ASSERT_NEAR(hwc16.data<Half>()[(y * win.width + x) * c + ch], plain,
+                      1e-3f * (1 + std::abs(plain)));
         }
       }
     }

@@ -11,6 +11,7 @@
 #include <set>
 
 #include "pipeline/executor/pipeline.h"
+#include "pipeline/json/pipeline_json.h"
 #include "pipeline/testing/test_images.h"
 
 namespace kiln::pipeline {
@@ -253,6 +254,45 @@ TEST(CocoTest, BoxesFollowRandomBboxCropSliceAndFlips) {
   EXPECT_GT(dropped, 0);
   EXPECT_GT(crops, 5);
   EXPECT_GT(flips, 2);
+}
+
+TEST(CocoTest, DetectionJsonPipelineOfTheDocsRuns) {
+  testing::TempDir dir;
+  std::vector<std::array<int, 2>> sizes;
+  std::vector<std::vector<PixelBox>> boxes;
+  const std::string annotations = write_colored_set(dir, &sizes, &boxes);
+  const std::string json = fmt::format(R"({{
+    "batch_size": 6, "num_threads": 2, "seed": 3,
+    "operators": [
+      {{"op": "readers.coco", "args": {{"file_root": "{}", "annotations_file": "{}",
+                                      "ltrb": true, "ratio": true, "random_shuffle": true}}}},
+      {{"op": "random_bbox_crop", "args": {{"thresholds": [0, 0.1, 0.3, 0.5, 0.7, 0.9],
+                                          "scaling": [0.3, 1.0], "aspect_ratio": [0.5, 2.0]}}}},
+      {{"op": "decoders.image_slice", "inputs": ["encoded", "anchor", "shape"]}},
+      {{"op": "resize", "args": {{"resize_x": 30, "resize_y": 30}}}},
+      {{"op": "random.coin_flip", "outputs": ["mirror"]}},
+      {{"op": "flip", "arg_inputs": {{"horizontal": "mirror"}}}},
+      {{"op": "bb_flip", "args": {{"ltrb": true}}, "arg_inputs": {{"horizontal": "mirror"}}}}
+    ],
+    "outputs": ["images", "bboxes", "labels"]}})",
+                                       dir.path() + "/img", annotations);
+  auto spec = parse_pipeline_json(json, "detection.json");
+  ASSERT_TRUE(spec.ok()) << spec.status().to_string();
+  auto p = Pipeline::create(spec->options, spec->ops);
+  ASSERT_TRUE(p.ok()) << p.status().to_string();
+  auto batch = (*p)->run();
+  ASSERT_TRUE(batch.ok() && batch->has_value()) << batch.status().to_string();
+  const Batch& b = **batch;
+  EXPECT_EQ(b.outputs[0].dense.shape(), Shape({6, 30, 30, 3}));
+  for (size_t i = 0; i < 6; ++i) {
+    const Tensor& bx = b.outputs[1].samples[i];
+    ASSERT_EQ(bx.shape()[0], b.outputs[2].samples[i].shape()[0]);
+    ASSERT_GT(bx.shape()[0], 0);
+    for (int64_t k = 0; k < bx.numel(); ++k) {
+      EXPECT_GE(bx.data<float>()[k], 0.0f);
+      EXPECT_LE(bx.data<float>()[k], 1.0f);
+    }
+  }
 }
 
 TEST(CocoTest, ShardsCoverEveryImageOnce) {
