@@ -45,7 +45,8 @@ Result<double> scalar_value(const Tensor& t, std::string_view op, std::string_vi
 Pipeline::Pipeline(const PipelineOptions& options, std::optional<FileReader> reader)
     : options_(options),
       reader_(std::move(reader)),
-      pool_(options.num_threads),
+      // The thread that calls process_all (the producer, or run()'s caller) is a runner too.
+      pool_(std::max(options.num_threads - 1, 1)),
       buffers_(kernels::BufferPool::create(
           static_cast<size_t>(std::max<int64_t>(options.prefetch_queue_depth, 1)) * 4 + 4)),
       queue_(static_cast<size_t>(options.prefetch_queue_depth)) {}
@@ -398,8 +399,12 @@ Result<std::vector<Tensor>> Pipeline::process(const SampleInput& sample, int64_t
 std::vector<Result<std::vector<Tensor>>> Pipeline::process_all(
     const std::vector<SampleInput>& samples, int64_t epoch) {
   std::vector<std::optional<Result<std::vector<Tensor>>>> results(samples.size());
-  pool_.parallel_for(static_cast<int64_t>(samples.size()), [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) results[i].emplace(process(samples[i], epoch));
+  // Samples are claimed one at a time (their cost varies several-fold with the crop), so no
+  // runner idles while another still holds a long static chunk.
+  const auto n = static_cast<int64_t>(samples.size());
+  std::atomic<int64_t> next{0};
+  pool_.parallel_for(pool_.size() + 1, [&](int64_t, int64_t) {
+    for (int64_t i; (i = next.fetch_add(1)) < n;) results[i].emplace(process(samples[i], epoch));
   });
   std::vector<Result<std::vector<Tensor>>> out;
   out.reserve(samples.size());
@@ -493,8 +498,16 @@ Batch Pipeline::assemble(int64_t epoch, std::vector<std::vector<Tensor>> samples
         auto owner = std::make_shared<Tensor>(*dense);
         auto* base = static_cast<uint8_t*>(dense->raw_data());
         const size_t bytes = list.samples[0].nbytes();
+        // The copy is split over the runners when it is large (a batch of images).
+        pool_.parallel_for(
+            static_cast<int64_t>(n),
+            [&](int64_t begin, int64_t end) {
+              for (auto i = static_cast<size_t>(begin); i < static_cast<size_t>(end); ++i) {
+                if (bytes > 0) std::memcpy(base + i * bytes, list.samples[i].raw_data(), bytes);
+              }
+            },
+            bytes >= (size_t{1} << 16) ? 1 : static_cast<int64_t>(n));
         for (size_t i = 0; i < n; ++i) {
-          if (bytes > 0) std::memcpy(base + i * bytes, list.samples[i].raw_data(), bytes);
           list.samples[i] = Tensor::wrap(dtype, shape, base + i * bytes, owner);
         }
         list.dense = std::move(*dense);
