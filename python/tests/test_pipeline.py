@@ -380,3 +380,46 @@ def test_several_python_threads_share_one_pipeline(dataset):
         t.join()
     assert not errors
     assert sorted(labels) == [0] * 5 + [1] * 4 + [2] * 3
+
+
+def test_coco_boxes_follow_random_bbox_crop_and_flip(tmp_path):
+    """fn.readers.coco + fn.random_bbox_crop + fn.slice + fn.bb_flip: every box that survives
+    the crop and the flip still covers pixels of its category's colour."""
+    import json
+    colors = {1: (255, 0, 0), 2: (0, 255, 0)}
+    images, annotations = [], []
+    for i in range(4):
+        w, h = 60 + 10 * i, 50
+        pixels = np.full((h, w, 3), 128, np.uint8)
+        for k, (x, y) in enumerate([(4, 6), (34, 20)]):
+            pixels[y:y + 16, x:x + 20] = colors[k + 1]
+            annotations.append({"id": len(annotations), "image_id": i, "category_id": k + 1,
+                                "bbox": [x, y, 20, 16]})
+        Image.fromarray(pixels).save(tmp_path / f"{i}.png")
+        images.append({"id": i, "file_name": f"{i}.png", "width": w, "height": h})
+    (tmp_path / "instances.json").write_text(json.dumps(
+        {"images": images, "annotations": annotations, "categories": [{"id": 1}, {"id": 2}]}))
+    pipe = Pipeline(batch_size=4, num_threads=2, seed=3)
+    with pipe:
+        jpegs, boxes, labels, ids = fn.readers.coco(
+            file_root=str(tmp_path), annotations_file=str(tmp_path / "instances.json"),
+            ltrb=True, ratio=True)
+        anchor, shape, boxes, labels = fn.random_bbox_crop(
+            boxes, labels, thresholds=[0.3], scaling=[0.5, 1.0], aspect_ratio=[0.5, 2.0],
+            num_attempts=50)
+        images = fn.decoders.image_slice(jpegs, anchor, shape)
+        mirror = fn.random.coin_flip()
+        images = fn.flip(images, horizontal=mirror)
+        boxes = fn.bb_flip(boxes, ltrb=True, horizontal=mirror)
+        pipe.set_outputs(images, boxes, labels, ids)
+    pipe.build()
+    out_images, out_boxes, out_labels, out_ids = pipe.run()
+    assert sorted(int(np.array(out_ids.at(i))[0]) for i in range(4)) == [0, 1, 2, 3]
+    for i in range(4):
+        img, bx, lb = np.array(out_images.at(i)), np.array(out_boxes.at(i)), np.array(out_labels.at(i))
+        assert len(bx) == len(lb) > 0
+        assert ((bx >= 0) & (bx <= 1)).all()
+        h, w = img.shape[:2]
+        for (l, t, r, b), label in zip(bx, lb):
+            cx, cy = int((l + r) / 2 * w), int((t + b) / 2 * h)
+            assert tuple(img[cy, cx]) == colors[int(label)]

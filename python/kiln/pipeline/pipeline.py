@@ -104,7 +104,7 @@ class Pipeline:
     # Execution --------------------------------------------------------------------------------
     def _reader(self):
         for spec in self._ops:
-            if spec["op"] == "readers.file":
+            if spec["op"].startswith("readers."):
                 return spec
         raise _error("pipeline: it has no reader; start it with fn.readers.file(file_root=...)")
 
