@@ -416,7 +416,8 @@ def test_coco_boxes_follow_random_bbox_crop_and_flip(tmp_path):
     out_images, out_boxes, out_labels, out_ids = pipe.run()
     assert sorted(int(np.array(out_ids.at(i))[0]) for i in range(4)) == [0, 1, 2, 3]
     for i in range(4):
-        img, bx, lb = np.array(out_images.at(i)), np.array(out_boxes.at(i)), np.array(out_labels.at(i))
+        img = np.array(out_images.at(i))
+        bx, lb = np.array(out_boxes.at(i)), np.array(out_labels.at(i))
         assert len(bx) == len(lb) > 0
         assert ((bx >= 0) & (bx <= 1)).all()
         h, w = img.shape[:2]
