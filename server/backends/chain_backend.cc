@@ -45,6 +45,7 @@ class ChainBackend final : public Backend {
     std::map<std::string, TensorMetadata> produced;  // chain tensor -> where it comes from
     std::vector<TensorMetadata> inputs;              // consumed before any step produces them
     std::set<std::string> consumed_later;
+    bool any_input = false;  // a step's model takes any inputs (echo): so does the chain
     int64_t max_batch = INT64_MAX;
     for (size_t k = 0; k < steps_.size(); ++k) {
       const ChainStep& step = steps_[k];
@@ -83,6 +84,7 @@ class ChainBackend final : public Backend {
           }
           consumed_later.insert(tensor);
         } else if (find_tensor(inputs, tensor) == nullptr) {
+          any_input = any_input || t == nullptr;
           TensorMetadata in = t != nullptr ? *t : TensorMetadata{};
           in.name = tensor;
           inputs.push_back(std::move(in));
@@ -90,6 +92,16 @@ class ChainBackend final : public Backend {
       }
       for (const auto& [model_output, tensor] : step.output_map) {
         const TensorMetadata* t = find_tensor(md->outputs, model_output);
+        if (t == nullptr && md->outputs.empty()) {
+          // A model that lists no outputs (echo) returns its inputs under their names.
+          for (const auto& [model_input, fed] : step.input_map) {
+            if (model_input != model_output) continue;
+            auto it = produced.find(fed);
+            t = it != produced.end() ? &it->second : find_tensor(inputs, fed);
+          }
+          static const TensorMetadata kUnknown{"", DType::kF32, {}};
+          if (t == nullptr) t = &kUnknown;
+        }
         if (t == nullptr) {
           return invalid_argument_error(
               fmt::format("{}: output_map names \"{}\", which is not an output of the model ({})",
@@ -103,7 +115,7 @@ class ChainBackend final : public Backend {
     BackendInfo info;
     info.platform = "ensemble";
     info.max_batch_size = max_batch == INT64_MAX ? 0 : max_batch;
-    info.inputs = inputs;
+    if (!any_input) info.inputs = inputs;
     if (!ctx.config.inputs.empty()) {
       for (const TensorMetadata& t : ctx.config.inputs) {
         if (find_tensor(inputs, t.name) == nullptr) {
