@@ -161,3 +161,25 @@ def test_unreachable_server():
     assert pytest.raises(kc.InferenceServerError, c.server_live).value.status == 0
     with pytest.raises(kc.InferenceServerError):
         c.wait_until_server_ready(timeout=0.3)
+
+
+def test_loadgen_reports_throughput_latency_and_server_split(kiln_cli, server):
+    import json
+
+    png = IMAGES[3]
+    out = subprocess.run([kiln_cli, "loadgen", "--url", server["http"], "--model", "digits_chain",
+                          "--input", f"image_bytes={png}", "--concurrency", "1,4",
+                          "--duration", "0.5", "--warmup", "0.2", "--json", "-"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    report = json.loads(out.stdout)
+    assert report["model"] == "digits_chain" and len(report["levels"]) == 2
+    for level, concurrency in zip(report["levels"], (1, 4)):
+        assert level["concurrency"] == concurrency and level["failures"] == 0
+        assert level["requests"] > 0 and level["infer_per_s"] > 0
+        assert 0 < level["p50_us"] <= level["p90_us"] <= level["p99_us"] <= level["max_us"]
+        assert level["server"]["inferences"] > 0
+    grpc = subprocess.run([kiln_cli, "loadgen", "--protocol", "grpc", "--url", server["grpc"],
+                           "--model", "nope", "--duration", "0.2"],
+                          capture_output=True, text=True, timeout=60)
+    assert grpc.returncode != 0 and "does not exist" in grpc.stderr
