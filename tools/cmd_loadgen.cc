@@ -72,8 +72,7 @@ int64_t percentile(const std::vector<int64_t>& sorted, double q) {
 }
 
 // One request's inputs from the model's metadata: files where given, else seeded random data.
-Result<server::InferenceRequest> make_request(const server::ModelMetadata& meta,
-                                              const Options& o) {
+Result<server::InferenceRequest> make_request(const server::ModelMetadata& meta, const Options& o) {
   std::map<std::string, std::string> files;
   for (const std::string& spec : o.inputs) {
     const size_t eq = spec.find('=');
@@ -98,9 +97,9 @@ Result<server::InferenceRequest> make_request(const server::ModelMetadata& meta,
     for (size_t i = 0; i < dims.size(); ++i) {
       if (dims[i] >= 0) continue;
       if (i != 0) {
-        return invalid_argument_error(fmt::format(
-            "input \"{}\" has the variable shape {}; give it with --shape {}=DIMS", t.name,
-            server::dims_to_string(t.shape), t.name));
+        return invalid_argument_error(
+            fmt::format("input \"{}\" has the variable shape {}; give it with --shape {}=DIMS",
+                        t.name, server::dims_to_string(t.shape), t.name));
       }
       dims[i] = o.batch;
     }
@@ -126,8 +125,8 @@ Result<server::InferenceRequest> make_request(const server::ModelMetadata& meta,
     request.inputs.push_back({t.name, std::move(data), {}});
   }
   if (!files.empty()) {
-    return invalid_argument_error(fmt::format("--input {}: the model has no such input",
-                                              files.begin()->first));
+    return invalid_argument_error(
+        fmt::format("--input {}: the model has no such input", files.begin()->first));
   }
   return request;
 }
@@ -147,7 +146,8 @@ Result<ServerStats> parse_stats_json(const std::string& body) {
     s.executions += u(m, "execution_count");
     if (!m.HasMember("inference_stats")) continue;
     const auto& st = m["inference_stats"];
-    if (st.HasMember("queue")) s.queue_count += u(st["queue"], "count"), s.queue_ns += u(st["queue"], "ns");
+    if (st.HasMember("queue"))
+      s.queue_count += u(st["queue"], "count"), s.queue_ns += u(st["queue"], "ns");
     if (st.HasMember("compute_infer")) {
       s.compute_count += u(st["compute_infer"], "count");
       s.compute_ns += u(st["compute_infer"], "ns");
@@ -162,8 +162,9 @@ class Runner {
     o_ = o;
     if (o.protocol == "native") {
       if (o.repository.empty()) {
-        return invalid_argument_error("--protocol native needs --repository DIR (an in-process "
-                                      "server is started on it)");
+        return invalid_argument_error(
+            "--protocol native needs --repository DIR (an in-process "
+            "server is started on it)");
       }
       server::ServerOptions so;
       so.repository = o.repository;
@@ -211,8 +212,8 @@ class Runner {
       return s;
     }
     if (!stats_client_) return std::nullopt;
-    Result<client::HttpReply> r = stats_client_->send("GET", fmt::format("/v2/models/{}/stats",
-                                                                          o_.model));
+    Result<client::HttpReply> r =
+        stats_client_->send("GET", fmt::format("/v2/models/{}/stats", o_.model));
     if (!r.ok() || r->status != 200) return std::nullopt;
     Result<ServerStats> s = parse_stats_json(r->body);
     return s.ok() ? std::optional<ServerStats>(*s) : std::nullopt;
@@ -359,8 +360,8 @@ int run_loadgen(const Options& o) {
       fmt::print("{:>11} {:>9} {:>12.1f} {:>10.1f} {:>9} {:>9} {:>9} {:>9} {:>9} {:>10} {:>11}\n",
                  o.request_rate > 0 ? fmt::format("{}", l.rate) : std::to_string(l.concurrency),
                  l.requests, ok * static_cast<double>(o.batch) / l.seconds, ok / l.seconds,
-                 percentile(lat, 0.5), percentile(lat, 0.9), percentile(lat, 0.99), l.failures,
-                 avg, queue, compute);
+                 percentile(lat, 0.5), percentile(lat, 0.9), percentile(lat, 0.99), l.failures, avg,
+                 queue, compute);
       for (const auto& [m, c] : l.errors) fmt::print("    {} x {}\n", c, m);
     }
   }
@@ -400,8 +401,9 @@ CommandAction add_loadgen_command(CLI::App& app) {
   cmd->add_option("--concurrency", o->concurrency,
                   "requests in flight, one level each (e.g. --concurrency 1 4 16)")
       ->delimiter(',');
-  cmd->add_option("--request-rate", o->request_rate,
-                  "requests per second instead (constant intervals), latency from when each is due");
+  cmd->add_option(
+      "--request-rate", o->request_rate,
+      "requests per second instead (constant intervals), latency from when each is due");
   cmd->add_option("--max-inflight", o->max_inflight, "senders in the request-rate mode")
       ->capture_default_str();
   cmd->add_option("--duration", o->duration_s, "seconds measured per level")->capture_default_str();

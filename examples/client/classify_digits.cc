@@ -166,8 +166,8 @@ Status run(const std::string& protocol, const std::string& url, const std::strin
   }
   const std::string input = meta.inputs[0].name;
   const bool encoded = meta.inputs[0].dtype == kiln::DType::kString;
-  fmt::print("model {} over {} at {}: input \"{}\" ({}), {} images from {}\n", model, protocol,
-             url, input, encoded ? "PNG bytes" : "pixels", images.size(), dir.string());
+  fmt::print("model {} over {} at {}: input \"{}\" ({}), {} images from {}\n", model, protocol, url,
+             input, encoded ? "PNG bytes" : "pixels", images.size(), dir.string());
 
   // One request per image, one after another: each latency is a full round trip.
   fmt::print("{:<16} {:>9} {:>10} {:>5} {:>11}\n", "image", "predicted", "confidence", "true",

@@ -49,15 +49,14 @@ class ChainBackend final : public Backend {
     int64_t max_batch = INT64_MAX;
     for (size_t k = 0; k < steps_.size(); ++k) {
       const ChainStep& step = steps_[k];
-      const std::string where = fmt::format("chain \"{}\" step {} (model \"{}\")", name_, k,
-                                            step.model);
+      const std::string where =
+          fmt::format("chain \"{}\" step {} (model \"{}\")", name_, k, step.model);
       Result<ModelMetadata> md = router_->model_metadata(step.model, step.version);
       if (!md.ok()) {
         return md.status().with_context(
             fmt::format("{}: the step's model must be loaded before the chain", where));
       }
-      KILN_ASSIGN_OR_RETURN(int64_t batch,
-                            router_->model_max_batch_size(step.model, step.version));
+      KILN_ASSIGN_OR_RETURN(int64_t batch, router_->model_max_batch_size(step.model, step.version));
       max_batch = std::min(max_batch, batch);
       for (const TensorMetadata& t : md->inputs) {
         auto mapped = [&](const auto& entry) { return entry.first == t.name; };
@@ -129,9 +128,9 @@ class ChainBackend final : public Backend {
     if (!ctx.config.outputs.empty()) {
       for (const TensorMetadata& t : ctx.config.outputs) {
         if (!produced.count(t.name)) {
-          return invalid_argument_error(fmt::format(
-              "chain \"{}\": declared output \"{}\" is not in any step's output_map", name_,
-              t.name));
+          return invalid_argument_error(
+              fmt::format("chain \"{}\": declared output \"{}\" is not in any step's output_map",
+                          name_, t.name));
         }
       }
       info.outputs = ctx.config.outputs;

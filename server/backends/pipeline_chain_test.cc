@@ -41,10 +41,12 @@ std::vector<Image> test_images() {
     }
   }
   // Digits drawn larger (and as RGB), JPEG-encoded: server/backends/testdata.
-  for (const auto& e : fs::directory_iterator(fs::path(KILN_SOURCE_DIR) / "server/backends/testdata")) {
+  for (const auto& e :
+       fs::directory_iterator(fs::path(KILN_SOURCE_DIR) / "server/backends/testdata")) {
     out.push_back({e.path().filename().string(), read_file(e.path().string()).value(), -1});
   }
-  std::sort(out.begin() + 16, out.end(), [](const Image& a, const Image& b) { return a.name < b.name; });
+  std::sort(out.begin() + 16, out.end(),
+            [](const Image& a, const Image& b) { return a.name < b.name; });
   return out;
 }
 
@@ -86,8 +88,10 @@ class PipelineChainTest : public ::testing::Test {
 
   // The pipeline run on one image alone, outside the server.
   static Tensor pipeline_alone(const Image& image) {
-    pipeline::PipelineSpec spec = pipeline::load_pipeline_json(
-        (kExamples / "repository/digits_pipeline/1/pipeline.json").string()).value();
+    pipeline::PipelineSpec spec =
+        pipeline::load_pipeline_json(
+            (kExamples / "repository/digits_pipeline/1/pipeline.json").string())
+            .value();
     spec.options.batch_size = 1;
     auto p = pipeline::Pipeline::create(spec.options, spec.ops).value();
     Tensor encoded = Tensor::wrap(DType::kU8, Shape{static_cast<int64_t>(image.bytes.size())},
@@ -126,7 +130,8 @@ TEST_F(PipelineChainTest, EveryRequestOfABatchGetsItsOwnImages) {
   const std::vector<Image>& images = *images_;
   std::vector<std::vector<const Image*>> groups;
   for (const Image& im : images) groups.push_back({&im});
-  for (size_t i = 0; i + 2 < 16; i += 5) groups.push_back({&images[i], &images[i + 1], &images[i + 2]});
+  for (size_t i = 0; i + 2 < 16; i += 5)
+    groups.push_back({&images[i], &images[i + 1], &images[i + 2]});
   for (int round = 0; round < 3; ++round) {
     std::vector<std::future<Result<InferenceResponse>>> futures;
     for (size_t g = 0; g < groups.size(); ++g) {
@@ -156,7 +161,8 @@ TEST_F(PipelineChainTest, EveryRequestOfABatchGetsItsOwnImages) {
 TEST_F(PipelineChainTest, ChainEqualsPipelineThenModel) {
   const std::vector<Image>& images = *images_;
   std::vector<std::future<Result<InferenceResponse>>> futures;
-  for (const Image& im : images) futures.push_back(server_->infer(request("digits_chain", {&im}, im.name)));
+  for (const Image& im : images)
+    futures.push_back(server_->infer(request("digits_chain", {&im}, im.name)));
   int correct = 0, digits = 0;
   for (size_t i = 0; i < images.size(); ++i) {
     Result<InferenceResponse> r = futures[i].get();

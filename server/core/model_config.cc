@@ -150,9 +150,9 @@ Result<std::vector<std::pair<std::string, std::string>>> get_tensor_map(std::str
                                                                         const toml::node& node) {
   const toml::table* table = node.as_table();
   if (table == nullptr) {
-    return invalid_argument_error(fmt::format(
-        "{}: \"steps.{}\" must be a table of model tensor = \"chain tensor\"",
-        where(source, node), key));
+    return invalid_argument_error(
+        fmt::format("{}: \"steps.{}\" must be a table of model tensor = \"chain tensor\"",
+                    where(source, node), key));
   }
   std::vector<std::pair<std::string, std::string>> out;
   for (const auto& [k, v] : *table) {
