@@ -40,11 +40,14 @@ _RPCS = {
 
 
 def _set_parameter(message, value):
-    if isinstance(value, bool):
+    """Sets an InferParameter or a ModelRepositoryParameter (which also takes bytes)."""
+    if isinstance(value, bytes):
+        message.bytes_param = value
+    elif isinstance(value, bool):
         message.bool_param = value
     elif isinstance(value, int):
         message.int64_param = value
-    elif isinstance(value, float):
+    elif isinstance(value, float) and "double_param" in message.DESCRIPTOR.fields_by_name:
         message.double_param = value
     else:
         message.string_param = str(value)
@@ -85,7 +88,9 @@ class GrpcClient(Client):
         self._channel.close()
 
     def _call(self, rpc, **fields):
-        request = _RPCS[rpc][1](**fields)
+        return self._send(rpc, _RPCS[rpc][1](**fields))
+
+    def _send(self, rpc, request):
         try:
             return self._stubs[rpc](request, timeout=self.timeout)
         except grpc.RpcError as e:
@@ -117,19 +122,8 @@ class GrpcClient(Client):
     def model_load(self, model, parameters=None):
         request = pb.RepositoryModelLoadRequest(model_name=model)
         for key, value in (parameters or {}).items():
-            p = request.parameters[key]
-            if isinstance(value, bool):
-                p.bool_param = value
-            elif isinstance(value, int):
-                p.int64_param = value
-            elif isinstance(value, bytes):
-                p.bytes_param = value
-            else:
-                p.string_param = str(value)
-        try:
-            self._stubs["RepositoryModelLoad"](request, timeout=self.timeout)
-        except grpc.RpcError as e:
-            raise InferenceServerError(f"RepositoryModelLoad: {e.details()}", e.code().name) from None
+            _set_parameter(request.parameters[key], value)
+        self._send("RepositoryModelLoad", request)
 
     def model_unload(self, model):
         self._call("RepositoryModelUnload", model_name=model)
@@ -148,10 +142,7 @@ class GrpcClient(Client):
         request = pb.WorkerLoadRequest(worker=worker)
         for key, value in (parameters or {}).items():
             _set_parameter(request.parameters[key], value)
-        try:
-            return self._stubs["WorkerLoad"](request, timeout=self.timeout).endpoint
-        except grpc.RpcError as e:
-            raise InferenceServerError(f"WorkerLoad: {e.details()}", e.code().name) from None
+        return self._send("WorkerLoad", request).endpoint
 
     def worker_unload(self, endpoint):
         self._call("WorkerUnload", endpoint=endpoint)
