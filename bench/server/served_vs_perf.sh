@@ -42,9 +42,13 @@ trap cleanup EXIT
 echo "== load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "== kiln perf $model --batch $batch (threads: the physical cores, as the server's)"
 iterations=$(( duration < 10 ? 5 : duration / 2 ))
-"$kiln" perf "$model" --batch "$batch" --iterations "$iterations" --warmup 2 --json >"$work/perf.json"
-perf=$(/usr/bin/python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['throughput_per_s'])" "$work/perf.json")
-echo "kiln perf: $perf images/s"
+# perf runs before and after the served runs, and the served figures are compared with their
+# mean, so a change in the machine's load during the runs shows rather than skews the ratio.
+run_perf() {
+  "$kiln" perf "$model" --batch "$batch" --iterations "$iterations" --warmup 2 --json >"$1"
+  echo "kiln perf: $(/usr/bin/python3 -c "import json,sys; print(json.load(open(sys.argv[1]))['throughput_per_s'])" "$1") images/s"
+}
+run_perf "$work/perf_before.json"
 
 # The repository lives in the cache, so its compiled artifact (.kiln-cache) is reused next time.
 repo=$cache/served_vs_perf_repo
@@ -80,9 +84,19 @@ if ((http)); then
     --duration "$duration" --warmup 5 --json "$work/http.json"
   results+=("http:$work/http.json")
 fi
-/usr/bin/python3 - "$work/perf.json" "$out" "$batch" "${results[@]}" <<'EOF'
+if [[ -n $server_pid ]]; then
+  kill -TERM "$server_pid"
+  wait "$server_pid" || true
+  server_pid=
+fi
+echo "== kiln perf again"
+run_perf "$work/perf_after.json"
+/usr/bin/python3 - "$work/perf_before.json" "$out" "$batch" "${results[@]}" <<'EOF'
 import json, sys
-perf = json.load(open(sys.argv[1]))
+before = json.load(open(sys.argv[1]))
+after = json.load(open(sys.argv[1].replace("perf_before", "perf_after")))
+perf = {"throughput_per_s": (before["throughput_per_s"] + after["throughput_per_s"]) / 2,
+        "median_ms": (before["median_ms"] + after["median_ms"]) / 2}
 out, batch = sys.argv[2], int(sys.argv[3])
 rows = []
 for spec in sys.argv[4:]:
@@ -93,16 +107,23 @@ for spec in sys.argv[4:]:
                  "ratio_to_perf": served / perf["throughput_per_s"],
                  "p50_us": level["p50_us"], "p99_us": level["p99_us"],
                  "failures": level["failures"], "server": level["server"]})
+    # The share of the time the model was computing: 1.0 means it never waited for requests.
+    if level["server"] and level["server"]["compute_us_per_batch"]:
+        rows[-1]["model_busy"] = (served * level["server"]["compute_us_per_batch"] /
+                                  (level["server"]["avg_batch"] * 1e6))
 with open("/proc/loadavg") as f:
     load = [float(x) for x in f.read().split()[:3]]
 report = {"model": "resnet50", "batch": batch, "perf_throughput_per_s": perf["throughput_per_s"],
-          "perf_median_ms": perf["median_ms"], "served": rows, "load_average_after": load,
-          "target_ratio": 0.95}
+          "perf_median_ms": perf["median_ms"],
+          "perf_before_after_per_s": [before["throughput_per_s"], after["throughput_per_s"]],
+          "served": rows, "load_average_after": load, "target_ratio": 0.95}
 json.dump(report, open(out, "w"), indent=1)
-print(f"{'path':<8} {'images/s':>9} {'vs perf':>8} {'avg batch':>9}")
-print(f"{'perf':<8} {perf['throughput_per_s']:>9.2f} {1:>8.3f} {batch:>9}")
+print(f"{'path':<8} {'images/s':>9} {'vs perf':>8} {'avg batch':>9} {'model busy':>10}")
+print(f"{'perf':<8} {perf['throughput_per_s']:>9.2f} {1:>8.3f} {batch:>9} {'':>10}"
+      f"  (before {before['throughput_per_s']:.2f}, after {after['throughput_per_s']:.2f})")
 for r in rows:
     avg = r["server"]["avg_batch"] if r["server"] else float("nan")
-    print(f"{r['protocol']:<8} {r['infer_per_s']:>9.2f} {r['ratio_to_perf']:>8.3f} {avg:>9.2f}")
+    print(f"{r['protocol']:<8} {r['infer_per_s']:>9.2f} {r['ratio_to_perf']:>8.3f} {avg:>9.2f} "
+          f"{r.get('model_busy', float('nan')):>10.3f}")
 print(f"load average after: {load}; JSON: {out}")
 EOF
