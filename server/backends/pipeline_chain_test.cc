@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
 #include <future>
 #include <string>
 #include <vector>
@@ -253,6 +254,52 @@ TEST(ChainConfig, StepsAreCheckedAtLoad) {
   ASSERT_EQ(out->outputs.size(), 1u);
   EXPECT_EQ(out->outputs[0].name, "out");
   EXPECT_TRUE(out->outputs[0].data.equals(Tensor::from_vector<int32_t>({1, 2, 3})));
+  server.reset();
+  fs::remove_all(root);
+}
+
+}  // namespace
+}  // namespace kiln::server
+
+namespace kiln::server {
+namespace {
+
+// amdinfer's rocAL worker config: backend "rocal", a rocAL-format JSON, batch and color_format.
+TEST(RocalBackend, ServesRocalJsonWithItsParameters) {
+  fs::path root = fs::temp_directory_path() / fmt::format("kiln_rocal_{}", ::getpid());
+  fs::remove_all(root);
+  testing::add_model(root, "rocal",
+                     "backend = \"rocal\"\n[parameters]\nbatch = 4\ncolor_format = \"U8\"\n");
+  std::ofstream(root / "rocal" / "1" / "model.json")
+      << R"({"pipeline": [{"operation": "Resize", "dest_width": 16, "dest_height": 12},
+           {"operation": "CropMirrorNormalize", "crop_width": 8, "crop_height": 8,
+            "start_x": 0.5, "start_y": 0.5, "mean": [128], "std_dev": [64],
+            "is_output": true}]})";
+  ServerOptions options;
+  options.repository = root;
+  auto server = Server::create(options).value();
+  ModelMetadata md = server->model_metadata("rocal").value();
+  ASSERT_EQ(md.outputs.size(), 1u);
+  EXPECT_EQ(md.outputs[0].dtype, DType::kF32);
+  EXPECT_EQ(md.outputs[0].shape, (std::vector<int64_t>{-1, 8, 8, 1}));  // HWC, grey
+  std::vector<Image> images = test_images();
+  std::vector<std::future<Result<InferenceResponse>>> futures;
+  for (size_t i = 0; i < 6; ++i) {
+    InferenceRequest r;
+    r.model = "rocal";
+    r.inputs.push_back({"image", bytes_tensor({&images[16 + i % 4]}), {}});
+    futures.push_back(server->infer(std::move(r)));
+  }
+  std::vector<Tensor> outs;
+  for (auto& f : futures) {
+    Result<InferenceResponse> r = f.get();
+    ASSERT_TRUE(r.ok()) << r.status().message();
+    EXPECT_EQ(r->outputs[0].data.shape(), Shape({1, 8, 8, 1}));
+    outs.push_back(r->outputs[0].data);
+  }
+  EXPECT_TRUE(outs[0].equals(outs[4]));  // the same image at another place in the batches
+  EXPECT_FALSE(outs[0].equals(outs[1]));
+  EXPECT_EQ(server->model_config("rocal")->batching.max_batch_size, 4);
   server.reset();
   fs::remove_all(root);
 }

@@ -168,7 +168,8 @@ TEST(ModelConfig, ChainStepsFromTomlAndFromTritonEnsembles) {
   Result<ModelConfig> toml = parse_model_config(
       "backend = \"chain\"\n[[steps]]\nmodel = \"pre\"\nversion = 2\n"
       "input_map = { bytes = \"in\" }\noutput_map = { images = \"x\" }\n"
-      "[[steps]]\nmodel = \"cnn\"\ninput_map = { image = \"x\" }\noutput_map = { logits = \"y\" }\n",
+      "[[steps]]\nmodel = \"cnn\"\ninput_map = { image = \"x\" }\noutput_map = { logits = \"y\" "
+      "}\n",
       "c.toml");
   ASSERT_TRUE(toml.ok()) << toml.status().message();
   ASSERT_EQ(toml->steps.size(), 2u);
@@ -191,8 +192,8 @@ TEST(ModelConfig, ChainStepsFromTomlAndFromTritonEnsembles) {
   Result<ModelConfig> no_steps = parse_model_config("backend = \"chain\"\n", "c.toml");
   ASSERT_FALSE(no_steps.ok());
   EXPECT_NE(no_steps.status().message().find("needs [[steps]]"), std::string::npos);
-  Result<ModelConfig> stray = parse_model_config(
-      "backend = \"echo\"\n[[steps]]\nmodel = \"x\"\n", "c.toml");
+  Result<ModelConfig> stray =
+      parse_model_config("backend = \"echo\"\n[[steps]]\nmodel = \"x\"\n", "c.toml");
   ASSERT_FALSE(stray.ok());
   EXPECT_NE(stray.status().message().find("belong to backend \"chain\""), std::string::npos);
 }
