@@ -17,6 +17,7 @@ using CommandAction = std::function<int()>;
 CommandAction add_compile_command(CLI::App& app);
 CommandAction add_devices_command(CLI::App& app);
 CommandAction add_env_command(CLI::App& app);
+CommandAction add_loadgen_command(CLI::App& app);
 CommandAction add_ops_command(CLI::App& app);
 CommandAction add_perf_command(CLI::App& app);
 CommandAction add_pipeline_command(CLI::App& app);

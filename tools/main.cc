@@ -55,6 +55,7 @@ int main(int argc, char** argv) {
   add(kiln::tools::add_devices_command);
   add(kiln::tools::add_env_command);
   add(kiln::tools::add_serve_command);
+  add(kiln::tools::add_loadgen_command);
 
   CLI11_PARSE(app, argc, argv);
   for (auto& [sub, action] : commands) {

@@ -17,6 +17,7 @@
 
 #include "client/grpc_client.h"
 #include "client/http_client.h"
+#include "core/mapped_file.h"
 
 namespace {
 
@@ -27,7 +28,8 @@ using kiln::client::Client;
 struct Image {
   std::string file;
   int label = -1;
-  kiln::Tensor tensor;  // [1, 1, h, w] float32 in [0, 1]
+  kiln::Tensor tensor;   // [1, 1, h, w] float32 in [0, 1]
+  kiln::Tensor encoded;  // BYTES [1]: the same digit's PNG file, for models that decode images
 };
 
 struct Prediction {
@@ -85,6 +87,10 @@ Result<std::vector<Image>> read_images(const std::filesystem::path& dir) {
           "{} line {}: expected \"FILE LABEL\", found \"{}\"", list.string(), number, line));
     }
     KILN_ASSIGN_OR_RETURN(image.tensor, read_pgm(dir / image.file));
+    std::filesystem::path png = (dir / image.file).replace_extension(".png");
+    KILN_ASSIGN_OR_RETURN(std::string bytes, kiln::read_file(png.string()));
+    image.encoded = kiln::Tensor(kiln::DType::kString, kiln::Shape{1});
+    image.encoded.data<std::string>()[0] = std::move(bytes);
     images.push_back(std::move(image));
   }
   if (images.empty()) {
@@ -93,10 +99,12 @@ Result<std::vector<Image>> read_images(const std::filesystem::path& dir) {
   return images;
 }
 
-kiln::client::InferenceRequest make_request(const Image& image, const std::string& input) {
+// The pixels, or the PNG bytes for a model whose input is BYTES (a pipeline or a chain).
+kiln::client::InferenceRequest make_request(const Image& image, const std::string& input,
+                                            bool encoded) {
   kiln::client::InferenceRequest request;
   request.id = image.file;
-  request.inputs.push_back({input, image.tensor, {}});
+  request.inputs.push_back({input, encoded ? image.encoded : image.tensor, {}});
   return request;
 }
 
@@ -157,8 +165,9 @@ Status run(const std::string& protocol, const std::string& url, const std::strin
         "model \"{}\": expected one input (the image), found {}", model, meta.inputs.size()));
   }
   const std::string input = meta.inputs[0].name;
-  fmt::print("model {} over {} at {}: input \"{}\", {} images from {}\n", model, protocol, url,
-             input, images.size(), dir.string());
+  const bool encoded = meta.inputs[0].dtype == kiln::DType::kString;
+  fmt::print("model {} over {} at {}: input \"{}\" ({}), {} images from {}\n", model, protocol, url,
+             input, encoded ? "PNG bytes" : "pixels", images.size(), dir.string());
 
   // One request per image, one after another: each latency is a full round trip.
   fmt::print("{:<16} {:>9} {:>10} {:>5} {:>11}\n", "image", "predicted", "confidence", "true",
@@ -169,7 +178,7 @@ Status run(const std::string& protocol, const std::string& url, const std::strin
   for (const Image& image : images) {
     const auto start = std::chrono::steady_clock::now();
     Result<kiln::client::InferenceResponse> response =
-        client->model_infer(model, make_request(image, input));
+        client->model_infer(model, make_request(image, input, encoded));
     const int64_t us = micros_since(start);
     KILN_ASSIGN_OR_RETURN(Prediction p, predict(response, image.file));
     latencies.push_back(us);
@@ -189,7 +198,7 @@ Status run(const std::string& protocol, const std::string& url, const std::strin
   const auto start = std::chrono::steady_clock::now();
   std::vector<std::future<Result<kiln::client::InferenceResponse>>> futures;
   for (const Image& image : images) {
-    futures.push_back(client->model_infer_async(model, make_request(image, input)));
+    futures.push_back(client->model_infer_async(model, make_request(image, input, encoded)));
   }
   int same = 0;
   for (size_t i = 0; i < images.size(); ++i) {

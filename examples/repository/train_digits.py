@@ -3,7 +3,8 @@
 # Trains the served example model: a small CNN on scikit-learn's 8x8 handwritten digits (fixed
 # seeds, 75/25 train/test split, a few seconds of CPU), prints its test accuracy, exports it to
 # digits/1/model.onnx with a dynamic batch dim, and writes 16 held-out test digits as PGM images
-# (examples/digit_images/NN_labelL.pgm, grey levels 0..16 as in the data set) with labels.txt
+# (examples/digit_images/NN_labelL.pgm, grey levels 0..16 as in the data set; the same as .png for
+# the served chain, which takes encoded images) with labels.txt
 # there (outside the repository: every folder in it is a model).
 # Deterministic: rerunning it gives the same files.
 # The digits come from scikit-learn's own data file: sklearn.datasets.load_digits when
@@ -14,14 +15,29 @@
 import glob
 import gzip
 import os
+import struct
 import subprocess
 import tempfile
+import zlib
 
 import numpy as np
 import torch
 from torch import nn
 
 here = os.path.dirname(os.path.abspath(__file__))
+
+
+def png_gray(pixels):
+    """An 8-bit greyscale PNG of a 2-D uint8 array (what the served chain decodes)."""
+    h, w = pixels.shape
+    raw = b"".join(b"\x00" + pixels[y].tobytes() for y in range(h))
+
+    def chunk(kind, data):
+        return (struct.pack(">I", len(data)) + kind + data +
+                struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF))
+
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 0, 0, 0, 0)) +
+            chunk(b"IDAT", zlib.compress(raw, 9)) + chunk(b"IEND", b""))
 torch.manual_seed(0)
 torch.set_num_threads(1)
 torch.use_deterministic_algorithms(True)
@@ -109,5 +125,8 @@ with open(os.path.join(image_dir, "labels.txt"), "w") as f:
         pixels = x_test[i].astype(np.uint8)
         with open(os.path.join(image_dir, name), "wb") as img:
             img.write(b"P5\n8 8\n16\n" + pixels.tobytes())
+        # The same digit PNG-encoded (grey levels 0..16 too), for the served chain.
+        with open(os.path.join(image_dir, name.replace(".pgm", ".png")), "wb") as img:
+            img.write(png_gray(pixels.reshape(8, 8)))
         f.write(f"{name} {y_test[i]}\n")
 print(f"wrote {len(chosen)} held-out images and labels.txt to {os.path.relpath(image_dir)}")

@@ -28,11 +28,28 @@ struct BackendInfo {
   int64_t max_batch_size = 0;
 };
 
+// What a chain backend sees of the server it runs in: other models' metadata, and a way to run
+// requests on them (each through that model's own checks, queue and batcher).
+class ModelRouter {
+ public:
+  virtual ~ModelRouter() = default;
+  virtual Result<ModelMetadata> model_metadata(const std::string& name,
+                                               const std::string& version) const = 0;
+  // The batch limit the model runs with (0: it does not batch along dim 0).
+  virtual Result<int64_t> model_max_batch_size(const std::string& name,
+                                               const std::string& version) const = 0;
+  // Like Server::infer_async, but also while the server drains, so requests a chain took before a
+  // shutdown finish.
+  virtual void route(InferenceRequest request, InferCallback done) = 0;
+};
+
 // Where a model version's files are and how it was configured.
 struct BackendContext {
   ModelConfig config;
   std::string version;
   std::filesystem::path version_dir;
+  // The server, for backends that call other models (chain); null outside a server.
+  ModelRouter* router = nullptr;
 };
 
 // A loaded model version. execute() is called from the model's instance threads, several at once
@@ -51,7 +68,13 @@ class Backend {
       std::span<const InferenceRequest* const> batch) = 0;
 };
 
-// The backend called `name` ("echo", "compiler", or its alias "migraphx"), or a not-found error
+// The file a backend serves: the `model` parameter (relative to the version folder), or the one
+// file with `extension` (".onnx", ".json") in the version folder. Not found names the folder.
+Result<std::filesystem::path> find_model_file(const BackendContext& context,
+                                              std::string_view extension);
+
+// The backend called `name` ("echo", "compiler" or its alias "migraphx", "pipeline" or its alias
+// "rocal", "chain"), or a not-found error
 // that lists them.
 Result<std::unique_ptr<Backend>> make_backend(std::string_view name);
 std::vector<std::string> backend_names();

@@ -24,33 +24,6 @@ namespace {
 using compiler::Argument;
 using compiler::Executable;
 
-Result<std::filesystem::path> find_model_file(const BackendContext& ctx) {
-  const std::string& model = ctx.config.name;
-  KILN_ASSIGN_OR_RETURN(std::optional<std::string> given,
-                        ctx.config.parameters.get_string("model"));
-  std::error_code ec;
-  if (given) {
-    std::filesystem::path p(*given);
-    if (p.is_relative()) p = ctx.version_dir / p;
-    if (!std::filesystem::is_regular_file(p, ec)) {
-      return not_found_error(
-          fmt::format("model \"{}\": model file {} does not exist", model, p.string()));
-    }
-    return p;
-  }
-  std::vector<std::filesystem::path> found;
-  for (const auto& entry : std::filesystem::directory_iterator(ctx.version_dir, ec)) {
-    if (entry.path().extension() == ".onnx") found.push_back(entry.path());
-  }
-  if (found.size() != 1) {
-    return not_found_error(fmt::format(
-        "model \"{}\": expected one .onnx file in {}, found {}; name it with the `model` "
-        "parameter",
-        model, ctx.version_dir.string(), found.size()));
-  }
-  return found[0];
-}
-
 // Copies rows [0, rows) of `src` into `dst` starting at row `at` (both share all dims but the
 // first).
 void copy_rows(const Tensor& src, int64_t rows, Tensor& dst, int64_t at) {
@@ -135,7 +108,7 @@ class CompilerBackend final : public Backend {
   Result<BackendInfo> load(const BackendContext& ctx) override {
     name_ = ctx.config.name;
     const Parameters& p = ctx.config.parameters;
-    KILN_ASSIGN_OR_RETURN(path_, find_model_file(ctx));
+    KILN_ASSIGN_OR_RETURN(path_, find_model_file(ctx, ".onnx"));
     KILN_ASSIGN_OR_RETURN(std::optional<std::string> target, p.get_string("target"));
     target_name_ = target.value_or("cpu");
     KILN_ASSIGN_OR_RETURN(auto target_or, compiler::make_target(target_name_));

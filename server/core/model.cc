@@ -34,12 +34,13 @@ FailureReason reason_of(const Status& status) {
 }  // namespace
 
 Result<std::shared_ptr<Model>> Model::load(const ModelConfig& config, std::string version,
-                                           const std::filesystem::path& version_dir) {
+                                           const std::filesystem::path& version_dir,
+                                           ModelRouter* router) {
   std::shared_ptr<Model> m(new Model());
   m->config_ = config;
   m->version_ = std::move(version);
   KILN_ASSIGN_OR_RETURN(m->backend_, make_backend(config.backend));
-  BackendContext context{config, m->version_, version_dir};
+  BackendContext context{config, m->version_, version_dir, router};
   Result<BackendInfo> info = m->backend_->load(context);
   if (!info.ok()) {
     return info.status().with_context(
@@ -182,6 +183,9 @@ void Model::infer(InferenceRequest&& request, InferCallback done, Clock::time_po
   p.arrived = arrived;
   int64_t timeout_us = timeout->value_or(config_.batching.default_timeout_microseconds);
   if (timeout_us > 0) p.deadline = arrived + std::chrono::microseconds(timeout_us);
+  // A deadline the request brings (a chain's step) counts too; a chain passes it on.
+  p.deadline = std::min(p.deadline, request.deadline);
+  request.deadline = p.deadline;
   p.request = std::move(request);
   p.done = std::move(done);
   Status queued = scheduler_->enqueue(std::move(p));
@@ -219,6 +223,17 @@ void Model::run_batch(std::vector<PendingRequest>& batch) {
     if (!results[i].ok()) {
       stats_->record_failure(reason_of(results[i].status()), nanos(end - p.arrived));
       p.done(results[i].status().with_context(fmt::format("model \"{}\"", config_.name)));
+      continue;
+    }
+    if (end > p.deadline) {  // the timeout covers the run too; a late answer is an error
+      stats_->record_failure(FailureReason::kTimeout, nanos(end - p.arrived));
+      p.done(deadline_exceeded_error(fmt::format(
+          "model \"{}\": request \"{}\" finished {} us after its timeout (it waited {} us in the "
+          "queue and ran {} us)",
+          config_.name, p.request.id,
+          std::chrono::duration_cast<std::chrono::microseconds>(end - p.deadline).count(),
+          std::chrono::duration_cast<std::chrono::microseconds>(start - p.arrived).count(),
+          std::chrono::duration_cast<std::chrono::microseconds>(end - start).count())));
       continue;
     }
     InferenceResponse response;

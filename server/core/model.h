@@ -16,8 +16,10 @@ namespace kiln::server {
 class Model {
  public:
   // Makes the backend, loads the version's files and starts the instance threads.
+  // `router` lets a chain call the server's other models (may be null).
   static Result<std::shared_ptr<Model>> load(const ModelConfig& config, std::string version,
-                                             const std::filesystem::path& version_dir);
+                                             const std::filesystem::path& version_dir,
+                                             ModelRouter* router = nullptr);
   // Drains queued requests.
   ~Model();
 
@@ -28,8 +30,8 @@ class Model {
 
   // Checks the request against the model's tensors and queues it. `done` is called exactly once:
   // with the response, or with the error (invalid argument for a wrong name, dtype, shape or
-  // batch; resource exhausted when the queue is full; deadline exceeded when it waited past its
-  // timeout; unavailable while unloading).
+  // batch; resource exhausted when the queue is full; deadline exceeded when its timeout passed
+  // in the queue or while it ran; unavailable while unloading).
   void infer(InferenceRequest&& request, InferCallback done, Clock::time_point arrived);
 
   // The batch size the request adds (dim 0 of its inputs for a batching model, else 1), or why

@@ -145,9 +145,63 @@ Status parse_parameters(std::string_view source, const toml::table& table, Param
   return Status();
 }
 
+Result<std::vector<std::pair<std::string, std::string>>> get_tensor_map(std::string_view source,
+                                                                        std::string_view key,
+                                                                        const toml::node& node) {
+  const toml::table* table = node.as_table();
+  if (table == nullptr) {
+    return invalid_argument_error(
+        fmt::format("{}: \"steps.{}\" must be a table of model tensor = \"chain tensor\"",
+                    where(source, node), key));
+  }
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& [k, v] : *table) {
+    KILN_ASSIGN_OR_RETURN(std::string value, get_string(source, k.str(), v));
+    out.emplace_back(std::string(k.str()), std::move(value));
+  }
+  return out;
+}
+
+// [[steps]]: model, version, [steps.input_map], [steps.output_map].
+Result<std::vector<ChainStep>> get_steps(std::string_view source, const toml::node& node) {
+  const toml::array* array = node.as_array();
+  if (array == nullptr || !array->is_array_of_tables()) {
+    return invalid_argument_error(
+        fmt::format("{}: \"steps\" must be an array of tables ([[steps]])", where(source, node)));
+  }
+  std::vector<ChainStep> out;
+  for (const toml::node& element : *array) {
+    ChainStep step;
+    for (const auto& [k, v] : *element.as_table()) {
+      if (k == "model") {
+        KILN_ASSIGN_OR_RETURN(step.model, get_string(source, "model", v));
+      } else if (k == "version") {
+        if (v.is_integer()) {
+          KILN_ASSIGN_OR_RETURN(int64_t version, get_int(source, "version", v, 0));
+          step.version = std::to_string(version);
+        } else {
+          KILN_ASSIGN_OR_RETURN(step.version, get_string(source, "version", v));
+        }
+      } else if (k == "input_map") {
+        KILN_ASSIGN_OR_RETURN(step.input_map, get_tensor_map(source, "input_map", v));
+      } else if (k == "output_map") {
+        KILN_ASSIGN_OR_RETURN(step.output_map, get_tensor_map(source, "output_map", v));
+      } else {
+        return unknown_key(source, "steps.", k.str(), v, "model, version, input_map, output_map");
+      }
+    }
+    if (step.model.empty()) {
+      return invalid_argument_error(
+          fmt::format("{}: every [[steps]] needs a model", where(source, element)));
+    }
+    out.push_back(std::move(step));
+  }
+  return out;
+}
+
 constexpr std::string_view kTopKeys =
     "name, backend, platform, instances, version_policy, max_batch_size, [dynamic_batching], "
-    "[parameters], [[inputs]], [[outputs]]";
+    "[parameters], [[inputs]], [[outputs]], [[steps]]";
 
 }  // namespace
 
@@ -189,6 +243,8 @@ Result<ModelConfig> parse_model_config(std::string_view text, std::string_view s
       KILN_ASSIGN_OR_RETURN(c.inputs, get_tensors(source, "inputs", v));
     } else if (k == "outputs") {
       KILN_ASSIGN_OR_RETURN(c.outputs, get_tensors(source, "outputs", v));
+    } else if (k == "steps") {
+      KILN_ASSIGN_OR_RETURN(c.steps, get_steps(source, v));
     } else {
       return unknown_key(source, "", k.str(), v, kTopKeys);
     }
@@ -201,16 +257,28 @@ Status validate_model_config(ModelConfig& c, std::string_view source) {
   if (c.backend.empty()) {
     if (c.platform == "onnx_onnxv1" || c.platform == "migraphx_mxr" || c.platform == "kiln") {
       c.backend = "compiler";
+    } else if (c.platform == "rocal_json" || c.platform == "kiln_pipeline") {
+      c.backend = "pipeline";
+    } else if (c.platform == "ensemble") {
+      c.backend = "chain";
     } else if (c.platform.empty()) {
-      return invalid_argument_error(fmt::format(
-          "{}: no backend; set backend = \"echo\" or \"compiler\" (or platform = \"onnx_onnxv1\")",
-          source));
+      return invalid_argument_error(
+          fmt::format("{}: no backend; set backend = \"echo\", \"compiler\", \"pipeline\" or "
+                      "\"chain\" (or platform = \"onnx_onnxv1\")",
+                      source));
     } else {
       return invalid_argument_error(
-          fmt::format("{}: platform \"{}\" is not served by kiln; use onnx_onnxv1, migraphx_mxr "
-                      "or kiln, or set backend",
+          fmt::format("{}: platform \"{}\" is not served by kiln; use onnx_onnxv1, migraphx_mxr, "
+                      "kiln, rocal_json, kiln_pipeline or ensemble, or set backend",
                       source, c.platform));
     }
+  }
+  if ((c.backend == "chain") != !c.steps.empty()) {
+    return invalid_argument_error(
+        c.steps.empty()
+            ? fmt::format("{}: a chain needs [[steps]] (model, input_map, output_map)", source)
+            : fmt::format("{}: [[steps]] belong to backend \"chain\", not \"{}\"", source,
+                          c.backend));
   }
   if (c.version_policy != "latest" && c.version_policy != "all") {
     return invalid_argument_error(fmt::format(

@@ -28,10 +28,22 @@ struct BatchingConfig {
   int64_t default_timeout_microseconds = 0;
 };
 
+// One step of a chain (Triton's ensemble step): a model of the server and how its tensors map to
+// the chain's.
+struct ChainStep {
+  std::string model;
+  std::string version;  // empty: the newest ready version
+  // (the model's input, the chain tensor that feeds it), in the config's order.
+  std::vector<std::pair<std::string, std::string>> input_map;
+  // (the model's output, the chain tensor it becomes).
+  std::vector<std::pair<std::string, std::string>> output_map;
+};
+
 struct ModelConfig {
   std::string name;
-  // The backend that runs the model ("echo", "compiler", "migraphx"); derived from `platform`
-  // ("onnx_onnxv1", "migraphx_mxr", "kiln") when not given.
+  // The backend that runs the model ("echo", "compiler", "migraphx", "pipeline", "rocal",
+  // "chain"); derived from `platform` ("onnx_onnxv1", "migraphx_mxr", "kiln": compiler;
+  // "rocal_json", "kiln_pipeline": pipeline; "ensemble": chain) when not given.
   std::string backend;
   std::string platform;
   // Worker threads, each running whole batches.
@@ -44,6 +56,8 @@ struct ModelConfig {
   // Declared tensors; backends that know their model's tensors check them against these.
   std::vector<TensorMetadata> inputs;
   std::vector<TensorMetadata> outputs;
+  // The chain backend's steps, run in order ([[steps]]).
+  std::vector<ChainStep> steps;
 };
 
 // Parses config.toml text; `source` names the file in messages. Unknown keys are errors, so a typo

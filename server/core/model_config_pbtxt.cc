@@ -5,6 +5,8 @@
 #include <google/protobuf/io/tokenizer.h>
 #include <google/protobuf/text_format.h>
 
+#include <map>
+
 #include "server/core/model_config.h"
 #include "server/proto/model_config.pb.h"
 
@@ -66,7 +68,7 @@ Result<ModelConfig> parse_model_config_pbtxt(std::string_view text, std::string_
     return invalid_argument_error(fmt::format(
         "{}:{} (kiln reads these Triton fields: name, platform, backend, version_policy, "
         "max_batch_size, input, output, instance_group, default_model_filename, "
-        "dynamic_batching, parameters)",
+        "dynamic_batching, parameters, ensemble_scheduling)",
         source, errors.first));
   }
   ModelConfig c;
@@ -121,6 +123,18 @@ Result<ModelConfig> parse_model_config_pbtxt(std::string_view text, std::string_
         std::min<uint64_t>(d.default_queue_policy().default_timeout_microseconds(), INT64_MAX));
   }
   for (const auto& [key, value] : pb.parameters()) c.parameters.set(key, value.string_value());
+  for (const auto& step : pb.ensemble_scheduling().step()) {
+    ChainStep s;
+    s.model = step.model_name();
+    if (step.model_version() >= 0) s.version = std::to_string(step.model_version());
+    // Triton's maps are sorted here; the order of a step's tensors does not matter.
+    std::map<std::string, std::string> in(step.input_map().begin(), step.input_map().end());
+    std::map<std::string, std::string> out(step.output_map().begin(), step.output_map().end());
+    s.input_map.assign(in.begin(), in.end());
+    s.output_map.assign(out.begin(), out.end());
+    c.steps.push_back(std::move(s));
+  }
+  if (c.platform == "ensemble" && c.backend.empty()) c.backend = "chain";
   KILN_RETURN_IF_ERROR(validate_model_config(c, source));
   return c;
 }

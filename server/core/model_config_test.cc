@@ -160,3 +160,43 @@ parameters { key: "pad_batch" value: { string_value: "false" } }
 
 }  // namespace
 }  // namespace kiln::server
+
+namespace kiln::server {
+namespace {
+
+TEST(ModelConfig, ChainStepsFromTomlAndFromTritonEnsembles) {
+  Result<ModelConfig> toml = parse_model_config(
+      "backend = \"chain\"\n[[steps]]\nmodel = \"pre\"\nversion = 2\n"
+      "input_map = { bytes = \"in\" }\noutput_map = { images = \"x\" }\n"
+      "[[steps]]\nmodel = \"cnn\"\ninput_map = { image = \"x\" }\noutput_map = { logits = \"y\" "
+      "}\n",
+      "c.toml");
+  ASSERT_TRUE(toml.ok()) << toml.status().message();
+  ASSERT_EQ(toml->steps.size(), 2u);
+  EXPECT_EQ(toml->steps[0].model, "pre");
+  EXPECT_EQ(toml->steps[0].version, "2");
+  EXPECT_EQ(toml->steps[1].input_map[0], (std::pair<std::string, std::string>{"image", "x"}));
+  Result<ModelConfig> pbtxt = parse_model_config_pbtxt(
+      "platform: \"ensemble\"\nmax_batch_size: 8\n"
+      "ensemble_scheduling { step [ { model_name: \"pre\" model_version: -1 "
+      "input_map { key: \"bytes\" value: \"in\" } output_map { key: \"images\" value: \"x\" } },"
+      " { model_name: \"cnn\" model_version: 3 input_map { key: \"image\" value: \"x\" } "
+      "output_map { key: \"logits\" value: \"y\" } } ] }\n",
+      "config.pbtxt");
+  ASSERT_TRUE(pbtxt.ok()) << pbtxt.status().message();
+  EXPECT_EQ(pbtxt->backend, "chain");
+  ASSERT_EQ(pbtxt->steps.size(), 2u);
+  EXPECT_EQ(pbtxt->steps[0].version, "");
+  EXPECT_EQ(pbtxt->steps[1].version, "3");
+  EXPECT_EQ(pbtxt->steps[1].output_map[0], (std::pair<std::string, std::string>{"logits", "y"}));
+  Result<ModelConfig> no_steps = parse_model_config("backend = \"chain\"\n", "c.toml");
+  ASSERT_FALSE(no_steps.ok());
+  EXPECT_NE(no_steps.status().message().find("needs [[steps]]"), std::string::npos);
+  Result<ModelConfig> stray =
+      parse_model_config("backend = \"echo\"\n[[steps]]\nmodel = \"x\"\n", "c.toml");
+  ASSERT_FALSE(stray.ok());
+  EXPECT_NE(stray.status().message().find("belong to backend \"chain\""), std::string::npos);
+}
+
+}  // namespace
+}  // namespace kiln::server

@@ -64,6 +64,12 @@ Result<std::unique_ptr<Server>> Server::create(ServerOptions options) {
           fmt::format("model \"{}\" is not in the repository {}", n, repo.string()));
     }
   }
+  // Chains after the models their steps call.
+  auto is_chain = [&](const std::string& n) {
+    Result<ModelConfig> c = read_model_config(repo / n);
+    return c.ok() && c->backend == "chain";
+  };
+  std::stable_partition(names.begin(), names.end(), [&](const auto& n) { return !is_chain(n); });
   for (const std::string& n : names) {
     bool wanted = server->options_.load_all || std::find(server->options_.load_models.begin(),
                                                          server->options_.load_models.end(),
@@ -123,6 +129,10 @@ void Server::poll_repository() {
       }
     }
   }
+  std::stable_partition(to_load.begin(), to_load.end(), [&](const std::string& n) {
+    Result<ModelConfig> c = read_model_config(options_.repository / n);
+    return !(c.ok() && c->backend == "chain");
+  });
   for (const std::string& n : to_load) {
     log(LogLevel::kInfo, "repository: model \"{}\" is new or changed; loading it", n);
     Status s = load_model(n);
@@ -224,6 +234,12 @@ Result<ModelMetadata> Server::model_metadata(const std::string& name,
   return md;
 }
 
+Result<int64_t> Server::model_max_batch_size(const std::string& name,
+                                             const std::string& version) const {
+  KILN_ASSIGN_OR_RETURN(std::shared_ptr<Model> m, find(name, version));
+  return m->config().batching.max_batch_size;
+}
+
 Result<ModelConfig> Server::model_config(const std::string& name,
                                          const std::string& version) const {
   KILN_ASSIGN_OR_RETURN(std::shared_ptr<Model> m, find(name, version));
@@ -251,6 +267,8 @@ Status Server::load_entry(const ModelConfig& config, const fs::path& model_dir, 
     versions = {1};
   } else {
     versions = version_folders(model_dir);
+    // A chain has no files of its own; its version folder may be left out (version 1).
+    if (versions.empty() && config.backend == "chain") versions = {1};
     if (versions.empty()) {
       return load_failed(name, not_found_error(fmt::format(
                                    "model \"{}\": no version folder (such as {}/1/) was found",
@@ -266,7 +284,7 @@ Status Server::load_entry(const ModelConfig& config, const fs::path& model_dir, 
   std::map<int64_t, std::shared_ptr<Model>> loaded;
   for (int64_t v : versions) {
     fs::path dir = worker ? model_dir : model_dir / std::to_string(v);
-    Result<std::shared_ptr<Model>> m = Model::load(config, std::to_string(v), dir);
+    Result<std::shared_ptr<Model>> m = Model::load(config, std::to_string(v), dir, this);
     if (!m.ok()) return load_failed(name, m.status());
     loaded[v] = std::move(m).value();
   }
@@ -442,6 +460,16 @@ void Server::infer_async(InferenceRequest request, InferCallback done) {
   (*m)->infer(std::move(request), std::move(done), arrived);
 }
 
+void Server::route(InferenceRequest request, InferCallback done) {
+  const Clock::time_point arrived = Clock::now();
+  Result<std::shared_ptr<Model>> m = find(request.model, request.version);
+  if (!m.ok()) {
+    done(m.status());
+    return;
+  }
+  (*m)->infer(std::move(request), std::move(done), arrived);
+}
+
 std::future<Result<InferenceResponse>> Server::infer(InferenceRequest request) {
   auto promise = std::make_shared<std::promise<Result<InferenceResponse>>>();
   std::future<Result<InferenceResponse>> future = promise->get_future();
@@ -463,6 +491,9 @@ void Server::shutdown() {
       for (const auto& [v, m] : e.versions) models.push_back(m);
     }
   }
+  // Chains first: what they queued still runs through their steps' models.
+  std::stable_partition(models.begin(), models.end(),
+                        [](const auto& m) { return m->config().backend == "chain"; });
   for (const auto& m : models) m->stop();
 }
 

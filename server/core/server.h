@@ -42,13 +42,13 @@ struct RepositoryEntry {
   std::string reason;   // why it is unavailable
 };
 
-class Server {
+class Server final : public ModelRouter {
  public:
   // Scans the repository and loads its models. A model that fails to load is reported by the
   // repository index (and makes ready() false); a missing repository folder is an error.
   static Result<std::unique_ptr<Server>> create(ServerOptions options);
   // Drains (see shutdown()).
-  ~Server();
+  ~Server() override;
   Server(const Server&) = delete;
   Server& operator=(const Server&) = delete;
 
@@ -60,7 +60,9 @@ class Server {
   // Not found for an unknown model or version; false while loading or after a failed load.
   Result<bool> model_ready(const std::string& name, const std::string& version = "") const;
   Result<ModelMetadata> model_metadata(const std::string& name,
-                                       const std::string& version = "") const;
+                                       const std::string& version = "") const override;
+  Result<int64_t> model_max_batch_size(const std::string& name,
+                                       const std::string& version = "") const override;
   // The configuration the version runs with (batch limits as the backend settled them).
   Result<ModelConfig> model_config(const std::string& name, const std::string& version = "") const;
 
@@ -85,6 +87,8 @@ class Server {
   // fails its checks) or on a model instance thread.
   void infer_async(InferenceRequest request, InferCallback done);
   std::future<Result<InferenceResponse>> infer(InferenceRequest request);
+  // infer_async for a chain's steps: also while draining, so chains finish what they took.
+  void route(InferenceRequest request, InferCallback done) override;
 
   // One rescan of the repository (what the polling thread does): loads new models, reloads
   // changed ones and unloads removed ones. Models that were never asked for (load_all false) are

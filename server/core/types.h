@@ -75,6 +75,9 @@ struct InferenceRequest {
   Parameters parameters;  // "priority" (1 is highest, 0 the default) and "timeout" (us) are read
   std::vector<InferTensor> inputs;
   std::vector<RequestedOutput> outputs;
+  // When the answer is due, queue and compute together: set by the model from "timeout" (or the
+  // model's default); a chain gives its steps its own, so they share one budget. max(): none.
+  std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
 };
 
 struct InferenceResponse {
