@@ -23,6 +23,14 @@ namespace kiln::compiler::cpu {
 // Whether `layout` addresses its elements in row-major order with no padding (the zero desc does).
 bool is_row_major(const dnnl::memory::desc& layout);
 
+// How convolutions lay out their activations: as oneDNN picks (NHWC on AVX-512 machines), or
+// channel-blocked by 16 (nChw16c) with 3x3 stride-1 convolutions as Winograd F(2x2, 3x3).
+enum class ConvLayout : uint8_t { kAny, kBlocked16 };
+
+// The layout that runs `graph` faster, from where its convolutions' work is; KILN_CPU_CONV_LAYOUT
+// (any, blocked16) overrides it. Defined in dnnl_steps.cc.
+ConvLayout choose_conv_layout(const Graph& graph);
+
 // Where a tensor lives while the program runs.
 struct Buffer {
   enum class Kind : uint8_t { kArena, kInput, kConstant, kOutput };
@@ -125,6 +133,7 @@ class ProgramBuilder {
   // ---- for the lowering functions ----
   const dnnl::engine& engine() const { return engine_; }
   const Graph& graph() const { return graph_; }
+  ConvLayout conv_layout() const { return conv_layout_; }
   const Buffer& buffer(int id) const { return buffers_[static_cast<size_t>(id)]; }
   // The buffer `v` was produced in (its layout may be blocked).
   int buffer_of(const Value* v) const;
@@ -168,6 +177,7 @@ class ProgramBuilder {
   std::unordered_map<int, std::vector<std::pair<dnnl::memory::desc, int>>> reorders_;
   std::unordered_set<const Node*> fused_;
   std::unordered_map<const Node*, const Node*> sum_partners_;  // Conv <-> Add, both ways
+  ConvLayout conv_layout_ = ConvLayout::kAny;
 };
 
 // Lowers `node` (and the nodes it fuses with) to oneDNN steps when it can; false leaves the node to
