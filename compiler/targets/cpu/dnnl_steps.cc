@@ -297,21 +297,31 @@ bool lower_conv(ProgramBuilder& b, const Node& conv, const Node* add) {
   }
   std::optional<PrimitiveStep::Prefill> prefill;
   int residual_buffer = -1;
+  int dst = -1;
   if (residual != nullptr) {
     residual_buffer = b.buffer_of(residual);
     const memory::desc from = b.layout_of(residual);
-    prefill = PrimitiveStep::Prefill{
-        dnnl::reorder(dnnl::reorder::primitive_desc(b.engine(), from, b.engine(), pd.dst_desc())),
-        residual_buffer, from};
+    if (from == pd.dst_desc() && b.can_overwrite(residual, *add) && !is_graph_output(tail.out)) {
+      // The residual is dead after the Add: the sum post-op adds into its buffer (no copy).
+      dst = residual_buffer;
+      residual_buffer = -1;
+    } else {
+      prefill = PrimitiveStep::Prefill{
+          dnnl::reorder(dnnl::reorder::primitive_desc(b.engine(), from, b.engine(), pd.dst_desc())),
+          residual_buffer, from};
+    }
   }
-  args.push_back({DNNL_ARG_DST, b.define(tail.out, pd.dst_desc()), pd.dst_desc(), {}});
+  if (dst < 0) dst = b.define(tail.out, pd.dst_desc());
+  args.push_back({DNNL_ARG_DST, dst, pd.dst_desc(), {}});
   if (int sp = b.scratch(pd.scratchpad_desc().get_size()); sp >= 0) {
     args.push_back({DNNL_ARG_SCRATCHPAD, sp, pd.scratchpad_desc(), {}});
   }
   std::string kind = s->relu ? "Conv+Relu" : "Conv";
   if (add != nullptr) kind += "+Add";
+  const bool in_place = residual != nullptr && !prefill;
   finish(b, conv, kind, dnnl::convolution_forward(pd), std::move(args), tail, std::move(prefill),
          residual_buffer);
+  if (in_place) b.rebind(tail.out, dst);
   b.mark_fused(&conv);
   return true;
 }

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <random>
 #include <thread>
 
@@ -142,7 +143,20 @@ std::shared_ptr<Graph> tiny_resnet(int64_t batch) {
   return graph;
 }
 
-TEST(CpuProgram, ResidualNetworkMatchesRefWithFusedStepsAndFewReorders) {
+// Sets an environment variable for one scope.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) { setenv(name, value, 1); }
+  ~ScopedEnv() { unsetenv(name_); }
+
+ private:
+  const char* name_;
+};
+
+class CpuProgramLayouts : public testing::TestWithParam<const char*> {};
+
+TEST_P(CpuProgramLayouts, ResidualNetworkMatchesRefWithFusedStepsAndFewReorders) {
+  ScopedEnv layout("KILN_CPU_CONV_LAYOUT", GetParam());
   const std::vector<Tensor> inputs = {random_tensor(Shape{2, 3, 32, 32}, 1)};
   std::vector<Tensor> want = run(*compile_for(tiny_resnet(2), "ref"), inputs);
   std::shared_ptr<Executable> exe = compile_for(tiny_resnet(2), "cpu");
@@ -160,7 +174,25 @@ TEST(CpuProgram, ResidualNetworkMatchesRefWithFusedStepsAndFewReorders) {
   EXPECT_LE(program->count_steps("Reorder"), 3);
   expect_no_live_overlap(*program);
   EXPECT_LT(program->arena_bytes(), program->unplanned_bytes()) << "dead values' space is reused";
+
+  // The residual is dead after its Add: the convolution adds into the residual's own buffer.
+  const auto& steps = program->steps();
+  for (size_t i = 0; i < steps.size(); ++i) {
+    if (steps[i]->kind != "Conv+Add+Relu") continue;
+    bool written_before = false;
+    for (size_t j = 0; j < i; ++j) {
+      for (int id : steps[j]->writes) written_before |= id == steps[i]->writes.front();
+    }
+    EXPECT_TRUE(written_before) << "step " << i << " writes a fresh buffer, not its residual's";
+  }
+  // Flatten runs as a view of the pooled features: no step, no copy.
+  EXPECT_EQ(program->count_steps("Flatten"), 0);
+  int views = 0;
+  for (const cpu::Buffer& b : program->buffers()) views += b.kind == cpu::Buffer::Kind::kView;
+  EXPECT_EQ(views, 1);
 }
+
+INSTANTIATE_TEST_SUITE_P(ConvLayouts, CpuProgramLayouts, testing::Values("any", "blocked16"));
 
 TEST(CpuProgram, BatchNormConcatSiluAndClipMatchRef) {
   // DenseNet's BN-Relu-Conv and concat, EfficientNet's SiLU, MobileNetV2's Clip(0, 6) and
