@@ -13,6 +13,7 @@
 #include "compiler/ir/builder.h"
 #include "compiler/ir/printer.h"
 #include "compiler/onnx/importer.h"
+#include "compiler/runtime/shape_profiles.h"
 #include "compiler/ops/all_ops.h"
 #include "compiler/targets/cpu/cpu_target.h"
 
@@ -381,20 +382,43 @@ TEST(CpuProgram, ProfiledRunsTimeEveryStep) {
   EXPECT_EQ(profile.steps.back().kind, "Softmax");
 }
 
-TEST(CpuProgram, DynamicShapesFallBackToTheInterpreter) {
+TEST(CpuProgram, DynamicBatchCompilesOnePlannedProgramPerShape) {
+  // A conv net with a symbolic batch: each batch size seen is compiled to its own program.
   auto graph = std::make_shared<Graph>("dynamic");
   GraphBuilder b(*graph);
-  Value* x = b.input("x", TensorType(DType::kF32, {Dim::symbolic("n"), Dim(4)}));
-  b.output(b.add(Op(ops::Relu{}), {x}, "relu"));
+  Value* x = b.input("x", TensorType(DType::kF32, {Dim::symbolic("n"), Dim(3), Dim(8), Dim(8)}));
+  Value* h = b.add(Op(ops::Relu{}), {conv(b, x, 3, 16, 3, 1, 80)}, "relu");
+  ops::Flatten flatten;
+  b.output(b.add(Op(flatten), {b.add(Op(ops::GlobalAveragePool{}), {h}, "gap")}, "flat"));
+  ASSERT_TRUE(b.status().ok()) << b.status().to_string();
+  std::shared_ptr<Executable> ref = compile_for(graph, "ref");
   std::shared_ptr<Executable> exe = compile_for(graph, "cpu");
   ASSERT_NE(exe, nullptr);
-  EXPECT_EQ(cpu_program(*exe), nullptr);
-  const Tensor in = random_tensor(Shape{3, 4}, 5);
-  std::vector<Tensor> out = run(*exe, {in});
-  ASSERT_EQ(out.size(), 1u);
-  for (int64_t i = 0; i < in.numel(); ++i) {
-    EXPECT_EQ(out[0].data<float>()[i], std::max(in.data<float>()[i], 0.0f));
+  EXPECT_EQ(cpu_program(*exe), nullptr) << "the dynamic graph itself has no single program";
+  const ShapeProfiles* profiles = cpu_shape_profiles(*exe);
+  ASSERT_NE(profiles, nullptr);
+
+  for (int64_t batch : {2, 5, 2}) {
+    const std::vector<Tensor> in = {random_tensor(Shape{batch, 3, 8, 8}, 90 + batch)};
+    std::vector<Tensor> got = run(*exe, in);
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_EQ(got[0].shape(), (Shape{batch, 16}));
+    expect_close(run(*ref, in), got);
   }
+  EXPECT_EQ(profiles->size(), 2u);
+  EXPECT_EQ(profiles->compilations(), 2u) << "a shape seen before is not compiled again";
+
+  // New and known shapes from several threads at once: each caller gets its own correct result.
+  std::vector<std::thread> threads;
+  std::vector<std::vector<Tensor>> inputs(6);
+  std::vector<std::vector<Tensor>> outputs(6);
+  for (size_t t = 0; t < inputs.size(); ++t) {
+    inputs[t] = {random_tensor(Shape{static_cast<int64_t>(1 + t % 3), 3, 8, 8}, 100 + t)};
+    threads.emplace_back([&, t] { outputs[t] = run(*exe, inputs[t]); });
+  }
+  for (auto& th : threads) th.join();
+  for (size_t t = 0; t < inputs.size(); ++t) expect_close(run(*ref, inputs[t]), outputs[t]);
+  EXPECT_EQ(profiles->size(), 4u);  // batches 1, 2, 3, 5
 }
 
 }  // namespace
