@@ -115,20 +115,34 @@ PrimitiveStep::PrimitiveStep(dnnl::engine engine, dnnl::primitive primitive, std
       args_(std::move(args)),
       prefill_(std::move(prefill)) {}
 
+namespace {
+
+// `m` pointing at `data`, made on first use.
+void point(dnnl::memory& m, const dnnl::memory::desc& layout, const dnnl::engine& engine,
+           void* data) {
+  if (!m) {
+    m = dnnl::memory(layout, engine, data);
+  } else if (m.get_data_handle() != data) {
+    m.set_data_handle(data);
+  }
+}
+
+}  // namespace
+
 Status PrimitiveStep::run(StepContext& ctx) const {
-  std::unordered_map<int, dnnl::memory> args;
-  args.reserve(args_.size());
+  StepContext::Memories& mem = ctx.memories[ctx.step];
+  std::unordered_map<int, dnnl::memory>& args = mem.args;
   for (const Arg& a : args_) {
     if (a.buffer < 0) {
-      args.emplace(a.arg, a.fixed);
+      if (args.count(a.arg) == 0) args.emplace(a.arg, a.fixed);
     } else {
-      args.emplace(a.arg, dnnl::memory(a.layout, engine_, ctx.data[static_cast<size_t>(a.buffer)]));
+      point(args[a.arg], a.layout, engine_, ctx.data[static_cast<size_t>(a.buffer)]);
     }
   }
   if (prefill_) {
-    dnnl::memory from(prefill_->from_layout, engine_,
-                      ctx.data[static_cast<size_t>(prefill_->from)]);
-    prefill_->reorder.execute(*ctx.stream, from, args.at(DNNL_ARG_DST));
+    point(mem.prefill_from, prefill_->from_layout, engine_,
+          ctx.data[static_cast<size_t>(prefill_->from)]);
+    prefill_->reorder.execute(*ctx.stream, mem.prefill_from, args.at(DNNL_ARG_DST));
   }
   primitive_.execute(*ctx.stream, args);
   return Status();
@@ -170,6 +184,7 @@ Result<std::unique_ptr<Session>> Program::new_session() const {
     return internal_error(fmt::format("cpu target: cannot make a oneDNN stream: {}", e.what()));
   }
   session->ctx.data.assign(buffers_.size(), nullptr);
+  session->ctx.memories.resize(steps_.size());
   session->ctx.stream = session->stream.get();
   for (size_t i = 0; i < buffers_.size(); ++i) {
     const Buffer& b = buffers_[i];
@@ -204,7 +219,9 @@ Result<std::vector<Argument>> Program::run(Session& session, std::vector<Argumen
   ref::Interpreter interpreter(seed_);
   ctx.interpreter = &interpreter;
   if (profile != nullptr) profile->steps.clear();
-  for (const auto& step : steps_) {
+  for (size_t i = 0; i < steps_.size(); ++i) {
+    const std::unique_ptr<Step>& step = steps_[i];
+    ctx.step = i;
     const auto start = std::chrono::steady_clock::now();
     Status s;
     try {

@@ -57,6 +57,14 @@ struct StepContext {
   std::vector<void*> data;
   dnnl::stream* stream = nullptr;
   ref::Interpreter* interpreter = nullptr;
+  // The oneDNN memory objects of each step over this session's buffers, made on the first run and
+  // re-pointed only where a buffer moved (inputs, outputs): making them costs microseconds a step.
+  struct Memories {
+    std::unordered_map<int, dnnl::memory> args;
+    dnnl::memory prefill_from;
+  };
+  std::vector<Memories> memories;  // one per step
+  size_t step = 0;                 // the step running
 };
 
 // One unit of work: a node, several fused nodes, or a reorder between layouts.
