@@ -2,6 +2,8 @@
 // Lowering nodes to oneDNN steps of a Program: convolutions with fused post-ops (bias, activation,
 // residual Add as a sum), pooling, binary, eltwise, concat, batch/layer norm and softmax, reading
 // and writing the blocked layouts oneDNN picks so that whole regions run without reorders.
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
@@ -805,10 +807,15 @@ bool lower(ProgramBuilder& b, const Node& node) {
 
 }  // namespace
 
-ConvLayout choose_conv_layout(const Graph& graph) {
+Result<ConvLayout> choose_conv_layout(const Graph& graph) {
   const std::string forced = env_flag_string(EnvFlag::kCpuConvLayout);
   if (forced == "any") return ConvLayout::kAny;
   if (forced == "blocked16") return ConvLayout::kBlocked16;
+  if (forced != "auto") {
+    return invalid_argument_error(
+        fmt::format("KILN_CPU_CONV_LAYOUT is \"{}\"; use auto, any or blocked16 (or unset it)",
+                    forced));
+  }
   // Winograd pays where most of the work is in 3x3 stride-1 convolutions with 64 or more input
   // and output channels (ResNet); thin ones (DenseNet's 32 outputs, SqueezeNet's 16-channel
   // squeezes) and depthwise networks run faster on the layouts oneDNN picks.

@@ -513,7 +513,7 @@ Result<std::unique_ptr<Program>> ProgramBuilder::build() {
     value_buffers_[v] = add_buffer(std::move(b));
   }
   plan_sum_fusion();
-  conv_layout_ = choose_conv_layout(graph_);
+  KILN_ASSIGN_OR_RETURN(conv_layout_, choose_conv_layout(graph_));
   for (const auto& node : graph_.nodes()) {
     if (is_fused(node.get())) continue;
     if (node->kind() == OpKind::kConstant) {

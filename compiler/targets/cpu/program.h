@@ -29,7 +29,7 @@ enum class ConvLayout : uint8_t { kAny, kBlocked16 };
 
 // The layout that runs `graph` faster, from where its convolutions' work is; KILN_CPU_CONV_LAYOUT
 // (any, blocked16) overrides it. Defined in dnnl_steps.cc.
-ConvLayout choose_conv_layout(const Graph& graph);
+Result<ConvLayout> choose_conv_layout(const Graph& graph);
 
 // Where a tensor lives while the program runs.
 struct Buffer {
