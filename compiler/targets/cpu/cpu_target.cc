@@ -163,10 +163,9 @@ class CpuTarget final : public Target {
             program->unplanned_bytes());
       }
     }
-    return std::shared_ptr<Executable>(
-        std::make_shared<CpuExecutable>(std::move(graph), options.seed, threads, std::move(engine),
-                                        std::move(kernels), std::move(program),
-                                        std::move(compile_profile)));
+    return std::shared_ptr<Executable>(std::make_shared<CpuExecutable>(
+        std::move(graph), options.seed, threads, std::move(engine), std::move(kernels),
+        std::move(program), std::move(compile_profile)));
   }
 };
 

@@ -256,15 +256,16 @@ bool lower_conv(ProgramBuilder& b, const Node& conv, const Node* add) {
     if (wino) {
       try {
         dnnl::convolution_forward::desc desc(
-            dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_winograd, src, any_weights,
-            bias, blocked_dst, s->strides, s->dilates, s->pad_begin, s->pad_end);
+            dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_winograd, src,
+            any_weights, bias, blocked_dst, s->strides, s->dilates, s->pad_begin, s->pad_end);
         return dnnl::convolution_forward::primitive_desc(desc, attr, b.engine());
       } catch (const dnnl::error&) {
       }
     }
     dnnl::convolution_forward::desc desc(
         dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src, any_weights,
-        bias, blocked && s->dst.size() == 4 ? blocked_dst : any_dst, s->strides, s->dilates, s->pad_begin, s->pad_end);
+        bias, blocked && s->dst.size() == 4 ? blocked_dst : any_dst, s->strides, s->dilates,
+        s->pad_begin, s->pad_end);
     return dnnl::convolution_forward::primitive_desc(desc, attr, b.engine());
   };
   // A blocked input is read as it is when oneDNN has a fast kernel for it (no reorder); otherwise,
@@ -812,9 +813,8 @@ Result<ConvLayout> choose_conv_layout(const Graph& graph) {
   if (forced == "any") return ConvLayout::kAny;
   if (forced == "blocked16") return ConvLayout::kBlocked16;
   if (forced != "auto") {
-    return invalid_argument_error(
-        fmt::format("KILN_CPU_CONV_LAYOUT is \"{}\"; use auto, any or blocked16 (or unset it)",
-                    forced));
+    return invalid_argument_error(fmt::format(
+        "KILN_CPU_CONV_LAYOUT is \"{}\"; use auto, any or blocked16 (or unset it)", forced));
   }
   // Winograd pays where most of the work is in 3x3 stride-1 convolutions with 64 or more input
   // and output channels (ResNet); thin ones (DenseNet's 32 outputs, SqueezeNet's 16-channel

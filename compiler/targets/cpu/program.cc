@@ -393,7 +393,8 @@ bool ProgramBuilder::add_view(const Node& node) {
   const Value* y = node.output(0);
   if (!x->type().is_tensor() || !y->type().is_tensor() || !has_buffer(x)) return false;
   const TensorType& yt = y->tensor_type();
-  if (yt.dtype != x->tensor_type().dtype || yt.shape().numel() != x->tensor_type().shape().numel()) {
+  if (yt.dtype != x->tensor_type().dtype ||
+      yt.shape().numel() != x->tensor_type().shape().numel()) {
     return false;
   }
   int base = plain(x);

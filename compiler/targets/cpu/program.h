@@ -195,8 +195,8 @@ class ProgramBuilder {
   // Reorders made so far: (source buffer) -> [(layout, buffer)].
   std::unordered_map<int, std::vector<std::pair<dnnl::memory::desc, int>>> reorders_;
   std::unordered_set<const Node*> fused_;
-  std::unordered_set<int> viewed_;       // buffers some view reads
-  std::unordered_set<const Node*> done_;  // nodes whose steps were added
+  std::unordered_set<int> viewed_;                             // buffers some view reads
+  std::unordered_set<const Node*> done_;                       // nodes whose steps were added
   std::unordered_map<const Node*, const Node*> sum_partners_;  // Conv <-> Add, both ways
   ConvLayout conv_layout_ = ConvLayout::kAny;
 };

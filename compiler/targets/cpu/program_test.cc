@@ -13,8 +13,8 @@
 #include "compiler/ir/builder.h"
 #include "compiler/ir/printer.h"
 #include "compiler/onnx/importer.h"
-#include "compiler/runtime/shape_profiles.h"
 #include "compiler/ops/all_ops.h"
+#include "compiler/runtime/shape_profiles.h"
 #include "compiler/targets/cpu/cpu_target.h"
 
 namespace kiln::compiler {
