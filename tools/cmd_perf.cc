@@ -44,6 +44,14 @@ size_t peak_rss_bytes() {
   return static_cast<size_t>(usage.ru_maxrss) * 1024;
 }
 
+// The CPU time (user + system, every thread) the process has used so far, in ms.
+double process_cpu_ms() {
+  struct rusage usage {};
+  ::getrusage(RUSAGE_SELF, &usage);
+  auto ms = [](const timeval& t) { return t.tv_sec * 1e3 + t.tv_usec / 1e3; };
+  return ms(usage.ru_utime) + ms(usage.ru_stime);
+}
+
 // One step's median time over the profiled runs (steps are the same in every run).
 struct StepRow {
   std::string node;
@@ -130,12 +138,16 @@ int run_perf(const Options& opts) {
     if (i == 0) first_ms = Ms(Clock::now() - start).count();
   }
   std::vector<double> times;
+  const double cpu_start = process_cpu_ms();
   for (int i = 0; i < opts.iterations; ++i) {
     const auto start = Clock::now();
     auto out = (*exe)->run(inputs);
     if (!out.ok()) return report_error(out.status());
     times.push_back(Ms(Clock::now() - start).count());
   }
+  // CPU time per run: the work done, which other load on the machine changes far less than the
+  // latency (while idle threads block rather than spin, OMP_WAIT_POLICY=PASSIVE).
+  const double cpu_ms_per_run = (process_cpu_ms() - cpu_start) / opts.iterations;
   std::vector<compiler::RunProfile> profiles;
   for (int i = 0; i < std::min(opts.iterations, 5); ++i) {
     compiler::RunProfile profile;
@@ -171,10 +183,11 @@ int run_perf(const Options& opts) {
         "\"batch\":{},\"threads\":{},\"iterations\":{},\"warmup\":{},\"compile_ms\":{:.3f},"
         "\"first_run_ms\":{:.3f},"
         "\"median_ms\":{:.4f},\"p90_ms\":{:.4f},\"min_ms\":{:.4f},\"throughput_per_s\":{:.3f},"
+        "\"cpu_ms_per_run\":{:.4f},"
         "\"times_ms\":[{:.4f}],\"peak_rss_bytes\":{},\"kinds\":[{}],\"steps\":[{}]}}\n",
         json_escape(opts.model), json_escape(opts.target), json_escape(device), batch, opts.threads,
         opts.iterations, opts.warmup, compile_ms, first_ms, median, p90, times.front(), throughput,
-        fmt::join(in_order, ","), peak_rss_bytes(), kinds_json, steps_json);
+        cpu_ms_per_run, fmt::join(in_order, ","), peak_rss_bytes(), kinds_json, steps_json);
     return 0;
   }
   fmt::print("{} on {} ({}): batch {}, threads {}, {} runs after {} warm-up\n", opts.model,
@@ -184,6 +197,7 @@ int run_perf(const Options& opts) {
   fmt::print("compile {:.1f} ms, first run {:.2f} ms\n", compile_ms, first_ms);
   fmt::print("latency median {:.3f} ms, p90 {:.3f} ms, min {:.3f} ms; throughput {:.1f}/s\n",
              median, p90, times.front(), throughput);
+  fmt::print("cpu time {:.3f} ms per run (all threads)\n", cpu_ms_per_run);
   fmt::print("peak RSS {:.1f} MiB\n", static_cast<double>(peak_rss_bytes()) / (1 << 20));
   if (steps.empty()) {
     fmt::print("(the {} target does not time its steps)\n", opts.target);

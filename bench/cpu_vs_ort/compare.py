@@ -61,6 +61,7 @@ def main():
             ort_cmd = ["node", os.path.join(HERE, "ort_bench.js"), args.ort_dir, path,
                        "--warmup", "2", "--spinning", str(args.ort_spinning)] + common
             times = {"kiln": [], "ort": []}
+            cpu = {"kiln": [], "ort": []}
             rss = {"kiln": 0, "ort": 0}
             errors = {}
             for _ in range(args.rounds):
@@ -72,16 +73,20 @@ def main():
                         errors[name] = err
                         continue
                     times[name] += result["times_ms"]
+                    cpu[name].append(result["cpu_ms_per_run"])
                     rss[name] = max(rss[name], result["peak_rss_bytes"])
             row = {"model": model, "batch": batch, "threads": args.threads}
             for name in ("kiln", "ort"):
                 row[name + "_median_ms"] = statistics.median(times[name]) if times[name] else None
                 row[name + "_peak_rss_mb"] = rss[name] / 2**20 if times[name] else None
+                # CPU time per run (median over rounds): robust to other load when both block.
+                row[name + "_cpu_ms"] = statistics.median(cpu[name]) if cpu[name] else None
                 if name in errors:
                     row[name + "_error"] = " ".join(errors[name])
             if row["kiln_median_ms"] and row["ort_median_ms"]:
                 row["ratio"] = row["kiln_median_ms"] / row["ort_median_ms"]
                 row["rss_ratio"] = row["kiln_peak_rss_mb"] / row["ort_peak_rss_mb"]
+                row["cpu_ratio"] = row["kiln_cpu_ms"] / row["ort_cpu_ms"]
             rows.append(row)
             print_row(row, header=len(rows) == 1)
 
@@ -111,11 +116,11 @@ def fmt(v, spec):
 def print_row(row, header):
     if header:
         print(f"{'model':<18} {'batch':>5} {'kiln ms':>9} {'ort ms':>9} {'kiln/ort':>8} "
-              f"{'kiln MiB':>9} {'ort MiB':>8} {'rss ratio':>9}")
+              f"{'kiln MiB':>9} {'ort MiB':>8} {'rss ratio':>9} {'cpu ratio':>9}")
     print(f"{row['model']:<18} {row['batch']:>5} {fmt(row['kiln_median_ms'], '9.2f')} "
           f"{fmt(row['ort_median_ms'], '9.2f')} {fmt(row.get('ratio'), '8.2f')} "
           f"{fmt(row['kiln_peak_rss_mb'], '9.0f')} {fmt(row['ort_peak_rss_mb'], '8.0f')} "
-          f"{fmt(row.get('rss_ratio'), '9.2f')}", flush=True)
+          f"{fmt(row.get('rss_ratio'), '9.2f')} {fmt(row.get('cpu_ratio'), '9.2f')}", flush=True)
     for name in ("kiln", "ort"):
         if name + "_error" in row:
             print(f"  {name} failed: {row[name + '_error']}", flush=True)

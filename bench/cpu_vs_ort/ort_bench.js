@@ -48,11 +48,13 @@ async function main() {
   }
   for (let i = 0; i < opts.warmup; ++i) await session.run(feeds);
   const times = [];
+  const cpuStart = process.cpuUsage();
   for (let i = 0; i < opts.iterations; ++i) {
     const start = process.hrtime.bigint();
     await session.run(feeds);
     times.push(Number(process.hrtime.bigint() - start) / 1e6);
   }
+  const cpu = process.cpuUsage(cpuStart);
   times.sort((a, b) => a - b);
   const median = quantile(times, 0.5);
   console.log(JSON.stringify({
@@ -66,6 +68,8 @@ async function main() {
     median_ms: median,
     p90_ms: quantile(times, 0.9),
     throughput_per_s: (1000 * opts.batch) / median,
+    // user + system CPU time of every thread per run (comparable with kiln's when both block)
+    cpu_ms_per_run: (cpu.user + cpu.system) / 1000 / opts.iterations,
     times_ms: times,
     peak_rss_bytes: process.resourceUsage().maxRSS * 1024,
   }));

@@ -11,6 +11,7 @@
 
 #include "compiler/passes/passes.h"
 #include "compiler/runtime/session_pool.h"
+#include "compiler/runtime/shape_profiles.h"
 #include "compiler/runtime/threads.h"
 #include "compiler/targets/cpu/dnnl_kernel.h"
 #include "compiler/targets/cpu/program.h"
@@ -51,14 +52,17 @@ void add_kernels(const Graph& graph, const dnnl::engine& engine, ref::KernelTabl
 class CpuExecutable final : public Executable {
  public:
   CpuExecutable(std::shared_ptr<Graph> graph, uint64_t seed, int threads, dnnl::engine engine,
-                ref::KernelTable kernels, std::unique_ptr<cpu::Program> program)
+                ref::KernelTable kernels, std::unique_ptr<cpu::Program> program,
+                ShapeProfiles::Compile compile_profile = nullptr)
       : graph_(std::move(graph)),
         seed_(seed),
         threads_(threads),
         engine_(std::move(engine)),
         kernels_(std::move(kernels)),
         program_(std::move(program)),
-        sessions_([p = program_.get()] { return p->new_session(); }) {}
+        sessions_([p = program_.get()] { return p->new_session(); }) {
+    if (compile_profile) profiles_ = std::make_unique<ShapeProfiles>(*graph_, compile_profile);
+  }
 
   std::string_view target() const override { return "cpu"; }
   const Graph& graph() const override { return *graph_; }
@@ -74,12 +78,19 @@ class CpuExecutable final : public Executable {
     return program_ != nullptr ? program_->dnnl_nodes() : static_cast<int>(kernels_.size());
   }
   const cpu::Program* program() const { return program_.get(); }
+  const ShapeProfiles* profiles() const { return profiles_.get(); }
 
  private:
   Result<std::vector<Argument>> run_with(std::vector<Argument> inputs, RunProfile* profile) const {
     KILN_RETURN_IF_ERROR(check_inputs(*graph_, inputs));
     // oneDNN's OpenMP team size is per calling thread.
     if (omp_get_max_threads() != threads_) omp_set_num_threads(threads_);
+    if (program_ == nullptr && profiles_ != nullptr) {
+      // Dynamic dims: the program compiled for these shapes (compiled now on first sight).
+      KILN_ASSIGN_OR_RETURN(std::shared_ptr<Executable> exe, profiles_->get(inputs));
+      return profile != nullptr ? exe->run_profiled(std::move(inputs), *profile)
+                                : exe->run(std::move(inputs));
+    }
     if (program_ == nullptr) {
       ref::Interpreter interpreter(seed_, &kernels_);
       return interpreter.run(*graph_, std::move(inputs));
@@ -97,6 +108,7 @@ class CpuExecutable final : public Executable {
   ref::KernelTable kernels_;
   std::unique_ptr<cpu::Program> program_;
   SessionPool<cpu::Session> sessions_;
+  std::unique_ptr<ShapeProfiles> profiles_;  // for graphs with dynamic input dims
 };
 
 class CpuTarget final : public Target {
@@ -130,6 +142,13 @@ class CpuTarget final : public Target {
           program, cpu::ProgramBuilder(*graph, engine, &kernels, factory, options.seed).build());
     }
     if (program == nullptr) add_kernels(*graph, engine, kernels);
+    // A graph with dynamic input dims is compiled again for each input shape it is run with.
+    ShapeProfiles::Compile compile_profile;
+    if (program == nullptr && !env_flag_bool(EnvFlag::kCpuInterpret) && can_specialize(*graph)) {
+      compile_profile = [options](std::shared_ptr<Graph> g) {
+        return compile(std::move(g), *make_cpu_target(), options);
+      };
+    }
     const int threads = options.threads > 0 ? options.threads : physical_core_count();
     if (log_enabled(LogLevel::kDebug)) {
       std::string nodes;
@@ -144,9 +163,9 @@ class CpuTarget final : public Target {
             program->unplanned_bytes());
       }
     }
-    return std::shared_ptr<Executable>(
-        std::make_shared<CpuExecutable>(std::move(graph), options.seed, threads, std::move(engine),
-                                        std::move(kernels), std::move(program)));
+    return std::shared_ptr<Executable>(std::make_shared<CpuExecutable>(
+        std::move(graph), options.seed, threads, std::move(engine), std::move(kernels),
+        std::move(program), std::move(compile_profile)));
   }
 };
 
@@ -159,6 +178,11 @@ std::unique_ptr<Target> make_cpu_target() {
 int cpu_dnnl_node_count(const Executable& executable) {
   const auto* cpu = dynamic_cast<const CpuExecutable*>(&executable);
   return cpu != nullptr ? cpu->dnnl_node_count() : -1;
+}
+
+const ShapeProfiles* cpu_shape_profiles(const Executable& executable) {
+  const auto* cpu = dynamic_cast<const CpuExecutable*>(&executable);
+  return cpu != nullptr ? cpu->profiles() : nullptr;
 }
 
 const cpu::Program* cpu_program(const Executable& executable) {

@@ -11,6 +11,7 @@ namespace kiln::compiler {
 namespace cpu {
 class Program;
 }
+class ShapeProfiles;
 
 std::unique_ptr<Target> make_cpu_target();
 
@@ -21,5 +22,9 @@ int cpu_dnnl_node_count(const Executable& executable);
 // The planned program a cpu executable runs; nullptr when the interpreter runs its graph (dynamic
 // shapes, subgraphs, KILN_CPU_INTERPRET=1) or for another target's executable.
 const cpu::Program* cpu_program(const Executable& executable);
+
+// The per-shape programs of a cpu executable whose graph has dynamic input dims (each input shape
+// it runs with is compiled once, on first sight); nullptr otherwise.
+const ShapeProfiles* cpu_shape_profiles(const Executable& executable);
 
 }  // namespace kiln::compiler

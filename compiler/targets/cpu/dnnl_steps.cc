@@ -2,6 +2,8 @@
 // Lowering nodes to oneDNN steps of a Program: convolutions with fused post-ops (bias, activation,
 // residual Add as a sum), pooling, binary, eltwise, concat, batch/layer norm and softmax, reading
 // and writing the blocked layouts oneDNN picks so that whole regions run without reorders.
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cfloat>
 #include <cmath>
@@ -10,6 +12,7 @@
 #include "compiler/passes/rewrite.h"
 #include "compiler/targets/cpu/dnnl_kernel.h"
 #include "compiler/targets/cpu/program.h"
+#include "core/env.h"
 
 namespace kiln::compiler::cpu {
 
@@ -215,6 +218,12 @@ void finish(ProgramBuilder& b, const Node& node, std::string kind, dnnl::primiti
   for (const Node* n : tail.nodes) b.mark_fused(n);
 }
 
+// A dense 3x3 stride-1 2-D convolution: oneDNN runs it as Winograd F(2x2, 3x3) over nChw16c.
+bool is_winograd_shape(const ConvSetup& s) {
+  return s.weights.size() == 4 && s.weights[2] == 3 && s.weights[3] == 3 && s.strides[0] == 1 &&
+         s.strides[1] == 1 && s.dilates[0] == 0 && s.dilates[1] == 0;
+}
+
 // Conv (with its Relu), then the Add of `add` as a sum post-op, then the eltwise tail.
 bool lower_conv(ProgramBuilder& b, const Node& conv, const Node* add) {
   std::optional<ConvSetup> s = conv_setup(conv);
@@ -235,10 +244,28 @@ bool lower_conv(ProgramBuilder& b, const Node& conv, const Node* add) {
   if (add != nullptr) post.append_sum(1.0f);
   append(post, tail.ops);
   attr.set_post_ops(post);
-  auto make = [&](const memory::desc& src) {
+  const bool blocked = b.conv_layout() == ConvLayout::kBlocked16;
+  const memory::desc blocked_dst(s->dst, memory::data_type::f32, memory::format_tag::nChw16c);
+  const bool wino = blocked && is_winograd_shape(*s);
+  auto make = [&](const memory::desc& src0) {
+    memory::desc src = src0;
+    if (blocked && src.data.format_kind == dnnl_format_kind_any && s->src.size() == 4 &&
+        s->src[1] >= 16) {
+      src = memory::desc(s->src, memory::data_type::f32, memory::format_tag::nChw16c);
+    }
+    if (wino) {
+      try {
+        dnnl::convolution_forward::desc desc(
+            dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_winograd, src,
+            any_weights, bias, blocked_dst, s->strides, s->dilates, s->pad_begin, s->pad_end);
+        return dnnl::convolution_forward::primitive_desc(desc, attr, b.engine());
+      } catch (const dnnl::error&) {
+      }
+    }
     dnnl::convolution_forward::desc desc(
         dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src, any_weights,
-        bias, any_dst, s->strides, s->dilates, s->pad_begin, s->pad_end);
+        bias, blocked && s->dst.size() == 4 ? blocked_dst : any_dst, s->strides, s->dilates,
+        s->pad_begin, s->pad_end);
     return dnnl::convolution_forward::primitive_desc(desc, attr, b.engine());
   };
   // A blocked input is read as it is when oneDNN has a fast kernel for it (no reorder); otherwise,
@@ -273,21 +300,31 @@ bool lower_conv(ProgramBuilder& b, const Node& conv, const Node* add) {
   }
   std::optional<PrimitiveStep::Prefill> prefill;
   int residual_buffer = -1;
+  int dst = -1;
   if (residual != nullptr) {
     residual_buffer = b.buffer_of(residual);
     const memory::desc from = b.layout_of(residual);
-    prefill = PrimitiveStep::Prefill{
-        dnnl::reorder(dnnl::reorder::primitive_desc(b.engine(), from, b.engine(), pd.dst_desc())),
-        residual_buffer, from};
+    if (from == pd.dst_desc() && b.can_overwrite(residual, *add) && !is_graph_output(tail.out)) {
+      // The residual is dead after the Add: the sum post-op adds into its buffer (no copy).
+      dst = residual_buffer;
+      residual_buffer = -1;
+    } else {
+      prefill = PrimitiveStep::Prefill{
+          dnnl::reorder(dnnl::reorder::primitive_desc(b.engine(), from, b.engine(), pd.dst_desc())),
+          residual_buffer, from};
+    }
   }
-  args.push_back({DNNL_ARG_DST, b.define(tail.out, pd.dst_desc()), pd.dst_desc(), {}});
+  if (dst < 0) dst = b.define(tail.out, pd.dst_desc());
+  args.push_back({DNNL_ARG_DST, dst, pd.dst_desc(), {}});
   if (int sp = b.scratch(pd.scratchpad_desc().get_size()); sp >= 0) {
     args.push_back({DNNL_ARG_SCRATCHPAD, sp, pd.scratchpad_desc(), {}});
   }
   std::string kind = s->relu ? "Conv+Relu" : "Conv";
   if (add != nullptr) kind += "+Add";
+  const bool in_place = residual != nullptr && !prefill;
   finish(b, conv, kind, dnnl::convolution_forward(pd), std::move(args), tail, std::move(prefill),
          residual_buffer);
+  if (in_place) b.rebind(tail.out, dst);
   b.mark_fused(&conv);
   return true;
 }
@@ -349,6 +386,28 @@ bool lower_binary(ProgramBuilder& b, const Node& node) {
     append(post, tail.ops);
     attr.set_post_ops(post);
   }
+  // `first_layout` channel-blocked by 16 and the second operand blocked alike; nullopt when that
+  // does not apply or oneDNN has no fast kernel for it.
+  auto blocked_broadcast = [&](const memory::desc& src0, const Shape& s1,
+                               int rank) -> std::optional<dnnl::binary::primitive_desc> {
+    const dnnl_memory_desc_t& md = src0.data;
+    if (md.format_kind != dnnl_blocked || md.format_desc.blocking.inner_nblks != 1 ||
+        md.format_desc.blocking.inner_idxs[0] != 1 || md.format_desc.blocking.inner_blks[0] != 16 ||
+        (rank != 4 && rank != 5)) {
+      return std::nullopt;
+    }
+    const memory::format_tag tag =
+        rank == 4 ? memory::format_tag::nChw16c : memory::format_tag::nCdhw16c;
+    try {
+      const memory::desc src1(broadcast_dims(s1, rank), memory::data_type::f32, tag);
+      dnnl::binary::primitive_desc pd(dnnl::binary::desc(algorithm, src0, src1, src0), attr,
+                                      b.engine());
+      if (std::string(pd.impl_info_str()).find("ref") != std::string::npos) return std::nullopt;
+      return pd;
+    } catch (const dnnl::error&) {
+      return std::nullopt;
+    }
+  };
   // The first operand's layout, when oneDNN broadcasts the second over it; else plain.
   auto make = [&](const memory::desc& src0) {
     const memory::desc src1 =
@@ -357,14 +416,21 @@ bool lower_binary(ProgramBuilder& b, const Node& node) {
                                         b.engine());
   };
   std::optional<dnnl::binary::primitive_desc> pd;
+  const memory::desc first_layout = b.layout_of(first);
   try {
-    pd = make(b.layout_of(first));
+    pd = make(first_layout);
+    if (!same && std::string(pd->impl_info_str()).find("ref") != std::string::npos) pd.reset();
   } catch (const dnnl::error&) {
-    pd = make(plain_desc(y));
+    pd.reset();
   }
+  // A per-channel operand ([N, C, 1, 1], as in squeeze-and-excitation) over a channel-blocked
+  // input: oneDNN's fast kernels want it blocked the same way (a tiny reorder).
+  if (!pd && !same) pd = blocked_broadcast(first_layout, second->tensor_type().shape(), y.rank());
+  if (!pd) pd = make(plain_desc(y));
   std::vector<Arg> args;
   args.push_back({DNNL_ARG_SRC_0, b.in_layout(first, pd->src0_desc()), pd->src0_desc(), {}});
-  const int src1 = same ? b.in_layout(second, pd->src1_desc()) : b.plain(second);
+  const int src1 = same || !is_row_major(pd->src1_desc()) ? b.in_layout(second, pd->src1_desc())
+                                                          : b.plain(second);
   args.push_back({DNNL_ARG_SRC_1, src1, pd->src1_desc(), {}});
   args.push_back({DNNL_ARG_DST, b.define(tail.out, pd->dst_desc()), pd->dst_desc(), {}});
   if (int sp = b.scratch(pd->scratchpad_desc().get_size()); sp >= 0) {
@@ -741,6 +807,32 @@ bool lower(ProgramBuilder& b, const Node& node) {
 }
 
 }  // namespace
+
+Result<ConvLayout> choose_conv_layout(const Graph& graph) {
+  const std::string forced = env_flag_string(EnvFlag::kCpuConvLayout);
+  if (forced == "any") return ConvLayout::kAny;
+  if (forced == "blocked16") return ConvLayout::kBlocked16;
+  if (forced != "auto") {
+    return invalid_argument_error(fmt::format(
+        "KILN_CPU_CONV_LAYOUT is \"{}\"; use auto, any or blocked16 (or unset it)", forced));
+  }
+  // Winograd pays where most of the work is in 3x3 stride-1 convolutions with 64 or more input
+  // and output channels (ResNet); thin ones (DenseNet's 32 outputs, SqueezeNet's 16-channel
+  // squeezes) and depthwise networks run faster on the layouts oneDNN picks.
+  double all = 0;
+  double winograd = 0;
+  for (const auto& node : graph.nodes()) {
+    if (node->kind() != OpKind::kConv) continue;
+    std::optional<ConvSetup> s = conv_setup(*node);
+    if (!s) continue;
+    double macs = 1;
+    for (memory::dim d : s->dst) macs *= static_cast<double>(d);
+    for (size_t i = 1; i < s->weights.size(); ++i) macs *= static_cast<double>(s->weights[i]);
+    all += macs;
+    if (is_winograd_shape(*s) && s->weights[0] >= 64 && s->weights[1] >= 64) winograd += macs;
+  }
+  return all > 0 && winograd >= 0.25 * all ? ConvLayout::kBlocked16 : ConvLayout::kAny;
+}
 
 Result<bool> lower_dnnl(ProgramBuilder& builder, const Node& node) {
   try {

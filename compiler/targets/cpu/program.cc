@@ -115,20 +115,34 @@ PrimitiveStep::PrimitiveStep(dnnl::engine engine, dnnl::primitive primitive, std
       args_(std::move(args)),
       prefill_(std::move(prefill)) {}
 
+namespace {
+
+// `m` pointing at `data`, made on first use.
+void point(dnnl::memory& m, const dnnl::memory::desc& layout, const dnnl::engine& engine,
+           void* data) {
+  if (!m) {
+    m = dnnl::memory(layout, engine, data);
+  } else if (m.get_data_handle() != data) {
+    m.set_data_handle(data);
+  }
+}
+
+}  // namespace
+
 Status PrimitiveStep::run(StepContext& ctx) const {
-  std::unordered_map<int, dnnl::memory> args;
-  args.reserve(args_.size());
+  StepContext::Memories& mem = ctx.memories[ctx.step];
+  std::unordered_map<int, dnnl::memory>& args = mem.args;
   for (const Arg& a : args_) {
     if (a.buffer < 0) {
-      args.emplace(a.arg, a.fixed);
+      if (args.count(a.arg) == 0) args.emplace(a.arg, a.fixed);
     } else {
-      args.emplace(a.arg, dnnl::memory(a.layout, engine_, ctx.data[static_cast<size_t>(a.buffer)]));
+      point(args[a.arg], a.layout, engine_, ctx.data[static_cast<size_t>(a.buffer)]);
     }
   }
   if (prefill_) {
-    dnnl::memory from(prefill_->from_layout, engine_,
-                      ctx.data[static_cast<size_t>(prefill_->from)]);
-    prefill_->reorder.execute(*ctx.stream, from, args.at(DNNL_ARG_DST));
+    point(mem.prefill_from, prefill_->from_layout, engine_,
+          ctx.data[static_cast<size_t>(prefill_->from)]);
+    prefill_->reorder.execute(*ctx.stream, mem.prefill_from, args.at(DNNL_ARG_DST));
   }
   primitive_.execute(*ctx.stream, args);
   return Status();
@@ -170,6 +184,7 @@ Result<std::unique_ptr<Session>> Program::new_session() const {
     return internal_error(fmt::format("cpu target: cannot make a oneDNN stream: {}", e.what()));
   }
   session->ctx.data.assign(buffers_.size(), nullptr);
+  session->ctx.memories.resize(steps_.size());
   session->ctx.stream = session->stream.get();
   for (size_t i = 0; i < buffers_.size(); ++i) {
     const Buffer& b = buffers_[i];
@@ -197,10 +212,16 @@ Result<std::vector<Argument>> Program::run(Session& session, std::vector<Argumen
       ctx.data[i] = outputs[static_cast<size_t>(b.index)].raw_data();
     }
   }
+  for (size_t i = 0; i < buffers_.size(); ++i) {
+    const Buffer& b = buffers_[i];
+    if (b.kind == Buffer::Kind::kView) ctx.data[i] = ctx.data[static_cast<size_t>(b.view_of)];
+  }
   ref::Interpreter interpreter(seed_);
   ctx.interpreter = &interpreter;
   if (profile != nullptr) profile->steps.clear();
-  for (const auto& step : steps_) {
+  for (size_t i = 0; i < steps_.size(); ++i) {
+    const std::unique_ptr<Step>& step = steps_[i];
+    ctx.step = i;
     const auto start = std::chrono::steady_clock::now();
     Status s;
     try {
@@ -228,6 +249,7 @@ Result<std::vector<Argument>> Program::run(Session& session, std::vector<Argumen
         break;
       case Buffer::Kind::kInput: results.push_back(inputs[static_cast<size_t>(b.index)]); break;
       case Buffer::Kind::kConstant:
+      case Buffer::Kind::kView:
       case Buffer::Kind::kArena: {
         Result<Tensor> t = Tensor::allocate(b.dtype, b.shape);
         if (!t.ok()) return t.status().with_context("cpu target: allocating an output");
@@ -324,17 +346,68 @@ int ProgramBuilder::scratch(size_t bytes) {
 
 void ProgramBuilder::add_step(std::unique_ptr<Step> step) {
   const int index = static_cast<int>(steps_.size());
-  for (int id : step->writes) {
-    Buffer& b = buffers_[static_cast<size_t>(id)];
-    if (b.first < 0) b.first = index;
-    b.last = std::max(b.last, index);
-  }
-  for (int id : step->reads) {
-    Buffer& b = buffers_[static_cast<size_t>(id)];
-    if (b.first < 0) b.first = index;
-    b.last = std::max(b.last, index);
-  }
+  auto live = [&](int id) {
+    Buffer* b = &buffers_[static_cast<size_t>(id)];
+    if (b->kind == Buffer::Kind::kView) b = &buffers_[static_cast<size_t>(b->view_of)];
+    if (b->first < 0) b->first = index;
+    b->last = std::max(b->last, index);
+  };
+  for (int id : step->writes) live(id);
+  for (int id : step->reads) live(id);
   steps_.push_back(std::move(step));
+}
+
+void ProgramBuilder::rebind(const Value* v, int id) {
+  value_buffers_[v] = id;
+  reorders_.erase(id);  // copies of the bytes before the update
+}
+
+bool ProgramBuilder::can_overwrite(const Value* v, const Node& consumer) const {
+  auto it = value_buffers_.find(v);
+  if (it == value_buffers_.end()) return false;
+  const Buffer& b = buffer(it->second);
+  if (b.kind != Buffer::Kind::kArena || viewed_.count(it->second) != 0) return false;
+  // Every value naming these bytes (`v`, and those updated in place before it) is read by no
+  // step after the consumer's.
+  for (const auto& [other, id] : value_buffers_) {
+    if (id != it->second) continue;
+    if (is_graph_output(other)) return false;
+    for (const Use& u : other->uses()) {
+      if (u.node != &consumer && done_.count(u.node) == 0 && !is_fused(u.node)) return false;
+    }
+  }
+  return true;
+}
+
+bool ProgramBuilder::add_view(const Node& node) {
+  switch (node.kind()) {
+    case OpKind::kReshape:
+    case OpKind::kFlatten:
+    case OpKind::kSqueeze:
+    case OpKind::kUnsqueeze:
+    case OpKind::kIdentity: break;
+    default: return false;
+  }
+  if (node.graph() != &graph_ || node.num_outputs() != 1 || !node.has_input(0)) return false;
+  const Value* x = node.input(0);
+  const Value* y = node.output(0);
+  if (!x->type().is_tensor() || !y->type().is_tensor() || !has_buffer(x)) return false;
+  const TensorType& yt = y->tensor_type();
+  if (yt.dtype != x->tensor_type().dtype ||
+      yt.shape().numel() != x->tensor_type().shape().numel()) {
+    return false;
+  }
+  int base = plain(x);
+  if (buffer(base).kind == Buffer::Kind::kView) base = buffer(base).view_of;
+  Buffer b;
+  b.kind = Buffer::Kind::kView;
+  b.dtype = yt.dtype;
+  b.shape = yt.shape();
+  b.bytes = byte_size(b.dtype, b.shape);
+  b.view_of = base;
+  viewed_.insert(base);
+  value_buffers_[y] = add_buffer(std::move(b));
+  return true;
 }
 
 const Node* ProgramBuilder::sum_partner(const Node* node) const {
@@ -441,6 +514,7 @@ Result<std::unique_ptr<Program>> ProgramBuilder::build() {
     value_buffers_[v] = add_buffer(std::move(b));
   }
   plan_sum_fusion();
+  KILN_ASSIGN_OR_RETURN(conv_layout_, choose_conv_layout(graph_));
   for (const auto& node : graph_.nodes()) {
     if (is_fused(node.get())) continue;
     if (node->kind() == OpKind::kConstant) {
@@ -455,6 +529,10 @@ Result<std::unique_ptr<Program>> ProgramBuilder::build() {
       value_buffers_[node->output(0)] = add_buffer(std::move(b));
       continue;
     }
+    // A Conv lowered later, at the Add it feeds, has not run yet.
+    const bool delayed = node->kind() == OpKind::kConv && sum_partner(node.get()) != nullptr;
+    if (!delayed) done_.insert(node.get());
+    if (add_view(*node)) continue;
     KILN_ASSIGN_OR_RETURN(bool lowered, lower_dnnl(*this, *node));
     if (!lowered) {
       // A Conv whose Add could not take it: the Conv runs first, then the Add on its own.
@@ -477,7 +555,10 @@ Result<std::unique_ptr<Program>> ProgramBuilder::build() {
     lifetimes.push_back({arena ? b.bytes : 0, b.first, b.last});
   }
   // Outputs read after the last step stay live to the end.
-  for (int id : outputs) lifetimes[static_cast<size_t>(id)].last = static_cast<int>(steps_.size());
+  for (int id : outputs) {
+    if (buffer(id).kind == Buffer::Kind::kView) id = buffer(id).view_of;
+    lifetimes[static_cast<size_t>(id)].last = static_cast<int>(steps_.size());
+  }
   MemoryPlan plan = plan_memory(lifetimes, kAlignment);
   std::unordered_set<const Node*> on_dnnl = fused_;
   for (const auto& step : steps_) {

@@ -23,9 +23,19 @@ namespace kiln::compiler::cpu {
 // Whether `layout` addresses its elements in row-major order with no padding (the zero desc does).
 bool is_row_major(const dnnl::memory::desc& layout);
 
+// How convolutions lay out their activations: as oneDNN picks (NHWC on AVX-512 machines), or
+// channel-blocked by 16 (nChw16c) with 3x3 stride-1 convolutions as Winograd F(2x2, 3x3).
+enum class ConvLayout : uint8_t { kAny, kBlocked16 };
+
+// The layout that runs `graph` faster, from where its convolutions' work is; KILN_CPU_CONV_LAYOUT
+// (any, blocked16) overrides it. Defined in dnnl_steps.cc.
+Result<ConvLayout> choose_conv_layout(const Graph& graph);
+
 // Where a tensor lives while the program runs.
 struct Buffer {
-  enum class Kind : uint8_t { kArena, kInput, kConstant, kOutput };
+  // kView: the bytes of buffer `view_of` (an arena, input, constant or output buffer) read as
+  // another shape (Reshape, Flatten, Squeeze, Unsqueeze, Identity: no copy).
+  enum class Kind : uint8_t { kArena, kInput, kConstant, kOutput, kView };
   Kind kind = Kind::kArena;
   DType dtype = DType::kF32;
   Shape shape;
@@ -34,8 +44,9 @@ struct Buffer {
   size_t bytes = 0;
   int index = -1;                  // graph input or output index (kInput, kOutput)
   const void* constant = nullptr;  // kConstant
+  int view_of = -1;                // kView: the buffer it reads (never itself a view)
   int first = -1;                  // the step that writes it (kArena)
-  int last = -1;                   // the last step that reads it (kArena)
+  int last = -1;                   // the last step that reads it (kArena; a view's reads count)
 
   bool is_plain() const;
 };
@@ -46,6 +57,14 @@ struct StepContext {
   std::vector<void*> data;
   dnnl::stream* stream = nullptr;
   ref::Interpreter* interpreter = nullptr;
+  // The oneDNN memory objects of each step over this session's buffers, made on the first run and
+  // re-pointed only where a buffer moved (inputs, outputs): making them costs microseconds a step.
+  struct Memories {
+    std::unordered_map<int, dnnl::memory> args;
+    dnnl::memory prefill_from;
+  };
+  std::vector<Memories> memories;  // one per step
+  size_t step = 0;                 // the step running
 };
 
 // One unit of work: a node, several fused nodes, or a reorder between layouts.
@@ -125,6 +144,7 @@ class ProgramBuilder {
   // ---- for the lowering functions ----
   const dnnl::engine& engine() const { return engine_; }
   const Graph& graph() const { return graph_; }
+  ConvLayout conv_layout() const { return conv_layout_; }
   const Buffer& buffer(int id) const { return buffers_[static_cast<size_t>(id)]; }
   // The buffer `v` was produced in (its layout may be blocked).
   int buffer_of(const Value* v) const;
@@ -142,6 +162,12 @@ class ProgramBuilder {
   int scratch(size_t bytes);
   // Adds a step; the buffers it reads and writes are live at it.
   void add_step(std::unique_ptr<Step> step);
+  // `v` names the bytes of buffer `id` from now on (a step that updated them in place, e.g. a
+  // convolution adding into its residual's buffer).
+  void rebind(const Value* v, int id);
+  // Whether the step of `consumer` (about to be added) may overwrite `v`'s buffer: an arena buffer
+  // that nothing reads later (every other user of `v` already ran, and no view reads it).
+  bool can_overwrite(const Value* v, const Node& consumer) const;
   // Marks a node as computed by a step already added (its outputs are defined by that step).
   void mark_fused(const Node* node) { fused_.insert(node); }
   bool is_fused(const Node* node) const { return fused_.count(node) != 0; }
@@ -153,6 +179,8 @@ class ProgramBuilder {
   // Why the graph cannot be planned (naming the value or node); empty when it can.
   std::string why_not_plannable() const;
   void add_ref_step(const Node& node);
+  // Defines a shape-only node's output as a view of its (plain) input; false when it is not one.
+  bool add_view(const Node& node);
   int add_buffer(Buffer b);
   void plan_sum_fusion();
 
@@ -167,7 +195,10 @@ class ProgramBuilder {
   // Reorders made so far: (source buffer) -> [(layout, buffer)].
   std::unordered_map<int, std::vector<std::pair<dnnl::memory::desc, int>>> reorders_;
   std::unordered_set<const Node*> fused_;
+  std::unordered_set<int> viewed_;                             // buffers some view reads
+  std::unordered_set<const Node*> done_;                       // nodes whose steps were added
   std::unordered_map<const Node*, const Node*> sum_partners_;  // Conv <-> Add, both ways
+  ConvLayout conv_layout_ = ConvLayout::kAny;
 };
 
 // Lowers `node` (and the nodes it fuses with) to oneDNN steps when it can; false leaves the node to

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <random>
 #include <thread>
 
@@ -13,6 +14,7 @@
 #include "compiler/ir/printer.h"
 #include "compiler/onnx/importer.h"
 #include "compiler/ops/all_ops.h"
+#include "compiler/runtime/shape_profiles.h"
 #include "compiler/targets/cpu/cpu_target.h"
 
 namespace kiln::compiler {
@@ -142,7 +144,20 @@ std::shared_ptr<Graph> tiny_resnet(int64_t batch) {
   return graph;
 }
 
-TEST(CpuProgram, ResidualNetworkMatchesRefWithFusedStepsAndFewReorders) {
+// Sets an environment variable for one scope.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) { setenv(name, value, 1); }
+  ~ScopedEnv() { unsetenv(name_); }
+
+ private:
+  const char* name_;
+};
+
+class CpuProgramLayouts : public testing::TestWithParam<const char*> {};
+
+TEST_P(CpuProgramLayouts, ResidualNetworkMatchesRefWithFusedStepsAndFewReorders) {
+  ScopedEnv layout("KILN_CPU_CONV_LAYOUT", GetParam());
   const std::vector<Tensor> inputs = {random_tensor(Shape{2, 3, 32, 32}, 1)};
   std::vector<Tensor> want = run(*compile_for(tiny_resnet(2), "ref"), inputs);
   std::shared_ptr<Executable> exe = compile_for(tiny_resnet(2), "cpu");
@@ -160,7 +175,25 @@ TEST(CpuProgram, ResidualNetworkMatchesRefWithFusedStepsAndFewReorders) {
   EXPECT_LE(program->count_steps("Reorder"), 3);
   expect_no_live_overlap(*program);
   EXPECT_LT(program->arena_bytes(), program->unplanned_bytes()) << "dead values' space is reused";
+
+  // The residual is dead after its Add: the convolution adds into the residual's own buffer.
+  const auto& steps = program->steps();
+  for (size_t i = 0; i < steps.size(); ++i) {
+    if (steps[i]->kind != "Conv+Add+Relu") continue;
+    bool written_before = false;
+    for (size_t j = 0; j < i; ++j) {
+      for (int id : steps[j]->writes) written_before |= id == steps[i]->writes.front();
+    }
+    EXPECT_TRUE(written_before) << "step " << i << " writes a fresh buffer, not its residual's";
+  }
+  // Flatten runs as a view of the pooled features: no step, no copy.
+  EXPECT_EQ(program->count_steps("Flatten"), 0);
+  int views = 0;
+  for (const cpu::Buffer& b : program->buffers()) views += b.kind == cpu::Buffer::Kind::kView;
+  EXPECT_EQ(views, 1);
 }
+
+INSTANTIATE_TEST_SUITE_P(ConvLayouts, CpuProgramLayouts, testing::Values("any", "blocked16"));
 
 TEST(CpuProgram, BatchNormConcatSiluAndClipMatchRef) {
   // DenseNet's BN-Relu-Conv and concat, EfficientNet's SiLU, MobileNetV2's Clip(0, 6) and
@@ -349,20 +382,43 @@ TEST(CpuProgram, ProfiledRunsTimeEveryStep) {
   EXPECT_EQ(profile.steps.back().kind, "Softmax");
 }
 
-TEST(CpuProgram, DynamicShapesFallBackToTheInterpreter) {
+TEST(CpuProgram, DynamicBatchCompilesOnePlannedProgramPerShape) {
+  // A conv net with a symbolic batch: each batch size seen is compiled to its own program.
   auto graph = std::make_shared<Graph>("dynamic");
   GraphBuilder b(*graph);
-  Value* x = b.input("x", TensorType(DType::kF32, {Dim::symbolic("n"), Dim(4)}));
-  b.output(b.add(Op(ops::Relu{}), {x}, "relu"));
+  Value* x = b.input("x", TensorType(DType::kF32, {Dim::symbolic("n"), Dim(3), Dim(8), Dim(8)}));
+  Value* h = b.add(Op(ops::Relu{}), {conv(b, x, 3, 16, 3, 1, 80)}, "relu");
+  ops::Flatten flatten;
+  b.output(b.add(Op(flatten), {b.add(Op(ops::GlobalAveragePool{}), {h}, "gap")}, "flat"));
+  ASSERT_TRUE(b.status().ok()) << b.status().to_string();
+  std::shared_ptr<Executable> ref = compile_for(graph, "ref");
   std::shared_ptr<Executable> exe = compile_for(graph, "cpu");
   ASSERT_NE(exe, nullptr);
-  EXPECT_EQ(cpu_program(*exe), nullptr);
-  const Tensor in = random_tensor(Shape{3, 4}, 5);
-  std::vector<Tensor> out = run(*exe, {in});
-  ASSERT_EQ(out.size(), 1u);
-  for (int64_t i = 0; i < in.numel(); ++i) {
-    EXPECT_EQ(out[0].data<float>()[i], std::max(in.data<float>()[i], 0.0f));
+  EXPECT_EQ(cpu_program(*exe), nullptr) << "the dynamic graph itself has no single program";
+  const ShapeProfiles* profiles = cpu_shape_profiles(*exe);
+  ASSERT_NE(profiles, nullptr);
+
+  for (int64_t batch : {2, 5, 2}) {
+    const std::vector<Tensor> in = {random_tensor(Shape{batch, 3, 8, 8}, 90 + batch)};
+    std::vector<Tensor> got = run(*exe, in);
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_EQ(got[0].shape(), (Shape{batch, 16}));
+    expect_close(run(*ref, in), got);
   }
+  EXPECT_EQ(profiles->size(), 2u);
+  EXPECT_EQ(profiles->compilations(), 2u) << "a shape seen before is not compiled again";
+
+  // New and known shapes from several threads at once: each caller gets its own correct result.
+  std::vector<std::thread> threads;
+  std::vector<std::vector<Tensor>> inputs(6);
+  std::vector<std::vector<Tensor>> outputs(6);
+  for (size_t t = 0; t < inputs.size(); ++t) {
+    inputs[t] = {random_tensor(Shape{static_cast<int64_t>(1 + t % 3), 3, 8, 8}, 100 + t)};
+    threads.emplace_back([&, t] { outputs[t] = run(*exe, inputs[t]); });
+  }
+  for (auto& th : threads) th.join();
+  for (size_t t = 0; t < inputs.size(); ++t) expect_close(run(*ref, inputs[t]), outputs[t]);
+  EXPECT_EQ(profiles->size(), 4u);  // batches 1, 2, 3, 5
 }
 
 }  // namespace
