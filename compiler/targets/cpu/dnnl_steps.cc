@@ -744,7 +744,7 @@ bool lower(ProgramBuilder& b, const Node& node) {
 
 Result<bool> lower_dnnl(ProgramBuilder& builder, const Node& node) {
   try {
-    return lower(builder, node);
+    return lower_quantized(builder, node) || lower(builder, node);
   } catch (const dnnl::error&) {
     return false;  // a combination oneDNN does not implement: the node runs its ref kernel
   }
