@@ -32,8 +32,8 @@ std::unique_ptr<Pass> make_conv_activation_fusion();
 // DequantizeLinear(w), bias)) (a Relu before the QuantizeLinear absorbed when its zero point is
 // the type's lowest value) to QLinearConv, the same around MatMul to QLinearMatMul, and drops
 // QuantizeLinear(DequantizeLinear(x)) pairs of equal parameters, also around ops that only move
-// elements (Reshape, Flatten, Transpose, Squeeze, Unsqueeze). Activations need per-tensor constant parameters; weights are 8-bit constants
-// with per-tensor or per-output-channel scales.
+// elements (Reshape, Flatten, Transpose, Squeeze, Unsqueeze). Activations need per-tensor constant
+// parameters; weights are 8-bit constants with per-tensor or per-output-channel scales.
 std::unique_ptr<Pass> make_qdq_fusion();
 
 // Re-infers output types that rewrites made computable (a Reshape whose shape was folded into a

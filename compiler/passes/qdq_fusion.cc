@@ -123,8 +123,7 @@ std::optional<Tensor> integer_bias(const Value* bias, float x_scale,
     return x_scale * w_scales[w_scales.size() == 1 ? 0 : static_cast<size_t>(c)];
   };
   std::vector<float> values;
-  if (const Node* dq = bias->producer();
-      dq != nullptr && dq->kind() == OpKind::kDequantizeLinear) {
+  if (const Node* dq = bias->producer(); dq != nullptr && dq->kind() == OpKind::kDequantizeLinear) {
     const Tensor* q = constant_of(*dq, 0);
     const Tensor* s = constant_of(*dq, 1);
     const Tensor* zp = constant_of(*dq, 2);
@@ -163,8 +162,7 @@ Value* quantized_source(const Node& q, const TensorParams& yp, bool& relu) {
   Value* y = q.input(0);
   relu = false;
   Node* p = y->producer();
-  if (p != nullptr && p->kind() == OpKind::kRelu && sole_user(y) == &q &&
-      relu_is_saturation(yp)) {
+  if (p != nullptr && p->kind() == OpKind::kRelu && sole_user(y) == &q && relu_is_saturation(yp)) {
     relu = true;
     y = p->input(0);
   }

@@ -36,12 +36,15 @@ void build_fx_conv(Graph& g) {
   ops::DequantizeLinear axis0;
   axis0.axis = 0;
   Value* ws = b.constant(Tensor::from_vector<float>({0.01f, 0.02f, 0.015f}), "ws");
-  Value* wd = b.add(Op(axis0), {b.constant(filled_i8(Shape{3, 4, 3, 3}, 5), "w"), ws,
-                                b.constant(Tensor(DType::kI8, Shape{3}), "wz")},
+  Value* wd = b.add(Op(axis0),
+                    {b.constant(filled_i8(Shape{3, 4, 3, 3}, 5), "w"), ws,
+                     b.constant(Tensor(DType::kI8, Shape{3}), "wz")},
                     "wd");
-  Value* bs = b.constant(Tensor::from_vector<float>({0.03f * 0.01f, 0.03f * 0.02f, 0.03f * 0.015f}));
-  Value* bd = b.add(Op(axis0), {b.constant(Tensor::from_vector<int32_t>({50, -20, 7}), "b"), bs,
-                                b.constant(Tensor(DType::kI32, Shape{3}))},
+  Value* bs =
+      b.constant(Tensor::from_vector<float>({0.03f * 0.01f, 0.03f * 0.02f, 0.03f * 0.015f}));
+  Value* bd = b.add(Op(axis0),
+                    {b.constant(Tensor::from_vector<int32_t>({50, -20, 7}), "b"), bs,
+                     b.constant(Tensor(DType::kI32, Shape{3}))},
                     "bd");
   Value* conv = b.add(Op(ops::Conv{}), {xd, wd, bd}, "conv");
   Value* relu = b.add(Op(ops::Relu{}), {conv}, "relu");
@@ -74,16 +77,17 @@ TEST(QdqFusion, RewritesTheFxConvReluPatternToQLinearConv) {
   ASSERT_TRUE(make_dead_code_elimination()->run(*g).ok());
   // The conv, its Relu and the Flatten run on the u8 tensors; one Q at the input and one DQ at
   // the output remain.
-  EXPECT_EQ(op_counts(*g), (std::map<std::string, int>{{"DequantizeLinear", 1},
-                                                        {"Flatten", 1},
-                                                        {"QLinearConv", 1},
-                                                        {"QuantizeLinear", 1}}))
+  EXPECT_EQ(
+      op_counts(*g),
+      (std::map<std::string, int>{
+          {"DequantizeLinear", 1}, {"Flatten", 1}, {"QLinearConv", 1}, {"QuantizeLinear", 1}}))
       << print_graph(*g);
   EXPECT_NE(print_graph(*g).find("%flat_q: u8[1,48] = Flatten[axis=1](%conv_q)"), std::string::npos)
       << print_graph(*g);
 
   Tensor x(DType::kF32, Shape{1, 4, 6, 6});
-  for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = static_cast<float>(i % 13) * 0.2f - 1;
+  for (int64_t i = 0; i < x.numel(); ++i)
+    x.data<float>()[i] = static_cast<float>(i % 13) * 0.2f - 1;
   const Tensor want = run_ref(original, x);
   const Tensor got = run_ref(g, x);
   ASSERT_EQ(want.shape(), got.shape());
@@ -99,9 +103,9 @@ TEST(QdqFusion, RewritesQdqMatMulAndLeavesARelu) {
   Value* s = b.constant(Tensor::scalar(0.1f), "s");
   Value* z = b.constant(Tensor::scalar<uint8_t>(128), "z");
   Value* ad = b.add(Op(ops::DequantizeLinear{}), {a, s, z}, "ad");
-  Value* wd = b.add(Op(ops::DequantizeLinear{}),
-                    {b.constant(filled_i8(Shape{8, 5}, 1), "w"), s, b.constant(Tensor::scalar<int8_t>(0))},
-                    "wd");
+  Value* wd = b.add(
+      Op(ops::DequantizeLinear{}),
+      {b.constant(filled_i8(Shape{8, 5}, 1), "w"), s, b.constant(Tensor::scalar<int8_t>(0))}, "wd");
   Value* mm = b.add(Op(ops::MatMul{}), {ad, wd}, "mm");
   b.output(b.add(Op(ops::QuantizeLinear{}), {mm, s, z}, "mq"));
   // A Relu before a Q whose zero point is not the lowest value stays f32.
@@ -113,10 +117,10 @@ TEST(QdqFusion, RewritesQdqMatMulAndLeavesARelu) {
   ASSERT_TRUE(changed.ok()) << changed.status().to_string();
   ASSERT_TRUE(make_dead_code_elimination()->run(g).ok());
   EXPECT_EQ(op_counts(g), (std::map<std::string, int>{{"DequantizeLinear", 2},
-                                                       {"MatMul", 1},
-                                                       {"QLinearMatMul", 1},
-                                                       {"QuantizeLinear", 1},
-                                                       {"Relu", 1}}))
+                                                      {"MatMul", 1},
+                                                      {"QLinearMatMul", 1},
+                                                      {"QuantizeLinear", 1},
+                                                      {"Relu", 1}}))
       << print_graph(g);
 }
 

@@ -116,9 +116,9 @@ class RuntimeZeroPointStep final : public Step {
   Status run(StepContext& ctx) const override {
     std::unordered_map<int, memory> args;
     for (const Arg& a : args_) {
-      args.emplace(a.arg, a.buffer < 0 ? a.fixed
-                                       : memory(a.layout, engine_,
-                                                ctx.data[static_cast<size_t>(a.buffer)]));
+      args.emplace(a.arg, a.buffer < 0
+                              ? a.fixed
+                              : memory(a.layout, engine_, ctx.data[static_cast<size_t>(a.buffer)]));
     }
     const void* p = ctx.data[static_cast<size_t>(zero_point_)];
     int32_t zp = zero_point_dtype_ == DType::kU8 ? *static_cast<const uint8_t*>(p)
@@ -185,7 +185,8 @@ bool lower_int_conv(ProgramBuilder& b, const Node& node, const IntConv& c) {
   std::vector<int64_t> kernel(w.begin() + 2, w.end());
   if (c.kernel_shape && *c.kernel_shape != kernel) return false;
   const std::vector<int64_t> in(x.begin() + 2, x.end());
-  Result<WindowGeometry> g = forward_window(in, kernel, {c.auto_pad, c.strides, c.dilations, c.pads});
+  Result<WindowGeometry> g =
+      forward_window(in, kernel, {c.auto_pad, c.strides, c.dilations, c.pads});
   if (!g.ok() || g->out != std::vector<int64_t>(y.begin() + 2, y.end())) return false;
   std::optional<std::vector<int8_t>> weights = s8_weights(*c.w, c.w_zp);
   if (!weights) return false;
@@ -252,8 +253,8 @@ bool lower_int_conv(ProgramBuilder& b, const Node& node, const IntConv& c) {
                                                zp_buffer, dtype_of(c.runtime_x_zp)),
         args, zp_buffer);
   } else {
-    add(b, node,
-        std::make_unique<PrimitiveStep>(b.engine(), dnnl::convolution_forward(pd), args), args);
+    add(b, node, std::make_unique<PrimitiveStep>(b.engine(), dnnl::convolution_forward(pd), args),
+        args);
   }
   return true;
 }
@@ -346,7 +347,8 @@ bool lower_int_matmul(ProgramBuilder& b, const Node& node, const IntMatMul& c) {
   const std::optional<memory::data_type> dst_dt = dnnl_type(dtype_of(yv));
   if (!weights || !src_dt || !dst_dt) return false;
   const memory::desc src = with_type(plain_desc(memory::dims{m, k}), *src_dt);
-  const memory::desc user_weights = with_type(plain_desc(memory::dims{k, n}), memory::data_type::s8);
+  const memory::desc user_weights =
+      with_type(plain_desc(memory::dims{k, n}), memory::data_type::s8);
   const memory::desc any_weights({k, n}, memory::data_type::s8, memory::format_tag::any);
   const memory::desc dst = with_type(plain_desc(memory::dims{m, n}), *dst_dt);
   dnnl::primitive_attr attr = scratchpad_attr();

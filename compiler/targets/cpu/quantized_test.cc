@@ -18,8 +18,9 @@ namespace {
 
 template <class T>
 Tensor random_ints(Shape shape, int lo, int hi, uint32_t seed) {
-  Tensor t(std::is_same_v<T, uint8_t> ? DType::kU8 : std::is_same_v<T, int8_t> ? DType::kI8
-                                                                                  : DType::kI32,
+  Tensor t(std::is_same_v<T, uint8_t>  ? DType::kU8
+           : std::is_same_v<T, int8_t> ? DType::kI8
+                                       : DType::kI32,
            std::move(shape));
   std::mt19937 rng(seed);
   std::uniform_int_distribution<int> dist(lo, hi);
@@ -45,7 +46,7 @@ struct Outcome {
 };
 
 Outcome run_on(const char* target_name, const Tensor& input,
-           const std::function<Value*(GraphBuilder&, Value*)>& build) {
+               const std::function<Value*(GraphBuilder&, Value*)>& build) {
   auto graph = std::make_shared<Graph>("quantized");
   GraphBuilder b(*graph);
   Value* x = b.input("x", TensorType(input.dtype(), input.shape()));
@@ -97,13 +98,13 @@ TEST(CpuQuantized, QLinearConvMatchesRefWithinOneStep) {
   auto build = [](GraphBuilder& b, Value* in) {
     ops::QLinearConv op;
     op.pads = std::vector<int64_t>{1, 1, 1, 1};
-    return b.add(Op(op),
-                 {in, b.constant(Tensor::scalar(0.02f)), b.constant(Tensor::scalar<uint8_t>(3)),
-                  b.constant(random_ints<int8_t>(Shape{64, 64, 3, 3}, -127, 127, 2)),
-                  b.constant(per_channel_scales(64, 3)),
-                  b.constant(Tensor(DType::kI8, Shape{64})),  // zeros
-                  b.constant(Tensor::scalar(0.5f)), b.constant(Tensor::scalar<uint8_t>(10)),
-                  b.constant(random_ints<int32_t>(Shape{64}, -5000, 5000, 4))});
+    return b.add(
+        Op(op),
+        {in, b.constant(Tensor::scalar(0.02f)), b.constant(Tensor::scalar<uint8_t>(3)),
+         b.constant(random_ints<int8_t>(Shape{64, 64, 3, 3}, -127, 127, 2)),
+         b.constant(per_channel_scales(64, 3)), b.constant(Tensor(DType::kI8, Shape{64})),  // zeros
+         b.constant(Tensor::scalar(0.5f)), b.constant(Tensor::scalar<uint8_t>(10)),
+         b.constant(random_ints<int32_t>(Shape{64}, -5000, 5000, 4))});
   };
   Outcome ref = run_on("ref", x, build);
   Outcome cpu = run_on("cpu", x, build);
@@ -120,8 +121,8 @@ TEST(CpuQuantized, ConvIntegerAfterDynamicQuantizeLinearIsExact) {
     std::vector<Value*> q = b.add(Op(ops::DynamicQuantizeLinear{}), {in}, 3);
     ops::ConvInteger op;
     op.strides = std::vector<int64_t>{2, 2};
-    return b.add(Op(op), {q[0], b.constant(random_ints<int8_t>(Shape{48, 32, 3, 3}, -127, 127, 6)),
-                          q[2]});
+    return b.add(Op(op),
+                 {q[0], b.constant(random_ints<int8_t>(Shape{48, 32, 3, 3}, -127, 127, 6)), q[2]});
   };
   Outcome ref = run_on("ref", x, build);
   Outcome cpu = run_on("cpu", x, build);
@@ -171,10 +172,10 @@ TEST(CpuQuantized, QdqConvRegionRunsOnIntegerKernels) {
     Value* xd = b.add(Op(ops::DequantizeLinear{}), {xq, xs, xz});
     ops::DequantizeLinear per_channel;
     per_channel.axis = 0;
-    Value* wd = b.add(Op(per_channel),
-                      {b.constant(random_ints<int8_t>(Shape{32, 32, 3, 3}, -127, 127, 13)),
-                       b.constant(per_channel_scales(32, 14)),
-                       b.constant(Tensor(DType::kI8, Shape{32}))});
+    Value* wd =
+        b.add(Op(per_channel),
+              {b.constant(random_ints<int8_t>(Shape{32, 32, 3, 3}, -127, 127, 13)),
+               b.constant(per_channel_scales(32, 14)), b.constant(Tensor(DType::kI8, Shape{32}))});
     ops::Conv conv;
     conv.pads = std::vector<int64_t>{1, 1, 1, 1};
     Value* y = b.add(Op(conv), {xd, wd, b.constant(random_f32(Shape{32}, -0.1f, 0.1f, 15))});
