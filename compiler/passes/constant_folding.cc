@@ -25,6 +25,14 @@ bool is_random(OpKind kind) {
   }
 }
 
+// DequantizeLinear of an 8-bit constant: quantized weights stay quantized, for the targets'
+// integer rewrites (qdq_fusion) to find.
+bool is_quantized_weight(const Node& node) {
+  if (node.kind() != OpKind::kDequantizeLinear || !node.has_input(0)) return false;
+  const Tensor* t = node.input(0)->constant_value();
+  return t != nullptr && (t->dtype() == DType::kI8 || t->dtype() == DType::kU8);
+}
+
 // The value of Shape/Size when the input's shape is static, without touching its data.
 std::optional<Tensor> static_shape_value(const Node& node) {
   if (!node.has_input(0) || !node.input(0)->type().is_tensor()) return std::nullopt;
@@ -65,6 +73,7 @@ class ConstantFolding final : public Pass {
  private:
   Result<bool> fold(Graph& graph, Node* node) {
     if (node->kind() == OpKind::kConstant || is_random(node->kind())) return false;
+    if (is_quantized_weight(*node)) return false;
     if (node->kind() == OpKind::kShape || node->kind() == OpKind::kSize) {
       std::optional<Tensor> value = static_shape_value(*node);
       if (value) return replace(graph, node, {Argument(std::move(*value))});

@@ -12,7 +12,8 @@ namespace kiln::compiler {
 // Removes nodes none of whose outputs are used or returned.
 std::unique_ptr<Pass> make_dead_code_elimination();
 // Evaluates nodes whose inputs are all constants (with the ref kernels) and Shape/Size of static
-// shapes, replacing them by Constant nodes. Random ops and results above `max_elements` stay.
+// shapes, replacing them by Constant nodes. Random ops, results above `max_elements` and
+// DequantizeLinear of 8-bit constants (quantized weights) stay.
 std::unique_ptr<Pass> make_constant_folding(int64_t max_elements = int64_t{1} << 24);
 // Merges nodes with the same op, attributes and inputs (equal constants included).
 std::unique_ptr<Pass> make_common_subexpression_elimination();
@@ -26,6 +27,14 @@ std::unique_ptr<Pass> make_batchnorm_folding();
 // Marks a Conv whose only use is a Relu as Conv[activation="Relu"] and removes the Relu (targets
 // with fused kernels run it; the ref Conv kernel honours the field too).
 std::unique_ptr<Pass> make_conv_activation_fusion();
+
+// Rewrites quantized regions to integer ops: QuantizeLinear(Conv(DequantizeLinear(x),
+// DequantizeLinear(w), bias)) (a Relu before the QuantizeLinear absorbed when its zero point is
+// the type's lowest value) to QLinearConv, the same around MatMul to QLinearMatMul, and drops
+// QuantizeLinear(DequantizeLinear(x)) pairs of equal parameters, also around ops that only move
+// elements (Reshape, Flatten, Transpose, Squeeze, Unsqueeze). Activations need per-tensor constant
+// parameters; weights are 8-bit constants with per-tensor or per-output-channel scales.
+std::unique_ptr<Pass> make_qdq_fusion();
 
 // Re-infers output types that rewrites made computable (a Reshape whose shape was folded into a
 // constant), keeping every type that is already static, and constant-folds what that makes

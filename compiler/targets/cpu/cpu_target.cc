@@ -120,6 +120,8 @@ class CpuTarget final : public Target {
     // Folding shape computations leaves static types to infer (Reshape targets): the planned
     // program needs them, and they let the clean-up go further.
     passes.push_back(make_type_refinement());
+    // Quantized regions become integer ops (oneDNN int8 kernels) before the second clean-up.
+    passes.push_back(make_qdq_fusion());
     for (auto& pass : standard_passes()) passes.push_back(std::move(pass));
     passes.push_back(make_conv_activation_fusion());
     return passes;

@@ -31,6 +31,30 @@ dnnl::memory::desc plain_desc(const Shape& shape) {
   return plain_desc(to_dims(shape));
 }
 
+std::optional<dnnl::memory::data_type> dnnl_type(DType dtype) {
+  switch (dtype) {
+    case DType::kF32: return dnnl::memory::data_type::f32;
+    case DType::kU8: return dnnl::memory::data_type::u8;
+    case DType::kI8: return dnnl::memory::data_type::s8;
+    case DType::kI32: return dnnl::memory::data_type::s32;
+    default: return std::nullopt;
+  }
+}
+
+dnnl::memory::desc plain_desc(const Shape& shape, DType dtype) {
+  const dnnl::memory::desc f32 = plain_desc(shape);
+  std::optional<dnnl::memory::data_type> dt = dnnl_type(dtype);
+  // Other dtypes keep the f32 description: only oneDNN's types are ever reordered.
+  return dt ? with_type(f32, *dt) : f32;
+}
+
+dnnl::memory::desc with_type(const dnnl::memory::desc& layout, dnnl::memory::data_type dt) {
+  dnnl_memory_desc_t md = layout.data;
+  md.data_type = static_cast<dnnl_data_type_t>(dt);
+  md.extra = dnnl_memory_extra_desc_t{};
+  return dnnl::memory::desc(md);
+}
+
 std::optional<StaticShapes> static_f32_shapes(const Node& node) {
   auto static_f32 = [](const Value* v) -> std::optional<Shape> {
     if (!v->type().is_tensor()) return std::nullopt;

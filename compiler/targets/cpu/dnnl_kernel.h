@@ -19,6 +19,12 @@ namespace kiln::compiler::cpu {
 dnnl::memory::desc plain_desc(const Shape& shape);
 dnnl::memory::desc plain_desc(const dnnl::memory::dims& dims);
 dnnl::memory::dims to_dims(const Shape& shape);
+// Plain layout of a tensor of `dtype` (f32, u8, s8, s32; others as bytes).
+dnnl::memory::desc plain_desc(const Shape& shape, DType dtype);
+// oneDNN's data type for `dtype`, when it has one.
+std::optional<dnnl::memory::data_type> dnnl_type(DType dtype);
+// `layout` (its dims, strides and blocking) for elements of type `dt`.
+dnnl::memory::desc with_type(const dnnl::memory::desc& layout, dnnl::memory::data_type dt);
 dnnl::memory::dims to_dims(const std::vector<int64_t>& values);
 
 // The node's static f32 tensor shapes, input by input (nullopt for an omitted input), when every

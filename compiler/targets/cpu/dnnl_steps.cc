@@ -836,7 +836,7 @@ Result<ConvLayout> choose_conv_layout(const Graph& graph) {
 
 Result<bool> lower_dnnl(ProgramBuilder& builder, const Node& node) {
   try {
-    return lower(builder, node);
+    return lower_quantized(builder, node) || lower(builder, node);
   } catch (const dnnl::error&) {
     return false;  // a combination oneDNN does not implement: the node runs its ref kernel
   }

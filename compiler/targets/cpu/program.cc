@@ -277,7 +277,7 @@ int ProgramBuilder::buffer_of(const Value* v) const {
 
 dnnl::memory::desc ProgramBuilder::layout_of(const Value* v) const {
   const Buffer& b = buffer(buffer_of(v));
-  return b.layout.is_zero() ? plain_desc(b.shape) : b.layout;
+  return b.layout.is_zero() ? plain_desc(b.shape, b.dtype) : b.layout;
 }
 
 int ProgramBuilder::in_layout(const Value* v, const dnnl::memory::desc& want) {
@@ -291,7 +291,7 @@ int ProgramBuilder::in_layout(const Value* v, const dnnl::memory::desc& want) {
   }
   const dnnl::memory::desc from = layout_of(v);
   Buffer b;
-  b.dtype = DType::kF32;
+  b.dtype = buffer(id).dtype;
   b.shape = buffer(id).shape;
   b.layout = want;
   b.bytes = want.get_size();
@@ -312,7 +312,7 @@ int ProgramBuilder::in_layout(const Value* v, const dnnl::memory::desc& want) {
 int ProgramBuilder::plain(const Value* v) {
   const Buffer& b = buffer(buffer_of(v));
   if (b.is_plain()) return buffer_of(v);
-  return in_layout(v, plain_desc(b.shape));
+  return in_layout(v, plain_desc(b.shape, b.dtype));
 }
 
 int ProgramBuilder::define(const Value* v, const dnnl::memory::desc& layout) {

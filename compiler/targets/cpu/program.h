@@ -204,6 +204,10 @@ class ProgramBuilder {
 // Lowers `node` (and the nodes it fuses with) to oneDNN steps when it can; false leaves the node to
 // its ref step. Defined in dnnl_steps.cc.
 Result<bool> lower_dnnl(ProgramBuilder& builder, const Node& node);
+// Lowers an integer node (QLinearConv, ConvInteger, QLinearMatMul, MatMulInteger) or a
+// QuantizeLinear / DequantizeLinear to oneDNN int8 steps when it can; may throw dnnl::error.
+// Defined in quantized.cc.
+bool lower_quantized(ProgramBuilder& builder, const Node& node);
 
 // A step that runs one oneDNN primitive over buffers, with optional constant memories (packed
 // weights) and a reorder that fills the destination first (a sum post-op's addend).

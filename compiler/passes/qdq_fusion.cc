@@ -1,0 +1,314 @@
+// SPDX-License-Identifier: Apache-2.0
+// QDQ fusion: DequantizeLinear -> Conv/MatMul (-> Relu) -> QuantizeLinear regions, as PyTorch FX
+// quantization and ONNX Runtime's QDQ format write them, become QLinearConv / QLinearMatMul on the
+// integer tensors; Q/DQ pairs around ops that commute with quantization are elided.
+#include <fmt/format.h>
+
+#include <cmath>
+#include <optional>
+
+#include "compiler/ops/all_ops.h"
+#include "compiler/ops/infer.h"
+#include "compiler/passes/passes.h"
+#include "compiler/passes/rewrite.h"
+
+namespace kiln::compiler {
+
+namespace {
+
+bool is_8bit(DType d) {
+  return d == DType::kU8 || d == DType::kI8;
+}
+
+const Tensor* constant_of(const Node& node, int input) {
+  return node.has_input(input) ? node.input(input)->constant_value() : nullptr;
+}
+
+// The only node using `v` (not returned by the graph), or nullptr.
+Node* sole_user(const Value* v) {
+  if (v->uses().size() != 1 || is_graph_output(v)) return nullptr;
+  return v->uses()[0].node;
+}
+
+// Per-tensor quantization parameters of a QuantizeLinear or DequantizeLinear node: a constant
+// scalar f32 scale and a constant scalar zero point (absent: 0 of the node's 8-bit type).
+struct TensorParams {
+  float scale = 0.0f;
+  int64_t zero_point = 0;
+  DType qtype = DType::kU8;
+};
+
+std::optional<TensorParams> tensor_params(const Node& node) {
+  const Tensor* scale = constant_of(node, 1);
+  if (scale == nullptr || scale->dtype() != DType::kF32 || scale->numel() != 1) return std::nullopt;
+  TensorParams p;
+  p.scale = scale->data<float>()[0];
+  if (!(p.scale > 0.0f) || !std::isfinite(p.scale)) return std::nullopt;
+  const Value* q = node.kind() == OpKind::kQuantizeLinear ? node.output(0) : node.input(0);
+  if (!q->type().is_tensor() || !is_8bit(q->tensor_type().dtype)) return std::nullopt;
+  p.qtype = q->tensor_type().dtype;
+  if (node.has_input(2)) {
+    const Tensor* zp = constant_of(node, 2);
+    if (zp == nullptr || zp->numel() != 1 || zp->dtype() != p.qtype) return std::nullopt;
+    p.zero_point = p.qtype == DType::kU8 ? zp->data<uint8_t>()[0] : zp->data<int8_t>()[0];
+  }
+  return p;
+}
+
+// The 8-bit tensor a DequantizeLinear with per-tensor parameters reads, when `v` is its output.
+const Node* dequantize_of(const Value* v) {
+  const Node* dq = v->producer();
+  if (dq == nullptr || dq->kind() != OpKind::kDequantizeLinear || dq->graph() != v->graph()) {
+    return nullptr;
+  }
+  return tensor_params(*dq) ? dq : nullptr;
+}
+
+// A weight DequantizeLinear: a constant 8-bit tensor, a constant scale (one value, or one per
+// slice along `axis`) and an optional constant zero point of the same shape.
+struct WeightParams {
+  const Node* dq = nullptr;
+  const Tensor* weights = nullptr;
+  std::vector<float> scales;  // one value, or one per slice along the axis
+  int64_t axis = 0;
+};
+
+std::optional<WeightParams> weight_params(const Value* v) {
+  const Node* dq = v->producer();
+  if (dq == nullptr || dq->kind() != OpKind::kDequantizeLinear) return std::nullopt;
+  WeightParams p;
+  p.dq = dq;
+  p.weights = constant_of(*dq, 0);
+  const Tensor* scale = constant_of(*dq, 1);
+  if (p.weights == nullptr || !is_8bit(p.weights->dtype()) || scale == nullptr ||
+      scale->dtype() != DType::kF32 || p.weights->shape().rank() < 1) {
+    return std::nullopt;
+  }
+  p.axis = dq->attrs<ops::DequantizeLinear>().axis;
+  if (p.axis < 0) p.axis += p.weights->shape().rank();
+  if (scale->numel() != 1 && (scale->shape().rank() != 1 || p.axis >= p.weights->shape().rank() ||
+                              scale->numel() != p.weights->shape()[static_cast<int>(p.axis)])) {
+    return std::nullopt;
+  }
+  for (float s : scale->span<float>()) {
+    if (!(s > 0.0f) || !std::isfinite(s)) return std::nullopt;
+    p.scales.push_back(s);
+  }
+  if (dq->has_input(2)) {
+    const Tensor* zp = constant_of(*dq, 2);
+    if (zp == nullptr || zp->dtype() != p.weights->dtype() || zp->numel() != scale->numel()) {
+      return std::nullopt;
+    }
+  }
+  return p;
+}
+
+// The node's zero-point input `i`, or a new constant 0 of `dtype` shaped like `like` (a scalar
+// when `like` is null).
+Value* zero_point_or_zero(Graph& graph, const Node& node, int i, DType dtype, const Tensor* like,
+                          Node* before) {
+  if (node.has_input(i)) return node.input(i);
+  Shape shape = like != nullptr ? like->shape() : Shape{};
+  Tensor zero = Tensor::allocate(dtype, shape).value();
+  std::memset(zero.raw_data(), 0, zero.nbytes());
+  return graph.add_constant(std::move(zero), graph.unique_name(node.name() + "_zero_point"),
+                            before);
+}
+
+// The bias of a Conv as int32 in units of x_scale * w_scale[c]: an f32 constant quantized, or a
+// DequantizeLinear of an int32 constant whose scale is that product (taken as it is).
+std::optional<Tensor> integer_bias(const Value* bias, float x_scale,
+                                   const std::vector<float>& w_scales, int64_t channels) {
+  auto scale_of = [&](int64_t c) {
+    return x_scale * w_scales[w_scales.size() == 1 ? 0 : static_cast<size_t>(c)];
+  };
+  std::vector<float> values;
+  if (const Node* dq = bias->producer(); dq != nullptr && dq->kind() == OpKind::kDequantizeLinear) {
+    const Tensor* q = constant_of(*dq, 0);
+    const Tensor* s = constant_of(*dq, 1);
+    const Tensor* zp = constant_of(*dq, 2);
+    if (q == nullptr || q->dtype() != DType::kI32 || q->numel() != channels || s == nullptr ||
+        s->dtype() != DType::kF32 || (s->numel() != 1 && s->numel() != channels)) {
+      return std::nullopt;
+    }
+    bool same = zp == nullptr || zp->dtype() == DType::kI32;
+    for (int64_t c = 0; same && c < channels; ++c) {
+      const float sc = s->data<float>()[s->numel() == 1 ? 0 : c];
+      same = std::abs(sc - scale_of(c)) <= 1e-5f * scale_of(c) &&
+             (zp == nullptr || zp->data<int32_t>()[zp->numel() == 1 ? 0 : c] == 0);
+    }
+    if (same) return *q;
+    return std::nullopt;
+  }
+  const Tensor* b = bias->constant_value();
+  if (b == nullptr || b->dtype() != DType::kF32 || b->numel() != channels) return std::nullopt;
+  std::vector<int32_t> q(static_cast<size_t>(channels));
+  for (int64_t c = 0; c < channels; ++c) {
+    const double v = std::nearbyint(static_cast<double>(b->data<float>()[c]) / scale_of(c));
+    if (std::abs(v) > 2147483647.0) return std::nullopt;
+    q[static_cast<size_t>(c)] = static_cast<int32_t>(v);
+  }
+  return Tensor::from_vector<int32_t>(q);
+}
+
+// Q(Relu(y)) equals Q(y) when the quantized zero point is the lowest value of its type (the
+// saturation does the Relu).
+bool relu_is_saturation(const TensorParams& y) {
+  return y.zero_point == (y.qtype == DType::kU8 ? 0 : -128);
+}
+
+// The value the QuantizeLinear `q` quantizes, looking through a Relu it absorbs; sets `relu`.
+Value* quantized_source(const Node& q, const TensorParams& yp, bool& relu) {
+  Value* y = q.input(0);
+  relu = false;
+  Node* p = y->producer();
+  if (p != nullptr && p->kind() == OpKind::kRelu && sole_user(y) == &q && relu_is_saturation(yp)) {
+    relu = true;
+    y = p->input(0);
+  }
+  return y;
+}
+
+Value* finish(Graph& graph, Node* q, Op op, std::vector<Value*> inputs, const std::string& name) {
+  Node* n = graph.add_node(std::move(op), std::move(inputs), 1, name, q);
+  n->output(0)->set_name(graph.unique_name(name + "_q"));
+  return n->output(0);
+}
+
+// Q(Conv(DQ(x), DQ(w), bias)) (a Relu before the Q absorbed)  ==>  QLinearConv.
+Result<bool> fuse_conv(Graph& graph, Node* q) {
+  if (q->kind() != OpKind::kQuantizeLinear) return false;
+  std::optional<TensorParams> yp = tensor_params(*q);
+  if (!yp) return false;
+  bool relu = false;
+  Value* y = quantized_source(*q, *yp, relu);
+  Node* conv = y->producer();
+  if (conv == nullptr || conv->kind() != OpKind::kConv || conv->graph() != &graph) return false;
+  if (sole_user(y) == nullptr) return false;
+  const auto& attrs = conv->attrs<ops::Conv>();
+  if (attrs.activation && (*attrs.activation != "Relu" || !relu_is_saturation(*yp))) return false;
+  const Node* dqx = dequantize_of(conv->input(0));
+  std::optional<WeightParams> w = conv->has_input(1) ? weight_params(conv->input(1)) : std::nullopt;
+  if (dqx == nullptr || !w || (w->scales.size() != 1 && w->axis != 0)) return false;
+  const TensorParams xp = *tensor_params(*dqx);
+  const int64_t channels = w->weights->shape()[0];
+  Value* bias = nullptr;
+  if (conv->has_input(2)) {
+    std::optional<Tensor> b = integer_bias(conv->input(2), xp.scale, w->scales, channels);
+    if (!b) return false;
+    bias = graph.add_constant(std::move(*b), graph.unique_name(conv->name() + "_bias_i32"), q);
+  }
+  ops::QLinearConv op;
+  op.auto_pad = attrs.auto_pad;
+  op.dilations = attrs.dilations;
+  op.group = attrs.group;
+  op.kernel_shape = attrs.kernel_shape;
+  op.pads = attrs.pads;
+  op.strides = attrs.strides;
+  std::vector<Value*> inputs = {
+      dqx->input(0),
+      dqx->input(1),
+      zero_point_or_zero(graph, *dqx, 2, xp.qtype, nullptr, q),
+      w->dq->input(0),
+      w->dq->input(1),
+      zero_point_or_zero(graph, *w->dq, 2, w->weights->dtype(), constant_of(*w->dq, 1), q),
+      q->input(1),
+      zero_point_or_zero(graph, *q, 2, yp->qtype, nullptr, q),
+      bias};
+  if (bias == nullptr) inputs.pop_back();
+  Value* out = finish(graph, q, Op(std::move(op)), std::move(inputs), conv->name());
+  KILN_RETURN_IF_ERROR(infer_node(*out->producer()));
+  return replace_node(graph, q, out);
+}
+
+// Q(MatMul(DQ(a), DQ(b))) with per-tensor a and b per-tensor or per column  ==>  QLinearMatMul.
+Result<bool> fuse_matmul(Graph& graph, Node* q) {
+  if (q->kind() != OpKind::kQuantizeLinear) return false;
+  std::optional<TensorParams> yp = tensor_params(*q);
+  if (!yp) return false;
+  bool relu = false;
+  Value* y = quantized_source(*q, *yp, relu);
+  Node* mm = y->producer();
+  if (relu || mm == nullptr || mm->kind() != OpKind::kMatMul || mm->graph() != &graph ||
+      sole_user(y) == nullptr) {
+    return false;
+  }
+  const Node* dqa = dequantize_of(mm->input(0));
+  if (dqa == nullptr) return false;
+  const Node* dqb = dequantize_of(mm->input(1));
+  std::optional<WeightParams> w;
+  if (dqb == nullptr) {
+    w = weight_params(mm->input(1));
+    if (!w || w->weights->shape().rank() != 2 || (w->scales.size() != 1 && w->axis != 1)) {
+      return false;
+    }
+    dqb = w->dq;
+  }
+  const DType bt = dqb->input(0)->tensor_type().dtype;
+  const Tensor* b_scale = constant_of(*dqb, 1);
+  std::vector<Value*> inputs = {
+      dqa->input(0),
+      dqa->input(1),
+      zero_point_or_zero(graph, *dqa, 2, tensor_params(*dqa)->qtype, nullptr, q),
+      dqb->input(0),
+      dqb->input(1),
+      zero_point_or_zero(graph, *dqb, 2, bt, b_scale, q),
+      q->input(1),
+      zero_point_or_zero(graph, *q, 2, yp->qtype, nullptr, q)};
+  Value* out = finish(graph, q, Op(ops::QLinearMatMul{}), std::move(inputs), mm->name());
+  KILN_RETURN_IF_ERROR(infer_node(*out->producer()));
+  return replace_node(graph, q, out);
+}
+
+bool same_params(const TensorParams& a, const TensorParams& b) {
+  return a.scale == b.scale && a.zero_point == b.zero_point && a.qtype == b.qtype;
+}
+
+// Q(DQ(x)) with equal parameters is x; so is Q(op(DQ(x))) = op(x) for ops that only move or
+// select elements (Reshape, Flatten, Transpose, Squeeze, Unsqueeze, Identity).
+Result<bool> elide_pair(Graph& graph, Node* q) {
+  if (q->kind() != OpKind::kQuantizeLinear) return false;
+  std::optional<TensorParams> yp = tensor_params(*q);
+  if (!yp) return false;
+  Value* v = q->input(0);
+  Node* op = v->producer();
+  if (op == nullptr || op->graph() != &graph) return false;
+  if (const Node* dq = dequantize_of(v)) {
+    if (!same_params(*tensor_params(*dq), *yp)) return false;
+    return replace_node(graph, q, dq->input(0));
+  }
+  switch (op->kind()) {
+    case OpKind::kReshape:
+    case OpKind::kFlatten:
+    case OpKind::kTranspose:
+    case OpKind::kSqueeze:
+    case OpKind::kUnsqueeze:
+    case OpKind::kIdentity: break;
+    default: return false;
+  }
+  if (sole_user(v) != q || op->num_inputs() < 1) return false;
+  const Node* dq = dequantize_of(op->input(0));
+  if (dq == nullptr || !same_params(*tensor_params(*dq), *yp)) return false;
+  std::vector<Value*> inputs = op->inputs();
+  inputs[0] = dq->input(0);
+  Node* moved = graph.add_node(op->op(), std::move(inputs), 1, op->name(), q);
+  moved->output(0)->set_name(graph.unique_name(op->name() + "_q"));
+  KILN_RETURN_IF_ERROR(infer_node(*moved));
+  return replace_node(graph, q, moved->output(0));
+}
+
+class QdqFusion final : public Pass {
+ public:
+  std::string_view name() const override { return "qdq_fusion"; }
+  Result<bool> run(Graph& graph) override {
+    return rewrite_to_fixpoint(graph, {fuse_conv, fuse_matmul, elide_pair});
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Pass> make_qdq_fusion() {
+  return std::make_unique<QdqFusion>();
+}
+
+}  // namespace kiln::compiler

@@ -1,0 +1,128 @@
+// SPDX-License-Identifier: Apache-2.0
+// QDQ fusion on the pattern PyTorch FX quantization exports (Q -> DQ -> Conv(DQ(int8 weights,
+// axis 0), DQ(int32 bias)) -> Relu -> Q), on QDQ MatMul, and on Q/DQ pairs; the rewritten graph
+// computes the same values on ref within one quantization step.
+#include <map>
+
+#include "compiler/passes/pass_test_util.h"
+#include "compiler/targets/target.h"
+
+namespace kiln::compiler {
+namespace {
+
+std::map<std::string, int> op_counts(const Graph& g) {
+  std::map<std::string, int> counts;
+  for (const auto& node : g.nodes()) {
+    if (node->kind() != OpKind::kConstant) ++counts[std::string(node->op().name())];
+  }
+  return counts;
+}
+
+Tensor filled_i8(Shape shape, int seed) {
+  Tensor t(DType::kI8, std::move(shape));
+  int8_t* p = t.data<int8_t>();
+  for (int64_t i = 0; i < t.numel(); ++i) p[i] = static_cast<int8_t>((i * 37 + seed) % 255 - 127);
+  return t;
+}
+
+// The FX export of a quantized ConvReLU2d followed by a quantized Flatten.
+void build_fx_conv(Graph& g) {
+  GraphBuilder b(g);
+  Value* x = b.input("x", testing::f32({1, 4, 6, 6}));
+  Value* xs = b.constant(Tensor::scalar(0.03f), "xs");
+  Value* xz = b.constant(Tensor::scalar<uint8_t>(100), "xz");
+  Value* xq = b.add(Op(ops::QuantizeLinear{}), {x, xs, xz}, "xq");
+  Value* xd = b.add(Op(ops::DequantizeLinear{}), {xq, xs, xz}, "xd");
+  ops::DequantizeLinear axis0;
+  axis0.axis = 0;
+  Value* ws = b.constant(Tensor::from_vector<float>({0.01f, 0.02f, 0.015f}), "ws");
+  Value* wd = b.add(Op(axis0),
+                    {b.constant(filled_i8(Shape{3, 4, 3, 3}, 5), "w"), ws,
+                     b.constant(Tensor(DType::kI8, Shape{3}), "wz")},
+                    "wd");
+  Value* bs =
+      b.constant(Tensor::from_vector<float>({0.03f * 0.01f, 0.03f * 0.02f, 0.03f * 0.015f}));
+  Value* bd = b.add(Op(axis0),
+                    {b.constant(Tensor::from_vector<int32_t>({50, -20, 7}), "b"), bs,
+                     b.constant(Tensor(DType::kI32, Shape{3}))},
+                    "bd");
+  Value* conv = b.add(Op(ops::Conv{}), {xd, wd, bd}, "conv");
+  Value* relu = b.add(Op(ops::Relu{}), {conv}, "relu");
+  Value* ys = b.constant(Tensor::scalar(0.05f), "ys");
+  Value* yz = b.constant(Tensor::scalar<uint8_t>(0), "yz");
+  Value* yq = b.add(Op(ops::QuantizeLinear{}), {relu, ys, yz}, "yq");
+  Value* yd = b.add(Op(ops::DequantizeLinear{}), {yq, ys, yz}, "yd");
+  Value* flat = b.add(Op(ops::Flatten{}), {yd}, "flat");
+  Value* fq = b.add(Op(ops::QuantizeLinear{}), {flat, ys, yz}, "fq");
+  b.output(b.add(Op(ops::DequantizeLinear{}), {fq, ys, yz}, "out"));
+}
+
+Tensor run_ref(std::shared_ptr<Graph> g, const Tensor& x) {
+  auto target = make_target("ref");
+  auto exe = compile(std::move(g), **target);
+  EXPECT_TRUE(exe.ok()) << exe.status().to_string();
+  auto out = (*exe)->run({Argument(x)});
+  EXPECT_TRUE(out.ok()) << out.status().to_string();
+  return (*out)[0].tensor();
+}
+
+TEST(QdqFusion, RewritesTheFxConvReluPatternToQLinearConv) {
+  auto g = std::make_shared<Graph>("fx");
+  build_fx_conv(*g);
+  auto original = std::make_shared<Graph>("fx");
+  build_fx_conv(*original);
+  Result<bool> changed = make_qdq_fusion()->run(*g);
+  ASSERT_TRUE(changed.ok()) << changed.status().to_string();
+  EXPECT_TRUE(*changed);
+  ASSERT_TRUE(make_dead_code_elimination()->run(*g).ok());
+  // The conv, its Relu and the Flatten run on the u8 tensors; one Q at the input and one DQ at
+  // the output remain.
+  EXPECT_EQ(
+      op_counts(*g),
+      (std::map<std::string, int>{
+          {"DequantizeLinear", 1}, {"Flatten", 1}, {"QLinearConv", 1}, {"QuantizeLinear", 1}}))
+      << print_graph(*g);
+  EXPECT_NE(print_graph(*g).find("%flat_q: u8[1,48] = Flatten[axis=1](%conv_q)"), std::string::npos)
+      << print_graph(*g);
+
+  Tensor x(DType::kF32, Shape{1, 4, 6, 6});
+  for (int64_t i = 0; i < x.numel(); ++i)
+    x.data<float>()[i] = static_cast<float>(i % 13) * 0.2f - 1;
+  const Tensor want = run_ref(original, x);
+  const Tensor got = run_ref(g, x);
+  ASSERT_EQ(want.shape(), got.shape());
+  for (int64_t i = 0; i < want.numel(); ++i) {
+    EXPECT_NEAR(want.data<float>()[i], got.data<float>()[i], 0.05f + 1e-6f) << i;
+  }
+}
+
+TEST(QdqFusion, RewritesQdqMatMulAndLeavesARelu) {
+  Graph g("mm");
+  GraphBuilder b(g);
+  Value* a = b.input("a", TensorType(DType::kU8, Shape{2, 8}));
+  Value* s = b.constant(Tensor::scalar(0.1f), "s");
+  Value* z = b.constant(Tensor::scalar<uint8_t>(128), "z");
+  Value* ad = b.add(Op(ops::DequantizeLinear{}), {a, s, z}, "ad");
+  Value* wd = b.add(
+      Op(ops::DequantizeLinear{}),
+      {b.constant(filled_i8(Shape{8, 5}, 1), "w"), s, b.constant(Tensor::scalar<int8_t>(0))}, "wd");
+  Value* mm = b.add(Op(ops::MatMul{}), {ad, wd}, "mm");
+  b.output(b.add(Op(ops::QuantizeLinear{}), {mm, s, z}, "mq"));
+  // A Relu before a Q whose zero point is not the lowest value stays f32.
+  Value* c = b.add(Op(ops::MatMul{}), {ad, wd}, "mm2");
+  Value* r = b.add(Op(ops::Relu{}), {c}, "relu");
+  b.output(b.add(Op(ops::QuantizeLinear{}), {r, s, z}, "rq"));
+  ASSERT_TRUE(b.status().ok()) << b.status().to_string();
+  Result<bool> changed = make_qdq_fusion()->run(g);
+  ASSERT_TRUE(changed.ok()) << changed.status().to_string();
+  ASSERT_TRUE(make_dead_code_elimination()->run(g).ok());
+  EXPECT_EQ(op_counts(g), (std::map<std::string, int>{{"DequantizeLinear", 2},
+                                                      {"MatMul", 1},
+                                                      {"QLinearMatMul", 1},
+                                                      {"QuantizeLinear", 1},
+                                                      {"Relu", 1}}))
+      << print_graph(g);
+}
+
+}  // namespace
+}  // namespace kiln::compiler
