@@ -40,6 +40,8 @@ class KilnModule(torch.nn.Module):
 
     def _build(self, sample_inputs):
         built = build_program(self._graph[0], sample_inputs)
+        # The graph as converted, before kiln's passes (they fold constant weight dequantizes).
+        self.converted_graph = str(built.program)
         if self.fp16:
             kiln.quantize_fp16(built.program)
         built.program.compile(kiln.get_target(self.target), threads=self.threads)
