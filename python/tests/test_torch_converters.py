@@ -81,6 +81,10 @@ CASES = {
     "F.layer_norm": (Fn(lambda x: F.layer_norm(x, (16,))), X3),
     "maxpool2d": (nn.MaxPool2d(3, 2, 1), X4), "maxpool2d_ceil": (nn.MaxPool2d(2, ceil_mode=True), rand(1, 3, 7, 7)),
     "F.max_pool2d": (Fn(lambda x: F.max_pool2d(x, 2)), X4),
+    # The builtins Dynamo graphs record for F.max_pool2d, F.avg_pool2d, ...
+    "torch.max_pool2d": (Fn(lambda x: torch.max_pool2d(x, 3, 2, 1)), X4),
+    "_nn.avg_pool2d": (Fn(lambda x: torch._C._nn.avg_pool2d(x, 2)), X4),
+    "_nn.adaptive_avg_pool2d": (Fn(lambda x: torch._C._nn.adaptive_avg_pool2d(x, 1)), X4),
     "avgpool2d": (nn.AvgPool2d(2), X4), "avgpool2d_pad": (nn.AvgPool2d(3, 1, 1, count_include_pad=False), X4),
     "F.avg_pool2d": (Fn(lambda x: F.avg_pool2d(x, 2, 2)), X4),
     "adaptive_avg_pool_1": (nn.AdaptiveAvgPool2d(1), X4),

@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from kiln.torch._context import KILN_TYPES, QValue, is_value
-from kiln.torch._registry import converter, method
+from kiln.torch._registry import CONVERTERS, converter, method
 
 
 def arg(args, kwargs, index, name, default=None):
@@ -833,3 +833,21 @@ for _cls in _REFERENCE_CONV:
     converter(_cls, supports=_reference_supported)(convert_reference_conv)
 for _cls in _REFERENCE_LINEAR:
     converter(_cls, supports=_reference_supported)(convert_reference_linear)
+
+
+# ---------------------------------------------------------------------------------------------
+# Spellings Dynamo graphs (PyTorch 2) record for the functional forms above: the builtins that
+# torch.nn.functional wraps, where their arguments come in the same order.
+_ALIASES = {
+    "max_pool1d": convert_max_pool, "max_pool2d": convert_max_pool,
+    "max_pool3d": convert_max_pool, "avg_pool1d": convert_avg_pool,
+    "avg_pool2d": convert_avg_pool, "avg_pool3d": convert_avg_pool,
+    "adaptive_avg_pool1d": convert_adaptive_avg_pool,
+    "adaptive_avg_pool2d": convert_adaptive_avg_pool,
+    "adaptive_avg_pool3d": convert_adaptive_avg_pool, "layer_norm": convert_layer_norm,
+}
+for _name, _fn in _ALIASES.items():
+    for _owner in (torch, torch._C._nn):
+        _builtin = getattr(_owner, _name, None)
+        if _builtin is not None and _builtin not in CONVERTERS:
+            converter(_builtin, supports=SUPPORTS.get(getattr(F, _name)))(_fn)
