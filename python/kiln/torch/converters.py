@@ -22,6 +22,14 @@ def arg(args, kwargs, index, name, default=None):
     return kwargs.get(name, default)
 
 
+def params(target, args, kwargs, *spec):
+    """Per (name, default) of ``spec``: the attribute of a module target, or the argument of a
+    function target at position 1, 2, ... (after the input) or by keyword."""
+    if isinstance(target, nn.Module):
+        return [getattr(target, name) for name, _ in spec]
+    return [arg(args, kwargs, i + 1, name, default) for i, (name, default) in enumerate(spec)]
+
+
 def pair(value, n=2):
     return list(value) if isinstance(value, (list, tuple)) else [value] * n
 
@@ -300,13 +308,8 @@ def _max_pool_supported(node, target):
 @converter(nn.MaxPool1d, nn.MaxPool2d, nn.MaxPool3d, F.max_pool1d, F.max_pool2d, F.max_pool3d,
            supports=_max_pool_supported)
 def convert_max_pool(ctx, target, args, kwargs):
-    if isinstance(target, nn.Module):
-        k, s, p, d, c = (target.kernel_size, target.stride, target.padding, target.dilation,
-                         target.ceil_mode)
-    else:
-        k, s, p, d, c = (arg(args, kwargs, 1, "kernel_size"), arg(args, kwargs, 2, "stride"),
-                         arg(args, kwargs, 3, "padding", 0), arg(args, kwargs, 4, "dilation", 1),
-                         arg(args, kwargs, 5, "ceil_mode", False))
+    k, s, p, d, c = params(target, args, kwargs, ("kernel_size", None), ("stride", None),
+                           ("padding", 0), ("dilation", 1), ("ceil_mode", False))
     spatial = ctx.rank(args[0]) - 2
     return _pool(ctx, "MaxPool", args[0], k, s, p, c, dilations=pair(d, spatial))
 
@@ -320,14 +323,8 @@ def _avg_pool_supported(node, target):
 @converter(nn.AvgPool1d, nn.AvgPool2d, nn.AvgPool3d, F.avg_pool1d, F.avg_pool2d, F.avg_pool3d,
            supports=_avg_pool_supported)
 def convert_avg_pool(ctx, target, args, kwargs):
-    if isinstance(target, nn.Module):
-        k, s, p, c, inc = (target.kernel_size, target.stride, target.padding, target.ceil_mode,
-                           target.count_include_pad)
-    else:
-        k, s, p, c, inc = (arg(args, kwargs, 1, "kernel_size"), arg(args, kwargs, 2, "stride"),
-                           arg(args, kwargs, 3, "padding", 0),
-                           arg(args, kwargs, 4, "ceil_mode", False),
-                           arg(args, kwargs, 5, "count_include_pad", True))
+    k, s, p, c, inc = params(target, args, kwargs, ("kernel_size", None), ("stride", None),
+                             ("padding", 0), ("ceil_mode", False), ("count_include_pad", True))
     return _pool(ctx, "AveragePool", args[0], k, s, p, c, count_include_pad=int(bool(inc)))
 
 
