@@ -12,8 +12,8 @@
 # libraries it links against (link time only: at run time the machine's own CUDA libraries are
 # used, as with ../shared/tools/devpack), the header-only pybind11 and the fmt headers, and the
 # compile definitions of the ci build. `build` compiles python/src/*.cc with that machine's g++
-# against its Python (`python3-config --includes`, the extension suffix of its Python) and links
-# the packed libraries, writing .devpack/python/build/kiln/_kiln<suffix> beside links to the
+# against its Python (include dir and extension suffix from sysconfig; its own pybind11 when it
+# has one) and links the packed libraries, writing .devpack/python/build/kiln/_kiln<suffix> beside links to the
 # pure-Python modules of python/kiln. `run` sets PYTHONPATH and LD_LIBRARY_PATH and runs a
 # command: `import kiln` then works with that machine's python3 and torch.
 set -euo pipefail
@@ -31,7 +31,7 @@ pack() {
   local stage
   stage=$(mktemp -d)
   trap 'rm -rf "$stage"' RETURN
-  mkdir -p "$stage"/{lib,linkonly,include}
+  mkdir -p "$stage"/{lib,linkonly,include,pybind11}
   cp "$here/$build"/compiler/libkiln_compiler.a "$here/$build"/pipeline/libkiln_pipeline.a \
      "$here/$build"/core/libkiln_core.a "$stage/lib/"
   # Shared libraries the extension needs at run time, except glibc, libstdc++ and CUDA.
@@ -46,7 +46,8 @@ pack() {
   cp -L "$cuda/lib/libcudnn.so" "$stage/linkonly/libcudnn.so"
   cp "$cuda/targets/x86_64-linux/lib/libcudadevrt.a" \
      "$cuda/targets/x86_64-linux/lib/libcudart_static.a" "$stage/linkonly/"
-  cp -r /usr/include/pybind11 /usr/include/fmt "$stage/include/"
+  cp -r /usr/include/fmt "$stage/include/"
+  cp -r /usr/include/pybind11 "$stage/pybind11/"  # used only where the Python has no pybind11
   # The definitions the ci build compiles the extension with (they select kiln's targets).
   /usr/bin/python3 - "$here/$build/compile_commands.json" > "$stage/defines" <<'EOF'
 import json, shlex, sys
@@ -55,7 +56,7 @@ print(" ".join(a for a in shlex.split(entry["command"])
                if a.startswith("-D") and not a.startswith("-Dkiln_python")))
 EOF
   mkdir -p "$pack_dir"
-  tar -C "$stage" -cJf "$pack_dir/pack.tar.xz" lib linkonly include defines
+  tar -C "$stage" -cJf "$pack_dir/pack.tar.xz" lib linkonly include pybind11 defines
   cp "$0" "$pack_dir/build_on_device.sh"
   cat > "$pack_dir/run" <<'RUN'
 #!/bin/bash
@@ -79,12 +80,22 @@ build() {
   [ -f "$pack_dir/pack.tar.xz" ] || { echo "build: $pack_dir/pack.tar.xz is missing; run" \
     "python/build_on_device.sh pack on the build machine and carry .devpack" >&2; exit 1; }
   local py=${PYTHON:-python3}
+  if ! "$py" -c 'import torch' 2>/dev/null && [ -x /opt/torch/.venv/bin/python3 ]; then
+    py=/opt/torch/.venv/bin/python3
+  fi
   local out=$pack_dir/build
   rm -rf "$out" && mkdir -p "$out/kiln"
   tar -C "$out" -xJf "$pack_dir/pack.tar.xz"
   local suffix includes
   suffix=$("$py" -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
   includes=$("$py" -c 'import sysconfig; print("-I" + sysconfig.get_paths()["include"])')
+  # That Python's own pybind11 when it has one (it matches its numpy: pybind11 before 2.12 does
+  # not know numpy 2's dtype layout), else Debian's, carried.
+  if pybind=$("$py" -c 'import pybind11; print(pybind11.get_include())' 2>/dev/null); then
+    includes="$includes -I$pybind"
+  else
+    includes="$includes -I$out/pybind11"
+  fi
   local libs=()
   for f in "$out"/lib/*.so*; do libs+=("$f"); done
   echo "compiling the kiln extension for $("$py" --version) ($suffix) with $(g++ --version | head -1)"
@@ -102,6 +113,7 @@ build() {
   for f in "$here"/python/kiln/*; do
     case $(basename "$f") in _kiln*|__pycache__) ;; *) ln -sfn "$f" "$out/kiln/" ;; esac
   done
+  echo "built $out/kiln/_kiln$suffix; run with: $pack_dir/run $py ..."
   "$pack_dir/run" "$py" -c 'import kiln, kiln.torch, torch; print("kiln", kiln.__version__,
     "targets", kiln.target_names(), "torch", torch.__version__,
     "torch.compile backend:", kiln.torch.backend_available())'

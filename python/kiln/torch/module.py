@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: Apache-2.0
 """KilnModule: a torch.nn.Module that runs one compiled kiln program."""
 
+import numpy as np
 import torch
 import torch.utils._pytree as pytree
 
@@ -22,7 +23,7 @@ class KilnModule(torch.nn.Module):
     """Runs an FX graph (``graph_module``) as a kiln executable compiled for ``target``.
 
     Inputs are torch tensors, handed to kiln as views of their memory; outputs are torch tensors
-    viewing kiln's result memory (DLPack), moved to the inputs' device when that is not the CPU.
+    viewing kiln's result memory (buffer protocol), moved to the inputs' device when that is not the CPU.
     Pickling stores the compiled artifact (``kiln.save_buffer``) and the FX graph: unpickling
     loads the artifact, or compiles the graph again when the artifact does not fit this machine.
     """
@@ -71,7 +72,9 @@ class KilnModule(torch.nn.Module):
         leaves = []
         for kind, value in self._out_leaves:
             if kind == "output":
-                t = torch.from_dlpack(results[value])
+                # A view of kiln's result memory through the buffer protocol (no copy; the same
+                # on every PyTorch, whichever DLPack version it speaks).
+                t = torch.from_numpy(np.asarray(results[value]))
                 leaves.append(t if device.type == "cpu" else t.to(device))
             else:
                 leaves.append(value)
