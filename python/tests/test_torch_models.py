@@ -143,3 +143,37 @@ def test_compile_backend_caches_by_shape():
         x = torch.randn(batch, 3, 64, 64)
         with torch.no_grad():
             assert rel_error(compiled(x), model(x)) <= 1e-4
+
+
+class DynamoStyle(nn.Module):
+    """A graph as Dynamo hands it to a backend (PyTorch 2): functional calls, parameters and
+    buffers lifted to placeholders named after their module path."""
+
+    def forward(self, L_x_, L_self_modules_conv_parameters_weight_, L_self_modules_bn_buffers_mean_,
+                L_self_modules_bn_buffers_var_):
+        y = torch.conv2d(L_x_, L_self_modules_conv_parameters_weight_, None, (1, 1), (1, 1),
+                         (1, 1), 1)
+        y = torch.nn.functional.batch_norm(y, L_self_modules_bn_buffers_mean_,
+                                           L_self_modules_bn_buffers_var_, None, None, False,
+                                           0.1, 1e-05)
+        y = torch.nn.functional.relu(y, inplace=True)
+        return (torch.flatten(torch.nn.functional.adaptive_avg_pool2d(y, 1), 1),)
+
+
+def test_backend_freezes_parameters_and_caches_by_shape():
+    from kiln.torch.dynamo import ShapeCache
+
+    torch.manual_seed(0)
+    gm = torch.fx.symbolic_trace(DynamoStyle())
+    weight = nn.Parameter(torch.randn(8, 3, 3, 3))
+    mean, var = torch.randn(8), torch.rand(8) + 0.5
+    runner = ShapeCache(gm, {"target": "cpu", "fp16": False, "min_island": 1, "threads": 0})
+    for batch in (1, 3, 1):
+        x = torch.randn(batch, 3, 8, 8)
+        (out,) = runner(x, weight, mean, var)
+        (expected,) = gm(x, weight, mean, var)
+        assert rel_error(out, expected.detach()) <= 1e-4
+    assert runner.keep == [0]  # the parameter and the buffers became constants
+    assert sorted(k[0][0] for k in runner.cache) == [(1, 3, 8, 8), (3, 3, 8, 8)]
+    lowered = runner.cache[((1, 3, 8, 8), torch.float32, "cpu"),]
+    assert len(kiln.torch.kiln_islands(lowered)) == 1, lowered.code

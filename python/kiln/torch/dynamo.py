@@ -87,25 +87,33 @@ def compile_backend(gm, example_inputs, options=None, **kwargs):
         "min_island": int(options.get("min_island", 1)),
         "threads": int(options.get("threads", 0)),
     }
-    from kiln.torch.lower import lower_graph_module
+    return ShapeCache(gm, settings)
 
-    state = {"frozen": None, "keep": None, "cache": {}}
 
-    def run(*args):
-        if state["frozen"] is None:
-            state["frozen"], state["keep"] = _freeze(gm, args)
-        inputs = [args[i] for i in state["keep"]]
+class ShapeCache:
+    """What the backend hands Dynamo: on the first call it freezes the parameters and buffers of
+    ``gm`` (from the real arguments), then lowers ``gm`` once per distinct shape, dtype and
+    non-tensor values of the remaining arguments and runs the lowered module."""
+
+    def __init__(self, gm, settings):
+        self.gm, self.settings = gm, settings
+        self.frozen, self.keep, self.cache = None, None, {}
+
+    def __call__(self, *args):
+        from kiln.torch.lower import lower_graph_module
+
+        if self.frozen is None:
+            self.frozen, self.keep = _freeze(self.gm, args)
+        inputs = [args[i] for i in self.keep]
         key = _key(inputs)
-        lowered = state["cache"].get(key)
+        lowered = self.cache.get(key)
         if lowered is None:
             log.info("kiln backend: lowering a graph for inputs %s", key)
-            graph = torch.fx.GraphModule(state["frozen"], state["frozen"].graph.__deepcopy__())
-            lowered = lower_graph_module(graph, inputs, **settings)
-            state["cache"][key] = lowered
+            graph = torch.fx.GraphModule(self.frozen, self.frozen.graph.__deepcopy__())
+            lowered = lower_graph_module(graph, inputs, **self.settings)
+            self.cache[key] = lowered
         with torch.no_grad():
             return lowered(*inputs)
-
-    return run
 
 
 def register():
