@@ -177,3 +177,29 @@ def test_backend_freezes_parameters_and_caches_by_shape():
     assert sorted(k[0][0] for k in runner.cache) == [(1, 3, 8, 8), (3, 3, 8, 8)]
     lowered = runner.cache[((1, 3, 8, 8), torch.float32, "cpu"),]
     assert len(kiln.torch.kiln_islands(lowered)) == 1, lowered.code
+
+
+def test_unpickling_recompiles_when_the_artifact_does_not_load():
+    torch.manual_seed(0)
+    model, x = Splits().eval(), torch.randn(2, 3, 16, 16)
+    lowered = kiln.torch.lower(model, (x,))
+    island = kiln.torch.kiln_islands(lowered)[0]
+    state = island.__getstate__()
+    assert isinstance(state["_program"], bytes)
+    state["_program"] = b"not a kiln artifact"  # as from another machine or kiln version
+    rebuilt = kiln.torch.KilnModule.__new__(kiln.torch.KilnModule)
+    rebuilt.__setstate__(state)
+    args = [torch.randn(shape) for shape, _ in island._input_specs]
+    with torch.no_grad():
+        torch.testing.assert_close(rebuilt(*args), island(*args), rtol=0, atol=0)
+
+
+def test_fp16_needs_quantize_fp16():
+    model, x = nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 2)), torch.randn(3, 4)
+    try:
+        lowered = kiln.torch.lower(model, (x,), fp16=True, min_island=1)
+    except kiln.KilnNotImplementedError as error:
+        assert "fp16=True" in str(error) and "quantize_fp16" in str(error)
+        return
+    with torch.no_grad():  # a build with quantize_fp16: half precision, close to fp32
+        assert rel_error(lowered(x).float(), model(x)) <= 1e-2

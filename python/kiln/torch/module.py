@@ -44,7 +44,13 @@ class KilnModule(torch.nn.Module):
         # The graph as converted, before kiln's passes (they fold constant weight dequantizes).
         self.converted_graph = str(built.program)
         if self.fp16:
-            kiln.quantize_fp16(built.program)
+            try:
+                kiln.quantize_fp16(built.program)
+            except kiln.KilnNotImplementedError as error:
+                raise kiln.KilnNotImplementedError(
+                    f"kiln.torch: fp16=True converts each kiln program with kiln.quantize_fp16, "
+                    f"which this kiln build does not have yet ({error}); lower with fp16=False, "
+                    f"or call .half() on the model and its inputs") from error
         built.program.compile(kiln.get_target(self.target), threads=self.threads)
         self._set_built(built)
 
