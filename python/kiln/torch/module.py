@@ -49,8 +49,7 @@ class KilnModule(torch.nn.Module):
             except kiln.KilnNotImplementedError as error:
                 raise kiln.KilnNotImplementedError(
                     f"kiln.torch: fp16=True converts each kiln program with kiln.quantize_fp16, "
-                    f"which this kiln build does not have yet ({error}); lower with fp16=False, "
-                    f"or call .half() on the model and its inputs") from error
+                    f"which this kiln build does not have yet ({error}); lower with fp16=False") from error
         built.program.compile(kiln.get_target(self.target), threads=self.threads)
         self._set_built(built)
 
