@@ -63,29 +63,34 @@ CASES = {
     "sub": (Fn(lambda x: x - 0.5), X4), "rsub": (Fn(lambda x: 1 - x), X4),
     "mul": (Fn(lambda x: x * 3), X4), "rmul": (Fn(lambda x: 3 * x), X4),
     "div": (Fn(lambda x: x / 4), X4), "rdiv": (Fn(lambda x: 1 / (x.abs() + 1)), X4),
-    "pow": (Fn(lambda x: x ** 2), X4), "torch.add_alpha": (Fn(lambda x: torch.add(x, x, alpha=2)), X4),
+    "pow": (Fn(lambda x: x ** 2), X4),
+    "torch.add_alpha": (Fn(lambda x: torch.add(x, x, alpha=2)), X4),
     "iadd": (Fn(lambda x: operator.iadd(x * 1, x)), X4),
     "add_tensors": (Fn2(operator.add), (X4, rand(1, 3, 1, 8, seed=2))),
     "mul_tensors": (Fn2(torch.mul), (X4, rand(2, 3, 8, 8, seed=3))),
     "maximum": (Fn2(torch.maximum), (X4, rand(2, 3, 8, 8, seed=3))),
     "clamp": (Fn(lambda x: torch.clamp(x, -0.3, 0.4)), X4),
     "clamp_min": (Fn(lambda x: x.clamp(min=0.1)), X4),
-    "conv2d": (CONV, X4), "conv2d_stride_dil": (nn.Conv2d(3, 6, 3, stride=2, dilation=2, padding=2), X4),
+    "conv2d": (CONV, X4),
+    "conv2d_stride_dil": (nn.Conv2d(3, 6, 3, stride=2, dilation=2, padding=2), X4),
     "conv2d_groups_nobias": (nn.Conv2d(4, 8, 3, groups=2, bias=False), rand(1, 4, 7, 7)),
     "conv2d_same": (nn.Conv2d(3, 4, 4, padding="same"), X4),
     "conv1d": (nn.Conv1d(5, 7, 3, padding=1), X3),
-    "F.conv2d": (Fn(lambda x: F.conv2d(x, CONV.weight.detach(), CONV.bias.detach(), padding=1)), X4),
+    "F.conv2d": (Fn(lambda x: F.conv2d(x, CONV.weight.detach(), CONV.bias.detach(), padding=1)),
+                 X4),
     "batchnorm2d": (nn.BatchNorm2d(3), X4), "batchnorm1d": (nn.BatchNorm1d(5), X3),
     "F.batch_norm": (Fn(lambda x: F.batch_norm(x, BN[0], BN[1] + 0.5, BN[2], BN[3])), X4),
     "layer_norm": (nn.LayerNorm(16), X3), "layer_norm_2d": (nn.LayerNorm([5, 16]), X3),
     "F.layer_norm": (Fn(lambda x: F.layer_norm(x, (16,))), X3),
-    "maxpool2d": (nn.MaxPool2d(3, 2, 1), X4), "maxpool2d_ceil": (nn.MaxPool2d(2, ceil_mode=True), rand(1, 3, 7, 7)),
+    "maxpool2d": (nn.MaxPool2d(3, 2, 1), X4),
+    "maxpool2d_ceil": (nn.MaxPool2d(2, ceil_mode=True), rand(1, 3, 7, 7)),
     "F.max_pool2d": (Fn(lambda x: F.max_pool2d(x, 2)), X4),
     # The builtins Dynamo graphs record for F.max_pool2d, F.avg_pool2d, ...
     "torch.max_pool2d": (Fn(lambda x: torch.max_pool2d(x, 3, 2, 1)), X4),
     "_nn.avg_pool2d": (Fn(lambda x: torch._C._nn.avg_pool2d(x, 2)), X4),
     "_nn.adaptive_avg_pool2d": (Fn(lambda x: torch._C._nn.adaptive_avg_pool2d(x, 1)), X4),
-    "avgpool2d": (nn.AvgPool2d(2), X4), "avgpool2d_pad": (nn.AvgPool2d(3, 1, 1, count_include_pad=False), X4),
+    "avgpool2d": (nn.AvgPool2d(2), X4),
+    "avgpool2d_pad": (nn.AvgPool2d(3, 1, 1, count_include_pad=False), X4),
     "F.avg_pool2d": (Fn(lambda x: F.avg_pool2d(x, 2, 2)), X4),
     "adaptive_avg_pool_1": (nn.AdaptiveAvgPool2d(1), X4),
     "adaptive_avg_pool_2": (nn.AdaptiveAvgPool2d((2, 4)), X4),
@@ -95,7 +100,8 @@ CASES = {
     "matmul": (Fn(lambda x: torch.matmul(x, W.t())), X3),
     "matmul_op": (Fn(lambda x: x @ x.transpose(1, 2)), X3),
     "bmm": (Fn(lambda x: torch.bmm(x, x.transpose(1, 2))), X3),
-    "flatten": (Fn(lambda x: torch.flatten(x, 1)), X4), "Tensor.flatten": (Fn(lambda x: x.flatten(2)), X4),
+    "flatten": (Fn(lambda x: torch.flatten(x, 1)), X4),
+    "Tensor.flatten": (Fn(lambda x: x.flatten(2)), X4),
     "nn.Flatten": (nn.Flatten(), X4),
     "view": (Fn(lambda x: x.view(x.size(0), -1)), X4),
     "reshape": (Fn(lambda x: x.reshape(2, 3, 64)), X4),
@@ -144,7 +150,8 @@ def test_converter_matches_pytorch(name):
     inputs = inputs if isinstance(inputs, tuple) else (inputs,)
     lowered = kiln.torch.lower(module, inputs, min_island=1)
     # The whole computation runs in kiln: one island, fed by the inputs.
-    calls = [n for n in lowered.graph.nodes if n.op in ("call_function", "call_method", "call_module")]
+    calls = [n for n in lowered.graph.nodes
+             if n.op in ("call_function", "call_method", "call_module")]
     assert [n.target for n in calls] == ["fused_0"], lowered.code
     with torch.no_grad():
         expected = module(*inputs)

@@ -61,7 +61,8 @@ class Mlp(nn.Module):
 def test_quantized_linear_weights(per_channel):
     torch.manual_seed(0)
     example = torch.randn(8, 16)
-    qconfig = get_default_qconfig("fbgemm") if per_channel else torch.ao.quantization.default_qconfig
+    qconfig = (get_default_qconfig("fbgemm") if per_channel
+               else torch.ao.quantization.default_qconfig)
     model = quantize(Mlp(), example, QConfigMapping().set_global(qconfig))
     fc = model.fc1
     assert (fc.weight_qscheme == torch.per_channel_affine) == per_channel

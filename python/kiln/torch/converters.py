@@ -805,7 +805,7 @@ def _reference_supported(node, mod):
 
 _REFERENCE_CONV = []
 _REFERENCE_LINEAR = []
-try:  # torch >= 1.13 spells it torch.ao.nn.quantized.reference; older ones torch.nn.quantized._reference
+try:  # torch.ao.nn.quantized.reference since torch 1.13
     import torch.ao.nn.quantized.reference as _ref
 
     _REFERENCE_CONV = [_ref.Conv1d, _ref.Conv2d, _ref.Conv3d]

@@ -23,7 +23,8 @@ class KilnModule(torch.nn.Module):
     """Runs an FX graph (``graph_module``) as a kiln executable compiled for ``target``.
 
     Inputs are torch tensors, handed to kiln as views of their memory; outputs are torch tensors
-    viewing kiln's result memory (buffer protocol), moved to the inputs' device when that is not the CPU.
+    viewing kiln's result memory (buffer protocol), moved to the inputs' device when that is not
+    the CPU.
     Pickling stores the compiled artifact (``kiln.save_buffer``) and the FX graph: unpickling
     loads the artifact, or compiles the graph again when the artifact does not fit this machine.
     """
@@ -47,9 +48,10 @@ class KilnModule(torch.nn.Module):
             try:
                 kiln.quantize_fp16(built.program)
             except kiln.KilnNotImplementedError as error:
-                raise kiln.KilnNotImplementedError(
-                    f"kiln.torch: fp16=True converts each kiln program with kiln.quantize_fp16, "
-                    f"which this kiln build does not have yet ({error}); lower with fp16=False") from error
+                message = (f"kiln.torch: fp16=True converts each kiln program with "
+                           f"kiln.quantize_fp16, which this kiln build does not have yet "
+                           f"({error}); lower with fp16=False")
+                raise kiln.KilnNotImplementedError(message) from error
         built.program.compile(kiln.get_target(self.target), threads=self.threads)
         self._set_built(built)
 
