@@ -65,6 +65,7 @@ def _unary(op_name):
     def convert(ctx, target, args, kwargs):
         return ctx.op(op_name, [ctx.value(args[0])])
 
+    convert.__name__ = f"convert_{op_name}"
     return convert
 
 
@@ -84,21 +85,17 @@ def _binary(op_name, swap=False):
             b = ctx.op("Mul", [b, ctx.value(alpha, b)])
         return ctx.op(op_name, [a, b])
 
+    convert.__name__ = f"convert_{op_name}" + ("_reversed" if swap else "")
     return convert
 
 
-converter(operator.add, operator.iadd, torch.add, method("add"), method("add_"),
-          method("__add__"))(_binary("Add"))
-converter(method("__radd__"))(_binary("Add", swap=True))
-converter(operator.sub, operator.isub, torch.sub, method("sub"), method("sub_"),
-          method("__sub__"))(_binary("Sub"))
-converter(method("__rsub__"), torch.rsub)(_binary("Sub", swap=True))
-converter(operator.mul, operator.imul, torch.mul, method("mul"), method("mul_"),
-          method("__mul__"))(_binary("Mul"))
-converter(method("__rmul__"))(_binary("Mul", swap=True))
+# (FX records `2 + x` as operator.add(2, x): a constant on either side works for every op.)
+converter(operator.add, operator.iadd, torch.add, method("add"), method("add_"))(_binary("Add"))
+converter(operator.sub, operator.isub, torch.sub, method("sub"), method("sub_"))(_binary("Sub"))
+converter(torch.rsub, method("rsub"))(_binary("Sub", swap=True))
+converter(operator.mul, operator.imul, torch.mul, method("mul"), method("mul_"))(_binary("Mul"))
 converter(operator.truediv, operator.itruediv, torch.div, method("div"), method("div_"),
-          method("__truediv__"), torch.true_divide)(_binary("Div"))
-converter(method("__rtruediv__"))(_binary("Div", swap=True))
+          torch.true_divide)(_binary("Div"))
 converter(operator.pow, torch.pow, method("pow"), method("__pow__"))(_binary("Pow"))
 converter(torch.maximum, method("maximum"))(_binary("Max"))
 converter(torch.minimum, method("minimum"))(_binary("Min"))
@@ -616,6 +613,7 @@ def _softmax(op_name):
             dim = -1
         return ctx.op(op_name, [x], axis=axis(dim, ctx.rank(x)))
 
+    convert.__name__ = f"convert_{op_name}"
     return convert
 
 
@@ -633,6 +631,7 @@ def _reduce(op_name):
         return ctx.op(op_name, [x], axes=[axis(d, ctx.rank(x)) for d in dims],
                       keepdims=int(bool(keepdim)))
 
+    convert.__name__ = f"convert_{op_name}"
     return convert
 
 
