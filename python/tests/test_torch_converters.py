@@ -129,6 +129,45 @@ CASES = {
     "to_dtype": (Fn(lambda x: (x * 4).to(torch.int32).float()), X4),
 }
 
+A = torch.ops.aten
+CW, CB = CONV.weight.detach(), CONV.bias.detach()
+BN_W, BN_B, BN_M, BN_V = BN[0], BN[1], BN[2], BN[3] + 0.5
+# ATen overloads (torch.export graphs, PT2E models on PyTorch 2), called directly.
+CASES.update({
+    "aten.conv2d": (Fn(lambda x: A.conv2d.default(x, CW, CB, [1, 1], [1, 1])), X4),
+    "aten.relu_add": (Fn(lambda x: A.relu.default(A.add.Tensor(x, x, alpha=2))), X4),
+    "aten.arith": (Fn(lambda x: A.div.Tensor(A.sub.Tensor(A.mul.Tensor(x, 3.0), 1.0), 2.0)), X4),
+    "aten.unary": (Fn(lambda x: A.tanh.default(A.sigmoid.default(A.silu.default(x)))), X4),
+    "aten.hard": (Fn(lambda x: A.hardsigmoid.default(A.hardswish.default(
+        A.hardtanh.default(A.clamp.default(x, -2.0, 2.0), -1.5, 1.5)))), X4),
+    "aten.gelu": (Fn(lambda x: A.gelu.default(x, approximate="tanh")), X4),
+    "aten.batch_norm": (Fn(lambda x: A.batch_norm.default(
+        x, BN_W, BN_B, BN_M, BN_V, False, 0.1, 1e-5, False)), X4),
+    "aten.native_batch_norm": (Fn(lambda x: A.native_batch_norm.default(
+        x, BN_W, BN_B, BN_M, BN_V, False, 0.1, 1e-5)[0] * 2), X4),
+    "aten.pools": (Fn(lambda x: A.adaptive_avg_pool2d.default(A.avg_pool2d.default(
+        A.max_pool2d.default(x, [2, 2], [1, 1]), [2, 2]), [1, 1])), X4),
+    "aten.flatten_linear": (Fn(lambda x: A.linear.default(A.flatten.using_ints(x, 1), W[:, :12])),
+                            rand(2, 3, 2, 2)),
+    "aten.addmm": (Fn(lambda x: A.addmm.default(W[0, :6], x, A.t.default(W), beta=0.5)), X3[0]),
+    "aten.shapes": (Fn(lambda x: A.permute.default(A.view.default(
+        A.transpose.int(x, 1, 2), [2, 16, 5]), [2, 0, 1])), X3),
+    "aten.squeeze_cat": (Fn(lambda x: A.cat.default([A.squeeze.dim(A.unsqueeze.default(
+        x, 1), 1), x], 1)), X3),
+    "aten.softmax_mean": (Fn(lambda x: A.mean.dim(A._softmax.default(x, -1, False), [1], True)),
+                          X3),
+    "aten.matmul": (Fn(lambda x: A.bmm.default(x, A.transpose.int(x, 1, 2))), X3),
+    "aten.layer_norm": (Fn(lambda x: A.layer_norm.default(x, [16])), X3),
+    "aten.select_slice": (Fn(lambda x: A.select.int(A.slice.Tensor(
+        A.clone.default(x), 2, 3, 2 ** 63 - 1), 1, 2) * 2), X3),
+    "aten.dropout": (Fn(lambda x: A.dropout.default(x * 2, 0.5, False)), X3),
+})
+
+if hasattr(A, "_native_batch_norm_legit_no_training"):  # PyTorch 2
+    CASES["aten.batch_norm_no_training"] = (Fn(
+        lambda x: A._native_batch_norm_legit_no_training.default(
+            x, BN_W, BN_B, BN_M, BN_V, 0.1, 1e-5)[0] * 2), X4)
+
 
 class Attention(nn.Module):
     def __init__(self, batch_first):
