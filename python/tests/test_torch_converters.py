@@ -161,6 +161,13 @@ CASES.update({
     "aten.select_slice": (Fn(lambda x: A.select.int(A.slice.Tensor(
         A.clone.default(x), 2, 3, 2 ** 63 - 1), 1, 2) * 2), X3),
     "aten.dropout": (Fn(lambda x: A.dropout.default(x * 2, 0.5, False)), X3),
+    # make_fx's spellings (PyTorch's ATen tracer)
+    "aten.convolution": (Fn(lambda x: A.convolution.default(
+        x, CW, CB, [2, 2], [1, 1], [1, 1], False, [0, 0], 1)), X4),
+    "aten.max_pool_indices": (Fn(lambda x: A.max_pool2d_with_indices.default(
+        x * 2, [3, 3], [2, 2], [1, 1])[0]), X4),
+    "aten._reshape_alias": (Fn(lambda x: A._reshape_alias.default(x * 2, [2, 3, 64],
+                                                                  [192, 64, 1])), X4),
 })
 
 if hasattr(A, "_native_batch_norm_legit_no_training"):  # PyTorch 2

@@ -203,3 +203,22 @@ def test_fp16_needs_quantize_fp16():
         return
     with torch.no_grad():  # a build with quantize_fp16: half precision, close to fp32
         assert rel_error(lowered(x).float(), model(x)) <= 1e-2
+
+
+@pytest.mark.parametrize("name", ["resnet18", "mobilenet_v2"])
+def test_aten_graph_from_make_fx(name):
+    # An ATen-level graph as PyTorch's own tracer writes it (aten.convolution, native_batch_norm,
+    # max_pool2d_with_indices, addmm, ...), lowered whole.
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    torch.manual_seed(0)
+    model = getattr(torchvision.models, name)().eval()
+    x = torch.randn(2, 3, 32, 32)
+    with torch.no_grad():
+        graph = make_fx(model)(x)
+    lowered = kiln.torch.lower(graph, (x,))
+    assert [n.target for n in lowered.graph.nodes if n.op == "call_module"] == ["fused_0"], \
+        lowered.code
+    with torch.no_grad():
+        assert rel_error(lowered(x), model(x)) <= 1e-4
+    assert any(n.op == "call_function" for n in graph.graph.nodes)  # the input was not rewritten

@@ -4,6 +4,8 @@ from ``torch.export`` and of PT2E-quantized models (PyTorch 2), plus PT2E's
 ``torch.ops.quantized_decomposed`` quantize/dequantize ops. Most overloads take their arguments
 in the order of the torch function whose converter they reuse; the others get an adapter here."""
 
+import operator
+
 import numpy as np
 import torch
 
@@ -115,6 +117,35 @@ def convert_addmm(ctx, target, args, kwargs):
 
 
 _alias(["addmm.default"], convert_addmm)
+
+
+def convert_convolution(ctx, target, args, kwargs):
+    """aten.convolution.default(input, weight, bias, stride, padding, dilation, transposed,
+    output_padding, groups), not transposed."""
+    x, weight, bias, stride, padding, dilation = args[:6]
+    return c._conv(ctx, x, weight, bias, stride, padding, dilation, args[8])
+
+
+_alias(["convolution.default"], convert_convolution,
+       lambda node, target: node.args[6] is False)
+
+
+def convert_max_pool_with_indices(ctx, target, args, kwargs):
+    """aten.max_pool2d_with_indices.default: (output, indices); only the output is converted."""
+    return (c.convert_max_pool(ctx, target, args, kwargs), None)
+
+
+def _indices_unused(node, target):
+    return all(u.target is operator.getitem and u.args[1] == 0 for u in node.users)
+
+
+_alias(["max_pool2d_with_indices.default"], convert_max_pool_with_indices, _indices_unused)
+def convert_reshape_alias(ctx, target, args, kwargs):
+    """aten._reshape_alias.default(x, size, stride) of a contiguous x: a reshape to size."""
+    return c.convert_reshape(ctx, target, args[:2], {})
+
+
+_alias(["_reshape_alias.default"], convert_reshape_alias)
 
 
 def convert_select(ctx, target, args, kwargs):

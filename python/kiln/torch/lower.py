@@ -24,8 +24,8 @@ def trace(module, num_inputs=1):
     """``module`` as an FX GraphModule (symbolic tracing; torch.nn modules are leaves). A module
     whose own type has a converter (nn.TransformerEncoder, ...) becomes one call of it, since
     tracing its forward would meet control flow."""
-    if isinstance(module, fx.GraphModule):
-        return module
+    if isinstance(module, fx.GraphModule):  # a copy: splitting rewrites the graph
+        return fx.GraphModule(module, module.graph.__deepcopy__())
     if lookup(type(module)) is None:
         return fx.symbolic_trace(module)
     root = torch.nn.Module()
@@ -153,6 +153,8 @@ def lower(module, sample_inputs, target="cpu", fp16=False, min_island=5, threads
 
 def lower_graph_module(gm, sample_inputs, target="cpu", fp16=False, min_island=5, threads=0):
     """``lower`` for a GraphModule that is already traced (the torch.compile backend's)."""
+    gm.graph.eliminate_dead_code()  # e.g. the unused aten.empty of make_fx's batch norms
+    gm.recompile()
     split_gm, names, _ = split(gm, sample_inputs, min_island)
     if not names:
         log.warning("kiln.torch: no part of the model is supported by kiln; it runs in PyTorch")
