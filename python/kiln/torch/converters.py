@@ -12,7 +12,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from kiln.torch._context import KILN_TYPES, QValue, is_value
-from kiln.torch._registry import CONVERTERS, converter, method
+from kiln.torch._registry import CONVERTERS, SUPPORTS, converter, method
 
 
 def arg(args, kwargs, index, name, default=None):
@@ -187,8 +187,6 @@ def _cast_supported(node, target):
               if isinstance(a, torch.dtype)]
     return all(d in KILN_TYPES for d in dtypes)
 
-
-from kiln.torch._registry import SUPPORTS  # noqa: E402
 
 for _key in (method("to"), method("type")):
     SUPPORTS[_key] = _cast_supported

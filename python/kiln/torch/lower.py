@@ -11,7 +11,6 @@ from torch.fx.passes.operator_support import OperatorSupportBase
 from torch.fx.passes.shape_prop import ShapeProp
 
 from kiln.torch._context import KILN_TYPES
-from kiln.torch._interpreter import _FusedModule  # noqa: F401  (registers fused modules)
 from kiln.torch._registry import SUPPORTS, lookup, node_key
 from kiln.torch.module import KilnModule
 
