@@ -9,6 +9,7 @@ calibrated scales and zero points (per-channel weights included).
     /usr/bin/python3 examples/torch/quantized.py --size 224 --calibration 8
 """
 import argparse
+import copy
 import warnings
 
 import torch
@@ -31,6 +32,7 @@ def main():
 
     torch.manual_seed(0)
     model = getattr(torchvision.models, args.model)().eval()
+    float_model = copy.deepcopy(model)  # prepare_fx takes the model over
     example = torch.randn(args.batch, 3, args.size, args.size)
     prepared = prepare_fx(model, get_default_qconfig_mapping("fbgemm"), (example,))
     with torch.no_grad():
@@ -45,10 +47,12 @@ def main():
 
     x = torch.randn_like(example)
     with torch.no_grad():
-        fp32, fake_quant, kiln_out = model(x), reference(x), lowered(x)
-    print(f"kiln vs PyTorch's quantized reference: max |diff| "
-          f"{(kiln_out - fake_quant).abs().max().item():.2e}")
-    print(f"quantized vs fp32 model: max |diff| {(fake_quant - fp32).abs().max().item():.3f} "
+        fp32, fake_quant, kiln_out = float_model(x), reference(x), lowered(x)
+    steps = (kiln_out - fake_quant).abs() / float(reference.fc_scale_0)
+    print(f"kiln vs PyTorch's quantized reference: {steps.mean().item():.2f} output steps on "
+          f"average, at most {steps.max().item():.0f} (rounding flips of fp32 emulation)")
+    print(f"mean |error| against the fp32 model: kiln {(kiln_out - fp32).abs().mean().item():.4f}, "
+          f"PyTorch's reference {(fake_quant - fp32).abs().mean().item():.4f} "
           f"(|fp32| up to {fp32.abs().max().item():.2f})")
     print(f"top-1 agrees with the quantized reference: "
           f"{bool((kiln_out.argmax(1) == fake_quant.argmax(1)).all())}")
