@@ -14,16 +14,17 @@ def example(name, *args):
                        env=dict(os.environ), timeout=300).stdout
 
 
-def test_lower_resnet50(tmp_path):
-    out = example("lower.py", "--size", 64, "--batch", 2, "--save", tmp_path / "r50.pt")
+def test_lower_resnet50():
+    # (--save is left out: torch.save of the lowered module is tested in test_torch_models.py)
+    out = example("lower.py", "--size", 32, "--batch", 2)
     assert "1 kiln island(s)" in out
     error = float(re.search(r"max relative difference to PyTorch ([0-9.e+-]+)", out).group(1))
     assert error <= 1e-4, out
-    assert "top-1 agrees: True" in out and (tmp_path / "r50.pt").stat().st_size > 90e6
+    assert "top-1 agrees: True" in out
 
 
 def test_quantized_resnet50():
-    out = example("quantized.py", "--size", 64, "--calibration", 2)
+    out = example("quantized.py", "--size", 32, "--calibration", 2)
     counts = re.search(r"(\d+) QuantizeLinear, (\d+) DequantizeLinear, (\d+) Conv", out)
     assert int(counts.group(1)) > 50 and int(counts.group(3)) == 53, out
     errors = re.search(r"fp32 model: kiln ([0-9.]+), PyTorch's reference ([0-9.]+)", out)
