@@ -17,6 +17,9 @@ from kiln._kiln import (
     KilnNotImplementedError,
     argument,
     get_onnx_operators,
+    instruction_ref,
+    module,
+    op,
     parse_onnx,
     parse_onnx_buffer,
     program,
@@ -35,7 +38,8 @@ Argument = argument
 Target = target
 
 __all__ = [
-    "KilnError", "KilnNotImplementedError", "argument", "shape", "program", "target",
+    "KilnError", "KilnNotImplementedError", "argument", "shape", "program", "target", "op",
+    "module", "instruction_ref",
     "parse_onnx", "parse_onnx_buffer", "get_onnx_operators", "get_target", "target_names", "save", "load",
     "save_buffer", "load_buffer", "quantize_fp16", "quantize_bf16", "quantize_int8",
     "generate_argument", "fill_argument", "__version__",

@@ -5,10 +5,15 @@
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
+#include <memory>
 #include <utility>
 
 #include "core/status.h"
 #include "core/tensor.h"
+
+namespace kiln::compiler {
+class Graph;
+}  // namespace kiln::compiler
 
 namespace kiln::python {
 
@@ -48,6 +53,11 @@ Result<py::dtype> numpy_dtype(DType dtype);
 py::capsule tensor_to_dlpack(const Tensor& tensor);
 
 void bind_compiler(py::module_& m);
+void bind_builder(py::module_& m);
 void bind_pipeline(py::module_& m);
+
+// kiln.module (builder.cc): the main module of `program` (a kiln.program), editing `graph` until
+// the program is compiled.
+py::object main_module(const py::object& program, std::shared_ptr<compiler::Graph> graph);
 
 }  // namespace kiln::python

@@ -17,6 +17,7 @@
 #include "compiler/targets/target.h"
 #include "core/mapped_file.h"
 #include "python/src/bindings.h"
+#include "python/src/shape.h"
 
 namespace kiln::python {
 namespace {
@@ -24,67 +25,6 @@ namespace {
 using namespace pybind11::literals;
 using compiler::Argument;
 using compiler::TensorType;
-
-// MIGraphX's shape::type_t names, indexed by DType.
-constexpr const char* kTypeNames[kNumDTypes] = {
-    "float_type", "half_type",   "bf16_type",   "double_type", "int8_type",
-    "uint8_type", "int16_type",  "uint16_type", "int32_type",  "uint32_type",
-    "int64_type", "uint64_type", "bool_type",   "string_type"};
-
-DType dtype_from_name(const std::string& name) {
-  for (int i = 0; i < kNumDTypes; ++i) {
-    if (name == kTypeNames[i]) return static_cast<DType>(i);
-  }
-  if (std::optional<DType> d = parse_dtype(name)) return *d;
-  raise_status(invalid_argument_error(fmt::format(
-      "shape: unknown type \"{}\"; expected a MIGraphX name (float_type, int64_type, ...) or a "
-      "numpy one (float32, int64, ...)",
-      name)));
-}
-
-// A tensor type as MIGraphX's `shape`: a type and lens; an unknown dim is -1 (dynamic()).
-struct PyShape {
-  DType dtype = DType::kF32;
-  std::vector<int64_t> lens;
-  std::vector<std::string> symbols;  // per dim; non-empty for a named dynamic dim
-
-  static PyShape of(const TensorType& type) {
-    PyShape s;
-    s.dtype = type.dtype;
-    for (const compiler::Dim& d : type.dims.value_or(std::vector<compiler::Dim>{})) {
-      s.lens.push_back(d.value);
-      s.symbols.push_back(d.symbol);
-    }
-    return s;
-  }
-  bool dynamic() const {
-    return std::any_of(lens.begin(), lens.end(), [](int64_t d) { return d < 0; });
-  }
-  int64_t elements() const {
-    int64_t n = 1;
-    for (int64_t d : lens) n *= d;
-    return dynamic() ? -1 : n;
-  }
-  std::vector<int64_t> strides() const {
-    std::vector<int64_t> out(lens.size());
-    int64_t stride = 1;
-    for (size_t i = lens.size(); i-- > 0;) {
-      out[i] = stride;
-      stride *= std::max<int64_t>(lens[i], 1);
-    }
-    return out;
-  }
-  std::string to_string() const {
-    std::vector<std::string> dims;
-    for (size_t i = 0; i < lens.size(); ++i) {
-      dims.push_back(lens[i] >= 0         ? std::to_string(lens[i])
-                     : symbols[i].empty() ? std::string("?")
-                                          : symbols[i]);
-    }
-    return fmt::format("{}, {{{}}}, {{{}}}", kTypeNames[static_cast<int>(dtype)],
-                       fmt::join(dims, ", "), fmt::join(strides(), ", "));
-  }
-};
 
 PyShape shape_of(const compiler::Value& value) {
   if (!value.type().is_tensor()) {
@@ -108,10 +48,14 @@ class Program {
  public:
   Program(std::unique_ptr<compiler::Model> model, ProgramSource source)
       : graph_(std::move(model->graph)), opset_(model->opset), source_(std::move(source)) {}
+  // A program the graph builder fills in (kiln.program(); get_main_module()).
+  Program() : graph_(std::make_shared<compiler::Graph>()), source_{"<builder>", "", nullptr, {}} {}
   // A program loaded compiled (from an artifact).
   explicit Program(std::shared_ptr<compiler::Executable> exe) : exe_(std::move(exe)) {}
 
   const compiler::Graph& graph() const { return exe_ ? exe_->graph() : *graph_; }
+  // The graph before compilation, which the builder edits; null once compiled.
+  std::shared_ptr<compiler::Graph> editable_graph() const { return exe_ ? nullptr : graph_; }
   bool is_compiled() const { return exe_ != nullptr; }
 
   void compile(const compiler::Target& target, const compiler::CompileOptions& options) {
@@ -404,17 +348,31 @@ void bind_compiler(py::module_& m) {
       "The ONNX operators the importer accepts (\"domain.Op\" outside the default domain).");
 
   py::class_<Program>(m, "program")
+      .def(py::init<>(), "An empty program to build with get_main_module().")
+      .def(
+          "get_main_module",
+          [](const py::object& self) {
+            std::shared_ptr<compiler::Graph> graph = self.cast<const Program&>().editable_graph();
+            if (!graph) {
+              raise_status(failed_precondition_error(
+                  "get_main_module: the program is compiled; build a new kiln.program() to add "
+                  "instructions"));
+            }
+            return main_module(self, std::move(graph));
+          },
+          "The program's graph, to add parameters, literals and instructions to.")
       .def(
           "compile",
           [](Program& p, const compiler::Target& t, bool offload_copy, bool fast_math,
-             bool exhaustive_tune, bool optimize, uint64_t seed) {
+             bool exhaustive_tune, bool optimize, uint64_t seed, int threads) {
             compiler::CompileOptions options;
             options.optimize = optimize;
             options.seed = seed;
+            options.threads = threads;
             p.compile(t, options);
           },
           "t"_a, "offload_copy"_a = true, "fast_math"_a = true, "exhaustive_tune"_a = false,
-          "optimize"_a = true, "seed"_a = 0)
+          "optimize"_a = true, "seed"_a = 0, "threads"_a = 0)
       .def("run", &Program::run, "params"_a)
       .def("is_compiled", &Program::is_compiled)
       .def("get_parameter_names", &Program::parameter_names)
