@@ -1,0 +1,94 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: Apache-2.0
+# The cuda target's whole check on the GPU machine, in one call of about 8 minutes: build and pack
+# here with bench/gpu_vs_torch/pack.sh, then run there (carry [".devpack"], timeout 560):
+#   bench/gpu_vs_torch/device_check.sh [run.py options, e.g. --precision fp32 --max-autotune]
+# Steps, each with a time limit, each writing $OUT/<step>.log (7 files come back):
+#   env          GPU, driver, CUDA/cuDNN, PyTorch
+#   cuda_test    compiler_cuda_test (every case against ref)
+#   backend      ONNX backend suite (node + simple) on cuda, against ref's expected failures
+#   verify       kiln verify --target cuda on the benchmark models (fp32; fp16/bf16 when kiln has
+#                the flags), exported by bench/cpu_vs_ort/export_models.py
+#   sanitizer    compute-sanitizer racecheck and memcheck on the bundled model and kernel cases
+#   bench        bench/gpu_vs_torch/run.py (JSON: $OUT/gpu_vs_torch.json), within what time is left
+# A summary table is printed last. Environment: BENCH_SECONDS (the benchmark's time budget; default
+# what is left of 520 s), SKIP (steps to leave out, e.g. SKIP="backend sanitizer").
+set -uo pipefail
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+cd "$root"
+out="${OUT:-/tmp/device_check}"
+mkdir -p "$out"
+export PYTHONUNBUFFERED=1
+[[ -x .devpack/run ]] || { echo "device_check: no .devpack; run bench/gpu_vs_torch/pack.sh here and carry .devpack" >&2; exit 1; }
+kiln=(.devpack/run kiln)
+start=$SECONDS
+summary=()
+fails=0
+step() {  # step NAME SECONDS COMMAND...: runs it into $out/NAME.log (appending), records the result
+  local name=$1 limit=$2 t=$SECONDS rc
+  shift 2
+  [[ " ${SKIP:-} " == *" $name "* ]] && return 0
+  echo "== $* (limit ${limit} s)" >>"$out/$name.log"
+  timeout --kill-after=10 "$limit" "$@" >>"$out/$name.log" 2>&1
+  rc=$?
+  [[ $rc -ne 0 ]] && fails=$((fails + 1))
+  summary+=("$(printf '%-10s %-60.60s rc=%-3s %4d s' "$name" "$*" "$rc" $((SECONDS - t)))")
+  echo "[$((SECONDS - start)) s] $name: rc $rc: $*"
+}
+
+# ---- env
+{
+  nvidia-smi --query-gpu=name,compute_cap,driver_version,memory.total --format=csv
+  nvcc --version 2>/dev/null | tail -2
+  python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "cudnn", torch.backends.cudnn.version())'
+  "${kiln[@]}" devices
+  "${kiln[@]}" --version
+} >"$out/env.log" 2>&1
+cat "$out/env.log"
+
+# ---- tests
+step cuda_test 120 "${kiln[0]}" compiler_cuda_test
+data=/tmp/onnx_backend_data
+mkdir -p "$data" && tar -C "$data" -xJf .devpack/onnx_backend_data.tar.xz
+step backend 150 "${kiln[0]}" onnx_backend_runner --data "$data" --kinds node,simple --target cuda \
+  --expected tests/onnx_backend/expected_failures_ref.txt
+
+# ---- verify on the benchmark models
+models=/tmp/gpu_vs_torch_models
+step verify 60 python3 bench/cpu_vs_ort/export_models.py --out "$models" resnet50 mobilenet_v2 \
+  efficientnet_b0 vit_b_16 bert_base_seq128
+precisions=("")
+help=$("${kiln[@]}" verify --help 2>&1)
+for p in fp16 bf16; do [[ $help == *"--$p"* ]] && precisions+=("--$p"); done
+for p in "${precisions[@]}"; do
+  tol=()
+  [[ -n $p ]] && tol=(--rtol 1e-2 --atol 1e-3)
+  for m in resnet50 mobilenet_v2 efficientnet_b0; do
+    step verify 60 "${kiln[@]}" verify "$models/$m.onnx" --target cuda --input-shape input=2x3x224x224 $p "${tol[@]}"
+  done
+  step verify 60 "${kiln[@]}" verify "$models/vit_b_16.onnx" --target cuda --input-shape input=1x3x224x224 $p "${tol[@]}"
+  step verify 90 "${kiln[@]}" verify "$models/bert_base_seq128.onnx" --target cuda --input-shape input=1x128x768 $p "${tol[@]}"
+done
+
+# ---- compute-sanitizer: shared-memory races and out-of-bounds accesses in our kernels
+sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+filter='--gtest_filter=*Bundled*:*Pool*:*Elementwise*'
+step sanitizer 90 "${kiln[0]}" "$sanitizer" --tool racecheck --error-exitcode 1 \
+  "$(ls -d /tmp/devpack-*/bin | head -1)/compiler_cuda_test" "$filter"
+step sanitizer 90 "${kiln[0]}" "$sanitizer" --tool memcheck --error-exitcode 1 \
+  "$(ls -d /tmp/devpack-*/bin | head -1)/compiler_cuda_test" "$filter"
+
+# ---- the benchmark, in the time left (the whole call should end within 9 minutes)
+left=$((520 - (SECONDS - start)))
+budget=${BENCH_SECONDS:-$left}
+step bench $((budget + 30)) python3 bench/gpu_vs_torch/run.py --kiln "${kiln[*]}" \
+  --models-dir "$models" --json "$out/gpu_vs_torch.json" --time-budget "$budget" "$@"
+
+echo
+echo "device_check: $fails step(s) failed; $((SECONDS - start)) s; logs in $out"
+printf '%s\n' "${summary[@]}"
+grep -E "passed|failed|FAILED|agree|differ|ERROR SUMMARY|RACECHECK SUMMARY" \
+  "$out/cuda_test.log" "$out/backend.log" "$out/verify.log" "$out/sanitizer.log" | tail -40
+echo
+sed -n '/^gpu_vs_torch on/,$p' "$out/bench.log"
+exit $((fails > 0))
