@@ -251,6 +251,88 @@ TEST(CudaTarget, PoolSoftmaxNormalizationAndDataMovementMatchRef) {
   EXPECT_EQ(steps.second - steps.first, 1);
 }
 
+// `t` in `dtype` (f32, f16 or bf16), rounded to nearest even.
+Tensor in_dtype(const Tensor& t, DType dtype) {
+  if (dtype == DType::kF32) return t;
+  Tensor out(dtype, t.shape());
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    const float v = t.data<float>()[i];
+    if (dtype == DType::kF16) {
+      out.data<Half>()[i] = Half(v);
+    } else {
+      out.data<BFloat16>()[i] = BFloat16(v);
+    }
+  }
+  return out;
+}
+
+// The graphs that quantize_fp16/bf16 make: f32 at the edges (Casts), f16/bf16 between, with f32
+// accumulation inside. cuda in f16 and bf16 against ref in f32, within their precision.
+TEST(CudaTarget, HalfPrecisionGraphsMatchRefInF32) {
+  SKIP_WITHOUT_GPU();
+  const Tensor w1 = random_tensor(Shape{8, 3, 3, 3}, 50);
+  const Tensor b1 = random_tensor(Shape{8}, 51);
+  const Tensor dw = random_tensor(Shape{8, 1, 3, 3}, 52);
+  const Tensor scale = random_tensor(Shape{8}, 53);
+  const Tensor shift = random_tensor(Shape{8}, 54);
+  const Tensor mean = random_tensor(Shape{8}, 55);
+  Tensor var = random_tensor(Shape{8}, 56);
+  for (float& v : var.span<float>()) v = std::abs(v) + 0.5f;
+  const Tensor fc = random_tensor(Shape{8, 16}, 57);
+  const Tensor fc_bias = random_tensor(Shape{16}, 58);
+  const std::vector<Tensor> inputs = {random_tensor(Shape{4, 3, 16, 16}, 59),
+                                      random_tensor(Shape{2, 3, 8, 32}, 60),
+                                      random_tensor(Shape{2, 3, 32, 8}, 61)};
+  auto build_in = [&](DType dt) {
+    return [&, dt](GraphBuilder& b, const std::vector<Value*>& in) {
+      auto cast = [&](Value* v, DType to) -> Value* {
+        if (dt == DType::kF32) return v;
+        ops::Cast c;
+        c.to = to;
+        return b.add(Op(c), {v});
+      };
+      auto k = [&](const Tensor& t) { return b.constant(in_dtype(t, dt)); };
+      ops::Conv conv;
+      conv.pads = std::vector<int64_t>{1, 1, 1, 1};
+      Value* x = b.add(Op(ops::Relu{}), {b.add(Op(conv), {cast(in[0], dt), k(w1), k(b1)})});
+      ops::Conv depthwise;
+      depthwise.group = 8;
+      depthwise.pads = std::vector<int64_t>{1, 1, 1, 1};
+      Value* d = b.add(Op(depthwise), {x, k(dw)});
+      Value* n = b.add(Op(ops::BatchNormalization{}), {d, k(scale), k(shift), k(mean), k(var)});
+      Value* r = b.add(Op(ops::Relu{}), {b.add(Op(ops::Add{}), {n, x})});
+      ops::MaxPool mp;
+      mp.kernel_shape = std::vector<int64_t>{2, 2};
+      mp.strides = std::vector<int64_t>{2, 2};
+      b.output(cast(b.add(Op(mp), {r}), DType::kF32));
+      ops::Flatten flat;
+      Value* g = b.add(Op(flat), {b.add(Op(ops::GlobalAveragePool{}), {r})});
+      Value* logits = b.add(Op(ops::Gemm{}), {g, k(fc), k(fc_bias)});
+      b.output(cast(b.add(Op(ops::Softmax{}), {logits}), DType::kF32));
+      // Attention-shaped: batched MatMul, Transpose, Sigmoid.
+      Value* scores = b.add(Op(ops::MatMul{}), {cast(in[1], dt), cast(in[2], dt)});
+      ops::Transpose tr;
+      tr.perm = std::vector<int64_t>{0, 2, 1, 3};
+      b.output(cast(b.add(Op(ops::Sigmoid{}), {b.add(Op(tr), {scores})}), DType::kF32));
+    };
+  };
+  std::shared_ptr<Executable> ref = compile_for(make_graph(inputs, build_in(DType::kF32)), "ref");
+  ASSERT_NE(ref, nullptr);
+  const std::vector<Tensor> want = run(*ref, inputs);
+  for (const DType dt : {DType::kF16, DType::kBF16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    std::shared_ptr<Executable> exe = compile_for(make_graph(inputs, build_in(dt)), "cuda");
+    ASSERT_NE(exe, nullptr);
+    // bf16 keeps 8 bits of mantissa, f16 11: 2^-7 and 2^-10 per rounding, a few roundings deep.
+    expect_close(want, run(*exe, inputs), dt == DType::kF16 ? 1e-2f : 6e-2f);
+    const cuda::Program* program = cuda_program(*exe);
+    ASSERT_NE(program, nullptr);
+    EXPECT_EQ(program->device_steps(), static_cast<int>(program->steps().size()))
+        << "every step on the device";
+    EXPECT_GE(program->count_steps("Cast"), 4);
+  }
+}
+
 TEST(CudaTarget, TheBundledModelMatchesRef) {
   SKIP_WITHOUT_GPU();
   // The source tree, or the current folder where the binary runs from a copy of the repository

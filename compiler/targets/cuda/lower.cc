@@ -40,8 +40,52 @@ float* f32(Session& s, int id) {
   return static_cast<float*>(s.device[static_cast<size_t>(id)]);
 }
 
+void* ptr(Session& s, int id) {
+  return s.device[static_cast<size_t>(id)];
+}
+
 bool is_f32(const Value* v) {
   return v != nullptr && v->tensor_type().dtype == DType::kF32;
+}
+
+// The kernels' element type of a float tensor (f32, f16, bf16).
+std::optional<Elem> elem_of(DType dtype) {
+  switch (dtype) {
+    case DType::kF32: return Elem::kF32;
+    case DType::kF16: return Elem::kF16;
+    case DType::kBF16: return Elem::kBF16;
+    default: return std::nullopt;
+  }
+}
+
+std::optional<Elem> elem_of(const Value* v) {
+  if (v == nullptr) return std::nullopt;
+  return elem_of(v->tensor_type().dtype);
+}
+
+// The element type shared by every given value, when it is a float type.
+std::optional<Elem> common_elem(std::initializer_list<const Value*> values) {
+  std::optional<Elem> e;
+  for (const Value* v : values) {
+    std::optional<Elem> ev = elem_of(v);
+    if (!ev || (e && *e != *ev)) return std::nullopt;
+    e = ev;
+  }
+  return e;
+}
+
+// A float constant's values as f32 (f16/bf16 widened), if `v` is one.
+std::optional<std::vector<float>> constant_floats(const Value* v) {
+  const Tensor* t = v != nullptr ? v->constant_value() : nullptr;
+  if (t == nullptr || !elem_of(t->dtype())) return std::nullopt;
+  std::vector<float> out(static_cast<size_t>(t->numel()));
+  visit_dtype(t->dtype(), [&]<class T>() {
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, Half> ||
+                  std::is_same_v<T, BFloat16>) {
+      for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<float>(t->data<T>()[i]);
+    }
+  });
+  return out;
 }
 
 Shape shape_of(const Value* v) {
@@ -113,15 +157,17 @@ std::optional<std::pair<Unary, std::pair<float, float>>> unary_of(const Node& no
 
 bool lower_unary(Builder& b, const Node& node) {
   auto u = unary_of(node);
-  if (!u || !is_f32(node.input(0)) || !is_f32(node.output(0))) return false;
+  const std::optional<Elem> e = common_elem({node.input(0), node.output(0)});
+  if (!u || !e) return false;
   const int x = b.buffer_of(node.input(0));
   const int y = b.define(node.output(0));
   const int64_t n = shape_of(node.output(0)).numel();
   const Unary op = u->first;
   const float alpha = u->second.first;
   const float beta = u->second.second;
-  add(b, node, std::string(node.op().name()), {x}, {y},
-      [=](Session& s) { return launch_unary(op, f32(s, x), f32(s, y), n, alpha, beta, s.stream); });
+  add(b, node, std::string(node.op().name()), {x}, {y}, [=, e = *e](Session& s) {
+    return launch_unary(e, op, ptr(s, x), ptr(s, y), n, alpha, beta, s.stream);
+  });
   return true;
 }
 
@@ -155,9 +201,9 @@ void broadcast_strides(const Shape& in, const Shape& out, int64_t* strides) {
 
 bool lower_binary(Builder& b, const Node& node) {
   auto op = binary_of(node.kind());
-  if (!op || node.num_inputs() != 2 || !is_f32(node.input(0)) || !is_f32(node.input(1))) {
-    return false;
-  }
+  if (!op || node.num_inputs() != 2) return false;
+  const std::optional<Elem> e = common_elem({node.input(0), node.input(1), node.output(0)});
+  if (!e) return false;
   const Shape out = shape_of(node.output(0));
   const Shape sa = shape_of(node.input(0));
   const Shape sb = shape_of(node.input(1));
@@ -179,8 +225,8 @@ bool lower_binary(Builder& b, const Node& node) {
   const Binary kind = *op;
   const bool fused = relu != nullptr;
   add(b, node, std::string(node.op().name()) + (fused ? "+Relu" : ""), {a, c}, {y},
-      [=](Session& s) {
-        return launch_binary(kind, f32(s, a), f32(s, c), f32(s, y), n, index, contiguous, fused,
+      [=, e = *e](Session& s) {
+        return launch_binary(e, kind, ptr(s, a), ptr(s, c), ptr(s, y), n, index, contiguous, fused,
                              s.stream);
       });
   return true;
@@ -208,8 +254,9 @@ struct ConvDescs {
 
 constexpr size_t kMaxWorkspace = size_t{256} << 20;
 
-// The fastest fp32 (FMA, no TF32) algorithm cudnnFind measures, within the workspace cap.
-Status choose_conv_algo(cudnnHandle_t handle, ConvDescs& d) {
+// The fastest algorithm cudnnFind measures, within the workspace cap: for fp32 only FMA ones (no
+// TF32), for f16/bf16 tensor-core ones too.
+Status choose_conv_algo(cudnnHandle_t handle, ConvDescs& d, bool tensor_ops) {
   constexpr int kRequested = CUDNN_CONVOLUTION_FWD_ALGO_COUNT;
   cudnnConvolutionFwdAlgoPerf_t perf[kRequested];
   int returned = 0;
@@ -223,18 +270,23 @@ Status choose_conv_algo(cudnnHandle_t handle, ConvDescs& d) {
   }
   for (int i = 0; i < returned; ++i) {
     if (perf[i].status != CUDNN_STATUS_SUCCESS || perf[i].memory > kMaxWorkspace) continue;
-    if (perf[i].mathType == CUDNN_TENSOR_OP_MATH) continue;
+    if (perf[i].mathType == CUDNN_TENSOR_OP_MATH && !tensor_ops) continue;
     d.algo = perf[i].algo;
     d.workspace = perf[i].memory;
     return Status();
   }
-  return unavailable_error("cuda target: cuDNN offers no fp32 algorithm for this convolution");
+  return unavailable_error("cuda target: cuDNN offers no algorithm for this convolution");
 }
 
 Result<bool> lower_conv(Builder& b, const Node& node) {
   const auto& op = node.attrs<ops::Conv>();
   if (op.activation && *op.activation != "Relu") return false;
-  if (node.num_inputs() < 2 || !is_f32(node.input(0)) || !is_f32(node.input(1))) return false;
+  if (node.num_inputs() < 2) return false;
+  const std::optional<Elem> e = common_elem({node.input(0), node.input(1), node.output(0)});
+  if (!e) return false;
+  const cudnnDataType_t data = *e == Elem::kF32   ? CUDNN_DATA_FLOAT
+                               : *e == Elem::kF16 ? CUDNN_DATA_HALF
+                                                  : CUDNN_DATA_BFLOAT16;
   const Shape x = shape_of(node.input(0));
   const Shape w = shape_of(node.input(1));
   const Shape y = shape_of(node.output(0));
@@ -247,7 +299,13 @@ Result<bool> lower_conv(Builder& b, const Node& node) {
   if (!g.ok() || g->out != std::vector<int64_t>{y[2], y[3]}) return false;
   if (g->pad_begin != g->pad_end) return false;  // cuDNN's legacy API pads symmetrically
   const bool has_bias = node.has_input(2);
-  if (has_bias && (shape_of(node.input(2)) != Shape{w[0]} || !is_f32(node.input(2)))) return false;
+  if (has_bias && shape_of(node.input(2)) != Shape{w[0]}) return false;
+  // The bias kernel reads an f32 bias: an f32 tensor, or an f16/bf16 constant widened here.
+  std::optional<std::vector<float>> wide_bias;
+  if (has_bias && !is_f32(node.input(2))) {
+    wide_bias = constant_floats(node.input(2));
+    if (!wide_bias) return false;
+  }
   auto d = std::make_shared<ConvDescs>();
   auto i32 = [](int64_t v) { return static_cast<int>(v); };
   KILN_RETURN_IF_ERROR(check_cudnn(cudnnCreateTensorDescriptor(&d->x), "descriptor"));
@@ -255,15 +313,15 @@ Result<bool> lower_conv(Builder& b, const Node& node) {
   KILN_RETURN_IF_ERROR(check_cudnn(cudnnCreateFilterDescriptor(&d->w), "descriptor"));
   KILN_RETURN_IF_ERROR(check_cudnn(cudnnCreateConvolutionDescriptor(&d->conv), "descriptor"));
   KILN_RETURN_IF_ERROR(
-      check_cudnn(cudnnSetTensor4dDescriptor(d->x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, i32(x[0]),
+      check_cudnn(cudnnSetTensor4dDescriptor(d->x, CUDNN_TENSOR_NCHW, data, i32(x[0]),
                                              i32(x[1]), i32(x[2]), i32(x[3])),
                   "input descriptor"));
   KILN_RETURN_IF_ERROR(
-      check_cudnn(cudnnSetTensor4dDescriptor(d->y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, i32(y[0]),
+      check_cudnn(cudnnSetTensor4dDescriptor(d->y, CUDNN_TENSOR_NCHW, data, i32(y[0]),
                                              i32(y[1]), i32(y[2]), i32(y[3])),
                   "output descriptor"));
   KILN_RETURN_IF_ERROR(
-      check_cudnn(cudnnSetFilter4dDescriptor(d->w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, i32(w[0]),
+      check_cudnn(cudnnSetFilter4dDescriptor(d->w, data, CUDNN_TENSOR_NCHW, i32(w[0]),
                                              i32(w[1]), i32(w[2]), i32(w[3])),
                   "filter descriptor"));
   KILN_RETURN_IF_ERROR(check_cudnn(
@@ -274,13 +332,19 @@ Result<bool> lower_conv(Builder& b, const Node& node) {
       "convolution descriptor"));
   KILN_RETURN_IF_ERROR(
       check_cudnn(cudnnSetConvolutionGroupCount(d->conv, i32(groups)), "group count"));
-  // fp32 means fp32: FMA math keeps TF32 tensor cores out.
-  KILN_RETURN_IF_ERROR(check_cudnn(cudnnSetConvolutionMathType(d->conv, CUDNN_FMA_MATH), "math"));
-  KILN_RETURN_IF_ERROR(choose_conv_algo(b.cudnn(), *d).with_context(node.describe()));
+  // fp32 means fp32: FMA math keeps TF32 tensor cores out. f16/bf16 run on tensor cores,
+  // accumulating in f32 (the descriptor's compute type above).
+  const bool tensor_ops = *e != Elem::kF32;
+  KILN_RETURN_IF_ERROR(check_cudnn(
+      cudnnSetConvolutionMathType(d->conv, tensor_ops ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH),
+      "math"));
+  KILN_RETURN_IF_ERROR(choose_conv_algo(b.cudnn(), *d, tensor_ops).with_context(node.describe()));
   b.need_workspace(d->workspace);
   const int xi = b.buffer_of(node.input(0));
   const int wi = b.buffer_of(node.input(1));
-  const int bi = has_bias ? b.buffer_of(node.input(2)) : -1;
+  const int bi = !has_bias ? -1
+                 : wide_bias ? b.constant(std::move(*wide_bias))
+                             : b.buffer_of(node.input(2));
   float lo = -INFINITY;
   float hi = INFINITY;
   std::string kind = has_bias ? "Conv+Bias" : "Conv";
@@ -306,16 +370,17 @@ Result<bool> lower_conv(Builder& b, const Node& node) {
   const int64_t inner = y[2] * y[3];
   std::vector<int> reads = {xi, wi};
   if (bi >= 0) reads.push_back(bi);
-  add(b, node, kind, reads, {yi}, [=](Session& s) -> Status {
+  add(b, node, kind, reads, {yi}, [=, e = *e](Session& s) -> Status {
     const float one = 1.0f;
     const float zero = 0.0f;
     KILN_RETURN_IF_ERROR(check_cudnn(
-        cudnnConvolutionForward(s.cudnn, &one, d->x, f32(s, xi), d->w, f32(s, wi), d->conv, d->algo,
-                                s.workspace, d->workspace, &zero, d->y, f32(s, yi)),
+        cudnnConvolutionForward(s.cudnn, &one, d->x, ptr(s, xi), d->w, ptr(s, wi), d->conv, d->algo,
+                                s.workspace, d->workspace, &zero, d->y, ptr(s, yi)),
         "convolution"));
     if (!has_bias && !clamp) return Status();
-    return launch_channel_affine(f32(s, yi), f32(s, yi), nullptr, bi >= 0 ? f32(s, bi) : nullptr, n,
-                                 channels, inner, lo, hi, s.stream);
+    return launch_channel_affine(e, ptr(s, yi), ptr(s, yi), nullptr,
+                                 bi >= 0 ? f32(s, bi) : nullptr, n, channels, inner, lo, hi,
+                                 s.stream);
   });
   return true;
 }
@@ -344,10 +409,10 @@ struct LtPlan {
 
 constexpr size_t kLtWorkspace = size_t{32} << 20;
 
-Status make_layout(cublasLtMatrixLayout_t* layout, int64_t rows, int64_t cols, int64_t ld,
-                   int64_t batch, int64_t stride) {
+Status make_layout(cublasLtMatrixLayout_t* layout, cudaDataType_t type, int64_t rows, int64_t cols,
+                   int64_t ld, int64_t batch, int64_t stride) {
   KILN_RETURN_IF_ERROR(
-      check_cublas(cublasLtMatrixLayoutCreate(layout, CUDA_R_32F, static_cast<uint64_t>(rows),
+      check_cublas(cublasLtMatrixLayoutCreate(layout, type, static_cast<uint64_t>(rows),
                                               static_cast<uint64_t>(cols), ld),
                    "matrix layout"));
   if (batch > 1) {
@@ -366,7 +431,14 @@ Status make_layout(cublasLtMatrixLayout_t* layout, int64_t rows, int64_t cols, i
 
 // Row-major Y[M,N] = A[M,K] B[K,N] runs as column-major Y^T = B^T A^T: cuBLAS's A is our B.
 Result<bool> lower_matmul(Builder& b, const Node& node) {
-  if (node.num_inputs() < 2 || !is_f32(node.input(0)) || !is_f32(node.input(1))) return false;
+  if (node.num_inputs() < 2) return false;
+  // f16/bf16 operands and result, f32 accumulation and scaling (alpha, beta); bias in the result's
+  // type.
+  const std::optional<Elem> e = common_elem({node.input(0), node.input(1), node.output(0)});
+  if (!e) return false;
+  const cudaDataType_t type = *e == Elem::kF32   ? CUDA_R_32F
+                              : *e == Elem::kF16 ? CUDA_R_16F
+                                                 : CUDA_R_16BF;
   const Shape sa = shape_of(node.input(0));
   const Shape sb = shape_of(node.input(1));
   bool trans_a = false;
@@ -386,7 +458,7 @@ Result<bool> lower_matmul(Builder& b, const Node& node) {
     k = trans_a ? sa[0] : sa[1];
     n = trans_b ? sb[0] : sb[1];
     if (node.has_input(2)) {
-      if (!is_f32(node.input(2))) return false;
+      if (elem_of(node.input(2)) != e) return false;
       const Shape sc = shape_of(node.input(2));
       if ((sc == Shape{n} || sc == Shape{1, n}) && op.beta == 1.0f) {
         bias = true;
@@ -435,11 +507,11 @@ Result<bool> lower_matmul(Builder& b, const Node& node) {
       check_cublas(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue,
                                                   sizeof(epilogue)),
                    "epilogue"));
-  KILN_RETURN_IF_ERROR(trans_b ? make_layout(&p->a, k, n, k, batch, k * n)
-                               : make_layout(&p->a, n, k, n, batch, k * n));
-  KILN_RETURN_IF_ERROR(trans_a ? make_layout(&p->b, m, k, m, batch, m * k)
-                               : make_layout(&p->b, k, m, k, batch, m * k));
-  KILN_RETURN_IF_ERROR(make_layout(&p->d, n, m, n, batch, m * n));
+  KILN_RETURN_IF_ERROR(trans_b ? make_layout(&p->a, type, k, n, k, batch, k * n)
+                               : make_layout(&p->a, type, n, k, n, batch, k * n));
+  KILN_RETURN_IF_ERROR(trans_a ? make_layout(&p->b, type, m, k, m, batch, m * k)
+                               : make_layout(&p->b, type, k, m, k, batch, m * k));
+  KILN_RETURN_IF_ERROR(make_layout(&p->d, type, n, m, n, batch, m * n));
   cublasLtMatmulPreference_t pref = nullptr;
   KILN_RETURN_IF_ERROR(check_cublas(cublasLtMatmulPreferenceCreate(&pref), "preference"));
   const uint64_t cap = kLtWorkspace;
@@ -473,10 +545,10 @@ Result<bool> lower_matmul(Builder& b, const Node& node) {
                                                       &ptr, sizeof(ptr)),
                        "bias pointer"));
     }
-    const void* c = beta != 0.0f ? s.device[static_cast<size_t>(c_buffer)] : f32(s, yi);
+    const void* c = beta != 0.0f ? s.device[static_cast<size_t>(c_buffer)] : ptr(s, yi);
     return check_cublas(
-        cublasLtMatmul(s.lt, p->op, &alpha, f32(s, bi), p->a, f32(s, ai), p->b, &beta, c, p->d,
-                       f32(s, yi), p->d, &p->algo, s.workspace, p->workspace, s.stream),
+        cublasLtMatmul(s.lt, p->op, &alpha, ptr(s, bi), p->a, ptr(s, ai), p->b, &beta, c, p->d,
+                       ptr(s, yi), p->d, &p->algo, s.workspace, p->workspace, s.stream),
         "matmul");
   });
   return true;
@@ -485,7 +557,8 @@ Result<bool> lower_matmul(Builder& b, const Node& node) {
 // ---- pooling, softmax, normalization, data movement ----
 
 bool lower_pool(Builder& b, const Node& node) {
-  if (node.num_outputs() != 1 || !is_f32(node.input(0))) return false;
+  const std::optional<Elem> e = common_elem({node.input(0), node.output(0)});
+  if (node.num_outputs() != 1 || !e) return false;
   const Shape x = shape_of(node.input(0));
   const Shape y = shape_of(node.output(0));
   if (x.rank() != 4) return false;
@@ -524,13 +597,15 @@ bool lower_pool(Builder& b, const Node& node) {
   p.dw = g->dilations[1];
   const int xi = b.buffer_of(node.input(0));
   const int yi = b.define(node.output(0));
-  add(b, node, std::string(node.op().name()), {xi}, {yi},
-      [=](Session& s) { return launch_pool2d(p, f32(s, xi), f32(s, yi), s.stream); });
+  add(b, node, std::string(node.op().name()), {xi}, {yi}, [=, e = *e](Session& s) {
+    return launch_pool2d(e, p, ptr(s, xi), ptr(s, yi), s.stream);
+  });
   return true;
 }
 
 bool lower_global_pool(Builder& b, const Node& node) {
-  if (!is_f32(node.input(0))) return false;
+  const std::optional<Elem> e = common_elem({node.input(0), node.output(0)});
+  if (!e) return false;
   const Shape x = shape_of(node.input(0));
   if (x.rank() < 3) return false;
   const int64_t outer = x[0] * x[1];
@@ -539,14 +614,15 @@ bool lower_global_pool(Builder& b, const Node& node) {
   const bool max = node.kind() == OpKind::kGlobalMaxPool;
   const int xi = b.buffer_of(node.input(0));
   const int yi = b.define(node.output(0));
-  add(b, node, std::string(node.op().name()), {xi}, {yi}, [=](Session& s) {
-    return launch_global_pool(f32(s, xi), f32(s, yi), outer, inner, max, s.stream);
+  add(b, node, std::string(node.op().name()), {xi}, {yi}, [=, e = *e](Session& s) {
+    return launch_global_pool(e, ptr(s, xi), ptr(s, yi), outer, inner, max, s.stream);
   });
   return true;
 }
 
 bool lower_softmax(Builder& b, const Node& node) {
-  if (!is_f32(node.input(0))) return false;
+  const std::optional<Elem> e = common_elem({node.input(0), node.output(0)});
+  if (!e) return false;
   const Shape x = shape_of(node.input(0));
   const bool log = node.kind() == OpKind::kLogSoftmax;
   int64_t axis = log ? node.attrs<ops::LogSoftmax>().axis : node.attrs<ops::Softmax>().axis;
@@ -557,8 +633,8 @@ bool lower_softmax(Builder& b, const Node& node) {
   const int64_t rows = x.numel() / cols;
   const int xi = b.buffer_of(node.input(0));
   const int yi = b.define(node.output(0));
-  add(b, node, std::string(node.op().name()), {xi}, {yi}, [=](Session& s) {
-    return launch_softmax(f32(s, xi), f32(s, yi), rows, cols, log, s.stream);
+  add(b, node, std::string(node.op().name()), {xi}, {yi}, [=, e = *e](Session& s) {
+    return launch_softmax(e, ptr(s, xi), ptr(s, yi), rows, cols, log, s.stream);
   });
   return true;
 }
@@ -566,21 +642,23 @@ bool lower_softmax(Builder& b, const Node& node) {
 bool lower_batchnorm(Builder& b, const Node& node) {
   const auto& op = node.attrs<ops::BatchNormalization>();
   if (op.training_mode != 0 || node.num_outputs() != 1 || node.num_inputs() != 5) return false;
-  if (!is_f32(node.input(0))) return false;
+  const std::optional<Elem> e = common_elem({node.input(0), node.output(0)});
+  if (!e) return false;
   const Shape x = shape_of(node.input(0));
   if (x.rank() < 2) return false;
   const int64_t c = x[1];
-  const Tensor* t[4];
+  std::vector<float> t[4];  // scale, B, mean, var: constants of any float type
   for (int i = 0; i < 4; ++i) {
-    t[i] = node.input(i + 1)->constant_value();
-    if (t[i] == nullptr || t[i]->dtype() != DType::kF32 || t[i]->numel() != c) return false;
+    std::optional<std::vector<float>> v = constant_floats(node.input(i + 1));
+    if (!v || static_cast<int64_t>(v->size()) != c) return false;
+    t[i] = std::move(*v);
   }
   std::vector<float> scale(static_cast<size_t>(c));
   std::vector<float> shift(static_cast<size_t>(c));
-  for (int64_t i = 0; i < c; ++i) {
-    const float s = t[0]->data<float>()[i] / std::sqrt(t[3]->data<float>()[i] + op.epsilon);
-    scale[static_cast<size_t>(i)] = s;
-    shift[static_cast<size_t>(i)] = t[1]->data<float>()[i] - t[2]->data<float>()[i] * s;
+  for (size_t i = 0; i < scale.size(); ++i) {
+    const float s = t[0][i] / std::sqrt(t[3][i] + op.epsilon);
+    scale[i] = s;
+    shift[i] = t[1][i] - t[2][i] * s;
   }
   const int si = b.constant(std::move(scale));
   const int hi = b.constant(std::move(shift));
@@ -588,8 +666,8 @@ bool lower_batchnorm(Builder& b, const Node& node) {
   const int yi = b.define(node.output(0));
   const int64_t n = x.numel();
   const int64_t inner = c == 0 ? 0 : n / (x[0] * c);
-  add(b, node, "BatchNormalization", {xi, si, hi}, {yi}, [=](Session& s) {
-    return launch_channel_affine(f32(s, xi), f32(s, yi), f32(s, si), f32(s, hi), n, c, inner,
+  add(b, node, "BatchNormalization", {xi, si, hi}, {yi}, [=, e = *e](Session& s) {
+    return launch_channel_affine(e, ptr(s, xi), ptr(s, yi), f32(s, si), f32(s, hi), n, c, inner,
                                  -INFINITY, INFINITY, s.stream);
   });
   return true;
@@ -643,7 +721,7 @@ bool lower_transpose(Builder& b, const Node& node) {
   const int rank = x.rank();
   if (rank > kMaxRank || rank == 0) return false;
   const size_t es = dtype_size(node.input(0)->tensor_type().dtype);
-  if (es != 1 && es != 4 && es != 8) return false;
+  if (es != 1 && es != 2 && es != 4 && es != 8) return false;
   std::vector<int64_t> perm = node.attrs<ops::Transpose>().perm.value_or(std::vector<int64_t>{});
   if (perm.empty()) {
     for (int d = rank - 1; d >= 0; --d) perm.push_back(d);
@@ -667,6 +745,21 @@ bool lower_transpose(Builder& b, const Node& node) {
   add(b, node, "Transpose", {xi}, {yi}, [=](Session& s) {
     return launch_permute(s.device[static_cast<size_t>(xi)], s.device[static_cast<size_t>(yi)], n,
                           rank, out_dims.data(), strides.data(), static_cast<int>(es), s.stream);
+  });
+  return true;
+}
+
+// Cast between f32, f16 and bf16 (a cast to the same type shares the buffer).
+bool lower_cast(Builder& b, const Node& node) {
+  const std::optional<Elem> from = elem_of(node.input(0));
+  const std::optional<Elem> to = elem_of(node.output(0));
+  if (!from || !to) return false;
+  if (*from == *to) return lower_alias(b, node);
+  const int xi = b.buffer_of(node.input(0));
+  const int yi = b.define(node.output(0));
+  const int64_t n = shape_of(node.output(0)).numel();
+  add(b, node, "Cast", {xi}, {yi}, [=, from = *from, to = *to](Session& s) {
+    return launch_cast(from, to, ptr(s, xi), ptr(s, yi), n, s.stream);
   });
   return true;
 }
@@ -697,6 +790,7 @@ Result<bool> lower_device(Builder& b, const Node& node) {
     case OpKind::kBatchNormalization: return lower_batchnorm(b, node);
     case OpKind::kConcat: return lower_concat(b, node);
     case OpKind::kTranspose: return lower_transpose(b, node);
+    case OpKind::kCast: return lower_cast(b, node);
     default: break;
   }
   if (binary_of(node.kind())) return lower_binary(b, node);
