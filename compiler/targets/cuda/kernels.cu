@@ -29,15 +29,25 @@ Status launched(const char* kernel) {
 }
 
 // Loads as f32 and stores from f32, for each element type.
-__device__ __forceinline__ float ld(float v) { return v; }
-__device__ __forceinline__ float ld(__half v) { return __half2float(v); }
-__device__ __forceinline__ float ld(__nv_bfloat16 v) { return __bfloat162float(v); }
+__device__ __forceinline__ float ld(float v) {
+  return v;
+}
+__device__ __forceinline__ float ld(__half v) {
+  return __half2float(v);
+}
+__device__ __forceinline__ float ld(__nv_bfloat16 v) {
+  return __bfloat162float(v);
+}
 template <class T>
 __device__ __forceinline__ T from_f32(float v);
 template <>
-__device__ __forceinline__ float from_f32<float>(float v) { return v; }
+__device__ __forceinline__ float from_f32<float>(float v) {
+  return v;
+}
 template <>
-__device__ __forceinline__ __half from_f32<__half>(float v) { return __float2half_rn(v); }
+__device__ __forceinline__ __half from_f32<__half>(float v) {
+  return __float2half_rn(v);
+}
 template <>
 __device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(float v) {
   return __float2bfloat16_rn(v);
@@ -294,9 +304,9 @@ Status launch_binary(Elem e, Binary op, const void* a, const void* b, void* y, i
   });
 }
 
-Status launch_channel_affine(Elem e, const void* x, void* y, const float* scale,
-                             const float* shift, int64_t n, int64_t channels, int64_t inner,
-                             float lo, float hi, void* stream) {
+Status launch_channel_affine(Elem e, const void* x, void* y, const float* scale, const float* shift,
+                             int64_t n, int64_t channels, int64_t inner, float lo, float hi,
+                             void* stream) {
   if (n <= 0) return Status();
   return dispatch(e, [&](auto tag) {
     using T = decltype(tag);
@@ -339,9 +349,8 @@ Status launch_softmax(Elem e, const void* x, void* y, int64_t rows, int64_t cols
   if (rows <= 0) return Status();
   return dispatch(e, [&](auto tag) {
     using T = decltype(tag);
-    softmax_kernel<<<static_cast<unsigned>(rows), kThreads, 0,
-                     static_cast<cudaStream_t>(stream)>>>(static_cast<const T*>(x),
-                                                          static_cast<T*>(y), cols, log);
+    softmax_kernel<<<static_cast<unsigned>(rows), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+        static_cast<const T*>(x), static_cast<T*>(y), cols, log);
     return launched("softmax");
   });
 }

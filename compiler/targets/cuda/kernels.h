@@ -62,9 +62,9 @@ Status launch_binary(Elem e, Binary op, const void* a, const void* b, void* y, i
                      const BroadcastIndex& index, bool contiguous, bool relu, void* stream);
 // Over NC(spatial) (in place when x == y): y = clamp(x * scale[c] + shift[c], lo, hi); scale may be
 // null (1), shift may be null (0), both f32. ReLU is lo = 0, hi = inf; ReLU6 (Clip) lo = 0, hi = 6.
-Status launch_channel_affine(Elem e, const void* x, void* y, const float* scale,
-                             const float* shift, int64_t n, int64_t channels, int64_t inner,
-                             float lo, float hi, void* stream);
+Status launch_channel_affine(Elem e, const void* x, void* y, const float* scale, const float* shift,
+                             int64_t n, int64_t channels, int64_t inner, float lo, float hi,
+                             void* stream);
 
 struct Pool2d {
   bool max = true;

@@ -313,16 +313,16 @@ Result<bool> lower_conv(Builder& b, const Node& node) {
   KILN_RETURN_IF_ERROR(check_cudnn(cudnnCreateFilterDescriptor(&d->w), "descriptor"));
   KILN_RETURN_IF_ERROR(check_cudnn(cudnnCreateConvolutionDescriptor(&d->conv), "descriptor"));
   KILN_RETURN_IF_ERROR(
-      check_cudnn(cudnnSetTensor4dDescriptor(d->x, CUDNN_TENSOR_NCHW, data, i32(x[0]),
-                                             i32(x[1]), i32(x[2]), i32(x[3])),
+      check_cudnn(cudnnSetTensor4dDescriptor(d->x, CUDNN_TENSOR_NCHW, data, i32(x[0]), i32(x[1]),
+                                             i32(x[2]), i32(x[3])),
                   "input descriptor"));
   KILN_RETURN_IF_ERROR(
-      check_cudnn(cudnnSetTensor4dDescriptor(d->y, CUDNN_TENSOR_NCHW, data, i32(y[0]),
-                                             i32(y[1]), i32(y[2]), i32(y[3])),
+      check_cudnn(cudnnSetTensor4dDescriptor(d->y, CUDNN_TENSOR_NCHW, data, i32(y[0]), i32(y[1]),
+                                             i32(y[2]), i32(y[3])),
                   "output descriptor"));
   KILN_RETURN_IF_ERROR(
-      check_cudnn(cudnnSetFilter4dDescriptor(d->w, data, CUDNN_TENSOR_NCHW, i32(w[0]),
-                                             i32(w[1]), i32(w[2]), i32(w[3])),
+      check_cudnn(cudnnSetFilter4dDescriptor(d->w, data, CUDNN_TENSOR_NCHW, i32(w[0]), i32(w[1]),
+                                             i32(w[2]), i32(w[3])),
                   "filter descriptor"));
   KILN_RETURN_IF_ERROR(check_cudnn(
       cudnnSetConvolution2dDescriptor(d->conv, i32(g->pad_begin[0]), i32(g->pad_begin[1]),
@@ -342,7 +342,7 @@ Result<bool> lower_conv(Builder& b, const Node& node) {
   b.need_workspace(d->workspace);
   const int xi = b.buffer_of(node.input(0));
   const int wi = b.buffer_of(node.input(1));
-  const int bi = !has_bias ? -1
+  const int bi = !has_bias   ? -1
                  : wide_bias ? b.constant(std::move(*wide_bias))
                              : b.buffer_of(node.input(2));
   float lo = -INFINITY;
@@ -378,9 +378,8 @@ Result<bool> lower_conv(Builder& b, const Node& node) {
                                 s.workspace, d->workspace, &zero, d->y, ptr(s, yi)),
         "convolution"));
     if (!has_bias && !clamp) return Status();
-    return launch_channel_affine(e, ptr(s, yi), ptr(s, yi), nullptr,
-                                 bi >= 0 ? f32(s, bi) : nullptr, n, channels, inner, lo, hi,
-                                 s.stream);
+    return launch_channel_affine(e, ptr(s, yi), ptr(s, yi), nullptr, bi >= 0 ? f32(s, bi) : nullptr,
+                                 n, channels, inner, lo, hi, s.stream);
   });
   return true;
 }
@@ -597,9 +596,8 @@ bool lower_pool(Builder& b, const Node& node) {
   p.dw = g->dilations[1];
   const int xi = b.buffer_of(node.input(0));
   const int yi = b.define(node.output(0));
-  add(b, node, std::string(node.op().name()), {xi}, {yi}, [=, e = *e](Session& s) {
-    return launch_pool2d(e, p, ptr(s, xi), ptr(s, yi), s.stream);
-  });
+  add(b, node, std::string(node.op().name()), {xi}, {yi},
+      [=, e = *e](Session& s) { return launch_pool2d(e, p, ptr(s, xi), ptr(s, yi), s.stream); });
   return true;
 }
 
