@@ -196,6 +196,34 @@ TEST(CudaTarget, ClipAfterConvAndReluAfterAddRunInsideTheirProducers) {
   EXPECT_EQ(program->count_steps("Add+Relu"), 1);
 }
 
+TEST(CudaTarget, ResidualAddAndReluRunInTheConvolutionsBiasKernel) {
+  SKIP_WITHOUT_GPU();
+  const Tensor w = random_tensor(Shape{4, 4, 3, 3}, 23);
+  const Tensor bias = random_tensor(Shape{4}, 24);
+  const Tensor w2 = random_tensor(Shape{4, 4, 1, 1}, 25);
+  const std::vector<Tensor> inputs = {random_tensor(Shape{2, 4, 8, 8}, 26)};
+  auto build = [&](GraphBuilder& b, const std::vector<Value*>& in) {
+    ops::Conv op;
+    op.pads = std::vector<int64_t>{1, 1, 1, 1};
+    // A ResNet block end: relu(conv(x) + bias + x); then a residual whose other operand comes
+    // later (a second branch's convolution, lowered after it): the Add runs on its own.
+    Value* y = b.add(Op(op), {in[0], b.constant(w, "w"), b.constant(bias, "b")});
+    Value* r = b.add(Op(ops::Relu{}), {b.add(Op(ops::Add{}), {in[0], y})});
+    Value* a = b.add(Op(op), {r, b.constant(w, "w3")});
+    Value* c = b.add(Op(ops::Conv{}), {r, b.constant(w2, "w2")});
+    b.output(b.add(Op(ops::Add{}), {a, c}));
+  };
+  auto steps = expect_cuda_matches_ref(inputs, build);
+  EXPECT_EQ(steps.first, steps.second);
+  std::shared_ptr<Executable> exe = compile_for(make_graph(inputs, build), "cuda");
+  ASSERT_NE(exe, nullptr);
+  const cuda::Program* program = cuda_program(*exe);
+  ASSERT_NE(program, nullptr);
+  EXPECT_EQ(program->count_steps("Conv+Bias+Add+Relu"), 1);
+  EXPECT_EQ(program->count_steps("Conv+Add"), 1);  // the second convolution takes the first's Add
+  EXPECT_EQ(program->steps().size(), 3u);
+}
+
 TEST(CudaTarget, GemmAndMatMulMatchRef) {
   SKIP_WITHOUT_GPU();
   const Tensor w = random_tensor(Shape{10, 24}, 30);  // [N, K] for transB

@@ -152,13 +152,14 @@ __global__ void binary_broadcast_kernel(Binary op, const T* a, const T* b, T* y,
 
 template <class T>
 __global__ void channel_affine_kernel(const T* x, T* y, const float* scale, const float* shift,
-                                      int64_t n, int64_t channels, int64_t inner, float lo,
-                                      float hi) {
+                                      const T* residual, int64_t n, int64_t channels, int64_t inner,
+                                      float lo, float hi) {
   KILN_GRID_STRIDE(i, n) {
     const int64_t c = (i / inner) % channels;
     float v = ld(x[i]);
     if (scale != nullptr) v *= scale[c];
     if (shift != nullptr) v += shift[c];
+    if (residual != nullptr) v += ld(residual[i]);
     y[i] = from_f32<T>(fminf(fmaxf(v, lo), hi));
   }
 }
@@ -305,13 +306,14 @@ Status launch_binary(Elem e, Binary op, const void* a, const void* b, void* y, i
 }
 
 Status launch_channel_affine(Elem e, const void* x, void* y, const float* scale, const float* shift,
-                             int64_t n, int64_t channels, int64_t inner, float lo, float hi,
-                             void* stream) {
+                             const void* residual, int64_t n, int64_t channels, int64_t inner,
+                             float lo, float hi, void* stream) {
   if (n <= 0) return Status();
   return dispatch(e, [&](auto tag) {
     using T = decltype(tag);
     channel_affine_kernel<<<blocks_for(n), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
-        static_cast<const T*>(x), static_cast<T*>(y), scale, shift, n, channels, inner, lo, hi);
+        static_cast<const T*>(x), static_cast<T*>(y), scale, shift, static_cast<const T*>(residual),
+        n, channels, inner, lo, hi);
     return launched("channel_affine");
   });
 }

@@ -60,11 +60,12 @@ Status launch_cast(Elem from, Elem to, const void* x, void* y, int64_t n, void* 
 // have the output's shape (no indexing needed); `relu` applies max(0, .) to the result.
 Status launch_binary(Elem e, Binary op, const void* a, const void* b, void* y, int64_t n,
                      const BroadcastIndex& index, bool contiguous, bool relu, void* stream);
-// Over NC(spatial) (in place when x == y): y = clamp(x * scale[c] + shift[c], lo, hi); scale may be
-// null (1), shift may be null (0), both f32. ReLU is lo = 0, hi = inf; ReLU6 (Clip) lo = 0, hi = 6.
+// Over NC(spatial) (in place when x == y): y = clamp(x * scale[c] + shift[c] + residual, lo, hi);
+// scale may be null (1), shift may be null (0), both f32; residual (x's type and shape) may be null
+// (0). ReLU is lo = 0, hi = inf; ReLU6 (Clip) lo = 0, hi = 6.
 Status launch_channel_affine(Elem e, const void* x, void* y, const float* scale, const float* shift,
-                             int64_t n, int64_t channels, int64_t inner, float lo, float hi,
-                             void* stream);
+                             const void* residual, int64_t n, int64_t channels, int64_t inner,
+                             float lo, float hi, void* stream);
 
 struct Pool2d {
   bool max = true;

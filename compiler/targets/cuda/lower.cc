@@ -363,6 +363,30 @@ Result<bool> lower_conv(Builder& b, const Node& node) {
       kind += "+Clip";
     }
   }
+  // A residual Add that alone reads the result (and a ReLU that alone reads the Add) runs in the
+  // bias kernel, when the Add's other operand is already computed: Conv+Bias+Add+Relu, ResNet's
+  // block end, in one pass over the output.
+  int zi = -1;
+  if (last == &node && !op.activation.has_value()) {
+    const Node* sum = b.only_consumer(node.output(0));
+    if (sum != nullptr && sum->kind() == OpKind::kAdd && sum->num_inputs() == 2) {
+      const Value* other = sum->input(0) == node.output(0) ? sum->input(1) : sum->input(0);
+      if (other != node.output(0) && shape_of(other) == y && elem_of(other) == e &&
+          shape_of(sum->output(0)) == y && b.has_buffer(other)) {
+        zi = b.buffer_of(other);
+        last = sum;
+        b.mark_fused(sum);
+        kind += "+Add";
+        if (const Node* relu = b.only_consumer(sum->output(0));
+            relu != nullptr && relu->kind() == OpKind::kRelu) {
+          last = relu;
+          b.mark_fused(relu);
+          lo = 0.0f;
+          kind += "+Relu";
+        }
+      }
+    }
+  }
   const int yi = b.define(last->output(0));
   const bool clamp = last != &node || op.activation.has_value();
   const int64_t n = y.numel();
@@ -370,6 +394,7 @@ Result<bool> lower_conv(Builder& b, const Node& node) {
   const int64_t inner = y[2] * y[3];
   std::vector<int> reads = {xi, wi};
   if (bi >= 0) reads.push_back(bi);
+  if (zi >= 0) reads.push_back(zi);
   add(b, node, kind, reads, {yi}, [=, e = *e](Session& s) -> Status {
     const float one = 1.0f;
     const float zero = 0.0f;
@@ -379,7 +404,8 @@ Result<bool> lower_conv(Builder& b, const Node& node) {
         "convolution"));
     if (!has_bias && !clamp) return Status();
     return launch_channel_affine(e, ptr(s, yi), ptr(s, yi), nullptr, bi >= 0 ? f32(s, bi) : nullptr,
-                                 n, channels, inner, lo, hi, s.stream);
+                                 zi >= 0 ? ptr(s, zi) : nullptr, n, channels, inner, lo, hi,
+                                 s.stream);
   });
   return true;
 }
@@ -665,8 +691,8 @@ bool lower_batchnorm(Builder& b, const Node& node) {
   const int64_t n = x.numel();
   const int64_t inner = c == 0 ? 0 : n / (x[0] * c);
   add(b, node, "BatchNormalization", {xi, si, hi}, {yi}, [=, e = *e](Session& s) {
-    return launch_channel_affine(e, ptr(s, xi), ptr(s, yi), f32(s, si), f32(s, hi), n, c, inner,
-                                 -INFINITY, INFINITY, s.stream);
+    return launch_channel_affine(e, ptr(s, xi), ptr(s, yi), f32(s, si), f32(s, hi), nullptr, n, c,
+                                 inner, -INFINITY, INFINITY, s.stream);
   });
   return true;
 }

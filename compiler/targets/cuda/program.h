@@ -148,6 +148,8 @@ class Builder {
   cudnnHandle_t cudnn() const { return cudnn_; }
   cublasLtHandle_t lt() const { return lt_; }
   int buffer_of(const Value* v) const;
+  // Whether `v` has a buffer yet (a graph input, a constant, or the output of a lowered node).
+  bool has_buffer(const Value* v) const { return value_buffers_.count(v) != 0; }
   const Buffer& buffer(int id) const { return buffers_[static_cast<size_t>(id)]; }
   // A new arena buffer for `v`, written by the next step.
   int define(const Value* v);
