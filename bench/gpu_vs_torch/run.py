@@ -10,7 +10,8 @@ dynamic batch). Prints a table with ratios and writes JSON.
   python3 bench/gpu_vs_torch/run.py --kiln build/ci/tools/kiln --dry-run   # smoke test, CPU only
 
 Times are medians of CUDA-event-timed runs after warm-up (PyTorch, input on the device) and of
-`kiln perf`'s runs (host input copied in and output copied out, inside the timing). GPU memory is
+`kiln perf`'s runs (`--device-io`: inputs and outputs in GPU memory too; `--kiln-host-io` times
+kiln with host tensors copied in and out instead). GPU memory is
 the device's used memory sampled by nvidia-smi while a runtime runs, less what was used before it
 started: the process's CUDA context, libraries and tensors, counted the same way for both.
 """
@@ -228,19 +229,25 @@ def run_torch_subprocess(name, mode, batches, args, timeout):
 # ---- kiln ---------------------------------------------------------------------------------------
 
 
-def kiln_precision_flag(kiln, precision):
+def kiln_perf_flags(kiln):
+    """The options `kiln perf --help` lists."""
+    out = subprocess.run(kiln + ["perf", "--help"], capture_output=True, text=True)
+    return set(w.strip(",") for w in out.stdout.split() if w.startswith("--"))
+
+
+def kiln_precision_flag(flags, precision):
     """The `kiln perf` flag for `precision`, or None when this kiln has none (then it runs fp32)."""
     if precision == "fp32":
         return ""
-    out = subprocess.run(kiln + ["perf", "--help"], capture_output=True, text=True)
     flag = "--" + precision
-    return flag if flag in out.stdout else None
+    return flag if flag in flags else None
 
 
 def run_kiln(name, path, batch, args, flag, memory_baseline):
     cmd = args.kiln_cmd + ["perf", path, "--target", args.kiln_target, "--batch", str(batch),
                            "--iterations", str(args.iterations), "--warmup", str(args.warmup),
-                           "--json"] + ([flag] if flag else [])
+                           "--json"] + ([flag] if flag else []) + (
+                               ["--device-io"] if args.kiln_device_io else [])
     row = {"model": name, "batch": batch, "runtime": "kiln", "mode": args.kiln_target,
            "precision": args.precision if flag is not None else "fp32", "command": shlex.join(cmd)}
     with MemorySampler(args.gpu, memory_baseline) as sampler:
@@ -257,6 +264,7 @@ def run_kiln(name, path, batch, args, flag, memory_baseline):
     perf = json.loads(lines[-1])
     row.update({"median_ms": perf["median_ms"], "throughput_per_s": perf["throughput_per_s"],
                 "compile_s": perf["compile_ms"] / 1e3, "device": perf.get("device"),
+                "device_io": perf.get("device_io", False),
                 "gpu_memory_bytes": sampler.bytes()})
     log(f"  kiln  {args.kiln_target:<12} {name} batch {batch}: {row['median_ms']:.3f} ms "
         f"(compile {row['compile_s']:.1f} s)")
@@ -324,6 +332,10 @@ def main():
                         "default eager,default")
     p.add_argument("--max-autotune", action="store_true", help="add torch.compile max-autotune")
     p.add_argument("--no-kiln", action="store_true", help="PyTorch only")
+    p.add_argument("--kiln-host-io", action="store_true",
+                   help="time kiln with host inputs and outputs (copies inside the timing); by "
+                        "default they stay in GPU memory, as PyTorch's do, where kiln perf has "
+                        "--device-io")
     p.add_argument("--compile-timeout", type=float, default=240,
                    help="seconds for one model's torch.compile mode over all its batches")
     p.add_argument("--kiln-timeout", type=float, default=300, help="seconds for one kiln perf")
@@ -377,7 +389,10 @@ def main():
     os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
     # Before anything here makes a CUDA context: the device's own baseline.
     baseline = gpu_memory_used_mib(args.gpu) if args.device == "cuda" else None
-    flag = None if args.no_kiln else kiln_precision_flag(args.kiln_cmd, args.precision)
+    flags = set() if args.no_kiln else kiln_perf_flags(args.kiln_cmd)
+    flag = None if args.no_kiln else kiln_precision_flag(flags, args.precision)
+    args.kiln_device_io = (args.device == "cuda" and not args.kiln_host_io and
+                           "--device-io" in flags)
     if not args.no_kiln and flag is None:
         log(f"gpu_vs_torch: this kiln has no --{args.precision}: kiln runs fp32")
 
@@ -415,12 +430,16 @@ def main():
     device = torch.cuda.get_device_name(args.gpu) if args.device == "cuda" else "cpu"
     result = {"benchmark": "gpu_vs_torch", "device": device, "torch": torch.__version__,
               "precision": args.precision, "kiln_precision_flag": flag, "kiln": args.kiln,
+              "kiln_device_io": args.kiln_device_io,
               "modes": modes, "warmup": args.warmup, "iterations": args.iterations,
               "seconds": time.perf_counter() - started, "results": rows}
     with open(args.json, "w") as f:
         json.dump(result, f, indent=1)
     kiln_runs = ("no kiln" if args.no_kiln else f"kiln {args.precision}" if flag is not None
                  else f"kiln fp32: it has no --{args.precision}")
+    if not args.no_kiln:
+        kiln_runs += (", inputs/outputs in GPU memory" if args.kiln_device_io
+                      else ", host inputs/outputs copied inside kiln's timing")
     print(f"gpu_vs_torch on {device}, torch {torch.__version__}, {args.precision} ({kiln_runs}); "
           f"img/s (sequences/s for BERT); {time.perf_counter() - started:.0f} s; JSON: {args.json}")
     print(table(rows, modes))

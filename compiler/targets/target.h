@@ -52,6 +52,19 @@ class Executable {
     profile.steps.clear();
     return run(std::move(inputs));
   }
+  // run() on arguments already in the target device's memory (the cuda target: GPU pointers, e.g.
+  // from gpu_alloc() or a framework's tensors): inputs[i] holds graph input i (its dtype and static
+  // shape, contiguous), outputs[i] receives output i; returns once they are written. Targets that
+  // run on host memory say so.
+  virtual Status run_device(const std::vector<const void*>& inputs,
+                            const std::vector<void*>& outputs) const {
+    (void)inputs;
+    (void)outputs;
+    return unimplemented_error(
+        std::string("target ") + std::string(target()) +
+        " runs on host memory: pass host tensors to run() (device-resident arguments are a cuda "
+        "target feature)");
+  }
 };
 
 class Target {

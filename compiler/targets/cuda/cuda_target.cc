@@ -56,6 +56,29 @@ class CudaExecutable final : public Executable {
     profile.steps.clear();
     return run_with(std::move(inputs), &profile);
   }
+  Status run_device(const std::vector<const void*>& inputs,
+                    const std::vector<void*>& outputs) const override {
+    if (program_ == nullptr) {
+      return unimplemented_error(
+          "cuda target: this graph has dynamic shapes or subgraphs and runs on the host (ref): "
+          "pass host tensors to run()");
+    }
+    if (inputs.size() != graph_->inputs().size() || outputs.size() != graph_->outputs().size()) {
+      return invalid_argument_error(fmt::format(
+          "run_device: the model takes {} inputs and gives {} outputs; got {} and {} pointers",
+          graph_->inputs().size(), graph_->outputs().size(), inputs.size(), outputs.size()));
+    }
+    for (const void* p : inputs) {
+      if (p == nullptr) return invalid_argument_error("run_device: an input pointer is null");
+    }
+    for (const void* p : outputs) {
+      if (p == nullptr) return invalid_argument_error("run_device: an output pointer is null");
+    }
+    KILN_ASSIGN_OR_RETURN(std::unique_ptr<cuda::Session> session, sessions_.take());
+    Status out = program_->run_device(*session, inputs, outputs);
+    if (out.ok()) sessions_.give_back(std::move(session));
+    return out;
+  }
   const cuda::Program* program() const { return program_.get(); }
 
  private:

@@ -391,6 +391,70 @@ TEST(CudaTarget, TheBundledModelMatchesRef) {
   expect_close(want, run(*exe, inputs), 1e-3f);
 }
 
+TEST(CudaTarget, HostTargetsSayTheyTakeNoDeviceArguments) {
+  const std::vector<Tensor> inputs = {random_tensor(Shape{2, 3}, 70)};
+  std::shared_ptr<Executable> exe =
+      compile_for(make_graph(inputs,
+                             [](GraphBuilder& b, const std::vector<Value*>& in) {
+                               b.output(b.add(Op(ops::Relu{}), {in[0]}));
+                             }),
+                  "ref");
+  ASSERT_NE(exe, nullptr);
+  const Status s = exe->run_device({nullptr}, {nullptr});
+  EXPECT_EQ(s.code(), StatusCode::kUnimplemented);
+  EXPECT_NE(s.message().find("runs on host memory"), std::string::npos) << s.to_string();
+}
+
+TEST(CudaTarget, DeviceResidentArgumentsGiveWhatHostTensorsGive) {
+  SKIP_WITHOUT_GPU();
+  const Tensor w = random_tensor(Shape{4, 3, 3, 3}, 71);
+  const std::vector<Tensor> inputs = {random_tensor(Shape{2, 3, 8, 8}, 72),
+                                      random_tensor(Shape{2, 4, 8, 8}, 73)};
+  std::shared_ptr<Executable> exe = compile_for(
+      make_graph(inputs,
+                 [&](GraphBuilder& b, const std::vector<Value*>& in) {
+                   ops::Conv op;
+                   op.pads = std::vector<int64_t>{1, 1, 1, 1};
+                   Value* y = b.add(Op(op), {in[0], b.constant(w, "w")});
+                   b.output(b.add(Op(ops::Relu{}), {b.add(Op(ops::Add{}), {y, in[1]})}));
+                   b.output(b.add(Op(ops::Sigmoid{}), {in[1]}));
+                 }),
+      "cuda");
+  ASSERT_NE(exe, nullptr);
+  const std::vector<Tensor> want = run(*exe, inputs);
+  ASSERT_EQ(want.size(), 2u);
+  std::vector<std::shared_ptr<void>> memory;
+  std::vector<const void*> in;
+  std::vector<void*> out;
+  for (const Tensor& t : inputs) {
+    auto p = gpu_alloc(t.nbytes());
+    ASSERT_TRUE(p.ok()) << p.status().to_string();
+    ASSERT_TRUE(gpu_upload(p->get(), t.raw_data(), t.nbytes()).ok());
+    in.push_back(p->get());
+    memory.push_back(*p);
+  }
+  for (const Tensor& t : want) {
+    auto p = gpu_alloc(t.nbytes());
+    ASSERT_TRUE(p.ok()) << p.status().to_string();
+    out.push_back(p->get());
+    memory.push_back(*p);
+  }
+  for (int round = 0; round < 3; ++round) {  // the first run captures the CUDA graph
+    for (size_t i = 0; i < want.size(); ++i) {
+      const std::vector<uint8_t> poison(want[i].nbytes(), 0xff);
+      ASSERT_TRUE(gpu_upload(out[i], poison.data(), poison.size()).ok());
+    }
+    const Status ran = exe->run_device(in, out);
+    ASSERT_TRUE(ran.ok()) << ran.to_string();
+    for (size_t i = 0; i < want.size(); ++i) {
+      Tensor got(want[i].dtype(), want[i].shape());
+      ASSERT_TRUE(gpu_download(got.raw_data(), out[i], got.nbytes()).ok());
+      expect_close({want[i]}, {got}, 0.0f);
+    }
+  }
+  EXPECT_EQ(exe->run_device(in, {out[0]}).code(), StatusCode::kInvalidArgument);
+}
+
 TEST(CudaTarget, ConcurrentRunsGiveEachCallerItsOwnResult) {
   SKIP_WITHOUT_GPU();
   const Tensor w = random_tensor(Shape{8, 3, 3, 3}, 50);

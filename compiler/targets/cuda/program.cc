@@ -217,16 +217,31 @@ Result<std::unique_ptr<Session>> Program::new_session() const {
   return s;
 }
 
-Status Program::enqueue(Session& session, RunProfile* profile) const {
+Status Program::copy_inputs(Session& session, const std::vector<const void*>& from) const {
   for (size_t i = 0; i < inputs_.size(); ++i) {
     const Buffer& b = buffers_[static_cast<size_t>(inputs_[i])];
     if (b.bytes == 0) continue;
     KILN_RETURN_IF_ERROR(
-        check_cuda(cudaMemcpyAsync(session.device[static_cast<size_t>(inputs_[i])],
-                                   session.pinned + staging_.input_offsets[i], b.bytes,
-                                   cudaMemcpyHostToDevice, session.stream),
-                   "copying an input to the device"));
+        check_cuda(cudaMemcpyAsync(session.device[static_cast<size_t>(inputs_[i])], from[i],
+                                   b.bytes, cudaMemcpyDefault, session.stream),
+                   "copying an input to the program's arena"));
   }
+  return Status();
+}
+
+Status Program::copy_outputs(Session& session, const std::vector<void*>& to) const {
+  for (size_t i = 0; i < outputs_.size(); ++i) {
+    const Buffer& b = buffers_[static_cast<size_t>(outputs_[i])];
+    if (b.bytes == 0) continue;
+    KILN_RETURN_IF_ERROR(
+        check_cuda(cudaMemcpyAsync(to[i], session.device[static_cast<size_t>(outputs_[i])], b.bytes,
+                                   cudaMemcpyDefault, session.stream),
+                   "copying an output out of the program's arena"));
+  }
+  return Status();
+}
+
+Status Program::enqueue(Session& session, RunProfile* profile) const {
   for (const auto& step : steps_) {
     const auto start = std::chrono::steady_clock::now();
     Status s = step->run(session);
@@ -236,15 +251,6 @@ Status Program::enqueue(Session& session, RunProfile* profile) const {
       const std::chrono::duration<double, std::milli> ms = std::chrono::steady_clock::now() - start;
       profile->steps.push_back({step->node->describe(), step->kind, ms.count()});
     }
-  }
-  for (size_t i = 0; i < outputs_.size(); ++i) {
-    const Buffer& b = buffers_[static_cast<size_t>(outputs_[i])];
-    if (b.bytes == 0) continue;
-    KILN_RETURN_IF_ERROR(
-        check_cuda(cudaMemcpyAsync(session.pinned + staging_.output_offsets[i],
-                                   session.device[static_cast<size_t>(outputs_[i])], b.bytes,
-                                   cudaMemcpyDeviceToHost, session.stream),
-                   "copying an output from the device"));
   }
   return Status();
 }
@@ -265,18 +271,10 @@ Status Program::capture(Session& session) const {
   return ended;
 }
 
-Result<std::vector<Argument>> Program::run(Session& session, const std::vector<Argument>& inputs,
-                                           RunProfile* profile) const {
-  for (size_t i = 0; i < inputs_.size(); ++i) {
-    const Buffer& b = buffers_[static_cast<size_t>(inputs_[i])];
-    if (b.bytes != 0) {
-      std::memcpy(session.pinned + staging_.input_offsets[i], inputs[i].tensor().raw_data(),
-                  b.bytes);
-    }
-  }
+Status Program::run_steps(Session& session, RunProfile* profile) const {
   if (profile != nullptr) profile->steps.clear();
-  // Device-only programs replay one CUDA graph per session (captured on its first run); programs
-  // with host steps, and profiled runs, queue their steps one by one.
+  // Device-only programs replay one CUDA graph of their steps per session (captured on its first
+  // run); programs with host steps, and profiled runs, queue their steps one by one.
   const bool use_graph = graphable_ && profile == nullptr && !session.graph_failed;
   if (use_graph && session.graph == nullptr) {
     Status captured = capture(session);
@@ -295,6 +293,35 @@ Result<std::vector<Argument>> Program::run(Session& session, const std::vector<A
     session.interpreter = std::make_unique<ref::Interpreter>(seed_);
     KILN_RETURN_IF_ERROR(enqueue(session, profile));
   }
+  return Status();
+}
+
+Status Program::run_device(Session& session, const std::vector<const void*>& inputs,
+                           const std::vector<void*>& outputs) const {
+  KILN_RETURN_IF_ERROR(copy_inputs(session, inputs));
+  KILN_RETURN_IF_ERROR(run_steps(session, nullptr));
+  KILN_RETURN_IF_ERROR(copy_outputs(session, outputs));
+  return check_cuda(cudaStreamSynchronize(session.stream), "running the program");
+}
+
+Result<std::vector<Argument>> Program::run(Session& session, const std::vector<Argument>& inputs,
+                                           RunProfile* profile) const {
+  std::vector<const void*> staged_in(inputs_.size());
+  std::vector<void*> staged_out(outputs_.size());
+  for (size_t i = 0; i < inputs_.size(); ++i) {
+    const Buffer& b = buffers_[static_cast<size_t>(inputs_[i])];
+    staged_in[i] = session.pinned + staging_.input_offsets[i];
+    if (b.bytes != 0) {
+      std::memcpy(session.pinned + staging_.input_offsets[i], inputs[i].tensor().raw_data(),
+                  b.bytes);
+    }
+  }
+  for (size_t i = 0; i < outputs_.size(); ++i) {
+    staged_out[i] = session.pinned + staging_.output_offsets[i];
+  }
+  KILN_RETURN_IF_ERROR(copy_inputs(session, staged_in));
+  KILN_RETURN_IF_ERROR(run_steps(session, profile));
+  KILN_RETURN_IF_ERROR(copy_outputs(session, staged_out));
   KILN_RETURN_IF_ERROR(check_cuda(cudaStreamSynchronize(session.stream), "running the program"));
   std::vector<Argument> results;
   results.reserve(outputs_.size());

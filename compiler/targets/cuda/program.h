@@ -100,6 +100,10 @@ class Program {
   // Runs with inputs already checked against the graph; `profile` (optional) gets step times.
   Result<std::vector<Argument>> run(Session& session, const std::vector<Argument>& inputs,
                                     RunProfile* profile) const;
+  // Runs on device-resident arguments (any pointer cudaMemcpyDefault takes), one per graph input
+  // and output; returns when the outputs are written.
+  Status run_device(Session& session, const std::vector<const void*>& inputs,
+                    const std::vector<void*>& outputs) const;
 
   size_t arena_bytes() const { return plan_.arena_bytes; }
   size_t unplanned_bytes() const { return plan_.total_bytes; }
@@ -113,8 +117,12 @@ class Program {
   bool uses_graph() const { return graphable_; }
 
  private:
-  // Queues the input copies, the steps and the output copies on the session's stream.
+  // Queue copies into (out of) the arena's input (output) buffers on the session's stream.
+  Status copy_inputs(Session& session, const std::vector<const void*>& from) const;
+  Status copy_outputs(Session& session, const std::vector<void*>& to) const;
+  // Queues the steps on the session's stream; run_steps replays the captured graph when it can.
   Status enqueue(Session& session, RunProfile* profile) const;
+  Status run_steps(Session& session, RunProfile* profile) const;
   Status capture(Session& session) const;
 
   std::vector<Buffer> buffers_;
