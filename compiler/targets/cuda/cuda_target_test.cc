@@ -4,6 +4,7 @@
 #include "compiler/targets/cuda/cuda_target.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <filesystem>
@@ -11,11 +12,13 @@
 #include <random>
 #include <thread>
 
+#include "compiler/artifact/artifact.h"
 #include "compiler/ir/builder.h"
 #include "compiler/ir/printer.h"
 #include "compiler/onnx/importer.h"
 #include "compiler/ops/all_ops.h"
 #include "compiler/targets/cuda/program.h"
+#include "compiler/targets/cuda/tuning.h"
 #include "core/gpu.h"
 
 namespace kiln::compiler {
@@ -453,6 +456,83 @@ TEST(CudaTarget, DeviceResidentArgumentsGiveWhatHostTensorsGive) {
     }
   }
   EXPECT_EQ(exe->run_device(in, {out[0]}).code(), StatusCode::kInvalidArgument);
+}
+
+TEST(CudaTuning, EncodesAndDecodesAndRejectsDamage) {
+  cuda::Tuning t;
+  t.fingerprint = "GPU X; sm_90";
+  t.choices["conv a"] = {1, 2, 3};
+  t.choices["matmul b"] = std::vector<uint8_t>(64, 7);
+  const std::vector<uint8_t> bytes = t.encode();
+  auto back = cuda::Tuning::decode(bytes);
+  ASSERT_TRUE(back.ok()) << back.status().to_string();
+  EXPECT_EQ(back->fingerprint, t.fingerprint);
+  EXPECT_EQ(back->choices, t.choices);
+  for (size_t cut : {size_t{0}, size_t{3}, size_t{9}, bytes.size() - 1}) {
+    auto bad = cuda::Tuning::decode(std::span<const uint8_t>(bytes.data(), cut));
+    EXPECT_EQ(bad.status().code(), StatusCode::kDataLoss) << cut;
+  }
+  std::vector<uint8_t> longer = bytes;
+  longer.push_back(0);
+  EXPECT_EQ(cuda::Tuning::decode(longer).status().code(), StatusCode::kDataLoss);
+}
+
+// A conv + Gemm graph: two tuned problems.
+std::shared_ptr<Graph> tuned_graph(const std::vector<Tensor>& inputs) {
+  const Tensor w = random_tensor(Shape{8, 3, 3, 3}, 80);
+  const Tensor fc = random_tensor(Shape{8, 5}, 81);
+  return make_graph(inputs, [&](GraphBuilder& b, const std::vector<Value*>& in) {
+    ops::Conv op;
+    op.pads = std::vector<int64_t>{1, 1, 1, 1};
+    Value* y = b.add(Op(ops::Relu{}), {b.add(Op(op), {in[0], b.constant(w, "w")})});
+    Value* g = b.add(Op(ops::Flatten{}), {b.add(Op(ops::GlobalAveragePool{}), {y})});
+    b.output(b.add(Op(ops::Gemm{}), {g, b.constant(fc, "fc")}));
+  });
+}
+
+TEST(CudaTarget, ArtifactsKeepTheTuningAndLoadingReusesItOnTheSameGpu) {
+  SKIP_WITHOUT_GPU();
+  const std::vector<Tensor> inputs = {random_tensor(Shape{2, 3, 12, 12}, 82)};
+  std::shared_ptr<Executable> exe = compile_for(tuned_graph(inputs), "cuda");
+  ASSERT_NE(exe, nullptr);
+  const TargetData data = exe->target_data();
+  ASSERT_EQ(data.size(), 1u);
+  EXPECT_EQ(data[0].first, cuda::kTuningSection);
+  auto tuning = cuda::Tuning::decode(data[0].second);
+  ASSERT_TRUE(tuning.ok()) << tuning.status().to_string();
+  EXPECT_EQ(tuning->fingerprint, cuda::gpu_fingerprint());
+  EXPECT_EQ(tuning->choices.size(), 2u);  // the convolution and the Gemm
+
+  const std::filesystem::path file =
+      std::filesystem::temp_directory_path() / ("kiln_cuda_tuning_" + std::to_string(::getpid()));
+  ArtifactSource source;
+  source.name = "tuned.onnx";
+  ASSERT_TRUE(save_artifact(file.string(), *exe, {}, source).ok());
+  auto loaded = load_artifact(file.string());
+  std::filesystem::remove(file);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().to_string();
+  // The same choices, taken from the file: nothing measured again, the same results.
+  const TargetData again = loaded->executable->target_data();
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(again[0].second, data[0].second);
+  expect_close(run(*exe, inputs), run(*loaded->executable, inputs), 0.0f);
+
+  // Tuning from another GPU (or library version) is measured again, not trusted.
+  cuda::Tuning other = *tuning;
+  other.fingerprint = "another GPU";
+  for (auto& [key, value] : other.choices) std::fill(value.begin(), value.end(), 0xff);
+  auto target = make_target("cuda");
+  ASSERT_TRUE(target.ok());
+  CompileOptions options;
+  options.target_data =
+      std::make_shared<TargetData>(TargetData{{cuda::kTuningSection, other.encode()}});
+  auto retuned = compile(tuned_graph(inputs), **target, options);
+  ASSERT_TRUE(retuned.ok()) << retuned.status().to_string();
+  auto retuned_tuning = cuda::Tuning::decode((*retuned)->target_data()[0].second);
+  ASSERT_TRUE(retuned_tuning.ok());
+  EXPECT_EQ(retuned_tuning->fingerprint, cuda::gpu_fingerprint());
+  std::shared_ptr<Executable> ref = compile_for(tuned_graph(inputs), "ref");
+  expect_close(run(*ref, inputs), run(**retuned, inputs));
 }
 
 TEST(CudaTarget, ConcurrentRunsGiveEachCallerItsOwnResult) {

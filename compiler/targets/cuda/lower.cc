@@ -256,7 +256,32 @@ constexpr size_t kMaxWorkspace = size_t{256} << 20;
 
 // The fastest algorithm cudnnFind measures, within the workspace cap: for fp32 only FMA ones (no
 // TF32), for f16/bf16 tensor-core ones too.
-Status choose_conv_algo(cudnnHandle_t handle, ConvDescs& d, bool tensor_ops) {
+// A stored convolution choice: the algorithm and the math type it was measured with.
+struct ConvChoice {
+  int32_t algo = 0;
+  int32_t math = 0;
+};
+
+// The algorithm for `key`: a choice known for this GPU (made earlier in this compile, or stored in
+// the artifact being loaded) when cuDNN still takes it, else the fastest cudnnFind measures.
+Status choose_conv_algo(Builder& b, ConvDescs& d, bool tensor_ops, const std::string& key) {
+  cudnnHandle_t handle = b.cudnn();
+  if (const std::vector<uint8_t>* known = b.known_choice(key)) {
+    std::optional<ConvChoice> c = choice_value<ConvChoice>(*known);
+    size_t workspace = 0;
+    const auto algo = static_cast<cudnnConvolutionFwdAlgo_t>(c ? c->algo : 0);
+    const auto math = static_cast<cudnnMathType_t>(c ? c->math : 0);
+    if (c && (tensor_ops || math != CUDNN_TENSOR_OP_MATH) &&
+        (!tensor_ops || cudnnSetConvolutionMathType(d.conv, math) == CUDNN_STATUS_SUCCESS) &&
+        cudnnGetConvolutionForwardWorkspaceSize(handle, d.x, d.w, d.conv, d.y, algo, &workspace) ==
+            CUDNN_STATUS_SUCCESS &&
+        workspace <= kMaxWorkspace) {
+      d.algo = algo;
+      d.workspace = workspace;
+      b.record_choice(key, *known, false);
+      return Status();
+    }
+  }
   constexpr int kRequested = CUDNN_CONVOLUTION_FWD_ALGO_COUNT;
   cudnnConvolutionFwdAlgoPerf_t perf[kRequested];
   int returned = 0;
@@ -273,6 +298,15 @@ Status choose_conv_algo(cudnnHandle_t handle, ConvDescs& d, bool tensor_ops) {
     if (perf[i].mathType == CUDNN_TENSOR_OP_MATH && !tensor_ops) continue;
     d.algo = perf[i].algo;
     d.workspace = perf[i].memory;
+    // f16/bf16 run with the math type the algorithm was measured with; fp32 keeps FMA (no TF32).
+    if (tensor_ops) {
+      KILN_RETURN_IF_ERROR(check_cudnn(cudnnSetConvolutionMathType(d.conv, perf[i].mathType),
+                                       "convolution math type"));
+    }
+    b.record_choice(key,
+                    choice_bytes(ConvChoice{static_cast<int32_t>(perf[i].algo),
+                                            static_cast<int32_t>(perf[i].mathType)}),
+                    st == CUDNN_STATUS_SUCCESS);
     return Status();
   }
   return unavailable_error("cuda target: cuDNN offers no algorithm for this convolution");
@@ -338,7 +372,11 @@ Result<bool> lower_conv(Builder& b, const Node& node) {
   KILN_RETURN_IF_ERROR(check_cudnn(
       cudnnSetConvolutionMathType(d->conv, tensor_ops ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH),
       "math"));
-  KILN_RETURN_IF_ERROR(choose_conv_algo(b.cudnn(), *d, tensor_ops).with_context(node.describe()));
+  const std::string key = fmt::format(
+      "conv {} x{} w{} pads{},{} strides{},{} dilations{},{} groups{}",
+      dtype_name(node.input(0)->tensor_type().dtype), x.to_string(), w.to_string(), g->pad_begin[0],
+      g->pad_begin[1], g->strides[0], g->strides[1], g->dilations[0], g->dilations[1], groups);
+  KILN_RETURN_IF_ERROR(choose_conv_algo(b, *d, tensor_ops, key).with_context(node.describe()));
   b.need_workspace(d->workspace);
   const int xi = b.buffer_of(node.input(0));
   const int wi = b.buffer_of(node.input(1));
@@ -454,6 +492,89 @@ Status make_layout(cublasLtMatrixLayout_t* layout, cudaDataType_t type, int64_t 
   return Status();
 }
 
+// A stored matmul choice: cuBLASLt's algorithm (opaque, valid for the same library and GPU).
+struct MatmulChoice {
+  cublasLtMatmulAlgo_t algo;
+};
+
+// Device memory freed on scope exit (tuning's scratch).
+struct Scratch {
+  Scratch() = default;
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  ~Scratch() {
+    for (void* p : blocks) cudaFree(p);
+    for (cudaEvent_t e : events) cudaEventDestroy(e);
+    if (stream != nullptr) cudaStreamDestroy(stream);
+  }
+  // `bytes` of device memory filled with a small non-zero pattern (0x3c in every byte: about
+  // 0.0115 in f32, 1.06 in f16, 0.0115 in bf16), or nullptr when the GPU has too little free.
+  void* block(size_t bytes) {
+    void* p = nullptr;
+    if (cudaMalloc(&p, std::max<size_t>(bytes, 1)) != cudaSuccess) {
+      cudaGetLastError();
+      return nullptr;
+    }
+    blocks.push_back(p);
+    cudaMemset(p, 0x3c, bytes);
+    return p;
+  }
+  std::vector<void*> blocks;
+  std::vector<cudaEvent_t> events;
+  cudaStream_t stream = nullptr;
+};
+
+// The index of the fastest of cuBLASLt's `count` heuristic candidates, each timed over 3 runs
+// after one warm-up on scratch operands; 0 (the heuristic's first) when there is one candidate or
+// no room for the scratch.
+int fastest_matmul(cublasLtHandle_t lt, const LtPlan& p, const cublasLtMatmulHeuristicResult_t* r,
+                   int count, size_t a_bytes, size_t b_bytes, size_t d_bytes, size_t bias_bytes,
+                   float alpha, float beta) {
+  if (count <= 1) return 0;
+  Scratch s;
+  void* a = s.block(a_bytes);
+  void* bm = s.block(b_bytes);
+  void* d = s.block(d_bytes);
+  void* bias = s.block(bias_bytes);
+  void* workspace = s.block(kLtWorkspace);
+  s.events.resize(2);
+  if (a == nullptr || bm == nullptr || d == nullptr || bias == nullptr || workspace == nullptr ||
+      cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking) != cudaSuccess ||
+      cudaEventCreate(&s.events[0]) != cudaSuccess ||
+      cudaEventCreate(&s.events[1]) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias));
+  int best = 0;
+  float best_ms = INFINITY;
+  for (int i = 0; i < count; ++i) {
+    if (r[i].workspaceSize > kLtWorkspace) continue;
+    auto once = [&] {
+      return cublasLtMatmul(lt, p.op, &alpha, bm, p.a, a, p.b, &beta, d, p.d, d, p.d, &r[i].algo,
+                            workspace, r[i].workspaceSize, s.stream) == CUBLAS_STATUS_SUCCESS;
+    };
+    if (!once()) continue;
+    cudaEventRecord(s.events[0], s.stream);
+    bool ok = true;
+    for (int k = 0; k < 3 && ok; ++k) ok = once();
+    cudaEventRecord(s.events[1], s.stream);
+    float ms = 0;
+    if (!ok || cudaEventSynchronize(s.events[1]) != cudaSuccess ||
+        cudaEventElapsedTime(&ms, s.events[0], s.events[1]) != cudaSuccess) {
+      cudaGetLastError();
+      continue;
+    }
+    if (ms < best_ms) {
+      best_ms = ms;
+      best = i;
+    }
+  }
+  cudaStreamSynchronize(s.stream);
+  cudaGetLastError();
+  return best;
+}
+
 // Row-major Y[M,N] = A[M,K] B[K,N] runs as column-major Y^T = B^T A^T: cuBLAS's A is our B.
 Result<bool> lower_matmul(Builder& b, const Node& node) {
   if (node.num_inputs() < 2) return false;
@@ -542,14 +663,46 @@ Result<bool> lower_matmul(Builder& b, const Node& node) {
   const uint64_t cap = kLtWorkspace;
   cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &cap,
                                        sizeof(cap));
-  cublasLtMatmulHeuristicResult_t result{};
-  int found = 0;
-  const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(b.lt(), p->op, p->a, p->b, p->d, p->d,
-                                                           pref, 1, &result, &found);
+  // A choice known for this GPU when cuBLASLt still takes it; else the fastest of its heuristic's
+  // first 8 candidates.
+  const size_t es = dtype_size(node.input(0)->tensor_type().dtype);
+  const std::string key =
+      fmt::format("matmul {} m{} n{} k{} batch{} ta{} tb{} epilogue{} beta{}",
+                  dtype_name(node.input(0)->tensor_type().dtype), m, n, k, batch, trans_a, trans_b,
+                  static_cast<int>(epilogue), beta != 0.0f);
+  bool chosen = false;
+  if (const std::vector<uint8_t>* known = b.known_choice(key)) {
+    std::optional<MatmulChoice> c = choice_value<MatmulChoice>(*known);
+    cublasLtMatmulHeuristicResult_t check{};
+    if (c &&
+        cublasLtMatmulAlgoCheck(b.lt(), p->op, p->a, p->b, p->d, p->d, &c->algo, &check) ==
+            CUBLAS_STATUS_SUCCESS &&
+        check.workspaceSize <= kLtWorkspace) {
+      p->algo = c->algo;
+      p->workspace = check.workspaceSize;
+      b.record_choice(key, *known, false);
+      chosen = true;
+    }
+  }
+  if (!chosen) {
+    constexpr int kCandidates = 8;
+    cublasLtMatmulHeuristicResult_t results[kCandidates] = {};
+    int found = 0;
+    const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(b.lt(), p->op, p->a, p->b, p->d, p->d,
+                                                             pref, kCandidates, results, &found);
+    if (st != CUBLAS_STATUS_SUCCESS || found == 0) {
+      cublasLtMatmulPreferenceDestroy(pref);
+      return false;  // the host runs it
+    }
+    const auto bytes = [&](int64_t elements) { return static_cast<size_t>(elements) * es; };
+    const int best =
+        fastest_matmul(b.lt(), *p, results, found, bytes(batch * m * k), bytes(batch * k * n),
+                       bytes(batch * m * n), bytes(n), alpha, beta);
+    p->algo = results[best].algo;
+    p->workspace = results[best].workspaceSize;
+    b.record_choice(key, choice_bytes(MatmulChoice{p->algo}), true);
+  }
   cublasLtMatmulPreferenceDestroy(pref);
-  if (st != CUBLAS_STATUS_SUCCESS || found == 0) return false;  // the host runs it
-  p->algo = result.algo;
-  p->workspace = result.workspaceSize;
   b.need_workspace(p->workspace);
   const int ai = b.buffer_of(node.input(0));
   const int bi = b.buffer_of(node.input(1));

@@ -464,6 +464,20 @@ void Builder::add_host_step(const Node& node) {
   add_step(std::move(step));
 }
 
+const std::vector<uint8_t>* Builder::known_choice(const std::string& key) const {
+  for (const Tuning* t : {static_cast<const Tuning*>(tuner_.found), tuner_.stored}) {
+    if (t == nullptr) continue;
+    auto it = t->choices.find(key);
+    if (it != t->choices.end()) return &it->second;
+  }
+  return nullptr;
+}
+
+void Builder::record_choice(const std::string& key, std::vector<uint8_t> bytes, bool measured) {
+  if (tuner_.found != nullptr) tuner_.found->choices[key] = std::move(bytes);
+  if (tuner_.progress != nullptr) tuner_.progress->step(measured);
+}
+
 Result<std::unique_ptr<Program>> Builder::build() {
   if (!plannable()) return std::unique_ptr<Program>();
   std::vector<int> inputs;

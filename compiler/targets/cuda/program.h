@@ -18,6 +18,7 @@
 
 #include "compiler/ir/graph.h"
 #include "compiler/runtime/memory_plan.h"
+#include "compiler/targets/cuda/tuning.h"
 #include "compiler/targets/ref/interpreter.h"
 #include "compiler/targets/target.h"
 
@@ -144,8 +145,16 @@ class Program {
 // (copy out, ref kernel, copy in) for every other node.
 class Builder {
  public:
-  Builder(const Graph& graph, uint64_t seed, cudnnHandle_t cudnn, cublasLtHandle_t lt)
-      : graph_(graph), seed_(seed), cudnn_(cudnn), lt_(lt) {}
+  // Where the algorithm choices come from and go: `stored` (a loaded artifact's, for this GPU; may
+  // be null) is used without measuring; every choice made is recorded in `found` (the new
+  // executable's, kept in its artifacts); `progress` counts the problems measured.
+  struct Tuner {
+    const Tuning* stored = nullptr;
+    Tuning* found = nullptr;
+    TuningProgress* progress = nullptr;
+  };
+  Builder(const Graph& graph, uint64_t seed, cudnnHandle_t cudnn, cublasLtHandle_t lt, Tuner tuner)
+      : graph_(graph), seed_(seed), cudnn_(cudnn), lt_(lt), tuner_(tuner) {}
 
   // nullptr when the graph cannot be planned (dynamic shapes, non-tensor values, strings,
   // subgraphs): the executable then runs the ref interpreter.
@@ -170,6 +179,10 @@ class Builder {
   // The only node reading `v` when `v` is not a graph output, else nullptr.
   const Node* only_consumer(const Value* v) const;
   void mark_fused(const Node* node) { fused_.push_back(node); }
+  // The choice for problem `key` made earlier in this compile or stored for this GPU, or nullptr.
+  const std::vector<uint8_t>* known_choice(const std::string& key) const;
+  // Records the choice for `key` (a progress step); `measured` when it was timed now.
+  void record_choice(const std::string& key, std::vector<uint8_t> bytes, bool measured);
 
  private:
   bool plannable() const;
@@ -180,6 +193,7 @@ class Builder {
   uint64_t seed_;
   cudnnHandle_t cudnn_;
   cublasLtHandle_t lt_;
+  Tuner tuner_;
   std::vector<Buffer> buffers_;
   std::vector<std::unique_ptr<Step>> steps_;
   std::unordered_map<const Value*, int> value_buffers_;
