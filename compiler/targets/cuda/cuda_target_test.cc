@@ -350,18 +350,31 @@ TEST(CudaTarget, HalfPrecisionGraphsMatchRefInF32) {
   std::shared_ptr<Executable> ref = compile_for(make_graph(inputs, build_in(DType::kF32)), "ref");
   ASSERT_NE(ref, nullptr);
   const std::vector<Tensor> want = run(*ref, inputs);
-  for (const DType dt : {DType::kF16, DType::kBF16}) {
-    SCOPED_TRACE(dtype_name(dt));
-    std::shared_ptr<Executable> exe = compile_for(make_graph(inputs, build_in(dt)), "cuda");
-    ASSERT_NE(exe, nullptr);
-    // bf16 keeps 8 bits of mantissa, f16 11: 2^-7 and 2^-10 per rounding, a few roundings deep.
-    expect_close(want, run(*exe, inputs), dt == DType::kF16 ? 1e-2f : 6e-2f);
-    const cuda::Program* program = cuda_program(*exe);
-    ASSERT_NE(program, nullptr);
-    EXPECT_EQ(program->device_steps(), static_cast<int>(program->steps().size()))
-        << "every step on the device";
-    EXPECT_GE(program->count_steps("Cast"), 4);
+  // NHWC (the default for f16/bf16 convolutions) and NCHW; then fp32 forced NHWC.
+  for (const char* layout : {"nhwc", "nchw"}) {
+    ::setenv("KILN_CUDA_LAYOUT", layout, 1);
+    const bool nhwc = std::string(layout) == "nhwc";
+    for (const DType dt : {DType::kF16, DType::kBF16, DType::kF32}) {
+      SCOPED_TRACE(std::string(dtype_name(dt)) + " " + layout);
+      std::shared_ptr<Executable> exe = compile_for(make_graph(inputs, build_in(dt)), "cuda");
+      ASSERT_NE(exe, nullptr);
+      // bf16 keeps 8 bits of mantissa, f16 11: 2^-7 and 2^-10 per rounding, a few roundings deep.
+      const float tolerance = dt == DType::kF16 ? 1e-2f : dt == DType::kBF16 ? 6e-2f : 1e-4f;
+      expect_close(want, run(*exe, inputs), tolerance);
+      const cuda::Program* program = cuda_program(*exe);
+      ASSERT_NE(program, nullptr);
+      EXPECT_EQ(program->device_steps(), static_cast<int>(program->steps().size()))
+          << "every step on the device";
+      if (dt != DType::kF32) {
+        EXPECT_GE(program->count_steps("Cast"), 4);
+      }
+      // NHWC: the input goes channels last once, the pooled output comes back once; the global
+      // pool reads NHWC directly.
+      EXPECT_EQ(program->count_steps("Reorder NCHW>NHWC"), nhwc ? 1 : 0);
+      EXPECT_EQ(program->count_steps("Reorder NHWC>NCHW"), nhwc ? 1 : 0);
+    }
   }
+  ::unsetenv("KILN_CUDA_LAYOUT");
 }
 
 TEST(CudaTarget, TheBundledModelMatchesRef) {

@@ -167,10 +167,22 @@ __global__ void channel_affine_kernel(const T* x, T* y, const float* scale, cons
 template <class T>
 __global__ void pool2d_kernel(Pool2d p, const T* x, T* y, int64_t n) {
   KILN_GRID_STRIDE(i, n) {
-    const int64_t ox = i % p.ow;
-    const int64_t oy = (i / p.ow) % p.oh;
-    const int64_t nc = i / (p.ow * p.oh);
-    const T* plane = x + nc * p.h * p.w;
+    // NCHW: i = ((n*C + c)*OH + oy)*OW + ox, the window read along rows of one plane; NHWC:
+    // i = ((n*OH + oy)*OW + ox)*C + c, the window read at a stride of C.
+    int64_t ox, oy, c, nimg;
+    if (p.nhwc) {
+      c = i % p.c;
+      ox = (i / p.c) % p.ow;
+      oy = (i / (p.c * p.ow)) % p.oh;
+      nimg = i / (p.c * p.ow * p.oh);
+    } else {
+      ox = i % p.ow;
+      oy = (i / p.ow) % p.oh;
+      c = (i / (p.ow * p.oh)) % p.c;
+      nimg = i / (p.ow * p.oh * p.c);
+    }
+    const T* plane = p.nhwc ? x + nimg * p.h * p.w * p.c + c : x + (nimg * p.c + c) * p.h * p.w;
+    const int64_t step = p.nhwc ? p.c : 1;
     float acc = p.max ? -FLT_MAX : 0.0f;
     int64_t count = 0;
     for (int64_t ky = 0; ky < p.kh; ++ky) {
@@ -179,7 +191,7 @@ __global__ void pool2d_kernel(Pool2d p, const T* x, T* y, int64_t n) {
         const int64_t ix = ox * p.sw - p.pw + kx * p.dw;
         const bool inside = iy >= 0 && iy < p.h && ix >= 0 && ix < p.w;
         if (inside) {
-          const float v = ld(plane[iy * p.w + ix]);
+          const float v = ld(plane[(iy * p.w + ix) * step]);
           acc = p.max ? fmaxf(acc, v) : acc + v;
           ++count;
         } else if (p.count_include_pad) {
@@ -211,6 +223,22 @@ __global__ void global_pool_kernel(const T* x, T* y, int64_t inner) {
   }
   if (threadIdx.x == 0) {
     y[blockIdx.x] = from_f32<T>(kMax ? partial[0] : partial[0] / static_cast<float>(inner));
+  }
+}
+
+// One thread per (image, channel): adjacent threads read adjacent channels (coalesced).
+template <bool kMax, class T>
+__global__ void global_pool_nhwc_kernel(const T* x, T* y, int64_t batch, int64_t hw,
+                                        int64_t channels) {
+  KILN_GRID_STRIDE(i, batch * channels) {
+    const int64_t c = i % channels;
+    const T* img = x + (i / channels) * hw * channels + c;
+    float acc = kMax ? -FLT_MAX : 0.0f;
+    for (int64_t p = 0; p < hw; ++p) {
+      const float v = ld(img[p * channels]);
+      acc = kMax ? fmaxf(acc, v) : acc + v;
+    }
+    y[i] = from_f32<T>(kMax ? acc : acc / static_cast<float>(hw));
   }
 }
 
@@ -343,6 +371,25 @@ Status launch_global_pool(Elem e, const void* x, void* y, int64_t outer, int64_t
       global_pool_kernel<false><<<static_cast<unsigned>(outer), kThreads, 0, s>>>(tx, ty, inner);
     }
     return launched("global_pool");
+  });
+}
+
+Status launch_global_pool_nhwc(Elem e, const void* x, void* y, int64_t batch, int64_t hw,
+                               int64_t channels, bool max, void* stream) {
+  const int64_t n = batch * channels;
+  if (n <= 0) return Status();
+  auto s = static_cast<cudaStream_t>(stream);
+  return dispatch(e, [&](auto tag) {
+    using T = decltype(tag);
+    const auto* tx = static_cast<const T*>(x);
+    auto* ty = static_cast<T*>(y);
+    if (max) {
+      global_pool_nhwc_kernel<true><<<blocks_for(n), kThreads, 0, s>>>(tx, ty, batch, hw, channels);
+    } else {
+      global_pool_nhwc_kernel<false>
+          <<<blocks_for(n), kThreads, 0, s>>>(tx, ty, batch, hw, channels);
+    }
+    return launched("global_pool_nhwc");
   });
 }
 

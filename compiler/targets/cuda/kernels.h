@@ -69,6 +69,7 @@ Status launch_channel_affine(Elem e, const void* x, void* y, const float* scale,
 
 struct Pool2d {
   bool max = true;
+  bool nhwc = false;  // x and y stored channels last
   bool count_include_pad = false;
   int64_t n = 0, c = 0, h = 0, w = 0, oh = 0, ow = 0;
   int64_t kh = 1, kw = 1, sh = 1, sw = 1, ph = 0, pw = 0, dh = 1, dw = 1;
@@ -77,6 +78,9 @@ Status launch_pool2d(Elem e, const Pool2d& p, const void* x, void* y, void* stre
 // Mean (or max) over `inner` contiguous elements of each of `outer` rows.
 Status launch_global_pool(Elem e, const void* x, void* y, int64_t outer, int64_t inner, bool max,
                           void* stream);
+// The same over NHWC x ([batch, hw, channels]): y[b, c] = mean (max) over hw of x[b, :, c].
+Status launch_global_pool_nhwc(Elem e, const void* x, void* y, int64_t batch, int64_t hw,
+                               int64_t channels, bool max, void* stream);
 // Softmax (or log-softmax) over the last `cols` elements of each of `rows` rows.
 Status launch_softmax(Elem e, const void* x, void* y, int64_t rows, int64_t cols, bool log,
                       void* stream);

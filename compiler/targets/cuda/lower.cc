@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <mutex>
 
@@ -159,8 +160,9 @@ bool lower_unary(Builder& b, const Node& node) {
   auto u = unary_of(node);
   const std::optional<Elem> e = common_elem({node.input(0), node.output(0)});
   if (!u || !e) return false;
-  const int x = b.buffer_of(node.input(0));
-  const int y = b.define(node.output(0));
+  // Elementwise: the output keeps the input's layout.
+  const int x = b.stored_buffer(node.input(0));
+  const int y = b.define(node.output(0), b.is_nhwc(node.input(0)));
   const int64_t n = shape_of(node.output(0)).numel();
   const Unary op = u->first;
   const float alpha = u->second.first;
@@ -199,6 +201,18 @@ void broadcast_strides(const Shape& in, const Shape& out, int64_t* strides) {
   }
 }
 
+// Strides per logical output dim of an operand of shape `in`: its plain row-major layout
+// (broadcast_strides), or NHWC storage (a 4-D operand: n HWC, c 1, h WC, w C), 0 where it
+// broadcasts.
+void operand_strides(const Shape& in, const Shape& out, bool nhwc, int64_t* strides) {
+  if (!nhwc) {
+    broadcast_strides(in, out, strides);
+    return;
+  }
+  const int64_t stored[4] = {in[2] * in[3] * in[1], 1, in[3] * in[1], in[1]};
+  for (int d = 0; d < 4; ++d) strides[d] = in[d] == 1 && out[d] != 1 ? 0 : stored[d];
+}
+
 bool lower_binary(Builder& b, const Node& node) {
   auto op = binary_of(node.kind());
   if (!op || node.num_inputs() != 2) return false;
@@ -208,19 +222,32 @@ bool lower_binary(Builder& b, const Node& node) {
   const Shape sa = shape_of(node.input(0));
   const Shape sb = shape_of(node.input(1));
   if (out.rank() > kMaxRank || sa.rank() > out.rank() || sb.rank() > out.rank()) return false;
+  // A 4-D result is stored NHWC when an operand is: each operand is read through its own layout's
+  // strides, permuted to the output's NHWC order.
+  const bool nhwc = out.rank() == 4 && (b.is_nhwc(node.input(0)) || b.is_nhwc(node.input(1)));
+  const bool a_nhwc = nhwc && b.is_nhwc(node.input(0));  // else read plain (reordered if needed)
+  const bool b_nhwc = nhwc && b.is_nhwc(node.input(1));
   BroadcastIndex index;
   index.rank = out.rank();
-  for (int d = 0; d < out.rank(); ++d) index.out_dims[d] = out[d];
-  broadcast_strides(sa, out, index.a_strides);
-  broadcast_strides(sb, out, index.b_strides);
-  const bool contiguous = sa == out && sb == out;
-  const int a = b.buffer_of(node.input(0));
-  const int c = b.buffer_of(node.input(1));
+  int64_t la[kMaxRank];
+  int64_t lb[kMaxRank];
+  operand_strides(sa, out, a_nhwc, la);
+  operand_strides(sb, out, b_nhwc, lb);
+  static constexpr int kNhwc[4] = {0, 2, 3, 1};
+  for (int d = 0; d < out.rank(); ++d) {
+    const int from = nhwc ? kNhwc[d] : d;
+    index.out_dims[d] = out[from];
+    index.a_strides[d] = la[from];
+    index.b_strides[d] = lb[from];
+  }
+  const bool contiguous = sa == out && sb == out && a_nhwc == nhwc && b_nhwc == nhwc;
+  const int a = nhwc ? b.stored_buffer(node.input(0)) : b.buffer_of(node.input(0));
+  const int c = nhwc ? b.stored_buffer(node.input(1)) : b.buffer_of(node.input(1));
   // A ReLU that alone reads the result runs inside the same kernel (the residual Add+Relu).
   const Node* relu = b.only_consumer(node.output(0));
   if (relu != nullptr && relu->kind() != OpKind::kRelu) relu = nullptr;
   if (relu != nullptr) b.mark_fused(relu);
-  const int y = b.define((relu != nullptr ? relu : &node)->output(0));
+  const int y = b.define((relu != nullptr ? relu : &node)->output(0), nhwc);
   const int64_t n = out.numel();
   const Binary kind = *op;
   const bool fused = relu != nullptr;
@@ -312,7 +339,28 @@ Status choose_conv_algo(Builder& b, ConvDescs& d, bool tensor_ops, const std::st
   return unavailable_error("cuda target: cuDNN offers no algorithm for this convolution");
 }
 
-Result<bool> lower_conv(Builder& b, const Node& node) {
+// A 4-D constant's bytes reordered from NCHW (KCRS) to NHWC (KRSC).
+std::vector<uint8_t> nhwc_bytes(const Tensor& t) {
+  const Shape s = t.shape();
+  const size_t es = dtype_size(t.dtype());
+  std::vector<uint8_t> out(t.nbytes());
+  const auto* in = static_cast<const uint8_t*>(t.raw_data());
+  size_t at = 0;
+  for (int64_t n = 0; n < s[0]; ++n) {
+    for (int64_t h = 0; h < s[2]; ++h) {
+      for (int64_t w = 0; w < s[3]; ++w) {
+        for (int64_t c = 0; c < s[1]; ++c) {
+          const size_t from = static_cast<size_t>(((n * s[1] + c) * s[2] + h) * s[3] + w) * es;
+          std::memcpy(out.data() + at, in + from, es);
+          at += es;
+        }
+      }
+    }
+  }
+  return out;
+}
+
+Result<bool> lower_conv_as(Builder& b, const Node& node, bool nhwc) {
   const auto& op = node.attrs<ops::Conv>();
   if (op.activation && *op.activation != "Relu") return false;
   if (node.num_inputs() < 2) return false;
@@ -340,24 +388,22 @@ Result<bool> lower_conv(Builder& b, const Node& node) {
     wide_bias = constant_floats(node.input(2));
     if (!wide_bias) return false;
   }
+  const cudnnTensorFormat_t format = nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
   auto d = std::make_shared<ConvDescs>();
   auto i32 = [](int64_t v) { return static_cast<int>(v); };
   KILN_RETURN_IF_ERROR(check_cudnn(cudnnCreateTensorDescriptor(&d->x), "descriptor"));
   KILN_RETURN_IF_ERROR(check_cudnn(cudnnCreateTensorDescriptor(&d->y), "descriptor"));
   KILN_RETURN_IF_ERROR(check_cudnn(cudnnCreateFilterDescriptor(&d->w), "descriptor"));
   KILN_RETURN_IF_ERROR(check_cudnn(cudnnCreateConvolutionDescriptor(&d->conv), "descriptor"));
-  KILN_RETURN_IF_ERROR(
-      check_cudnn(cudnnSetTensor4dDescriptor(d->x, CUDNN_TENSOR_NCHW, data, i32(x[0]), i32(x[1]),
-                                             i32(x[2]), i32(x[3])),
-                  "input descriptor"));
-  KILN_RETURN_IF_ERROR(
-      check_cudnn(cudnnSetTensor4dDescriptor(d->y, CUDNN_TENSOR_NCHW, data, i32(y[0]), i32(y[1]),
-                                             i32(y[2]), i32(y[3])),
-                  "output descriptor"));
-  KILN_RETURN_IF_ERROR(
-      check_cudnn(cudnnSetFilter4dDescriptor(d->w, data, CUDNN_TENSOR_NCHW, i32(w[0]), i32(w[1]),
-                                             i32(w[2]), i32(w[3])),
-                  "filter descriptor"));
+  KILN_RETURN_IF_ERROR(check_cudnn(
+      cudnnSetTensor4dDescriptor(d->x, format, data, i32(x[0]), i32(x[1]), i32(x[2]), i32(x[3])),
+      "input descriptor"));
+  KILN_RETURN_IF_ERROR(check_cudnn(
+      cudnnSetTensor4dDescriptor(d->y, format, data, i32(y[0]), i32(y[1]), i32(y[2]), i32(y[3])),
+      "output descriptor"));
+  KILN_RETURN_IF_ERROR(check_cudnn(
+      cudnnSetFilter4dDescriptor(d->w, data, format, i32(w[0]), i32(w[1]), i32(w[2]), i32(w[3])),
+      "filter descriptor"));
   KILN_RETURN_IF_ERROR(check_cudnn(
       cudnnSetConvolution2dDescriptor(d->conv, i32(g->pad_begin[0]), i32(g->pad_begin[1]),
                                       i32(g->strides[0]), i32(g->strides[1]), i32(g->dilations[0]),
@@ -372,14 +418,22 @@ Result<bool> lower_conv(Builder& b, const Node& node) {
   KILN_RETURN_IF_ERROR(check_cudnn(
       cudnnSetConvolutionMathType(d->conv, tensor_ops ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH),
       "math"));
-  const std::string key = fmt::format(
-      "conv {} x{} w{} pads{},{} strides{},{} dilations{},{} groups{}",
-      dtype_name(node.input(0)->tensor_type().dtype), x.to_string(), w.to_string(), g->pad_begin[0],
-      g->pad_begin[1], g->strides[0], g->strides[1], g->dilations[0], g->dilations[1], groups);
+  const std::string key =
+      fmt::format("conv {} {} x{} w{} pads{},{} strides{},{} dilations{},{} groups{}",
+                  dtype_name(node.input(0)->tensor_type().dtype), nhwc ? "nhwc" : "nchw",
+                  x.to_string(), w.to_string(), g->pad_begin[0], g->pad_begin[1], g->strides[0],
+                  g->strides[1], g->dilations[0], g->dilations[1], groups);
   KILN_RETURN_IF_ERROR(choose_conv_algo(b, *d, tensor_ops, key).with_context(node.describe()));
   b.need_workspace(d->workspace);
-  const int xi = b.buffer_of(node.input(0));
-  const int wi = b.buffer_of(node.input(1));
+  const int xi = nhwc ? b.buffer_nhwc(node.input(0)) : b.buffer_of(node.input(0));
+  int wi = -1;
+  if (!nhwc) {
+    wi = b.buffer_of(node.input(1));
+  } else if (const Tensor* wt = node.input(1)->constant_value(); wt != nullptr) {
+    wi = b.constant_bytes(wt->dtype(), w, nhwc_bytes(*wt));
+  } else {
+    wi = b.buffer_nhwc(node.input(1));
+  }
   const int bi = !has_bias   ? -1
                  : wide_bias ? b.constant(std::move(*wide_bias))
                              : b.buffer_of(node.input(2));
@@ -411,7 +465,7 @@ Result<bool> lower_conv(Builder& b, const Node& node) {
       const Value* other = sum->input(0) == node.output(0) ? sum->input(1) : sum->input(0);
       if (other != node.output(0) && shape_of(other) == y && elem_of(other) == e &&
           shape_of(sum->output(0)) == y && b.has_buffer(other)) {
-        zi = b.buffer_of(other);
+        zi = nhwc ? b.buffer_nhwc(other) : b.buffer_of(other);
         last = sum;
         b.mark_fused(sum);
         kind += "+Add";
@@ -425,11 +479,11 @@ Result<bool> lower_conv(Builder& b, const Node& node) {
       }
     }
   }
-  const int yi = b.define(last->output(0));
+  const int yi = b.define(last->output(0), nhwc);
   const bool clamp = last != &node || op.activation.has_value();
   const int64_t n = y.numel();
   const int64_t channels = y[1];
-  const int64_t inner = y[2] * y[3];
+  const int64_t inner = nhwc ? 1 : y[2] * y[3];  // channel of element i: (i / inner) % channels
   std::vector<int> reads = {xi, wi};
   if (bi >= 0) reads.push_back(bi);
   if (zi >= 0) reads.push_back(zi);
@@ -446,6 +500,17 @@ Result<bool> lower_conv(Builder& b, const Node& node) {
                                  s.stream);
   });
   return true;
+}
+
+// NHWC (channels last) where tensor cores want it (KILN_CUDA_LAYOUT): input, filter (KRSC) and
+// output; the filter is reordered once at compile time when it is a constant. A convolution cuDNN
+// has no NHWC algorithm for runs NCHW.
+Result<bool> lower_conv(Builder& b, const Node& node) {
+  if (!node.has_input(0)) return false;
+  const bool nhwc = Builder::nhwc_convolutions(node.input(0)->tensor_type().dtype);
+  Result<bool> lowered = lower_conv_as(b, node, nhwc);
+  if (!lowered.ok() && nhwc) return lower_conv_as(b, node, false);
+  return lowered;
 }
 
 // ---- cuBLASLt matmul ----
@@ -773,8 +838,9 @@ bool lower_pool(Builder& b, const Node& node) {
   p.pw = g->pad_begin[1];
   p.dh = g->dilations[0];
   p.dw = g->dilations[1];
-  const int xi = b.buffer_of(node.input(0));
-  const int yi = b.define(node.output(0));
+  p.nhwc = b.is_nhwc(node.input(0));  // pools keep their input's layout
+  const int xi = b.stored_buffer(node.input(0));
+  const int yi = b.define(node.output(0), p.nhwc);
   add(b, node, std::string(node.op().name()), {xi}, {yi},
       [=, e = *e](Session& s) { return launch_pool2d(e, p, ptr(s, xi), ptr(s, yi), s.stream); });
   return true;
@@ -789,9 +855,18 @@ bool lower_global_pool(Builder& b, const Node& node) {
   const int64_t inner = x.numel() / std::max<int64_t>(outer, 1);
   if (inner == 0) return false;
   const bool max = node.kind() == OpKind::kGlobalMaxPool;
-  const int xi = b.buffer_of(node.input(0));
+  // An NHWC input is reduced in place of reordering it; the [N, C, 1, 1] result is the same
+  // either way.
+  const bool nhwc = b.is_nhwc(node.input(0));
+  const int xi = nhwc ? b.stored_buffer(node.input(0)) : b.buffer_of(node.input(0));
   const int yi = b.define(node.output(0));
+  const int64_t batch = x[0];
+  const int64_t channels = x[1];
   add(b, node, std::string(node.op().name()), {xi}, {yi}, [=, e = *e](Session& s) {
+    if (nhwc) {
+      return launch_global_pool_nhwc(e, ptr(s, xi), ptr(s, yi), batch, inner, channels, max,
+                                     s.stream);
+    }
     return launch_global_pool(e, ptr(s, xi), ptr(s, yi), outer, inner, max, s.stream);
   });
   return true;
@@ -839,10 +914,11 @@ bool lower_batchnorm(Builder& b, const Node& node) {
   }
   const int si = b.constant(std::move(scale));
   const int hi = b.constant(std::move(shift));
-  const int xi = b.buffer_of(node.input(0));
-  const int yi = b.define(node.output(0));
+  const bool nhwc = b.is_nhwc(node.input(0));  // keeps its input's layout
+  const int xi = b.stored_buffer(node.input(0));
+  const int yi = b.define(node.output(0), nhwc);
   const int64_t n = x.numel();
-  const int64_t inner = c == 0 ? 0 : n / (x[0] * c);
+  const int64_t inner = nhwc ? 1 : c == 0 ? 0 : n / (x[0] * c);
   add(b, node, "BatchNormalization", {xi, si, hi}, {yi}, [=, e = *e](Session& s) {
     return launch_channel_affine(e, ptr(s, xi), ptr(s, yi), f32(s, si), f32(s, hi), nullptr, n, c,
                                  inner, -INFINITY, INFINITY, s.stream);
@@ -857,8 +933,14 @@ bool lower_concat(Builder& b, const Node& node) {
   if (axis < 0 || axis >= y.rank()) return false;
   const DType dtype = node.output(0)->tensor_type().dtype;
   const size_t es = dtype_size(dtype);
+  // Channels of NHWC inputs concatenate NHWC: one row per pixel (N*H*W rows of C_i each).
+  bool nhwc = false;
+  if (y.rank() == 4 && axis == 1) {
+    for (const Value* v : node.inputs()) nhwc = nhwc || (v != nullptr && b.is_nhwc(v));
+  }
   int64_t outer = 1;
   for (int d = 0; d < axis; ++d) outer *= y[d];
+  if (nhwc) outer = y[0] * y[2] * y[3];
   const size_t out_row = static_cast<size_t>(y.numel() / std::max<int64_t>(outer, 1)) * es;
   struct Part {
     int buffer;
@@ -872,12 +954,12 @@ bool lower_concat(Builder& b, const Node& node) {
     if (v == nullptr || v->tensor_type().dtype != dtype) return false;
     const Shape s = shape_of(v);
     const size_t row = static_cast<size_t>(s.numel() / std::max<int64_t>(outer, 1)) * es;
-    parts.push_back({b.buffer_of(v), row, at});
+    parts.push_back({nhwc ? b.buffer_nhwc(v) : b.buffer_of(v), row, at});
     reads.push_back(parts.back().buffer);
     at += row;
   }
   if (at != out_row || outer == 0) return false;
-  const int yi = b.define(node.output(0));
+  const int yi = b.define(node.output(0), nhwc);
   add(b, node, "Concat", reads, {yi}, [=](Session& s) -> Status {
     auto* dst = static_cast<uint8_t*>(s.device[static_cast<size_t>(yi)]);
     for (const Part& p : parts) {
@@ -932,8 +1014,8 @@ bool lower_cast(Builder& b, const Node& node) {
   const std::optional<Elem> to = elem_of(node.output(0));
   if (!from || !to) return false;
   if (*from == *to) return lower_alias(b, node);
-  const int xi = b.buffer_of(node.input(0));
-  const int yi = b.define(node.output(0));
+  const int xi = b.stored_buffer(node.input(0));  // keeps its input's layout
+  const int yi = b.define(node.output(0), b.is_nhwc(node.input(0)));
   const int64_t n = shape_of(node.output(0)).numel();
   add(b, node, "Cast", {xi}, {yi}, [=, from = *from, to = *to](Session& s) {
     return launch_cast(from, to, ptr(s, xi), ptr(s, yi), n, s.stream);
@@ -942,6 +1024,22 @@ bool lower_cast(Builder& b, const Node& node) {
 }
 
 }  // namespace
+
+void add_reorder(Builder& b, int from, int to, const Shape& x, bool to_nhwc) {
+  // Output dims in storage order, each read at the input's stride for that dim.
+  const std::vector<int64_t> dims = to_nhwc ? std::vector<int64_t>{x[0], x[2], x[3], x[1]}
+                                            : std::vector<int64_t>{x[0], x[1], x[2], x[3]};
+  const std::vector<int64_t> strides =
+      to_nhwc ? std::vector<int64_t>{x[1] * x[2] * x[3], x[3], 1, x[2] * x[3]}   // from NCHW
+              : std::vector<int64_t>{x[2] * x[3] * x[1], 1, x[3] * x[1], x[1]};  // from NHWC
+  const int64_t n = x.numel();
+  const int es = static_cast<int>(dtype_size(b.buffer(from).dtype));
+  add(b, b.current(), to_nhwc ? "Reorder NCHW>NHWC" : "Reorder NHWC>NCHW", {from}, {to},
+      [=](Session& s) {
+        return launch_permute(ptr(s, from), ptr(s, to), n, 4, dims.data(), strides.data(), es,
+                              s.stream);
+      });
+}
 
 Result<bool> lower_device(Builder& b, const Node& node) {
   for (const Value* v : node.outputs()) {

@@ -354,16 +354,54 @@ int Builder::add_buffer(Buffer b) {
   return static_cast<int>(buffers_.size()) - 1;
 }
 
-int Builder::buffer_of(const Value* v) const {
+int Builder::stored_buffer(const Value* v) const {
   auto it = value_buffers_.find(v);
   KILN_CHECK(it != value_buffers_.end());
   return it->second;
 }
 
-int Builder::define(const Value* v) {
+int Builder::buffer_of(const Value* v) {
+  const int id = stored_buffer(v);
+  if (!buffers_[static_cast<size_t>(id)].nhwc) return id;
+  if (auto it = plain_copies_.find(v); it != plain_copies_.end()) return it->second;
+  Buffer b = buffers_[static_cast<size_t>(id)];
+  b.nhwc = false;
+  b.first = b.last = -1;
+  const int copy = add_buffer(std::move(b));
+  plain_copies_[v] = copy;
+  add_reorder(*this, id, copy, v->tensor_type().shape(), false);
+  return copy;
+}
+
+int Builder::buffer_nhwc(const Value* v) {
+  const int id = stored_buffer(v);
+  if (buffers_[static_cast<size_t>(id)].nhwc) return id;
+  if (auto it = nhwc_copies_.find(v); it != nhwc_copies_.end()) return it->second;
+  Buffer b = buffers_[static_cast<size_t>(id)];
+  KILN_CHECK(b.shape.rank() == 4, "buffer_nhwc on a tensor that is not 4-D");
+  b.nhwc = true;
+  b.constant = false;
+  b.host = nullptr;
+  b.owned = nullptr;
+  b.first = b.last = -1;
+  const int copy = add_buffer(std::move(b));
+  nhwc_copies_[v] = copy;
+  add_reorder(*this, id, copy, v->tensor_type().shape(), true);
+  return copy;
+}
+
+bool Builder::nhwc_convolutions(DType dtype) {
+  const std::string layout = env_flag_string(EnvFlag::kCudaLayout);
+  if (layout == "nhwc") return true;
+  if (layout == "nchw") return false;
+  return dtype == DType::kF16 || dtype == DType::kBF16;
+}
+
+int Builder::define(const Value* v, bool nhwc) {
   Buffer b;
   b.dtype = v->tensor_type().dtype;
   b.shape = v->tensor_type().shape();
+  b.nhwc = nhwc && b.shape.rank() == 4;
   b.bytes = byte_size(b.dtype, b.shape);
   const int id = add_buffer(std::move(b));
   value_buffers_[v] = id;
@@ -371,11 +409,16 @@ int Builder::define(const Value* v) {
 }
 
 int Builder::constant(std::vector<float> values) {
-  auto data = std::make_shared<std::vector<uint8_t>>(values.size() * sizeof(float));
-  std::memcpy(data->data(), values.data(), data->size());
+  std::vector<uint8_t> bytes(values.size() * sizeof(float));
+  std::memcpy(bytes.data(), values.data(), bytes.size());
+  return constant_bytes(DType::kF32, Shape{static_cast<int64_t>(values.size())}, std::move(bytes));
+}
+
+int Builder::constant_bytes(DType dtype, Shape shape, std::vector<uint8_t> bytes) {
+  auto data = std::make_shared<std::vector<uint8_t>>(std::move(bytes));
   Buffer b;
-  b.dtype = DType::kF32;
-  b.shape = Shape{static_cast<int64_t>(values.size())};
+  b.dtype = dtype;
+  b.shape = std::move(shape);
   b.bytes = data->size();
   b.constant = true;
   b.host = data->data();
@@ -499,9 +542,11 @@ Result<std::unique_ptr<Program>> Builder::build() {
       value_buffers_[node->output(0)] = add_buffer(std::move(b));
       continue;
     }
+    current_ = node.get();
     KILN_ASSIGN_OR_RETURN(bool lowered, lower_device(*this, *node));
     if (!lowered) add_host_step(*node);
   }
+  // Outputs stored NHWC are reordered back after the last node.
   std::vector<int> outputs;
   std::vector<Shape> output_shapes;
   for (const Value* v : graph_.outputs()) {
