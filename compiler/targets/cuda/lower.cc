@@ -259,6 +259,33 @@ bool lower_binary(Builder& b, const Node& node) {
   return true;
 }
 
+// Device memory freed on scope exit (tuning's scratch).
+struct Scratch {
+  Scratch() = default;
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  ~Scratch() {
+    for (void* p : blocks) cudaFree(p);
+    for (cudaEvent_t e : events) cudaEventDestroy(e);
+    if (stream != nullptr) cudaStreamDestroy(stream);
+  }
+  // `bytes` of device memory filled with a small non-zero pattern (0x3c in every byte: about
+  // 0.0115 in f32, 1.06 in f16, 0.0115 in bf16), or nullptr when the GPU has too little free.
+  void* block(size_t bytes) {
+    void* p = nullptr;
+    if (cudaMalloc(&p, std::max<size_t>(bytes, 1)) != cudaSuccess) {
+      cudaGetLastError();
+      return nullptr;
+    }
+    blocks.push_back(p);
+    cudaMemset(p, 0x3c, bytes);
+    return p;
+  }
+  std::vector<void*> blocks;
+  std::vector<cudaEvent_t> events;
+  cudaStream_t stream = nullptr;
+};
+
 // ---- cuDNN convolution ----
 
 struct ConvDescs {
@@ -270,6 +297,8 @@ struct ConvDescs {
     if (y != nullptr) cudnnDestroyTensorDescriptor(y);
     if (w != nullptr) cudnnDestroyFilterDescriptor(w);
     if (conv != nullptr) cudnnDestroyConvolutionDescriptor(conv);
+    if (bias != nullptr) cudnnDestroyTensorDescriptor(bias);
+    if (relu != nullptr) cudnnDestroyActivationDescriptor(relu);
   }
   cudnnTensorDescriptor_t x = nullptr;
   cudnnTensorDescriptor_t y = nullptr;
@@ -277,6 +306,9 @@ struct ConvDescs {
   cudnnConvolutionDescriptor_t conv = nullptr;
   cudnnConvolutionFwdAlgo_t algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
   size_t workspace = 0;
+  // cudnnConvolutionBiasActivationForward: bias [1, K, 1, 1] in y's type, ReLU.
+  cudnnTensorDescriptor_t bias = nullptr;
+  cudnnActivationDescriptor_t relu = nullptr;
 };
 
 constexpr size_t kMaxWorkspace = size_t{256} << 20;
@@ -358,6 +390,58 @@ std::vector<uint8_t> nhwc_bytes(const Tensor& t) {
     }
   }
   return out;
+}
+
+// The constant bias buffer (in the output's type) for cudnnConvolutionBiasActivationForward with
+// ReLU when cuDNN runs it for `d` (tried once on scratch memory), else -1 (the bias kernel runs).
+Result<int> fused_conv_bias(Builder& b, ConvDescs& d, cudnnDataType_t data, Elem e,
+                            const std::vector<float>& bias, const Shape& x, const Shape& w,
+                            const Shape& y) {
+  const int k = static_cast<int>(w[0]);
+  KILN_RETURN_IF_ERROR(check_cudnn(cudnnCreateTensorDescriptor(&d.bias), "bias descriptor"));
+  KILN_RETURN_IF_ERROR(check_cudnn(
+      cudnnSetTensor4dDescriptor(d.bias, CUDNN_TENSOR_NCHW, data, 1, k, 1, 1), "bias descriptor"));
+  KILN_RETURN_IF_ERROR(check_cudnn(cudnnCreateActivationDescriptor(&d.relu), "activation"));
+  KILN_RETURN_IF_ERROR(check_cudnn(
+      cudnnSetActivationDescriptor(d.relu, CUDNN_ACTIVATION_RELU, CUDNN_NOT_PROPAGATE_NAN, 0.0),
+      "activation"));
+  std::vector<uint8_t> bytes;
+  const DType dtype = e == Elem::kF32 ? DType::kF32 : e == Elem::kF16 ? DType::kF16 : DType::kBF16;
+  for (float v : bias) {
+    if (dtype == DType::kF32) {
+      const auto* p = reinterpret_cast<const uint8_t*>(&v);
+      bytes.insert(bytes.end(), p, p + 4);
+    } else {
+      const uint16_t h = dtype == DType::kF16 ? Half(v).bits : BFloat16(v).bits;
+      bytes.push_back(static_cast<uint8_t>(h & 0xff));
+      bytes.push_back(static_cast<uint8_t>(h >> 8));
+    }
+  }
+  // The trial: every operand on scratch memory, on a stream of its own.
+  const size_t es = dtype_size(dtype);
+  Scratch s;
+  void* xs = s.block(static_cast<size_t>(x.numel()) * es);
+  void* ws = s.block(static_cast<size_t>(w.numel()) * es);
+  void* ys = s.block(static_cast<size_t>(y.numel()) * es);
+  void* zs = s.block(static_cast<size_t>(y.numel()) * es);
+  void* bs = s.block(bytes.size());
+  void* workspace = s.block(d.workspace);
+  if (xs == nullptr || ws == nullptr || ys == nullptr || zs == nullptr || bs == nullptr ||
+      workspace == nullptr ||
+      cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking) != cudaSuccess) {
+    cudaGetLastError();
+    return -1;
+  }
+  const float one = 1.0f;
+  cudnnSetStream(b.cudnn(), s.stream);
+  const cudnnStatus_t st = cudnnConvolutionBiasActivationForward(
+      b.cudnn(), &one, d.x, xs, d.w, ws, d.conv, d.algo, workspace, d.workspace, &one, d.y, zs,
+      d.bias, bs, d.relu, d.y, ys);
+  const cudaError_t synced = cudaStreamSynchronize(s.stream);
+  cudnnSetStream(b.cudnn(), nullptr);
+  cudaGetLastError();
+  if (st != CUDNN_STATUS_SUCCESS || synced != cudaSuccess) return -1;
+  return b.constant_bytes(dtype, Shape{w[0]}, std::move(bytes));
 }
 
 Result<bool> lower_conv_as(Builder& b, const Node& node, bool nhwc) {
@@ -481,15 +565,32 @@ Result<bool> lower_conv_as(Builder& b, const Node& node, bool nhwc) {
   }
   const int yi = b.define(last->output(0), nhwc);
   const bool clamp = last != &node || op.activation.has_value();
+  // Bias, residual and ReLU inside cuDNN's epilogue (one pass less over the output), where cuDNN
+  // runs this configuration: a trial call at compile time decides.
+  int fused_bias = -1;
+  if (has_bias && lo == 0.0f && hi == INFINITY) {
+    if (std::optional<std::vector<float>> bias = constant_floats(node.input(2))) {
+      KILN_ASSIGN_OR_RETURN(fused_bias, fused_conv_bias(b, *d, data, *e, *bias, x, w, y));
+    }
+  }
   const int64_t n = y.numel();
   const int64_t channels = y[1];
   const int64_t inner = nhwc ? 1 : y[2] * y[3];  // channel of element i: (i / inner) % channels
   std::vector<int> reads = {xi, wi};
   if (bi >= 0) reads.push_back(bi);
   if (zi >= 0) reads.push_back(zi);
+  if (fused_bias >= 0) reads.push_back(fused_bias);
   add(b, node, kind, reads, {yi}, [=, e = *e](Session& s) -> Status {
     const float one = 1.0f;
     const float zero = 0.0f;
+    if (fused_bias >= 0) {
+      return check_cudnn(
+          cudnnConvolutionBiasActivationForward(
+              s.cudnn, &one, d->x, ptr(s, xi), d->w, ptr(s, wi), d->conv, d->algo, s.workspace,
+              d->workspace, zi >= 0 ? &one : &zero, d->y, zi >= 0 ? ptr(s, zi) : ptr(s, yi),
+              d->bias, ptr(s, fused_bias), d->relu, d->y, ptr(s, yi)),
+          "convolution with bias and ReLU");
+    }
     KILN_RETURN_IF_ERROR(check_cudnn(
         cudnnConvolutionForward(s.cudnn, &one, d->x, ptr(s, xi), d->w, ptr(s, wi), d->conv, d->algo,
                                 s.workspace, d->workspace, &zero, d->y, ptr(s, yi)),
@@ -560,33 +661,6 @@ Status make_layout(cublasLtMatrixLayout_t* layout, cudaDataType_t type, int64_t 
 // A stored matmul choice: cuBLASLt's algorithm (opaque, valid for the same library and GPU).
 struct MatmulChoice {
   cublasLtMatmulAlgo_t algo;
-};
-
-// Device memory freed on scope exit (tuning's scratch).
-struct Scratch {
-  Scratch() = default;
-  Scratch(const Scratch&) = delete;
-  Scratch& operator=(const Scratch&) = delete;
-  ~Scratch() {
-    for (void* p : blocks) cudaFree(p);
-    for (cudaEvent_t e : events) cudaEventDestroy(e);
-    if (stream != nullptr) cudaStreamDestroy(stream);
-  }
-  // `bytes` of device memory filled with a small non-zero pattern (0x3c in every byte: about
-  // 0.0115 in f32, 1.06 in f16, 0.0115 in bf16), or nullptr when the GPU has too little free.
-  void* block(size_t bytes) {
-    void* p = nullptr;
-    if (cudaMalloc(&p, std::max<size_t>(bytes, 1)) != cudaSuccess) {
-      cudaGetLastError();
-      return nullptr;
-    }
-    blocks.push_back(p);
-    cudaMemset(p, 0x3c, bytes);
-    return p;
-  }
-  std::vector<void*> blocks;
-  std::vector<cudaEvent_t> events;
-  cudaStream_t stream = nullptr;
 };
 
 // The index of the fastest of cuBLASLt's `count` heuristic candidates, each timed over 3 runs
