@@ -71,6 +71,9 @@ MODELS = {
 }
 
 
+EXPORT_WITH_GRAD = {"vit_b_16"}
+
+
 def make_model(name, models=None):
     """The model `name` of `models` (default MODELS), made with seed 0 so every caller gets the
     same weights, in eval mode; and the shape of one sample."""
@@ -89,7 +92,9 @@ def export(name, out_dir, models=None):
     # PyTorch 2.x (the GPU machine's) exports through dynamo by default, at opset 18 with external
     # data; the TorchScript exporter keeps opset 17 and one file, as Debian's torch 1.13 does.
     legacy = {"dynamo": False} if "dynamo" in inspect.signature(torch.onnx.export).parameters else {}
-    with torch.no_grad():
+    # Under no_grad, nn.MultiheadAttention (ViT) takes its fused fast path, which the TorchScript
+    # exporter cannot write; with gradients on it traces the plain ops. The graph is the same.
+    with torch.set_grad_enabled(name in EXPORT_WITH_GRAD):
         torch.onnx.export(model, x, tmp, opset_version=17, input_names=["input"],
                           output_names=["output"],
                           dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}}, **legacy)

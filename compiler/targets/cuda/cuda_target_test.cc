@@ -377,6 +377,55 @@ TEST(CudaTarget, HalfPrecisionGraphsMatchRefInF32) {
   ::unsetenv("KILN_CUDA_LAYOUT");
 }
 
+// The transformer pieces: LayerNormalization, Split, Slice (steps, negative indices), Gather of
+// one index (ViT's class token), Expand; in f32, and LayerNormalization in f16 too.
+TEST(CudaTarget, TransformerPiecesMatchRef) {
+  SKIP_WITHOUT_GPU();
+  const Tensor scale = random_tensor(Shape{8}, 90);
+  const Tensor bias = random_tensor(Shape{8}, 91);
+  const std::vector<Tensor> inputs = {random_tensor(Shape{2, 6, 8}, 92),
+                                      random_tensor(Shape{3, 1, 4}, 93)};
+  auto i64 = [](std::vector<int64_t> v) {
+    return Tensor::from_vector<int64_t>(v, Shape{static_cast<int64_t>(v.size())});
+  };
+  auto build = [&](DType dt) {
+    return [&, dt](GraphBuilder& b, const std::vector<Value*>& in) {
+      auto cast = [&](Value* v, DType to) -> Value* {
+        if (dt == DType::kF32) return v;
+        ops::Cast c;
+        c.to = to;
+        return b.add(Op(c), {v});
+      };
+      Value* x = cast(in[0], dt);
+      b.output(cast(b.add(Op(ops::LayerNormalization{}),
+                          {x, b.constant(in_dtype(scale, dt)), b.constant(in_dtype(bias, dt))}),
+                    DType::kF32));
+      ops::Split split;
+      split.axis = 2;
+      for (Value* part : b.add(Op(split), {in[0], b.constant(i64({3, 5}))}, 2)) b.output(part);
+      b.output(b.add(Op(ops::Slice{}), {in[0], b.constant(i64({1, -1})), b.constant(i64({5, 0})),
+                                        b.constant(i64({1, 2})), b.constant(i64({2, -3}))}));
+      ops::Gather gather;
+      gather.axis = 1;
+      b.output(b.add(Op(gather), {in[0], b.constant(Tensor::scalar<int64_t>(-6))}));
+      b.output(b.add(Op(ops::Expand{}), {in[1], b.constant(i64({2, 3, 5, 4}))}));
+    };
+  };
+  std::shared_ptr<Executable> ref = compile_for(make_graph(inputs, build(DType::kF32)), "ref");
+  ASSERT_NE(ref, nullptr);
+  const std::vector<Tensor> want = run(*ref, inputs);
+  for (const DType dt : {DType::kF32, DType::kF16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    std::shared_ptr<Executable> exe = compile_for(make_graph(inputs, build(dt)), "cuda");
+    ASSERT_NE(exe, nullptr);
+    expect_close(want, run(*exe, inputs), dt == DType::kF16 ? 1e-2f : 1e-4f);
+    const cuda::Program* program = cuda_program(*exe);
+    ASSERT_NE(program, nullptr);
+    EXPECT_EQ(program->device_steps(), static_cast<int>(program->steps().size()))
+        << "every step on the device";
+  }
+}
+
 TEST(CudaTarget, TheBundledModelMatchesRef) {
   SKIP_WITHOUT_GPU();
   // The source tree, or the current folder where the binary runs from a copy of the repository

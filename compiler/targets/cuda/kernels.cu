@@ -276,6 +276,27 @@ __global__ void softmax_kernel(const T* x, T* y, int64_t cols, bool log) {
 }
 
 template <class T>
+__global__ void layernorm_kernel(const T* x, T* y, const float* scale, const float* bias,
+                                 int64_t cols, float epsilon) {
+  __shared__ float shared[kThreads];
+  const T* row = x + blockIdx.x * cols;
+  T* out = y + blockIdx.x * cols;
+  float s = 0.0f;
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) s += ld(row[j]);
+  const float mean = block_reduce(s, false, shared) / static_cast<float>(cols);
+  float v = 0.0f;
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+    const float d = ld(row[j]) - mean;
+    v += d * d;
+  }
+  const float inv = rsqrtf(block_reduce(v, false, shared) / static_cast<float>(cols) + epsilon);
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+    const float r = (ld(row[j]) - mean) * inv * scale[j];
+    out[j] = from_f32<T>(bias != nullptr ? r + bias[j] : r);
+  }
+}
+
+template <class T>
 __global__ void permute_kernel(const T* x, T* y, int64_t n, int rank, BroadcastIndex index) {
   KILN_GRID_STRIDE(i, n) {
     int64_t rest = i;
@@ -390,6 +411,18 @@ Status launch_global_pool_nhwc(Elem e, const void* x, void* y, int64_t batch, in
           <<<blocks_for(n), kThreads, 0, s>>>(tx, ty, batch, hw, channels);
     }
     return launched("global_pool_nhwc");
+  });
+}
+
+Status launch_layernorm(Elem e, const void* x, void* y, const float* scale, const float* bias,
+                        int64_t rows, int64_t cols, float epsilon, void* stream) {
+  if (rows <= 0) return Status();
+  return dispatch(e, [&](auto tag) {
+    using T = decltype(tag);
+    layernorm_kernel<<<static_cast<unsigned>(rows), kThreads, 0,
+                       static_cast<cudaStream_t>(stream)>>>(
+        static_cast<const T*>(x), static_cast<T*>(y), scale, bias, cols, epsilon);
+    return launched("layernorm");
   });
 }
 

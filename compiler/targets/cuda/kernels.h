@@ -81,6 +81,10 @@ Status launch_global_pool(Elem e, const void* x, void* y, int64_t outer, int64_t
 // The same over NHWC x ([batch, hw, channels]): y[b, c] = mean (max) over hw of x[b, :, c].
 Status launch_global_pool_nhwc(Elem e, const void* x, void* y, int64_t batch, int64_t hw,
                                int64_t channels, bool max, void* stream);
+// Layer normalization over the last `cols` elements of each of `rows` rows (f32 statistics):
+// y = (x - mean) / sqrt(var + epsilon) * scale + bias; bias may be null.
+Status launch_layernorm(Elem e, const void* x, void* y, const float* scale, const float* bias,
+                        int64_t rows, int64_t cols, float epsilon, void* stream);
 // Softmax (or log-softmax) over the last `cols` elements of each of `rows` rows.
 Status launch_softmax(Elem e, const void* x, void* y, int64_t rows, int64_t cols, bool log,
                       void* stream);

@@ -1082,6 +1082,204 @@ bool lower_transpose(Builder& b, const Node& node) {
   return true;
 }
 
+// ---- views: Slice, Split, Gather (one index), Expand as strided copies ----
+
+// A constant integer tensor's values (i32 or i64), if `v` is one.
+std::optional<std::vector<int64_t>> constant_ints(const Value* v) {
+  const Tensor* t = v != nullptr ? v->constant_value() : nullptr;
+  if (t == nullptr) return std::nullopt;
+  std::vector<int64_t> out;
+  if (t->dtype() == DType::kI64) {
+    for (int64_t i = 0; i < t->numel(); ++i) out.push_back(t->data<int64_t>()[i]);
+  } else if (t->dtype() == DType::kI32) {
+    for (int64_t i = 0; i < t->numel(); ++i) out.push_back(t->data<int32_t>()[i]);
+  } else {
+    return std::nullopt;
+  }
+  return out;
+}
+
+// Row-major element strides of `s`.
+std::vector<int64_t> plain_strides(const Shape& s) {
+  std::vector<int64_t> strides(static_cast<size_t>(s.rank()));
+  int64_t stride = 1;
+  for (int d = s.rank() - 1; d >= 0; --d) {
+    strides[static_cast<size_t>(d)] = stride;
+    stride *= s[d];
+  }
+  return strides;
+}
+
+// One strided read of a source buffer: output dims, the source's stride per output dim and the
+// element offset of the first element.
+struct View {
+  int to = -1;
+  std::vector<int64_t> dims;
+  std::vector<int64_t> strides;
+  int64_t offset = 0;
+};
+
+// A step writing each view of buffer `from` (elements of `es` bytes) into its own buffer.
+bool add_views(Builder& b, const Node& node, int from, size_t es, std::vector<View> views) {
+  if (es != 1 && es != 2 && es != 4 && es != 8) return false;
+  std::vector<int> writes;
+  for (const View& v : views) {
+    if (v.dims.size() > static_cast<size_t>(kMaxRank)) return false;
+    writes.push_back(v.to);
+  }
+  add(b, node, std::string(node.op().name()), {from}, writes, [=](Session& s) -> Status {
+    for (const View& v : views) {
+      int64_t n = 1;
+      for (int64_t d : v.dims) n *= d;
+      const auto* base =
+          static_cast<const uint8_t*>(ptr(s, from)) + v.offset * static_cast<int64_t>(es);
+      KILN_RETURN_IF_ERROR(launch_permute(base, ptr(s, v.to), n, static_cast<int>(v.dims.size()),
+                                          v.dims.data(), v.strides.data(), static_cast<int>(es),
+                                          s.stream));
+    }
+    return Status();
+  });
+  return true;
+}
+
+bool lower_slice(Builder& b, const Node& node) {
+  const Shape x = shape_of(node.input(0));
+  const Shape y = shape_of(node.output(0));
+  auto starts = constant_ints(node.input(1));
+  auto ends = constant_ints(node.input(2));
+  if (!starts || !ends || starts->size() != ends->size() || x.rank() != y.rank()) return false;
+  std::vector<int64_t> axes;
+  if (node.has_input(3)) {
+    auto a = constant_ints(node.input(3));
+    if (!a) return false;
+    axes = *a;
+  } else {
+    for (size_t i = 0; i < starts->size(); ++i) axes.push_back(static_cast<int64_t>(i));
+  }
+  std::vector<int64_t> steps(starts->size(), 1);
+  if (node.has_input(4)) {
+    auto st = constant_ints(node.input(4));
+    if (!st || st->size() != starts->size()) return false;
+    steps = *st;
+  }
+  if (axes.size() != starts->size()) return false;
+  const std::vector<int64_t> in = plain_strides(x);
+  View v;
+  v.dims.assign(y.dims().begin(), y.dims().end());
+  v.strides = in;
+  for (size_t i = 0; i < axes.size(); ++i) {
+    int64_t axis = axes[i] < 0 ? axes[i] + x.rank() : axes[i];
+    if (axis < 0 || axis >= x.rank() || steps[i] == 0) return false;
+    const int64_t dim = x[static_cast<int>(axis)];
+    int64_t start = (*starts)[i] < 0 ? (*starts)[i] + dim : (*starts)[i];
+    start =
+        steps[i] > 0 ? std::clamp<int64_t>(start, 0, dim) : std::clamp<int64_t>(start, 0, dim - 1);
+    v.offset += start * in[static_cast<size_t>(axis)];
+    v.strides[static_cast<size_t>(axis)] = in[static_cast<size_t>(axis)] * steps[i];
+  }
+  const int from = b.buffer_of(node.input(0));
+  v.to = b.define(node.output(0));
+  return add_views(b, node, from, dtype_size(node.input(0)->tensor_type().dtype), {v});
+}
+
+bool lower_split(Builder& b, const Node& node) {
+  const Shape x = shape_of(node.input(0));
+  int64_t axis = node.attrs<ops::Split>().axis;
+  if (axis < 0) axis += x.rank();
+  if (axis < 0 || axis >= x.rank()) return false;
+  const std::vector<int64_t> in = plain_strides(x);
+  const int from = b.buffer_of(node.input(0));
+  std::vector<View> views;
+  int64_t at = 0;
+  for (const Value* out : node.outputs()) {
+    const Shape y = shape_of(out);
+    View v;
+    v.dims.assign(y.dims().begin(), y.dims().end());
+    v.strides = in;
+    v.offset = at * in[static_cast<size_t>(axis)];
+    at += y[static_cast<int>(axis)];
+    v.to = b.define(out);
+    views.push_back(std::move(v));
+  }
+  if (at != x[static_cast<int>(axis)]) return false;
+  return add_views(b, node, from, dtype_size(node.input(0)->tensor_type().dtype), views);
+}
+
+bool lower_gather(Builder& b, const Node& node) {
+  const Shape x = shape_of(node.input(0));
+  auto index = constant_ints(node.input(1));
+  // One index (a scalar): a view without the axis.
+  if (!index || index->size() != 1 || node.input(1)->tensor_type().rank() != 0) return false;
+  int64_t axis = node.attrs<ops::Gather>().axis;
+  if (axis < 0) axis += x.rank();
+  if (axis < 0 || axis >= x.rank()) return false;
+  const int64_t dim = x[static_cast<int>(axis)];
+  const int64_t i = (*index)[0] < 0 ? (*index)[0] + dim : (*index)[0];
+  if (i < 0 || i >= dim) return false;
+  const std::vector<int64_t> in = plain_strides(x);
+  View v;
+  for (int d = 0; d < x.rank(); ++d) {
+    if (d == axis) continue;
+    v.dims.push_back(x[d]);
+    v.strides.push_back(in[static_cast<size_t>(d)]);
+  }
+  v.offset = i * in[static_cast<size_t>(axis)];
+  if (v.dims.empty()) {  // a scalar result: one element
+    v.dims.push_back(1);
+    v.strides.push_back(1);
+  }
+  const int from = b.buffer_of(node.input(0));
+  v.to = b.define(node.output(0));
+  return add_views(b, node, from, dtype_size(node.input(0)->tensor_type().dtype), {v});
+}
+
+bool lower_expand(Builder& b, const Node& node) {
+  const Shape x = shape_of(node.input(0));
+  const Shape y = shape_of(node.output(0));
+  if (y.rank() > kMaxRank || x.rank() > y.rank()) return false;
+  View v;
+  v.dims.assign(y.dims().begin(), y.dims().end());
+  v.strides.resize(static_cast<size_t>(y.rank()));
+  broadcast_strides(x, y, v.strides.data());
+  const int from = b.buffer_of(node.input(0));
+  v.to = b.define(node.output(0));
+  return add_views(b, node, from, dtype_size(node.input(0)->tensor_type().dtype), {v});
+}
+
+bool lower_layernorm(Builder& b, const Node& node) {
+  const auto& op = node.attrs<ops::LayerNormalization>();
+  if (node.num_outputs() != 1) return false;
+  const std::optional<Elem> e = common_elem({node.input(0), node.output(0)});
+  if (!e) return false;
+  const Shape x = shape_of(node.input(0));
+  int64_t axis = op.axis < 0 ? op.axis + x.rank() : op.axis;
+  if (axis < 0 || axis >= x.rank()) return false;
+  int64_t cols = 1;
+  for (int d = static_cast<int>(axis); d < x.rank(); ++d) cols *= x[d];
+  if (cols == 0) return false;
+  const int64_t rows = x.numel() / cols;
+  // Scale and bias: constants of any float type, applied in f32.
+  std::optional<std::vector<float>> scale = constant_floats(node.input(1));
+  std::optional<std::vector<float>> bias;
+  if (node.has_input(2)) {
+    bias = constant_floats(node.input(2));
+    if (!bias || static_cast<int64_t>(bias->size()) != cols) return false;
+  }
+  if (!scale || static_cast<int64_t>(scale->size()) != cols) return false;
+  const int si = b.constant(std::move(*scale));
+  const int bi = bias ? b.constant(std::move(*bias)) : -1;
+  const int xi = b.buffer_of(node.input(0));
+  const int yi = b.define(node.output(0));
+  const float epsilon = op.epsilon;
+  std::vector<int> reads = {xi, si};
+  if (bi >= 0) reads.push_back(bi);
+  add(b, node, "LayerNormalization", reads, {yi}, [=, e = *e](Session& s) {
+    return launch_layernorm(e, ptr(s, xi), ptr(s, yi), f32(s, si), bi >= 0 ? f32(s, bi) : nullptr,
+                            rows, cols, epsilon, s.stream);
+  });
+  return true;
+}
+
 // Cast between f32, f16 and bf16 (a cast to the same type shares the buffer).
 bool lower_cast(Builder& b, const Node& node) {
   const std::optional<Elem> from = elem_of(node.input(0));
@@ -1140,6 +1338,11 @@ Result<bool> lower_device(Builder& b, const Node& node) {
     case OpKind::kConcat: return lower_concat(b, node);
     case OpKind::kTranspose: return lower_transpose(b, node);
     case OpKind::kCast: return lower_cast(b, node);
+    case OpKind::kSlice: return lower_slice(b, node);
+    case OpKind::kSplit: return lower_split(b, node);
+    case OpKind::kGather: return lower_gather(b, node);
+    case OpKind::kExpand: return lower_expand(b, node);
+    case OpKind::kLayerNormalization: return lower_layernorm(b, node);
     default: break;
   }
   if (binary_of(node.kind())) return lower_binary(b, node);
