@@ -277,6 +277,9 @@ Status Program::run_steps(Session& session, RunProfile* profile) const {
   // run); programs with host steps, and profiled runs, queue their steps one by one.
   const bool use_graph = graphable_ && profile == nullptr && !session.graph_failed;
   if (use_graph && session.graph == nullptr) {
+    // The capture starts on an idle stream (the input copies queued before it have finished).
+    KILN_RETURN_IF_ERROR(
+        check_cuda(cudaStreamSynchronize(session.stream), "copying the inputs to the device"));
     Status captured = capture(session);
     if (!captured.ok()) {
       session.graph_failed = true;
