@@ -297,6 +297,13 @@ Tensor in_dtype(const Tensor& t, DType dtype) {
   return out;
 }
 
+// A Cast of `v` to `to`.
+Value* cast_to(GraphBuilder& b, Value* v, DType to) {
+  ops::Cast c;
+  c.to = to;
+  return b.add(Op(c), {v});
+}
+
 // The graphs that quantize_fp16/bf16 make: f32 at the edges (Casts), f16/bf16 between, with f32
 // accumulation inside. cuda in f16 and bf16 against ref in f32, within their precision.
 TEST(CudaTarget, HalfPrecisionGraphsMatchRefInF32) {
@@ -316,12 +323,7 @@ TEST(CudaTarget, HalfPrecisionGraphsMatchRefInF32) {
                                       random_tensor(Shape{2, 3, 32, 8}, 61)};
   auto build_in = [&](DType dt) {
     return [&, dt](GraphBuilder& b, const std::vector<Value*>& in) {
-      auto cast = [&](Value* v, DType to) -> Value* {
-        if (dt == DType::kF32) return v;
-        ops::Cast c;
-        c.to = to;
-        return b.add(Op(c), {v});
-      };
+      auto cast = [&](Value* v, DType to) { return dt == DType::kF32 ? v : cast_to(b, v, to); };
       auto k = [&](const Tensor& t) { return b.constant(in_dtype(t, dt)); };
       ops::Conv conv;
       conv.pads = std::vector<int64_t>{1, 1, 1, 1};
@@ -390,12 +392,7 @@ TEST(CudaTarget, TransformerPiecesMatchRef) {
   };
   auto build = [&](DType dt) {
     return [&, dt](GraphBuilder& b, const std::vector<Value*>& in) {
-      auto cast = [&](Value* v, DType to) -> Value* {
-        if (dt == DType::kF32) return v;
-        ops::Cast c;
-        c.to = to;
-        return b.add(Op(c), {v});
-      };
+      auto cast = [&](Value* v, DType to) { return dt == DType::kF32 ? v : cast_to(b, v, to); };
       Value* x = cast(in[0], dt);
       b.output(cast(b.add(Op(ops::LayerNormalization{}),
                           {x, b.constant(in_dtype(scale, dt)), b.constant(in_dtype(bias, dt))}),
@@ -456,14 +453,18 @@ TEST(CudaTarget, TheBundledModelMatchesRef) {
   expect_close(want, run(*exe, inputs), 1e-3f);
 }
 
+// relu(in0) compiled for `target`.
+std::shared_ptr<Executable> relu_for(const std::vector<Tensor>& inputs, const char* target) {
+  return compile_for(make_graph(inputs,
+                                [](GraphBuilder& b, const std::vector<Value*>& in) {
+                                  b.output(b.add(Op(ops::Relu{}), {in[0]}));
+                                }),
+                     target);
+}
+
 TEST(CudaTarget, HostTargetsSayTheyTakeNoDeviceArguments) {
   const std::vector<Tensor> inputs = {random_tensor(Shape{2, 3}, 70)};
-  std::shared_ptr<Executable> exe =
-      compile_for(make_graph(inputs,
-                             [](GraphBuilder& b, const std::vector<Value*>& in) {
-                               b.output(b.add(Op(ops::Relu{}), {in[0]}));
-                             }),
-                  "ref");
+  std::shared_ptr<Executable> exe = relu_for(inputs, "ref");
   ASSERT_NE(exe, nullptr);
   const Status s = exe->run_device({nullptr}, {nullptr});
   EXPECT_EQ(s.code(), StatusCode::kUnimplemented);
@@ -629,12 +630,7 @@ TEST(CudaTarget, ConcurrentRunsGiveEachCallerItsOwnResult) {
 TEST(CudaTarget, WrongInputShapeIsAClearError) {
   SKIP_WITHOUT_GPU();
   const std::vector<Tensor> inputs = {random_tensor(Shape{2, 3}, 1)};
-  std::shared_ptr<Executable> exe =
-      compile_for(make_graph(inputs,
-                             [](GraphBuilder& b, const std::vector<Value*>& in) {
-                               b.output(b.add(Op(ops::Relu{}), {in[0]}));
-                             }),
-                  "cuda");
+  std::shared_ptr<Executable> exe = relu_for(inputs, "cuda");
   ASSERT_NE(exe, nullptr);
   std::vector<Argument> args;
   args.emplace_back(random_tensor(Shape{3, 3}, 2));

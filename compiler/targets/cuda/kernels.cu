@@ -378,39 +378,28 @@ Status launch_pool2d(Elem e, const Pool2d& p, const void* x, void* y, void* stre
   });
 }
 
-Status launch_global_pool(Elem e, const void* x, void* y, int64_t outer, int64_t inner, bool max,
-                          void* stream) {
-  if (outer <= 0) return Status();
+Status launch_global_pool(Elem e, const void* x, void* y, int64_t batch, int64_t channels,
+                          int64_t hw, bool nhwc, bool max, void* stream) {
+  const int64_t rows = batch * channels;
+  if (rows <= 0) return Status();
   auto s = static_cast<cudaStream_t>(stream);
   return dispatch(e, [&](auto tag) {
     using T = decltype(tag);
     const auto* tx = static_cast<const T*>(x);
     auto* ty = static_cast<T*>(y);
-    if (max) {
-      global_pool_kernel<true><<<static_cast<unsigned>(outer), kThreads, 0, s>>>(tx, ty, inner);
+    const auto grid = static_cast<unsigned>(rows);
+    if (nhwc && max) {
+      global_pool_nhwc_kernel<true>
+          <<<blocks_for(rows), kThreads, 0, s>>>(tx, ty, batch, hw, channels);
+    } else if (nhwc) {
+      global_pool_nhwc_kernel<false>
+          <<<blocks_for(rows), kThreads, 0, s>>>(tx, ty, batch, hw, channels);
+    } else if (max) {
+      global_pool_kernel<true><<<grid, kThreads, 0, s>>>(tx, ty, hw);
     } else {
-      global_pool_kernel<false><<<static_cast<unsigned>(outer), kThreads, 0, s>>>(tx, ty, inner);
+      global_pool_kernel<false><<<grid, kThreads, 0, s>>>(tx, ty, hw);
     }
     return launched("global_pool");
-  });
-}
-
-Status launch_global_pool_nhwc(Elem e, const void* x, void* y, int64_t batch, int64_t hw,
-                               int64_t channels, bool max, void* stream) {
-  const int64_t n = batch * channels;
-  if (n <= 0) return Status();
-  auto s = static_cast<cudaStream_t>(stream);
-  return dispatch(e, [&](auto tag) {
-    using T = decltype(tag);
-    const auto* tx = static_cast<const T*>(x);
-    auto* ty = static_cast<T*>(y);
-    if (max) {
-      global_pool_nhwc_kernel<true><<<blocks_for(n), kThreads, 0, s>>>(tx, ty, batch, hw, channels);
-    } else {
-      global_pool_nhwc_kernel<false>
-          <<<blocks_for(n), kThreads, 0, s>>>(tx, ty, batch, hw, channels);
-    }
-    return launched("global_pool_nhwc");
   });
 }
 

@@ -75,12 +75,10 @@ struct Pool2d {
   int64_t kh = 1, kw = 1, sh = 1, sw = 1, ph = 0, pw = 0, dh = 1, dw = 1;
 };
 Status launch_pool2d(Elem e, const Pool2d& p, const void* x, void* y, void* stream);
-// Mean (or max) over `inner` contiguous elements of each of `outer` rows.
-Status launch_global_pool(Elem e, const void* x, void* y, int64_t outer, int64_t inner, bool max,
-                          void* stream);
-// The same over NHWC x ([batch, hw, channels]): y[b, c] = mean (max) over hw of x[b, :, c].
-Status launch_global_pool_nhwc(Elem e, const void* x, void* y, int64_t batch, int64_t hw,
-                               int64_t channels, bool max, void* stream);
+// Mean (or max) over the `hw` pixels of each (image, channel) of x ([batch, channels, hw], or
+// [batch, hw, channels] when `nhwc`) into y ([batch, channels]).
+Status launch_global_pool(Elem e, const void* x, void* y, int64_t batch, int64_t channels,
+                          int64_t hw, bool nhwc, bool max, void* stream);
 // Layer normalization over the last `cols` elements of each of `rows` rows (f32 statistics):
 // y = (x - mean) / sqrt(var + epsilon) * scale + bias; bias may be null.
 Status launch_layernorm(Elem e, const void* x, void* y, const float* scale, const float* bias,

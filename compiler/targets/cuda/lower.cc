@@ -64,6 +64,19 @@ std::optional<Elem> elem_of(const Value* v) {
   return elem_of(v->tensor_type().dtype);
 }
 
+// An element type as kiln's, cuDNN's and cuBLAS's data types.
+DType dtype_of(Elem e) {
+  return e == Elem::kF32 ? DType::kF32 : e == Elem::kF16 ? DType::kF16 : DType::kBF16;
+}
+cudnnDataType_t cudnn_type(Elem e) {
+  return e == Elem::kF32   ? CUDNN_DATA_FLOAT
+         : e == Elem::kF16 ? CUDNN_DATA_HALF
+                           : CUDNN_DATA_BFLOAT16;
+}
+cudaDataType_t blas_type(Elem e) {
+  return e == Elem::kF32 ? CUDA_R_32F : e == Elem::kF16 ? CUDA_R_16F : CUDA_R_16BF;
+}
+
 // The element type shared by every given value, when it is a float type.
 std::optional<Elem> common_elem(std::initializer_list<const Value*> values) {
   std::optional<Elem> e;
@@ -406,7 +419,7 @@ Result<int> fused_conv_bias(Builder& b, ConvDescs& d, cudnnDataType_t data, Elem
       cudnnSetActivationDescriptor(d.relu, CUDNN_ACTIVATION_RELU, CUDNN_NOT_PROPAGATE_NAN, 0.0),
       "activation"));
   std::vector<uint8_t> bytes;
-  const DType dtype = e == Elem::kF32 ? DType::kF32 : e == Elem::kF16 ? DType::kF16 : DType::kBF16;
+  const DType dtype = dtype_of(e);
   for (float v : bias) {
     if (dtype == DType::kF32) {
       const auto* p = reinterpret_cast<const uint8_t*>(&v);
@@ -450,9 +463,7 @@ Result<bool> lower_conv_as(Builder& b, const Node& node, bool nhwc) {
   if (node.num_inputs() < 2) return false;
   const std::optional<Elem> e = common_elem({node.input(0), node.input(1), node.output(0)});
   if (!e) return false;
-  const cudnnDataType_t data = *e == Elem::kF32   ? CUDNN_DATA_FLOAT
-                               : *e == Elem::kF16 ? CUDNN_DATA_HALF
-                                                  : CUDNN_DATA_BFLOAT16;
+  const cudnnDataType_t data = cudnn_type(*e);
   const Shape x = shape_of(node.input(0));
   const Shape w = shape_of(node.input(1));
   const Shape y = shape_of(node.output(0));
@@ -721,9 +732,7 @@ Result<bool> lower_matmul(Builder& b, const Node& node) {
   // type.
   const std::optional<Elem> e = common_elem({node.input(0), node.input(1), node.output(0)});
   if (!e) return false;
-  const cudaDataType_t type = *e == Elem::kF32   ? CUDA_R_32F
-                              : *e == Elem::kF16 ? CUDA_R_16F
-                                                 : CUDA_R_16BF;
+  const cudaDataType_t type = blas_type(*e);
   const Shape sa = shape_of(node.input(0));
   const Shape sb = shape_of(node.input(1));
   bool trans_a = false;
@@ -937,11 +946,8 @@ bool lower_global_pool(Builder& b, const Node& node) {
   const int64_t batch = x[0];
   const int64_t channels = x[1];
   add(b, node, std::string(node.op().name()), {xi}, {yi}, [=, e = *e](Session& s) {
-    if (nhwc) {
-      return launch_global_pool_nhwc(e, ptr(s, xi), ptr(s, yi), batch, inner, channels, max,
-                                     s.stream);
-    }
-    return launch_global_pool(e, ptr(s, xi), ptr(s, yi), outer, inner, max, s.stream);
+    return launch_global_pool(e, ptr(s, xi), ptr(s, yi), batch, channels, inner, nhwc, max,
+                              s.stream);
   });
   return true;
 }
