@@ -66,7 +66,7 @@ for p in "${precisions[@]}"; do
   for m in resnet50 mobilenet_v2 efficientnet_b0; do
     step verify 60 "${kiln[@]}" verify "$models/$m.onnx" --target cuda --input-shape input=2x3x224x224 $p "${tol[@]}"
   done
-  step verify 60 "${kiln[@]}" verify "$models/vit_b_16.onnx" --target cuda --input-shape input=1x3x224x224 $p "${tol[@]}"
+  step verify 90 "${kiln[@]}" verify "$models/vit_b_16.onnx" --target cuda --input-shape input=1x3x224x224 $p "${tol[@]}"
   step verify 90 "${kiln[@]}" verify "$models/bert_base_seq128.onnx" --target cuda --input-shape input=1x128x768 $p "${tol[@]}"
 done
 
