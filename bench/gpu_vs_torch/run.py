@@ -18,6 +18,7 @@ started: the process's CUDA context, libraries and tensors, counted the same way
 import argparse
 import json
 import os
+import re
 import shlex
 import statistics
 import subprocess
@@ -229,9 +230,9 @@ def run_torch_subprocess(name, mode, batches, args, timeout):
 # ---- kiln ---------------------------------------------------------------------------------------
 
 
-def kiln_perf_flags(kiln):
-    """The options `kiln perf --help` lists."""
-    out = subprocess.run(kiln + ["perf", "--help"], capture_output=True, text=True)
+def kiln_flags(kiln, command):
+    """The options `kiln COMMAND --help` lists."""
+    out = subprocess.run(kiln + [command, "--help"], capture_output=True, text=True)
     return set(w.strip(",") for w in out.stdout.split() if w.startswith("--"))
 
 
@@ -271,6 +272,36 @@ def run_kiln(name, path, batch, args, flag, memory_baseline):
     return row
 
 
+def run_kiln_artifact(name, path, batch, args, flag):
+    """`kiln compile` to an artifact (tuning included), then `kiln run` on it: compile and load ms."""
+    sample = MODELS[name][1]
+    shape = "x".join(str(d) for d in [batch] + sample)
+    artifact = os.path.join(args.models_dir, f"{name}.b{batch}.{args.kiln_target}.kiln")
+    flag = flag if flag in args.compile_flags else None  # kiln compile's precision flag, if any
+    row = {"model": name, "batch": batch, "runtime": "kiln", "mode": "artifact",
+           "precision": flag[2:] if flag else "fp32"}
+    compile_cmd = args.kiln_cmd + ["compile", path, "--target", args.kiln_target, "--input-shape",
+                                   f"input={shape}", "-o", artifact] + ([flag] if flag else [])
+    run_cmd = args.kiln_cmd + ["run", artifact]
+    try:
+        made = subprocess.run(compile_cmd, capture_output=True, text=True, timeout=args.kiln_timeout)
+        ran = subprocess.run(run_cmd, capture_output=True, text=True, timeout=args.kiln_timeout)
+    except subprocess.TimeoutExpired:
+        row["error"] = f"timeout {args.kiln_timeout} s"
+        return row
+    compiled = re.search(r"compiled in ([0-9.]+) ms", made.stdout)
+    loaded = re.search(r"loaded the artifact in ([0-9.]+) ms", ran.stdout + ran.stderr)
+    if made.returncode != 0 or ran.returncode != 0 or not compiled or not loaded:
+        row["error"] = ((made.stderr + ran.stderr).strip() or f"exit {made.returncode}/{ran.returncode}")[-500:]
+        log(f"  kiln artifact {name} batch {batch}: failed: {row['error']}")
+        return row
+    row.update({"compile_s": float(compiled.group(1)) / 1e3, "load_s": float(loaded.group(1)) / 1e3,
+                "command": shlex.join(compile_cmd) + " && " + shlex.join(run_cmd)})
+    log(f"  kiln artifact {name} batch {batch}: compiled in {row['compile_s']:.1f} s, loaded in "
+        f"{row['load_s']:.2f} s")
+    return row
+
+
 # ---- report -------------------------------------------------------------------------------------
 
 
@@ -294,13 +325,15 @@ def table(rows, modes):
 
     kiln_mode = next((r["mode"] for r in rows if r["runtime"] == "kiln"), "cuda")
     head = ["model", "batch"] + [f"{m} /s" for m in modes] + [
-        "kiln /s", "kiln ms", "kiln/eager", "kiln/compile", "kiln compile s", "MiB eager", "MiB kiln"]
+        "kiln /s", "kiln ms", "kiln/eager", "kiln/compile", "kiln compile s", "artifact load s",
+        "MiB eager", "MiB kiln"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     keys = sorted({(r["model"], r["batch"]) for r in rows},
                   key=lambda k: (list(MODELS).index(k[0]) if k[0] in MODELS else 99, k[1]))
     for model, batch in keys:
         torch_rows = {m: find(model, batch, "torch", m) for m in modes}
         k = find(model, batch, "kiln", kiln_mode)
+        art = find(model, batch, "kiln", "artifact")
         eager, compiled = rate(torch_rows.get("eager")), rate(torch_rows.get("default"))
         kr = rate(k)
         cells = [model, str(batch)] + [fmt_rate(torch_rows[m]) for m in modes] + [
@@ -308,6 +341,7 @@ def table(rows, modes):
             f"{kr / eager:.2f}x" if kr and eager else "-",
             f"{kr / compiled:.2f}x" if kr and compiled else "-",
             f"{k['compile_s']:.1f}" if k and "compile_s" in k else "-",
+            f"{art['load_s']:.2f}" if art and "load_s" in art else "-",
             mib(torch_rows["eager"].get("gpu_memory_bytes")) if torch_rows.get("eager") else "-",
             mib(k.get("gpu_memory_bytes")) if k else "-"]
         lines.append("| " + " | ".join(cells) + " |")
@@ -332,6 +366,8 @@ def main():
                         "default eager,default")
     p.add_argument("--max-autotune", action="store_true", help="add torch.compile max-autotune")
     p.add_argument("--no-kiln", action="store_true", help="PyTorch only")
+    p.add_argument("--no-artifact", action="store_true",
+                   help="skip timing `kiln compile` to an artifact and loading it (largest batch)")
     p.add_argument("--kiln-host-io", action="store_true",
                    help="time kiln with host inputs and outputs (copies inside the timing); by "
                         "default they stay in GPU memory, as PyTorch's do, where kiln perf has "
@@ -389,7 +425,8 @@ def main():
     os.makedirs(os.path.dirname(os.path.abspath(args.json)), exist_ok=True)
     # Before anything here makes a CUDA context: the device's own baseline.
     baseline = gpu_memory_used_mib(args.gpu) if args.device == "cuda" else None
-    flags = set() if args.no_kiln else kiln_perf_flags(args.kiln_cmd)
+    flags = set() if args.no_kiln else kiln_flags(args.kiln_cmd, "perf")
+    args.compile_flags = set() if args.no_kiln else kiln_flags(args.kiln_cmd, "compile")
     flag = None if args.no_kiln else kiln_precision_flag(flags, args.precision)
     args.kiln_device_io = (args.device == "cuda" and not args.kiln_host_io and
                            "--device-io" in flags)
@@ -421,6 +458,8 @@ def main():
             before = gpu_memory_used_mib(args.gpu) if args.device == "cuda" else None
             for batch in mb:
                 rows.append(run_kiln(name, path, batch, args, flag, before))
+            if not args.no_artifact:  # compile to an artifact and load it, at the largest batch
+                rows.append(run_kiln_artifact(name, path, mb[-1], args, flag))
     for mode in [m for m in modes if m != "eager"]:  # second pass: torch.compile, in the time left
         for name, mb in model_batches.items():
             left = (args.time_budget - (time.perf_counter() - started)
