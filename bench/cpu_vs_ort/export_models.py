@@ -48,7 +48,7 @@ class BertEncoder(torch.nn.Module):
 
 
 def torchvision_model(name):
-    """A torchvision model with random weights; torchvision is imported only when one is asked for."""
+    """A torchvision model with random weights; torchvision is imported only when asked for."""
 
     def make():
         try:

@@ -20,7 +20,10 @@ cd "$root"
 out="${OUT:-/tmp/device_check}"
 mkdir -p "$out"
 export PYTHONUNBUFFERED=1
-[[ -x .devpack/run ]] || { echo "device_check: no .devpack; run bench/gpu_vs_torch/pack.sh here and carry .devpack" >&2; exit 1; }
+if [[ ! -x .devpack/run ]]; then
+  echo "device_check: no .devpack; run bench/gpu_vs_torch/pack.sh here and carry .devpack" >&2
+  exit 1
+fi
 kiln=(.devpack/run kiln)
 start=$SECONDS
 summary=()
@@ -48,7 +51,8 @@ step() {  # step NAME SECONDS COMMAND...: runs it into $out/NAME.log (appending)
 {
   nvidia-smi --query-gpu=name,compute_cap,driver_version,memory.total --format=csv
   nvcc --version 2>/dev/null | tail -2
-  python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda, "cudnn", torch.backends.cudnn.version())'
+  python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda,
+                                  "cudnn", torch.backends.cudnn.version())'
   "${kiln[@]}" devices
   "${kiln[@]}" --version
 } >"$out/env.log" 2>&1
@@ -66,11 +70,12 @@ for p in fp16 bf16; do [[ $help == *"--$p"* ]] && precisions+=("--$p"); done
 for p in "${precisions[@]}"; do
   tol=()
   [[ -n $p ]] && tol=(--rtol 1e-2 --atol 1e-3)
+  check=("${kiln[@]}" verify --target cuda $p "${tol[@]}")
   for m in resnet50 mobilenet_v2 efficientnet_b0; do
-    step verify 60 "${kiln[@]}" verify "$models/$m.onnx" --target cuda --input-shape input=2x3x224x224 $p "${tol[@]}"
+    step verify 60 "${check[@]}" "$models/$m.onnx" --input-shape input=2x3x224x224
   done
-  step verify 90 "${kiln[@]}" verify "$models/vit_b_16.onnx" --target cuda --input-shape input=1x3x224x224 $p "${tol[@]}"
-  step verify 90 "${kiln[@]}" verify "$models/bert_base_seq128.onnx" --target cuda --input-shape input=1x128x768 $p "${tol[@]}"
+  step verify 90 "${check[@]}" "$models/vit_b_16.onnx" --input-shape input=1x3x224x224
+  step verify 90 "${check[@]}" "$models/bert_base_seq128.onnx" --input-shape input=1x128x768
 done
 
 # ---- the benchmark: eager and kiln first, torch.compile in what is left of its budget

@@ -69,8 +69,9 @@ def log(msg):
 
 def gpu_memory_used_mib(index):
     try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits",
-                              "-i", str(index)], capture_output=True, text=True, timeout=20)
+        out = subprocess.run(["nvidia-smi", "--query-gpu=memory.used",
+                              "--format=csv,noheader,nounits", "-i", str(index)],
+                             capture_output=True, text=True, timeout=20)
         return float(out.stdout.strip().splitlines()[0])
     except (OSError, ValueError, IndexError, subprocess.SubprocessError):
         return None
@@ -143,7 +144,8 @@ def time_runs(fn, x, device, warmup, iterations):
         if device == "cuda":
             torch.cuda.synchronize()
             for _ in range(iterations):
-                start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                start = torch.cuda.Event(enable_timing=True)
+                end = torch.cuda.Event(enable_timing=True)
                 start.record()
                 fn(x)
                 end.record()
@@ -273,7 +275,7 @@ def run_kiln(name, path, batch, args, flag, memory_baseline):
 
 
 def run_kiln_artifact(name, path, batch, args, flag):
-    """`kiln compile` to an artifact (tuning included), then `kiln run` on it: compile and load ms."""
+    """`kiln compile` to an artifact (tuning included), then `kiln run` on it: compile, load s."""
     sample = MODELS[name][1]
     shape = "x".join(str(d) for d in [batch] + sample)
     artifact = os.path.join(args.models_dir, f"{name}.b{batch}.{args.kiln_target}.kiln")
@@ -284,7 +286,8 @@ def run_kiln_artifact(name, path, batch, args, flag):
                                    f"input={shape}", "-o", artifact] + ([flag] if flag else [])
     run_cmd = args.kiln_cmd + ["run", artifact]
     try:
-        made = subprocess.run(compile_cmd, capture_output=True, text=True, timeout=args.kiln_timeout)
+        made = subprocess.run(compile_cmd, capture_output=True, text=True,
+                              timeout=args.kiln_timeout)
         ran = subprocess.run(run_cmd, capture_output=True, text=True, timeout=args.kiln_timeout)
     except subprocess.TimeoutExpired:
         row["error"] = f"timeout {args.kiln_timeout} s"
@@ -292,7 +295,8 @@ def run_kiln_artifact(name, path, batch, args, flag):
     compiled = re.search(r"compiled in ([0-9.]+) ms", made.stdout)
     loaded = re.search(r"loaded the artifact in ([0-9.]+) ms", ran.stdout + ran.stderr)
     if made.returncode != 0 or ran.returncode != 0 or not compiled or not loaded:
-        row["error"] = ((made.stderr + ran.stderr).strip() or f"exit {made.returncode}/{ran.returncode}")[-500:]
+        why = (made.stderr + ran.stderr).strip() or f"exit {made.returncode}/{ran.returncode}"
+        row["error"] = why[-500:]
         log(f"  kiln artifact {name} batch {batch}: failed: {row['error']}")
         return row
     row.update({"compile_s": float(compiled.group(1)) / 1e3, "load_s": float(loaded.group(1)) / 1e3,
@@ -353,14 +357,15 @@ def parse_list(text, kind=str):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(description=__doc__,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--kiln", default=None,
                    help='the kiln command, e.g. ".devpack/run kiln" or build/ci/tools/kiln')
     p.add_argument("--models", default=None, help=f"comma list; default {','.join(DEFAULT_MODELS)}")
     p.add_argument("--batches", default=None, help="comma list; default 1,64,256 (BERT: up to 64)")
     p.add_argument("--precision", choices=list(DTYPES), default="fp16",
-                   help="PyTorch's precision, and kiln's when it has the flag (else kiln runs fp32)")
-    p.add_argument("--tf32", action="store_true", help="fp32: let PyTorch use TF32 (off by default)")
+                   help="PyTorch's precision, and kiln's when it has the flag (else fp32)")
+    p.add_argument("--tf32", action="store_true", help="fp32: let PyTorch use TF32 (default off)")
     p.add_argument("--modes", default=None,
                    help="PyTorch modes: eager, default (torch.compile), max-autotune; "
                         "default eager,default")
@@ -383,7 +388,7 @@ def main():
     p.add_argument("--device", choices=["cuda", "cpu"], default="cuda")
     p.add_argument("--gpu", type=int, default=0, help="GPU index for nvidia-smi's memory samples")
     p.add_argument("--dry-run", action="store_true",
-                   help="smoke test on the CPU: smoke_cnn, batches 1 and 2, eager, kiln --target cpu")
+                   help="CPU smoke test: smoke_cnn, batches 1 and 2, eager, kiln --target cpu")
     p.add_argument("--models-dir", default="build/gpu_vs_torch/models", help="ONNX cache")
     p.add_argument("--json", default="build/gpu_vs_torch/gpu_vs_torch.json", help="results file")
     p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
