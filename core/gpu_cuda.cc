@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // GPU discovery through the CUDA runtime.
 #include <cuda_runtime_api.h>
+#include <fmt/format.h>
 
 #include "core/gpu.h"
 
@@ -26,6 +27,34 @@ std::vector<GpuInfo> list_gpus(std::string* why_none) {
                     prop.multiProcessorCount});
   }
   return gpus;
+}
+
+Result<std::shared_ptr<void>> gpu_alloc(size_t bytes) {
+  void* p = nullptr;
+  const cudaError_t err = cudaMalloc(&p, bytes == 0 ? 1 : bytes);
+  if (err != cudaSuccess) {
+    cudaGetLastError();
+    return unavailable_error(
+        fmt::format("allocating {} bytes on the GPU: {}", bytes, cudaGetErrorString(err)));
+  }
+  return std::shared_ptr<void>(p, [](void* q) { cudaFree(q); });
+}
+
+namespace {
+Status copy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, const char* what) {
+  const cudaError_t err = cudaMemcpy(dst, src, bytes, kind);
+  if (err == cudaSuccess) return Status();
+  cudaGetLastError();
+  return unavailable_error(fmt::format("{} {} bytes: {}", what, bytes, cudaGetErrorString(err)));
+}
+}  // namespace
+
+Status gpu_upload(void* device, const void* host, size_t bytes) {
+  return copy(device, host, bytes, cudaMemcpyHostToDevice, "copying to the GPU");
+}
+
+Status gpu_download(void* host, const void* device, size_t bytes) {
+  return copy(host, device, bytes, cudaMemcpyDeviceToHost, "copying from the GPU");
 }
 
 }  // namespace kiln

@@ -13,4 +13,22 @@ std::vector<GpuInfo> list_gpus(std::string* why_none) {
   return {};
 }
 
+namespace {
+Status no_cuda() {
+  return unavailable_error("kiln was built without CUDA: there is no GPU memory to use");
+}
+}  // namespace
+
+Result<std::shared_ptr<void>> gpu_alloc(size_t) {
+  return no_cuda();
+}
+
+Status gpu_upload(void*, const void*, size_t) {
+  return no_cuda();
+}
+
+Status gpu_download(void*, const void*, size_t) {
+  return no_cuda();
+}
+
 }  // namespace kiln

@@ -6,7 +6,6 @@ import os
 import sys
 
 import torch
-import torchvision
 
 
 class EncoderLayer(torch.nn.Module):
@@ -48,29 +47,54 @@ class BertEncoder(torch.nn.Module):
         return x
 
 
+def torchvision_model(name):
+    """A torchvision model with random weights; torchvision is imported only when asked for."""
+
+    def make():
+        try:
+            import torchvision
+        except ImportError as e:
+            raise RuntimeError(f"model {name} needs torchvision, which is not installed") from e
+        return getattr(torchvision.models, name)()
+
+    return make
+
+
 MODELS = {
-    "resnet50": (lambda: torchvision.models.resnet50(), [3, 224, 224]),
-    "mobilenet_v2": (lambda: torchvision.models.mobilenet_v2(), [3, 224, 224]),
-    "squeezenet1_1": (lambda: torchvision.models.squeezenet1_1(), [3, 224, 224]),
-    "efficientnet_b0": (lambda: torchvision.models.efficientnet_b0(), [3, 224, 224]),
-    "densenet121": (lambda: torchvision.models.densenet121(), [3, 224, 224]),
+    "resnet50": (torchvision_model("resnet50"), [3, 224, 224]),
+    "mobilenet_v2": (torchvision_model("mobilenet_v2"), [3, 224, 224]),
+    "squeezenet1_1": (torchvision_model("squeezenet1_1"), [3, 224, 224]),
+    "efficientnet_b0": (torchvision_model("efficientnet_b0"), [3, 224, 224]),
+    "densenet121": (torchvision_model("densenet121"), [3, 224, 224]),
+    "vit_b_16": (torchvision_model("vit_b_16"), [3, 224, 224]),
     "bert_base_seq128": (lambda: BertEncoder(), [128, 768]),
 }
 
 
-def export(name, out_dir):
+EXPORT_WITH_GRAD = {"vit_b_16"}
+
+
+def make_model(name, models=None):
+    """The model `name` of `models` (default MODELS), made with seed 0 so every caller gets the
+    same weights, in eval mode; and the shape of one sample."""
+    make, sample = (models or MODELS)[name]
+    torch.manual_seed(0)
+    return make().eval(), sample
+
+
+def export(name, out_dir, models=None):
     path = os.path.join(out_dir, name + ".onnx")
     if os.path.exists(path):
         return path
-    make, sample = MODELS[name]
-    torch.manual_seed(0)
-    model = make().eval()
+    model, sample = make_model(name, models)
     x = torch.rand([1] + sample)
     tmp = path + ".tmp"
     # PyTorch 2.x (the GPU machine's) exports through dynamo by default, at opset 18 with external
     # data; the TorchScript exporter keeps opset 17 and one file, as Debian's torch 1.13 does.
     legacy = {"dynamo": False} if "dynamo" in inspect.signature(torch.onnx.export).parameters else {}
-    with torch.no_grad():
+    # Under no_grad, nn.MultiheadAttention (ViT) takes its fused fast path, which the TorchScript
+    # exporter cannot write; with gradients on it traces the plain ops. The graph is the same.
+    with torch.set_grad_enabled(name in EXPORT_WITH_GRAD):
         torch.onnx.export(model, x, tmp, opset_version=17, input_names=["input"],
                           output_names=["output"],
                           dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}}, **legacy)

@@ -271,8 +271,11 @@ Status save_artifact(const std::string& path, const Executable& executable,
     const int err = errno;
     return errno_error(err, fmt::format("cannot create \"{}\"", tmp));
   }
+  // The target's own sections (e.g. the cuda target's tuning) follow the caller's.
+  std::vector<ExtraSection> sections = extra;
+  for (auto& [name, bytes] : executable.target_data()) sections.push_back({name, std::move(bytes)});
   Status status =
-      emit_artifact(make_artifact_header(executable, options, source), executable.graph(), extra,
+      emit_artifact(make_artifact_header(executable, options, source), executable.graph(), sections,
                     [&](std::span<const uint8_t> b) {
                       size_t done = 0;
                       while (done < b.size()) {
@@ -481,8 +484,15 @@ Result<LoadedArtifact> load_artifact(const Artifact& artifact) {
   KILN_ASSIGN_OR_RETURN(std::shared_ptr<Graph> graph, artifact.graph());
   const Clock::time_point decoded = Clock::now();
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<Target> target, make_target(artifact.header().target));
-  Result<std::shared_ptr<Executable>> exe =
-      target->finalize(std::move(graph), artifact.header().options);
+  CompileOptions options = artifact.header().options;
+  auto data = std::make_shared<TargetData>();
+  for (const ArtifactSection& s : artifact.sections()) {
+    if (s.kind != SectionKind::kTargetData) continue;
+    const std::span<const uint8_t> bytes = artifact.section_bytes(s);
+    data->emplace_back(s.name, std::vector<uint8_t>(bytes.begin(), bytes.end()));
+  }
+  options.target_data = std::move(data);
+  Result<std::shared_ptr<Executable>> exe = target->finalize(std::move(graph), options);
   if (!exe.ok()) return exe.status().with_context(artifact.name());
   log(LogLevel::kDebug,
       "loaded {} ({} bytes): compatibility checked in {:.1f} ms, graph decoded in {:.1f} ms, "

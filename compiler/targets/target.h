@@ -6,6 +6,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "compiler/ir/graph.h"
@@ -15,6 +16,10 @@
 
 namespace kiln::compiler {
 
+// Data a target keeps in an artifact beside the graph, as named sections (kind kTargetData): e.g.
+// the cuda target's tuning choices. Loading gives it back through CompileOptions::target_data.
+using TargetData = std::vector<std::pair<std::string, std::vector<uint8_t>>>;
+
 struct CompileOptions {
   // Run the target's optimization passes (off: the graph runs as imported).
   bool optimize = true;
@@ -22,6 +27,10 @@ struct CompileOptions {
   uint64_t seed = 0;
   // Intra-op threads of each run (targets that run ops in parallel); 0: the physical cores.
   int threads = 0;
+  // Set when finalizing a loaded artifact: the target data it stored (Executable::target_data());
+  // the target uses what still applies here (the cuda target: its tuning, on the same GPU and
+  // libraries). Not stored in the artifact's header.
+  std::shared_ptr<const TargetData> target_data;
 };
 
 // The time one step of a run took: a node, a group of fused nodes, or a layout reorder.
@@ -51,6 +60,21 @@ class Executable {
                                                      RunProfile& profile) const {
     profile.steps.clear();
     return run(std::move(inputs));
+  }
+  // What to store in an artifact of this executable beside its graph (see TargetData).
+  virtual TargetData target_data() const { return {}; }
+  // run() on arguments already in the target device's memory (the cuda target: GPU pointers, e.g.
+  // from gpu_alloc() or a framework's tensors): inputs[i] holds graph input i (its dtype and static
+  // shape, contiguous), outputs[i] receives output i; returns once they are written. Targets that
+  // run on host memory say so.
+  virtual Status run_device(const std::vector<const void*>& inputs,
+                            const std::vector<void*>& outputs) const {
+    (void)inputs;
+    (void)outputs;
+    return unimplemented_error(
+        std::string("target ") + std::string(target()) +
+        " runs on host memory: pass host tensors to run() (device-resident arguments are a cuda "
+        "target feature)");
   }
 };
 

@@ -100,3 +100,16 @@ KILN_CUBLASLT_FORWARD(cublasLtMatrixLayoutSetAttribute,
                       (cublasLtMatrixLayout_t layout, cublasLtMatrixLayoutAttribute_t attr,
                        const void* buf, size_t size),
                       (layout, attr, buf, size))
+KILN_CUBLASLT_FORWARD(cublasLtMatmulAlgoCheck,
+                      (cublasLtHandle_t handle, cublasLtMatmulDesc_t desc,
+                       cublasLtMatrixLayout_t a_desc, cublasLtMatrixLayout_t b_desc,
+                       cublasLtMatrixLayout_t c_desc, cublasLtMatrixLayout_t d_desc,
+                       const cublasLtMatmulAlgo_t* algo, cublasLtMatmulHeuristicResult_t* result),
+                      (handle, desc, a_desc, b_desc, c_desc, d_desc, algo, result))
+
+// The version for the tuning fingerprint; 0 when the library is missing.
+size_t CUBLASWINAPI cublasLtGetVersion() {
+  static const auto fn =
+      kiln::compiler::cuda::symbol<decltype(&cublasLtGetVersion)>("cublasLtGetVersion");
+  return fn == nullptr ? 0 : fn();
+}

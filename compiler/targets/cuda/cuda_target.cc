@@ -40,10 +40,11 @@ Result<Handles*> compile_handles() {
 class CudaExecutable final : public Executable {
  public:
   CudaExecutable(std::shared_ptr<Graph> graph, uint64_t seed,
-                 std::unique_ptr<cuda::Program> program)
+                 std::unique_ptr<cuda::Program> program, cuda::Tuning tuning)
       : graph_(std::move(graph)),
         seed_(seed),
         program_(std::move(program)),
+        tuning_(std::move(tuning)),
         sessions_([p = program_.get()] { return p->new_session(); }) {}
 
   std::string_view target() const override { return "cuda"; }
@@ -56,7 +57,35 @@ class CudaExecutable final : public Executable {
     profile.steps.clear();
     return run_with(std::move(inputs), &profile);
   }
+  Status run_device(const std::vector<const void*>& inputs,
+                    const std::vector<void*>& outputs) const override {
+    if (program_ == nullptr) {
+      return unimplemented_error(
+          "cuda target: this graph has dynamic shapes or subgraphs and runs on the host (ref): "
+          "pass host tensors to run()");
+    }
+    if (inputs.size() != graph_->inputs().size() || outputs.size() != graph_->outputs().size()) {
+      return invalid_argument_error(fmt::format(
+          "run_device: the model takes {} inputs and gives {} outputs; got {} and {} pointers",
+          graph_->inputs().size(), graph_->outputs().size(), inputs.size(), outputs.size()));
+    }
+    for (const void* p : inputs) {
+      if (p == nullptr) return invalid_argument_error("run_device: an input pointer is null");
+    }
+    for (const void* p : outputs) {
+      if (p == nullptr) return invalid_argument_error("run_device: an output pointer is null");
+    }
+    KILN_ASSIGN_OR_RETURN(std::unique_ptr<cuda::Session> session, sessions_.take());
+    Status out = program_->run_device(*session, inputs, outputs);
+    if (out.ok()) sessions_.give_back(std::move(session));
+    return out;
+  }
   const cuda::Program* program() const { return program_.get(); }
+  // The algorithm choices, with this GPU's fingerprint, for artifacts.
+  TargetData target_data() const override {
+    if (tuning_.choices.empty()) return {};
+    return {{cuda::kTuningSection, tuning_.encode()}};
+  }
 
  private:
   Result<std::vector<Argument>> run_with(std::vector<Argument> inputs, RunProfile* profile) const {
@@ -75,6 +104,7 @@ class CudaExecutable final : public Executable {
   std::shared_ptr<Graph> graph_;
   uint64_t seed_;
   std::unique_ptr<cuda::Program> program_;
+  cuda::Tuning tuning_;
   SessionPool<cuda::Session> sessions_;
 };
 
@@ -91,8 +121,15 @@ class CudaTarget final : public Target {
                                                const CompileOptions& options) const override {
     KILN_ASSIGN_OR_RETURN(Handles * handles, compile_handles());
     std::lock_guard<std::mutex> lock(handles->mutex);
-    KILN_ASSIGN_OR_RETURN(std::unique_ptr<cuda::Program> program,
-                          cuda::Builder(*graph, options.seed, handles->cudnn, handles->lt).build());
+    cuda::Tuning found;
+    found.fingerprint = cuda::gpu_fingerprint();
+    KILN_ASSIGN_OR_RETURN(std::optional<cuda::Tuning> stored,
+                          stored_tuning(options, found.fingerprint));
+    cuda::TuningProgress progress(count_tunable(*graph));
+    cuda::Builder::Tuner tuner{stored ? &*stored : nullptr, &found, &progress};
+    KILN_ASSIGN_OR_RETURN(
+        std::unique_ptr<cuda::Program> program,
+        cuda::Builder(*graph, options.seed, handles->cudnn, handles->lt, tuner).build());
     if (program == nullptr) {
       log(LogLevel::kInfo,
           "cuda target: the graph has dynamic shapes or subgraphs; it runs on the host (ref)");
@@ -106,8 +143,35 @@ class CudaTarget final : public Target {
         if (!step->on_device) log(LogLevel::kDebug, "cuda target: on the host: {}", step->kind);
       }
     }
-    return std::shared_ptr<Executable>(
-        std::make_shared<CudaExecutable>(std::move(graph), options.seed, std::move(program)));
+    return std::shared_ptr<Executable>(std::make_shared<CudaExecutable>(
+        std::move(graph), options.seed, std::move(program), std::move(found)));
+  }
+
+ private:
+  // The tuning a loaded artifact stored, when it was measured on this GPU with these libraries;
+  // nullopt (re-tune) when it was not, or there is none.
+  static Result<std::optional<cuda::Tuning>> stored_tuning(const CompileOptions& options,
+                                                           const std::string& fingerprint) {
+    if (options.target_data == nullptr) return std::optional<cuda::Tuning>();
+    for (const auto& [name, bytes] : *options.target_data) {
+      if (name != cuda::kTuningSection) continue;
+      KILN_ASSIGN_OR_RETURN(cuda::Tuning t, cuda::Tuning::decode(bytes));
+      if (t.fingerprint == fingerprint) return std::optional<cuda::Tuning>(std::move(t));
+      log(LogLevel::kInfo,
+          "cuda target: the artifact was tuned on \"{}\"; this is \"{}\": tuning again",
+          t.fingerprint, fingerprint);
+    }
+    return std::optional<cuda::Tuning>();
+  }
+
+  // The nodes whose algorithms are measured (the progress bar's total).
+  static int count_tunable(const Graph& graph) {
+    int n = 0;
+    for (const auto& node : graph.nodes()) {
+      const OpKind k = node->kind();
+      n += k == OpKind::kConv || k == OpKind::kGemm || k == OpKind::kMatMul ? 1 : 0;
+    }
+    return n;
   }
 };
 

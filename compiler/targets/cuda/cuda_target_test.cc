@@ -4,6 +4,7 @@
 #include "compiler/targets/cuda/cuda_target.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <filesystem>
@@ -11,11 +12,13 @@
 #include <random>
 #include <thread>
 
+#include "compiler/artifact/artifact.h"
 #include "compiler/ir/builder.h"
 #include "compiler/ir/printer.h"
 #include "compiler/onnx/importer.h"
 #include "compiler/ops/all_ops.h"
 #include "compiler/targets/cuda/program.h"
+#include "compiler/targets/cuda/tuning.h"
 #include "core/gpu.h"
 
 namespace kiln::compiler {
@@ -196,6 +199,34 @@ TEST(CudaTarget, ClipAfterConvAndReluAfterAddRunInsideTheirProducers) {
   EXPECT_EQ(program->count_steps("Add+Relu"), 1);
 }
 
+TEST(CudaTarget, ResidualAddAndReluRunInTheConvolutionsBiasKernel) {
+  SKIP_WITHOUT_GPU();
+  const Tensor w = random_tensor(Shape{4, 4, 3, 3}, 23);
+  const Tensor bias = random_tensor(Shape{4}, 24);
+  const Tensor w2 = random_tensor(Shape{4, 4, 1, 1}, 25);
+  const std::vector<Tensor> inputs = {random_tensor(Shape{2, 4, 8, 8}, 26)};
+  auto build = [&](GraphBuilder& b, const std::vector<Value*>& in) {
+    ops::Conv op;
+    op.pads = std::vector<int64_t>{1, 1, 1, 1};
+    // A ResNet block end: relu(conv(x) + bias + x); then a residual whose other operand comes
+    // later (a second branch's convolution, lowered after it): the Add runs on its own.
+    Value* y = b.add(Op(op), {in[0], b.constant(w, "w"), b.constant(bias, "b")});
+    Value* r = b.add(Op(ops::Relu{}), {b.add(Op(ops::Add{}), {in[0], y})});
+    Value* a = b.add(Op(op), {r, b.constant(w, "w3")});
+    Value* c = b.add(Op(ops::Conv{}), {r, b.constant(w2, "w2")});
+    b.output(b.add(Op(ops::Add{}), {a, c}));
+  };
+  auto steps = expect_cuda_matches_ref(inputs, build);
+  EXPECT_EQ(steps.first, steps.second);
+  std::shared_ptr<Executable> exe = compile_for(make_graph(inputs, build), "cuda");
+  ASSERT_NE(exe, nullptr);
+  const cuda::Program* program = cuda_program(*exe);
+  ASSERT_NE(program, nullptr);
+  EXPECT_EQ(program->count_steps("Conv+Bias+Add+Relu"), 1);
+  EXPECT_EQ(program->count_steps("Conv+Add"), 1);  // the second convolution takes the first's Add
+  EXPECT_EQ(program->steps().size(), 3u);
+}
+
 TEST(CudaTarget, GemmAndMatMulMatchRef) {
   SKIP_WITHOUT_GPU();
   const Tensor w = random_tensor(Shape{10, 24}, 30);  // [N, K] for transB
@@ -251,6 +282,150 @@ TEST(CudaTarget, PoolSoftmaxNormalizationAndDataMovementMatchRef) {
   EXPECT_EQ(steps.second - steps.first, 1);
 }
 
+// `t` in `dtype` (f32, f16 or bf16), rounded to nearest even.
+Tensor in_dtype(const Tensor& t, DType dtype) {
+  if (dtype == DType::kF32) return t;
+  Tensor out(dtype, t.shape());
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    const float v = t.data<float>()[i];
+    if (dtype == DType::kF16) {
+      out.data<Half>()[i] = Half(v);
+    } else {
+      out.data<BFloat16>()[i] = BFloat16(v);
+    }
+  }
+  return out;
+}
+
+// A Cast of `v` to `to`.
+Value* cast_to(GraphBuilder& b, Value* v, DType to) {
+  ops::Cast c;
+  c.to = to;
+  return b.add(Op(c), {v});
+}
+
+// The graphs that quantize_fp16/bf16 make: f32 at the edges (Casts), f16/bf16 between, with f32
+// accumulation inside. cuda in f16 and bf16 against ref in f32, within their precision.
+TEST(CudaTarget, HalfPrecisionGraphsMatchRefInF32) {
+  SKIP_WITHOUT_GPU();
+  const Tensor w1 = random_tensor(Shape{8, 3, 3, 3}, 50);
+  const Tensor b1 = random_tensor(Shape{8}, 51);
+  const Tensor dw = random_tensor(Shape{8, 1, 3, 3}, 52);
+  const Tensor scale = random_tensor(Shape{8}, 53);
+  const Tensor shift = random_tensor(Shape{8}, 54);
+  const Tensor mean = random_tensor(Shape{8}, 55);
+  Tensor var = random_tensor(Shape{8}, 56);
+  for (float& v : var.span<float>()) v = std::abs(v) + 0.5f;
+  const Tensor fc = random_tensor(Shape{8, 16}, 57);
+  const Tensor fc_bias = random_tensor(Shape{16}, 58);
+  const std::vector<Tensor> inputs = {random_tensor(Shape{4, 3, 16, 16}, 59),
+                                      random_tensor(Shape{2, 3, 8, 32}, 60),
+                                      random_tensor(Shape{2, 3, 32, 8}, 61)};
+  auto build_in = [&](DType dt) {
+    return [&, dt](GraphBuilder& b, const std::vector<Value*>& in) {
+      auto cast = [&](Value* v, DType to) { return dt == DType::kF32 ? v : cast_to(b, v, to); };
+      auto k = [&](const Tensor& t) { return b.constant(in_dtype(t, dt)); };
+      ops::Conv conv;
+      conv.pads = std::vector<int64_t>{1, 1, 1, 1};
+      Value* x = b.add(Op(ops::Relu{}), {b.add(Op(conv), {cast(in[0], dt), k(w1), k(b1)})});
+      ops::Conv depthwise;
+      depthwise.group = 8;
+      depthwise.pads = std::vector<int64_t>{1, 1, 1, 1};
+      Value* d = b.add(Op(depthwise), {x, k(dw)});
+      Value* n = b.add(Op(ops::BatchNormalization{}), {d, k(scale), k(shift), k(mean), k(var)});
+      Value* r = b.add(Op(ops::Relu{}), {b.add(Op(ops::Add{}), {n, x})});
+      ops::MaxPool mp;
+      mp.kernel_shape = std::vector<int64_t>{2, 2};
+      mp.strides = std::vector<int64_t>{2, 2};
+      b.output(cast(b.add(Op(mp), {r}), DType::kF32));
+      ops::Flatten flat;
+      Value* g = b.add(Op(flat), {b.add(Op(ops::GlobalAveragePool{}), {r})});
+      Value* logits = b.add(Op(ops::Gemm{}), {g, k(fc), k(fc_bias)});
+      b.output(cast(b.add(Op(ops::Softmax{}), {logits}), DType::kF32));
+      // Attention-shaped: batched MatMul, Transpose, Sigmoid.
+      Value* scores = b.add(Op(ops::MatMul{}), {cast(in[1], dt), cast(in[2], dt)});
+      ops::Transpose tr;
+      tr.perm = std::vector<int64_t>{0, 2, 1, 3};
+      b.output(cast(b.add(Op(ops::Sigmoid{}), {b.add(Op(tr), {scores})}), DType::kF32));
+    };
+  };
+  std::shared_ptr<Executable> ref = compile_for(make_graph(inputs, build_in(DType::kF32)), "ref");
+  ASSERT_NE(ref, nullptr);
+  const std::vector<Tensor> want = run(*ref, inputs);
+  // NHWC (the default for f16/bf16 convolutions) and NCHW; then fp32 forced NHWC.
+  for (const char* layout : {"nhwc", "nchw"}) {
+    ::setenv("KILN_CUDA_LAYOUT", layout, 1);
+    const bool nhwc = std::string(layout) == "nhwc";
+    for (const DType dt : {DType::kF16, DType::kBF16, DType::kF32}) {
+      SCOPED_TRACE(std::string(dtype_name(dt)) + " " + layout);
+      std::shared_ptr<Executable> exe = compile_for(make_graph(inputs, build_in(dt)), "cuda");
+      ASSERT_NE(exe, nullptr);
+      // bf16 keeps 8 bits of mantissa, f16 11: 2^-7 and 2^-10 per rounding, a few roundings deep.
+      const float tolerance = dt == DType::kF16 ? 1e-2f : dt == DType::kBF16 ? 6e-2f : 1e-4f;
+      expect_close(want, run(*exe, inputs), tolerance);
+      const cuda::Program* program = cuda_program(*exe);
+      ASSERT_NE(program, nullptr);
+      EXPECT_EQ(program->device_steps(), static_cast<int>(program->steps().size()))
+          << "every step on the device";
+      if (dt != DType::kF32) {
+        EXPECT_GE(program->count_steps("Cast"), 4);
+      }
+      // NHWC: the input goes channels last once, the pooled output comes back once; the global
+      // pool reads NHWC directly. (fp32 and bf16 may find no NHWC algorithm for a convolution
+      // and run it NCHW, with more reorders: only f16's count is fixed.)
+      if (dt == DType::kF16 || !nhwc) {
+        EXPECT_EQ(program->count_steps("Reorder NCHW>NHWC"), nhwc ? 1 : 0);
+        EXPECT_EQ(program->count_steps("Reorder NHWC>NCHW"), nhwc ? 1 : 0);
+      }
+    }
+  }
+  ::unsetenv("KILN_CUDA_LAYOUT");
+}
+
+// The transformer pieces: LayerNormalization, Split, Slice (steps, negative indices), Gather of
+// one index (ViT's class token), Expand; in f32, and LayerNormalization in f16 too.
+TEST(CudaTarget, TransformerPiecesMatchRef) {
+  SKIP_WITHOUT_GPU();
+  const Tensor scale = random_tensor(Shape{8}, 90);
+  const Tensor bias = random_tensor(Shape{8}, 91);
+  const std::vector<Tensor> inputs = {random_tensor(Shape{2, 6, 8}, 92),
+                                      random_tensor(Shape{3, 1, 4}, 93)};
+  auto i64 = [](std::vector<int64_t> v) {
+    return Tensor::from_vector<int64_t>(v, Shape{static_cast<int64_t>(v.size())});
+  };
+  auto build = [&](DType dt) {
+    return [&, dt](GraphBuilder& b, const std::vector<Value*>& in) {
+      auto cast = [&](Value* v, DType to) { return dt == DType::kF32 ? v : cast_to(b, v, to); };
+      Value* x = cast(in[0], dt);
+      b.output(cast(b.add(Op(ops::LayerNormalization{}),
+                          {x, b.constant(in_dtype(scale, dt)), b.constant(in_dtype(bias, dt))}),
+                    DType::kF32));
+      ops::Split split;
+      split.axis = 2;
+      for (Value* part : b.add(Op(split), {in[0], b.constant(i64({3, 5}))}, 2)) b.output(part);
+      b.output(b.add(Op(ops::Slice{}), {in[0], b.constant(i64({1, -1})), b.constant(i64({5, 0})),
+                                        b.constant(i64({1, 2})), b.constant(i64({2, -3}))}));
+      ops::Gather gather;
+      gather.axis = 1;
+      b.output(b.add(Op(gather), {in[0], b.constant(Tensor::scalar<int64_t>(-6))}));
+      b.output(b.add(Op(ops::Expand{}), {in[1], b.constant(i64({2, 3, 5, 4}))}));
+    };
+  };
+  std::shared_ptr<Executable> ref = compile_for(make_graph(inputs, build(DType::kF32)), "ref");
+  ASSERT_NE(ref, nullptr);
+  const std::vector<Tensor> want = run(*ref, inputs);
+  for (const DType dt : {DType::kF32, DType::kF16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    std::shared_ptr<Executable> exe = compile_for(make_graph(inputs, build(dt)), "cuda");
+    ASSERT_NE(exe, nullptr);
+    expect_close(want, run(*exe, inputs), dt == DType::kF16 ? 1e-2f : 1e-4f);
+    const cuda::Program* program = cuda_program(*exe);
+    ASSERT_NE(program, nullptr);
+    EXPECT_EQ(program->device_steps(), static_cast<int>(program->steps().size()))
+        << "every step on the device";
+  }
+}
+
 TEST(CudaTarget, TheBundledModelMatchesRef) {
   SKIP_WITHOUT_GPU();
   // The source tree, or the current folder where the binary runs from a copy of the repository
@@ -279,6 +454,151 @@ TEST(CudaTarget, TheBundledModelMatchesRef) {
   ASSERT_NE(program, nullptr);
   EXPECT_GT(program->device_steps(), 0);
   expect_close(want, run(*exe, inputs), 1e-3f);
+}
+
+// relu(in0) compiled for `target`.
+std::shared_ptr<Executable> relu_for(const std::vector<Tensor>& inputs, const char* target) {
+  return compile_for(make_graph(inputs,
+                                [](GraphBuilder& b, const std::vector<Value*>& in) {
+                                  b.output(b.add(Op(ops::Relu{}), {in[0]}));
+                                }),
+                     target);
+}
+
+TEST(CudaTarget, HostTargetsSayTheyTakeNoDeviceArguments) {
+  const std::vector<Tensor> inputs = {random_tensor(Shape{2, 3}, 70)};
+  std::shared_ptr<Executable> exe = relu_for(inputs, "ref");
+  ASSERT_NE(exe, nullptr);
+  const Status s = exe->run_device({nullptr}, {nullptr});
+  EXPECT_EQ(s.code(), StatusCode::kUnimplemented);
+  EXPECT_NE(s.message().find("runs on host memory"), std::string::npos) << s.to_string();
+}
+
+TEST(CudaTarget, DeviceResidentArgumentsGiveWhatHostTensorsGive) {
+  SKIP_WITHOUT_GPU();
+  const Tensor w = random_tensor(Shape{4, 3, 3, 3}, 71);
+  const std::vector<Tensor> inputs = {random_tensor(Shape{2, 3, 8, 8}, 72),
+                                      random_tensor(Shape{2, 4, 8, 8}, 73)};
+  std::shared_ptr<Executable> exe = compile_for(
+      make_graph(inputs,
+                 [&](GraphBuilder& b, const std::vector<Value*>& in) {
+                   ops::Conv op;
+                   op.pads = std::vector<int64_t>{1, 1, 1, 1};
+                   Value* y = b.add(Op(op), {in[0], b.constant(w, "w")});
+                   b.output(b.add(Op(ops::Relu{}), {b.add(Op(ops::Add{}), {y, in[1]})}));
+                   b.output(b.add(Op(ops::Sigmoid{}), {in[1]}));
+                 }),
+      "cuda");
+  ASSERT_NE(exe, nullptr);
+  const std::vector<Tensor> want = run(*exe, inputs);
+  ASSERT_EQ(want.size(), 2u);
+  std::vector<std::shared_ptr<void>> memory;
+  std::vector<const void*> in;
+  std::vector<void*> out;
+  for (const Tensor& t : inputs) {
+    auto p = gpu_alloc(t.nbytes());
+    ASSERT_TRUE(p.ok()) << p.status().to_string();
+    ASSERT_TRUE(gpu_upload(p->get(), t.raw_data(), t.nbytes()).ok());
+    in.push_back(p->get());
+    memory.push_back(*p);
+  }
+  for (const Tensor& t : want) {
+    auto p = gpu_alloc(t.nbytes());
+    ASSERT_TRUE(p.ok()) << p.status().to_string();
+    out.push_back(p->get());
+    memory.push_back(*p);
+  }
+  for (int round = 0; round < 3; ++round) {  // the first run captures the CUDA graph
+    for (size_t i = 0; i < want.size(); ++i) {
+      const std::vector<uint8_t> poison(want[i].nbytes(), 0xff);
+      ASSERT_TRUE(gpu_upload(out[i], poison.data(), poison.size()).ok());
+    }
+    const Status ran = exe->run_device(in, out);
+    ASSERT_TRUE(ran.ok()) << ran.to_string();
+    for (size_t i = 0; i < want.size(); ++i) {
+      Tensor got(want[i].dtype(), want[i].shape());
+      ASSERT_TRUE(gpu_download(got.raw_data(), out[i], got.nbytes()).ok());
+      expect_close({want[i]}, {got}, 0.0f);
+    }
+  }
+  EXPECT_EQ(exe->run_device(in, {out[0]}).code(), StatusCode::kInvalidArgument);
+}
+
+TEST(CudaTuning, EncodesAndDecodesAndRejectsDamage) {
+  cuda::Tuning t;
+  t.fingerprint = "GPU X; sm_90";
+  t.choices["conv a"] = {1, 2, 3};
+  t.choices["matmul b"] = std::vector<uint8_t>(64, 7);
+  const std::vector<uint8_t> bytes = t.encode();
+  auto back = cuda::Tuning::decode(bytes);
+  ASSERT_TRUE(back.ok()) << back.status().to_string();
+  EXPECT_EQ(back->fingerprint, t.fingerprint);
+  EXPECT_EQ(back->choices, t.choices);
+  for (size_t cut : {size_t{0}, size_t{3}, size_t{9}, bytes.size() - 1}) {
+    auto bad = cuda::Tuning::decode(std::span<const uint8_t>(bytes.data(), cut));
+    EXPECT_EQ(bad.status().code(), StatusCode::kDataLoss) << cut;
+  }
+  std::vector<uint8_t> longer = bytes;
+  longer.push_back(0);
+  EXPECT_EQ(cuda::Tuning::decode(longer).status().code(), StatusCode::kDataLoss);
+}
+
+// A conv + Gemm graph: two tuned problems.
+std::shared_ptr<Graph> tuned_graph(const std::vector<Tensor>& inputs) {
+  const Tensor w = random_tensor(Shape{8, 3, 3, 3}, 80);
+  const Tensor fc = random_tensor(Shape{8, 5}, 81);
+  return make_graph(inputs, [&](GraphBuilder& b, const std::vector<Value*>& in) {
+    ops::Conv op;
+    op.pads = std::vector<int64_t>{1, 1, 1, 1};
+    Value* y = b.add(Op(ops::Relu{}), {b.add(Op(op), {in[0], b.constant(w, "w")})});
+    Value* g = b.add(Op(ops::Flatten{}), {b.add(Op(ops::GlobalAveragePool{}), {y})});
+    b.output(b.add(Op(ops::Gemm{}), {g, b.constant(fc, "fc")}));
+  });
+}
+
+TEST(CudaTarget, ArtifactsKeepTheTuningAndLoadingReusesItOnTheSameGpu) {
+  SKIP_WITHOUT_GPU();
+  const std::vector<Tensor> inputs = {random_tensor(Shape{2, 3, 12, 12}, 82)};
+  std::shared_ptr<Executable> exe = compile_for(tuned_graph(inputs), "cuda");
+  ASSERT_NE(exe, nullptr);
+  const TargetData data = exe->target_data();
+  ASSERT_EQ(data.size(), 1u);
+  EXPECT_EQ(data[0].first, cuda::kTuningSection);
+  auto tuning = cuda::Tuning::decode(data[0].second);
+  ASSERT_TRUE(tuning.ok()) << tuning.status().to_string();
+  EXPECT_EQ(tuning->fingerprint, cuda::gpu_fingerprint());
+  EXPECT_EQ(tuning->choices.size(), 2u);  // the convolution and the Gemm
+
+  const std::filesystem::path file =
+      std::filesystem::temp_directory_path() / ("kiln_cuda_tuning_" + std::to_string(::getpid()));
+  ArtifactSource source;
+  source.name = "tuned.onnx";
+  ASSERT_TRUE(save_artifact(file.string(), *exe, {}, source).ok());
+  auto loaded = load_artifact(file.string());
+  std::filesystem::remove(file);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().to_string();
+  // The same choices, taken from the file: nothing measured again, the same results.
+  const TargetData again = loaded->executable->target_data();
+  ASSERT_EQ(again.size(), 1u);
+  EXPECT_EQ(again[0].second, data[0].second);
+  expect_close(run(*exe, inputs), run(*loaded->executable, inputs), 0.0f);
+
+  // Tuning from another GPU (or library version) is measured again, not trusted.
+  cuda::Tuning other = *tuning;
+  other.fingerprint = "another GPU";
+  for (auto& [key, value] : other.choices) std::fill(value.begin(), value.end(), 0xff);
+  auto target = make_target("cuda");
+  ASSERT_TRUE(target.ok());
+  CompileOptions options;
+  options.target_data =
+      std::make_shared<TargetData>(TargetData{{cuda::kTuningSection, other.encode()}});
+  auto retuned = compile(tuned_graph(inputs), **target, options);
+  ASSERT_TRUE(retuned.ok()) << retuned.status().to_string();
+  auto retuned_tuning = cuda::Tuning::decode((*retuned)->target_data()[0].second);
+  ASSERT_TRUE(retuned_tuning.ok());
+  EXPECT_EQ(retuned_tuning->fingerprint, cuda::gpu_fingerprint());
+  std::shared_ptr<Executable> ref = compile_for(tuned_graph(inputs), "ref");
+  expect_close(run(*ref, inputs), run(**retuned, inputs));
 }
 
 TEST(CudaTarget, ConcurrentRunsGiveEachCallerItsOwnResult) {
@@ -313,12 +633,7 @@ TEST(CudaTarget, ConcurrentRunsGiveEachCallerItsOwnResult) {
 TEST(CudaTarget, WrongInputShapeIsAClearError) {
   SKIP_WITHOUT_GPU();
   const std::vector<Tensor> inputs = {random_tensor(Shape{2, 3}, 1)};
-  std::shared_ptr<Executable> exe =
-      compile_for(make_graph(inputs,
-                             [](GraphBuilder& b, const std::vector<Value*>& in) {
-                               b.output(b.add(Op(ops::Relu{}), {in[0]}));
-                             }),
-                  "cuda");
+  std::shared_ptr<Executable> exe = relu_for(inputs, "cuda");
   ASSERT_NE(exe, nullptr);
   std::vector<Argument> args;
   args.emplace_back(random_tensor(Shape{3, 3}, 2));

@@ -1,6 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // The cuda target's own kernels: elementwise unary/binary with broadcasting, per-channel affine
-// (bias, BatchNorm) with ReLU, 2-D pooling, global pooling, softmax and permuting copies (f32).
+// (bias, BatchNorm) with ReLU, 2-D pooling, global pooling, softmax, casts and permuting copies;
+// each on f32, f16 or bf16 tensors, computing in f32.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <cfloat>
@@ -23,6 +26,42 @@ Status launched(const char* kernel) {
   const cudaError_t err = cudaGetLastError();
   if (err == cudaSuccess) return Status();
   return unavailable_error(std::string("cuda kernel ") + kernel + ": " + cudaGetErrorString(err));
+}
+
+// Loads as f32 and stores from f32, for each element type.
+__device__ __forceinline__ float ld(float v) {
+  return v;
+}
+__device__ __forceinline__ float ld(__half v) {
+  return __half2float(v);
+}
+__device__ __forceinline__ float ld(__nv_bfloat16 v) {
+  return __bfloat162float(v);
+}
+template <class T>
+__device__ __forceinline__ T from_f32(float v);
+template <>
+__device__ __forceinline__ float from_f32<float>(float v) {
+  return v;
+}
+template <>
+__device__ __forceinline__ __half from_f32<__half>(float v) {
+  return __float2half_rn(v);
+}
+template <>
+__device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(float v) {
+  return __float2bfloat16_rn(v);
+}
+
+// Calls fn(T{}) with T the element type of `e`.
+template <class Fn>
+Status dispatch(Elem e, Fn&& fn) {
+  switch (e) {
+    case Elem::kF32: return fn(float{});
+    case Elem::kF16: return fn(__half{});
+    case Elem::kBF16: return fn(__nv_bfloat16{});
+  }
+  return invalid_argument_error("cuda kernel: unknown element type");
 }
 
 #define KILN_GRID_STRIDE(i, n)                                              \
@@ -70,23 +109,31 @@ __device__ float apply_binary(Binary op, float a, float b) {
   return a;
 }
 
-__global__ void unary_kernel(Unary op, const float* x, float* y, int64_t n, float alpha,
-                             float beta) {
+template <class T>
+__global__ void unary_kernel(Unary op, const T* x, T* y, int64_t n, float alpha, float beta) {
   KILN_GRID_STRIDE(i, n) {
-    y[i] = apply_unary(op, x[i], alpha, beta);
+    y[i] = from_f32<T>(apply_unary(op, ld(x[i]), alpha, beta));
   }
 }
 
-__global__ void binary_same_kernel(Binary op, const float* a, const float* b, float* y, int64_t n,
-                                   bool relu) {
+template <class From, class To>
+__global__ void cast_kernel(const From* x, To* y, int64_t n) {
   KILN_GRID_STRIDE(i, n) {
-    const float v = apply_binary(op, a[i], b[i]);
-    y[i] = relu && v < 0.0f ? 0.0f : v;
+    y[i] = from_f32<To>(ld(x[i]));
   }
 }
 
-__global__ void binary_broadcast_kernel(Binary op, const float* a, const float* b, float* y,
-                                        int64_t n, BroadcastIndex index, bool relu) {
+template <class T>
+__global__ void binary_same_kernel(Binary op, const T* a, const T* b, T* y, int64_t n, bool relu) {
+  KILN_GRID_STRIDE(i, n) {
+    const float v = apply_binary(op, ld(a[i]), ld(b[i]));
+    y[i] = from_f32<T>(relu && v < 0.0f ? 0.0f : v);
+  }
+}
+
+template <class T>
+__global__ void binary_broadcast_kernel(Binary op, const T* a, const T* b, T* y, int64_t n,
+                                        BroadcastIndex index, bool relu) {
   KILN_GRID_STRIDE(i, n) {
     int64_t rest = i;
     int64_t ai = 0;
@@ -98,29 +145,44 @@ __global__ void binary_broadcast_kernel(Binary op, const float* a, const float* 
       bi += r * index.b_strides[d];
       rest = q;
     }
-    const float v = apply_binary(op, a[ai], b[bi]);
-    y[i] = relu && v < 0.0f ? 0.0f : v;
+    const float v = apply_binary(op, ld(a[ai]), ld(b[bi]));
+    y[i] = from_f32<T>(relu && v < 0.0f ? 0.0f : v);
   }
 }
 
-__global__ void channel_affine_kernel(const float* x, float* y, const float* scale,
-                                      const float* shift, int64_t n, int64_t channels,
-                                      int64_t inner, float lo, float hi) {
+template <class T>
+__global__ void channel_affine_kernel(const T* x, T* y, const float* scale, const float* shift,
+                                      const T* residual, int64_t n, int64_t channels, int64_t inner,
+                                      float lo, float hi) {
   KILN_GRID_STRIDE(i, n) {
     const int64_t c = (i / inner) % channels;
-    float v = x[i];
+    float v = ld(x[i]);
     if (scale != nullptr) v *= scale[c];
     if (shift != nullptr) v += shift[c];
-    y[i] = fminf(fmaxf(v, lo), hi);
+    if (residual != nullptr) v += ld(residual[i]);
+    y[i] = from_f32<T>(fminf(fmaxf(v, lo), hi));
   }
 }
 
-__global__ void pool2d_kernel(Pool2d p, const float* x, float* y, int64_t n) {
+template <class T>
+__global__ void pool2d_kernel(Pool2d p, const T* x, T* y, int64_t n) {
   KILN_GRID_STRIDE(i, n) {
-    const int64_t ox = i % p.ow;
-    const int64_t oy = (i / p.ow) % p.oh;
-    const int64_t nc = i / (p.ow * p.oh);
-    const float* plane = x + nc * p.h * p.w;
+    // NCHW: i = ((n*C + c)*OH + oy)*OW + ox, the window read along rows of one plane; NHWC:
+    // i = ((n*OH + oy)*OW + ox)*C + c, the window read at a stride of C.
+    int64_t ox, oy, c, nimg;
+    if (p.nhwc) {
+      c = i % p.c;
+      ox = (i / p.c) % p.ow;
+      oy = (i / (p.c * p.ow)) % p.oh;
+      nimg = i / (p.c * p.ow * p.oh);
+    } else {
+      ox = i % p.ow;
+      oy = (i / p.ow) % p.oh;
+      c = (i / (p.ow * p.oh)) % p.c;
+      nimg = i / (p.ow * p.oh * p.c);
+    }
+    const T* plane = p.nhwc ? x + nimg * p.h * p.w * p.c + c : x + (nimg * p.c + c) * p.h * p.w;
+    const int64_t step = p.nhwc ? p.c : 1;
     float acc = p.max ? -FLT_MAX : 0.0f;
     int64_t count = 0;
     for (int64_t ky = 0; ky < p.kh; ++ky) {
@@ -129,7 +191,7 @@ __global__ void pool2d_kernel(Pool2d p, const float* x, float* y, int64_t n) {
         const int64_t ix = ox * p.sw - p.pw + kx * p.dw;
         const bool inside = iy >= 0 && iy < p.h && ix >= 0 && ix < p.w;
         if (inside) {
-          const float v = plane[iy * p.w + ix];
+          const float v = ld(plane[(iy * p.w + ix) * step]);
           acc = p.max ? fmaxf(acc, v) : acc + v;
           ++count;
         } else if (p.count_include_pad) {
@@ -137,18 +199,18 @@ __global__ void pool2d_kernel(Pool2d p, const float* x, float* y, int64_t n) {
         }
       }
     }
-    y[i] = p.max ? acc : (count > 0 ? acc / static_cast<float>(count) : 0.0f);
+    y[i] = from_f32<T>(p.max ? acc : (count > 0 ? acc / static_cast<float>(count) : 0.0f));
   }
 }
 
 // One block per row: a block-wide reduction in shared memory.
-template <bool kMax>
-__global__ void global_pool_kernel(const float* x, float* y, int64_t inner) {
+template <bool kMax, class T>
+__global__ void global_pool_kernel(const T* x, T* y, int64_t inner) {
   __shared__ float partial[kThreads];
-  const float* row = x + blockIdx.x * inner;
+  const T* row = x + blockIdx.x * inner;
   float acc = kMax ? -FLT_MAX : 0.0f;
   for (int64_t j = threadIdx.x; j < inner; j += blockDim.x) {
-    acc = kMax ? fmaxf(acc, row[j]) : acc + row[j];
+    acc = kMax ? fmaxf(acc, ld(row[j])) : acc + ld(row[j]);
   }
   partial[threadIdx.x] = acc;
   __syncthreads();
@@ -159,7 +221,25 @@ __global__ void global_pool_kernel(const float* x, float* y, int64_t inner) {
     }
     __syncthreads();
   }
-  if (threadIdx.x == 0) y[blockIdx.x] = kMax ? partial[0] : partial[0] / static_cast<float>(inner);
+  if (threadIdx.x == 0) {
+    y[blockIdx.x] = from_f32<T>(kMax ? partial[0] : partial[0] / static_cast<float>(inner));
+  }
+}
+
+// One thread per (image, channel): adjacent threads read adjacent channels (coalesced).
+template <bool kMax, class T>
+__global__ void global_pool_nhwc_kernel(const T* x, T* y, int64_t batch, int64_t hw,
+                                        int64_t channels) {
+  KILN_GRID_STRIDE(i, batch * channels) {
+    const int64_t c = i % channels;
+    const T* img = x + (i / channels) * hw * channels + c;
+    float acc = kMax ? -FLT_MAX : 0.0f;
+    for (int64_t p = 0; p < hw; ++p) {
+      const float v = ld(img[p * channels]);
+      acc = kMax ? fmaxf(acc, v) : acc + v;
+    }
+    y[i] = from_f32<T>(kMax ? acc : acc / static_cast<float>(hw));
+  }
 }
 
 __device__ float block_reduce(float v, bool max, float* shared) {
@@ -177,19 +257,42 @@ __device__ float block_reduce(float v, bool max, float* shared) {
   return r;
 }
 
-__global__ void softmax_kernel(const float* x, float* y, int64_t cols, bool log) {
+template <class T>
+__global__ void softmax_kernel(const T* x, T* y, int64_t cols, bool log) {
   __shared__ float shared[kThreads];
-  const float* row = x + blockIdx.x * cols;
-  float* out = y + blockIdx.x * cols;
+  const T* row = x + blockIdx.x * cols;
+  T* out = y + blockIdx.x * cols;
   float m = -FLT_MAX;
-  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) m = fmaxf(m, row[j]);
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) m = fmaxf(m, ld(row[j]));
   m = block_reduce(m, true, shared);
   float s = 0.0f;
-  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) s += expf(row[j] - m);
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) s += expf(ld(row[j]) - m);
   s = block_reduce(s, false, shared);
   const float log_s = logf(s);
   for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
-    out[j] = log ? row[j] - m - log_s : expf(row[j] - m) / s;
+    const float v = ld(row[j]);
+    out[j] = from_f32<T>(log ? v - m - log_s : expf(v - m) / s);
+  }
+}
+
+template <class T>
+__global__ void layernorm_kernel(const T* x, T* y, const float* scale, const float* bias,
+                                 int64_t cols, float epsilon) {
+  __shared__ float shared[kThreads];
+  const T* row = x + blockIdx.x * cols;
+  T* out = y + blockIdx.x * cols;
+  float s = 0.0f;
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) s += ld(row[j]);
+  const float mean = block_reduce(s, false, shared) / static_cast<float>(cols);
+  float v = 0.0f;
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+    const float d = ld(row[j]) - mean;
+    v += d * d;
+  }
+  const float inv = rsqrtf(block_reduce(v, false, shared) / static_cast<float>(cols) + epsilon);
+  for (int64_t j = threadIdx.x; j < cols; j += blockDim.x) {
+    const float r = (ld(row[j]) - mean) * inv * scale[j];
+    out[j] = from_f32<T>(bias != nullptr ? r + bias[j] : r);
   }
 }
 
@@ -209,60 +312,118 @@ __global__ void permute_kernel(const T* x, T* y, int64_t n, int rank, BroadcastI
 
 }  // namespace
 
-Status launch_unary(Unary op, const float* x, float* y, int64_t n, float alpha, float beta,
+Status launch_unary(Elem e, Unary op, const void* x, void* y, int64_t n, float alpha, float beta,
                     void* stream) {
   if (n <= 0) return Status();
-  unary_kernel<<<blocks_for(n), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(op, x, y, n,
-                                                                                  alpha, beta);
-  return launched("unary");
+  return dispatch(e, [&](auto tag) {
+    using T = decltype(tag);
+    unary_kernel<<<blocks_for(n), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+        op, static_cast<const T*>(x), static_cast<T*>(y), n, alpha, beta);
+    return launched("unary");
+  });
 }
 
-Status launch_binary(Binary op, const float* a, const float* b, float* y, int64_t n,
+Status launch_cast(Elem from, Elem to, const void* x, void* y, int64_t n, void* stream) {
+  if (n <= 0) return Status();
+  return dispatch(from, [&](auto from_tag) {
+    return dispatch(to, [&](auto to_tag) {
+      using From = decltype(from_tag);
+      using To = decltype(to_tag);
+      cast_kernel<<<blocks_for(n), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+          static_cast<const From*>(x), static_cast<To*>(y), n);
+      return launched("cast");
+    });
+  });
+}
+
+Status launch_binary(Elem e, Binary op, const void* a, const void* b, void* y, int64_t n,
                      const BroadcastIndex& index, bool contiguous, bool relu, void* stream) {
   if (n <= 0) return Status();
   auto s = static_cast<cudaStream_t>(stream);
-  if (contiguous) {
-    binary_same_kernel<<<blocks_for(n), kThreads, 0, s>>>(op, a, b, y, n, relu);
-  } else {
-    binary_broadcast_kernel<<<blocks_for(n), kThreads, 0, s>>>(op, a, b, y, n, index, relu);
-  }
-  return launched("binary");
+  return dispatch(e, [&](auto tag) {
+    using T = decltype(tag);
+    const auto* ta = static_cast<const T*>(a);
+    const auto* tb = static_cast<const T*>(b);
+    auto* ty = static_cast<T*>(y);
+    if (contiguous) {
+      binary_same_kernel<<<blocks_for(n), kThreads, 0, s>>>(op, ta, tb, ty, n, relu);
+    } else {
+      binary_broadcast_kernel<<<blocks_for(n), kThreads, 0, s>>>(op, ta, tb, ty, n, index, relu);
+    }
+    return launched("binary");
+  });
 }
 
-Status launch_channel_affine(const float* x, float* y, const float* scale, const float* shift,
-                             int64_t n, int64_t channels, int64_t inner, float lo, float hi,
-                             void* stream) {
+Status launch_channel_affine(Elem e, const void* x, void* y, const float* scale, const float* shift,
+                             const void* residual, int64_t n, int64_t channels, int64_t inner,
+                             float lo, float hi, void* stream) {
   if (n <= 0) return Status();
-  channel_affine_kernel<<<blocks_for(n), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
-      x, y, scale, shift, n, channels, inner, lo, hi);
-  return launched("channel_affine");
+  return dispatch(e, [&](auto tag) {
+    using T = decltype(tag);
+    channel_affine_kernel<<<blocks_for(n), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+        static_cast<const T*>(x), static_cast<T*>(y), scale, shift, static_cast<const T*>(residual),
+        n, channels, inner, lo, hi);
+    return launched("channel_affine");
+  });
 }
 
-Status launch_pool2d(const Pool2d& p, const float* x, float* y, void* stream) {
+Status launch_pool2d(Elem e, const Pool2d& p, const void* x, void* y, void* stream) {
   const int64_t n = p.n * p.c * p.oh * p.ow;
   if (n <= 0) return Status();
-  pool2d_kernel<<<blocks_for(n), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(p, x, y, n);
-  return launched("pool2d");
+  return dispatch(e, [&](auto tag) {
+    using T = decltype(tag);
+    pool2d_kernel<<<blocks_for(n), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+        p, static_cast<const T*>(x), static_cast<T*>(y), n);
+    return launched("pool2d");
+  });
 }
 
-Status launch_global_pool(const float* x, float* y, int64_t outer, int64_t inner, bool max,
-                          void* stream) {
-  if (outer <= 0) return Status();
+Status launch_global_pool(Elem e, const void* x, void* y, int64_t batch, int64_t channels,
+                          int64_t hw, bool nhwc, bool max, void* stream) {
+  const int64_t rows = batch * channels;
+  if (rows <= 0) return Status();
   auto s = static_cast<cudaStream_t>(stream);
-  if (max) {
-    global_pool_kernel<true><<<static_cast<unsigned>(outer), kThreads, 0, s>>>(x, y, inner);
-  } else {
-    global_pool_kernel<false><<<static_cast<unsigned>(outer), kThreads, 0, s>>>(x, y, inner);
-  }
-  return launched("global_pool");
+  return dispatch(e, [&](auto tag) {
+    using T = decltype(tag);
+    const auto* tx = static_cast<const T*>(x);
+    auto* ty = static_cast<T*>(y);
+    const auto grid = static_cast<unsigned>(rows);
+    if (nhwc && max) {
+      global_pool_nhwc_kernel<true>
+          <<<blocks_for(rows), kThreads, 0, s>>>(tx, ty, batch, hw, channels);
+    } else if (nhwc) {
+      global_pool_nhwc_kernel<false>
+          <<<blocks_for(rows), kThreads, 0, s>>>(tx, ty, batch, hw, channels);
+    } else if (max) {
+      global_pool_kernel<true><<<grid, kThreads, 0, s>>>(tx, ty, hw);
+    } else {
+      global_pool_kernel<false><<<grid, kThreads, 0, s>>>(tx, ty, hw);
+    }
+    return launched("global_pool");
+  });
 }
 
-Status launch_softmax(const float* x, float* y, int64_t rows, int64_t cols, bool log,
+Status launch_layernorm(Elem e, const void* x, void* y, const float* scale, const float* bias,
+                        int64_t rows, int64_t cols, float epsilon, void* stream) {
+  if (rows <= 0) return Status();
+  return dispatch(e, [&](auto tag) {
+    using T = decltype(tag);
+    layernorm_kernel<<<static_cast<unsigned>(rows), kThreads, 0,
+                       static_cast<cudaStream_t>(stream)>>>(
+        static_cast<const T*>(x), static_cast<T*>(y), scale, bias, cols, epsilon);
+    return launched("layernorm");
+  });
+}
+
+Status launch_softmax(Elem e, const void* x, void* y, int64_t rows, int64_t cols, bool log,
                       void* stream) {
   if (rows <= 0) return Status();
-  softmax_kernel<<<static_cast<unsigned>(rows), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
-      x, y, cols, log);
-  return launched("softmax");
+  return dispatch(e, [&](auto tag) {
+    using T = decltype(tag);
+    softmax_kernel<<<static_cast<unsigned>(rows), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+        static_cast<const T*>(x), static_cast<T*>(y), cols, log);
+    return launched("softmax");
+  });
 }
 
 Status launch_permute(const void* x, void* y, int64_t n, int rank, const int64_t* out_dims,
@@ -281,12 +442,15 @@ Status launch_permute(const void* x, void* y, int64_t n, int rank, const int64_t
   } else if (element_bytes == 4) {
     permute_kernel<<<blocks_for(n), kThreads, 0, s>>>(static_cast<const float*>(x),
                                                       static_cast<float*>(y), n, rank, index);
+  } else if (element_bytes == 2) {
+    permute_kernel<<<blocks_for(n), kThreads, 0, s>>>(static_cast<const uint16_t*>(x),
+                                                      static_cast<uint16_t*>(y), n, rank, index);
   } else if (element_bytes == 1) {
     permute_kernel<<<blocks_for(n), kThreads, 0, s>>>(static_cast<const uint8_t*>(x),
                                                       static_cast<uint8_t*>(y), n, rank, index);
   } else {
     return invalid_argument_error("cuda kernel permute: element size " +
-                                  std::to_string(element_bytes) + " is not 1, 4 or 8 bytes");
+                                  std::to_string(element_bytes) + " is not 1, 2, 4 or 8 bytes");
   }
   return launched("permute");
 }

@@ -11,7 +11,10 @@ namespace kiln::compiler::cuda {
 // The most dims the broadcasting and transposing kernels index.
 inline constexpr int kMaxRank = 8;
 
-// Elementwise unary functions (f32). `alpha`/`beta` are the op's attributes where it has them.
+// The element types of the float kernels; they compute in f32.
+enum class Elem : int32_t { kF32, kF16, kBF16 };
+
+// Elementwise unary functions. `alpha`/`beta` are the op's attributes where it has them.
 enum class Unary : int32_t {
   kRelu,
   kSigmoid,
@@ -47,34 +50,44 @@ struct BroadcastIndex {
   int64_t b_strides[kMaxRank] = {};
 };
 
-// Each launcher queues its kernel on `stream` (a cudaStream_t) and returns the launch error, if
-// any, as kUnavailable naming the kernel.
-Status launch_unary(Unary op, const float* x, float* y, int64_t n, float alpha, float beta,
+// Each launcher queues its kernel on `stream` (a cudaStream_t) over tensors of element type `e`
+// and returns the launch error, if any, as kUnavailable naming the kernel.
+Status launch_unary(Elem e, Unary op, const void* x, void* y, int64_t n, float alpha, float beta,
                     void* stream);
+// y = x converted (rounding to nearest even) from `from` to `to`.
+Status launch_cast(Elem from, Elem to, const void* x, void* y, int64_t n, void* stream);
 // y[i] = a[..] op b[..] over the broadcast output of `index`; `contiguous` when both operands
 // have the output's shape (no indexing needed); `relu` applies max(0, .) to the result.
-Status launch_binary(Binary op, const float* a, const float* b, float* y, int64_t n,
+Status launch_binary(Elem e, Binary op, const void* a, const void* b, void* y, int64_t n,
                      const BroadcastIndex& index, bool contiguous, bool relu, void* stream);
-// Over NC(spatial) (in place when x == y): y = clamp(x * scale[c] + shift[c], lo, hi); scale may be
-// null (1), shift may be null (0). ReLU is lo = 0, hi = inf; ReLU6 (Clip) lo = 0, hi = 6.
-Status launch_channel_affine(const float* x, float* y, const float* scale, const float* shift,
-                             int64_t n, int64_t channels, int64_t inner, float lo, float hi,
-                             void* stream);
+// Over NC(spatial) (in place when x == y): y = clamp(x * scale[c] + shift[c] + residual, lo, hi);
+// scale may be null (1), shift may be null (0), both f32; residual (x's type and shape) may be null
+// (0). ReLU is lo = 0, hi = inf; ReLU6 (Clip) lo = 0, hi = 6.
+Status launch_channel_affine(Elem e, const void* x, void* y, const float* scale, const float* shift,
+                             const void* residual, int64_t n, int64_t channels, int64_t inner,
+                             float lo, float hi, void* stream);
 
 struct Pool2d {
   bool max = true;
+  bool nhwc = false;  // x and y stored channels last
   bool count_include_pad = false;
   int64_t n = 0, c = 0, h = 0, w = 0, oh = 0, ow = 0;
   int64_t kh = 1, kw = 1, sh = 1, sw = 1, ph = 0, pw = 0, dh = 1, dw = 1;
 };
-Status launch_pool2d(const Pool2d& p, const float* x, float* y, void* stream);
-// Mean (or max) over `inner` contiguous elements of each of `outer` rows.
-Status launch_global_pool(const float* x, float* y, int64_t outer, int64_t inner, bool max,
-                          void* stream);
+Status launch_pool2d(Elem e, const Pool2d& p, const void* x, void* y, void* stream);
+// Mean (or max) over the `hw` pixels of each (image, channel) of x ([batch, channels, hw], or
+// [batch, hw, channels] when `nhwc`) into y ([batch, channels]).
+Status launch_global_pool(Elem e, const void* x, void* y, int64_t batch, int64_t channels,
+                          int64_t hw, bool nhwc, bool max, void* stream);
+// Layer normalization over the last `cols` elements of each of `rows` rows (f32 statistics):
+// y = (x - mean) / sqrt(var + epsilon) * scale + bias; bias may be null.
+Status launch_layernorm(Elem e, const void* x, void* y, const float* scale, const float* bias,
+                        int64_t rows, int64_t cols, float epsilon, void* stream);
 // Softmax (or log-softmax) over the last `cols` elements of each of `rows` rows.
-Status launch_softmax(const float* x, float* y, int64_t rows, int64_t cols, bool log, void* stream);
+Status launch_softmax(Elem e, const void* x, void* y, int64_t rows, int64_t cols, bool log,
+                      void* stream);
 // y (dims `out_dims`) from x read at `in_strides` per output dim: transposes and strided copies of
-// any element size (4 or 8 bytes).
+// any element size (1, 2, 4 or 8 bytes).
 Status launch_permute(const void* x, void* y, int64_t n, int rank, const int64_t* out_dims,
                       const int64_t* in_strides, int element_bytes, void* stream);
 

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <cstring>
 #include <functional>
 #include <mutex>
 
@@ -40,8 +41,65 @@ float* f32(Session& s, int id) {
   return static_cast<float*>(s.device[static_cast<size_t>(id)]);
 }
 
+void* ptr(Session& s, int id) {
+  return s.device[static_cast<size_t>(id)];
+}
+
 bool is_f32(const Value* v) {
   return v != nullptr && v->tensor_type().dtype == DType::kF32;
+}
+
+// The kernels' element type of a float tensor (f32, f16, bf16).
+std::optional<Elem> elem_of(DType dtype) {
+  switch (dtype) {
+    case DType::kF32: return Elem::kF32;
+    case DType::kF16: return Elem::kF16;
+    case DType::kBF16: return Elem::kBF16;
+    default: return std::nullopt;
+  }
+}
+
+std::optional<Elem> elem_of(const Value* v) {
+  if (v == nullptr) return std::nullopt;
+  return elem_of(v->tensor_type().dtype);
+}
+
+// An element type as kiln's, cuDNN's and cuBLAS's data types.
+DType dtype_of(Elem e) {
+  return e == Elem::kF32 ? DType::kF32 : e == Elem::kF16 ? DType::kF16 : DType::kBF16;
+}
+cudnnDataType_t cudnn_type(Elem e) {
+  return e == Elem::kF32   ? CUDNN_DATA_FLOAT
+         : e == Elem::kF16 ? CUDNN_DATA_HALF
+                           : CUDNN_DATA_BFLOAT16;
+}
+cudaDataType_t blas_type(Elem e) {
+  return e == Elem::kF32 ? CUDA_R_32F : e == Elem::kF16 ? CUDA_R_16F : CUDA_R_16BF;
+}
+
+// The element type shared by every given value, when it is a float type.
+std::optional<Elem> common_elem(std::initializer_list<const Value*> values) {
+  std::optional<Elem> e;
+  for (const Value* v : values) {
+    std::optional<Elem> ev = elem_of(v);
+    if (!ev || (e && *e != *ev)) return std::nullopt;
+    e = ev;
+  }
+  return e;
+}
+
+// A float constant's values as f32 (f16/bf16 widened), if `v` is one.
+std::optional<std::vector<float>> constant_floats(const Value* v) {
+  const Tensor* t = v != nullptr ? v->constant_value() : nullptr;
+  if (t == nullptr || !elem_of(t->dtype())) return std::nullopt;
+  std::vector<float> out(static_cast<size_t>(t->numel()));
+  visit_dtype(t->dtype(), [&]<class T>() {
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, Half> ||
+                  std::is_same_v<T, BFloat16>) {
+      for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<float>(t->data<T>()[i]);
+    }
+  });
+  return out;
 }
 
 Shape shape_of(const Value* v) {
@@ -113,15 +171,18 @@ std::optional<std::pair<Unary, std::pair<float, float>>> unary_of(const Node& no
 
 bool lower_unary(Builder& b, const Node& node) {
   auto u = unary_of(node);
-  if (!u || !is_f32(node.input(0)) || !is_f32(node.output(0))) return false;
-  const int x = b.buffer_of(node.input(0));
-  const int y = b.define(node.output(0));
+  const std::optional<Elem> e = common_elem({node.input(0), node.output(0)});
+  if (!u || !e) return false;
+  // Elementwise: the output keeps the input's layout.
+  const int x = b.stored_buffer(node.input(0));
+  const int y = b.define(node.output(0), b.is_nhwc(node.input(0)));
   const int64_t n = shape_of(node.output(0)).numel();
   const Unary op = u->first;
   const float alpha = u->second.first;
   const float beta = u->second.second;
-  add(b, node, std::string(node.op().name()), {x}, {y},
-      [=](Session& s) { return launch_unary(op, f32(s, x), f32(s, y), n, alpha, beta, s.stream); });
+  add(b, node, std::string(node.op().name()), {x}, {y}, [=, e = *e](Session& s) {
+    return launch_unary(e, op, ptr(s, x), ptr(s, y), n, alpha, beta, s.stream);
+  });
   return true;
 }
 
@@ -153,38 +214,90 @@ void broadcast_strides(const Shape& in, const Shape& out, int64_t* strides) {
   }
 }
 
+// Strides per logical output dim of an operand of shape `in`: its plain row-major layout
+// (broadcast_strides), or NHWC storage (a 4-D operand: n HWC, c 1, h WC, w C), 0 where it
+// broadcasts.
+void operand_strides(const Shape& in, const Shape& out, bool nhwc, int64_t* strides) {
+  if (!nhwc) {
+    broadcast_strides(in, out, strides);
+    return;
+  }
+  const int64_t stored[4] = {in[2] * in[3] * in[1], 1, in[3] * in[1], in[1]};
+  for (int d = 0; d < 4; ++d) strides[d] = in[d] == 1 && out[d] != 1 ? 0 : stored[d];
+}
+
 bool lower_binary(Builder& b, const Node& node) {
   auto op = binary_of(node.kind());
-  if (!op || node.num_inputs() != 2 || !is_f32(node.input(0)) || !is_f32(node.input(1))) {
-    return false;
-  }
+  if (!op || node.num_inputs() != 2) return false;
+  const std::optional<Elem> e = common_elem({node.input(0), node.input(1), node.output(0)});
+  if (!e) return false;
   const Shape out = shape_of(node.output(0));
   const Shape sa = shape_of(node.input(0));
   const Shape sb = shape_of(node.input(1));
   if (out.rank() > kMaxRank || sa.rank() > out.rank() || sb.rank() > out.rank()) return false;
+  // A 4-D result is stored NHWC when an operand is: each operand is read through its own layout's
+  // strides, permuted to the output's NHWC order.
+  const bool nhwc = out.rank() == 4 && (b.is_nhwc(node.input(0)) || b.is_nhwc(node.input(1)));
+  const bool a_nhwc = nhwc && b.is_nhwc(node.input(0));  // else read plain (reordered if needed)
+  const bool b_nhwc = nhwc && b.is_nhwc(node.input(1));
   BroadcastIndex index;
   index.rank = out.rank();
-  for (int d = 0; d < out.rank(); ++d) index.out_dims[d] = out[d];
-  broadcast_strides(sa, out, index.a_strides);
-  broadcast_strides(sb, out, index.b_strides);
-  const bool contiguous = sa == out && sb == out;
-  const int a = b.buffer_of(node.input(0));
-  const int c = b.buffer_of(node.input(1));
+  int64_t la[kMaxRank];
+  int64_t lb[kMaxRank];
+  operand_strides(sa, out, a_nhwc, la);
+  operand_strides(sb, out, b_nhwc, lb);
+  static constexpr int kNhwc[4] = {0, 2, 3, 1};
+  for (int d = 0; d < out.rank(); ++d) {
+    const int from = nhwc ? kNhwc[d] : d;
+    index.out_dims[d] = out[from];
+    index.a_strides[d] = la[from];
+    index.b_strides[d] = lb[from];
+  }
+  const bool contiguous = sa == out && sb == out && a_nhwc == nhwc && b_nhwc == nhwc;
+  const int a = nhwc ? b.stored_buffer(node.input(0)) : b.buffer_of(node.input(0));
+  const int c = nhwc ? b.stored_buffer(node.input(1)) : b.buffer_of(node.input(1));
   // A ReLU that alone reads the result runs inside the same kernel (the residual Add+Relu).
   const Node* relu = b.only_consumer(node.output(0));
   if (relu != nullptr && relu->kind() != OpKind::kRelu) relu = nullptr;
   if (relu != nullptr) b.mark_fused(relu);
-  const int y = b.define((relu != nullptr ? relu : &node)->output(0));
+  const int y = b.define((relu != nullptr ? relu : &node)->output(0), nhwc);
   const int64_t n = out.numel();
   const Binary kind = *op;
   const bool fused = relu != nullptr;
   add(b, node, std::string(node.op().name()) + (fused ? "+Relu" : ""), {a, c}, {y},
-      [=](Session& s) {
-        return launch_binary(kind, f32(s, a), f32(s, c), f32(s, y), n, index, contiguous, fused,
+      [=, e = *e](Session& s) {
+        return launch_binary(e, kind, ptr(s, a), ptr(s, c), ptr(s, y), n, index, contiguous, fused,
                              s.stream);
       });
   return true;
 }
+
+// Device memory freed on scope exit (tuning's scratch).
+struct Scratch {
+  Scratch() = default;
+  Scratch(const Scratch&) = delete;
+  Scratch& operator=(const Scratch&) = delete;
+  ~Scratch() {
+    for (void* p : blocks) cudaFree(p);
+    for (cudaEvent_t e : events) cudaEventDestroy(e);
+    if (stream != nullptr) cudaStreamDestroy(stream);
+  }
+  // `bytes` of device memory filled with a small non-zero pattern (0x3c in every byte: about
+  // 0.0115 in f32, 1.06 in f16, 0.0115 in bf16), or nullptr when the GPU has too little free.
+  void* block(size_t bytes) {
+    void* p = nullptr;
+    if (cudaMalloc(&p, std::max<size_t>(bytes, 1)) != cudaSuccess) {
+      cudaGetLastError();
+      return nullptr;
+    }
+    blocks.push_back(p);
+    cudaMemset(p, 0x3c, bytes);
+    return p;
+  }
+  std::vector<void*> blocks;
+  std::vector<cudaEvent_t> events;
+  cudaStream_t stream = nullptr;
+};
 
 // ---- cuDNN convolution ----
 
@@ -197,6 +310,8 @@ struct ConvDescs {
     if (y != nullptr) cudnnDestroyTensorDescriptor(y);
     if (w != nullptr) cudnnDestroyFilterDescriptor(w);
     if (conv != nullptr) cudnnDestroyConvolutionDescriptor(conv);
+    if (bias != nullptr) cudnnDestroyTensorDescriptor(bias);
+    if (relu != nullptr) cudnnDestroyActivationDescriptor(relu);
   }
   cudnnTensorDescriptor_t x = nullptr;
   cudnnTensorDescriptor_t y = nullptr;
@@ -204,12 +319,41 @@ struct ConvDescs {
   cudnnConvolutionDescriptor_t conv = nullptr;
   cudnnConvolutionFwdAlgo_t algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
   size_t workspace = 0;
+  // cudnnConvolutionBiasActivationForward: bias [1, K, 1, 1] in y's type, ReLU.
+  cudnnTensorDescriptor_t bias = nullptr;
+  cudnnActivationDescriptor_t relu = nullptr;
 };
 
 constexpr size_t kMaxWorkspace = size_t{256} << 20;
 
-// The fastest fp32 (FMA, no TF32) algorithm cudnnFind measures, within the workspace cap.
-Status choose_conv_algo(cudnnHandle_t handle, ConvDescs& d) {
+// The fastest algorithm cudnnFind measures, within the workspace cap: for fp32 only FMA ones (no
+// TF32), for f16/bf16 tensor-core ones too.
+// A stored convolution choice: the algorithm and the math type it was measured with.
+struct ConvChoice {
+  int32_t algo = 0;
+  int32_t math = 0;
+};
+
+// The algorithm for `key`: a choice known for this GPU (made earlier in this compile, or stored in
+// the artifact being loaded) when cuDNN still takes it, else the fastest cudnnFind measures.
+Status choose_conv_algo(Builder& b, ConvDescs& d, bool tensor_ops, const std::string& key) {
+  cudnnHandle_t handle = b.cudnn();
+  if (const std::vector<uint8_t>* known = b.known_choice(key)) {
+    std::optional<ConvChoice> c = choice_value<ConvChoice>(*known);
+    size_t workspace = 0;
+    const auto algo = static_cast<cudnnConvolutionFwdAlgo_t>(c ? c->algo : 0);
+    const auto math = static_cast<cudnnMathType_t>(c ? c->math : 0);
+    if (c && (tensor_ops || math != CUDNN_TENSOR_OP_MATH) &&
+        (!tensor_ops || cudnnSetConvolutionMathType(d.conv, math) == CUDNN_STATUS_SUCCESS) &&
+        cudnnGetConvolutionForwardWorkspaceSize(handle, d.x, d.w, d.conv, d.y, algo, &workspace) ==
+            CUDNN_STATUS_SUCCESS &&
+        workspace <= kMaxWorkspace) {
+      d.algo = algo;
+      d.workspace = workspace;
+      b.record_choice(key, *known, false);
+      return Status();
+    }
+  }
   constexpr int kRequested = CUDNN_CONVOLUTION_FWD_ALGO_COUNT;
   cudnnConvolutionFwdAlgoPerf_t perf[kRequested];
   int returned = 0;
@@ -223,18 +367,103 @@ Status choose_conv_algo(cudnnHandle_t handle, ConvDescs& d) {
   }
   for (int i = 0; i < returned; ++i) {
     if (perf[i].status != CUDNN_STATUS_SUCCESS || perf[i].memory > kMaxWorkspace) continue;
-    if (perf[i].mathType == CUDNN_TENSOR_OP_MATH) continue;
+    if (perf[i].mathType == CUDNN_TENSOR_OP_MATH && !tensor_ops) continue;
     d.algo = perf[i].algo;
     d.workspace = perf[i].memory;
+    // f16/bf16 run with the math type the algorithm was measured with; fp32 keeps FMA (no TF32).
+    if (tensor_ops) {
+      KILN_RETURN_IF_ERROR(check_cudnn(cudnnSetConvolutionMathType(d.conv, perf[i].mathType),
+                                       "convolution math type"));
+    }
+    b.record_choice(key,
+                    choice_bytes(ConvChoice{static_cast<int32_t>(perf[i].algo),
+                                            static_cast<int32_t>(perf[i].mathType)}),
+                    st == CUDNN_STATUS_SUCCESS);
     return Status();
   }
-  return unavailable_error("cuda target: cuDNN offers no fp32 algorithm for this convolution");
+  return unavailable_error("cuda target: cuDNN offers no algorithm for this convolution");
 }
 
-Result<bool> lower_conv(Builder& b, const Node& node) {
+// A 4-D constant's bytes reordered from NCHW (KCRS) to NHWC (KRSC).
+std::vector<uint8_t> nhwc_bytes(const Tensor& t) {
+  const Shape s = t.shape();
+  const size_t es = dtype_size(t.dtype());
+  std::vector<uint8_t> out(t.nbytes());
+  const auto* in = static_cast<const uint8_t*>(t.raw_data());
+  size_t at = 0;
+  for (int64_t n = 0; n < s[0]; ++n) {
+    for (int64_t h = 0; h < s[2]; ++h) {
+      for (int64_t w = 0; w < s[3]; ++w) {
+        for (int64_t c = 0; c < s[1]; ++c) {
+          const size_t from = static_cast<size_t>(((n * s[1] + c) * s[2] + h) * s[3] + w) * es;
+          std::memcpy(out.data() + at, in + from, es);
+          at += es;
+        }
+      }
+    }
+  }
+  return out;
+}
+
+// The constant bias buffer (in the output's type) for cudnnConvolutionBiasActivationForward with
+// ReLU when cuDNN runs it for `d` (tried once on scratch memory), else -1 (the bias kernel runs).
+Result<int> fused_conv_bias(Builder& b, ConvDescs& d, cudnnDataType_t data, Elem e,
+                            const std::vector<float>& bias, const Shape& x, const Shape& w,
+                            const Shape& y) {
+  const int k = static_cast<int>(w[0]);
+  KILN_RETURN_IF_ERROR(check_cudnn(cudnnCreateTensorDescriptor(&d.bias), "bias descriptor"));
+  KILN_RETURN_IF_ERROR(check_cudnn(
+      cudnnSetTensor4dDescriptor(d.bias, CUDNN_TENSOR_NCHW, data, 1, k, 1, 1), "bias descriptor"));
+  KILN_RETURN_IF_ERROR(check_cudnn(cudnnCreateActivationDescriptor(&d.relu), "activation"));
+  KILN_RETURN_IF_ERROR(check_cudnn(
+      cudnnSetActivationDescriptor(d.relu, CUDNN_ACTIVATION_RELU, CUDNN_NOT_PROPAGATE_NAN, 0.0),
+      "activation"));
+  std::vector<uint8_t> bytes;
+  const DType dtype = dtype_of(e);
+  for (float v : bias) {
+    if (dtype == DType::kF32) {
+      const auto* p = reinterpret_cast<const uint8_t*>(&v);
+      bytes.insert(bytes.end(), p, p + 4);
+    } else {
+      const uint16_t h = dtype == DType::kF16 ? Half(v).bits : BFloat16(v).bits;
+      bytes.push_back(static_cast<uint8_t>(h & 0xff));
+      bytes.push_back(static_cast<uint8_t>(h >> 8));
+    }
+  }
+  // The trial: every operand on scratch memory, on a stream of its own.
+  const size_t es = dtype_size(dtype);
+  Scratch s;
+  void* xs = s.block(static_cast<size_t>(x.numel()) * es);
+  void* ws = s.block(static_cast<size_t>(w.numel()) * es);
+  void* ys = s.block(static_cast<size_t>(y.numel()) * es);
+  void* zs = s.block(static_cast<size_t>(y.numel()) * es);
+  void* bs = s.block(bytes.size());
+  void* workspace = s.block(d.workspace);
+  if (xs == nullptr || ws == nullptr || ys == nullptr || zs == nullptr || bs == nullptr ||
+      workspace == nullptr ||
+      cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking) != cudaSuccess) {
+    cudaGetLastError();
+    return -1;
+  }
+  const float one = 1.0f;
+  cudnnSetStream(b.cudnn(), s.stream);
+  const cudnnStatus_t st = cudnnConvolutionBiasActivationForward(
+      b.cudnn(), &one, d.x, xs, d.w, ws, d.conv, d.algo, workspace, d.workspace, &one, d.y, zs,
+      d.bias, bs, d.relu, d.y, ys);
+  const cudaError_t synced = cudaStreamSynchronize(s.stream);
+  cudnnSetStream(b.cudnn(), nullptr);
+  cudaGetLastError();
+  if (st != CUDNN_STATUS_SUCCESS || synced != cudaSuccess) return -1;
+  return b.constant_bytes(dtype, Shape{w[0]}, std::move(bytes));
+}
+
+Result<bool> lower_conv_as(Builder& b, const Node& node, bool nhwc) {
   const auto& op = node.attrs<ops::Conv>();
   if (op.activation && *op.activation != "Relu") return false;
-  if (node.num_inputs() < 2 || !is_f32(node.input(0)) || !is_f32(node.input(1))) return false;
+  if (node.num_inputs() < 2) return false;
+  const std::optional<Elem> e = common_elem({node.input(0), node.input(1), node.output(0)});
+  if (!e) return false;
+  const cudnnDataType_t data = cudnn_type(*e);
   const Shape x = shape_of(node.input(0));
   const Shape w = shape_of(node.input(1));
   const Shape y = shape_of(node.output(0));
@@ -247,25 +476,29 @@ Result<bool> lower_conv(Builder& b, const Node& node) {
   if (!g.ok() || g->out != std::vector<int64_t>{y[2], y[3]}) return false;
   if (g->pad_begin != g->pad_end) return false;  // cuDNN's legacy API pads symmetrically
   const bool has_bias = node.has_input(2);
-  if (has_bias && (shape_of(node.input(2)) != Shape{w[0]} || !is_f32(node.input(2)))) return false;
+  if (has_bias && shape_of(node.input(2)) != Shape{w[0]}) return false;
+  // The bias kernel reads an f32 bias: an f32 tensor, or an f16/bf16 constant widened here.
+  std::optional<std::vector<float>> wide_bias;
+  if (has_bias && !is_f32(node.input(2))) {
+    wide_bias = constant_floats(node.input(2));
+    if (!wide_bias) return false;
+  }
+  const cudnnTensorFormat_t format = nhwc ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW;
   auto d = std::make_shared<ConvDescs>();
   auto i32 = [](int64_t v) { return static_cast<int>(v); };
   KILN_RETURN_IF_ERROR(check_cudnn(cudnnCreateTensorDescriptor(&d->x), "descriptor"));
   KILN_RETURN_IF_ERROR(check_cudnn(cudnnCreateTensorDescriptor(&d->y), "descriptor"));
   KILN_RETURN_IF_ERROR(check_cudnn(cudnnCreateFilterDescriptor(&d->w), "descriptor"));
   KILN_RETURN_IF_ERROR(check_cudnn(cudnnCreateConvolutionDescriptor(&d->conv), "descriptor"));
-  KILN_RETURN_IF_ERROR(
-      check_cudnn(cudnnSetTensor4dDescriptor(d->x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, i32(x[0]),
-                                             i32(x[1]), i32(x[2]), i32(x[3])),
-                  "input descriptor"));
-  KILN_RETURN_IF_ERROR(
-      check_cudnn(cudnnSetTensor4dDescriptor(d->y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, i32(y[0]),
-                                             i32(y[1]), i32(y[2]), i32(y[3])),
-                  "output descriptor"));
-  KILN_RETURN_IF_ERROR(
-      check_cudnn(cudnnSetFilter4dDescriptor(d->w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, i32(w[0]),
-                                             i32(w[1]), i32(w[2]), i32(w[3])),
-                  "filter descriptor"));
+  KILN_RETURN_IF_ERROR(check_cudnn(
+      cudnnSetTensor4dDescriptor(d->x, format, data, i32(x[0]), i32(x[1]), i32(x[2]), i32(x[3])),
+      "input descriptor"));
+  KILN_RETURN_IF_ERROR(check_cudnn(
+      cudnnSetTensor4dDescriptor(d->y, format, data, i32(y[0]), i32(y[1]), i32(y[2]), i32(y[3])),
+      "output descriptor"));
+  KILN_RETURN_IF_ERROR(check_cudnn(
+      cudnnSetFilter4dDescriptor(d->w, data, format, i32(w[0]), i32(w[1]), i32(w[2]), i32(w[3])),
+      "filter descriptor"));
   KILN_RETURN_IF_ERROR(check_cudnn(
       cudnnSetConvolution2dDescriptor(d->conv, i32(g->pad_begin[0]), i32(g->pad_begin[1]),
                                       i32(g->strides[0]), i32(g->strides[1]), i32(g->dilations[0]),
@@ -274,13 +507,31 @@ Result<bool> lower_conv(Builder& b, const Node& node) {
       "convolution descriptor"));
   KILN_RETURN_IF_ERROR(
       check_cudnn(cudnnSetConvolutionGroupCount(d->conv, i32(groups)), "group count"));
-  // fp32 means fp32: FMA math keeps TF32 tensor cores out.
-  KILN_RETURN_IF_ERROR(check_cudnn(cudnnSetConvolutionMathType(d->conv, CUDNN_FMA_MATH), "math"));
-  KILN_RETURN_IF_ERROR(choose_conv_algo(b.cudnn(), *d).with_context(node.describe()));
+  // fp32 means fp32: FMA math keeps TF32 tensor cores out. f16/bf16 run on tensor cores,
+  // accumulating in f32 (the descriptor's compute type above).
+  const bool tensor_ops = *e != Elem::kF32;
+  KILN_RETURN_IF_ERROR(check_cudnn(
+      cudnnSetConvolutionMathType(d->conv, tensor_ops ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH),
+      "math"));
+  const std::string key =
+      fmt::format("conv {} {} x{} w{} pads{},{} strides{},{} dilations{},{} groups{}",
+                  dtype_name(node.input(0)->tensor_type().dtype), nhwc ? "nhwc" : "nchw",
+                  x.to_string(), w.to_string(), g->pad_begin[0], g->pad_begin[1], g->strides[0],
+                  g->strides[1], g->dilations[0], g->dilations[1], groups);
+  KILN_RETURN_IF_ERROR(choose_conv_algo(b, *d, tensor_ops, key).with_context(node.describe()));
   b.need_workspace(d->workspace);
-  const int xi = b.buffer_of(node.input(0));
-  const int wi = b.buffer_of(node.input(1));
-  const int bi = has_bias ? b.buffer_of(node.input(2)) : -1;
+  const int xi = nhwc ? b.buffer_nhwc(node.input(0)) : b.buffer_of(node.input(0));
+  int wi = -1;
+  if (!nhwc) {
+    wi = b.buffer_of(node.input(1));
+  } else if (const Tensor* wt = node.input(1)->constant_value(); wt != nullptr) {
+    wi = b.constant_bytes(wt->dtype(), w, nhwc_bytes(*wt));
+  } else {
+    wi = b.buffer_nhwc(node.input(1));
+  }
+  const int bi = !has_bias   ? -1
+                 : wide_bias ? b.constant(std::move(*wide_bias))
+                             : b.buffer_of(node.input(2));
   float lo = -INFINITY;
   float hi = INFINITY;
   std::string kind = has_bias ? "Conv+Bias" : "Conv";
@@ -299,25 +550,79 @@ Result<bool> lower_conv(Builder& b, const Node& node) {
       kind += "+Clip";
     }
   }
-  const int yi = b.define(last->output(0));
+  // A residual Add that alone reads the result (and a ReLU that alone reads the Add) runs in the
+  // bias kernel, when the Add's other operand is already computed: Conv+Bias+Add+Relu, ResNet's
+  // block end, in one pass over the output.
+  int zi = -1;
+  if (last == &node && !op.activation.has_value()) {
+    const Node* sum = b.only_consumer(node.output(0));
+    if (sum != nullptr && sum->kind() == OpKind::kAdd && sum->num_inputs() == 2) {
+      const Value* other = sum->input(0) == node.output(0) ? sum->input(1) : sum->input(0);
+      if (other != node.output(0) && shape_of(other) == y && elem_of(other) == e &&
+          shape_of(sum->output(0)) == y && b.has_buffer(other)) {
+        zi = nhwc ? b.buffer_nhwc(other) : b.buffer_of(other);
+        last = sum;
+        b.mark_fused(sum);
+        kind += "+Add";
+        if (const Node* relu = b.only_consumer(sum->output(0));
+            relu != nullptr && relu->kind() == OpKind::kRelu) {
+          last = relu;
+          b.mark_fused(relu);
+          lo = 0.0f;
+          kind += "+Relu";
+        }
+      }
+    }
+  }
+  const int yi = b.define(last->output(0), nhwc);
   const bool clamp = last != &node || op.activation.has_value();
+  // Bias, residual and ReLU inside cuDNN's epilogue (one pass less over the output), where cuDNN
+  // runs this configuration: a trial call at compile time decides.
+  int fused_bias = -1;
+  if (has_bias && lo == 0.0f && hi == INFINITY) {
+    if (std::optional<std::vector<float>> bias = constant_floats(node.input(2))) {
+      KILN_ASSIGN_OR_RETURN(fused_bias, fused_conv_bias(b, *d, data, *e, *bias, x, w, y));
+    }
+  }
   const int64_t n = y.numel();
   const int64_t channels = y[1];
-  const int64_t inner = y[2] * y[3];
+  const int64_t inner = nhwc ? 1 : y[2] * y[3];  // channel of element i: (i / inner) % channels
   std::vector<int> reads = {xi, wi};
   if (bi >= 0) reads.push_back(bi);
-  add(b, node, kind, reads, {yi}, [=](Session& s) -> Status {
+  if (zi >= 0) reads.push_back(zi);
+  if (fused_bias >= 0) reads.push_back(fused_bias);
+  add(b, node, kind, reads, {yi}, [=, e = *e](Session& s) -> Status {
     const float one = 1.0f;
     const float zero = 0.0f;
+    if (fused_bias >= 0) {
+      return check_cudnn(
+          cudnnConvolutionBiasActivationForward(
+              s.cudnn, &one, d->x, ptr(s, xi), d->w, ptr(s, wi), d->conv, d->algo, s.workspace,
+              d->workspace, zi >= 0 ? &one : &zero, d->y, zi >= 0 ? ptr(s, zi) : ptr(s, yi),
+              d->bias, ptr(s, fused_bias), d->relu, d->y, ptr(s, yi)),
+          "convolution with bias and ReLU");
+    }
     KILN_RETURN_IF_ERROR(check_cudnn(
-        cudnnConvolutionForward(s.cudnn, &one, d->x, f32(s, xi), d->w, f32(s, wi), d->conv, d->algo,
-                                s.workspace, d->workspace, &zero, d->y, f32(s, yi)),
+        cudnnConvolutionForward(s.cudnn, &one, d->x, ptr(s, xi), d->w, ptr(s, wi), d->conv, d->algo,
+                                s.workspace, d->workspace, &zero, d->y, ptr(s, yi)),
         "convolution"));
     if (!has_bias && !clamp) return Status();
-    return launch_channel_affine(f32(s, yi), f32(s, yi), nullptr, bi >= 0 ? f32(s, bi) : nullptr, n,
-                                 channels, inner, lo, hi, s.stream);
+    return launch_channel_affine(e, ptr(s, yi), ptr(s, yi), nullptr, bi >= 0 ? f32(s, bi) : nullptr,
+                                 zi >= 0 ? ptr(s, zi) : nullptr, n, channels, inner, lo, hi,
+                                 s.stream);
   });
   return true;
+}
+
+// NHWC (channels last) where tensor cores want it (KILN_CUDA_LAYOUT): input, filter (KRSC) and
+// output; the filter is reordered once at compile time when it is a constant. A convolution cuDNN
+// has no NHWC algorithm for runs NCHW.
+Result<bool> lower_conv(Builder& b, const Node& node) {
+  if (!node.has_input(0)) return false;
+  const bool nhwc = Builder::nhwc_convolutions(node.input(0)->tensor_type().dtype);
+  Result<bool> lowered = lower_conv_as(b, node, nhwc);
+  if (!lowered.ok() && nhwc) return lower_conv_as(b, node, false);
+  return lowered;
 }
 
 // ---- cuBLASLt matmul ----
@@ -344,10 +649,10 @@ struct LtPlan {
 
 constexpr size_t kLtWorkspace = size_t{32} << 20;
 
-Status make_layout(cublasLtMatrixLayout_t* layout, int64_t rows, int64_t cols, int64_t ld,
-                   int64_t batch, int64_t stride) {
+Status make_layout(cublasLtMatrixLayout_t* layout, cudaDataType_t type, int64_t rows, int64_t cols,
+                   int64_t ld, int64_t batch, int64_t stride) {
   KILN_RETURN_IF_ERROR(
-      check_cublas(cublasLtMatrixLayoutCreate(layout, CUDA_R_32F, static_cast<uint64_t>(rows),
+      check_cublas(cublasLtMatrixLayoutCreate(layout, type, static_cast<uint64_t>(rows),
                                               static_cast<uint64_t>(cols), ld),
                    "matrix layout"));
   if (batch > 1) {
@@ -364,9 +669,70 @@ Status make_layout(cublasLtMatrixLayout_t* layout, int64_t rows, int64_t cols, i
   return Status();
 }
 
+// A stored matmul choice: cuBLASLt's algorithm (opaque, valid for the same library and GPU).
+struct MatmulChoice {
+  cublasLtMatmulAlgo_t algo;
+};
+
+// The index of the fastest of cuBLASLt's `count` heuristic candidates, each timed over 3 runs
+// after one warm-up on scratch operands; 0 (the heuristic's first) when there is one candidate or
+// no room for the scratch.
+int fastest_matmul(cublasLtHandle_t lt, const LtPlan& p, const cublasLtMatmulHeuristicResult_t* r,
+                   int count, size_t a_bytes, size_t b_bytes, size_t d_bytes, size_t bias_bytes,
+                   float alpha, float beta) {
+  if (count <= 1) return 0;
+  Scratch s;
+  void* a = s.block(a_bytes);
+  void* bm = s.block(b_bytes);
+  void* d = s.block(d_bytes);
+  void* bias = s.block(bias_bytes);
+  void* workspace = s.block(kLtWorkspace);
+  s.events.resize(2);
+  if (a == nullptr || bm == nullptr || d == nullptr || bias == nullptr || workspace == nullptr ||
+      cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking) != cudaSuccess ||
+      cudaEventCreate(&s.events[0]) != cudaSuccess ||
+      cudaEventCreate(&s.events[1]) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias));
+  int best = 0;
+  float best_ms = INFINITY;
+  for (int i = 0; i < count; ++i) {
+    if (r[i].workspaceSize > kLtWorkspace) continue;
+    auto once = [&] {
+      return cublasLtMatmul(lt, p.op, &alpha, bm, p.a, a, p.b, &beta, d, p.d, d, p.d, &r[i].algo,
+                            workspace, r[i].workspaceSize, s.stream) == CUBLAS_STATUS_SUCCESS;
+    };
+    if (!once()) continue;
+    cudaEventRecord(s.events[0], s.stream);
+    bool ok = true;
+    for (int k = 0; k < 3 && ok; ++k) ok = once();
+    cudaEventRecord(s.events[1], s.stream);
+    float ms = 0;
+    if (!ok || cudaEventSynchronize(s.events[1]) != cudaSuccess ||
+        cudaEventElapsedTime(&ms, s.events[0], s.events[1]) != cudaSuccess) {
+      cudaGetLastError();
+      continue;
+    }
+    if (ms < best_ms) {
+      best_ms = ms;
+      best = i;
+    }
+  }
+  cudaStreamSynchronize(s.stream);
+  cudaGetLastError();
+  return best;
+}
+
 // Row-major Y[M,N] = A[M,K] B[K,N] runs as column-major Y^T = B^T A^T: cuBLAS's A is our B.
 Result<bool> lower_matmul(Builder& b, const Node& node) {
-  if (node.num_inputs() < 2 || !is_f32(node.input(0)) || !is_f32(node.input(1))) return false;
+  if (node.num_inputs() < 2) return false;
+  // f16/bf16 operands and result, f32 accumulation and scaling (alpha, beta); bias in the result's
+  // type.
+  const std::optional<Elem> e = common_elem({node.input(0), node.input(1), node.output(0)});
+  if (!e) return false;
+  const cudaDataType_t type = blas_type(*e);
   const Shape sa = shape_of(node.input(0));
   const Shape sb = shape_of(node.input(1));
   bool trans_a = false;
@@ -386,7 +752,7 @@ Result<bool> lower_matmul(Builder& b, const Node& node) {
     k = trans_a ? sa[0] : sa[1];
     n = trans_b ? sb[0] : sb[1];
     if (node.has_input(2)) {
-      if (!is_f32(node.input(2))) return false;
+      if (elem_of(node.input(2)) != e) return false;
       const Shape sc = shape_of(node.input(2));
       if ((sc == Shape{n} || sc == Shape{1, n}) && op.beta == 1.0f) {
         bias = true;
@@ -435,24 +801,56 @@ Result<bool> lower_matmul(Builder& b, const Node& node) {
       check_cublas(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epilogue,
                                                   sizeof(epilogue)),
                    "epilogue"));
-  KILN_RETURN_IF_ERROR(trans_b ? make_layout(&p->a, k, n, k, batch, k * n)
-                               : make_layout(&p->a, n, k, n, batch, k * n));
-  KILN_RETURN_IF_ERROR(trans_a ? make_layout(&p->b, m, k, m, batch, m * k)
-                               : make_layout(&p->b, k, m, k, batch, m * k));
-  KILN_RETURN_IF_ERROR(make_layout(&p->d, n, m, n, batch, m * n));
+  KILN_RETURN_IF_ERROR(trans_b ? make_layout(&p->a, type, k, n, k, batch, k * n)
+                               : make_layout(&p->a, type, n, k, n, batch, k * n));
+  KILN_RETURN_IF_ERROR(trans_a ? make_layout(&p->b, type, m, k, m, batch, m * k)
+                               : make_layout(&p->b, type, k, m, k, batch, m * k));
+  KILN_RETURN_IF_ERROR(make_layout(&p->d, type, n, m, n, batch, m * n));
   cublasLtMatmulPreference_t pref = nullptr;
   KILN_RETURN_IF_ERROR(check_cublas(cublasLtMatmulPreferenceCreate(&pref), "preference"));
   const uint64_t cap = kLtWorkspace;
   cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &cap,
                                        sizeof(cap));
-  cublasLtMatmulHeuristicResult_t result{};
-  int found = 0;
-  const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(b.lt(), p->op, p->a, p->b, p->d, p->d,
-                                                           pref, 1, &result, &found);
+  // A choice known for this GPU when cuBLASLt still takes it; else the fastest of its heuristic's
+  // first 8 candidates.
+  const size_t es = dtype_size(node.input(0)->tensor_type().dtype);
+  const std::string key =
+      fmt::format("matmul {} m{} n{} k{} batch{} ta{} tb{} epilogue{} beta{}",
+                  dtype_name(node.input(0)->tensor_type().dtype), m, n, k, batch, trans_a, trans_b,
+                  static_cast<int>(epilogue), beta != 0.0f);
+  bool chosen = false;
+  if (const std::vector<uint8_t>* known = b.known_choice(key)) {
+    std::optional<MatmulChoice> c = choice_value<MatmulChoice>(*known);
+    cublasLtMatmulHeuristicResult_t check{};
+    if (c &&
+        cublasLtMatmulAlgoCheck(b.lt(), p->op, p->a, p->b, p->d, p->d, &c->algo, &check) ==
+            CUBLAS_STATUS_SUCCESS &&
+        check.workspaceSize <= kLtWorkspace) {
+      p->algo = c->algo;
+      p->workspace = check.workspaceSize;
+      b.record_choice(key, *known, false);
+      chosen = true;
+    }
+  }
+  if (!chosen) {
+    constexpr int kCandidates = 8;
+    cublasLtMatmulHeuristicResult_t results[kCandidates] = {};
+    int found = 0;
+    const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(b.lt(), p->op, p->a, p->b, p->d, p->d,
+                                                             pref, kCandidates, results, &found);
+    if (st != CUBLAS_STATUS_SUCCESS || found == 0) {
+      cublasLtMatmulPreferenceDestroy(pref);
+      return false;  // the host runs it
+    }
+    const auto bytes = [&](int64_t elements) { return static_cast<size_t>(elements) * es; };
+    const int best =
+        fastest_matmul(b.lt(), *p, results, found, bytes(batch * m * k), bytes(batch * k * n),
+                       bytes(batch * m * n), bytes(n), alpha, beta);
+    p->algo = results[best].algo;
+    p->workspace = results[best].workspaceSize;
+    b.record_choice(key, choice_bytes(MatmulChoice{p->algo}), true);
+  }
   cublasLtMatmulPreferenceDestroy(pref);
-  if (st != CUBLAS_STATUS_SUCCESS || found == 0) return false;  // the host runs it
-  p->algo = result.algo;
-  p->workspace = result.workspaceSize;
   b.need_workspace(p->workspace);
   const int ai = b.buffer_of(node.input(0));
   const int bi = b.buffer_of(node.input(1));
@@ -473,10 +871,10 @@ Result<bool> lower_matmul(Builder& b, const Node& node) {
                                                       &ptr, sizeof(ptr)),
                        "bias pointer"));
     }
-    const void* c = beta != 0.0f ? s.device[static_cast<size_t>(c_buffer)] : f32(s, yi);
+    const void* c = beta != 0.0f ? s.device[static_cast<size_t>(c_buffer)] : ptr(s, yi);
     return check_cublas(
-        cublasLtMatmul(s.lt, p->op, &alpha, f32(s, bi), p->a, f32(s, ai), p->b, &beta, c, p->d,
-                       f32(s, yi), p->d, &p->algo, s.workspace, p->workspace, s.stream),
+        cublasLtMatmul(s.lt, p->op, &alpha, ptr(s, bi), p->a, ptr(s, ai), p->b, &beta, c, p->d,
+                       ptr(s, yi), p->d, &p->algo, s.workspace, p->workspace, s.stream),
         "matmul");
   });
   return true;
@@ -485,7 +883,8 @@ Result<bool> lower_matmul(Builder& b, const Node& node) {
 // ---- pooling, softmax, normalization, data movement ----
 
 bool lower_pool(Builder& b, const Node& node) {
-  if (node.num_outputs() != 1 || !is_f32(node.input(0))) return false;
+  const std::optional<Elem> e = common_elem({node.input(0), node.output(0)});
+  if (node.num_outputs() != 1 || !e) return false;
   const Shape x = shape_of(node.input(0));
   const Shape y = shape_of(node.output(0));
   if (x.rank() != 4) return false;
@@ -522,31 +921,40 @@ bool lower_pool(Builder& b, const Node& node) {
   p.pw = g->pad_begin[1];
   p.dh = g->dilations[0];
   p.dw = g->dilations[1];
-  const int xi = b.buffer_of(node.input(0));
-  const int yi = b.define(node.output(0));
+  p.nhwc = b.is_nhwc(node.input(0));  // pools keep their input's layout
+  const int xi = b.stored_buffer(node.input(0));
+  const int yi = b.define(node.output(0), p.nhwc);
   add(b, node, std::string(node.op().name()), {xi}, {yi},
-      [=](Session& s) { return launch_pool2d(p, f32(s, xi), f32(s, yi), s.stream); });
+      [=, e = *e](Session& s) { return launch_pool2d(e, p, ptr(s, xi), ptr(s, yi), s.stream); });
   return true;
 }
 
 bool lower_global_pool(Builder& b, const Node& node) {
-  if (!is_f32(node.input(0))) return false;
+  const std::optional<Elem> e = common_elem({node.input(0), node.output(0)});
+  if (!e) return false;
   const Shape x = shape_of(node.input(0));
   if (x.rank() < 3) return false;
   const int64_t outer = x[0] * x[1];
   const int64_t inner = x.numel() / std::max<int64_t>(outer, 1);
   if (inner == 0) return false;
   const bool max = node.kind() == OpKind::kGlobalMaxPool;
-  const int xi = b.buffer_of(node.input(0));
+  // An NHWC input is reduced in place of reordering it; the [N, C, 1, 1] result is the same
+  // either way.
+  const bool nhwc = b.is_nhwc(node.input(0));
+  const int xi = nhwc ? b.stored_buffer(node.input(0)) : b.buffer_of(node.input(0));
   const int yi = b.define(node.output(0));
-  add(b, node, std::string(node.op().name()), {xi}, {yi}, [=](Session& s) {
-    return launch_global_pool(f32(s, xi), f32(s, yi), outer, inner, max, s.stream);
+  const int64_t batch = x[0];
+  const int64_t channels = x[1];
+  add(b, node, std::string(node.op().name()), {xi}, {yi}, [=, e = *e](Session& s) {
+    return launch_global_pool(e, ptr(s, xi), ptr(s, yi), batch, channels, inner, nhwc, max,
+                              s.stream);
   });
   return true;
 }
 
 bool lower_softmax(Builder& b, const Node& node) {
-  if (!is_f32(node.input(0))) return false;
+  const std::optional<Elem> e = common_elem({node.input(0), node.output(0)});
+  if (!e) return false;
   const Shape x = shape_of(node.input(0));
   const bool log = node.kind() == OpKind::kLogSoftmax;
   int64_t axis = log ? node.attrs<ops::LogSoftmax>().axis : node.attrs<ops::Softmax>().axis;
@@ -557,8 +965,8 @@ bool lower_softmax(Builder& b, const Node& node) {
   const int64_t rows = x.numel() / cols;
   const int xi = b.buffer_of(node.input(0));
   const int yi = b.define(node.output(0));
-  add(b, node, std::string(node.op().name()), {xi}, {yi}, [=](Session& s) {
-    return launch_softmax(f32(s, xi), f32(s, yi), rows, cols, log, s.stream);
+  add(b, node, std::string(node.op().name()), {xi}, {yi}, [=, e = *e](Session& s) {
+    return launch_softmax(e, ptr(s, xi), ptr(s, yi), rows, cols, log, s.stream);
   });
   return true;
 }
@@ -566,31 +974,34 @@ bool lower_softmax(Builder& b, const Node& node) {
 bool lower_batchnorm(Builder& b, const Node& node) {
   const auto& op = node.attrs<ops::BatchNormalization>();
   if (op.training_mode != 0 || node.num_outputs() != 1 || node.num_inputs() != 5) return false;
-  if (!is_f32(node.input(0))) return false;
+  const std::optional<Elem> e = common_elem({node.input(0), node.output(0)});
+  if (!e) return false;
   const Shape x = shape_of(node.input(0));
   if (x.rank() < 2) return false;
   const int64_t c = x[1];
-  const Tensor* t[4];
+  std::vector<float> t[4];  // scale, B, mean, var: constants of any float type
   for (int i = 0; i < 4; ++i) {
-    t[i] = node.input(i + 1)->constant_value();
-    if (t[i] == nullptr || t[i]->dtype() != DType::kF32 || t[i]->numel() != c) return false;
+    std::optional<std::vector<float>> v = constant_floats(node.input(i + 1));
+    if (!v || static_cast<int64_t>(v->size()) != c) return false;
+    t[i] = std::move(*v);
   }
   std::vector<float> scale(static_cast<size_t>(c));
   std::vector<float> shift(static_cast<size_t>(c));
-  for (int64_t i = 0; i < c; ++i) {
-    const float s = t[0]->data<float>()[i] / std::sqrt(t[3]->data<float>()[i] + op.epsilon);
-    scale[static_cast<size_t>(i)] = s;
-    shift[static_cast<size_t>(i)] = t[1]->data<float>()[i] - t[2]->data<float>()[i] * s;
+  for (size_t i = 0; i < scale.size(); ++i) {
+    const float s = t[0][i] / std::sqrt(t[3][i] + op.epsilon);
+    scale[i] = s;
+    shift[i] = t[1][i] - t[2][i] * s;
   }
   const int si = b.constant(std::move(scale));
   const int hi = b.constant(std::move(shift));
-  const int xi = b.buffer_of(node.input(0));
-  const int yi = b.define(node.output(0));
+  const bool nhwc = b.is_nhwc(node.input(0));  // keeps its input's layout
+  const int xi = b.stored_buffer(node.input(0));
+  const int yi = b.define(node.output(0), nhwc);
   const int64_t n = x.numel();
-  const int64_t inner = c == 0 ? 0 : n / (x[0] * c);
-  add(b, node, "BatchNormalization", {xi, si, hi}, {yi}, [=](Session& s) {
-    return launch_channel_affine(f32(s, xi), f32(s, yi), f32(s, si), f32(s, hi), n, c, inner,
-                                 -INFINITY, INFINITY, s.stream);
+  const int64_t inner = nhwc ? 1 : c == 0 ? 0 : n / (x[0] * c);
+  add(b, node, "BatchNormalization", {xi, si, hi}, {yi}, [=, e = *e](Session& s) {
+    return launch_channel_affine(e, ptr(s, xi), ptr(s, yi), f32(s, si), f32(s, hi), nullptr, n, c,
+                                 inner, -INFINITY, INFINITY, s.stream);
   });
   return true;
 }
@@ -602,8 +1013,14 @@ bool lower_concat(Builder& b, const Node& node) {
   if (axis < 0 || axis >= y.rank()) return false;
   const DType dtype = node.output(0)->tensor_type().dtype;
   const size_t es = dtype_size(dtype);
+  // Channels of NHWC inputs concatenate NHWC: one row per pixel (N*H*W rows of C_i each).
+  bool nhwc = false;
+  if (y.rank() == 4 && axis == 1) {
+    for (const Value* v : node.inputs()) nhwc = nhwc || (v != nullptr && b.is_nhwc(v));
+  }
   int64_t outer = 1;
   for (int d = 0; d < axis; ++d) outer *= y[d];
+  if (nhwc) outer = y[0] * y[2] * y[3];
   const size_t out_row = static_cast<size_t>(y.numel() / std::max<int64_t>(outer, 1)) * es;
   struct Part {
     int buffer;
@@ -617,12 +1034,12 @@ bool lower_concat(Builder& b, const Node& node) {
     if (v == nullptr || v->tensor_type().dtype != dtype) return false;
     const Shape s = shape_of(v);
     const size_t row = static_cast<size_t>(s.numel() / std::max<int64_t>(outer, 1)) * es;
-    parts.push_back({b.buffer_of(v), row, at});
+    parts.push_back({nhwc ? b.buffer_nhwc(v) : b.buffer_of(v), row, at});
     reads.push_back(parts.back().buffer);
     at += row;
   }
   if (at != out_row || outer == 0) return false;
-  const int yi = b.define(node.output(0));
+  const int yi = b.define(node.output(0), nhwc);
   add(b, node, "Concat", reads, {yi}, [=](Session& s) -> Status {
     auto* dst = static_cast<uint8_t*>(s.device[static_cast<size_t>(yi)]);
     for (const Part& p : parts) {
@@ -643,7 +1060,7 @@ bool lower_transpose(Builder& b, const Node& node) {
   const int rank = x.rank();
   if (rank > kMaxRank || rank == 0) return false;
   const size_t es = dtype_size(node.input(0)->tensor_type().dtype);
-  if (es != 1 && es != 4 && es != 8) return false;
+  if (es != 1 && es != 2 && es != 4 && es != 8) return false;
   std::vector<int64_t> perm = node.attrs<ops::Transpose>().perm.value_or(std::vector<int64_t>{});
   if (perm.empty()) {
     for (int d = rank - 1; d >= 0; --d) perm.push_back(d);
@@ -671,7 +1088,236 @@ bool lower_transpose(Builder& b, const Node& node) {
   return true;
 }
 
+// ---- views: Slice, Split, Gather (one index), Expand as strided copies ----
+
+// A constant integer tensor's values (i32 or i64), if `v` is one.
+std::optional<std::vector<int64_t>> constant_ints(const Value* v) {
+  const Tensor* t = v != nullptr ? v->constant_value() : nullptr;
+  if (t == nullptr) return std::nullopt;
+  std::vector<int64_t> out;
+  if (t->dtype() == DType::kI64) {
+    for (int64_t i = 0; i < t->numel(); ++i) out.push_back(t->data<int64_t>()[i]);
+  } else if (t->dtype() == DType::kI32) {
+    for (int64_t i = 0; i < t->numel(); ++i) out.push_back(t->data<int32_t>()[i]);
+  } else {
+    return std::nullopt;
+  }
+  return out;
+}
+
+// Row-major element strides of `s`.
+std::vector<int64_t> plain_strides(const Shape& s) {
+  std::vector<int64_t> strides(static_cast<size_t>(s.rank()));
+  int64_t stride = 1;
+  for (int d = s.rank() - 1; d >= 0; --d) {
+    strides[static_cast<size_t>(d)] = stride;
+    stride *= s[d];
+  }
+  return strides;
+}
+
+// One strided read of a source buffer: output dims, the source's stride per output dim and the
+// element offset of the first element.
+struct View {
+  int to = -1;
+  std::vector<int64_t> dims;
+  std::vector<int64_t> strides;
+  int64_t offset = 0;
+};
+
+// A step writing each view of buffer `from` (elements of `es` bytes) into its own buffer.
+bool add_views(Builder& b, const Node& node, int from, size_t es, std::vector<View> views) {
+  if (es != 1 && es != 2 && es != 4 && es != 8) return false;
+  std::vector<int> writes;
+  for (const View& v : views) {
+    if (v.dims.size() > static_cast<size_t>(kMaxRank)) return false;
+    writes.push_back(v.to);
+  }
+  add(b, node, std::string(node.op().name()), {from}, writes, [=](Session& s) -> Status {
+    for (const View& v : views) {
+      int64_t n = 1;
+      for (int64_t d : v.dims) n *= d;
+      const auto* base =
+          static_cast<const uint8_t*>(ptr(s, from)) + v.offset * static_cast<int64_t>(es);
+      KILN_RETURN_IF_ERROR(launch_permute(base, ptr(s, v.to), n, static_cast<int>(v.dims.size()),
+                                          v.dims.data(), v.strides.data(), static_cast<int>(es),
+                                          s.stream));
+    }
+    return Status();
+  });
+  return true;
+}
+
+bool lower_slice(Builder& b, const Node& node) {
+  const Shape x = shape_of(node.input(0));
+  const Shape y = shape_of(node.output(0));
+  auto starts = constant_ints(node.input(1));
+  auto ends = constant_ints(node.input(2));
+  if (!starts || !ends || starts->size() != ends->size() || x.rank() != y.rank()) return false;
+  std::vector<int64_t> axes;
+  if (node.has_input(3)) {
+    auto a = constant_ints(node.input(3));
+    if (!a) return false;
+    axes = *a;
+  } else {
+    for (size_t i = 0; i < starts->size(); ++i) axes.push_back(static_cast<int64_t>(i));
+  }
+  std::vector<int64_t> steps(starts->size(), 1);
+  if (node.has_input(4)) {
+    auto st = constant_ints(node.input(4));
+    if (!st || st->size() != starts->size()) return false;
+    steps = *st;
+  }
+  if (axes.size() != starts->size()) return false;
+  const std::vector<int64_t> in = plain_strides(x);
+  View v;
+  v.dims.assign(y.dims().begin(), y.dims().end());
+  v.strides = in;
+  for (size_t i = 0; i < axes.size(); ++i) {
+    int64_t axis = axes[i] < 0 ? axes[i] + x.rank() : axes[i];
+    if (axis < 0 || axis >= x.rank() || steps[i] == 0) return false;
+    const int64_t dim = x[static_cast<int>(axis)];
+    int64_t start = (*starts)[i] < 0 ? (*starts)[i] + dim : (*starts)[i];
+    start =
+        steps[i] > 0 ? std::clamp<int64_t>(start, 0, dim) : std::clamp<int64_t>(start, 0, dim - 1);
+    v.offset += start * in[static_cast<size_t>(axis)];
+    v.strides[static_cast<size_t>(axis)] = in[static_cast<size_t>(axis)] * steps[i];
+  }
+  const int from = b.buffer_of(node.input(0));
+  v.to = b.define(node.output(0));
+  return add_views(b, node, from, dtype_size(node.input(0)->tensor_type().dtype), {v});
+}
+
+bool lower_split(Builder& b, const Node& node) {
+  const Shape x = shape_of(node.input(0));
+  int64_t axis = node.attrs<ops::Split>().axis;
+  if (axis < 0) axis += x.rank();
+  if (axis < 0 || axis >= x.rank()) return false;
+  const std::vector<int64_t> in = plain_strides(x);
+  const int from = b.buffer_of(node.input(0));
+  std::vector<View> views;
+  int64_t at = 0;
+  for (const Value* out : node.outputs()) {
+    const Shape y = shape_of(out);
+    View v;
+    v.dims.assign(y.dims().begin(), y.dims().end());
+    v.strides = in;
+    v.offset = at * in[static_cast<size_t>(axis)];
+    at += y[static_cast<int>(axis)];
+    v.to = b.define(out);
+    views.push_back(std::move(v));
+  }
+  if (at != x[static_cast<int>(axis)]) return false;
+  return add_views(b, node, from, dtype_size(node.input(0)->tensor_type().dtype), views);
+}
+
+bool lower_gather(Builder& b, const Node& node) {
+  const Shape x = shape_of(node.input(0));
+  auto index = constant_ints(node.input(1));
+  // One index (a scalar): a view without the axis.
+  if (!index || index->size() != 1 || node.input(1)->tensor_type().rank() != 0) return false;
+  int64_t axis = node.attrs<ops::Gather>().axis;
+  if (axis < 0) axis += x.rank();
+  if (axis < 0 || axis >= x.rank()) return false;
+  const int64_t dim = x[static_cast<int>(axis)];
+  const int64_t i = (*index)[0] < 0 ? (*index)[0] + dim : (*index)[0];
+  if (i < 0 || i >= dim) return false;
+  const std::vector<int64_t> in = plain_strides(x);
+  View v;
+  for (int d = 0; d < x.rank(); ++d) {
+    if (d == axis) continue;
+    v.dims.push_back(x[d]);
+    v.strides.push_back(in[static_cast<size_t>(d)]);
+  }
+  v.offset = i * in[static_cast<size_t>(axis)];
+  if (v.dims.empty()) {  // a scalar result: one element
+    v.dims.push_back(1);
+    v.strides.push_back(1);
+  }
+  const int from = b.buffer_of(node.input(0));
+  v.to = b.define(node.output(0));
+  return add_views(b, node, from, dtype_size(node.input(0)->tensor_type().dtype), {v});
+}
+
+bool lower_expand(Builder& b, const Node& node) {
+  const Shape x = shape_of(node.input(0));
+  const Shape y = shape_of(node.output(0));
+  if (y.rank() > kMaxRank || x.rank() > y.rank()) return false;
+  View v;
+  v.dims.assign(y.dims().begin(), y.dims().end());
+  v.strides.resize(static_cast<size_t>(y.rank()));
+  broadcast_strides(x, y, v.strides.data());
+  const int from = b.buffer_of(node.input(0));
+  v.to = b.define(node.output(0));
+  return add_views(b, node, from, dtype_size(node.input(0)->tensor_type().dtype), {v});
+}
+
+bool lower_layernorm(Builder& b, const Node& node) {
+  const auto& op = node.attrs<ops::LayerNormalization>();
+  if (node.num_outputs() != 1) return false;
+  const std::optional<Elem> e = common_elem({node.input(0), node.output(0)});
+  if (!e) return false;
+  const Shape x = shape_of(node.input(0));
+  int64_t axis = op.axis < 0 ? op.axis + x.rank() : op.axis;
+  if (axis < 0 || axis >= x.rank()) return false;
+  int64_t cols = 1;
+  for (int d = static_cast<int>(axis); d < x.rank(); ++d) cols *= x[d];
+  if (cols == 0) return false;
+  const int64_t rows = x.numel() / cols;
+  // Scale and bias: constants of any float type, applied in f32.
+  std::optional<std::vector<float>> scale = constant_floats(node.input(1));
+  std::optional<std::vector<float>> bias;
+  if (node.has_input(2)) {
+    bias = constant_floats(node.input(2));
+    if (!bias || static_cast<int64_t>(bias->size()) != cols) return false;
+  }
+  if (!scale || static_cast<int64_t>(scale->size()) != cols) return false;
+  const int si = b.constant(std::move(*scale));
+  const int bi = bias ? b.constant(std::move(*bias)) : -1;
+  const int xi = b.buffer_of(node.input(0));
+  const int yi = b.define(node.output(0));
+  const float epsilon = op.epsilon;
+  std::vector<int> reads = {xi, si};
+  if (bi >= 0) reads.push_back(bi);
+  add(b, node, "LayerNormalization", reads, {yi}, [=, e = *e](Session& s) {
+    return launch_layernorm(e, ptr(s, xi), ptr(s, yi), f32(s, si), bi >= 0 ? f32(s, bi) : nullptr,
+                            rows, cols, epsilon, s.stream);
+  });
+  return true;
+}
+
+// Cast between f32, f16 and bf16 (a cast to the same type shares the buffer).
+bool lower_cast(Builder& b, const Node& node) {
+  const std::optional<Elem> from = elem_of(node.input(0));
+  const std::optional<Elem> to = elem_of(node.output(0));
+  if (!from || !to) return false;
+  if (*from == *to) return lower_alias(b, node);
+  const int xi = b.stored_buffer(node.input(0));  // keeps its input's layout
+  const int yi = b.define(node.output(0), b.is_nhwc(node.input(0)));
+  const int64_t n = shape_of(node.output(0)).numel();
+  add(b, node, "Cast", {xi}, {yi}, [=, from = *from, to = *to](Session& s) {
+    return launch_cast(from, to, ptr(s, xi), ptr(s, yi), n, s.stream);
+  });
+  return true;
+}
+
 }  // namespace
+
+void add_reorder(Builder& b, int from, int to, const Shape& x, bool to_nhwc) {
+  // Output dims in storage order, each read at the input's stride for that dim.
+  const std::vector<int64_t> dims = to_nhwc ? std::vector<int64_t>{x[0], x[2], x[3], x[1]}
+                                            : std::vector<int64_t>{x[0], x[1], x[2], x[3]};
+  const std::vector<int64_t> strides =
+      to_nhwc ? std::vector<int64_t>{x[1] * x[2] * x[3], x[3], 1, x[2] * x[3]}   // from NCHW
+              : std::vector<int64_t>{x[2] * x[3] * x[1], 1, x[3] * x[1], x[1]};  // from NHWC
+  const int64_t n = x.numel();
+  const int es = static_cast<int>(dtype_size(b.buffer(from).dtype));
+  add(b, b.current(), to_nhwc ? "Reorder NCHW>NHWC" : "Reorder NHWC>NCHW", {from}, {to},
+      [=](Session& s) {
+        return launch_permute(ptr(s, from), ptr(s, to), n, 4, dims.data(), strides.data(), es,
+                              s.stream);
+      });
+}
 
 Result<bool> lower_device(Builder& b, const Node& node) {
   for (const Value* v : node.outputs()) {
@@ -697,6 +1343,12 @@ Result<bool> lower_device(Builder& b, const Node& node) {
     case OpKind::kBatchNormalization: return lower_batchnorm(b, node);
     case OpKind::kConcat: return lower_concat(b, node);
     case OpKind::kTranspose: return lower_transpose(b, node);
+    case OpKind::kCast: return lower_cast(b, node);
+    case OpKind::kSlice: return lower_slice(b, node);
+    case OpKind::kSplit: return lower_split(b, node);
+    case OpKind::kGather: return lower_gather(b, node);
+    case OpKind::kExpand: return lower_expand(b, node);
+    case OpKind::kLayerNormalization: return lower_layernorm(b, node);
     default: break;
   }
   if (binary_of(node.kind())) return lower_binary(b, node);

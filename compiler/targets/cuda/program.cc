@@ -217,16 +217,31 @@ Result<std::unique_ptr<Session>> Program::new_session() const {
   return s;
 }
 
-Status Program::enqueue(Session& session, RunProfile* profile) const {
+Status Program::copy_inputs(Session& session, const std::vector<const void*>& from) const {
   for (size_t i = 0; i < inputs_.size(); ++i) {
     const Buffer& b = buffers_[static_cast<size_t>(inputs_[i])];
     if (b.bytes == 0) continue;
     KILN_RETURN_IF_ERROR(
-        check_cuda(cudaMemcpyAsync(session.device[static_cast<size_t>(inputs_[i])],
-                                   session.pinned + staging_.input_offsets[i], b.bytes,
-                                   cudaMemcpyHostToDevice, session.stream),
-                   "copying an input to the device"));
+        check_cuda(cudaMemcpyAsync(session.device[static_cast<size_t>(inputs_[i])], from[i],
+                                   b.bytes, cudaMemcpyDefault, session.stream),
+                   "copying an input to the program's arena"));
   }
+  return Status();
+}
+
+Status Program::copy_outputs(Session& session, const std::vector<void*>& to) const {
+  for (size_t i = 0; i < outputs_.size(); ++i) {
+    const Buffer& b = buffers_[static_cast<size_t>(outputs_[i])];
+    if (b.bytes == 0) continue;
+    KILN_RETURN_IF_ERROR(
+        check_cuda(cudaMemcpyAsync(to[i], session.device[static_cast<size_t>(outputs_[i])], b.bytes,
+                                   cudaMemcpyDefault, session.stream),
+                   "copying an output out of the program's arena"));
+  }
+  return Status();
+}
+
+Status Program::enqueue(Session& session, RunProfile* profile) const {
   for (const auto& step : steps_) {
     const auto start = std::chrono::steady_clock::now();
     Status s = step->run(session);
@@ -236,15 +251,6 @@ Status Program::enqueue(Session& session, RunProfile* profile) const {
       const std::chrono::duration<double, std::milli> ms = std::chrono::steady_clock::now() - start;
       profile->steps.push_back({step->node->describe(), step->kind, ms.count()});
     }
-  }
-  for (size_t i = 0; i < outputs_.size(); ++i) {
-    const Buffer& b = buffers_[static_cast<size_t>(outputs_[i])];
-    if (b.bytes == 0) continue;
-    KILN_RETURN_IF_ERROR(
-        check_cuda(cudaMemcpyAsync(session.pinned + staging_.output_offsets[i],
-                                   session.device[static_cast<size_t>(outputs_[i])], b.bytes,
-                                   cudaMemcpyDeviceToHost, session.stream),
-                   "copying an output from the device"));
   }
   return Status();
 }
@@ -265,20 +271,15 @@ Status Program::capture(Session& session) const {
   return ended;
 }
 
-Result<std::vector<Argument>> Program::run(Session& session, const std::vector<Argument>& inputs,
-                                           RunProfile* profile) const {
-  for (size_t i = 0; i < inputs_.size(); ++i) {
-    const Buffer& b = buffers_[static_cast<size_t>(inputs_[i])];
-    if (b.bytes != 0) {
-      std::memcpy(session.pinned + staging_.input_offsets[i], inputs[i].tensor().raw_data(),
-                  b.bytes);
-    }
-  }
+Status Program::run_steps(Session& session, RunProfile* profile) const {
   if (profile != nullptr) profile->steps.clear();
-  // Device-only programs replay one CUDA graph per session (captured on its first run); programs
-  // with host steps, and profiled runs, queue their steps one by one.
+  // Device-only programs replay one CUDA graph of their steps per session (captured on its first
+  // run); programs with host steps, and profiled runs, queue their steps one by one.
   const bool use_graph = graphable_ && profile == nullptr && !session.graph_failed;
   if (use_graph && session.graph == nullptr) {
+    // The capture starts on an idle stream (the input copies queued before it have finished).
+    KILN_RETURN_IF_ERROR(
+        check_cuda(cudaStreamSynchronize(session.stream), "copying the inputs to the device"));
     Status captured = capture(session);
     if (!captured.ok()) {
       session.graph_failed = true;
@@ -295,6 +296,35 @@ Result<std::vector<Argument>> Program::run(Session& session, const std::vector<A
     session.interpreter = std::make_unique<ref::Interpreter>(seed_);
     KILN_RETURN_IF_ERROR(enqueue(session, profile));
   }
+  return Status();
+}
+
+Status Program::run_device(Session& session, const std::vector<const void*>& inputs,
+                           const std::vector<void*>& outputs) const {
+  KILN_RETURN_IF_ERROR(copy_inputs(session, inputs));
+  KILN_RETURN_IF_ERROR(run_steps(session, nullptr));
+  KILN_RETURN_IF_ERROR(copy_outputs(session, outputs));
+  return check_cuda(cudaStreamSynchronize(session.stream), "running the program");
+}
+
+Result<std::vector<Argument>> Program::run(Session& session, const std::vector<Argument>& inputs,
+                                           RunProfile* profile) const {
+  std::vector<const void*> staged_in(inputs_.size());
+  std::vector<void*> staged_out(outputs_.size());
+  for (size_t i = 0; i < inputs_.size(); ++i) {
+    const Buffer& b = buffers_[static_cast<size_t>(inputs_[i])];
+    staged_in[i] = session.pinned + staging_.input_offsets[i];
+    if (b.bytes != 0) {
+      std::memcpy(session.pinned + staging_.input_offsets[i], inputs[i].tensor().raw_data(),
+                  b.bytes);
+    }
+  }
+  for (size_t i = 0; i < outputs_.size(); ++i) {
+    staged_out[i] = session.pinned + staging_.output_offsets[i];
+  }
+  KILN_RETURN_IF_ERROR(copy_inputs(session, staged_in));
+  KILN_RETURN_IF_ERROR(run_steps(session, profile));
+  KILN_RETURN_IF_ERROR(copy_outputs(session, staged_out));
   KILN_RETURN_IF_ERROR(check_cuda(cudaStreamSynchronize(session.stream), "running the program"));
   std::vector<Argument> results;
   results.reserve(outputs_.size());
@@ -327,16 +357,54 @@ int Builder::add_buffer(Buffer b) {
   return static_cast<int>(buffers_.size()) - 1;
 }
 
-int Builder::buffer_of(const Value* v) const {
+int Builder::stored_buffer(const Value* v) const {
   auto it = value_buffers_.find(v);
   KILN_CHECK(it != value_buffers_.end());
   return it->second;
 }
 
-int Builder::define(const Value* v) {
+int Builder::buffer_of(const Value* v) {
+  const int id = stored_buffer(v);
+  if (!buffers_[static_cast<size_t>(id)].nhwc) return id;
+  if (auto it = plain_copies_.find(v); it != plain_copies_.end()) return it->second;
+  Buffer b = buffers_[static_cast<size_t>(id)];
+  b.nhwc = false;
+  b.first = b.last = -1;
+  const int copy = add_buffer(std::move(b));
+  plain_copies_[v] = copy;
+  add_reorder(*this, id, copy, v->tensor_type().shape(), false);
+  return copy;
+}
+
+int Builder::buffer_nhwc(const Value* v) {
+  const int id = stored_buffer(v);
+  if (buffers_[static_cast<size_t>(id)].nhwc) return id;
+  if (auto it = nhwc_copies_.find(v); it != nhwc_copies_.end()) return it->second;
+  Buffer b = buffers_[static_cast<size_t>(id)];
+  KILN_CHECK(b.shape.rank() == 4, "buffer_nhwc on a tensor that is not 4-D");
+  b.nhwc = true;
+  b.constant = false;
+  b.host = nullptr;
+  b.owned = nullptr;
+  b.first = b.last = -1;
+  const int copy = add_buffer(std::move(b));
+  nhwc_copies_[v] = copy;
+  add_reorder(*this, id, copy, v->tensor_type().shape(), true);
+  return copy;
+}
+
+bool Builder::nhwc_convolutions(DType dtype) {
+  const std::string layout = env_flag_string(EnvFlag::kCudaLayout);
+  if (layout == "nhwc") return true;
+  if (layout == "nchw") return false;
+  return dtype == DType::kF16 || dtype == DType::kBF16;
+}
+
+int Builder::define(const Value* v, bool nhwc) {
   Buffer b;
   b.dtype = v->tensor_type().dtype;
   b.shape = v->tensor_type().shape();
+  b.nhwc = nhwc && b.shape.rank() == 4;
   b.bytes = byte_size(b.dtype, b.shape);
   const int id = add_buffer(std::move(b));
   value_buffers_[v] = id;
@@ -344,11 +412,16 @@ int Builder::define(const Value* v) {
 }
 
 int Builder::constant(std::vector<float> values) {
-  auto data = std::make_shared<std::vector<uint8_t>>(values.size() * sizeof(float));
-  std::memcpy(data->data(), values.data(), data->size());
+  std::vector<uint8_t> bytes(values.size() * sizeof(float));
+  std::memcpy(bytes.data(), values.data(), bytes.size());
+  return constant_bytes(DType::kF32, Shape{static_cast<int64_t>(values.size())}, std::move(bytes));
+}
+
+int Builder::constant_bytes(DType dtype, Shape shape, std::vector<uint8_t> bytes) {
+  auto data = std::make_shared<std::vector<uint8_t>>(std::move(bytes));
   Buffer b;
-  b.dtype = DType::kF32;
-  b.shape = Shape{static_cast<int64_t>(values.size())};
+  b.dtype = dtype;
+  b.shape = std::move(shape);
   b.bytes = data->size();
   b.constant = true;
   b.host = data->data();
@@ -437,6 +510,20 @@ void Builder::add_host_step(const Node& node) {
   add_step(std::move(step));
 }
 
+const std::vector<uint8_t>* Builder::known_choice(const std::string& key) const {
+  for (const Tuning* t : {static_cast<const Tuning*>(tuner_.found), tuner_.stored}) {
+    if (t == nullptr) continue;
+    auto it = t->choices.find(key);
+    if (it != t->choices.end()) return &it->second;
+  }
+  return nullptr;
+}
+
+void Builder::record_choice(const std::string& key, std::vector<uint8_t> bytes, bool measured) {
+  if (tuner_.found != nullptr) tuner_.found->choices[key] = std::move(bytes);
+  if (tuner_.progress != nullptr) tuner_.progress->step(measured);
+}
+
 Result<std::unique_ptr<Program>> Builder::build() {
   if (!plannable()) return std::unique_ptr<Program>();
   std::vector<int> inputs;
@@ -458,9 +545,11 @@ Result<std::unique_ptr<Program>> Builder::build() {
       value_buffers_[node->output(0)] = add_buffer(std::move(b));
       continue;
     }
+    current_ = node.get();
     KILN_ASSIGN_OR_RETURN(bool lowered, lower_device(*this, *node));
     if (!lowered) add_host_step(*node);
   }
+  // Outputs stored NHWC are reordered back after the last node.
   std::vector<int> outputs;
   std::vector<Shape> output_shapes;
   for (const Value* v : graph_.outputs()) {

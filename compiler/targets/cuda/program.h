@@ -18,6 +18,7 @@
 
 #include "compiler/ir/graph.h"
 #include "compiler/runtime/memory_plan.h"
+#include "compiler/targets/cuda/tuning.h"
 #include "compiler/targets/ref/interpreter.h"
 #include "compiler/targets/target.h"
 
@@ -37,6 +38,8 @@ struct Buffer {
   bool constant = false;
   const void* host = nullptr;
   std::shared_ptr<const std::vector<uint8_t>> owned;  // host data made at compile time
+  // A 4-D tensor stored channels last (NHWC); `shape` stays the logical NCHW shape.
+  bool nhwc = false;
   int first = -1;                                     // the step that writes it (arena buffers)
   int last = -1;                                      // the last step that reads it
 };
@@ -100,6 +103,10 @@ class Program {
   // Runs with inputs already checked against the graph; `profile` (optional) gets step times.
   Result<std::vector<Argument>> run(Session& session, const std::vector<Argument>& inputs,
                                     RunProfile* profile) const;
+  // Runs on device-resident arguments (any pointer cudaMemcpyDefault takes), one per graph input
+  // and output; returns when the outputs are written.
+  Status run_device(Session& session, const std::vector<const void*>& inputs,
+                    const std::vector<void*>& outputs) const;
 
   size_t arena_bytes() const { return plan_.arena_bytes; }
   size_t unplanned_bytes() const { return plan_.total_bytes; }
@@ -113,8 +120,12 @@ class Program {
   bool uses_graph() const { return graphable_; }
 
  private:
-  // Queues the input copies, the steps and the output copies on the session's stream.
+  // Queue copies into (out of) the arena's input (output) buffers on the session's stream.
+  Status copy_inputs(Session& session, const std::vector<const void*>& from) const;
+  Status copy_outputs(Session& session, const std::vector<void*>& to) const;
+  // Queues the steps on the session's stream; run_steps replays the captured graph when it can.
   Status enqueue(Session& session, RunProfile* profile) const;
+  Status run_steps(Session& session, RunProfile* profile) const;
   Status capture(Session& session) const;
 
   std::vector<Buffer> buffers_;
@@ -136,8 +147,16 @@ class Program {
 // (copy out, ref kernel, copy in) for every other node.
 class Builder {
  public:
-  Builder(const Graph& graph, uint64_t seed, cudnnHandle_t cudnn, cublasLtHandle_t lt)
-      : graph_(graph), seed_(seed), cudnn_(cudnn), lt_(lt) {}
+  // Where the algorithm choices come from and go: `stored` (a loaded artifact's, for this GPU; may
+  // be null) is used without measuring; every choice made is recorded in `found` (the new
+  // executable's, kept in its artifacts); `progress` counts the problems measured.
+  struct Tuner {
+    const Tuning* stored = nullptr;
+    Tuning* found = nullptr;
+    TuningProgress* progress = nullptr;
+  };
+  Builder(const Graph& graph, uint64_t seed, cudnnHandle_t cudnn, cublasLtHandle_t lt, Tuner tuner)
+      : graph_(graph), seed_(seed), cudnn_(cudnn), lt_(lt), tuner_(tuner) {}
 
   // nullptr when the graph cannot be planned (dynamic shapes, non-tensor values, strings,
   // subgraphs): the executable then runs the ref interpreter.
@@ -147,19 +166,38 @@ class Builder {
   const Graph& graph() const { return graph_; }
   cudnnHandle_t cudnn() const { return cudnn_; }
   cublasLtHandle_t lt() const { return lt_; }
-  int buffer_of(const Value* v) const;
+  // `v`'s buffer in the plain (NCHW, row-major) layout: a 4-D value stored NHWC gets one reorder
+  // step into a plain copy, shared by every later reader.
+  int buffer_of(const Value* v);
+  // `v`'s buffer stored NHWC (a 4-D value): a plain one gets one reorder step into an NHWC copy.
+  int buffer_nhwc(const Value* v);
+  // `v`'s buffer in whatever layout it has (for elementwise ops, which keep it).
+  int stored_buffer(const Value* v) const;
+  bool is_nhwc(const Value* v) const { return buffer(stored_buffer(v)).nhwc; }
+  // Whether `v` has a buffer yet (a graph input, a constant, or the output of a lowered node).
+  bool has_buffer(const Value* v) const { return value_buffers_.count(v) != 0; }
+  // Whether convolutions of `dtype` run NHWC (KILN_CUDA_LAYOUT: auto is f16/bf16 only).
+  static bool nhwc_convolutions(DType dtype);
+  // The node being lowered (reorder steps it causes are attributed to it).
+  const Node& current() const { return *current_; }
   const Buffer& buffer(int id) const { return buffers_[static_cast<size_t>(id)]; }
-  // A new arena buffer for `v`, written by the next step.
-  int define(const Value* v);
+  // A new arena buffer for `v` (stored NHWC when `nhwc`), written by the next step.
+  int define(const Value* v, bool nhwc = false);
   // `v` shares the buffer of `source` (a reshape: same bytes, another shape).
   void alias(const Value* v, const Value* source) { value_buffers_[v] = buffer_of(source); }
   // A constant buffer of compile-time data (f32).
   int constant(std::vector<float> values);
+  // A constant buffer of compile-time bytes of any dtype and shape.
+  int constant_bytes(DType dtype, Shape shape, std::vector<uint8_t> bytes);
   void add_step(std::unique_ptr<Step> step);
   void need_workspace(size_t bytes) { workspace_bytes_ = std::max(workspace_bytes_, bytes); }
   // The only node reading `v` when `v` is not a graph output, else nullptr.
   const Node* only_consumer(const Value* v) const;
   void mark_fused(const Node* node) { fused_.push_back(node); }
+  // The choice for problem `key` made earlier in this compile or stored for this GPU, or nullptr.
+  const std::vector<uint8_t>* known_choice(const std::string& key) const;
+  // Records the choice for `key` (a progress step); `measured` when it was timed now.
+  void record_choice(const std::string& key, std::vector<uint8_t> bytes, bool measured);
 
  private:
   bool plannable() const;
@@ -170,10 +208,14 @@ class Builder {
   uint64_t seed_;
   cudnnHandle_t cudnn_;
   cublasLtHandle_t lt_;
+  Tuner tuner_;
   std::vector<Buffer> buffers_;
   std::vector<std::unique_ptr<Step>> steps_;
   std::unordered_map<const Value*, int> value_buffers_;
   std::vector<const Node*> fused_;
+  std::unordered_map<const Value*, int> plain_copies_;  // NCHW copies of NHWC-stored values
+  std::unordered_map<const Value*, int> nhwc_copies_;   // NHWC copies of plain values
+  const Node* current_ = nullptr;
   size_t workspace_bytes_ = 0;
   size_t host_step_bytes_ = 0;
 };
@@ -181,5 +223,9 @@ class Builder {
 // Lowers `node` (and a following node it fuses with) to device steps when it can; false leaves it
 // to a host ref step. Defined in lower.cc.
 Result<bool> lower_device(Builder& builder, const Node& node);
+
+// Adds a step copying 4-D buffer `from` into `to` (logical NCHW `shape`), NCHW to NHWC when
+// `to_nhwc`, else back. Defined in lower.cc.
+void add_reorder(Builder& builder, int from, int to, const Shape& shape, bool to_nhwc);
 
 }  // namespace kiln::compiler::cuda
