@@ -3,6 +3,7 @@
 // MatMulInteger as oneDNN int8 convolutions and matmuls (u8/s8 sources, s8 weights packed at
 // compile time, s32 accumulation, per-channel output scales and zero points), and QuantizeLinear /
 // DequantizeLinear as scaled reorders that keep the layout of the region they sit in.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -168,12 +169,34 @@ struct IntConv {
   std::optional<std::vector<int64_t>> strides, dilations, pads, kernel_shape;
 };
 
+// A Clip of the 8-bit output `y` with constant bounds (what qdq_fusion makes of FX's ReLU6), which
+// the convolution applies as an eltwise post-op; nullptr when there is none.
+const Node* fusable_clip(const Value* y, float& lo, float& hi) {
+  if (!is_8bit(dtype_of(y)) || y->uses().size() != 1) return nullptr;
+  const auto& outputs = y->graph()->outputs();
+  if (std::find(outputs.begin(), outputs.end(), y) != outputs.end()) return nullptr;
+  const Node* clip = y->uses()[0].node;
+  if (clip->kind() != OpKind::kClip || clip->input(0) != y) return nullptr;
+  lo = dtype_of(y) == DType::kU8 ? 0.0f : -128.0f;
+  hi = dtype_of(y) == DType::kU8 ? 255.0f : 127.0f;
+  for (int i = 1; i < 3; ++i) {
+    if (!clip->has_input(i)) continue;
+    std::vector<int32_t> v = int_values(constant_of(*clip, i));
+    if (v.size() != 1 || dtype_of(clip->input(i)) != dtype_of(y)) return nullptr;
+    (i == 1 ? lo : hi) = static_cast<float>(v[0]);
+  }
+  return clip;
+}
+
 bool lower_int_conv(ProgramBuilder& b, const Node& node, const IntConv& c) {
   if (!is_static(c.x) || !is_8bit(dtype_of(c.x)) || c.w == nullptr || !b.has_buffer(c.x)) {
     return false;
   }
   const Value* yv = node.output(0);
   if (!is_static(yv)) return false;
+  float clip_lo = 0.0f;
+  float clip_hi = 0.0f;
+  const Node* clip = fusable_clip(yv, clip_lo, clip_hi);
   const Shape& x = c.x->tensor_type().shape();
   const Shape& w = c.w->shape();
   const Shape& y = yv->tensor_type().shape();
@@ -215,6 +238,14 @@ bool lower_int_conv(ProgramBuilder& b, const Node& node, const IntConv& c) {
     attr.set_zero_points(DNNL_ARG_SRC, 0, {c.x_zp});
   }
   if (c.y_zp != 0) attr.set_zero_points(DNNL_ARG_DST, 0, {c.y_zp});
+  if (clip != nullptr) {
+    // The post-ops act before the destination zero point is added: the bounds less it. With
+    // integer bounds, clipping before the rounding equals clipping after it.
+    dnnl::post_ops post;
+    post.append_eltwise(1.0f, dnnl::algorithm::eltwise_clip, clip_lo - static_cast<float>(c.y_zp),
+                        clip_hi - static_cast<float>(c.y_zp));
+    attr.set_post_ops(post);
+  }
   auto make = [&](const memory::desc& src) {
     dnnl::convolution_forward::desc desc(
         dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src, any_weights,
@@ -246,7 +277,8 @@ bool lower_int_conv(ProgramBuilder& b, const Node& node, const IntConv& c) {
   }
   add_scratch(b, pd, args);
   const int zp_buffer = c.runtime_x_zp != nullptr ? b.plain(c.runtime_x_zp) : -1;
-  args.push_back({DNNL_ARG_DST, b.define(yv, pd.dst_desc()), pd.dst_desc(), {}});
+  args.push_back({DNNL_ARG_DST, b.define(clip != nullptr ? clip->output(0) : yv, pd.dst_desc()),
+                  pd.dst_desc(), {}});
   if (zp_buffer >= 0) {
     add(b, node,
         std::make_unique<RuntimeZeroPointStep>(b.engine(), dnnl::convolution_forward(pd), args,
@@ -256,6 +288,7 @@ bool lower_int_conv(ProgramBuilder& b, const Node& node, const IntConv& c) {
     add(b, node, std::make_unique<PrimitiveStep>(b.engine(), dnnl::convolution_forward(pd), args),
         args);
   }
+  if (clip != nullptr) b.mark_fused(clip);
   return true;
 }
 
