@@ -163,7 +163,9 @@ int64_t quantize_value(const TensorParams& p, float v) {
   const int64_t lo = p.qtype == DType::kU8 ? 0 : -128;
   const int64_t hi = p.qtype == DType::kU8 ? 255 : 127;
   const float q = std::nearbyint(v / p.scale) + static_cast<float>(p.zero_point);
-  return q <= static_cast<float>(lo) ? lo : q >= static_cast<float>(hi) ? hi : static_cast<int64_t>(q);
+  return q <= static_cast<float>(lo)   ? lo
+         : q >= static_cast<float>(hi) ? hi
+                                       : static_cast<int64_t>(q);
 }
 
 // Q(Clip(y, lo, hi)) equals Q(y) for every y when Q(lo) is the lowest value of the quantized type
@@ -176,7 +178,8 @@ bool clip_is_saturation(const Node& clip, const TensorParams& y) {
     if (!clip.has_input(i)) continue;
     const Tensor* bound = constant_of(clip, i);
     if (bound == nullptr || bound->dtype() != DType::kF32 || bound->numel() != 1) return false;
-    const int64_t want = i == 1 ? (y.qtype == DType::kU8 ? 0 : -128) : (y.qtype == DType::kU8 ? 255 : 127);
+    const int64_t want =
+        i == 1 ? (y.qtype == DType::kU8 ? 0 : -128) : (y.qtype == DType::kU8 ? 255 : 127);
     if (quantize_value(y, bound->data<float>()[0]) != want) return false;
   }
   return true;
@@ -500,7 +503,8 @@ class QdqFusion final : public Pass {
  public:
   std::string_view name() const override { return "qdq_fusion"; }
   Result<bool> run(Graph& graph) override {
-    return rewrite_to_fixpoint(graph, {fuse_conv, fuse_matmul, fuse_linear, elide_pair, clip_in_integers});
+    return rewrite_to_fixpoint(graph,
+                               {fuse_conv, fuse_matmul, fuse_linear, elide_pair, clip_in_integers});
   }
 };
 

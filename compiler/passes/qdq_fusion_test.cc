@@ -143,9 +143,9 @@ void build_conv_clip(Graph& g, float y_scale) {
   conv.group = 3;
   conv.pads = std::vector<int64_t>{1, 1, 1, 1};
   Value* c = b.add(Op(conv), {xd, wd}, "conv");
-  Value* clip = b.add(Op(ops::Clip{}), {c, b.constant(Tensor::scalar(0.0f), "lo"),
-                                        b.constant(Tensor::scalar(6.0f), "hi")},
-                      "relu6");
+  Value* clip = b.add(
+      Op(ops::Clip{}),
+      {c, b.constant(Tensor::scalar(0.0f), "lo"), b.constant(Tensor::scalar(6.0f), "hi")}, "relu6");
   Value* ys = b.constant(Tensor::scalar(y_scale), "ys");
   Value* yz = b.constant(Tensor::scalar<uint8_t>(0), "yz");
   b.output(b.add(Op(ops::QuantizeLinear{}), {clip, ys, yz}, "yq"));
@@ -202,22 +202,22 @@ void build_linear(Graph& g) {
   ops::DequantizeLinear axis0;
   axis0.axis = 0;
   const std::vector<float> ws = {0.01f, 0.02f, 0.015f, 0.03f, 0.005f};
-  Value* wd = b.add(Op(axis0),
-                    {b.constant(filled_i8(Shape{5, 8}, 7), "w"),
-                     b.constant(Tensor::from_vector<float>(ws), "ws"),
-                     b.constant(Tensor(DType::kI8, Shape{5}), "wz")},
-                    "wd");
+  Value* wd = b.add(
+      Op(axis0),
+      {b.constant(filled_i8(Shape{5, 8}, 7), "w"), b.constant(Tensor::from_vector<float>(ws), "ws"),
+       b.constant(Tensor(DType::kI8, Shape{5}), "wz")},
+      "wd");
   ops::Transpose t;
   t.perm = std::vector<int64_t>{1, 0};
   Value* wt = b.add(Op(t), {wd}, "wt");
   Value* mm = b.add(Op(ops::MatMul{}), {xd, wt}, "mm");
   std::vector<float> bs;
   for (float s : ws) bs.push_back(xs_v * s);
-  Value* bd = b.add(Op(axis0),
-                    {b.constant(Tensor::from_vector<int32_t>({300, -120, 7, 0, 999}), "b"),
-                     b.constant(Tensor::from_vector<float>(bs), "bs"),
-                     b.constant(Tensor(DType::kI32, Shape{5}))},
-                    "bd");
+  Value* bd = b.add(
+      Op(axis0),
+      {b.constant(Tensor::from_vector<int32_t>({300, -120, 7, 0, 999}), "b"),
+       b.constant(Tensor::from_vector<float>(bs), "bs"), b.constant(Tensor(DType::kI32, Shape{5}))},
+      "bd");
   Value* add = b.add(Op(ops::Add{}), {mm, bd}, "add");
   b.output(b.add(Op(ops::QuantizeLinear{}),
                  {add, b.constant(Tensor::scalar(0.04f), "ys"),

@@ -277,8 +277,10 @@ bool lower_int_conv(ProgramBuilder& b, const Node& node, const IntConv& c) {
   }
   add_scratch(b, pd, args);
   const int zp_buffer = c.runtime_x_zp != nullptr ? b.plain(c.runtime_x_zp) : -1;
-  args.push_back({DNNL_ARG_DST, b.define(clip != nullptr ? clip->output(0) : yv, pd.dst_desc()),
-                  pd.dst_desc(), {}});
+  args.push_back({DNNL_ARG_DST,
+                  b.define(clip != nullptr ? clip->output(0) : yv, pd.dst_desc()),
+                  pd.dst_desc(),
+                  {}});
   if (zp_buffer >= 0) {
     add(b, node,
         std::make_unique<RuntimeZeroPointStep>(b.engine(), dnnl::convolution_forward(pd), args,

@@ -154,8 +154,8 @@ TEST(CpuQuantized, QdqLinearWithBiasRunsAsAnInt8Conv) {
     for (int i = 0; i < 48; ++i) bs.data<float>()[i] = xs * ws.data<float>()[i];
     ops::DequantizeLinear axis0;
     axis0.axis = 0;
-    Value* xd = b.add(Op(ops::DequantizeLinear{}),
-                      {in, b.constant(Tensor::scalar(xs)), b.constant(Tensor::scalar<uint8_t>(128))});
+    Value* xd = b.add(Op(ops::DequantizeLinear{}), {in, b.constant(Tensor::scalar(xs)),
+                                                    b.constant(Tensor::scalar<uint8_t>(128))});
     Value* wd = b.add(Op(axis0), {b.constant(random_ints<int8_t>(Shape{48, 64}, -127, 127, 23)),
                                   b.constant(ws), b.constant(Tensor(DType::kI8, Shape{48}))});
     ops::Transpose t;
@@ -163,9 +163,9 @@ TEST(CpuQuantized, QdqLinearWithBiasRunsAsAnInt8Conv) {
     Value* mm = b.add(Op(ops::MatMul{}), {xd, b.add(Op(t), {wd})});
     Value* bd = b.add(Op(axis0), {b.constant(random_ints<int32_t>(Shape{48}, -9000, 9000, 24)),
                                   b.constant(bs), b.constant(Tensor(DType::kI32, Shape{48}))});
-    Value* y = b.add(Op(ops::QuantizeLinear{}), {b.add(Op(ops::Add{}), {mm, bd}),
-                                                 b.constant(Tensor::scalar(0.3f)),
-                                                 b.constant(Tensor::scalar<uint8_t>(128))});
+    Value* y = b.add(Op(ops::QuantizeLinear{}),
+                     {b.add(Op(ops::Add{}), {mm, bd}), b.constant(Tensor::scalar(0.3f)),
+                      b.constant(Tensor::scalar<uint8_t>(128))});
     return y;
   };
   Outcome ref = run_on("ref", x, build);
