@@ -300,14 +300,17 @@ struct LinearWeights {
   Tensor zero_points;
 };
 
-std::optional<LinearWeights> linear_weights(const Value* b) {
-  const Node* t = b->producer();
-  const bool transposed = t != nullptr && t->kind() == OpKind::kTranspose;
-  if (transposed) {
+// `b` is the MatMul's right input (a Transpose of the weights or the weights), or a Gemm's B
+// (`gemm_trans_b`: whether the Gemm transposes it).
+std::optional<LinearWeights> linear_weights(const Value* b, std::optional<bool> gemm_trans_b) {
+  bool transposed = gemm_trans_b.value_or(false);
+  if (const Node* t = b->producer();
+      !gemm_trans_b && t != nullptr && t->kind() == OpKind::kTranspose) {
     const auto& perm = t->attrs<ops::Transpose>().perm;
     if (perm && *perm != std::vector<int64_t>{1, 0}) return std::nullopt;
     if (sole_user(b) == nullptr) return std::nullopt;
     b = t->input(0);
+    transposed = true;
   }
   std::optional<WeightParams> w = weight_params(b);
   if (!w || w->weights->shape().rank() != 2) return std::nullopt;
@@ -333,8 +336,9 @@ std::optional<LinearWeights> linear_weights(const Value* b) {
   return out;
 }
 
-// A Linear with its bias, Q(Add(MatMul(DQ(x), Transpose(DQ(w))), bias)), or one whose weights
-// need transposing  ==>  Reshape(QLinearConv(Reshape(x, [M, K, 1, 1]), w[N, K, 1, 1], bias),
+// A Linear with its bias, Q(Add(MatMul(DQ(x), Transpose(DQ(w))), bias)) or
+// Q(Gemm(DQ(x), DQ(w), bias)) (alpha = beta = 1, A not transposed), or one whose weights need
+// transposing  ==>  Reshape(QLinearConv(Reshape(x, [M, K, 1, 1]), w[N, K, 1, 1], bias),
 // [..., N]): a 1x1 integer convolution is the matmul with an int32 bias in its accumulator, as
 // standard ONNX that every target runs.
 Result<bool> fuse_linear(Graph& graph, Node* q) {
@@ -347,7 +351,13 @@ Result<bool> fuse_linear(Graph& graph, Node* q) {
   if (add == nullptr || add->graph() != &graph || sole_user(y) == nullptr) return false;
   Node* mm = add;
   Value* bias = nullptr;
-  if (add->kind() == OpKind::kAdd) {
+  std::optional<bool> gemm_trans_b;
+  if (add->kind() == OpKind::kGemm) {
+    const auto& g = add->attrs<ops::Gemm>();
+    if (g.alpha != 1.0f || g.beta != 1.0f || g.transA != 0) return false;
+    gemm_trans_b = g.transB != 0;
+    if (add->has_input(2)) bias = add->input(2);
+  } else if (add->kind() == OpKind::kAdd) {
     for (int i = 0; i < 2 && bias == nullptr; ++i) {
       Node* p = add->input(i)->producer();
       if (p != nullptr && p->kind() == OpKind::kMatMul && sole_user(add->input(i)) == add) {
@@ -357,9 +367,9 @@ Result<bool> fuse_linear(Graph& graph, Node* q) {
     }
     if (bias == nullptr) return false;
   }
-  if (mm->kind() != OpKind::kMatMul) return false;
+  if (mm->kind() != OpKind::kMatMul && mm->kind() != OpKind::kGemm) return false;
   // Without a bias, a MatMul on untransposed weights is fuse_matmul's.
-  if (bias == nullptr && mm->input(1)->producer() != nullptr &&
+  if (!gemm_trans_b && bias == nullptr && mm->input(1)->producer() != nullptr &&
       mm->input(1)->producer()->kind() != OpKind::kTranspose) {
     return false;
   }
@@ -369,7 +379,7 @@ Result<bool> fuse_linear(Graph& graph, Node* q) {
   if (!a->type().is_tensor() || !a->tensor_type().is_static()) return false;
   const Shape& as = a->tensor_type().shape();
   if (as.rank() < 2) return false;
-  std::optional<LinearWeights> w = linear_weights(mm->input(1));
+  std::optional<LinearWeights> w = linear_weights(mm->input(1), gemm_trans_b);
   if (!w) return false;
   const int64_t n = w->weights.shape()[0];
   const int64_t k = w->weights.shape()[1];

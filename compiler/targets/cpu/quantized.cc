@@ -490,6 +490,121 @@ bool lower_qdq(ProgramBuilder& b, const Node& node) {
   return true;
 }
 
+// The residual Add of an int8 network, Q(Add(DQ(a), DQ(b))) with a Relu before the Q or not, all
+// with constant per-tensor parameters and a, b 8-bit of one static shape: one oneDNN int8 binary
+// add, y = a * sa/sy + b * sb/sy + (zy - za * sa/sy - zb * sb/sy) (then at least zy for the Relu),
+// rounded once into y's type.
+struct IntAdd {
+  const Node* dq[2] = {nullptr, nullptr};
+  const Node* relu = nullptr;
+  const Node* q = nullptr;
+  float scale[2] = {0, 0};
+  int32_t zp[2] = {0, 0};
+  float y_scale = 0;
+  int32_t y_zp = 0;
+};
+
+const Node* sole_use(const Value* v) {
+  if (v->uses().size() != 1) return nullptr;
+  const auto& outputs = v->graph()->outputs();
+  if (std::find(outputs.begin(), outputs.end(), v) != outputs.end()) return nullptr;
+  return v->uses()[0].node;
+}
+
+std::optional<IntAdd> int_add(const Node& add) {
+  if (add.kind() != OpKind::kAdd || add.num_inputs() != 2) return std::nullopt;
+  IntAdd a;
+  for (int i = 0; i < 2; ++i) {
+    const Node* dq = add.input(i)->producer();
+    if (dq == nullptr || dq->kind() != OpKind::kDequantizeLinear || sole_use(add.input(i)) != &add ||
+        !is_static(dq->input(0)) || !is_8bit(dtype_of(dq->input(0)))) {
+      return std::nullopt;
+    }
+    std::optional<float> s = scalar_scale(*dq, 1);
+    std::optional<int32_t> z = scalar_zero_point(*dq, 2);
+    if (!s || !z) return std::nullopt;
+    a.dq[i] = dq;
+    a.scale[i] = *s;
+    a.zp[i] = *z;
+  }
+  if (a.dq[0] == a.dq[1] ||
+      a.dq[0]->input(0)->tensor_type().shape() != a.dq[1]->input(0)->tensor_type().shape()) {
+    return std::nullopt;
+  }
+  const Node* next = sole_use(add.output(0));
+  if (next != nullptr && next->kind() == OpKind::kRelu) {
+    a.relu = next;
+    next = sole_use(next->output(0));
+  }
+  if (next == nullptr || next->kind() != OpKind::kQuantizeLinear || !is_static(next->output(0)) ||
+      !is_8bit(dtype_of(next->output(0)))) {
+    return std::nullopt;
+  }
+  std::optional<float> ys = scalar_scale(*next, 1);
+  std::optional<int32_t> yz = scalar_zero_point(*next, 2);
+  if (!ys || !yz) return std::nullopt;
+  a.q = next;
+  a.y_scale = *ys;
+  a.y_zp = *yz;
+  return a;
+}
+
+// A DequantizeLinear feeding an int8 add: its step is the add's.
+bool feeds_int_add(const Node& dq) {
+  const Node* add = sole_use(dq.output(0));
+  return add != nullptr && int_add(*add).has_value();
+}
+
+bool lower_int_add(ProgramBuilder& b, const Node& sum, const IntAdd& a) {
+  const Value* x0 = a.dq[0]->input(0);
+  const Value* x1 = a.dq[1]->input(0);
+  const Value* y = a.q->output(0);
+  const memory::desc src0 = b.layout_of(x0);
+  const memory::desc src1 = with_type(src0, *dnnl_type(dtype_of(x1)));
+  const memory::desc dst = with_type(src0, *dnnl_type(dtype_of(y)));
+  const float k0 = a.scale[0] / a.y_scale;
+  const float k1 = a.scale[1] / a.y_scale;
+  dnnl::primitive_attr attr = scratchpad_attr();
+  attr.set_scales(DNNL_ARG_SRC_0, 0, {k0});
+  attr.set_scales(DNNL_ARG_SRC_1, 0, {k1});
+  dnnl::post_ops post;
+  post.append_eltwise(1.0f, dnnl::algorithm::eltwise_linear, 1.0f,
+                      static_cast<float>(a.y_zp) - k0 * static_cast<float>(a.zp[0]) -
+                          k1 * static_cast<float>(a.zp[1]));
+  if (a.relu != nullptr) {
+    post.append_eltwise(1.0f, dnnl::algorithm::eltwise_clip, static_cast<float>(a.y_zp),
+                        dtype_of(y) == DType::kU8 ? 255.0f : 127.0f);
+  }
+  attr.set_post_ops(post);
+  dnnl::binary::primitive_desc pd(dnnl::binary::desc(dnnl::algorithm::binary_add, src0, src1, dst),
+                                  attr, b.engine());
+  if (is_reference(pd)) return false;
+  std::vector<Arg> args;
+  args.push_back({DNNL_ARG_SRC_0, b.buffer_of(x0), src0, {}});
+  args.push_back({DNNL_ARG_SRC_1, b.in_layout(x1, src1), src1, {}});
+  add_scratch(b, pd, args);
+  args.push_back({DNNL_ARG_DST, b.define(y, dst), dst, {}});
+  add(b, sum, std::make_unique<PrimitiveStep>(b.engine(), dnnl::binary(pd), args), args);
+  if (a.relu != nullptr) b.mark_fused(a.relu);
+  b.mark_fused(a.q);
+  return true;
+}
+
+// The int8 add, or (where oneDNN has no fast kernel for it) its two DequantizeLinear steps, which
+// were put off, now, leaving the Add to the f32 kernels.
+bool lower_add(ProgramBuilder& b, const Node& sum) {
+  std::optional<IntAdd> a = int_add(sum);
+  if (!a) return false;
+  try {
+    if (lower_int_add(b, sum, *a)) return true;
+  } catch (const dnnl::error&) {
+  }
+  for (const Node* dq : a->dq) {
+    if (!lower_qdq(b, *dq)) return false;  // unreachable: feeds_int_add checked the same
+  }
+  return false;
+}
+
 }  // namespace
 
 bool lower_quantized(ProgramBuilder& builder, const Node& node) {
@@ -499,8 +614,11 @@ bool lower_quantized(ProgramBuilder& builder, const Node& node) {
     case OpKind::kConvInteger: return lower_conv_integer(builder, node);
     case OpKind::kQLinearMatMul: return lower_qlinear_matmul(builder, node);
     case OpKind::kMatMulInteger: return lower_matmul_integer(builder, node);
-    case OpKind::kQuantizeLinear:
-    case OpKind::kDequantizeLinear: return lower_qdq(builder, node);
+    case OpKind::kDequantizeLinear:
+      if (feeds_int_add(node)) return true;  // lowered with the add
+      return lower_qdq(builder, node);
+    case OpKind::kQuantizeLinear: return lower_qdq(builder, node);
+    case OpKind::kAdd: return lower_add(builder, node);
     default: return false;
   }
 }

@@ -176,6 +176,39 @@ TEST(CpuQuantized, QdqLinearWithBiasRunsAsAnInt8Conv) {
   expect_steps(*cpu.exe, "MatMul", 0);
 }
 
+TEST(CpuQuantized, ResidualAddOfTwoQuantizedTensorsIsOneInt8Step) {
+  // A ResNet block's end: Q(Relu(DQ(conv) + DQ(identity))), each with its own scale and zero
+  // point, as one int8 binary add in the conv's layout.
+  const Tensor x = random_ints<uint8_t>(Shape{2, 64, 14, 14}, 0, 255, 31);
+  auto build = [](GraphBuilder& b, Value* in) {
+    ops::QLinearConv op;
+    op.pads = std::vector<int64_t>{1, 1, 1, 1};
+    Value* xs = b.constant(Tensor::scalar(0.02f));
+    Value* xz = b.constant(Tensor::scalar<uint8_t>(100));
+    Value* cs = b.constant(Tensor::scalar(0.4f));
+    Value* cz = b.constant(Tensor::scalar<uint8_t>(128));
+    Value* conv = b.add(Op(op), {in, xs, xz,
+                                 b.constant(random_ints<int8_t>(Shape{64, 64, 3, 3}, -127, 127, 32)),
+                                 b.constant(per_channel_scales(64, 33)),
+                                 b.constant(Tensor(DType::kI8, Shape{64})), cs, cz});
+    Value* sum = b.add(Op(ops::Add{}), {b.add(Op(ops::DequantizeLinear{}), {conv, cs, cz}),
+                                        b.add(Op(ops::DequantizeLinear{}), {in, xs, xz})});
+    return b.add(Op(ops::QuantizeLinear{}),
+                 {b.add(Op(ops::Relu{}), {sum}), b.constant(Tensor::scalar(0.3f)),
+                  b.constant(Tensor::scalar<uint8_t>(0))});
+  };
+  Outcome ref = run_on("ref", x, build);
+  Outcome cpu = run_on("cpu", x, build);
+  ASSERT_NE(cpu.exe, nullptr);
+  expect_close(ref.out, cpu.out, 1, 0.01);
+  expect_steps(*cpu.exe, "Add int8", 1);
+  expect_steps(*cpu.exe, "DequantizeLinear int8", 0);
+  int zeros = 0;
+  for (uint8_t v : cpu.out.span<uint8_t>()) zeros += v == 0;
+  EXPECT_GT(zeros, 1000);  // the Relu bites
+  EXPECT_LT(zeros, cpu.out.numel() - 1000);
+}
+
 TEST(CpuQuantized, ConvIntegerAfterDynamicQuantizeLinearIsExact) {
   // A dynamically quantized conv: DynamicQuantizeLinear computes x's scale and zero point at run
   // time; ConvInteger takes the zero point as a runtime input and accumulates in int32.
