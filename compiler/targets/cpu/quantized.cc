@@ -516,8 +516,9 @@ std::optional<IntAdd> int_add(const Node& add) {
   IntAdd a;
   for (int i = 0; i < 2; ++i) {
     const Node* dq = add.input(i)->producer();
-    if (dq == nullptr || dq->kind() != OpKind::kDequantizeLinear || sole_use(add.input(i)) != &add ||
-        !is_static(dq->input(0)) || !is_8bit(dtype_of(dq->input(0)))) {
+    if (dq == nullptr || dq->kind() != OpKind::kDequantizeLinear ||
+        sole_use(add.input(i)) != &add || !is_static(dq->input(0)) ||
+        !is_8bit(dtype_of(dq->input(0)))) {
       return std::nullopt;
     }
     std::optional<float> s = scalar_scale(*dq, 1);

@@ -187,10 +187,10 @@ TEST(CpuQuantized, ResidualAddOfTwoQuantizedTensorsIsOneInt8Step) {
     Value* xz = b.constant(Tensor::scalar<uint8_t>(100));
     Value* cs = b.constant(Tensor::scalar(0.4f));
     Value* cz = b.constant(Tensor::scalar<uint8_t>(128));
-    Value* conv = b.add(Op(op), {in, xs, xz,
-                                 b.constant(random_ints<int8_t>(Shape{64, 64, 3, 3}, -127, 127, 32)),
-                                 b.constant(per_channel_scales(64, 33)),
-                                 b.constant(Tensor(DType::kI8, Shape{64})), cs, cz});
+    Value* conv = b.add(
+        Op(op), {in, xs, xz, b.constant(random_ints<int8_t>(Shape{64, 64, 3, 3}, -127, 127, 32)),
+                 b.constant(per_channel_scales(64, 33)), b.constant(Tensor(DType::kI8, Shape{64})),
+                 cs, cz});
     Value* sum = b.add(Op(ops::Add{}), {b.add(Op(ops::DequantizeLinear{}), {conv, cs, cz}),
                                         b.add(Op(ops::DequantizeLinear{}), {in, xs, xz})});
     return b.add(Op(ops::QuantizeLinear{}),
