@@ -304,6 +304,53 @@ void copy_geometry(const Attrs& op, IntConv& c) {
   c.kernel_shape = op.kernel_shape;
 }
 
+// What a QLinearMatMul or MatMulInteger node asks of oneDNN: [..., M, K] x constant [K, N].
+struct IntMatMul {
+  const Value* a = nullptr;
+  const Tensor* w = nullptr;
+  std::vector<int32_t> w_zp;
+  int32_t a_zp = 0;
+  std::vector<float> scales;  // one, or one per column
+  int32_t y_zp = 0;
+  std::optional<int64_t> k;      // a as [numel / k, k] (default: its last dim)
+  bool w_transposed = false;     // w is [N, K] (a 1x1 QLinearConv's weights)
+  const Tensor* bias = nullptr;  // s32 [N]
+};
+
+bool lower_int_matmul(ProgramBuilder& b, const Node& node, const IntMatMul& c);
+
+// A QLinearConv over 1x1 images with 1x1 kernels (what qdq_fusion makes of a Linear with a
+// bias) is the matmul [M, K] x [K, N] + bias: oneDNN's int8 matmul runs it far faster than its
+// convolution over a batch of M one-pixel images.
+bool lower_as_matmul(ProgramBuilder& b, const Node& node, const IntConv& c) {
+  if (!is_static(c.x) || c.group != 1 || c.w->shape().rank() != 4 || c.runtime_x_zp != nullptr) {
+    return false;
+  }
+  const Shape& x = c.x->tensor_type().shape();
+  const Shape& w = c.w->shape();
+  if (x.rank() != 4 || x[2] != 1 || x[3] != 1 || w[2] != 1 || w[3] != 1) return false;
+  for (const auto* v : {&c.pads, &c.dilations, &c.strides}) {
+    if (v->has_value() && std::any_of((*v)->begin(), (*v)->end(), [&](int64_t e) {
+          return v == &c.pads ? e != 0 : e != 1;
+        })) {
+      return false;
+    }
+  }
+  if (!c.auto_pad.empty() && c.auto_pad != "NOTSET" && c.auto_pad != "VALID") return false;
+  const Tensor w2 = c.w->reshaped(Shape{w[0], w[1]});
+  IntMatMul m;
+  m.a = c.x;
+  m.k = x[1];
+  m.w = &w2;
+  m.w_zp = c.w_zp;
+  m.a_zp = c.x_zp;
+  m.scales = c.scales;
+  m.y_zp = c.y_zp;
+  m.w_transposed = true;
+  m.bias = c.bias;
+  return lower_int_matmul(b, node, m);
+}
+
 bool lower_qlinear_conv(ProgramBuilder& b, const Node& node) {
   IntConv c;
   c.x = node.input(0);
@@ -331,6 +378,7 @@ bool lower_qlinear_conv(ProgramBuilder& b, const Node& node) {
     }
   }
   copy_geometry(node.attrs<ops::QLinearConv>(), c);
+  if (lower_as_matmul(b, node, c)) return true;
   return lower_int_conv(b, node, c);
 }
 
@@ -355,15 +403,6 @@ bool lower_conv_integer(ProgramBuilder& b, const Node& node) {
   return lower_int_conv(b, node, c);
 }
 
-// What a QLinearMatMul or MatMulInteger node asks of oneDNN: [..., M, K] x constant [K, N].
-struct IntMatMul {
-  const Value* a = nullptr;
-  const Tensor* w = nullptr;
-  std::vector<int32_t> w_zp;
-  int32_t a_zp = 0;
-  std::vector<float> scales;  // one, or one per column
-  int32_t y_zp = 0;
-};
 
 bool lower_int_matmul(ProgramBuilder& b, const Node& node, const IntMatMul& c) {
   const Value* yv = node.output(0);
@@ -373,9 +412,9 @@ bool lower_int_matmul(ProgramBuilder& b, const Node& node, const IntMatMul& c) {
   }
   const Shape& a = c.a->tensor_type().shape();
   if (a.rank() < 2 || a.numel() == 0) return false;
-  const int64_t k = a[a.rank() - 1];
-  const int64_t n = c.w->shape()[1];
-  if (c.w->shape()[0] != k || n == 0) return false;
+  const int64_t k = c.k.value_or(a[a.rank() - 1]);
+  const int64_t n = c.w->shape()[c.w_transposed ? 0 : 1];
+  if (c.w->shape()[c.w_transposed ? 1 : 0] != k || n == 0) return false;
   const int64_t m = a.numel() / k;
   std::optional<std::vector<int8_t>> weights = s8_weights(*c.w, c.w_zp);
   const std::optional<memory::data_type> src_dt = dnnl_type(dtype_of(c.a));
@@ -383,19 +422,27 @@ bool lower_int_matmul(ProgramBuilder& b, const Node& node, const IntMatMul& c) {
   if (!weights || !src_dt || !dst_dt) return false;
   const memory::desc src = with_type(plain_desc(memory::dims{m, k}), *src_dt);
   const memory::desc user_weights =
-      with_type(plain_desc(memory::dims{k, n}), memory::data_type::s8);
+      c.w_transposed ? memory::desc({k, n}, memory::data_type::s8, memory::format_tag::ba)
+                     : with_type(plain_desc(memory::dims{k, n}), memory::data_type::s8);
+  const memory::desc bias =
+      c.bias != nullptr ? plain_desc(Shape{1, n}, DType::kI32) : memory::desc();
   const memory::desc any_weights({k, n}, memory::data_type::s8, memory::format_tag::any);
   const memory::desc dst = with_type(plain_desc(memory::dims{m, n}), *dst_dt);
   dnnl::primitive_attr attr = scratchpad_attr();
   if (!c.scales.empty()) attr.set_output_scales(c.scales.size() == 1 ? 0 : 1 << 1, c.scales);
   if (c.a_zp != 0) attr.set_zero_points(DNNL_ARG_SRC, 0, {c.a_zp});
   if (c.y_zp != 0) attr.set_zero_points(DNNL_ARG_DST, 0, {c.y_zp});
-  dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src, any_weights, dst), attr, b.engine());
+  dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src, any_weights, bias, dst), attr,
+                                  b.engine());
   if (is_reference(pd)) return false;
   std::vector<Arg> args;
   args.push_back({DNNL_ARG_SRC, b.plain(c.a), src, {}});
   args.push_back({DNNL_ARG_WEIGHTS, -1, pd.weights_desc(),
                   constant_memory(b.engine(), user_weights, weights->data(), pd.weights_desc())});
+  if (c.bias != nullptr) {
+    args.push_back({DNNL_ARG_BIAS, -1, pd.bias_desc(),
+                    constant_memory(b.engine(), bias, c.bias->raw_data(), pd.bias_desc())});
+  }
   add_scratch(b, pd, args);
   args.push_back(
       {DNNL_ARG_DST, b.define(yv, plain_desc(yv->tensor_type().shape(), dtype_of(yv))), dst, {}});
