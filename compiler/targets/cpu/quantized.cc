@@ -330,9 +330,8 @@ bool lower_as_matmul(ProgramBuilder& b, const Node& node, const IntConv& c) {
   const Shape& w = c.w->shape();
   if (x.rank() != 4 || x[2] != 1 || x[3] != 1 || w[2] != 1 || w[3] != 1) return false;
   for (const auto* v : {&c.pads, &c.dilations, &c.strides}) {
-    if (v->has_value() && std::any_of((*v)->begin(), (*v)->end(), [&](int64_t e) {
-          return v == &c.pads ? e != 0 : e != 1;
-        })) {
+    if (v->has_value() && std::any_of((*v)->begin(), (*v)->end(),
+                                      [&](int64_t e) { return v == &c.pads ? e != 0 : e != 1; })) {
       return false;
     }
   }
@@ -402,7 +401,6 @@ bool lower_conv_integer(ProgramBuilder& b, const Node& node) {
   copy_geometry(node.attrs<ops::ConvInteger>(), c);
   return lower_int_conv(b, node, c);
 }
-
 
 bool lower_int_matmul(ProgramBuilder& b, const Node& node, const IntMatMul& c) {
   const Value* yv = node.output(0);
