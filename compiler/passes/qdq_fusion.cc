@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <cstring>
 #include <optional>
 
 #include "compiler/ops/all_ops.h"
@@ -157,12 +158,42 @@ bool relu_is_saturation(const TensorParams& y) {
   return y.zero_point == (y.qtype == DType::kU8 ? 0 : -128);
 }
 
-// The value the QuantizeLinear `q` quantizes, looking through a Relu it absorbs; sets `relu`.
+// ONNX QuantizeLinear of one value: saturate(round_half_even(v / scale) + zero_point).
+int64_t quantize_value(const TensorParams& p, float v) {
+  const int64_t lo = p.qtype == DType::kU8 ? 0 : -128;
+  const int64_t hi = p.qtype == DType::kU8 ? 255 : 127;
+  const float q = std::nearbyint(v / p.scale) + static_cast<float>(p.zero_point);
+  return q <= static_cast<float>(lo)   ? lo
+         : q >= static_cast<float>(hi) ? hi
+                                       : static_cast<int64_t>(q);
+}
+
+// Q(Clip(y, lo, hi)) equals Q(y) for every y when Q(lo) is the lowest value of the quantized type
+// and Q(hi) the highest (Q is monotonic, so every y below lo or above hi saturates the same way);
+// a bound that is absent is infinite and always holds. ReLU6 exports as Clip(0, 6), and an
+// observer that saw values in [0, 6] gives it such a range.
+bool clip_is_saturation(const Node& clip, const TensorParams& y) {
+  if (clip.num_inputs() < 1) return false;
+  for (int i = 1; i <= 2; ++i) {
+    if (!clip.has_input(i)) continue;
+    const Tensor* bound = constant_of(clip, i);
+    if (bound == nullptr || bound->dtype() != DType::kF32 || bound->numel() != 1) return false;
+    const int64_t want =
+        i == 1 ? (y.qtype == DType::kU8 ? 0 : -128) : (y.qtype == DType::kU8 ? 255 : 127);
+    if (quantize_value(y, bound->data<float>()[0]) != want) return false;
+  }
+  return true;
+}
+
+// The value the QuantizeLinear `q` quantizes, looking through a Relu or Clip its saturation does;
+// sets `relu` when it looked through one.
 Value* quantized_source(const Node& q, const TensorParams& yp, bool& relu) {
   Value* y = q.input(0);
   relu = false;
   Node* p = y->producer();
-  if (p != nullptr && p->kind() == OpKind::kRelu && sole_user(y) == &q && relu_is_saturation(yp)) {
+  if (p == nullptr || sole_user(y) != &q) return y;
+  if ((p->kind() == OpKind::kRelu && relu_is_saturation(yp)) ||
+      (p->kind() == OpKind::kClip && clip_is_saturation(*p, yp))) {
     relu = true;
     y = p->input(0);
   }
@@ -229,7 +260,7 @@ Result<bool> fuse_matmul(Graph& graph, Node* q) {
   bool relu = false;
   Value* y = quantized_source(*q, *yp, relu);
   Node* mm = y->producer();
-  if (relu || mm == nullptr || mm->kind() != OpKind::kMatMul || mm->graph() != &graph ||
+  if (mm == nullptr || mm->kind() != OpKind::kMatMul || mm->graph() != &graph ||
       sole_user(y) == nullptr) {
     return false;
   }
@@ -258,6 +289,140 @@ Result<bool> fuse_matmul(Graph& graph, Node* q) {
   Value* out = finish(graph, q, Op(ops::QLinearMatMul{}), std::move(inputs), mm->name());
   KILN_RETURN_IF_ERROR(infer_node(*out->producer()));
   return replace_node(graph, q, out);
+}
+
+// The weights of a Linear as torch exports it, MatMul(x, Transpose(DQ(w[N, K]))), or of a
+// MatMul(x, DQ(w[K, N])): constant 8-bit [N, K] weights with per-tensor or per-N scales and
+// zero points, as a QLinearConv's weights want them.
+struct LinearWeights {
+  Tensor weights;  // [N, K, 1, 1]
+  Tensor scales;   // [1] or [N]
+  Tensor zero_points;
+};
+
+// `b` is the MatMul's right input (a Transpose of the weights or the weights), or a Gemm's B
+// (`gemm_trans_b`: whether the Gemm transposes it).
+std::optional<LinearWeights> linear_weights(const Value* b, std::optional<bool> gemm_trans_b) {
+  bool transposed = gemm_trans_b.value_or(false);
+  if (const Node* t = b->producer();
+      !gemm_trans_b && t != nullptr && t->kind() == OpKind::kTranspose) {
+    const auto& perm = t->attrs<ops::Transpose>().perm;
+    if (perm && *perm != std::vector<int64_t>{1, 0}) return std::nullopt;
+    if (sole_user(b) == nullptr) return std::nullopt;
+    b = t->input(0);
+    transposed = true;
+  }
+  std::optional<WeightParams> w = weight_params(b);
+  if (!w || w->weights->shape().rank() != 2) return std::nullopt;
+  // Per-N scales: axis 0 of [N, K] (transposed), axis 1 of [K, N] (not transposed).
+  if (w->scales.size() != 1 && w->axis != (transposed ? 0 : 1)) return std::nullopt;
+  const int64_t n = w->weights->shape()[transposed ? 0 : 1];
+  const int64_t k = w->weights->shape()[transposed ? 1 : 0];
+  const DType dt = w->weights->dtype();
+  LinearWeights out;
+  out.weights = Tensor::allocate(dt, Shape{n, k, 1, 1}).value();
+  const auto* src = static_cast<const uint8_t*>(w->weights->raw_data());
+  auto* dst = static_cast<uint8_t*>(out.weights.raw_data());
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t j = 0; j < k; ++j) dst[i * k + j] = src[transposed ? i * k + j : j * n + i];
+  }
+  out.scales = *constant_of(*w->dq, 1);
+  if (w->dq->has_input(2)) {
+    out.zero_points = *constant_of(*w->dq, 2);
+  } else {
+    out.zero_points = Tensor::allocate(dt, out.scales.shape()).value();
+    std::memset(out.zero_points.raw_data(), 0, out.zero_points.nbytes());
+  }
+  return out;
+}
+
+// A Linear with its bias, Q(Add(MatMul(DQ(x), Transpose(DQ(w))), bias)) or
+// Q(Gemm(DQ(x), DQ(w), bias)) (alpha = beta = 1, A not transposed), or one whose weights need
+// transposing  ==>  Reshape(QLinearConv(Reshape(x, [M, K, 1, 1]), w[N, K, 1, 1], bias),
+// [..., N]): a 1x1 integer convolution is the matmul with an int32 bias in its accumulator, as
+// standard ONNX that every target runs.
+Result<bool> fuse_linear(Graph& graph, Node* q) {
+  if (q->kind() != OpKind::kQuantizeLinear) return false;
+  std::optional<TensorParams> yp = tensor_params(*q);
+  if (!yp) return false;
+  bool relu = false;
+  Value* y = quantized_source(*q, *yp, relu);
+  Node* add = y->producer();
+  if (add == nullptr || add->graph() != &graph || sole_user(y) == nullptr) return false;
+  Node* mm = add;
+  Value* bias = nullptr;
+  std::optional<bool> gemm_trans_b;
+  if (add->kind() == OpKind::kGemm) {
+    const auto& g = add->attrs<ops::Gemm>();
+    if (g.alpha != 1.0f || g.beta != 1.0f || g.transA != 0) return false;
+    gemm_trans_b = g.transB != 0;
+    if (add->has_input(2)) bias = add->input(2);
+  } else if (add->kind() == OpKind::kAdd) {
+    for (int i = 0; i < 2 && bias == nullptr; ++i) {
+      Node* p = add->input(i)->producer();
+      if (p != nullptr && p->kind() == OpKind::kMatMul && sole_user(add->input(i)) == add) {
+        mm = p;
+        bias = add->input(1 - i);
+      }
+    }
+    if (bias == nullptr) return false;
+  }
+  if (mm->kind() != OpKind::kMatMul && mm->kind() != OpKind::kGemm) return false;
+  // Without a bias, a MatMul on untransposed weights is fuse_matmul's.
+  if (!gemm_trans_b && bias == nullptr && mm->input(1)->producer() != nullptr &&
+      mm->input(1)->producer()->kind() != OpKind::kTranspose) {
+    return false;
+  }
+  const Node* dqa = dequantize_of(mm->input(0));
+  if (dqa == nullptr) return false;
+  const Value* a = dqa->input(0);
+  if (!a->type().is_tensor() || !a->tensor_type().is_static()) return false;
+  const Shape& as = a->tensor_type().shape();
+  if (as.rank() < 2) return false;
+  std::optional<LinearWeights> w = linear_weights(mm->input(1), gemm_trans_b);
+  if (!w) return false;
+  const int64_t n = w->weights.shape()[0];
+  const int64_t k = w->weights.shape()[1];
+  if (as[as.rank() - 1] != k) return false;
+  const TensorParams ap = *tensor_params(*dqa);
+  std::vector<float> w_scales(w->scales.span<float>().begin(), w->scales.span<float>().end());
+  Value* bias_i32 = nullptr;
+  if (bias != nullptr) {
+    const Value* b = bias;
+    if (!b->type().is_tensor() || !b->tensor_type().is_static() ||
+        b->tensor_type().shape().rank() != 1) {
+      return false;
+    }
+    std::optional<Tensor> bq = integer_bias(b, ap.scale, w_scales, n);
+    if (!bq) return false;
+    bias_i32 = graph.add_constant(std::move(*bq), graph.unique_name(mm->name() + "_bias_i32"), q);
+  }
+  const int64_t m = as.numel() / k;
+  std::vector<int64_t> out_shape(as.begin(), as.end());
+  out_shape.back() = n;
+  Value* to_4d = graph.add_constant(Tensor::from_vector<int64_t>({m, k, 1, 1}),
+                                    graph.unique_name(mm->name() + "_shape4d"), q);
+  Value* back = graph.add_constant(Tensor::from_vector<int64_t>(out_shape),
+                                   graph.unique_name(mm->name() + "_shape"), q);
+  Node* r = graph.add_node(Op(ops::Reshape{}), {dqa->input(0), to_4d}, 1, mm->name() + "_x4d", q);
+  r->output(0)->set_name(graph.unique_name(mm->name() + "_x4d"));
+  KILN_RETURN_IF_ERROR(infer_node(*r));
+  std::vector<Value*> inputs = {
+      r->output(0),
+      dqa->input(1),
+      zero_point_or_zero(graph, *dqa, 2, ap.qtype, nullptr, q),
+      graph.add_constant(std::move(w->weights), graph.unique_name(mm->name() + "_w"), q),
+      graph.add_constant(std::move(w->scales), graph.unique_name(mm->name() + "_w_scale"), q),
+      graph.add_constant(std::move(w->zero_points), graph.unique_name(mm->name() + "_w_zero"), q),
+      q->input(1),
+      zero_point_or_zero(graph, *q, 2, yp->qtype, nullptr, q)};
+  if (bias_i32 != nullptr) inputs.push_back(bias_i32);
+  Value* conv = finish(graph, q, Op(ops::QLinearConv{}), std::move(inputs), mm->name());
+  KILN_RETURN_IF_ERROR(infer_node(*conv->producer()));
+  Node* out = graph.add_node(Op(ops::Reshape{}), {conv, back}, 1, mm->name() + "_y", q);
+  out->output(0)->set_name(graph.unique_name(mm->name() + "_y_q"));
+  KILN_RETURN_IF_ERROR(infer_node(*out));
+  return replace_node(graph, q, out->output(0));
 }
 
 bool same_params(const TensorParams& a, const TensorParams& b) {
@@ -297,11 +462,59 @@ Result<bool> elide_pair(Graph& graph, Node* q) {
   return replace_node(graph, q, moved->output(0));
 }
 
+// Q(Clip(DQ(x), lo, hi)) or Q(Relu(DQ(x))) with equal parameters is Clip(x, Q(lo), Q(hi)) on the
+// 8-bit data (exactly: DQ then Q is the identity on x, and Q is monotonic), or x itself when
+// Q(lo) and Q(hi) are the type's limits. FX exports ReLU6 this way, sharing its input's
+// parameters.
+Result<bool> clip_in_integers(Graph& graph, Node* q) {
+  if (q->kind() != OpKind::kQuantizeLinear) return false;
+  std::optional<TensorParams> yp = tensor_params(*q);
+  if (!yp) return false;
+  Value* v = q->input(0);
+  Node* op = v->producer();
+  if (op == nullptr || op->graph() != &graph || sole_user(v) != q ||
+      (op->kind() != OpKind::kClip && op->kind() != OpKind::kRelu)) {
+    return false;
+  }
+  const Node* dq = dequantize_of(op->input(0));
+  if (dq == nullptr || !same_params(*tensor_params(*dq), *yp)) return false;
+  const int64_t qmin = yp->qtype == DType::kU8 ? 0 : -128;
+  const int64_t qmax = yp->qtype == DType::kU8 ? 255 : 127;
+  int64_t bounds[2] = {qmin, qmax};
+  for (int i = 1; i <= 2; ++i) {
+    const bool relu_floor = op->kind() == OpKind::kRelu && i == 1;
+    if (!relu_floor && (op->kind() == OpKind::kRelu || !op->has_input(i))) continue;
+    float bound = 0.0f;
+    if (!relu_floor) {
+      const Tensor* t = constant_of(*op, i);
+      if (t == nullptr || t->dtype() != DType::kF32 || t->numel() != 1) return false;
+      bound = t->data<float>()[0];
+    }
+    bounds[i - 1] = quantize_value(*yp, bound);
+  }
+  if (bounds[0] == qmin && bounds[1] == qmax) return replace_node(graph, q, dq->input(0));
+  auto scalar = [&](int64_t b) {
+    Tensor t = Tensor::allocate(yp->qtype, Shape{}).value();
+    if (yp->qtype == DType::kU8) {
+      t.data<uint8_t>()[0] = static_cast<uint8_t>(b);
+    } else {
+      t.data<int8_t>()[0] = static_cast<int8_t>(b);
+    }
+    return graph.add_constant(std::move(t), graph.unique_name(op->name() + "_bound"), q);
+  };
+  Node* clip = graph.add_node(Op(ops::Clip{}), {dq->input(0), scalar(bounds[0]), scalar(bounds[1])},
+                              1, op->name(), q);
+  clip->output(0)->set_name(graph.unique_name(op->name() + "_q"));
+  KILN_RETURN_IF_ERROR(infer_node(*clip));
+  return replace_node(graph, q, clip->output(0));
+}
+
 class QdqFusion final : public Pass {
  public:
   std::string_view name() const override { return "qdq_fusion"; }
   Result<bool> run(Graph& graph) override {
-    return rewrite_to_fixpoint(graph, {fuse_conv, fuse_matmul, elide_pair});
+    return rewrite_to_fixpoint(graph,
+                               {fuse_conv, fuse_matmul, fuse_linear, elide_pair, clip_in_integers});
   }
 };
 

@@ -124,5 +124,121 @@ TEST(QdqFusion, RewritesQdqMatMulAndLeavesARelu) {
       << print_graph(g);
 }
 
+// Depthwise Conv -> Clip(0, 6) -> Q, as MobileNetV2's ReLU6 exports; `y_scale` decides whether
+// the Q's saturation does the Clip.
+void build_conv_clip(Graph& g, float y_scale) {
+  GraphBuilder b(g);
+  Value* x = b.input("x", TensorType(DType::kU8, Shape{1, 3, 5, 5}));
+  Value* xs = b.constant(Tensor::scalar(0.04f), "xs");
+  Value* xz = b.constant(Tensor::scalar<uint8_t>(20), "xz");
+  Value* xd = b.add(Op(ops::DequantizeLinear{}), {x, xs, xz}, "xd");
+  ops::DequantizeLinear axis0;
+  axis0.axis = 0;
+  Value* wd = b.add(Op(axis0),
+                    {b.constant(filled_i8(Shape{3, 1, 3, 3}, 3), "w"),
+                     b.constant(Tensor::from_vector<float>({0.01f, 0.02f, 0.015f}), "ws"),
+                     b.constant(Tensor(DType::kI8, Shape{3}), "wz")},
+                    "wd");
+  ops::Conv conv;
+  conv.group = 3;
+  conv.pads = std::vector<int64_t>{1, 1, 1, 1};
+  Value* c = b.add(Op(conv), {xd, wd}, "conv");
+  Value* clip = b.add(
+      Op(ops::Clip{}),
+      {c, b.constant(Tensor::scalar(0.0f), "lo"), b.constant(Tensor::scalar(6.0f), "hi")}, "relu6");
+  Value* ys = b.constant(Tensor::scalar(y_scale), "ys");
+  Value* yz = b.constant(Tensor::scalar<uint8_t>(0), "yz");
+  b.output(b.add(Op(ops::QuantizeLinear{}), {clip, ys, yz}, "yq"));
+}
+
+Tensor u8_input(Shape shape) {
+  Tensor x(DType::kU8, std::move(shape));
+  for (int64_t i = 0; i < x.numel(); ++i) x.data<uint8_t>()[i] = static_cast<uint8_t>(i * 53 % 256);
+  return x;
+}
+
+void expect_within_one_step(const Tensor& want, const Tensor& got) {
+  ASSERT_EQ(want.shape(), got.shape());
+  ASSERT_EQ(want.dtype(), DType::kU8);
+  int exact = 0;
+  for (int64_t i = 0; i < want.numel(); ++i) {
+    const int d = want.data<uint8_t>()[i] - got.data<uint8_t>()[i];
+    EXPECT_LE(std::abs(d), 1) << i;
+    exact += d == 0;
+  }
+  EXPECT_GE(exact, want.numel() * 9 / 10);
+}
+
+TEST(QdqFusion, AbsorbsAClipThatTheQuantizationSaturates) {
+  // 6 / (6 / 255) = 255: Q saturates exactly where Clip(0, 6) clamps, and zero point 0 is Clip's 0.
+  auto g = std::make_shared<Graph>("clip");
+  build_conv_clip(*g, 6.0f / 255.0f);
+  auto original = std::make_shared<Graph>("clip");
+  build_conv_clip(*original, 6.0f / 255.0f);
+  ASSERT_TRUE(make_qdq_fusion()->run(*g).ok());
+  ASSERT_TRUE(make_dead_code_elimination()->run(*g).ok());
+  EXPECT_EQ(op_counts(*g), (std::map<std::string, int>{{"QLinearConv", 1}})) << print_graph(*g);
+  EXPECT_NE(print_graph(*g).find("group=3"), std::string::npos) << print_graph(*g);
+  const Tensor x = u8_input(Shape{1, 3, 5, 5});
+  expect_within_one_step(run_ref(original, x), run_ref(g, x));
+
+  // With scale 0.05, Q reaches 12.75: values in (6, 12.75] would quantize above Q(6), so the
+  // Clip stays.
+  Graph wide("wide");
+  build_conv_clip(wide, 0.05f);
+  ASSERT_TRUE(make_qdq_fusion()->run(wide).ok());
+  EXPECT_EQ(op_counts(wide).count("QLinearConv"), 0u) << print_graph(wide);
+  EXPECT_EQ(op_counts(wide)["Clip"], 1) << print_graph(wide);
+}
+
+// torch's export of a quantized Linear on [B, S, K]: MatMul(DQ(x), Transpose(DQ(w))) + DQ(bias).
+void build_linear(Graph& g) {
+  GraphBuilder b(g);
+  Value* x = b.input("x", TensorType(DType::kU8, Shape{2, 3, 8}));
+  const float xs_v = 0.05f;
+  Value* xs = b.constant(Tensor::scalar(xs_v), "xs");
+  Value* xz = b.constant(Tensor::scalar<uint8_t>(128), "xz");
+  Value* xd = b.add(Op(ops::DequantizeLinear{}), {x, xs, xz}, "xd");
+  ops::DequantizeLinear axis0;
+  axis0.axis = 0;
+  const std::vector<float> ws = {0.01f, 0.02f, 0.015f, 0.03f, 0.005f};
+  Value* wd = b.add(
+      Op(axis0),
+      {b.constant(filled_i8(Shape{5, 8}, 7), "w"), b.constant(Tensor::from_vector<float>(ws), "ws"),
+       b.constant(Tensor(DType::kI8, Shape{5}), "wz")},
+      "wd");
+  ops::Transpose t;
+  t.perm = std::vector<int64_t>{1, 0};
+  Value* wt = b.add(Op(t), {wd}, "wt");
+  Value* mm = b.add(Op(ops::MatMul{}), {xd, wt}, "mm");
+  std::vector<float> bs;
+  for (float s : ws) bs.push_back(xs_v * s);
+  Value* bd = b.add(
+      Op(axis0),
+      {b.constant(Tensor::from_vector<int32_t>({300, -120, 7, 0, 999}), "b"),
+       b.constant(Tensor::from_vector<float>(bs), "bs"), b.constant(Tensor(DType::kI32, Shape{5}))},
+      "bd");
+  Value* add = b.add(Op(ops::Add{}), {mm, bd}, "add");
+  b.output(b.add(Op(ops::QuantizeLinear{}),
+                 {add, b.constant(Tensor::scalar(0.04f), "ys"),
+                  b.constant(Tensor::scalar<uint8_t>(120), "yz")},
+                 "yq"));
+}
+
+TEST(QdqFusion, RewritesATorchLinearToAOneByOneQLinearConv) {
+  auto g = std::make_shared<Graph>("linear");
+  build_linear(*g);
+  auto original = std::make_shared<Graph>("linear");
+  build_linear(*original);
+  ASSERT_TRUE(make_qdq_fusion()->run(*g).ok());
+  ASSERT_TRUE(make_dead_code_elimination()->run(*g).ok());
+  EXPECT_EQ(op_counts(*g), (std::map<std::string, int>{{"QLinearConv", 1}, {"Reshape", 2}}))
+      << print_graph(*g);
+  const Tensor x = u8_input(Shape{2, 3, 8});
+  const Tensor want = run_ref(original, x);
+  EXPECT_EQ(want.shape(), (Shape{2, 3, 5}));
+  expect_within_one_step(want, run_ref(g, x));
+}
+
 }  // namespace
 }  // namespace kiln::compiler

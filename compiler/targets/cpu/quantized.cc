@@ -3,6 +3,7 @@
 // MatMulInteger as oneDNN int8 convolutions and matmuls (u8/s8 sources, s8 weights packed at
 // compile time, s32 accumulation, per-channel output scales and zero points), and QuantizeLinear /
 // DequantizeLinear as scaled reorders that keep the layout of the region they sit in.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -168,12 +169,34 @@ struct IntConv {
   std::optional<std::vector<int64_t>> strides, dilations, pads, kernel_shape;
 };
 
+// A Clip of the 8-bit output `y` with constant bounds (what qdq_fusion makes of FX's ReLU6), which
+// the convolution applies as an eltwise post-op; nullptr when there is none.
+const Node* fusable_clip(const Value* y, float& lo, float& hi) {
+  if (!is_8bit(dtype_of(y)) || y->uses().size() != 1) return nullptr;
+  const auto& outputs = y->graph()->outputs();
+  if (std::find(outputs.begin(), outputs.end(), y) != outputs.end()) return nullptr;
+  const Node* clip = y->uses()[0].node;
+  if (clip->kind() != OpKind::kClip || clip->input(0) != y) return nullptr;
+  lo = dtype_of(y) == DType::kU8 ? 0.0f : -128.0f;
+  hi = dtype_of(y) == DType::kU8 ? 255.0f : 127.0f;
+  for (int i = 1; i < 3; ++i) {
+    if (!clip->has_input(i)) continue;
+    std::vector<int32_t> v = int_values(constant_of(*clip, i));
+    if (v.size() != 1 || dtype_of(clip->input(i)) != dtype_of(y)) return nullptr;
+    (i == 1 ? lo : hi) = static_cast<float>(v[0]);
+  }
+  return clip;
+}
+
 bool lower_int_conv(ProgramBuilder& b, const Node& node, const IntConv& c) {
   if (!is_static(c.x) || !is_8bit(dtype_of(c.x)) || c.w == nullptr || !b.has_buffer(c.x)) {
     return false;
   }
   const Value* yv = node.output(0);
   if (!is_static(yv)) return false;
+  float clip_lo = 0.0f;
+  float clip_hi = 0.0f;
+  const Node* clip = fusable_clip(yv, clip_lo, clip_hi);
   const Shape& x = c.x->tensor_type().shape();
   const Shape& w = c.w->shape();
   const Shape& y = yv->tensor_type().shape();
@@ -215,6 +238,14 @@ bool lower_int_conv(ProgramBuilder& b, const Node& node, const IntConv& c) {
     attr.set_zero_points(DNNL_ARG_SRC, 0, {c.x_zp});
   }
   if (c.y_zp != 0) attr.set_zero_points(DNNL_ARG_DST, 0, {c.y_zp});
+  if (clip != nullptr) {
+    // The post-ops act before the destination zero point is added: the bounds less it. With
+    // integer bounds, clipping before the rounding equals clipping after it.
+    dnnl::post_ops post;
+    post.append_eltwise(1.0f, dnnl::algorithm::eltwise_clip, clip_lo - static_cast<float>(c.y_zp),
+                        clip_hi - static_cast<float>(c.y_zp));
+    attr.set_post_ops(post);
+  }
   auto make = [&](const memory::desc& src) {
     dnnl::convolution_forward::desc desc(
         dnnl::prop_kind::forward_inference, dnnl::algorithm::convolution_direct, src, any_weights,
@@ -246,7 +277,10 @@ bool lower_int_conv(ProgramBuilder& b, const Node& node, const IntConv& c) {
   }
   add_scratch(b, pd, args);
   const int zp_buffer = c.runtime_x_zp != nullptr ? b.plain(c.runtime_x_zp) : -1;
-  args.push_back({DNNL_ARG_DST, b.define(yv, pd.dst_desc()), pd.dst_desc(), {}});
+  args.push_back({DNNL_ARG_DST,
+                  b.define(clip != nullptr ? clip->output(0) : yv, pd.dst_desc()),
+                  pd.dst_desc(),
+                  {}});
   if (zp_buffer >= 0) {
     add(b, node,
         std::make_unique<RuntimeZeroPointStep>(b.engine(), dnnl::convolution_forward(pd), args,
@@ -256,6 +290,7 @@ bool lower_int_conv(ProgramBuilder& b, const Node& node, const IntConv& c) {
     add(b, node, std::make_unique<PrimitiveStep>(b.engine(), dnnl::convolution_forward(pd), args),
         args);
   }
+  if (clip != nullptr) b.mark_fused(clip);
   return true;
 }
 
@@ -267,6 +302,52 @@ void copy_geometry(const Attrs& op, IntConv& c) {
   c.dilations = op.dilations;
   c.pads = op.pads;
   c.kernel_shape = op.kernel_shape;
+}
+
+// What a QLinearMatMul or MatMulInteger node asks of oneDNN: [..., M, K] x constant [K, N].
+struct IntMatMul {
+  const Value* a = nullptr;
+  const Tensor* w = nullptr;
+  std::vector<int32_t> w_zp;
+  int32_t a_zp = 0;
+  std::vector<float> scales;  // one, or one per column
+  int32_t y_zp = 0;
+  std::optional<int64_t> k;      // a as [numel / k, k] (default: its last dim)
+  bool w_transposed = false;     // w is [N, K] (a 1x1 QLinearConv's weights)
+  const Tensor* bias = nullptr;  // s32 [N]
+};
+
+bool lower_int_matmul(ProgramBuilder& b, const Node& node, const IntMatMul& c);
+
+// A QLinearConv over 1x1 images with 1x1 kernels (what qdq_fusion makes of a Linear with a
+// bias) is the matmul [M, K] x [K, N] + bias: oneDNN's int8 matmul runs it far faster than its
+// convolution over a batch of M one-pixel images.
+bool lower_as_matmul(ProgramBuilder& b, const Node& node, const IntConv& c) {
+  if (!is_static(c.x) || c.group != 1 || c.w->shape().rank() != 4 || c.runtime_x_zp != nullptr) {
+    return false;
+  }
+  const Shape& x = c.x->tensor_type().shape();
+  const Shape& w = c.w->shape();
+  if (x.rank() != 4 || x[2] != 1 || x[3] != 1 || w[2] != 1 || w[3] != 1) return false;
+  for (const auto* v : {&c.pads, &c.dilations, &c.strides}) {
+    if (v->has_value() && std::any_of((*v)->begin(), (*v)->end(),
+                                      [&](int64_t e) { return v == &c.pads ? e != 0 : e != 1; })) {
+      return false;
+    }
+  }
+  if (!c.auto_pad.empty() && c.auto_pad != "NOTSET" && c.auto_pad != "VALID") return false;
+  const Tensor w2 = c.w->reshaped(Shape{w[0], w[1]});
+  IntMatMul m;
+  m.a = c.x;
+  m.k = x[1];
+  m.w = &w2;
+  m.w_zp = c.w_zp;
+  m.a_zp = c.x_zp;
+  m.scales = c.scales;
+  m.y_zp = c.y_zp;
+  m.w_transposed = true;
+  m.bias = c.bias;
+  return lower_int_matmul(b, node, m);
 }
 
 bool lower_qlinear_conv(ProgramBuilder& b, const Node& node) {
@@ -296,6 +377,7 @@ bool lower_qlinear_conv(ProgramBuilder& b, const Node& node) {
     }
   }
   copy_geometry(node.attrs<ops::QLinearConv>(), c);
+  if (lower_as_matmul(b, node, c)) return true;
   return lower_int_conv(b, node, c);
 }
 
@@ -320,16 +402,6 @@ bool lower_conv_integer(ProgramBuilder& b, const Node& node) {
   return lower_int_conv(b, node, c);
 }
 
-// What a QLinearMatMul or MatMulInteger node asks of oneDNN: [..., M, K] x constant [K, N].
-struct IntMatMul {
-  const Value* a = nullptr;
-  const Tensor* w = nullptr;
-  std::vector<int32_t> w_zp;
-  int32_t a_zp = 0;
-  std::vector<float> scales;  // one, or one per column
-  int32_t y_zp = 0;
-};
-
 bool lower_int_matmul(ProgramBuilder& b, const Node& node, const IntMatMul& c) {
   const Value* yv = node.output(0);
   if (!is_static(c.a) || !is_static(yv) || !is_8bit(dtype_of(c.a)) || c.w == nullptr ||
@@ -338,9 +410,9 @@ bool lower_int_matmul(ProgramBuilder& b, const Node& node, const IntMatMul& c) {
   }
   const Shape& a = c.a->tensor_type().shape();
   if (a.rank() < 2 || a.numel() == 0) return false;
-  const int64_t k = a[a.rank() - 1];
-  const int64_t n = c.w->shape()[1];
-  if (c.w->shape()[0] != k || n == 0) return false;
+  const int64_t k = c.k.value_or(a[a.rank() - 1]);
+  const int64_t n = c.w->shape()[c.w_transposed ? 0 : 1];
+  if (c.w->shape()[c.w_transposed ? 1 : 0] != k || n == 0) return false;
   const int64_t m = a.numel() / k;
   std::optional<std::vector<int8_t>> weights = s8_weights(*c.w, c.w_zp);
   const std::optional<memory::data_type> src_dt = dnnl_type(dtype_of(c.a));
@@ -348,19 +420,27 @@ bool lower_int_matmul(ProgramBuilder& b, const Node& node, const IntMatMul& c) {
   if (!weights || !src_dt || !dst_dt) return false;
   const memory::desc src = with_type(plain_desc(memory::dims{m, k}), *src_dt);
   const memory::desc user_weights =
-      with_type(plain_desc(memory::dims{k, n}), memory::data_type::s8);
+      c.w_transposed ? memory::desc({k, n}, memory::data_type::s8, memory::format_tag::ba)
+                     : with_type(plain_desc(memory::dims{k, n}), memory::data_type::s8);
+  const memory::desc bias =
+      c.bias != nullptr ? plain_desc(Shape{1, n}, DType::kI32) : memory::desc();
   const memory::desc any_weights({k, n}, memory::data_type::s8, memory::format_tag::any);
   const memory::desc dst = with_type(plain_desc(memory::dims{m, n}), *dst_dt);
   dnnl::primitive_attr attr = scratchpad_attr();
   if (!c.scales.empty()) attr.set_output_scales(c.scales.size() == 1 ? 0 : 1 << 1, c.scales);
   if (c.a_zp != 0) attr.set_zero_points(DNNL_ARG_SRC, 0, {c.a_zp});
   if (c.y_zp != 0) attr.set_zero_points(DNNL_ARG_DST, 0, {c.y_zp});
-  dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src, any_weights, dst), attr, b.engine());
+  dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src, any_weights, bias, dst), attr,
+                                  b.engine());
   if (is_reference(pd)) return false;
   std::vector<Arg> args;
   args.push_back({DNNL_ARG_SRC, b.plain(c.a), src, {}});
   args.push_back({DNNL_ARG_WEIGHTS, -1, pd.weights_desc(),
                   constant_memory(b.engine(), user_weights, weights->data(), pd.weights_desc())});
+  if (c.bias != nullptr) {
+    args.push_back({DNNL_ARG_BIAS, -1, pd.bias_desc(),
+                    constant_memory(b.engine(), bias, c.bias->raw_data(), pd.bias_desc())});
+  }
   add_scratch(b, pd, args);
   args.push_back(
       {DNNL_ARG_DST, b.define(yv, plain_desc(yv->tensor_type().shape(), dtype_of(yv))), dst, {}});
@@ -455,6 +535,122 @@ bool lower_qdq(ProgramBuilder& b, const Node& node) {
   return true;
 }
 
+// The residual Add of an int8 network, Q(Add(DQ(a), DQ(b))) with a Relu before the Q or not, all
+// with constant per-tensor parameters and a, b 8-bit of one static shape: one oneDNN int8 binary
+// add, y = a * sa/sy + b * sb/sy + (zy - za * sa/sy - zb * sb/sy) (then at least zy for the Relu),
+// rounded once into y's type.
+struct IntAdd {
+  const Node* dq[2] = {nullptr, nullptr};
+  const Node* relu = nullptr;
+  const Node* q = nullptr;
+  float scale[2] = {0, 0};
+  int32_t zp[2] = {0, 0};
+  float y_scale = 0;
+  int32_t y_zp = 0;
+};
+
+const Node* sole_use(const Value* v) {
+  if (v->uses().size() != 1) return nullptr;
+  const auto& outputs = v->graph()->outputs();
+  if (std::find(outputs.begin(), outputs.end(), v) != outputs.end()) return nullptr;
+  return v->uses()[0].node;
+}
+
+std::optional<IntAdd> int_add(const Node& add) {
+  if (add.kind() != OpKind::kAdd || add.num_inputs() != 2) return std::nullopt;
+  IntAdd a;
+  for (int i = 0; i < 2; ++i) {
+    const Node* dq = add.input(i)->producer();
+    if (dq == nullptr || dq->kind() != OpKind::kDequantizeLinear ||
+        sole_use(add.input(i)) != &add || !is_static(dq->input(0)) ||
+        !is_8bit(dtype_of(dq->input(0)))) {
+      return std::nullopt;
+    }
+    std::optional<float> s = scalar_scale(*dq, 1);
+    std::optional<int32_t> z = scalar_zero_point(*dq, 2);
+    if (!s || !z) return std::nullopt;
+    a.dq[i] = dq;
+    a.scale[i] = *s;
+    a.zp[i] = *z;
+  }
+  if (a.dq[0] == a.dq[1] ||
+      a.dq[0]->input(0)->tensor_type().shape() != a.dq[1]->input(0)->tensor_type().shape()) {
+    return std::nullopt;
+  }
+  const Node* next = sole_use(add.output(0));
+  if (next != nullptr && next->kind() == OpKind::kRelu) {
+    a.relu = next;
+    next = sole_use(next->output(0));
+  }
+  if (next == nullptr || next->kind() != OpKind::kQuantizeLinear || !is_static(next->output(0)) ||
+      !is_8bit(dtype_of(next->output(0)))) {
+    return std::nullopt;
+  }
+  std::optional<float> ys = scalar_scale(*next, 1);
+  std::optional<int32_t> yz = scalar_zero_point(*next, 2);
+  if (!ys || !yz) return std::nullopt;
+  a.q = next;
+  a.y_scale = *ys;
+  a.y_zp = *yz;
+  return a;
+}
+
+// A DequantizeLinear feeding an int8 add: its step is the add's.
+bool feeds_int_add(const Node& dq) {
+  const Node* add = sole_use(dq.output(0));
+  return add != nullptr && int_add(*add).has_value();
+}
+
+bool lower_int_add(ProgramBuilder& b, const Node& sum, const IntAdd& a) {
+  const Value* x0 = a.dq[0]->input(0);
+  const Value* x1 = a.dq[1]->input(0);
+  const Value* y = a.q->output(0);
+  const memory::desc src0 = b.layout_of(x0);
+  const memory::desc src1 = with_type(src0, *dnnl_type(dtype_of(x1)));
+  const memory::desc dst = with_type(src0, *dnnl_type(dtype_of(y)));
+  const float k0 = a.scale[0] / a.y_scale;
+  const float k1 = a.scale[1] / a.y_scale;
+  dnnl::primitive_attr attr = scratchpad_attr();
+  attr.set_scales(DNNL_ARG_SRC_0, 0, {k0});
+  attr.set_scales(DNNL_ARG_SRC_1, 0, {k1});
+  dnnl::post_ops post;
+  post.append_eltwise(1.0f, dnnl::algorithm::eltwise_linear, 1.0f,
+                      static_cast<float>(a.y_zp) - k0 * static_cast<float>(a.zp[0]) -
+                          k1 * static_cast<float>(a.zp[1]));
+  if (a.relu != nullptr) {
+    post.append_eltwise(1.0f, dnnl::algorithm::eltwise_clip, static_cast<float>(a.y_zp),
+                        dtype_of(y) == DType::kU8 ? 255.0f : 127.0f);
+  }
+  attr.set_post_ops(post);
+  dnnl::binary::primitive_desc pd(dnnl::binary::desc(dnnl::algorithm::binary_add, src0, src1, dst),
+                                  attr, b.engine());
+  if (is_reference(pd)) return false;
+  std::vector<Arg> args;
+  args.push_back({DNNL_ARG_SRC_0, b.buffer_of(x0), src0, {}});
+  args.push_back({DNNL_ARG_SRC_1, b.in_layout(x1, src1), src1, {}});
+  add_scratch(b, pd, args);
+  args.push_back({DNNL_ARG_DST, b.define(y, dst), dst, {}});
+  add(b, sum, std::make_unique<PrimitiveStep>(b.engine(), dnnl::binary(pd), args), args);
+  if (a.relu != nullptr) b.mark_fused(a.relu);
+  b.mark_fused(a.q);
+  return true;
+}
+
+// The int8 add, or (where oneDNN has no fast kernel for it) its two DequantizeLinear steps, which
+// were put off, now, leaving the Add to the f32 kernels.
+bool lower_add(ProgramBuilder& b, const Node& sum) {
+  std::optional<IntAdd> a = int_add(sum);
+  if (!a) return false;
+  try {
+    if (lower_int_add(b, sum, *a)) return true;
+  } catch (const dnnl::error&) {
+  }
+  for (const Node* dq : a->dq) {
+    if (!lower_qdq(b, *dq)) return false;  // unreachable: feeds_int_add checked the same
+  }
+  return false;
+}
+
 }  // namespace
 
 bool lower_quantized(ProgramBuilder& builder, const Node& node) {
@@ -464,8 +660,11 @@ bool lower_quantized(ProgramBuilder& builder, const Node& node) {
     case OpKind::kConvInteger: return lower_conv_integer(builder, node);
     case OpKind::kQLinearMatMul: return lower_qlinear_matmul(builder, node);
     case OpKind::kMatMulInteger: return lower_matmul_integer(builder, node);
-    case OpKind::kQuantizeLinear:
-    case OpKind::kDequantizeLinear: return lower_qdq(builder, node);
+    case OpKind::kDequantizeLinear:
+      if (feeds_int_add(node)) return true;  // lowered with the add
+      return lower_qdq(builder, node);
+    case OpKind::kQuantizeLinear: return lower_qdq(builder, node);
+    case OpKind::kAdd: return lower_add(builder, node);
     default: return false;
   }
 }

@@ -113,6 +113,102 @@ TEST(CpuQuantized, QLinearConvMatchesRefWithinOneStep) {
   expect_steps(*cpu.exe, "QLinearConv int8", 1);
 }
 
+TEST(CpuQuantized, DepthwiseQLinearConvWithItsClipMatchesRef) {
+  // MobileNetV2's depthwise 3x3 with the u8 Clip qdq_fusion makes of ReLU6 (bounds Q(0) = the
+  // zero point and Q(6)), which the convolution applies as a post-op.
+  const Tensor x = random_ints<uint8_t>(Shape{2, 96, 28, 28}, 0, 255, 11);
+  auto build = [](GraphBuilder& b, Value* in) {
+    ops::QLinearConv op;
+    op.group = 96;
+    op.pads = std::vector<int64_t>{1, 1, 1, 1};
+    Value* y = b.add(
+        Op(op), {in, b.constant(Tensor::scalar(0.02f)), b.constant(Tensor::scalar<uint8_t>(60)),
+                 b.constant(random_ints<int8_t>(Shape{96, 1, 3, 3}, -127, 127, 12)),
+                 b.constant(per_channel_scales(96, 13)), b.constant(Tensor(DType::kI8, Shape{96})),
+                 b.constant(Tensor::scalar(0.03f)), b.constant(Tensor::scalar<uint8_t>(70)),
+                 b.constant(random_ints<int32_t>(Shape{96}, -3000, 3000, 14))});
+    return b.add(Op(ops::Clip{}), {y, b.constant(Tensor::scalar<uint8_t>(70)),
+                                   b.constant(Tensor::scalar<uint8_t>(200))});
+  };
+  Outcome ref = run_on("ref", x, build);
+  Outcome cpu = run_on("cpu", x, build);
+  ASSERT_NE(cpu.exe, nullptr);
+  expect_close(ref.out, cpu.out, 1, 0.01);
+  expect_steps(*cpu.exe, "QLinearConv int8", 1);
+  expect_steps(*cpu.exe, "Clip", 0);
+  // Both bounds are reached, so the test sees the clipping.
+  int low = 0, high = 0;
+  for (uint8_t v : cpu.out.span<uint8_t>()) low += v == 70, high += v == 200;
+  EXPECT_GT(low, 1000);
+  EXPECT_GT(high, 1000);
+}
+
+TEST(CpuQuantized, QdqLinearWithBiasRunsAsAnInt8Conv) {
+  // torch's export of a quantized Linear on [B, S, K]: Q(MatMul(DQ(x), Transpose(DQ(w))) +
+  // DQ(int32 bias)); qdq_fusion makes it a 1x1 QLinearConv between two Reshapes.
+  const Tensor x = random_ints<uint8_t>(Shape{2, 16, 64}, 0, 255, 21);
+  auto build = [](GraphBuilder& b, Value* in) {
+    const float xs = 0.03f;
+    Tensor ws = per_channel_scales(48, 22);
+    Tensor bs(DType::kF32, Shape{48});
+    for (int i = 0; i < 48; ++i) bs.data<float>()[i] = xs * ws.data<float>()[i];
+    ops::DequantizeLinear axis0;
+    axis0.axis = 0;
+    Value* xd = b.add(Op(ops::DequantizeLinear{}), {in, b.constant(Tensor::scalar(xs)),
+                                                    b.constant(Tensor::scalar<uint8_t>(128))});
+    Value* wd = b.add(Op(axis0), {b.constant(random_ints<int8_t>(Shape{48, 64}, -127, 127, 23)),
+                                  b.constant(ws), b.constant(Tensor(DType::kI8, Shape{48}))});
+    ops::Transpose t;
+    t.perm = std::vector<int64_t>{1, 0};
+    Value* mm = b.add(Op(ops::MatMul{}), {xd, b.add(Op(t), {wd})});
+    Value* bd = b.add(Op(axis0), {b.constant(random_ints<int32_t>(Shape{48}, -9000, 9000, 24)),
+                                  b.constant(bs), b.constant(Tensor(DType::kI32, Shape{48}))});
+    Value* y = b.add(Op(ops::QuantizeLinear{}),
+                     {b.add(Op(ops::Add{}), {mm, bd}), b.constant(Tensor::scalar(0.3f)),
+                      b.constant(Tensor::scalar<uint8_t>(128))});
+    return y;
+  };
+  Outcome ref = run_on("ref", x, build);
+  Outcome cpu = run_on("cpu", x, build);
+  ASSERT_NE(cpu.exe, nullptr);
+  expect_close(ref.out, cpu.out, 1, 0.02);
+  expect_steps(*cpu.exe, "QLinearConv int8", 1);
+  expect_steps(*cpu.exe, "MatMul", 0);
+}
+
+TEST(CpuQuantized, ResidualAddOfTwoQuantizedTensorsIsOneInt8Step) {
+  // A ResNet block's end: Q(Relu(DQ(conv) + DQ(identity))), each with its own scale and zero
+  // point, as one int8 binary add in the conv's layout.
+  const Tensor x = random_ints<uint8_t>(Shape{2, 64, 14, 14}, 0, 255, 31);
+  auto build = [](GraphBuilder& b, Value* in) {
+    ops::QLinearConv op;
+    op.pads = std::vector<int64_t>{1, 1, 1, 1};
+    Value* xs = b.constant(Tensor::scalar(0.02f));
+    Value* xz = b.constant(Tensor::scalar<uint8_t>(100));
+    Value* cs = b.constant(Tensor::scalar(0.4f));
+    Value* cz = b.constant(Tensor::scalar<uint8_t>(128));
+    Value* conv = b.add(
+        Op(op), {in, xs, xz, b.constant(random_ints<int8_t>(Shape{64, 64, 3, 3}, -127, 127, 32)),
+                 b.constant(per_channel_scales(64, 33)), b.constant(Tensor(DType::kI8, Shape{64})),
+                 cs, cz});
+    Value* sum = b.add(Op(ops::Add{}), {b.add(Op(ops::DequantizeLinear{}), {conv, cs, cz}),
+                                        b.add(Op(ops::DequantizeLinear{}), {in, xs, xz})});
+    return b.add(Op(ops::QuantizeLinear{}),
+                 {b.add(Op(ops::Relu{}), {sum}), b.constant(Tensor::scalar(0.3f)),
+                  b.constant(Tensor::scalar<uint8_t>(0))});
+  };
+  Outcome ref = run_on("ref", x, build);
+  Outcome cpu = run_on("cpu", x, build);
+  ASSERT_NE(cpu.exe, nullptr);
+  expect_close(ref.out, cpu.out, 1, 0.01);
+  expect_steps(*cpu.exe, "Add int8", 1);
+  expect_steps(*cpu.exe, "DequantizeLinear int8", 0);
+  int zeros = 0;
+  for (uint8_t v : cpu.out.span<uint8_t>()) zeros += v == 0;
+  EXPECT_GT(zeros, 1000);  // the Relu bites
+  EXPECT_LT(zeros, cpu.out.numel() - 1000);
+}
+
 TEST(CpuQuantized, ConvIntegerAfterDynamicQuantizeLinearIsExact) {
   // A dynamically quantized conv: DynamicQuantizeLinear computes x's scale and zero point at run
   // time; ConvInteger takes the zero point as a runtime input and accumulates in int32.
