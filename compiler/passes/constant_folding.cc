@@ -65,6 +65,12 @@ class ConstantFolding final : public Pass {
  private:
   Result<bool> fold(Graph& graph, Node* node) {
     if (node->kind() == OpKind::kConstant || is_random(node->kind())) return false;
+    // Quantized weights stay quantized: integer kernels consume them, and their scales are part
+    // of the model (artifacts keep them).
+    if (node->kind() == OpKind::kDequantizeLinear && node->has_input(0) &&
+        dtype_is_integer(node->input(0)->tensor_type().dtype)) {
+      return false;
+    }
     if (node->kind() == OpKind::kShape || node->kind() == OpKind::kSize) {
       std::optional<Tensor> value = static_shape_value(*node);
       if (value) return replace(graph, node, {Argument(std::move(*value))});

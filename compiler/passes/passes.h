@@ -12,7 +12,8 @@ namespace kiln::compiler {
 // Removes nodes none of whose outputs are used or returned.
 std::unique_ptr<Pass> make_dead_code_elimination();
 // Evaluates nodes whose inputs are all constants (with the ref kernels) and Shape/Size of static
-// shapes, replacing them by Constant nodes. Random ops and results above `max_elements` stay.
+// shapes, replacing them by Constant nodes. Random ops, DequantizeLinear of integer constants
+// (quantized weights) and results above `max_elements` stay.
 std::unique_ptr<Pass> make_constant_folding(int64_t max_elements = int64_t{1} << 24);
 // Merges nodes with the same op, attributes and inputs (equal constants included).
 std::unique_ptr<Pass> make_common_subexpression_elimination();
