@@ -12,6 +12,7 @@
 #include "core/gpu.h"
 #include "tools/command.h"
 #include "tools/model_io.h"
+#include "tools/quantize_flags.h"
 
 namespace kiln::tools {
 
@@ -29,6 +30,7 @@ struct Options {
   int top = 15;
   bool json = false;
   ModelInputOptions inputs;
+  QuantizeFlags quantize;
 };
 
 // The q-quantile of sorted values (nearest rank).
@@ -110,6 +112,8 @@ int run_perf(const Options& opts) {
   compiler::CompileOptions compile_options;
   compile_options.threads = opts.threads;
   std::shared_ptr<compiler::Graph> graph(std::move(prepared->model->graph));
+  Status quantized = apply_quantization(*graph, opts.quantize, **target);
+  if (!quantized.ok()) return report_error(quantized);
   const auto compile_start = Clock::now();
   auto exe = compiler::compile(graph, **target, compile_options);
   if (!exe.ok()) return report_error(exe.status());
@@ -225,6 +229,7 @@ CommandAction add_perf_command(CLI::App& app) {
   cmd->add_option("--input-shape", opts->inputs.input_shapes,
                   "NAME=1x3x224x224 for a dynamic input");
   cmd->add_flag("--json", opts->json, "print one line of JSON instead of the tables");
+  add_quantize_flags(cmd, &opts->quantize, false);
   return [opts] { return run_perf(*opts); };
 }
 
