@@ -17,25 +17,55 @@ dnnl::memory::dims to_dims(const Shape& shape) {
   return dims;
 }
 
-dnnl::memory::desc plain_desc(const dnnl::memory::dims& dims) {
+dnnl::memory::data_type dnnl_type(DType dtype) {
+  switch (dtype) {
+    case DType::kF32: return dnnl::memory::data_type::f32;
+    case DType::kBF16: return dnnl::memory::data_type::bf16;
+    case DType::kF16: return dnnl::memory::data_type::f16;
+    case DType::kI8: return dnnl::memory::data_type::s8;
+    case DType::kU8: return dnnl::memory::data_type::u8;
+    case DType::kI32: return dnnl::memory::data_type::s32;
+    default: KILN_CHECK(false, "dnnl_type: oneDNN has no such element type");
+  }
+  return dnnl::memory::data_type::undef;
+}
+
+DType dtype_of(dnnl::memory::data_type type) {
+  for (DType d : {DType::kF32, DType::kBF16, DType::kF16, DType::kI8, DType::kU8, DType::kI32}) {
+    if (dnnl_type(d) == type) return d;
+  }
+  KILN_CHECK(false, "dtype_of: a oneDNN element type kiln has no DType for");
+  return DType::kF32;
+}
+
+dnnl::memory::desc plain_desc(const dnnl::memory::dims& dims, DType dtype) {
   dnnl::memory::dims strides(dims.size());
   dnnl::memory::dim stride = 1;
   for (size_t i = dims.size(); i-- > 0;) {
     strides[i] = stride;
     stride *= dims[i];
   }
-  return dnnl::memory::desc(dims, dnnl::memory::data_type::f32, strides);
+  return dnnl::memory::desc(dims, dnnl_type(dtype), strides);
 }
 
-dnnl::memory::desc plain_desc(const Shape& shape) {
-  return plain_desc(to_dims(shape));
+dnnl::memory::desc plain_desc(const Shape& shape, DType dtype) {
+  return plain_desc(to_dims(shape), dtype);
 }
 
-std::optional<StaticShapes> static_f32_shapes(const Node& node) {
-  auto static_f32 = [](const Value* v) -> std::optional<Shape> {
+dnnl::memory::desc with_type(const dnnl::memory::desc& layout, DType dtype) {
+  dnnl_memory_desc_t md = layout.data;
+  md.data_type = static_cast<dnnl_data_type_t>(dnnl_type(dtype));
+  return dnnl::memory::desc(md);
+}
+
+namespace {
+
+std::optional<StaticShapes> static_shapes(const Node& node, bool allow_bf16) {
+  auto static_f32 = [allow_bf16](const Value* v) -> std::optional<Shape> {
     if (!v->type().is_tensor()) return std::nullopt;
     const TensorType& t = v->tensor_type();
-    if (t.dtype != DType::kF32 || !t.is_static()) return std::nullopt;
+    const bool type_ok = t.dtype == DType::kF32 || (allow_bf16 && t.dtype == DType::kBF16);
+    if (!type_ok || !t.is_static()) return std::nullopt;
     return t.shape();
   };
   if (node.num_outputs() < 1) return std::nullopt;
@@ -53,6 +83,16 @@ std::optional<StaticShapes> static_f32_shapes(const Node& node) {
   if (!out) return std::nullopt;
   shapes.output = std::move(*out);
   return shapes;
+}
+
+}  // namespace
+
+std::optional<StaticShapes> static_f32_shapes(const Node& node) {
+  return static_shapes(node, false);
+}
+
+std::optional<StaticShapes> static_float_shapes(const Node& node) {
+  return static_shapes(node, true);
 }
 
 dnnl::memory pack(const dnnl::engine& engine, const dnnl::memory::desc& src_layout, const void* src,

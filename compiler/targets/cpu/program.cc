@@ -255,7 +255,7 @@ int ProgramBuilder::buffer_of(const Value* v) const {
 
 dnnl::memory::desc ProgramBuilder::layout_of(const Value* v) const {
   const Buffer& b = buffer(buffer_of(v));
-  return b.layout.is_zero() ? plain_desc(b.shape) : b.layout;
+  return b.layout.is_zero() ? plain_desc(b.shape, b.dtype) : b.layout;
 }
 
 int ProgramBuilder::in_layout(const Value* v, const dnnl::memory::desc& want) {
@@ -269,7 +269,7 @@ int ProgramBuilder::in_layout(const Value* v, const dnnl::memory::desc& want) {
   }
   const dnnl::memory::desc from = layout_of(v);
   Buffer b;
-  b.dtype = DType::kF32;
+  b.dtype = dtype_of(want.data_type());
   b.shape = buffer(id).shape;
   b.layout = want;
   b.bytes = want.get_size();
@@ -290,7 +290,7 @@ int ProgramBuilder::in_layout(const Value* v, const dnnl::memory::desc& want) {
 int ProgramBuilder::plain(const Value* v) {
   const Buffer& b = buffer(buffer_of(v));
   if (b.is_plain()) return buffer_of(v);
-  return in_layout(v, plain_desc(b.shape));
+  return in_layout(v, plain_desc(b.shape, b.dtype));
 }
 
 int ProgramBuilder::define(const Value* v, const dnnl::memory::desc& layout) {
@@ -355,7 +355,8 @@ void ProgramBuilder::plan_sum_fusion() {
         continue;
       }
       if (x->uses().size() != 1 || is_graph_output(x) || x == r) continue;
-      if (x->tensor_type().dtype != DType::kF32 || r->tensor_type().dtype != DType::kF32 ||
+      const DType dtype = x->tensor_type().dtype;
+      if ((dtype != DType::kF32 && dtype != DType::kBF16) || r->tensor_type().dtype != dtype ||
           x->tensor_type().shape() != y->tensor_type().shape() ||
           r->tensor_type().shape() != y->tensor_type().shape()) {
         continue;

@@ -13,6 +13,7 @@
 #include "compiler/ir/printer.h"
 #include "compiler/onnx/importer.h"
 #include "compiler/ops/all_ops.h"
+#include "compiler/quantize/quantize.h"
 #include "compiler/targets/cpu/cpu_target.h"
 
 namespace kiln::compiler {
@@ -363,6 +364,49 @@ TEST(CpuProgram, DynamicShapesFallBackToTheInterpreter) {
   for (int64_t i = 0; i < in.numel(); ++i) {
     EXPECT_EQ(out[0].data<float>()[i], std::max(in.data<float>()[i], 0.0f));
   }
+}
+
+TEST(CpuProgram, Bf16RegionsRunOnOneDnnBetweenTwoCasts) {
+  const std::vector<Tensor> inputs = {random_tensor(Shape{2, 3, 32, 32}, 1)};
+  std::vector<Tensor> fp32 = run(*compile_for(tiny_resnet(2), "cpu"), inputs);
+  std::shared_ptr<Graph> graph = tiny_resnet(2);
+  ASSERT_TRUE(quantize_bf16(*graph).ok());
+  std::shared_ptr<Graph> for_ref = tiny_resnet(2);
+  ASSERT_TRUE(quantize_bf16(*for_ref).ok());
+  std::vector<Tensor> ref = run(*compile_for(for_ref, "ref"), inputs);
+  std::shared_ptr<Executable> exe = compile_for(graph, "cpu");
+  ASSERT_NE(exe, nullptr);
+  const cpu::Program* program = cpu_program(*exe);
+  ASSERT_NE(program, nullptr);
+  std::vector<Tensor> got = run(*exe, inputs);
+  // ref rounds each op's exact result to bf16 once; oneDNN accumulates in f32: both are within
+  // bf16 rounding of each other and of fp32 (probabilities, so absolute).
+  for (const std::vector<Tensor>* want : {&ref, &fp32}) {
+    ASSERT_EQ(got.size(), want->size());
+    for (int64_t i = 0; i < got[0].numel(); ++i) {
+      EXPECT_NEAR(got[0].data<float>()[i], (*want)[0].data<float>()[i], 0.02) << i;
+    }
+  }
+  // Every conv and the classifier run as oneDNN primitives, residual Adds fused; the activations
+  // stay bf16 (blocked) from the first Cast to the last.
+  for (const auto& step : program->steps()) {
+    if (step->node->kind() == OpKind::kConv || step->node->kind() == OpKind::kGemm) {
+      EXPECT_NE(dynamic_cast<const cpu::PrimitiveStep*>(step.get()), nullptr) << step->kind;
+    }
+  }
+  EXPECT_EQ(program->count_steps("Conv+Add+Relu"), 2) << print_graph(exe->graph());
+  EXPECT_EQ(program->count_steps("Cast"), 2);
+  std::string steps;
+  for (const auto& step : program->steps()) steps += step->kind + " " + step->node->describe() + "\n";
+  // Reorders at the edges, and around the max pool (whose bf16 kernel reads another blocking
+  // than the AMX convolutions write).
+  EXPECT_LE(program->count_steps("Reorder"), 4) << steps;
+  int blocked_bf16 = 0;
+  for (const cpu::Buffer& b : program->buffers()) {
+    blocked_bf16 += b.dtype == DType::kBF16 && !b.is_plain() ? 1 : 0;
+  }
+  EXPECT_GE(blocked_bf16, 5);
+  expect_no_live_overlap(*program);
 }
 
 }  // namespace
