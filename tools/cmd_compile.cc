@@ -126,8 +126,9 @@ int run_compile(const Options& opts) {
   fmt::print(
       "wrote {} ({} bytes) for target {} in {}: imported in {:.1f} ms, compiled in {:.1f} ms, "
       "written in {:.1f} ms\n",
-      opts.output, ec ? 0 : size, opts.target, opts.quantize.describe(), ms(imported - start).count(),
-      ms(compiled - imported).count(), ms(written - compiled).count());
+      opts.output, ec ? 0 : size, opts.target, opts.quantize.describe(),
+      ms(imported - start).count(), ms(compiled - imported).count(),
+      ms(written - compiled).count());
   return 0;
 }
 

@@ -143,14 +143,14 @@ Result<std::vector<InputBatch>> load_through_pipeline(const std::string& dir,
                                                       const std::string& pipeline_json,
                                                       const compiler::Graph& graph) {
   if (graph.inputs().size() != 1) {
-    return invalid_argument_error(fmt::format(
-        "a pipeline feeds one model input; this model has {}", graph.inputs().size()));
+    return invalid_argument_error(
+        fmt::format("a pipeline feeds one model input; this model has {}", graph.inputs().size()));
   }
   KILN_ASSIGN_OR_RETURN(pipeline::PipelineSpec spec, pipeline::load_pipeline_json(pipeline_json));
   if (spec.ops.empty() || spec.ops.front().op != "readers.file") {
-    return invalid_argument_error(fmt::format(
-        "pipeline \"{}\": expected a readers.file first operator to read \"{}\"", pipeline_json,
-        dir));
+    return invalid_argument_error(
+        fmt::format("pipeline \"{}\": expected a readers.file first operator to read \"{}\"",
+                    pipeline_json, dir));
   }
   spec.ops.front().args["file_root"] = dir;
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<pipeline::Pipeline> p,
@@ -171,9 +171,9 @@ Result<std::vector<InputBatch>> load_through_pipeline(const std::string& dir,
     b.source = batch->paths.empty() ? fmt::format("batch {}", batches.size())
                                     : fs::path(batch->paths[0]).filename().string();
     if (label_output >= 0) {
-      KILN_ASSIGN_OR_RETURN(Tensor labels, dense_batch(batch->outputs[static_cast<size_t>(
-                                                           label_output)],
-                                                       pipeline_json));
+      KILN_ASSIGN_OR_RETURN(
+          Tensor labels,
+          dense_batch(batch->outputs[static_cast<size_t>(label_output)], pipeline_json));
       visit_dtype(labels.dtype(), [&]<class T>() {
         if constexpr (std::is_integral_v<T>) {
           for (int64_t i = 0; i < labels.numel(); ++i) {
@@ -230,8 +230,8 @@ Status attach_labels(const std::string& labels_file, std::vector<InputBatch>& ba
   for (InputBatch& b : batches) {
     auto found = by_stem.find(fs::path(b.source).stem().string());
     if (found == by_stem.end()) {
-      return not_found_error(fmt::format("labels file \"{}\" has no line for \"{}\"",
-                                         labels_file, b.source));
+      return not_found_error(
+          fmt::format("labels file \"{}\" has no line for \"{}\"", labels_file, b.source));
     }
     b.labels = found->second;
   }
@@ -261,14 +261,13 @@ Status apply_quantization(compiler::Graph& graph, const QuantizeFlags& flags,
   options.percentile = flags.percentile;
   ProgressBar bar(fmt::format("calibrating ({})", flags.method));
   options.progress = bar.callback();
-  KILN_ASSIGN_OR_RETURN(
-      compiler::Int8Report report,
-      compiler::quantize_int8(
-          graph, target, static_cast<int64_t>(batches.size()),
-          [&](int64_t i) -> Result<compiler::CalibrationBatch> {
-            return batches[static_cast<size_t>(i)].tensors;
-          },
-          options));
+  KILN_ASSIGN_OR_RETURN(compiler::Int8Report report,
+                        compiler::quantize_int8(
+                            graph, target, static_cast<int64_t>(batches.size()),
+                            [&](int64_t i) -> Result<compiler::CalibrationBatch> {
+                              return batches[static_cast<size_t>(i)].tensors;
+                            },
+                            options));
   fmt::print(stderr, "int8: {} nodes quantized, {} activation scales from {} batches\n",
              report.quantized_nodes, report.activations.size(), report.batches);
   return Status();

@@ -40,7 +40,8 @@ std::vector<double> as_doubles(const Tensor& t) {
   visit_dtype(t.dtype(), [&]<class T>() {
     if constexpr (!std::is_same_v<T, std::string>) {
       const T* p = t.data<T>();
-      for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<double>(static_cast<float>(p[i]));
+      for (size_t i = 0; i < out.size(); ++i)
+        out[i] = static_cast<double>(static_cast<float>(p[i]));
     }
   });
   return out;
@@ -92,8 +93,8 @@ Status accumulate(OutputStats& s, const Tensor& ref, const Tensor& q,
   return Status();
 }
 
-Result<std::shared_ptr<compiler::Executable>> build(const VerifyQuantizedOptions& o,
-                                                    bool quantized, const compiler::Target& target) {
+Result<std::shared_ptr<compiler::Executable>> build(const VerifyQuantizedOptions& o, bool quantized,
+                                                    const compiler::Target& target) {
   compiler::ImportOptions import;
   KILN_ASSIGN_OR_RETURN(import.input_shapes, parse_input_shapes(o.input_shapes));
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<compiler::Model> model,
@@ -103,7 +104,9 @@ Result<std::shared_ptr<compiler::Executable>> build(const VerifyQuantizedOptions
   return compiler::compile(std::move(graph), target);
 }
 
-std::string json_number(double v) { return std::isfinite(v) ? fmt::format("{:.6g}", v) : "null"; }
+std::string json_number(double v) {
+  return std::isfinite(v) ? fmt::format("{:.6g}", v) : "null";
+}
 
 }  // namespace
 
@@ -182,8 +185,8 @@ int verify_quantized(const VerifyQuantizedOptions& o) {
       const auto acc = [&](int64_t c) {
         return s.labeled > 0 ? fmt::format("{:.2f}%", s.accuracy(c)) : std::string("-");
       };
-      fmt::print("{:<20} {:>10.6f} {:>12.4g} {:>12.4g} {:>22} {:>10} {:>10}\n", s.name,
-                 s.cosine(), s.max_abs, s.max_rel(), agree, acc(s.correct_ref), acc(s.correct_q));
+      fmt::print("{:<20} {:>10.6f} {:>12.4g} {:>12.4g} {:>22} {:>10} {:>10}\n", s.name, s.cosine(),
+                 s.max_abs, s.max_rel(), agree, acc(s.correct_ref), acc(s.correct_q));
     }
     fmt::print("{}\n", pass ? "within the given limits" : "BELOW the given limits");
   }

@@ -7,7 +7,6 @@
 # and writes JSON.
 #   bench/quant/calibration_table.py [--kiln build/ci/tools/kiln] [--target cpu]
 import argparse
-import datetime
 import json
 import os
 import subprocess
@@ -15,8 +14,9 @@ import sys
 
 import numpy as np
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(HERE))
+import bench_json
+from bench_json import ROOT
+
 sys.path.insert(0, os.path.join(ROOT, "examples", "repository"))
 import digits_data  # noqa: E402
 
@@ -61,10 +61,7 @@ def write_data(folder, calibration_count, batch):
 
 def main():
     p = argparse.ArgumentParser(description="kiln quantization accuracy on the digit classifier")
-    default_kiln = next((c for c in (os.path.join(ROOT, "build", "release", "tools", "kiln"),
-                                     os.path.join(ROOT, "build", "ci", "tools", "kiln"))
-                         if os.path.exists(c)), None)
-    p.add_argument("--kiln", default=default_kiln, help="the kiln binary")
+    p.add_argument("--kiln", default=bench_json.default_kiln(), help="the kiln binary")
     p.add_argument("--model", default=os.path.join(ROOT, "examples", "repository", "digits", "1",
                                                    "model.onnx"))
     p.add_argument("--target", default="cpu")
@@ -96,15 +93,9 @@ def main():
         print(f"| {r['config']} | {r['cosine']:.6f} | {r['max_abs_err']:.4f} | "
               f"{r['top1_agreement']:.2f}% | {r['accuracy_fp32']:.2f}% | "
               f"{r['accuracy_quantized']:.2f}% | {drop:+.2f} pt |")
-    path = args.json or os.path.join(args.work, "calibration_table.json")
-    commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
-                            capture_output=True, text=True).stdout.strip()
-    with open(path, "w") as f:
-        json.dump({"date": datetime.datetime.now().isoformat(timespec="seconds"),
-                   "commit": commit, "model": args.model, "target": args.target,
-                   "test_digits": count, "calibration_digits": args.calibration,
-                   "rows": rows}, f, indent=1)
-    print(f"\nwrote {path}")
+    bench_json.write_record(args.json or os.path.join(args.work, "calibration_table.json"),
+                            model=args.model, target=args.target, test_digits=count,
+                            calibration_digits=args.calibration, rows=rows)
 
 
 if __name__ == "__main__":

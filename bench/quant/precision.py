@@ -5,16 +5,14 @@
 # speed-up over fp32 and writes JSON. The models come from bench/cpu_vs_ort/export_models.py.
 #   bench/quant/precision.py [--models resnet50] [--batches 1,16] [--threads 2] [--rounds 3]
 import argparse
-import datetime
 import json
 import os
-import platform
 import statistics
 import subprocess
 import sys
 
-HERE = os.path.dirname(os.path.abspath(__file__))
-ROOT = os.path.dirname(os.path.dirname(HERE))
+import bench_json
+from bench_json import ROOT
 
 
 def run_perf(kiln, model, batch, threads, iterations, flags):
@@ -28,10 +26,7 @@ def run_perf(kiln, model, batch, threads, iterations, flags):
 
 def main():
     p = argparse.ArgumentParser(description="kiln fp32 vs bf16/fp16 on the CPU")
-    default_kiln = next((c for c in (os.path.join(ROOT, "build", "release", "tools", "kiln"),
-                                     os.path.join(ROOT, "build", "ci", "tools", "kiln"))
-                         if os.path.exists(c)), None)
-    p.add_argument("--kiln", default=default_kiln)
+    p.add_argument("--kiln", default=bench_json.default_kiln())
     p.add_argument("--models", default="resnet50")
     p.add_argument("--precisions", default="bf16", help="compared with fp32: bf16, fp16")
     p.add_argument("--batches", default="1,16")
@@ -82,14 +77,8 @@ def main():
         print(f"{r['model']:<16} {r['batch']:>5} {r['precision']:<9} {r['median_ms']:>10.2f} "
               f"{r['speedup_vs_fp32']:>7.2f}x {r['min_ms']:>10.2f} "
               f"{r['min_speedup_vs_fp32']:>7.2f}x")
-    path = args.json or os.path.join(args.cache, "precision.json")
-    commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
-                            capture_output=True, text=True).stdout.strip()
-    with open(path, "w") as f:
-        json.dump({"date": datetime.datetime.now().isoformat(timespec="seconds"),
-                   "commit": commit, "host": platform.node(), "threads": args.threads,
-                   "rounds": args.rounds, "rows": rows}, f, indent=1)
-    print(f"\nwrote {path}")
+    bench_json.write_record(args.json or os.path.join(args.cache, "precision.json"),
+                            threads=args.threads, rounds=args.rounds, rows=rows)
 
 
 if __name__ == "__main__":

@@ -32,7 +32,8 @@ void copy_into(const Graph& from, Graph& to, ValueMap& values) {
   for (const auto& node : from.nodes()) {
     std::vector<Value*> inputs;
     inputs.reserve(node->inputs().size());
-    for (const Value* in : node->inputs()) inputs.push_back(in == nullptr ? nullptr : values.at(in));
+    for (const Value* in : node->inputs())
+      inputs.push_back(in == nullptr ? nullptr : values.at(in));
     Op op = node->op();
     if (!op.subgraphs().empty()) {
       SubgraphCopier copier(to, values);

@@ -43,7 +43,8 @@ void RangeObserver::observe(const float* values, int64_t count) {
   min_ = count_ == 0 ? lo : std::min(min_, static_cast<double>(lo));
   max_ = count_ == 0 ? hi : std::max(max_, static_cast<double>(hi));
   count_ += count;
-  const double batch_max = std::max(std::abs(static_cast<double>(lo)), std::abs(static_cast<double>(hi)));
+  const double batch_max =
+      std::max(std::abs(static_cast<double>(lo)), std::abs(static_cast<double>(hi)));
   if (batch_max > range_) grow_to(batch_max);
   if (range_ == 0) {
     histogram_[0] += static_cast<double>(count);
@@ -76,7 +77,9 @@ void RangeObserver::observe(const Tensor& values) {
   observe(converted.data(), values.numel());
 }
 
-double RangeObserver::max_abs() const { return std::max(std::abs(min_), std::abs(max_)); }
+double RangeObserver::max_abs() const {
+  return std::max(std::abs(min_), std::abs(max_));
+}
 
 double RangeObserver::percentile(double percentile) const {
   if (count_ == 0 || range_ == 0) return 0;

@@ -15,6 +15,7 @@ namespace kiln::compiler {
 
 namespace {
 
+// clang-format off
 constexpr OpKind kDefaultOps[] = {
     // compute
     OpKind::kConv, OpKind::kConvTranspose, OpKind::kMatMul, OpKind::kGemm,
@@ -30,9 +31,13 @@ constexpr OpKind kDefaultOps[] = {
     OpKind::kTile, OpKind::kIdentity, OpKind::kDepthToSpace, OpKind::kSpaceToDepth,
     OpKind::kPad,
 };
+// clang-format on
 
-// Ops whose dtype is fixed by an attribute or that carry no arithmetic to narrow.
+// Ops whose dtype is fixed by an attribute or that carry no arithmetic to narrow: random ops,
+// quantization (integer) ops, constants, casts, shapes and control flow.
 bool never_converted(OpKind kind) {
+  const std::string_view family = op_kind_family(kind);
+  if (family == "random" || family == "quantize" || family == "control") return true;
   switch (kind) {
     case OpKind::kConstant:
     case OpKind::kConstantOfShape:
@@ -41,20 +46,7 @@ bool never_converted(OpKind kind) {
     case OpKind::kShape:
     case OpKind::kSize:
     case OpKind::kEyeLike:
-    case OpKind::kRange:
-    case OpKind::kIf:
-    case OpKind::kLoop:
-    case OpKind::kScan:
-    case OpKind::kSequenceMap:
-    case OpKind::kQuantizeLinear:
-    case OpKind::kDequantizeLinear:
-    case OpKind::kDynamicQuantizeLinear:
-    case OpKind::kBernoulli:
-    case OpKind::kRandomUniform:
-    case OpKind::kRandomUniformLike:
-    case OpKind::kRandomNormal:
-    case OpKind::kRandomNormalLike:
-    case OpKind::kMultinomial: return true;
+    case OpKind::kRange: return true;
     default: return false;
   }
 }

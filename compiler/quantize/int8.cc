@@ -55,7 +55,8 @@ std::optional<int64_t> weight_axis(const Node& node) {
 
 Result<std::unordered_set<OpKind>> int8_ops(const std::vector<std::string>& names) {
   std::unordered_set<OpKind> kinds;
-  if (names.empty()) return std::unordered_set<OpKind>{OpKind::kConv, OpKind::kMatMul, OpKind::kGemm};
+  if (names.empty())
+    return std::unordered_set<OpKind>{OpKind::kConv, OpKind::kMatMul, OpKind::kGemm};
   KILN_ASSIGN_OR_RETURN(std::vector<OpKind> resolved, resolve_quantize_ops(names));
   for (OpKind kind : resolved) {
     if (kind != OpKind::kConv && kind != OpKind::kMatMul && kind != OpKind::kGemm) {
@@ -72,8 +73,8 @@ Result<std::unordered_set<OpKind>> int8_ops(const std::vector<std::string>& name
 
 // Symmetric per-channel int8 weights: q = round(w / s_c) in [-127, 127], s_c = max|w_c| / 127.
 struct QuantizedWeight {
-  Tensor values;  // i8, the weight's shape
-  Tensor scales;  // f32 [channels]
+  Tensor values;       // i8, the weight's shape
+  Tensor scales;       // f32 [channels]
   Tensor zero_points;  // i8 [channels], zeros
 };
 
@@ -99,15 +100,17 @@ QuantizedWeight quantize_weight(const Tensor& w, int64_t axis) {
   return q;
 }
 
-Status set_inferred(Node* node) { return infer_node(*node); }
+Status set_inferred(Node* node) {
+  return infer_node(*node);
+}
 
 // Inserts QuantizeLinear -> DequantizeLinear of `x` before `before` and returns the DQ output.
 Result<Value*> add_qdq(Graph& graph, Value* x, const ActivationScale& a, Node* before) {
   Value* scale = graph.add_constant(Tensor::scalar<float>(a.scale),
                                     graph.unique_name(x->name() + "_scale"), before);
   Tensor zp = a.is_unsigned ? Tensor::scalar<uint8_t>(0) : Tensor::scalar<int8_t>(0);
-  Value* zero = graph.add_constant(std::move(zp), graph.unique_name(x->name() + "_zero_point"),
-                                   before);
+  Value* zero =
+      graph.add_constant(std::move(zp), graph.unique_name(x->name() + "_zero_point"), before);
   Node* q = graph.add_node(Op(ops::QuantizeLinear{}), {x, scale, zero}, 1,
                            x->name() + "_QuantizeLinear", before);
   KILN_RETURN_IF_ERROR(set_inferred(q));
@@ -119,16 +122,16 @@ Result<Value*> add_qdq(Graph& graph, Value* x, const ActivationScale& a, Node* b
 
 Result<Value*> add_weight_dq(Graph& graph, Value* w, int64_t axis, Node* before) {
   QuantizedWeight q = quantize_weight(*w->constant_value(), axis);
-  Value* values = graph.add_constant(std::move(q.values),
-                                     graph.unique_name(w->name() + "_quantized"), before);
-  Value* scales = graph.add_constant(std::move(q.scales),
-                                     graph.unique_name(w->name() + "_scale"), before);
+  Value* values =
+      graph.add_constant(std::move(q.values), graph.unique_name(w->name() + "_quantized"), before);
+  Value* scales =
+      graph.add_constant(std::move(q.scales), graph.unique_name(w->name() + "_scale"), before);
   Value* zero = graph.add_constant(std::move(q.zero_points),
                                    graph.unique_name(w->name() + "_zero_point"), before);
   ops::DequantizeLinear op;
   op.axis = axis;
-  Node* dq = graph.add_node(Op(op), {values, scales, zero}, 1,
-                            w->name() + "_DequantizeLinear", before);
+  Node* dq =
+      graph.add_node(Op(op), {values, scales, zero}, 1, w->name() + "_DequantizeLinear", before);
   KILN_RETURN_IF_ERROR(set_inferred(dq));
   return dq->output(0);
 }
@@ -158,8 +161,8 @@ Result<CalibrationMethod> parse_calibration_method(std::string_view name) {
   if (name == "max") return CalibrationMethod::kMax;
   if (name == "percentile") return CalibrationMethod::kPercentile;
   if (name == "entropy") return CalibrationMethod::kEntropy;
-  return invalid_argument_error(fmt::format(
-      "unknown calibration method \"{}\"; use max, percentile or entropy", name));
+  return invalid_argument_error(
+      fmt::format("unknown calibration method \"{}\"; use max, percentile or entropy", name));
 }
 
 std::string_view calibration_method_name(CalibrationMethod method) {
@@ -180,8 +183,8 @@ Result<Int8Report> quantize_int8(Graph& graph, const Target& target, int64_t cou
   }
   if (options.method == CalibrationMethod::kPercentile &&
       !(options.percentile > 0 && options.percentile <= 100)) {
-    return invalid_argument_error(fmt::format(
-        "quantize_int8: percentile {} is outside (0, 100]", options.percentile));
+    return invalid_argument_error(
+        fmt::format("quantize_int8: percentile {} is outside (0, 100]", options.percentile));
   }
   KILN_RETURN_IF_ERROR(PassManager(standard_passes()).run(graph));
 
@@ -251,8 +254,8 @@ Result<Int8Report> quantize_int8(Graph& graph, const Target& target, int64_t cou
     s.max = o.max();
     s.is_unsigned = o.min() >= 0;
     s.threshold = o.threshold(options.method, options.percentile, s.is_unsigned ? 256 : 128);
-    s.scale = s.threshold > 0 ? static_cast<float>(s.threshold / (s.is_unsigned ? 255.0 : 127.0))
-                              : 1.0f;
+    s.scale =
+        s.threshold > 0 ? static_cast<float>(s.threshold / (s.is_unsigned ? 255.0 : 127.0)) : 1.0f;
     report.activations.push_back(s);
   }
   for (const Site& site : sites) {
@@ -260,8 +263,8 @@ Result<Int8Report> quantize_int8(Graph& graph, const Target& target, int64_t cou
     Value* x = node->input(0);
     auto found = dequantized.find(x);
     if (found == dequantized.end()) {
-      const size_t a = static_cast<size_t>(
-          std::find(activations.begin(), activations.end(), x) - activations.begin());
+      const size_t a = static_cast<size_t>(std::find(activations.begin(), activations.end(), x) -
+                                           activations.begin());
       KILN_ASSIGN_OR_RETURN(Value * dq, add_qdq(graph, x, report.activations[a], node));
       found = dequantized.emplace(x, dq).first;
     }

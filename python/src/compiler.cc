@@ -145,10 +145,10 @@ class Program {
   // The graph to quantize in place; an error naming `what` once the program is compiled.
   compiler::Graph& graph_to_quantize(std::string_view what) {
     if (exe_) {
-      raise_status(failed_precondition_error(fmt::format(
-          "{}: the program is already compiled; quantize after parse_onnx() and before "
-          "compile()",
-          what)));
+      raise_status(failed_precondition_error(
+          fmt::format("{}: the program is already compiled; quantize after parse_onnx() and before "
+                      "compile()",
+                      what)));
     }
     return *graph_;
   }
@@ -445,7 +445,8 @@ void bind_compiler(py::module_& m) {
         compiler::Graph& g = p.graph_to_quantize("quantize_" + dtype);
         Status status = [&] {
           py::gil_scoped_release release;
-          return dtype == "bf16" ? compiler::quantize_bf16(g, ops) : compiler::quantize_fp16(g, ops);
+          return dtype == "bf16" ? compiler::quantize_bf16(g, ops)
+                                 : compiler::quantize_fp16(g, ops);
         }();
         check_ok(status);
       },

@@ -48,9 +48,9 @@ class QuantizeCli : public ::testing::Test {
     Tensor batch(DType::kF32, Shape{4, 1, 8, 8});
     for (size_t i = 0; i < images.size(); ++i) {
       Tensor t = digit(images[i]);
-      ASSERT_TRUE(write_npy((dir_ / "test" / (images[i].stem().string() + ".npy")).string(),
-                            t.view())
-                      .ok());
+      ASSERT_TRUE(
+          write_npy((dir_ / "test" / (images[i].stem().string() + ".npy")).string(), t.view())
+              .ok());
       std::copy_n(t.data<float>(), 64, batch.data<float>() + (i % 4) * 64);
       if (i % 4 == 3) {
         const std::string name = "cal_" + std::to_string(i / 4) + ".npy";
@@ -66,9 +66,9 @@ class QuantizeCli : public ::testing::Test {
 };
 
 TEST_F(QuantizeCli, Int8ArtifactKeepsItsScalesAndRuns) {
-  KilnRun c = run_kiln("compile " + kModel + " --int8 --calibration " + path("calibration") +
-                       " --calibration-method percentile --percentile 99.9 -o " +
-                       path("digits_int8.kiln"));
+  KilnRun c =
+      run_kiln("compile " + kModel + " --int8 --calibration " + path("calibration") +
+               " --calibration-method percentile --percentile 99.9 -o " + path("digits_int8.kiln"));
   ASSERT_EQ(c.exit_code, 0) << c.output;
   EXPECT_NE(c.output.find("calibrating (percentile) [==============================] 4/4"),
             std::string::npos)
@@ -82,8 +82,8 @@ TEST_F(QuantizeCli, Int8ArtifactKeepsItsScalesAndRuns) {
         "u8[batch,1,8,8] = QuantizeLinear"}) {
     EXPECT_NE(p.output.find(expected), std::string::npos) << expected << "\n" << p.output;
   }
-  KilnRun r = run_kiln("run " + path("digits_int8.kiln") + " --input image=" +
-                       path("test/03_label3.npy"));
+  KilnRun r =
+      run_kiln("run " + path("digits_int8.kiln") + " --input image=" + path("test/03_label3.npy"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("logits: f32[1,10]"), std::string::npos) << r.output;
 }
@@ -107,8 +107,8 @@ TEST_F(QuantizeCli, VerifyBf16PrintsATable) {
       << v.output;
   EXPECT_NE(v.output.find("(16/16)"), std::string::npos) << v.output;
   // An impossible limit fails the command.
-  KilnRun strict = run_kiln("verify " + kModel + " --bf16 --inputs " + path("test") +
-                            " --min-cosine 1.5");
+  KilnRun strict =
+      run_kiln("verify " + kModel + " --bf16 --inputs " + path("test") + " --min-cosine 1.5");
   EXPECT_EQ(strict.exit_code, 1) << strict.output;
   EXPECT_NE(strict.output.find("BELOW the given limits"), std::string::npos) << strict.output;
 }
@@ -120,14 +120,15 @@ TEST_F(QuantizeCli, MistakesGetOneClearLine) {
             std::string::npos)
       << no_data.output;
   fs::create_directories(dir_ / "empty");
-  KilnRun empty = run_kiln("compile " + kModel + " --int8 --calibration " + path("empty") +
-                           " -o " + path("x.kiln"));
+  KilnRun empty = run_kiln("compile " + kModel + " --int8 --calibration " + path("empty") + " -o " +
+                           path("x.kiln"));
   EXPECT_NE(empty.exit_code, 0);
   EXPECT_NE(empty.output.find("holds no inputs"), std::string::npos) << empty.output;
   KilnRun both = run_kiln("compile " + kModel + " --fp16 --bf16 -o " + path("x.kiln"));
   EXPECT_NE(both.exit_code, 0);
   EXPECT_NE(both.output.find("excludes"), std::string::npos) << both.output;
-  KilnRun bad_op = run_kiln("run " + kModel + " --input-shape image=1x1x8x8 --bf16 --quantize-ops Conv,Frob");
+  KilnRun bad_op =
+      run_kiln("run " + kModel + " --input-shape image=1x1x8x8 --bf16 --quantize-ops Conv,Frob");
   EXPECT_NE(bad_op.exit_code, 0);
   EXPECT_NE(bad_op.output.find("unknown op \"Frob\""), std::string::npos) << bad_op.output;
 }

@@ -35,7 +35,9 @@ bool is_float(const Value* v) {
          (v->tensor_type().dtype == DType::kF32 || v->tensor_type().dtype == DType::kBF16);
 }
 
-DType dtype(const Value* v) { return v->tensor_type().dtype; }
+DType dtype(const Value* v) {
+  return v->tensor_type().dtype;
+}
 
 // Every value is f32 or bf16, all of the same type.
 bool same_float(std::initializer_list<const Value*> values) {
@@ -315,8 +317,8 @@ bool lower_conv(ProgramBuilder& b, const Node& conv, const Node* add) {
 bool lower_pool(ProgramBuilder& b, const Node& node) {
   if (!same_float({node.input(0), node.output(0)})) return false;
   const memory::desc src = b.layout_of(node.input(0));
-  std::optional<dnnl::pooling_v2_forward::desc> desc = pool_desc(
-      node, src, any_desc(node.output(0)->tensor_type().shape(), dtype(node.output(0))));
+  std::optional<dnnl::pooling_v2_forward::desc> desc =
+      pool_desc(node, src, any_desc(node.output(0)->tensor_type().shape(), dtype(node.output(0))));
   if (!desc) return false;
   dnnl::pooling_v2_forward::primitive_desc pd(*desc, scratchpad_attr(), b.engine());
   std::vector<Arg> args;
@@ -686,10 +688,9 @@ bool lower_matmul(ProgramBuilder& b, const Node& node) {
   args.push_back({DNNL_ARG_WEIGHTS, -1, pd.weights_desc(),
                   pack(b.engine(), user_weights, w->raw_data(), pd.weights_desc())});
   if (bias != nullptr) {
-    args.push_back(
-        {DNNL_ARG_BIAS, -1, bias_desc,
-         pack(b.engine(), plain_desc(memory::dims{1, n}, bias->dtype()), bias->raw_data(),
-              bias_desc)});
+    args.push_back({DNNL_ARG_BIAS, -1, bias_desc,
+                    pack(b.engine(), plain_desc(memory::dims{1, n}, bias->dtype()),
+                         bias->raw_data(), bias_desc)});
   }
   args.push_back({DNNL_ARG_DST, b.define(tail.out, plain_desc(y, type)), dst, {}});
   if (int sp = b.scratch(pd.scratchpad_desc().get_size()); sp >= 0) {

@@ -397,7 +397,8 @@ TEST(CpuProgram, Bf16RegionsRunOnOneDnnBetweenTwoCasts) {
   EXPECT_EQ(program->count_steps("Conv+Add+Relu"), 2) << print_graph(exe->graph());
   EXPECT_EQ(program->count_steps("Cast"), 2);
   std::string steps;
-  for (const auto& step : program->steps()) steps += step->kind + " " + step->node->describe() + "\n";
+  for (const auto& step : program->steps())
+    steps += step->kind + " " + step->node->describe() + "\n";
   // Reorders at the edges, and around the max pool (whose bf16 kernel reads another blocking
   // than the AMX convolutions write).
   EXPECT_LE(program->count_steps("Reorder"), 4) << steps;
