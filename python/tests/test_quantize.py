@@ -110,3 +110,45 @@ def test_int8_errors_say_what_to_do(digits):
     compiled.compile(ref)
     with pytest.raises(kiln.KilnError, match="already compiled"):
         kiln.quantize_bf16(compiled)
+
+
+def test_cli_calibrates_and_verifies_images_through_a_pipeline(tmp_path, kiln_cli, digits):
+    """The held-out digits as PNG files in one folder per class, read by a JSON pipeline that
+    decodes, normalizes and batches them: `kiln compile --int8 --calibration-pipeline` and
+    `kiln verify --int8 --pipeline`, whose accuracy uses the pipeline's labels."""
+    import json
+    import subprocess
+
+    from PIL import Image
+
+    batch, labels = digits
+    images = tmp_path / "images"
+    for i, (x, label) in enumerate(zip(batch, labels)):
+        folder = images / str(label)
+        folder.mkdir(parents=True, exist_ok=True)
+        Image.fromarray((x[0] * 240).round().astype(np.uint8), "L").save(folder / f"{i:02d}.png")
+    pipeline = tmp_path / "digits.json"
+    pipeline.write_text(json.dumps({
+        "batch_size": 4, "num_threads": 1, "outputs": ["images", "label"],
+        "operators": [
+            {"op": "readers.file", "args": {}},
+            {"op": "decoders.image", "args": {"output_type": "GRAY"}},
+            {"op": "crop_mirror_normalize", "args": {"mean": [0.0], "std": [240.0]}}]}))
+    artifact = tmp_path / "digits_int8.kiln"
+    subprocess.run([kiln_cli, "compile", DIGITS_MODEL, "--int8", "--calibration", str(images),
+                    "--calibration-pipeline", str(pipeline), "-o", str(artifact)],
+                   check=True, capture_output=True)
+    printed = subprocess.run([kiln_cli, "print", str(artifact)], check=True, capture_output=True,
+                             text=True).stdout
+    assert "calibration-pipeline" in printed and "= QuantizeLinear[" in printed
+    verified = subprocess.run(
+        [kiln_cli, "verify", DIGITS_MODEL, "--int8", "--calibration", str(images),
+         "--calibration-pipeline", str(pipeline), "--inputs", str(images), "--pipeline",
+         str(pipeline), "--json"], check=True, capture_output=True, text=True).stdout
+    result = json.loads(verified.strip().splitlines()[-1])
+    logits = result["outputs"][0]
+    assert logits["rows"] == 16 and logits["labeled"] == 16
+    assert logits["top1_agreement"] >= 15 / 16 * 100
+    # The pipeline reproduces the model's inputs, so fp32 is as accurate as on the arrays.
+    fp32 = logits(kiln.parse_onnx(DIGITS_MODEL), "ref", batch)
+    assert abs(logits["accuracy_fp32"] - 100 * (fp32.argmax(1) == labels).mean()) < 1e-6
