@@ -146,9 +146,9 @@ def test_cli_calibrates_and_verifies_images_through_a_pipeline(tmp_path, kiln_cl
          "--calibration-pipeline", str(pipeline), "--inputs", str(images), "--pipeline",
          str(pipeline), "--json"], check=True, capture_output=True, text=True).stdout
     result = json.loads(verified.strip().splitlines()[-1])
-    logits = result["outputs"][0]
-    assert logits["rows"] == 16 and logits["labeled"] == 16
-    assert logits["top1_agreement"] >= 15 / 16 * 100
+    out = result["outputs"][0]
+    assert out["rows"] == 16 and out["labeled"] == 16
+    assert out["top1_agreement"] >= 15 / 16 * 100
     # The pipeline reproduces the model's inputs, so fp32 is as accurate as on the arrays.
     fp32 = logits(kiln.parse_onnx(DIGITS_MODEL), "ref", batch)
-    assert abs(logits["accuracy_fp32"] - 100 * (fp32.argmax(1) == labels).mean()) < 1e-6
+    assert abs(out["accuracy_fp32"] - 100 * (fp32.argmax(1) == labels).mean()) < 1e-6
