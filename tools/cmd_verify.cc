@@ -99,7 +99,14 @@ CommandAction add_verify_command(CLI::App& app) {
   cmd->add_option("--min-top1", q.min_top1, "fail when top-1 agreement (percent) is below this");
   cmd->add_option("--min-cosine", q.min_cosine, "fail when cosine similarity is below this");
   return [opts, target_option] {
-    if (opts->quantized.quantize.any()) {
+    const VerifyQuantizedOptions& given = opts->quantized;
+    if (!given.quantize.any() && (!given.inputs.empty() || !given.labels.empty() ||
+                                  !given.pipeline.empty() || given.json)) {
+      return report_error(invalid_argument_error(
+          "--inputs, --labels, --pipeline and --json compare a quantized model with fp32: add "
+          "--fp16, --bf16 or --int8"));
+    }
+    if (given.quantize.any()) {
       VerifyQuantizedOptions q = opts->quantized;
       q.model = opts->model;
       q.target = opts->target;

@@ -100,10 +100,6 @@ QuantizedWeight quantize_weight(const Tensor& w, int64_t axis) {
   return q;
 }
 
-Status set_inferred(Node* node) {
-  return infer_node(*node);
-}
-
 // Inserts QuantizeLinear -> DequantizeLinear of `x` before `before` and returns the DQ output.
 Result<Value*> add_qdq(Graph& graph, Value* x, const ActivationScale& a, Node* before) {
   Value* scale = graph.add_constant(Tensor::scalar<float>(a.scale),
@@ -113,10 +109,10 @@ Result<Value*> add_qdq(Graph& graph, Value* x, const ActivationScale& a, Node* b
       graph.add_constant(std::move(zp), graph.unique_name(x->name() + "_zero_point"), before);
   Node* q = graph.add_node(Op(ops::QuantizeLinear{}), {x, scale, zero}, 1,
                            x->name() + "_QuantizeLinear", before);
-  KILN_RETURN_IF_ERROR(set_inferred(q));
+  KILN_RETURN_IF_ERROR(infer_node(*q));
   Node* dq = graph.add_node(Op(ops::DequantizeLinear{}), {q->output(0), scale, zero}, 1,
                             x->name() + "_DequantizeLinear", before);
-  KILN_RETURN_IF_ERROR(set_inferred(dq));
+  KILN_RETURN_IF_ERROR(infer_node(*dq));
   return dq->output(0);
 }
 
@@ -132,7 +128,7 @@ Result<Value*> add_weight_dq(Graph& graph, Value* w, int64_t axis, Node* before)
   op.axis = axis;
   Node* dq =
       graph.add_node(Op(op), {values, scales, zero}, 1, w->name() + "_DequantizeLinear", before);
-  KILN_RETURN_IF_ERROR(set_inferred(dq));
+  KILN_RETURN_IF_ERROR(infer_node(*dq));
   return dq->output(0);
 }
 
