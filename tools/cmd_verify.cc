@@ -100,8 +100,8 @@ CommandAction add_verify_command(CLI::App& app) {
   cmd->add_option("--min-cosine", q.min_cosine, "fail when cosine similarity is below this");
   return [opts, target_option] {
     const VerifyQuantizedOptions& given = opts->quantized;
-    if (!given.quantize.any() && (!given.inputs.empty() || !given.labels.empty() ||
-                                  !given.pipeline.empty() || given.json)) {
+    if (!given.quantize.any() &&
+        (!given.inputs.empty() || !given.labels.empty() || !given.pipeline.empty() || given.json)) {
       return report_error(invalid_argument_error(
           "--inputs, --labels, --pipeline and --json compare a quantized model with fp32: add "
           "--fp16, --bf16 or --int8"));
