@@ -82,6 +82,10 @@ std::optional<StaticShapes> static_shapes(const Node& node, bool allow_bf16) {
   std::optional<Shape> out = static_f32(node.output(0));
   if (!out) return std::nullopt;
   shapes.output = std::move(*out);
+  shapes.dtype = node.output(0)->tensor_type().dtype;
+  for (const Value* v : node.inputs()) {
+    if (v != nullptr && v->tensor_type().dtype != shapes.dtype) return std::nullopt;
+  }
   return shapes;
 }
 
@@ -120,12 +124,12 @@ bool DnnlKernel::matches(ref::KernelContext& ctx) const {
     if (want.has_value() != ctx.has_input(i)) return false;
     if (!want) continue;
     const Argument& a = ctx.input_arg(i);
-    if (!a.is_tensor() || a.tensor().dtype() != DType::kF32 || a.tensor().shape() != *want) {
+    if (!a.is_tensor() || a.tensor().dtype() != shapes_.dtype || a.tensor().shape() != *want) {
       return false;
     }
   }
   const Tensor& out = ctx.output(0);
-  return out.defined() && out.dtype() == DType::kF32 && out.shape() == shapes_.output;
+  return out.defined() && out.dtype() == shapes_.dtype && out.shape() == shapes_.output;
 }
 
 Status DnnlKernel::run(ref::KernelContext& ctx) const {

@@ -33,9 +33,10 @@ dnnl::memory::dims to_dims(const std::vector<int64_t>& values);
 struct StaticShapes {
   std::vector<std::optional<Shape>> inputs;
   Shape output;
+  DType dtype = DType::kF32;  // every tensor's element type
 };
 std::optional<StaticShapes> static_f32_shapes(const Node& node);
-// The same, also accepting bf16 tensors (for the planned program, which runs bf16 regions).
+// The same, also accepting nodes whose tensors are all bf16 (what quantize_bf16 leaves).
 std::optional<StaticShapes> static_float_shapes(const Node& node);
 
 // `src` copied into a new memory of layout `layout` (a reorder when they differ), at compile time.

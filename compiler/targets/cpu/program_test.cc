@@ -410,5 +410,38 @@ TEST(CpuProgram, Bf16RegionsRunOnOneDnnBetweenTwoCasts) {
   expect_no_live_overlap(*program);
 }
 
+TEST(CpuProgram, Bf16ActivationProductsRunOnOneDnn) {
+  // Attention's shape: scores = q x k^T of two activations, then Softmax (kept in fp32).
+  auto build = [] {
+    auto graph = std::make_shared<Graph>("attention");
+    GraphBuilder b(*graph);
+    Value* q = b.input("q", TensorType(DType::kF32, Shape{2, 6, 8}));
+    Value* k = b.input("k", TensorType(DType::kF32, Shape{2, 8, 6}));
+    Value* scores = b.add(Op(ops::MatMul{}), {q, k}, "scores");
+    b.output(b.add(Op(ops::Softmax{}), {scores}, "probs"));
+    EXPECT_TRUE(b.status().ok()) << b.status().to_string();
+    return graph;
+  };
+  const std::vector<Tensor> inputs = {random_tensor(Shape{2, 6, 8}, 3),
+                                      random_tensor(Shape{2, 8, 6}, 4)};
+  std::shared_ptr<Graph> for_ref = build();
+  ASSERT_TRUE(quantize_bf16(*for_ref).ok());
+  std::shared_ptr<Graph> graph = build();
+  ASSERT_TRUE(quantize_bf16(*graph).ok());
+  EXPECT_NE(print_graph(*graph).find("%scores: bf16[2,6,6] = MatMul"), std::string::npos)
+      << print_graph(*graph);
+  std::shared_ptr<Executable> exe = compile_for(graph, "cpu");
+  ASSERT_NE(exe, nullptr);
+  ASSERT_NE(cpu_program(*exe), nullptr);
+  // Every node — the Casts, the bf16 MatMul, the Softmax — runs on oneDNN, none on ref.
+  EXPECT_EQ(cpu_dnnl_node_count(*exe), exe->graph().num_nodes()) << print_graph(exe->graph());
+  std::vector<Tensor> want = run(*compile_for(for_ref, "ref"), inputs);
+  std::vector<Tensor> got = run(*exe, inputs);
+  ASSERT_EQ(got.size(), 1u);
+  for (int64_t i = 0; i < got[0].numel(); ++i) {
+    EXPECT_NEAR(got[0].data<float>()[i], want[0].data<float>()[i], 0.01) << i;
+  }
+}
+
 }  // namespace
 }  // namespace kiln::compiler
