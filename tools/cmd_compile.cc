@@ -12,6 +12,7 @@
 #include "core/mapped_file.h"
 #include "tools/command.h"
 #include "tools/model_io.h"
+#include "tools/quantize_flags.h"
 
 namespace kiln::tools {
 
@@ -24,6 +25,7 @@ struct Options {
   std::vector<std::string> input_shapes;
   int64_t batch = 0;
   uint64_t seed = 0;
+  QuantizeFlags quantize;
 };
 
 // The input shapes to import with: --input-shape as given, and with --batch N every other input's
@@ -87,8 +89,10 @@ int run_compile(const Options& opts) {
   if (!target.ok()) return report_error(target.status());
   compiler::CompileOptions options;
   options.seed = opts.seed;
-  auto exe = compiler::compile(std::shared_ptr<compiler::Graph>(std::move((*model)->graph)),
-                               **target, options);
+  std::shared_ptr<compiler::Graph> graph(std::move((*model)->graph));
+  Status quantized = apply_quantization(*graph, opts.quantize, **target);
+  if (!quantized.ok()) return report_error(quantized);
+  auto exe = compiler::compile(std::move(graph), **target, options);
   if (!exe.ok()) return report_error(exe.status());
   auto compiled = std::chrono::steady_clock::now();
 
@@ -109,6 +113,10 @@ int run_compile(const Options& opts) {
     source.options.emplace_back("seed", std::to_string(opts.seed));
     source.recompile_command += fmt::format(" --seed {}", opts.seed);
   }
+  for (const auto& [flag, value] : opts.quantize.as_options()) {
+    source.options.emplace_back(flag, value);
+    source.recompile_command += value.empty() ? " --" + flag : fmt::format(" --{} {}", flag, value);
+  }
   source.recompile_command += " -o " + opts.output;
   Status saved = compiler::save_artifact(opts.output, **exe, options, source);
   if (!saved.ok()) return report_error(saved);
@@ -116,10 +124,11 @@ int run_compile(const Options& opts) {
 
   const auto size = std::filesystem::file_size(opts.output, ec);
   fmt::print(
-      "wrote {} ({} bytes) for target {}: imported in {:.1f} ms, compiled in {:.1f} ms, "
+      "wrote {} ({} bytes) for target {} in {}: imported in {:.1f} ms, compiled in {:.1f} ms, "
       "written in {:.1f} ms\n",
-      opts.output, ec ? 0 : size, opts.target, ms(imported - start).count(),
-      ms(compiled - imported).count(), ms(written - compiled).count());
+      opts.output, ec ? 0 : size, opts.target, opts.quantize.describe(),
+      ms(imported - start).count(), ms(compiled - imported).count(),
+      ms(written - compiled).count());
   return 0;
 }
 
@@ -145,6 +154,7 @@ CommandAction add_compile_command(CLI::App& app) {
       ->check(CLI::PositiveNumber);
   cmd->add_option("--seed", opts->seed, "seed of random ops (stored in the artifact)")
       ->capture_default_str();
+  add_quantize_flags(cmd, &opts->quantize, true);
   return [opts] { return run_compile(*opts); };
 }
 

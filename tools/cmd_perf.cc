@@ -15,6 +15,7 @@
 #include "core/gpu.h"
 #include "tools/command.h"
 #include "tools/model_io.h"
+#include "tools/quantize_flags.h"
 
 namespace kiln::tools {
 
@@ -33,6 +34,7 @@ struct Options {
   bool json = false;
   bool device_io = false;
   ModelInputOptions inputs;
+  QuantizeFlags quantize;
 };
 
 // The inputs uploaded to GPU memory and room for the outputs, for Executable::run_device; checks
@@ -171,6 +173,8 @@ int run_perf(const Options& opts) {
   compiler::CompileOptions compile_options;
   compile_options.threads = opts.threads;
   std::shared_ptr<compiler::Graph> graph(std::move(prepared->model->graph));
+  Status quantized = apply_quantization(*graph, opts.quantize, **target);
+  if (!quantized.ok()) return report_error(quantized);
   const auto compile_start = Clock::now();
   auto exe = compiler::compile(graph, **target, compile_options);
   if (!exe.ok()) return report_error(exe.status());
@@ -311,6 +315,7 @@ CommandAction add_perf_command(CLI::App& app) {
   cmd->add_flag("--device-io", opts->device_io,
                 "cuda: time runs on inputs and outputs already in GPU memory (run_device), as "
                 "frameworks are timed; the default copies host tensors in and out");
+  add_quantize_flags(cmd, &opts->quantize, false);
   return [opts] { return run_perf(*opts); };
 }
 

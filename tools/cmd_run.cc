@@ -8,6 +8,7 @@
 #include "compiler/targets/target.h"
 #include "tools/command.h"
 #include "tools/model_io.h"
+#include "tools/quantize_flags.h"
 
 namespace kiln::tools {
 
@@ -17,6 +18,7 @@ CommandAction add_run_command(CLI::App& app) {
     std::string target = "ref";
     std::string output_dir;
     ModelInputOptions inputs;
+    QuantizeFlags quantize;
   };
   auto opts = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand("run", "Compile a model and run it once");
@@ -31,12 +33,19 @@ CommandAction add_run_command(CLI::App& app) {
   cmd->add_option("--output-dir", opts->output_dir,
                   "write each output as DIR/<name>.npy plus DIR/outputs.json");
   cmd->add_option("--seed", opts->inputs.seed, "seed of the random inputs")->capture_default_str();
+  add_quantize_flags(cmd, &opts->quantize, false);
   return [opts, target_option] {
     using ms = std::chrono::duration<double, std::milli>;
     auto prepared = prepare_model(opts->model, opts->inputs);
     if (!prepared.ok()) return report_error(prepared.status());
     std::shared_ptr<compiler::Executable> exe = prepared->executable;
     std::string how;
+    if (exe != nullptr && opts->quantize.any()) {
+      return report_error(invalid_argument_error(fmt::format(
+          "{} is a compiled artifact; --fp16/--bf16 apply to an .onnx model (compile it with "
+          "kiln compile --fp16/--bf16)",
+          opts->model)));
+    }
     if (exe != nullptr) {
       if (target_option->count() > 0 && opts->target != prepared->artifact.target) {
         return report_error(invalid_argument_error(fmt::format(
@@ -49,6 +58,8 @@ CommandAction add_run_command(CLI::App& app) {
       auto target = compiler::make_target(opts->target);
       if (!target.ok()) return report_error(target.status());
       std::shared_ptr<compiler::Graph> graph(std::move(prepared->model->graph));
+      Status quantized = apply_quantization(*graph, opts->quantize, **target);
+      if (!quantized.ok()) return report_error(quantized);
       auto start = std::chrono::steady_clock::now();
       auto compiled = compiler::compile(graph, **target);
       if (!compiled.ok()) return report_error(compiled.status());

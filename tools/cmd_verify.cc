@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// `kiln verify`: run a target and ref on the same inputs and compare every output.
+// `kiln verify`: run a target and ref on the same inputs and compare every output, or (with
+// --fp16/--bf16/--int8) a quantized model with its fp32 original.
 #include <fmt/format.h>
 
 #include <cmath>
@@ -8,6 +9,7 @@
 #include "compiler/targets/target.h"
 #include "tools/command.h"
 #include "tools/model_io.h"
+#include "tools/verify_quantized.h"
 
 namespace kiln::tools {
 
@@ -68,6 +70,7 @@ CommandAction add_verify_command(CLI::App& app) {
     double rtol = 1e-3;
     double atol = 1e-5;
     ModelInputOptions inputs;
+    VerifyQuantizedOptions quantized;
   };
   auto opts = std::make_shared<Options>();
   CLI::App* cmd =
@@ -84,7 +87,32 @@ CommandAction add_verify_command(CLI::App& app) {
   cmd->add_option("--input-shape", opts->inputs.input_shapes,
                   "NAME=1x3x224x224 for a dynamic input");
   cmd->add_option("--seed", opts->inputs.seed, "seed of the random inputs")->capture_default_str();
+  VerifyQuantizedOptions& q = opts->quantized;
+  add_quantize_flags(cmd, &q.quantize, true);
+  cmd->add_option("--inputs", q.inputs,
+                  "with --fp16/--bf16/--int8: a folder of inputs to compare over (.npy files, or "
+                  "images with --pipeline)");
+  cmd->add_option("--pipeline", q.pipeline, "pipeline JSON that turns --inputs images into inputs");
+  cmd->add_option("--labels", q.labels,
+                  "\"FILE LABEL\" lines (e.g. labels.txt): report the accuracy of both models");
+  cmd->add_flag("--json", q.json, "print one line of JSON instead of the table");
+  cmd->add_option("--min-top1", q.min_top1, "fail when top-1 agreement (percent) is below this");
+  cmd->add_option("--min-cosine", q.min_cosine, "fail when cosine similarity is below this");
   return [opts, target_option] {
+    const VerifyQuantizedOptions& given = opts->quantized;
+    if (!given.quantize.any() &&
+        (!given.inputs.empty() || !given.labels.empty() || !given.pipeline.empty() || given.json)) {
+      return report_error(invalid_argument_error(
+          "--inputs, --labels, --pipeline and --json compare a quantized model with fp32: add "
+          "--fp16, --bf16 or --int8"));
+    }
+    if (given.quantize.any()) {
+      VerifyQuantizedOptions q = opts->quantized;
+      q.model = opts->model;
+      q.target = opts->target;
+      q.input_shapes = opts->inputs.input_shapes;
+      return verify_quantized(q);
+    }
     // Two loads give each target its own graph. An artifact's target runs the artifact; ref runs
     // the artifact's (already optimized) graph without passes.
     auto for_ref = prepare_model(opts->model, opts->inputs);

@@ -7,22 +7,19 @@
 # the served chain, which takes encoded images) with labels.txt
 # there (outside the repository: every folder in it is a model).
 # Deterministic: rerunning it gives the same files.
-# The digits come from scikit-learn's own data file: sklearn.datasets.load_digits when
-# python3-sklearn is installed, else digits.csv.gz taken out of Debian's python3-sklearn package
-# (`apt-get download`, no install: on Debian 12 python3-sklearn needs libboost1.74-dev, which
-# conflicts with the libboost1.81-dev kiln builds with).
+# The digits and the split come from digits_data.py (scikit-learn's own data file).
 # Usage: /usr/bin/python3 examples/repository/train_digits.py
-import glob
-import gzip
 import os
 import struct
-import subprocess
-import tempfile
+import sys
 import zlib
 
 import numpy as np
 import torch
 from torch import nn
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import digits_data  # noqa: E402
 
 here = os.path.dirname(os.path.abspath(__file__))
 
@@ -42,35 +39,7 @@ torch.manual_seed(0)
 torch.set_num_threads(1)
 torch.use_deterministic_algorithms(True)
 
-
-
-def load_digits():
-    """Returns (images [1797, 8, 8] float32 0..16, labels [1797] int64) from digits.csv.gz."""
-    try:
-        from sklearn.datasets import load_digits as sklearn_digits
-        d = sklearn_digits()
-        return d.images.astype(np.float32), d.target.astype(np.int64)
-    except ImportError:
-        pass
-    cache = os.path.join(here, "..", "..", "build", "digits-data")
-    found = glob.glob(os.path.join(cache, "**", "digits.csv.gz"), recursive=True)
-    if not found:
-        os.makedirs(cache, exist_ok=True)
-        with tempfile.TemporaryDirectory() as tmp:
-            subprocess.run(["apt-get", "download", "python3-sklearn"], cwd=tmp, check=True)
-            deb = glob.glob(os.path.join(tmp, "python3-sklearn_*.deb"))[0]
-            subprocess.run(["dpkg-deb", "-x", deb, cache], check=True)
-        found = glob.glob(os.path.join(cache, "**", "digits.csv.gz"), recursive=True)
-    with gzip.open(found[0]) as f:
-        data = np.loadtxt(f, delimiter=",", dtype=np.float32)
-    return data[:, :-1].reshape(-1, 8, 8), data[:, -1].astype(np.int64)
-
-
-images, labels = load_digits()
-order = np.random.RandomState(0).permutation(len(labels))
-split = len(labels) * 3 // 4
-x_train, y_train = images[order[:split]], labels[order[:split]]
-x_test, y_test = images[order[split:]], labels[order[split:]]
+(x_train, y_train), (x_test, y_test) = digits_data.train_test_split()
 
 
 def to_input(x):

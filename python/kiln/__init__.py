@@ -58,14 +58,6 @@ def get_target(name):
     return _get_target("cuda" if name == "gpu" else name)
 
 
-def _not_yet(what, issue):
-    raise _error(
-        KilnNotImplementedError,
-        f"{what} is not supported yet: it arrives with the {issue} issue; until then compile "
-        "from the .onnx model with parse_onnx() and compile()",
-        "UNIMPLEMENTED")
-
-
 def save(p, filename, format="kiln"):
     """Writes the compiled program ``p`` to ``filename`` as a .kiln artifact (MIGraphX's
     ``save``; ``format`` is accepted for MIGraphX scripts). Builds without artifacts raise
@@ -89,20 +81,35 @@ def load_buffer(buffer, format="kiln"):
     return _kiln.load_buffer(bytes(buffer))
 
 
+def _names(ins_names):
+    return [ins_names] if isinstance(ins_names, str) else [str(n) for n in ins_names]
+
+
 def quantize_fp16(prog, ins_names=("all",)):
-    """Converts a program to fp16. Not available yet: raises KilnNotImplementedError."""
-    _not_yet("kiln.quantize_fp16", "quantization")
+    """Converts the parsed (not yet compiled) program ``prog`` to fp16 in place, as MIGraphX's
+    ``quantize_fp16``: ``ins_names`` are ONNX op names ("Conv", "MatMul", ...), MIGraphX's
+    ("convolution", "dot"), or "all" for every compute op. Numerically sensitive ops (Softmax,
+    normalizations, reductions, Exp, Log) stay fp32 unless named; inputs and outputs stay fp32.
+    On the cpu target fp16 ops compute through fp32 kernels; bf16 runs natively there."""
+    _kiln._quantize_float(prog, "fp16", _names(ins_names))
 
 
 def quantize_bf16(prog, ins_names=("all",)):
-    """Converts a program to bf16. Not available yet: raises KilnNotImplementedError."""
-    _not_yet("kiln.quantize_bf16", "quantization")
+    """Converts ``prog`` to bf16 in place (see quantize_fp16). On the cpu target, bf16
+    convolutions and matrix products run on oneDNN's bf16 kernels (AVX-512 BF16 / AMX)."""
+    _kiln._quantize_float(prog, "bf16", _names(ins_names))
 
 
-def quantize_int8(prog, t, calibration=(), ins_names=("dot", "convolution")):
-    """Quantizes a program to int8 with calibration data. Not available yet: raises
-    KilnNotImplementedError."""
-    _not_yet("kiln.quantize_int8", "quantization")
+def quantize_int8(prog, t, calibration=(), ins_names=("dot", "convolution"), method="max",
+                  percentile=99.99, progress=False):
+    """Post-training int8 quantization of the parsed program ``prog`` in place (MIGraphX's
+    ``quantize_int8``): runs ``prog`` on target ``t`` over ``calibration`` (a list of
+    ``{input name: array}`` dicts), picks each activation's range with ``method`` ("max",
+    "percentile" with ``percentile``, or "entropy"), and rewrites the ``ins_names`` ops ("dot":
+    MatMul and Gemm, "convolution": Conv) into ONNX QDQ form: per-tensor u8/s8 activations and
+    symmetric per-channel int8 weights. ``progress`` draws a bar on stderr. Compile afterwards."""
+    _kiln._quantize_int8(prog, t, list(calibration), _names(ins_names), method, float(percentile),
+                         bool(progress))
 
 
 def generate_argument(s, seed=0):

@@ -14,8 +14,10 @@
 #include "compiler/artifact/checksum.h"
 #include "compiler/ir/printer.h"
 #include "compiler/onnx/importer.h"
+#include "compiler/quantize/quantize.h"
 #include "compiler/targets/target.h"
 #include "core/mapped_file.h"
+#include "core/progress.h"
 #include "python/src/bindings.h"
 #include "python/src/shape.h"
 
@@ -83,6 +85,17 @@ class Program {
   }
   const compiler::CompileOptions& options() const { return options_; }
   const ProgramSource& source() const { return source_; }
+
+  // The graph to quantize in place; an error naming `what` once the program is compiled.
+  compiler::Graph& graph_to_quantize(std::string_view what) {
+    if (exe_) {
+      raise_status(failed_precondition_error(
+          fmt::format("{}: the program is already compiled; quantize after parse_onnx() and before "
+                      "compile()",
+                      what)));
+    }
+    return *graph_;
+  }
 
   py::list run(const py::dict& params) const {
     if (!exe_) {
@@ -383,6 +396,57 @@ void bind_compiler(py::module_& m) {
       .def("opset", &Program::opset)
       .def("print", [](const Program& p) { py::print(p.to_string(), "end"_a = ""); })
       .def("__str__", &Program::to_string);
+
+  m.def(
+      "_quantize_float",
+      [](Program& p, const std::string& dtype, const std::vector<std::string>& ops) {
+        compiler::Graph& g = p.graph_to_quantize("quantize_" + dtype);
+        Status status = [&] {
+          py::gil_scoped_release release;
+          return dtype == "bf16" ? compiler::quantize_bf16(g, ops)
+                                 : compiler::quantize_fp16(g, ops);
+        }();
+        check_ok(status);
+      },
+      "p"_a, "dtype"_a, "ops"_a);
+  m.def(
+      "_quantize_int8",
+      [](Program& p, const compiler::Target& t, const py::list& calibration,
+         const std::vector<std::string>& ops, const std::string& method, double percentile,
+         bool progress) {
+        compiler::Graph& g = p.graph_to_quantize("quantize_int8");
+        std::vector<compiler::CalibrationBatch> batches;
+        for (size_t i = 0; i < calibration.size(); ++i) {
+          py::handle item = calibration[i];
+          if (!py::isinstance<py::dict>(item)) {
+            raise_status(invalid_argument_error(fmt::format(
+                "quantize_int8: calibration[{}] is not a dict of input name -> array", i)));
+          }
+          compiler::CalibrationBatch batch;
+          for (auto kv : item.cast<py::dict>()) {
+            const auto name = py::str(kv.first).cast<std::string>();
+            batch.emplace(name, py::isinstance<Tensor>(kv.second)
+                                    ? kv.second.cast<Tensor>()
+                                    : tensor_from_numpy(kv.second,
+                                                        fmt::format("quantize_int8: calibration[{}]"
+                                                                    "[\"{}\"]",
+                                                                    i, name)));
+          }
+          batches.push_back(std::move(batch));
+        }
+        compiler::Int8Options options;
+        options.ops = ops;
+        options.method = unwrap(compiler::parse_calibration_method(method));
+        options.percentile = percentile;
+        ProgressBar bar(fmt::format("calibrating ({})", method));
+        if (progress) options.progress = bar.callback();
+        Result<compiler::Int8Report> report = [&] {
+          py::gil_scoped_release release;
+          return compiler::quantize_int8(g, t, batches, options);
+        }();
+        unwrap(std::move(report));
+      },
+      "p"_a, "t"_a, "calibration"_a, "ops"_a, "method"_a, "percentile"_a, "progress"_a);
 
   m.def("save", &save_program, "p"_a, "filename"_a,
         "Writes a compiled program as a .kiln artifact.");

@@ -229,17 +229,6 @@ def test_errors_carry_kilns_message(tmp_path, digit):
         kiln.generate_argument(kiln.parse_onnx(MODEL).get_parameter_shapes()["image"])
 
 
-def test_not_yet_supported_capabilities_say_so():
-    prog = kiln.parse_onnx(MODEL)
-    calls = [lambda: kiln.quantize_fp16(prog), lambda: kiln.quantize_bf16(prog),
-             lambda: kiln.quantize_int8(prog, kiln.get_target("ref"), calibration=[])]
-    for call in calls:
-        with pytest.raises(kiln.KilnNotImplementedError, match="not supported yet") as e:
-            call()
-        assert isinstance(e.value, NotImplementedError) and isinstance(e.value, kiln.KilnError)
-        assert e.value.code == "UNIMPLEMENTED"
-
-
 @pytest.mark.parametrize("target", targets())
 def test_save_and_load_round_trip(tmp_path, digit, target):
     prog = kiln.parse_onnx(MODEL, map_input_dims={"image": [1, 1, 28, 28]})

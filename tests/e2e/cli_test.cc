@@ -12,29 +12,12 @@
 
 #include "core/mapped_file.h"
 #include "core/npy.h"
+#include "tests/e2e/run_kiln.h"
 
 namespace fs = std::filesystem;
 
 namespace kiln {
 namespace {
-
-struct KilnRun {
-  int exit_code;
-  std::string output;  // stdout and stderr together
-};
-
-KilnRun run_kiln(const std::string& args) {
-  std::string command = std::string(KILN_CLI) + " " + args + " 2>&1";
-  KilnRun r{-1, ""};
-  FILE* pipe = ::popen(command.c_str(), "r");
-  if (pipe == nullptr) return r;
-  char buffer[4096];
-  size_t n;
-  while ((n = std::fread(buffer, 1, sizeof(buffer), pipe)) > 0) r.output.append(buffer, n);
-  int status = ::pclose(pipe);
-  r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  return r;
-}
 
 int count_lines(const std::string& s) {
   return static_cast<int>(std::count(s.begin(), s.end(), '\n'));

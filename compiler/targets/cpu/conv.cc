@@ -9,10 +9,11 @@ namespace kiln::compiler::cpu {
 
 using dnnl::memory;
 
-std::optional<ConvSetup> conv_setup(const Node& node) {
+std::optional<ConvSetup> conv_setup(const Node& node, bool allow_bf16) {
   const auto& op = node.attrs<ops::Conv>();
   if (op.activation && *op.activation != "Relu") return std::nullopt;
-  std::optional<StaticShapes> shapes = static_f32_shapes(node);
+  std::optional<StaticShapes> shapes =
+      allow_bf16 ? static_float_shapes(node) : static_f32_shapes(node);
   if (!shapes || node.num_inputs() < 2 || !shapes->inputs[1]) return std::nullopt;
   const Shape& x = *shapes->inputs[0];
   const Shape& w = *shapes->inputs[1];
@@ -44,7 +45,7 @@ std::optional<ConvSetup> conv_setup(const Node& node) {
     s.weights[0] = w[0] / groups;
     s.weights.insert(s.weights.begin(), groups);
   }
-  s.user_weights = plain_desc(s.weights);
+  s.user_weights = plain_desc(s.weights, node.input(1)->tensor_type().dtype);
   s.weights_const = node.input(1)->constant_value();
   s.has_bias = has_bias;
   if (has_bias) s.bias = to_dims(*shapes->inputs[2]);

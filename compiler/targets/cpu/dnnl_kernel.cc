@@ -17,35 +17,45 @@ dnnl::memory::dims to_dims(const Shape& shape) {
   return dims;
 }
 
-dnnl::memory::desc plain_desc(const dnnl::memory::dims& dims) {
+std::optional<dnnl::memory::data_type> find_dnnl_type(DType dtype) {
+  switch (dtype) {
+    case DType::kF32: return dnnl::memory::data_type::f32;
+    case DType::kBF16: return dnnl::memory::data_type::bf16;
+    case DType::kF16: return dnnl::memory::data_type::f16;
+    case DType::kI8: return dnnl::memory::data_type::s8;
+    case DType::kU8: return dnnl::memory::data_type::u8;
+    case DType::kI32: return dnnl::memory::data_type::s32;
+    default: return std::nullopt;
+  }
+}
+
+dnnl::memory::data_type dnnl_type(DType dtype) {
+  std::optional<dnnl::memory::data_type> type = find_dnnl_type(dtype);
+  KILN_CHECK(type.has_value(), "dnnl_type: oneDNN has no such element type");
+  return *type;
+}
+
+DType dtype_of(dnnl::memory::data_type type) {
+  for (DType d : {DType::kF32, DType::kBF16, DType::kF16, DType::kI8, DType::kU8, DType::kI32}) {
+    if (dnnl_type(d) == type) return d;
+  }
+  KILN_CHECK(false, "dtype_of: a oneDNN element type kiln has no DType for");
+  return DType::kF32;
+}
+
+dnnl::memory::desc plain_desc(const dnnl::memory::dims& dims, DType dtype) {
   dnnl::memory::dims strides(dims.size());
   dnnl::memory::dim stride = 1;
   for (size_t i = dims.size(); i-- > 0;) {
     strides[i] = stride;
     stride *= dims[i];
   }
-  return dnnl::memory::desc(dims, dnnl::memory::data_type::f32, strides);
-}
-
-dnnl::memory::desc plain_desc(const Shape& shape) {
-  return plain_desc(to_dims(shape));
-}
-
-std::optional<dnnl::memory::data_type> dnnl_type(DType dtype) {
-  switch (dtype) {
-    case DType::kF32: return dnnl::memory::data_type::f32;
-    case DType::kU8: return dnnl::memory::data_type::u8;
-    case DType::kI8: return dnnl::memory::data_type::s8;
-    case DType::kI32: return dnnl::memory::data_type::s32;
-    default: return std::nullopt;
-  }
+  return dnnl::memory::desc(dims, find_dnnl_type(dtype).value_or(dnnl::memory::data_type::f32),
+                            strides);
 }
 
 dnnl::memory::desc plain_desc(const Shape& shape, DType dtype) {
-  const dnnl::memory::desc f32 = plain_desc(shape);
-  std::optional<dnnl::memory::data_type> dt = dnnl_type(dtype);
-  // Other dtypes keep the f32 description: only oneDNN's types are ever reordered.
-  return dt ? with_type(f32, *dt) : f32;
+  return plain_desc(to_dims(shape), dtype);
 }
 
 dnnl::memory::desc with_type(const dnnl::memory::desc& layout, dnnl::memory::data_type dt) {
@@ -55,11 +65,18 @@ dnnl::memory::desc with_type(const dnnl::memory::desc& layout, dnnl::memory::dat
   return dnnl::memory::desc(md);
 }
 
-std::optional<StaticShapes> static_f32_shapes(const Node& node) {
-  auto static_f32 = [](const Value* v) -> std::optional<Shape> {
+dnnl::memory::desc with_type(const dnnl::memory::desc& layout, DType dtype) {
+  return with_type(layout, dnnl_type(dtype));
+}
+
+namespace {
+
+std::optional<StaticShapes> static_shapes(const Node& node, bool allow_bf16) {
+  auto static_f32 = [allow_bf16](const Value* v) -> std::optional<Shape> {
     if (!v->type().is_tensor()) return std::nullopt;
     const TensorType& t = v->tensor_type();
-    if (t.dtype != DType::kF32 || !t.is_static()) return std::nullopt;
+    const bool type_ok = t.dtype == DType::kF32 || (allow_bf16 && t.dtype == DType::kBF16);
+    if (!type_ok || !t.is_static()) return std::nullopt;
     return t.shape();
   };
   if (node.num_outputs() < 1) return std::nullopt;
@@ -76,7 +93,21 @@ std::optional<StaticShapes> static_f32_shapes(const Node& node) {
   std::optional<Shape> out = static_f32(node.output(0));
   if (!out) return std::nullopt;
   shapes.output = std::move(*out);
+  shapes.dtype = node.output(0)->tensor_type().dtype;
+  for (const Value* v : node.inputs()) {
+    if (v != nullptr && v->tensor_type().dtype != shapes.dtype) return std::nullopt;
+  }
   return shapes;
+}
+
+}  // namespace
+
+std::optional<StaticShapes> static_f32_shapes(const Node& node) {
+  return static_shapes(node, false);
+}
+
+std::optional<StaticShapes> static_float_shapes(const Node& node) {
+  return static_shapes(node, true);
 }
 
 dnnl::memory pack(const dnnl::engine& engine, const dnnl::memory::desc& src_layout, const void* src,
@@ -104,12 +135,12 @@ bool DnnlKernel::matches(ref::KernelContext& ctx) const {
     if (want.has_value() != ctx.has_input(i)) return false;
     if (!want) continue;
     const Argument& a = ctx.input_arg(i);
-    if (!a.is_tensor() || a.tensor().dtype() != DType::kF32 || a.tensor().shape() != *want) {
+    if (!a.is_tensor() || a.tensor().dtype() != shapes_.dtype || a.tensor().shape() != *want) {
       return false;
     }
   }
   const Tensor& out = ctx.output(0);
-  return out.defined() && out.dtype() == DType::kF32 && out.shape() == shapes_.output;
+  return out.defined() && out.dtype() == shapes_.dtype && out.shape() == shapes_.output;
 }
 
 Status DnnlKernel::run(ref::KernelContext& ctx) const {

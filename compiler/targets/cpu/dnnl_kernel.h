@@ -15,16 +15,21 @@
 
 namespace kiln::compiler::cpu {
 
-// Plain (row-major) f32 layout of `shape`; a rank-0 shape is described as [1].
-dnnl::memory::desc plain_desc(const Shape& shape);
-dnnl::memory::desc plain_desc(const dnnl::memory::dims& dims);
-dnnl::memory::dims to_dims(const Shape& shape);
-// Plain layout of a tensor of `dtype` (f32, u8, s8, s32; others as bytes).
-dnnl::memory::desc plain_desc(const Shape& shape, DType dtype);
-// oneDNN's data type for `dtype`, when it has one.
-std::optional<dnnl::memory::data_type> dnnl_type(DType dtype);
-// `layout` (its dims, strides and blocking) for elements of type `dt`.
+// Plain (row-major) layout of `shape` with elements of `dtype` (f32 by default; a dtype oneDNN
+// lacks is described as f32: such buffers are never reordered); a rank-0 shape is described as [1].
+dnnl::memory::desc plain_desc(const Shape& shape, DType dtype = DType::kF32);
+dnnl::memory::desc plain_desc(const dnnl::memory::dims& dims, DType dtype = DType::kF32);
+// oneDNN's element type for f32, bf16, f16, s8, u8 and s32, when it has one.
+std::optional<dnnl::memory::data_type> find_dnnl_type(DType dtype);
+// The same, checked.
+dnnl::memory::data_type dnnl_type(DType dtype);
+// The DType of a oneDNN element type (the inverse of dnnl_type; checked).
+DType dtype_of(dnnl::memory::data_type type);
+// `layout` with its elements of another type (the same dims, blocking and strides; no extra
+// flags such as s8 weight compensation).
 dnnl::memory::desc with_type(const dnnl::memory::desc& layout, dnnl::memory::data_type dt);
+dnnl::memory::desc with_type(const dnnl::memory::desc& layout, DType dtype);
+dnnl::memory::dims to_dims(const Shape& shape);
 dnnl::memory::dims to_dims(const std::vector<int64_t>& values);
 
 // The node's static f32 tensor shapes, input by input (nullopt for an omitted input), when every
@@ -32,8 +37,11 @@ dnnl::memory::dims to_dims(const std::vector<int64_t>& values);
 struct StaticShapes {
   std::vector<std::optional<Shape>> inputs;
   Shape output;
+  DType dtype = DType::kF32;  // every tensor's element type
 };
 std::optional<StaticShapes> static_f32_shapes(const Node& node);
+// The same, also accepting nodes whose tensors are all bf16 (what quantize_bf16 leaves).
+std::optional<StaticShapes> static_float_shapes(const Node& node);
 
 // `src` copied into a new memory of layout `layout` (a reorder when they differ), at compile time.
 dnnl::memory pack(const dnnl::engine& engine, const dnnl::memory::desc& src_layout, const void* src,
@@ -72,18 +80,18 @@ class DnnlKernel : public ref::NodeKernel {
 // An attribute with user-managed scratchpad (so one primitive may run on several threads at once).
 dnnl::primitive_attr scratchpad_attr();
 
-// A Conv node's oneDNN convolution parameters (f32, static shapes, 1 to 3 spatial dims); nullopt
-// when oneDNN cannot run it.
+// A Conv node's oneDNN convolution parameters (f32 — or bf16 too with `allow_bf16` — static
+// shapes, 1 to 3 spatial dims); nullopt when oneDNN cannot run it.
 struct ConvSetup {
   dnnl::memory::dims src, weights, bias, dst;  // weights grouped as [g, O/g, I/g, k...]
   dnnl::memory::dims strides, dilates, pad_begin, pad_end;
-  dnnl::memory::desc user_weights;  // the ONNX weights' plain layout (grouped dims)
+  dnnl::memory::desc user_weights;  // the ONNX weights' plain layout (grouped dims, their dtype)
   const Tensor* weights_const = nullptr;
   const Tensor* bias_const = nullptr;
   bool has_bias = false;
   bool relu = false;  // Conv[activation="Relu"]
 };
-std::optional<ConvSetup> conv_setup(const Node& node);
+std::optional<ConvSetup> conv_setup(const Node& node, bool allow_bf16 = false);
 
 // The pooling descriptor of a MaxPool, AveragePool or GlobalAveragePool node reading `src` and
 // writing `dst` (either may be format_tag::any); nullopt when oneDNN cannot run it.

@@ -32,6 +32,24 @@ bool is_f32(const Value* v) {
          v->tensor_type().is_static();
 }
 
+// f32 or bf16 (what quantize_bf16 leaves), static: the types the compute steps run in.
+bool is_float(const Value* v) {
+  return v != nullptr && v->type().is_tensor() && v->tensor_type().is_static() &&
+         (v->tensor_type().dtype == DType::kF32 || v->tensor_type().dtype == DType::kBF16);
+}
+
+DType dtype(const Value* v) {
+  return v->tensor_type().dtype;
+}
+
+// Every value is f32 or bf16, all of the same type.
+bool same_float(std::initializer_list<const Value*> values) {
+  for (const Value* v : values) {
+    if (!is_float(v) || dtype(v) != dtype(*values.begin())) return false;
+  }
+  return true;
+}
+
 std::optional<float> scalar_constant(const Node& node, int input) {
   if (!node.has_input(input)) return std::nullopt;
   const Tensor* t = node.input(input)->constant_value();
@@ -39,10 +57,10 @@ std::optional<float> scalar_constant(const Node& node, int input) {
   return t->data<float>()[0];
 }
 
-// The oneDNN eltwise algorithm of a one-input f32 node, when it has one.
+// The oneDNN eltwise algorithm of a one-input f32 (or bf16) node, when it has one.
 std::optional<Eltwise> eltwise_of(const Node& node) {
-  if (node.num_outputs() != 1 || !is_f32(node.output(0)) || !node.has_input(0) ||
-      !is_f32(node.input(0))) {
+  if (node.num_outputs() != 1 || !node.has_input(0) ||
+      !same_float({node.input(0), node.output(0)})) {
     return std::nullopt;
   }
   switch (node.kind()) {
@@ -189,13 +207,13 @@ void append(dnnl::post_ops& post, const std::vector<Eltwise>& ops) {
   for (const Eltwise& e : ops) post.append_eltwise(1.0f, e.algorithm, e.alpha, e.beta);
 }
 
-memory::desc any_desc(const Shape& shape) {
-  return memory::desc(to_dims(shape), memory::data_type::f32, memory::format_tag::any);
+memory::desc any_desc(const Shape& shape, DType dtype = DType::kF32) {
+  return memory::desc(to_dims(shape), dnnl_type(dtype), memory::format_tag::any);
 }
 
-// A constant copied into memory the step owns, in `layout`.
+// A constant copied into memory the step owns, in `layout` (converted to its element type).
 memory constant_memory(const dnnl::engine& engine, const Tensor& t, const memory::desc& layout) {
-  return pack(engine, plain_desc(t.shape()), t.raw_data(), layout);
+  return pack(engine, plain_desc(t.shape(), t.dtype()), t.raw_data(), layout);
 }
 
 void finish(ProgramBuilder& b, const Node& node, std::string kind, dnnl::primitive primitive,
@@ -225,18 +243,22 @@ bool is_winograd_shape(const ConvSetup& s) {
 }
 
 // Conv (with its Relu), then the Add of `add` as a sum post-op, then the eltwise tail.
+// A bf16 Conv (src, weights and dst bf16) runs on oneDNN's bf16 kernels (AVX-512 BF16, AMX) with
+// an f32 bias.
 bool lower_conv(ProgramBuilder& b, const Node& conv, const Node* add) {
-  std::optional<ConvSetup> s = conv_setup(conv);
+  std::optional<ConvSetup> s = conv_setup(conv, /*allow_bf16=*/true);
   if (!s || s->weights_const == nullptr || !b.has_buffer(conv.input(0))) return false;
   if (s->has_bias && s->bias_const == nullptr && !is_f32(conv.input(2))) return false;
   const Value* y = add != nullptr ? add->output(0) : conv.output(0);
+  if (!same_float({conv.input(0), conv.input(1), conv.output(0), y})) return false;
   const Value* residual = nullptr;
   if (add != nullptr) residual = add->input(add->input(0) == conv.output(0) ? 1 : 0);
   const Tail tail = trailing_eltwise(y);
 
-  const memory::desc any_src(s->src, memory::data_type::f32, memory::format_tag::any);
-  const memory::desc any_weights(s->weights, memory::data_type::f32, memory::format_tag::any);
-  const memory::desc any_dst(s->dst, memory::data_type::f32, memory::format_tag::any);
+  const memory::data_type type = dnnl_type(dtype(y));
+  const memory::desc any_src(s->src, type, memory::format_tag::any);
+  const memory::desc any_weights(s->weights, type, memory::format_tag::any);
+  const memory::desc any_dst(s->dst, type, memory::format_tag::any);
   const memory::desc bias = s->has_bias ? plain_desc(s->bias) : memory::desc();
   dnnl::primitive_attr attr = scratchpad_attr();
   dnnl::post_ops post;
@@ -330,10 +352,10 @@ bool lower_conv(ProgramBuilder& b, const Node& conv, const Node* add) {
 }
 
 bool lower_pool(ProgramBuilder& b, const Node& node) {
-  if (!is_f32(node.input(0)) || !is_f32(node.output(0))) return false;
+  if (!same_float({node.input(0), node.output(0)})) return false;
   const memory::desc src = b.layout_of(node.input(0));
   std::optional<dnnl::pooling_v2_forward::desc> desc =
-      pool_desc(node, src, any_desc(node.output(0)->tensor_type().shape()));
+      pool_desc(node, src, any_desc(node.output(0)->tensor_type().shape(), dtype(node.output(0))));
   if (!desc) return false;
   dnnl::pooling_v2_forward::primitive_desc pd(*desc, scratchpad_attr(), b.engine());
   std::vector<Arg> args;
@@ -355,10 +377,10 @@ memory::dims broadcast_dims(const Shape& s, int rank) {
 }
 
 bool lower_binary(ProgramBuilder& b, const Node& node) {
-  if (node.num_inputs() != 2 || !is_f32(node.input(0)) || !is_f32(node.input(1)) ||
-      !is_f32(node.output(0))) {
+  if (node.num_inputs() != 2 || !same_float({node.input(0), node.input(1), node.output(0)})) {
     return false;
   }
+  const DType type = dtype(node.output(0));
   dnnl::algorithm algorithm;
   bool commutes = true;
   switch (node.kind()) {
@@ -399,7 +421,7 @@ bool lower_binary(ProgramBuilder& b, const Node& node) {
     const memory::format_tag tag =
         rank == 4 ? memory::format_tag::nChw16c : memory::format_tag::nCdhw16c;
     try {
-      const memory::desc src1(broadcast_dims(s1, rank), memory::data_type::f32, tag);
+      const memory::desc src1(broadcast_dims(s1, rank), src0.data_type(), tag);
       dnnl::binary::primitive_desc pd(dnnl::binary::desc(algorithm, src0, src1, src0), attr,
                                       b.engine());
       if (std::string(pd.impl_info_str()).find("ref") != std::string::npos) return std::nullopt;
@@ -411,7 +433,7 @@ bool lower_binary(ProgramBuilder& b, const Node& node) {
   // The first operand's layout, when oneDNN broadcasts the second over it; else plain.
   auto make = [&](const memory::desc& src0) {
     const memory::desc src1 =
-        same ? src0 : plain_desc(broadcast_dims(second->tensor_type().shape(), y.rank()));
+        same ? src0 : plain_desc(broadcast_dims(second->tensor_type().shape(), y.rank()), type);
     return dnnl::binary::primitive_desc(dnnl::binary::desc(algorithm, src0, src1, src0), attr,
                                         b.engine());
   };
@@ -426,7 +448,7 @@ bool lower_binary(ProgramBuilder& b, const Node& node) {
   // A per-channel operand ([N, C, 1, 1], as in squeeze-and-excitation) over a channel-blocked
   // input: oneDNN's fast kernels want it blocked the same way (a tiny reorder).
   if (!pd && !same) pd = blocked_broadcast(first_layout, second->tensor_type().shape(), y.rank());
-  if (!pd) pd = make(plain_desc(y));
+  if (!pd) pd = make(plain_desc(y, type));
   std::vector<Arg> args;
   args.push_back({DNNL_ARG_SRC_0, b.in_layout(first, pd->src0_desc()), pd->src0_desc(), {}});
   const int src1 = same || !is_row_major(pd->src1_desc()) ? b.in_layout(second, pd->src1_desc())
@@ -657,41 +679,68 @@ bool lower_softmax(ProgramBuilder& b, const Node& node) {
 }
 
 // MatMul [..., M, K] x constant [K, N] as one [M', K] x [K, N] product with the weights packed,
-// and a following Add of a constant [N] bias and eltwise tail (GELU, Relu, ...) fused in.
+// and a following Add of a constant [N] bias and eltwise tail (GELU, Relu, ...) fused in; also
+// Gemm(A, constant B, constant C) with transA = 0 and alpha = beta = 1. f32 or bf16 (then on
+// oneDNN's bf16 kernels, with an f32 bias).
 bool lower_matmul(ProgramBuilder& b, const Node& node) {
-  if (node.num_inputs() != 2 || !is_f32(node.input(0)) || !is_f32(node.output(0))) return false;
+  const bool gemm = node.kind() == OpKind::kGemm;
+  if (node.num_inputs() < 2 || node.num_inputs() > (gemm ? 3 : 2) ||
+      !same_float({node.input(0), node.input(1), node.output(0)})) {
+    return false;
+  }
+  const DType type = dtype(node.output(0));
+  bool trans_b = false;
+  if (gemm) {
+    const auto& op = node.attrs<ops::Gemm>();
+    if (op.transA != 0 || op.alpha != 1.0f || (node.has_input(2) && op.beta != 1.0f)) return false;
+    trans_b = op.transB != 0;
+  }
   const Tensor* w = node.input(1)->constant_value();
-  if (w == nullptr || w->dtype() != DType::kF32 || w->shape().rank() != 2) return false;
+  if (w == nullptr || w->shape().rank() != 2) return false;
   const Shape& a = node.input(0)->tensor_type().shape();
   const Shape& y = node.output(0)->tensor_type().shape();
-  if (a.rank() < 2) return false;
+  if (a.rank() < 2 || (gemm && a.rank() != 2)) return false;
   const int64_t k = a[a.rank() - 1];
-  const int64_t n = w->shape()[1];
-  if (k == 0 || n == 0 || w->shape()[0] != k || a.numel() == 0) return false;
+  const int64_t n = w->shape()[trans_b ? 0 : 1];
+  if (k == 0 || n == 0 || w->shape()[trans_b ? 1 : 0] != k || a.numel() == 0) return false;
   const int64_t m = a.numel() / k;
 
-  // An Add of a constant bias over the last dim.
-  const Node* add = sole_user(node.output(0));
-  const Tensor* bias = nullptr;
-  if (add != nullptr && add->kind() == OpKind::kAdd && add->num_inputs() == 2 &&
-      is_f32(add->output(0)) && add->output(0)->tensor_type().shape() == y) {
-    const Value* other = other_input(*add, node.output(0));
-    bias = other != nullptr ? other->constant_value() : nullptr;
-    if (bias != nullptr) {
-      const Shape& bs = bias->shape();
-      bool row = bias->dtype() == DType::kF32 && bias->numel() == n && bs.rank() >= 1;
-      for (int i = 0; row && i + 1 < bs.rank(); ++i) row = bs[i] == 1;
-      if (!row) bias = nullptr;
+  // A bias of n values: Gemm's C, or the constant of a following Add over the last dim.
+  auto as_row = [n](const Tensor* t) -> const Tensor* {
+    if (t == nullptr || (t->dtype() != DType::kF32 && t->dtype() != DType::kBF16) ||
+        t->numel() != n || t->rank() < 1) {
+      return nullptr;
     }
+    for (int i = 0; i + 1 < t->rank(); ++i) {
+      if (t->shape()[i] != 1) return nullptr;
+    }
+    return t;
+  };
+  const Node* add = nullptr;
+  const Tensor* bias = nullptr;
+  if (gemm && node.has_input(2)) {
+    bias = as_row(node.input(2)->constant_value());
+    if (bias == nullptr) return false;
+  } else if (!gemm) {
+    add = sole_user(node.output(0));
+    if (add != nullptr && add->kind() == OpKind::kAdd && add->num_inputs() == 2 &&
+        same_float({add->output(0), node.output(0)}) &&
+        add->output(0)->tensor_type().shape() == y) {
+      const Value* other = other_input(*add, node.output(0));
+      bias = other != nullptr ? as_row(other->constant_value()) : nullptr;
+    }
+    if (bias == nullptr) add = nullptr;
   }
-  if (bias == nullptr) add = nullptr;
   const Tail tail = trailing_eltwise(add != nullptr ? add->output(0) : node.output(0));
 
-  const memory::desc src = plain_desc(memory::dims{m, k});
-  const memory::desc user_weights = plain_desc(memory::dims{k, n});
-  const memory::desc any_weights({k, n}, memory::data_type::f32, memory::format_tag::any);
+  const memory::desc src = plain_desc(memory::dims{m, k}, type);
+  // B as [K, N]: row-major, or Gemm's transposed [N, K] read through swapped strides.
+  const memory::desc user_weights =
+      trans_b ? memory::desc({k, n}, dnnl_type(w->dtype()), memory::dims{1, k})
+              : plain_desc(memory::dims{k, n}, w->dtype());
+  const memory::desc any_weights({k, n}, dnnl_type(type), memory::format_tag::any);
   const memory::desc bias_desc = bias != nullptr ? plain_desc(memory::dims{1, n}) : memory::desc();
-  const memory::desc dst = plain_desc(memory::dims{m, n});
+  const memory::desc dst = plain_desc(memory::dims{m, n}, type);
   dnnl::primitive_attr attr = scratchpad_attr();
   if (!tail.ops.empty()) {
     dnnl::post_ops post;
@@ -705,16 +754,31 @@ bool lower_matmul(ProgramBuilder& b, const Node& node) {
   args.push_back({DNNL_ARG_WEIGHTS, -1, pd.weights_desc(),
                   pack(b.engine(), user_weights, w->raw_data(), pd.weights_desc())});
   if (bias != nullptr) {
-    args.push_back(
-        {DNNL_ARG_BIAS, -1, bias_desc, pack(b.engine(), bias_desc, bias->raw_data(), bias_desc)});
+    args.push_back({DNNL_ARG_BIAS, -1, bias_desc,
+                    pack(b.engine(), plain_desc(memory::dims{1, n}, bias->dtype()),
+                         bias->raw_data(), bias_desc)});
   }
-  args.push_back({DNNL_ARG_DST, b.define(tail.out, plain_desc(y)), dst, {}});
+  args.push_back({DNNL_ARG_DST, b.define(tail.out, plain_desc(y, type)), dst, {}});
   if (int sp = b.scratch(pd.scratchpad_desc().get_size()); sp >= 0) {
     args.push_back({DNNL_ARG_SCRATCHPAD, sp, pd.scratchpad_desc(), {}});
   }
-  finish(b, node, add != nullptr ? "MatMul+Add" : "MatMul", dnnl::matmul(pd), std::move(args),
-         tail);
+  std::string kind(node.op().name());
+  if (add != nullptr) kind += "+Add";
+  finish(b, node, kind, dnnl::matmul(pd), std::move(args), tail);
   if (add != nullptr) b.mark_fused(add);
+  return true;
+}
+
+// Cast between f32 and bf16 as a reorder that keeps the layout (blocked regions stay blocked).
+bool lower_cast(ProgramBuilder& b, const Node& node) {
+  if (!is_float(node.input(0)) || !is_float(node.output(0))) return false;
+  const memory::desc from = b.layout_of(node.input(0));
+  const memory::desc to = with_type(from, dtype(node.output(0)));
+  dnnl::reorder::primitive_desc pd(b.engine(), from, b.engine(), to);
+  std::vector<Arg> args;
+  args.push_back({DNNL_ARG_SRC, b.buffer_of(node.input(0)), from, {}});
+  args.push_back({DNNL_ARG_DST, b.define(node.output(0), to), to, {}});
+  finish(b, node, "Cast", dnnl::reorder(pd), std::move(args), Tail{});
   return true;
 }
 
@@ -755,7 +819,7 @@ bool lower_transpose(ProgramBuilder& b, const Node& node) {
 // A node whose output equals its input (Pad by zeros, as exporters leave before AveragePool): a
 // copy in the input's layout, so a blocked region is not cut by reorders to and from plain.
 bool lower_copy(ProgramBuilder& b, const Node& node) {
-  if (!is_f32(node.input(0)) || !is_f32(node.output(0)) ||
+  if (!same_float({node.input(0), node.output(0)}) ||
       node.input(0)->tensor_type().shape() != node.output(0)->tensor_type().shape()) {
     return false;
   }
@@ -800,7 +864,9 @@ bool lower(ProgramBuilder& b, const Node& node) {
     case OpKind::kLayerNormalization: return lower_layer_norm(b, node);
     case OpKind::kSoftmax: return lower_softmax(b, node);
     case OpKind::kTranspose: return lower_transpose(b, node);
-    case OpKind::kMatMul: return lower_matmul(b, node);
+    case OpKind::kMatMul:
+    case OpKind::kGemm: return lower_matmul(b, node);
+    case OpKind::kCast: return lower_cast(b, node);
     case OpKind::kPad: return lower_copy(b, node);
     default: return lower_eltwise(b, node);
   }

@@ -61,8 +61,8 @@ std::unique_ptr<ref::NodeKernel> build(const dnnl::engine& engine, StaticShapes 
                                        MatmulOperands operands) {
   memory::desc weights = operands.weights;
   if (operands.weights_const != nullptr) {
-    weights =
-        memory::desc(operands.weights.dims(), memory::data_type::f32, memory::format_tag::any);
+    weights = memory::desc(operands.weights.dims(), operands.weights.data_type(),
+                           memory::format_tag::any);
   }
   dnnl::matmul::desc desc(operands.src, weights, operands.bias, operands.dst);
   dnnl::matmul::primitive_desc pd(desc, scratchpad_attr(), engine);
@@ -87,8 +87,9 @@ memory::dims padded(const Shape& s, int rank) {
   return dims;
 }
 
+// f32, or bf16 (oneDNN's bf16 kernels: a bf16 attention's activation x activation products).
 std::unique_ptr<ref::NodeKernel> build_matmul(const Node& node, const dnnl::engine& engine) {
-  std::optional<StaticShapes> shapes = static_f32_shapes(node);
+  std::optional<StaticShapes> shapes = static_float_shapes(node);
   if (!shapes || node.num_inputs() != 2) return nullptr;
   const Shape& a = *shapes->inputs[0];
   const Shape& b = *shapes->inputs[1];
@@ -101,13 +102,13 @@ std::unique_ptr<ref::NodeKernel> build_matmul(const Node& node, const dnnl::engi
   if (b.rank() == 2) {
     // [..., M, K] x [K, N]: one [M', K] x [K, N] product over the flattened leading dims.
     const int64_t m = k == 0 ? 0 : a.numel() / k;
-    operands.src = plain_desc(memory::dims{m, k});
-    operands.weights = plain_desc(memory::dims{k, n});
-    operands.dst = plain_desc(memory::dims{m, n});
+    operands.src = plain_desc(memory::dims{m, k}, shapes->dtype);
+    operands.weights = plain_desc(memory::dims{k, n}, shapes->dtype);
+    operands.dst = plain_desc(memory::dims{m, n}, shapes->dtype);
   } else {
-    operands.src = plain_desc(padded(a, y.rank()));
-    operands.weights = plain_desc(padded(b, y.rank()));
-    operands.dst = plain_desc(y);
+    operands.src = plain_desc(padded(a, y.rank()), shapes->dtype);
+    operands.weights = plain_desc(padded(b, y.rank()), shapes->dtype);
+    operands.dst = plain_desc(y, shapes->dtype);
   }
   return build(engine, std::move(*shapes), std::move(operands));
 }

@@ -291,7 +291,9 @@ int ProgramBuilder::in_layout(const Value* v, const dnnl::memory::desc& want) {
   }
   const dnnl::memory::desc from = layout_of(v);
   Buffer b;
-  b.dtype = buffer(id).dtype;
+  // The reordered buffer keeps the element type, unless the reorder converts it (to bf16, say).
+  b.dtype = find_dnnl_type(buffer(id).dtype) == want.data_type() ? buffer(id).dtype
+                                                                 : dtype_of(want.data_type());
   b.shape = buffer(id).shape;
   b.layout = want;
   b.bytes = want.get_size();
@@ -428,7 +430,8 @@ void ProgramBuilder::plan_sum_fusion() {
         continue;
       }
       if (x->uses().size() != 1 || is_graph_output(x) || x == r) continue;
-      if (x->tensor_type().dtype != DType::kF32 || r->tensor_type().dtype != DType::kF32 ||
+      const DType dtype = x->tensor_type().dtype;
+      if ((dtype != DType::kF32 && dtype != DType::kBF16) || r->tensor_type().dtype != dtype ||
           x->tensor_type().shape() != y->tensor_type().shape() ||
           r->tensor_type().shape() != y->tensor_type().shape()) {
         continue;

@@ -14,6 +14,7 @@
 #include "compiler/ir/printer.h"
 #include "compiler/onnx/importer.h"
 #include "compiler/ops/all_ops.h"
+#include "compiler/quantize/quantize.h"
 #include "compiler/runtime/shape_profiles.h"
 #include "compiler/targets/cpu/cpu_target.h"
 
@@ -419,6 +420,83 @@ TEST(CpuProgram, DynamicBatchCompilesOnePlannedProgramPerShape) {
   for (auto& th : threads) th.join();
   for (size_t t = 0; t < inputs.size(); ++t) expect_close(run(*ref, inputs[t]), outputs[t]);
   EXPECT_EQ(profiles->size(), 4u);  // batches 1, 2, 3, 5
+}
+
+TEST(CpuProgram, Bf16RegionsRunOnOneDnnBetweenTwoCasts) {
+  const std::vector<Tensor> inputs = {random_tensor(Shape{2, 3, 32, 32}, 1)};
+  std::vector<Tensor> fp32 = run(*compile_for(tiny_resnet(2), "cpu"), inputs);
+  std::shared_ptr<Graph> graph = tiny_resnet(2);
+  ASSERT_TRUE(quantize_bf16(*graph).ok());
+  std::shared_ptr<Graph> for_ref = tiny_resnet(2);
+  ASSERT_TRUE(quantize_bf16(*for_ref).ok());
+  std::vector<Tensor> ref = run(*compile_for(for_ref, "ref"), inputs);
+  std::shared_ptr<Executable> exe = compile_for(graph, "cpu");
+  ASSERT_NE(exe, nullptr);
+  const cpu::Program* program = cpu_program(*exe);
+  ASSERT_NE(program, nullptr);
+  std::vector<Tensor> got = run(*exe, inputs);
+  // ref rounds each op's exact result to bf16 once; oneDNN accumulates in f32: both are within
+  // bf16 rounding of each other and of fp32 (probabilities, so absolute).
+  for (const std::vector<Tensor>* want : {&ref, &fp32}) {
+    ASSERT_EQ(got.size(), want->size());
+    for (int64_t i = 0; i < got[0].numel(); ++i) {
+      EXPECT_NEAR(got[0].data<float>()[i], (*want)[0].data<float>()[i], 0.02) << i;
+    }
+  }
+  // Every conv and the classifier run as oneDNN primitives, residual Adds fused; the activations
+  // stay bf16 (blocked) from the first Cast to the last.
+  for (const auto& step : program->steps()) {
+    if (step->node->kind() == OpKind::kConv || step->node->kind() == OpKind::kGemm) {
+      EXPECT_NE(dynamic_cast<const cpu::PrimitiveStep*>(step.get()), nullptr) << step->kind;
+    }
+  }
+  EXPECT_EQ(program->count_steps("Conv+Add+Relu"), 2) << print_graph(exe->graph());
+  EXPECT_EQ(program->count_steps("Cast"), 2);
+  std::string steps;
+  for (const auto& step : program->steps())
+    steps += step->kind + " " + step->node->describe() + "\n";
+  // Reorders at the edges, and around the max pool (whose bf16 kernel reads another blocking
+  // than the AMX convolutions write).
+  EXPECT_LE(program->count_steps("Reorder"), 4) << steps;
+  int blocked_bf16 = 0;
+  for (const cpu::Buffer& b : program->buffers()) {
+    blocked_bf16 += b.dtype == DType::kBF16 && !b.is_plain() ? 1 : 0;
+  }
+  EXPECT_GE(blocked_bf16, 5);
+  expect_no_live_overlap(*program);
+}
+
+TEST(CpuProgram, Bf16ActivationProductsRunOnOneDnn) {
+  // Attention's shape: scores = q x k^T of two activations, then Softmax (kept in fp32).
+  auto build = [] {
+    auto graph = std::make_shared<Graph>("attention");
+    GraphBuilder b(*graph);
+    Value* q = b.input("q", TensorType(DType::kF32, Shape{2, 6, 8}));
+    Value* k = b.input("k", TensorType(DType::kF32, Shape{2, 8, 6}));
+    Value* scores = b.add(Op(ops::MatMul{}), {q, k}, "scores");
+    b.output(b.add(Op(ops::Softmax{}), {scores}, "probs"));
+    EXPECT_TRUE(b.status().ok()) << b.status().to_string();
+    return graph;
+  };
+  const std::vector<Tensor> inputs = {random_tensor(Shape{2, 6, 8}, 3),
+                                      random_tensor(Shape{2, 8, 6}, 4)};
+  std::shared_ptr<Graph> for_ref = build();
+  ASSERT_TRUE(quantize_bf16(*for_ref).ok());
+  std::shared_ptr<Graph> graph = build();
+  ASSERT_TRUE(quantize_bf16(*graph).ok());
+  EXPECT_NE(print_graph(*graph).find("%scores: bf16[2,6,6] = MatMul"), std::string::npos)
+      << print_graph(*graph);
+  std::shared_ptr<Executable> exe = compile_for(graph, "cpu");
+  ASSERT_NE(exe, nullptr);
+  ASSERT_NE(cpu_program(*exe), nullptr);
+  // Every node — the Casts, the bf16 MatMul, the Softmax — runs on oneDNN, none on ref.
+  EXPECT_EQ(cpu_dnnl_node_count(*exe), exe->graph().num_nodes()) << print_graph(exe->graph());
+  std::vector<Tensor> want = run(*compile_for(for_ref, "ref"), inputs);
+  std::vector<Tensor> got = run(*exe, inputs);
+  ASSERT_EQ(got.size(), 1u);
+  for (int64_t i = 0; i < got[0].numel(); ++i) {
+    EXPECT_NEAR(got[0].data<float>()[i], want[0].data<float>()[i], 0.01) << i;
+  }
 }
 
 }  // namespace

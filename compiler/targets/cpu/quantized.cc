@@ -213,8 +213,8 @@ bool lower_int_conv(ProgramBuilder& b, const Node& node, const IntConv& c) {
   if (!g.ok() || g->out != std::vector<int64_t>(y.begin() + 2, y.end())) return false;
   std::optional<std::vector<int8_t>> weights = s8_weights(*c.w, c.w_zp);
   if (!weights) return false;
-  const std::optional<memory::data_type> src_dt = dnnl_type(dtype_of(c.x));
-  const std::optional<memory::data_type> dst_dt = dnnl_type(dtype_of(yv));
+  const std::optional<memory::data_type> src_dt = find_dnnl_type(dtype_of(c.x));
+  const std::optional<memory::data_type> dst_dt = find_dnnl_type(dtype_of(yv));
   if (!src_dt || !dst_dt) return false;
 
   memory::dims wdims = to_dims(w);
@@ -415,8 +415,8 @@ bool lower_int_matmul(ProgramBuilder& b, const Node& node, const IntMatMul& c) {
   if (c.w->shape()[c.w_transposed ? 1 : 0] != k || n == 0) return false;
   const int64_t m = a.numel() / k;
   std::optional<std::vector<int8_t>> weights = s8_weights(*c.w, c.w_zp);
-  const std::optional<memory::data_type> src_dt = dnnl_type(dtype_of(c.a));
-  const std::optional<memory::data_type> dst_dt = dnnl_type(dtype_of(yv));
+  const std::optional<memory::data_type> src_dt = find_dnnl_type(dtype_of(c.a));
+  const std::optional<memory::data_type> dst_dt = find_dnnl_type(dtype_of(yv));
   if (!weights || !src_dt || !dst_dt) return false;
   const memory::desc src = with_type(plain_desc(memory::dims{m, k}), *src_dt);
   const memory::desc user_weights =
@@ -523,7 +523,7 @@ bool lower_qdq(ProgramBuilder& b, const Node& node) {
   // Division by the scale is a multiplication by its inverse here: the result may differ from
   // ONNX's x / scale by one quantization step where the quotient is within rounding of a half.
   const memory::desc from = b.layout_of(x);
-  const memory::desc to = with_type(from, *dnnl_type(dtype_of(y)));
+  const memory::desc to = with_type(from, *find_dnnl_type(dtype_of(y)));
   dnnl::primitive_attr attr;
   attr.set_output_scales(mask, scales);
   if (*zp != 0) attr.set_zero_points(quantize ? DNNL_ARG_DST : DNNL_ARG_SRC, 0, {*zp});
@@ -606,8 +606,8 @@ bool lower_int_add(ProgramBuilder& b, const Node& sum, const IntAdd& a) {
   const Value* x1 = a.dq[1]->input(0);
   const Value* y = a.q->output(0);
   const memory::desc src0 = b.layout_of(x0);
-  const memory::desc src1 = with_type(src0, *dnnl_type(dtype_of(x1)));
-  const memory::desc dst = with_type(src0, *dnnl_type(dtype_of(y)));
+  const memory::desc src1 = with_type(src0, *find_dnnl_type(dtype_of(x1)));
+  const memory::desc dst = with_type(src0, *find_dnnl_type(dtype_of(y)));
   const float k0 = a.scale[0] / a.y_scale;
   const float k1 = a.scale[1] / a.y_scale;
   dnnl::primitive_attr attr = scratchpad_attr();

@@ -1,0 +1,171 @@
+// SPDX-License-Identifier: Apache-2.0
+// Histogram calibration: max-abs, percentile and entropy (KL divergence) thresholds.
+#include "compiler/quantize/calibration.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace kiln::compiler {
+
+RangeObserver::RangeObserver(int bins) : histogram_(static_cast<size_t>(std::max(bins, 16)), 0.0) {}
+
+void RangeObserver::grow_to(double max_abs) {
+  if (range_ == 0) {
+    range_ = max_abs;
+    return;
+  }
+  int doublings = 0;
+  double range = range_;
+  while (range < max_abs) {
+    range *= 2;
+    ++doublings;
+  }
+  if (doublings == 0) return;
+  // Each doubling merges bin pairs: new bin j holds old bins 2j and 2j+1.
+  const size_t n = histogram_.size();
+  for (int d = 0; d < doublings; ++d) {
+    std::vector<double> merged(n, 0.0);
+    for (size_t j = 0; j < n; ++j) merged[j / 2] += histogram_[j];
+    histogram_ = std::move(merged);
+  }
+  range_ = range;
+}
+
+void RangeObserver::observe(const float* values, int64_t count) {
+  if (count <= 0) return;
+  float lo = values[0];
+  float hi = values[0];
+  for (int64_t i = 1; i < count; ++i) {
+    lo = std::min(lo, values[i]);
+    hi = std::max(hi, values[i]);
+  }
+  min_ = count_ == 0 ? lo : std::min(min_, static_cast<double>(lo));
+  max_ = count_ == 0 ? hi : std::max(max_, static_cast<double>(hi));
+  count_ += count;
+  const double batch_max =
+      std::max(std::abs(static_cast<double>(lo)), std::abs(static_cast<double>(hi)));
+  if (batch_max > range_) grow_to(batch_max);
+  if (range_ == 0) {
+    histogram_[0] += static_cast<double>(count);
+    return;
+  }
+  const double n = static_cast<double>(histogram_.size());
+  const double per_unit = n / range_;
+  const size_t last = histogram_.size() - 1;
+  for (int64_t i = 0; i < count; ++i) {
+    const double bin = std::abs(static_cast<double>(values[i])) * per_unit;
+    histogram_[std::min(static_cast<size_t>(bin), last)] += 1.0;
+  }
+}
+
+void RangeObserver::observe(const Tensor& values) {
+  if (values.dtype() == DType::kF32) {
+    observe(values.data<float>(), values.numel());
+    return;
+  }
+  std::vector<float> converted(static_cast<size_t>(values.numel()));
+  visit_dtype(values.dtype(), [&]<class T>() {
+    if constexpr (std::is_same_v<T, double> || std::is_same_v<T, Half> ||
+                  std::is_same_v<T, BFloat16>) {
+      const T* p = values.data<T>();
+      for (size_t i = 0; i < converted.size(); ++i) converted[i] = static_cast<float>(p[i]);
+    } else {
+      KILN_CHECK(false, "RangeObserver::observe: not a float tensor");
+    }
+  });
+  observe(converted.data(), values.numel());
+}
+
+double RangeObserver::max_abs() const {
+  return std::max(std::abs(min_), std::abs(max_));
+}
+
+double RangeObserver::percentile(double percentile) const {
+  if (count_ == 0 || range_ == 0) return 0;
+  const double target = std::clamp(percentile, 0.0, 100.0) / 100.0 * static_cast<double>(count_);
+  const double width = range_ / static_cast<double>(histogram_.size());
+  double cumulative = 0;
+  for (size_t i = 0; i < histogram_.size(); ++i) {
+    cumulative += histogram_[i];
+    if (cumulative >= target) return std::min(static_cast<double>(i + 1) * width, max_abs());
+  }
+  return max_abs();
+}
+
+namespace {
+
+// KL(p || q) of two unnormalised histograms of the same length; a q bin that is empty where p is
+// not counts as a tiny probability rather than infinity, as in TensorRT's calibrator.
+double kl_divergence(const std::vector<double>& p, const std::vector<double>& q) {
+  double p_sum = 0;
+  double q_sum = 0;
+  for (size_t i = 0; i < p.size(); ++i) {
+    p_sum += p[i];
+    q_sum += q[i];
+  }
+  if (p_sum == 0 || q_sum == 0) return std::numeric_limits<double>::infinity();
+  double kl = 0;
+  for (size_t i = 0; i < p.size(); ++i) {
+    if (p[i] == 0) continue;
+    const double pi = p[i] / p_sum;
+    const double qi = std::max(q[i] / q_sum, 1e-12);
+    kl += pi * std::log(pi / qi);
+  }
+  return kl;
+}
+
+}  // namespace
+
+double RangeObserver::entropy_threshold(int levels) const {
+  const size_t n = histogram_.size();
+  if (count_ == 0 || range_ == 0) return 0;
+  levels = std::max(levels, 2);
+  const double width = range_ / static_cast<double>(n);
+  double best_kl = std::numeric_limits<double>::infinity();
+  size_t best = n;
+  std::vector<double> suffix(n + 1, 0.0);
+  for (size_t i = n; i-- > 0;) suffix[i] = suffix[i + 1] + histogram_[i];
+  std::vector<double> p;
+  std::vector<double> q;
+  for (size_t i = static_cast<size_t>(levels); i <= n; ++i) {
+    // The reference: the first i bins, with everything beyond them clipped into the last.
+    p.assign(histogram_.begin(), histogram_.begin() + static_cast<std::ptrdiff_t>(i));
+    p[i - 1] += suffix[i];
+    // The candidate: the first i bins merged into `levels` levels, then spread back evenly over
+    // the bins that were not empty.
+    q.assign(i, 0.0);
+    for (int level = 0; level < levels; ++level) {
+      const size_t lo = i * static_cast<size_t>(level) / static_cast<size_t>(levels);
+      const size_t hi = i * static_cast<size_t>(level + 1) / static_cast<size_t>(levels);
+      double sum = 0;
+      int nonzero = 0;
+      for (size_t j = lo; j < hi; ++j) {
+        sum += histogram_[j];
+        nonzero += histogram_[j] != 0 ? 1 : 0;
+      }
+      if (nonzero == 0) continue;
+      for (size_t j = lo; j < hi; ++j) {
+        if (histogram_[j] != 0) q[j] = sum / nonzero;
+      }
+    }
+    const double kl = kl_divergence(p, q);
+    if (kl < best_kl) {
+      best_kl = kl;
+      best = i;
+    }
+  }
+  return std::min(static_cast<double>(best) * width, max_abs());
+}
+
+double RangeObserver::threshold(CalibrationMethod method, double percentile_value,
+                                int levels) const {
+  switch (method) {
+    case CalibrationMethod::kMax: return max_abs();
+    case CalibrationMethod::kPercentile: return percentile(percentile_value);
+    case CalibrationMethod::kEntropy: return entropy_threshold(levels);
+  }
+  return max_abs();
+}
+
+}  // namespace kiln::compiler

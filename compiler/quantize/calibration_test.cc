@@ -1,0 +1,86 @@
+// SPDX-License-Identifier: Apache-2.0
+// Calibration thresholds on distributions whose answers are known.
+#include "compiler/quantize/calibration.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+namespace kiln::compiler {
+namespace {
+
+std::vector<float> normal(int64_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> dist(0.0f, 1.0f);
+  std::vector<float> v(static_cast<size_t>(n));
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+TEST(RangeObserver, UniformValuesKeepTheirRange) {
+  std::mt19937_64 rng(1);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> v(200000);
+  for (float& x : v) x = dist(rng);
+  RangeObserver o;
+  o.observe(v.data(), static_cast<int64_t>(v.size()));
+  EXPECT_NEAR(o.max_abs(), 1.0, 1e-3);
+  EXPECT_LT(o.min(), -0.999);
+  EXPECT_NEAR(o.percentile(50), 0.5, 0.01);
+  EXPECT_NEAR(o.percentile(99), 0.99, 0.01);
+  // Nothing to clip in a uniform distribution: entropy keeps (nearly) the whole range.
+  EXPECT_GT(o.entropy_threshold(128), 0.9);
+}
+
+TEST(RangeObserver, PercentileAndEntropyClipAnOutlier) {
+  std::vector<float> v = normal(1000000, 7);
+  v.push_back(100.0f);
+  RangeObserver o;
+  o.observe(v.data(), static_cast<int64_t>(v.size()));
+  EXPECT_FLOAT_EQ(o.threshold(CalibrationMethod::kMax, 0, 128), 100.0);
+  // |N(0,1)| has its 99.99th percentile at 3.89; bins are 100/2048 wide.
+  EXPECT_NEAR(o.threshold(CalibrationMethod::kPercentile, 99.99, 128), 3.89, 0.1);
+  const double entropy = o.threshold(CalibrationMethod::kEntropy, 0, 128);
+  EXPECT_GT(entropy, 2.0);
+  EXPECT_LT(entropy, 10.0);
+}
+
+TEST(RangeObserver, GrowingRangeMergesBinsWithoutLosingCounts) {
+  RangeObserver o(16);
+  std::vector<float> first = {0.1f, 0.5f, 0.9f, 1.0f};
+  std::vector<float> second = {-3.0f, 2.5f};
+  o.observe(first.data(), 4);
+  EXPECT_DOUBLE_EQ(o.range(), 1.0);
+  o.observe(second.data(), 2);
+  EXPECT_DOUBLE_EQ(o.range(), 4.0);  // doubled twice
+  double total = 0;
+  for (double c : o.histogram()) total += c;
+  EXPECT_DOUBLE_EQ(total, 6.0);
+  EXPECT_EQ(o.count(), 6);
+  EXPECT_DOUBLE_EQ(o.min(), -3.0);
+  EXPECT_DOUBLE_EQ(o.max(), 2.5);
+  // After two merges the bins are 0.25 wide: 0.1 is in bin 0, 0.5 in bin 2, 0.9 and 1.0 in
+  // bin 3; the second batch's 3.0 lands in bin 12.
+  EXPECT_DOUBLE_EQ(o.histogram()[0], 1.0);
+  EXPECT_DOUBLE_EQ(o.histogram()[2], 1.0);
+  EXPECT_DOUBLE_EQ(o.histogram()[3], 2.0);
+  EXPECT_DOUBLE_EQ(o.histogram()[12], 1.0);
+}
+
+TEST(RangeObserver, AllZerosGiveAZeroThreshold) {
+  std::vector<float> zeros(100, 0.0f);
+  RangeObserver o;
+  o.observe(zeros.data(), 100);
+  EXPECT_EQ(o.threshold(CalibrationMethod::kEntropy, 0, 128), 0.0);
+  EXPECT_EQ(o.threshold(CalibrationMethod::kPercentile, 99.9, 128), 0.0);
+}
+
+TEST(CalibrationMethod, ParsesNamesAndRejectsOthers) {
+  EXPECT_EQ(*parse_calibration_method("entropy"), CalibrationMethod::kEntropy);
+  Result<CalibrationMethod> bad = parse_calibration_method("minmax");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("max, percentile or entropy"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace kiln::compiler

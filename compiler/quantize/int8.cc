@@ -1,0 +1,291 @@
+// SPDX-License-Identifier: Apache-2.0
+// int8 post-training quantization: calibrate activation ranges on a target, then rewrite Conv,
+// MatMul and Gemm into standard ONNX QDQ form (per-tensor activations, per-channel weights).
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "compiler/ir/clone.h"
+#include "compiler/ops/all_ops.h"
+#include "compiler/ops/infer.h"
+#include "compiler/passes/passes.h"
+#include "compiler/quantize/calibration.h"
+#include "compiler/quantize/quantize.h"
+
+namespace kiln::compiler {
+
+namespace {
+
+// A node to quantize: its activation input 0 and its constant weight, per-channel along `axis`.
+struct Site {
+  Node* node;
+  int64_t axis;
+};
+
+bool is_f32(const Value* v) {
+  return v != nullptr && v->type().is_tensor() && v->tensor_type().dtype == DType::kF32;
+}
+
+// The weight's output-channel axis when `node` has a constant f32 weight and a computed f32
+// activation; nullopt when it cannot be quantized this way.
+std::optional<int64_t> weight_axis(const Node& node) {
+  if (!node.has_input(0) || !node.has_input(1) || !is_f32(node.input(0)) ||
+      node.input(0)->constant_value() != nullptr || !is_f32(node.output(0))) {
+    return std::nullopt;
+  }
+  const Tensor* w = node.input(1)->constant_value();
+  if (w == nullptr || w->dtype() != DType::kF32) return std::nullopt;
+  switch (node.kind()) {
+    case OpKind::kConv:
+      if (w->rank() < 3) return std::nullopt;
+      return 0;
+    case OpKind::kMatMul:
+      if (w->rank() != 2) return std::nullopt;
+      return 1;
+    case OpKind::kGemm: {
+      if (w->rank() != 2) return std::nullopt;
+      return node.attrs<ops::Gemm>().transB != 0 ? 0 : 1;
+    }
+    default: return std::nullopt;
+  }
+}
+
+Result<std::unordered_set<OpKind>> int8_ops(const std::vector<std::string>& names) {
+  std::unordered_set<OpKind> kinds;
+  if (names.empty())
+    return std::unordered_set<OpKind>{OpKind::kConv, OpKind::kMatMul, OpKind::kGemm};
+  KILN_ASSIGN_OR_RETURN(std::vector<OpKind> resolved, resolve_quantize_ops(names));
+  for (OpKind kind : resolved) {
+    if (kind != OpKind::kConv && kind != OpKind::kMatMul && kind != OpKind::kGemm) {
+      if (std::find(names.begin(), names.end(), "all") != names.end()) continue;
+      return invalid_argument_error(fmt::format(
+          "quantize_int8: op \"{}\" has no int8 form; choose among Conv, MatMul and Gemm "
+          "(\"convolution\", \"dot\")",
+          op_kind_name(kind)));
+    }
+    kinds.insert(kind);
+  }
+  return kinds;
+}
+
+// Symmetric per-channel int8 weights: q = round(w / s_c) in [-127, 127], s_c = max|w_c| / 127.
+struct QuantizedWeight {
+  Tensor values;       // i8, the weight's shape
+  Tensor scales;       // f32 [channels]
+  Tensor zero_points;  // i8 [channels], zeros
+};
+
+QuantizedWeight quantize_weight(const Tensor& w, int64_t axis) {
+  const int64_t channels = w.shape()[static_cast<int>(axis)];
+  const int64_t inner = w.shape().numel(static_cast<int>(axis) + 1, w.rank());
+  const float* src = w.data<float>();
+  std::vector<float> scales(static_cast<size_t>(channels), 0.0f);
+  for (int64_t i = 0; i < w.numel(); ++i) {
+    float& s = scales[static_cast<size_t>((i / inner) % channels)];
+    s = std::max(s, std::abs(src[i]));
+  }
+  for (float& s : scales) s = s > 0 ? s / 127.0f : 1.0f;
+  QuantizedWeight q{Tensor(DType::kI8, w.shape()),
+                    Tensor::from_vector(std::span<const float>(scales), Shape({channels})),
+                    Tensor(DType::kI8, Shape({channels}))};
+  int8_t* dst = q.values.data<int8_t>();
+  for (int64_t i = 0; i < w.numel(); ++i) {
+    const float s = scales[static_cast<size_t>((i / inner) % channels)];
+    dst[i] = static_cast<int8_t>(std::clamp(std::nearbyint(src[i] / s), -127.0f, 127.0f));
+  }
+  std::fill_n(q.zero_points.data<int8_t>(), channels, int8_t{0});
+  return q;
+}
+
+// Inserts QuantizeLinear -> DequantizeLinear of `x` before `before` and returns the DQ output.
+Result<Value*> add_qdq(Graph& graph, Value* x, const ActivationScale& a, Node* before) {
+  Value* scale = graph.add_constant(Tensor::scalar<float>(a.scale),
+                                    graph.unique_name(x->name() + "_scale"), before);
+  Tensor zp = a.is_unsigned ? Tensor::scalar<uint8_t>(0) : Tensor::scalar<int8_t>(0);
+  Value* zero =
+      graph.add_constant(std::move(zp), graph.unique_name(x->name() + "_zero_point"), before);
+  Node* q = graph.add_node(Op(ops::QuantizeLinear{}), {x, scale, zero}, 1,
+                           x->name() + "_QuantizeLinear", before);
+  KILN_RETURN_IF_ERROR(infer_node(*q));
+  Node* dq = graph.add_node(Op(ops::DequantizeLinear{}), {q->output(0), scale, zero}, 1,
+                            x->name() + "_DequantizeLinear", before);
+  KILN_RETURN_IF_ERROR(infer_node(*dq));
+  return dq->output(0);
+}
+
+Result<Value*> add_weight_dq(Graph& graph, Value* w, int64_t axis, Node* before) {
+  QuantizedWeight q = quantize_weight(*w->constant_value(), axis);
+  Value* values =
+      graph.add_constant(std::move(q.values), graph.unique_name(w->name() + "_quantized"), before);
+  Value* scales =
+      graph.add_constant(std::move(q.scales), graph.unique_name(w->name() + "_scale"), before);
+  Value* zero = graph.add_constant(std::move(q.zero_points),
+                                   graph.unique_name(w->name() + "_zero_point"), before);
+  ops::DequantizeLinear op;
+  op.axis = axis;
+  Node* dq =
+      graph.add_node(Op(op), {values, scales, zero}, 1, w->name() + "_DequantizeLinear", before);
+  KILN_RETURN_IF_ERROR(infer_node(*dq));
+  return dq->output(0);
+}
+
+// Arranges one batch in graph input order, checking names and dtypes.
+Result<std::vector<Argument>> batch_arguments(const Graph& graph, const CalibrationBatch& batch,
+                                              int64_t index) {
+  std::vector<Argument> args;
+  for (const Value* in : graph.inputs()) {
+    auto found = batch.find(in->name());
+    if (found == batch.end()) {
+      std::string given;
+      for (const auto& [name, t] : batch) given += (given.empty() ? "" : ", ") + name;
+      return invalid_argument_error(fmt::format(
+          "calibration batch {}: no tensor for input \"{}\" (the batch has: {}); give one array "
+          "per model input, by name",
+          index, in->name(), given.empty() ? "nothing" : given));
+    }
+    args.emplace_back(found->second);
+  }
+  return args;
+}
+
+}  // namespace
+
+Result<CalibrationMethod> parse_calibration_method(std::string_view name) {
+  if (name == "max") return CalibrationMethod::kMax;
+  if (name == "percentile") return CalibrationMethod::kPercentile;
+  if (name == "entropy") return CalibrationMethod::kEntropy;
+  return invalid_argument_error(
+      fmt::format("unknown calibration method \"{}\"; use max, percentile or entropy", name));
+}
+
+std::string_view calibration_method_name(CalibrationMethod method) {
+  switch (method) {
+    case CalibrationMethod::kMax: return "max";
+    case CalibrationMethod::kPercentile: return "percentile";
+    case CalibrationMethod::kEntropy: return "entropy";
+  }
+  return "max";
+}
+
+Result<Int8Report> quantize_int8(Graph& graph, const Target& target, int64_t count,
+                                 const CalibrationReader& read, const Int8Options& options) {
+  KILN_ASSIGN_OR_RETURN(std::unordered_set<OpKind> kinds, int8_ops(options.ops));
+  if (count <= 0) {
+    return invalid_argument_error(
+        "quantize_int8: no calibration data; give at least one batch of representative inputs");
+  }
+  if (options.method == CalibrationMethod::kPercentile &&
+      !(options.percentile > 0 && options.percentile <= 100)) {
+    return invalid_argument_error(
+        fmt::format("quantize_int8: percentile {} is outside (0, 100]", options.percentile));
+  }
+  KILN_RETURN_IF_ERROR(PassManager(standard_passes()).run(graph));
+
+  std::vector<Site> sites;
+  std::vector<Value*> activations;  // distinct, in order of first use
+  for (const auto& node : graph.nodes()) {
+    if (kinds.count(node->kind()) == 0) continue;
+    std::optional<int64_t> axis = weight_axis(*node);
+    if (!axis) continue;
+    sites.push_back(Site{node.get(), *axis});
+    Value* x = node->input(0);
+    if (std::find(activations.begin(), activations.end(), x) == activations.end()) {
+      activations.push_back(x);
+    }
+  }
+  Int8Report report;
+  report.batches = count;
+  if (sites.empty()) return report;
+
+  // Calibration: a copy of the graph that also returns every activation to observe.
+  std::unordered_map<const Value*, Value*> copies;
+  std::shared_ptr<Graph> probe = clone_graph(graph, &copies);
+  std::vector<int> input_index(activations.size(), -1);
+  std::vector<int64_t> output_index(activations.size(), -1);
+  for (size_t a = 0; a < activations.size(); ++a) {
+    const auto& inputs = graph.inputs();
+    auto is_input = std::find(inputs.begin(), inputs.end(), activations[a]);
+    if (is_input != inputs.end()) {
+      input_index[a] = static_cast<int>(is_input - inputs.begin());
+    } else {
+      output_index[a] = static_cast<int64_t>(probe->outputs().size());
+      probe->add_output(copies.at(activations[a]));
+    }
+  }
+  KILN_ASSIGN_OR_RETURN(std::shared_ptr<Executable> exe,
+                        compile(std::move(probe), target, options.compile));
+  std::vector<RangeObserver> observers(activations.size(), RangeObserver(options.bins));
+  for (int64_t b = 0; b < count; ++b) {
+    KILN_ASSIGN_OR_RETURN(CalibrationBatch batch, read(b));
+    KILN_ASSIGN_OR_RETURN(std::vector<Argument> args, batch_arguments(graph, batch, b));
+    for (size_t a = 0; a < activations.size(); ++a) {
+      if (input_index[a] >= 0) {
+        observers[a].observe(args[static_cast<size_t>(input_index[a])].tensor());
+      }
+    }
+    Result<std::vector<Argument>> results = exe->run(std::move(args));
+    if (!results.ok()) {
+      return Status(results.status().code(),
+                    fmt::format("calibration batch {}: {}", b, results.status().message()));
+    }
+    for (size_t a = 0; a < activations.size(); ++a) {
+      if (output_index[a] >= 0) {
+        observers[a].observe((*results)[static_cast<size_t>(output_index[a])].tensor());
+      }
+    }
+    if (options.progress) options.progress(b + 1, count);
+  }
+
+  // Rewrite into QDQ form.
+  std::unordered_map<const Value*, Value*> dequantized;
+  std::unordered_map<const Value*, Value*> weights;
+  for (size_t a = 0; a < activations.size(); ++a) {
+    const RangeObserver& o = observers[a];
+    ActivationScale s;
+    s.value = activations[a]->name();
+    s.min = o.min();
+    s.max = o.max();
+    s.is_unsigned = o.min() >= 0;
+    s.threshold = o.threshold(options.method, options.percentile, s.is_unsigned ? 256 : 128);
+    s.scale =
+        s.threshold > 0 ? static_cast<float>(s.threshold / (s.is_unsigned ? 255.0 : 127.0)) : 1.0f;
+    report.activations.push_back(s);
+  }
+  for (const Site& site : sites) {
+    Node* node = site.node;
+    Value* x = node->input(0);
+    auto found = dequantized.find(x);
+    if (found == dequantized.end()) {
+      const size_t a = static_cast<size_t>(std::find(activations.begin(), activations.end(), x) -
+                                           activations.begin());
+      KILN_ASSIGN_OR_RETURN(Value * dq, add_qdq(graph, x, report.activations[a], node));
+      found = dequantized.emplace(x, dq).first;
+    }
+    node->set_input(0, found->second);
+    Value* w = node->input(1);
+    auto wfound = weights.find(w);
+    if (wfound == weights.end()) {
+      KILN_ASSIGN_OR_RETURN(Value * dq, add_weight_dq(graph, w, site.axis, node));
+      wfound = weights.emplace(w, dq).first;
+    }
+    node->set_input(1, wfound->second);
+    ++report.quantized_nodes;
+  }
+  KILN_ASSIGN_OR_RETURN(bool removed, make_dead_code_elimination()->run(graph));
+  (void)removed;
+  return report;
+}
+
+Result<Int8Report> quantize_int8(Graph& graph, const Target& target,
+                                 const std::vector<CalibrationBatch>& calibration,
+                                 const Int8Options& options) {
+  return quantize_int8(
+      graph, target, static_cast<int64_t>(calibration.size()),
+      [&](int64_t i) -> Result<CalibrationBatch> { return calibration[static_cast<size_t>(i)]; },
+      options);
+}
+
+}  // namespace kiln::compiler

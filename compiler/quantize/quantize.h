@@ -1,0 +1,112 @@
+// SPDX-License-Identifier: Apache-2.0
+// Quantization of a graph, target-independent: fp16/bf16 conversion, and int8 post-training
+// quantization with calibration that writes standard ONNX QDQ form.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "compiler/ir/graph.h"
+#include "compiler/passes/pass.h"
+#include "compiler/targets/target.h"
+#include "core/progress.h"
+#include "core/status.h"
+
+namespace kiln::compiler {
+
+// ---- fp16 / bf16 ----
+
+// The op kinds quantize_fp16/bf16 convert when no list is given: the compute ops (Conv, MatMul,
+// Gemm, pooling, activations, element-wise arithmetic) and the data movement between them.
+// Numerically sensitive ops (Softmax, normalizations, reductions, Exp, Log, Pow, Sqrt, Erf)
+// stay in fp32 unless named explicitly.
+std::vector<OpKind> default_float_quantize_ops();
+
+// Resolves op names to kinds: ONNX names ("Conv", "MatMul"), MIGraphX's ("convolution", "dot"),
+// and "all" for default_float_quantize_ops(). Fails naming an unknown op, or one that cannot
+// change precision (Constant, Cast, Shape, control flow, Q/DQ).
+Result<std::vector<OpKind>> resolve_quantize_ops(const std::vector<std::string>& names);
+
+// Converts every selected node (of a kind in `ops`; empty: the defaults) whose float tensors are
+// f32 to `dtype` (kF16 or kBF16): its f32 constant inputs become `dtype` constants, its other
+// f32 inputs and outputs change type, and Casts appear only where a value crosses the edge of a
+// converted region (graph inputs and outputs keep f32, so callers see the same signature). A
+// value used by several converted nodes is cast once.
+std::unique_ptr<Pass> make_float_precision_conversion(DType dtype, std::vector<OpKind> ops = {});
+
+// MIGraphX's quantize_fp16 / quantize_bf16: the standard clean-up passes in fp32 first (so
+// BatchNormalization folds into Conv weights before rounding), then the conversion above. `ops`
+// as for resolve_quantize_ops (empty or {"all"}: the defaults).
+Status quantize_fp16(Graph& graph, const std::vector<std::string>& ops = {});
+Status quantize_bf16(Graph& graph, const std::vector<std::string>& ops = {});
+
+// ---- int8 ----
+
+enum class CalibrationMethod {
+  kMax,         // the largest |x| seen
+  kPercentile,  // the given percentile of |x| (outliers clipped)
+  kEntropy,     // the threshold whose int8 histogram is closest (KL divergence) to the fp32 one
+};
+
+// "max", "percentile", "entropy"; an error listing them otherwise.
+Result<CalibrationMethod> parse_calibration_method(std::string_view name);
+std::string_view calibration_method_name(CalibrationMethod method);
+
+// One calibration batch: a tensor for every graph input, by name.
+using CalibrationBatch = std::map<std::string, Tensor>;
+
+struct Int8Options {
+  // Op names as for resolve_quantize_ops among Conv, MatMul and Gemm (MIGraphX: "convolution",
+  // "dot"); empty: all three.
+  std::vector<std::string> ops;
+  CalibrationMethod method = CalibrationMethod::kMax;
+  double percentile = 99.99;  // kPercentile: which percentile of |x|, in (0, 100]
+  int bins = 2048;            // histogram bins for kPercentile and kEntropy
+  // Called after each calibration batch (a ProgressBar's callback() draws a bar).
+  ProgressCallback progress;
+  // How the calibration copy of the graph is compiled for the target.
+  CompileOptions compile;
+};
+
+// One quantized activation, for reports and tests.
+struct ActivationScale {
+  std::string value;  // the IR value's name
+  double min = 0;     // observed over all batches
+  double max = 0;
+  double threshold = 0;  // the |x| range the method chose
+  float scale = 0;
+  bool is_unsigned = false;  // u8 (never negative) or s8
+};
+
+struct Int8Report {
+  int64_t batches = 0;
+  int quantized_nodes = 0;
+  std::vector<ActivationScale> activations;
+};
+
+// Reads calibration batch `index` (0 <= index < count).
+using CalibrationReader = std::function<Result<CalibrationBatch>(int64_t index)>;
+
+// Post-training int8 quantization. Runs the standard clean-up passes in fp32, compiles a copy of
+// the graph for `target` that also returns the input activations of every selected node, runs it
+// on the `count` calibration batches to find each activation's range with `method`, then rewrites
+// every selected node with a constant weight into standard ONNX QDQ form:
+//   activation -> QuantizeLinear(scale, zero point 0; u8 when never negative, else s8)
+//              -> DequantizeLinear -> node
+//   weight     -> int8 constant (symmetric, per output channel, in [-127, 127])
+//              -> DequantizeLinear(axis = the output-channel axis, per-channel scales) -> node
+// Biases stay float. Scales are graph constants, so they are stored in artifacts. Fails naming
+// the batch and input when calibration data does not match the graph.
+Result<Int8Report> quantize_int8(Graph& graph, const Target& target, int64_t count,
+                                 const CalibrationReader& read, const Int8Options& options = {});
+// The same over batches held in memory (MIGraphX's calibration parameter maps).
+Result<Int8Report> quantize_int8(Graph& graph, const Target& target,
+                                 const std::vector<CalibrationBatch>& calibration,
+                                 const Int8Options& options = {});
+
+}  // namespace kiln::compiler

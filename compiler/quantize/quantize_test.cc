@@ -1,0 +1,219 @@
+// SPDX-License-Identifier: Apache-2.0
+// fp16/bf16 conversion and int8 QDQ rewriting: the IR before and after, and the numbers.
+#include "compiler/quantize/quantize.h"
+
+#include <random>
+
+#include "compiler/passes/pass_test_util.h"
+
+namespace kiln::compiler {
+namespace {
+
+using testing::f32;
+
+Tensor filled(Shape shape, uint64_t seed, float lo, float hi) {
+  Tensor t(DType::kF32, shape);
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = dist(rng);
+  return t;
+}
+
+// x[2,4] -> MatMul(w) -> Relu -> Softmax -> y, and Relu's output also returned as r.
+void build_mlp(Graph& g) {
+  GraphBuilder b(g);
+  Value* x = b.input("x", f32({2, 4}));
+  Value* w = b.constant(filled(Shape{4, 3}, 1, -1, 1), "w");
+  Value* h = b.add(Op(ops::MatMul{}), {x, w}, "mm");
+  Value* r = b.add(Op(ops::Relu{}), {h}, "r");
+  b.output(b.add(Op(ops::Softmax{}), {r}, "y"));
+  b.output(r);
+}
+
+std::vector<Argument> run(std::shared_ptr<Graph> g, std::vector<Argument> inputs) {
+  auto target = make_target("ref");
+  auto exe = compile(std::move(g), **target);
+  EXPECT_TRUE(exe.ok()) << exe.status().to_string();
+  if (!exe.ok()) return {};
+  auto out = (*exe)->run(std::move(inputs));
+  EXPECT_TRUE(out.ok()) << out.status().to_string();
+  return out.ok() ? std::move(out).value() : std::vector<Argument>{};
+}
+
+TEST(FloatPrecision, CastsOnlyAtRegionEdgesAndKeepsSoftmaxInF32) {
+  Graph g("mlp");
+  build_mlp(g);
+  auto pass = make_float_precision_conversion(DType::kBF16);
+  testing::expect_rewrite(g, *pass,
+                          "graph mlp(%x: f32[2,4]) {\n"
+                          "  %w: f32[4,3] = Constant[value=f32[4,3]]()  # \"w\"\n"
+                          "  %mm: f32[2,3] = MatMul(%x, %w)  # \"mm\"\n"
+                          "  %r: f32[2,3] = Relu(%mm)  # \"r\"\n"
+                          "  %y: f32[2,3] = Softmax[axis=-1](%r)  # \"y\"\n"
+                          "  return %y, %r\n"
+                          "}\n",
+                          "graph mlp(%x: f32[2,4]) {\n"
+                          "  %x_bf16: bf16[2,4] = Cast[to=bf16](%x)  # \"x_bf16\"\n"
+                          "  %w_bf16: bf16[4,3] = Constant[value=bf16[4,3]]()  # \"w_bf16\"\n"
+                          "  %mm: bf16[2,3] = MatMul(%x_bf16, %w_bf16)  # \"mm\"\n"
+                          "  %r_bf16: bf16[2,3] = Relu(%mm)  # \"r\"\n"
+                          "  %r: f32[2,3] = Cast[to=f32](%r_bf16)  # \"r_f32\"\n"
+                          "  %y: f32[2,3] = Softmax[axis=-1](%r)  # \"y\"\n"
+                          "  return %y, %r\n"
+                          "}\n");
+}
+
+TEST(FloatPrecision, ConvertedGraphComputesCloseValues) {
+  for (DType dtype : {DType::kF16, DType::kBF16}) {
+    auto plain = std::make_shared<Graph>("mlp");
+    auto narrow = std::make_shared<Graph>("mlp");
+    build_mlp(*plain);
+    build_mlp(*narrow);
+    Status s = dtype == DType::kF16 ? quantize_fp16(*narrow) : quantize_bf16(*narrow);
+    ASSERT_TRUE(s.ok()) << s.to_string();
+    Tensor x = filled(Shape{2, 4}, 3, -2, 2);
+    auto want = run(plain, {Argument(x)});
+    auto got = run(narrow, {Argument(x)});
+    ASSERT_EQ(got.size(), 2u);
+    for (size_t o = 0; o < 2; ++o) {
+      ASSERT_EQ(got[o].tensor().dtype(), DType::kF32);
+      auto a = want[o].tensor().span<float>();
+      auto b = got[o].tensor().span<float>();
+      double worst = 0;
+      for (size_t i = 0; i < a.size(); ++i) worst = std::max<double>(worst, std::abs(a[i] - b[i]));
+      // bf16 keeps 8 bits of mantissa, fp16 11; the values are O(1).
+      EXPECT_LT(worst, dtype == DType::kBF16 ? 3e-2 : 4e-3) << dtype_name(dtype);
+      EXPECT_GT(worst, 0.0) << "nothing was converted for " << dtype_name(dtype);
+    }
+  }
+}
+
+TEST(FloatPrecision, OpListSelectsAndRejects) {
+  Graph g("mlp");
+  build_mlp(g);
+  ASSERT_TRUE(quantize_fp16(g, {"Relu"}).ok());
+  const std::string ir = print_graph(g);
+  EXPECT_NE(ir.find("%mm: f32[2,3] = MatMul"), std::string::npos) << ir;
+  EXPECT_NE(ir.find("= Relu(%mm_f16)"), std::string::npos) << ir;
+  Result<std::vector<OpKind>> bad = resolve_quantize_ops({"Conv", "Frobnicate"});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("\"Frobnicate\""), std::string::npos);
+  EXPECT_FALSE(resolve_quantize_ops({"Cast"}).ok());
+  EXPECT_EQ(resolve_quantize_ops({"dot"})->size(), 2u);
+}
+
+// x[N,2,5,5] -> Conv(3 out channels, 3x3, bias) -> Relu -> Flatten -> Gemm(transB) -> y
+void build_convnet(Graph& g) {
+  GraphBuilder b(g);
+  Value* x = b.input("x", f32({2, 2, 5, 5}));
+  Value* w = b.constant(filled(Shape{3, 2, 3, 3}, 11, -0.5f, 0.5f), "w");
+  Value* bias = b.constant(filled(Shape{3}, 12, -0.1f, 0.1f), "b");
+  Value* c = b.add(Op(ops::Conv{}), {x, w, bias}, "conv");
+  Value* r = b.add(Op(ops::Relu{}), {c}, "relu");
+  Value* f = b.add(Op(ops::Flatten{}), {r}, "flat");
+  Value* fc = b.constant(filled(Shape{4, 27}, 13, -0.3f, 0.3f), "fc");
+  ops::Gemm gemm;
+  gemm.transB = 1;
+  b.output(b.add(Op(gemm), {f, fc}, "y"));
+}
+
+std::vector<CalibrationBatch> batches(int count) {
+  std::vector<CalibrationBatch> out;
+  for (int i = 0; i < count; ++i) {
+    out.push_back({{"x", filled(Shape{2, 2, 5, 5}, 100 + i, -1.0f, 2.0f)}});
+  }
+  return out;
+}
+
+TEST(Int8, WritesQdqWithPerChannelWeightsAndCalibratedScales) {
+  Graph g("convnet");
+  build_convnet(g);
+  auto target = make_target("ref");
+  std::vector<CalibrationBatch> data = batches(3);
+  int64_t reported = 0;
+  Int8Options options;
+  options.progress = [&](int64_t done, int64_t total) {
+    EXPECT_EQ(total, 3);
+    reported = done;
+  };
+  Result<Int8Report> report = quantize_int8(g, **target, data, options);
+  ASSERT_TRUE(report.ok()) << report.status().to_string();
+  EXPECT_EQ(reported, 3);
+  EXPECT_EQ(report->quantized_nodes, 2);
+  ASSERT_EQ(report->activations.size(), 2u);
+  // x is signed: s8 with scale max|x| / 127 over all batches.
+  double max_abs = 0;
+  for (const auto& batch : data) {
+    for (float v : batch.at("x").span<float>()) max_abs = std::max<double>(max_abs, std::abs(v));
+  }
+  EXPECT_FALSE(report->activations[0].is_unsigned);
+  EXPECT_FLOAT_EQ(report->activations[0].scale, static_cast<float>(max_abs / 127));
+  // The Gemm input comes after Relu: u8.
+  EXPECT_TRUE(report->activations[1].is_unsigned);
+  EXPECT_EQ(report->activations[1].min, 0.0);
+
+  const std::string ir = print_graph(g);
+  EXPECT_NE(ir.find("%x_QuantizeLinear: i8[2,2,5,5] = QuantizeLinear[axis=1](%x, %x_scale, "
+                    "%x_zero_point)"),
+            std::string::npos)
+      << ir;
+  EXPECT_NE(ir.find("%w_quantized: i8[3,2,3,3] = Constant"), std::string::npos) << ir;
+  EXPECT_NE(ir.find("%w_DequantizeLinear: f32[3,2,3,3] = DequantizeLinear[axis=0]("
+                    "%w_quantized, %w_scale, %w_zero_point)"),
+            std::string::npos)
+      << ir;
+  EXPECT_NE(ir.find("u8[2,27] = QuantizeLinear"), std::string::npos) << ir;
+  EXPECT_NE(ir.find("%fc_DequantizeLinear: f32[4,27] = DequantizeLinear[axis=0]"),
+            std::string::npos)
+      << ir;
+  EXPECT_TRUE(verify_graph(g).ok());
+}
+
+TEST(Int8, QuantizedGraphStaysCloseToFp32) {
+  auto plain = std::make_shared<Graph>("convnet");
+  auto quantized = std::make_shared<Graph>("convnet");
+  build_convnet(*plain);
+  build_convnet(*quantized);
+  auto target = make_target("ref");
+  for (CalibrationMethod method :
+       {CalibrationMethod::kMax, CalibrationMethod::kPercentile, CalibrationMethod::kEntropy}) {
+    auto q = std::make_shared<Graph>("convnet");
+    build_convnet(*q);
+    Int8Options options;
+    options.method = method;
+    options.percentile = 99.9;
+    ASSERT_TRUE(quantize_int8(*q, **target, batches(4), options).ok());
+    Tensor x = filled(Shape{2, 2, 5, 5}, 999, -1.0f, 2.0f);
+    auto want = run(plain, {Argument(x)});
+    auto got = run(q, {Argument(x)});
+    auto a = want[0].tensor().span<float>();
+    auto b = got[0].tensor().span<float>();
+    double worst = 0;
+    double largest = 0;
+    for (size_t i = 0; i < a.size(); ++i) {
+      worst = std::max<double>(worst, std::abs(a[i] - b[i]));
+      largest = std::max<double>(largest, std::abs(a[i]));
+    }
+    EXPECT_LT(worst, 0.03 * largest) << calibration_method_name(method);
+    EXPECT_GT(worst, 0.0) << calibration_method_name(method);
+  }
+}
+
+TEST(Int8, MissingCalibrationInputIsNamed) {
+  Graph g("convnet");
+  build_convnet(g);
+  auto target = make_target("ref");
+  std::vector<CalibrationBatch> data = {{{"image", filled(Shape{2, 2, 5, 5}, 1, 0, 1)}}};
+  Result<Int8Report> report = quantize_int8(g, **target, data);
+  ASSERT_FALSE(report.ok());
+  EXPECT_NE(report.status().message().find("calibration batch 0: no tensor for input \"x\" (the "
+                                           "batch has: image)"),
+            std::string::npos)
+      << report.status().message();
+  Int8Options options;
+  options.ops = {"Relu"};
+  EXPECT_FALSE(quantize_int8(g, **target, batches(1), options).ok());
+}
+
+}  // namespace
+}  // namespace kiln::compiler
