@@ -4,6 +4,8 @@
 // elementwise ops, pooling, softmax, BatchNorm, Concat and Transpose; reshapes share buffers.
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <functional>
@@ -13,6 +15,7 @@
 #include "compiler/ops/nn_util.h"
 #include "compiler/targets/cuda/kernels.h"
 #include "compiler/targets/cuda/program.h"
+#include "core/logging.h"
 
 namespace kiln::compiler::cuda {
 
@@ -643,6 +646,11 @@ struct LtPlan {
   cublasLtMatrixLayout_t d = nullptr;  // C and D
   cublasLtMatmulAlgo_t algo{};
   size_t workspace = 0;
+  // The heuristic's first algorithm, run instead when the tuned one is refused at run time.
+  bool has_fallback = false;
+  cublasLtMatmulAlgo_t fallback{};
+  size_t fallback_workspace = 0;
+  std::atomic<bool> use_fallback{false};
   // The bias pointer is an attribute of the shared descriptor: set and used under this lock.
   std::mutex mutex;
 };
@@ -676,7 +684,10 @@ struct MatmulChoice {
 
 // The index of the fastest of cuBLASLt's `count` heuristic candidates, each timed over 3 runs
 // after one warm-up on scratch operands; 0 (the heuristic's first) when there is one candidate or
-// no room for the scratch.
+// no room for the scratch. The descriptor's bias pointer is set to scratch only when the epilogue
+// reads a bias (`bias_bytes` > 0), and is null again on return: cuBLASLt refuses a matmul whose
+// descriptor carries a bias pointer its epilogue does not read (CUBLAS_STATUS_INVALID_VALUE), and
+// the scratch is freed here.
 int fastest_matmul(cublasLtHandle_t lt, const LtPlan& p, const cublasLtMatmulHeuristicResult_t* r,
                    int count, size_t a_bytes, size_t b_bytes, size_t d_bytes, size_t bias_bytes,
                    float alpha, float beta) {
@@ -685,17 +696,20 @@ int fastest_matmul(cublasLtHandle_t lt, const LtPlan& p, const cublasLtMatmulHeu
   void* a = s.block(a_bytes);
   void* bm = s.block(b_bytes);
   void* d = s.block(d_bytes);
-  void* bias = s.block(bias_bytes);
+  void* bias = bias_bytes > 0 ? s.block(bias_bytes) : nullptr;
   void* workspace = s.block(kLtWorkspace);
   s.events.resize(2);
-  if (a == nullptr || bm == nullptr || d == nullptr || bias == nullptr || workspace == nullptr ||
+  if (a == nullptr || bm == nullptr || d == nullptr || (bias_bytes > 0 && bias == nullptr) ||
+      workspace == nullptr ||
       cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking) != cudaSuccess ||
       cudaEventCreate(&s.events[0]) != cudaSuccess ||
       cudaEventCreate(&s.events[1]) != cudaSuccess) {
     cudaGetLastError();
     return 0;
   }
-  cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias));
+  if (bias != nullptr) {
+    cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias));
+  }
   int best = 0;
   float best_ms = INFINITY;
   for (int i = 0; i < count; ++i) {
@@ -722,7 +736,15 @@ int fastest_matmul(cublasLtHandle_t lt, const LtPlan& p, const cublasLtMatmulHeu
   }
   cudaStreamSynchronize(s.stream);
   cudaGetLastError();
+  if (bias != nullptr) {
+    const void* none = nullptr;
+    cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &none, sizeof(none));
+  }
   return best;
+}
+
+bool same_algo(const cublasLtMatmulAlgo_t& x, const cublasLtMatmulAlgo_t& y) {
+  return std::memcmp(&x, &y, sizeof(x)) == 0;
 }
 
 // Row-major Y[M,N] = A[M,K] B[K,N] runs as column-major Y^T = B^T A^T: cuBLAS's A is our B.
@@ -818,6 +840,14 @@ Result<bool> lower_matmul(Builder& b, const Node& node) {
       fmt::format("matmul {} m{} n{} k{} batch{} ta{} tb{} epilogue{} beta{}",
                   dtype_name(node.input(0)->tensor_type().dtype), m, n, k, batch, trans_a, trans_b,
                   static_cast<int>(epilogue), beta != 0.0f);
+  constexpr int kCandidates = 8;
+  cublasLtMatmulHeuristicResult_t results[kCandidates] = {};
+  int found = 0;
+  if (cublasLtMatmulAlgoGetHeuristic(b.lt(), p->op, p->a, p->b, p->d, p->d, pref, kCandidates,
+                                     results, &found) != CUBLAS_STATUS_SUCCESS) {
+    found = 0;
+  }
+  cublasLtMatmulPreferenceDestroy(pref);
   bool chosen = false;
   if (const std::vector<uint8_t>* known = b.known_choice(key)) {
     std::optional<MatmulChoice> c = choice_value<MatmulChoice>(*known);
@@ -833,25 +863,21 @@ Result<bool> lower_matmul(Builder& b, const Node& node) {
     }
   }
   if (!chosen) {
-    constexpr int kCandidates = 8;
-    cublasLtMatmulHeuristicResult_t results[kCandidates] = {};
-    int found = 0;
-    const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(b.lt(), p->op, p->a, p->b, p->d, p->d,
-                                                             pref, kCandidates, results, &found);
-    if (st != CUBLAS_STATUS_SUCCESS || found == 0) {
-      cublasLtMatmulPreferenceDestroy(pref);
-      return false;  // the host runs it
-    }
+    if (found == 0) return false;  // the host runs it
     const auto bytes = [&](int64_t elements) { return static_cast<size_t>(elements) * es; };
     const int best =
         fastest_matmul(b.lt(), *p, results, found, bytes(batch * m * k), bytes(batch * k * n),
-                       bytes(batch * m * n), bytes(n), alpha, beta);
+                       bytes(batch * m * n), bias ? bytes(n) : 0, alpha, beta);
     p->algo = results[best].algo;
     p->workspace = results[best].workspaceSize;
     b.record_choice(key, choice_bytes(MatmulChoice{p->algo}), true);
   }
-  cublasLtMatmulPreferenceDestroy(pref);
-  b.need_workspace(p->workspace);
+  if (found > 0 && !same_algo(p->algo, results[0].algo)) {
+    p->has_fallback = true;
+    p->fallback = results[0].algo;
+    p->fallback_workspace = results[0].workspaceSize;
+  }
+  b.need_workspace(std::max(p->workspace, p->fallback_workspace));
   const int ai = b.buffer_of(node.input(0));
   const int bi = b.buffer_of(node.input(1));
   const Node* last = relu != nullptr ? relu : &node;
@@ -872,10 +898,28 @@ Result<bool> lower_matmul(Builder& b, const Node& node) {
                        "bias pointer"));
     }
     const void* c = beta != 0.0f ? s.device[static_cast<size_t>(c_buffer)] : ptr(s, yi);
-    return check_cublas(
-        cublasLtMatmul(s.lt, p->op, &alpha, ptr(s, bi), p->a, ptr(s, ai), p->b, &beta, c, p->d,
-                       ptr(s, yi), p->d, &p->algo, s.workspace, p->workspace, s.stream),
-        "matmul");
+    const auto matmul = [&](bool fallback) {
+      return cublasLtMatmul(s.lt, p->op, &alpha, ptr(s, bi), p->a, ptr(s, ai), p->b, &beta, c, p->d,
+                            ptr(s, yi), p->d, fallback ? &p->fallback : &p->algo, s.workspace,
+                            fallback ? p->fallback_workspace : p->workspace, s.stream);
+    };
+    const bool fallback = p->use_fallback.load(std::memory_order_relaxed);
+    cublasStatus_t status = matmul(fallback);
+    if (!fallback && p->has_fallback &&
+        (status == CUBLAS_STATUS_INVALID_VALUE || status == CUBLAS_STATUS_NOT_SUPPORTED)) {
+      // The tuned algorithm (measured, or taken from an artifact) is refused: cuBLASLt's own first
+      // choice for these descriptors runs from now on.
+      p->use_fallback.store(true, std::memory_order_relaxed);
+      static std::once_flag logged;
+      std::call_once(logged, [&] {
+        log(LogLevel::kWarning,
+            "cuda target: cuBLASLt refused a tuned matmul algorithm (status {}); that matmul runs "
+            "cuBLASLt's heuristic first choice instead (reported once per process)",
+            static_cast<int>(status));
+      });
+      status = matmul(true);
+    }
+    return check_cublas(status, "matmul");
   });
   return true;
 }
