@@ -4,8 +4,10 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "compiler/ir/graph.h"
@@ -15,6 +17,31 @@
 
 namespace kiln::compiler {
 
+// A section a target stores in an artifact beside the graph (kind 3, found by name, e.g. the cpu
+// target's "cpu.packed_weights"): byte pieces written one after another, kept alive by `owner`.
+struct TargetSection {
+  std::string name;
+  std::vector<std::span<const uint8_t>> pieces;
+  std::shared_ptr<const void> owner;
+};
+
+// The target sections of an artifact being loaded, in place in its memory mapping (alive while
+// `owner` is). Sections a target does not know are ignored.
+struct LoadedSections {
+  std::string artifact;        // the file, for messages
+  std::string recompile_hint;  // "recompile it with: kiln compile ..."
+  std::span<const uint8_t> file;
+  std::vector<std::pair<std::string, std::span<const uint8_t>>> sections;
+  std::shared_ptr<const void> owner;
+  // The section called `name`, or nullptr when the artifact has none.
+  const std::span<const uint8_t>* find(std::string_view name) const {
+    for (const auto& [n, bytes] : sections) {
+      if (n == name) return &bytes;
+    }
+    return nullptr;
+  }
+};
+
 struct CompileOptions {
   // Run the target's optimization passes (off: the graph runs as imported).
   bool optimize = true;
@@ -22,6 +49,9 @@ struct CompileOptions {
   uint64_t seed = 0;
   // Intra-op threads of each run (targets that run ops in parallel); 0: the physical cores.
   int threads = 0;
+  // Set when finalizing a loaded artifact: its target sections (Executable::artifact_sections()
+  // of the executable it was saved from). Not stored in the header.
+  std::shared_ptr<const LoadedSections> loaded;
 };
 
 // The time one step of a run took: a node, a group of fused nodes, or a layout reorder.
@@ -52,6 +82,8 @@ class Executable {
     profile.steps.clear();
     return run(std::move(inputs));
   }
+  // What an artifact of this executable stores beside its graph (e.g. pre-packed weights).
+  virtual std::vector<TargetSection> artifact_sections() const { return {}; }
 };
 
 class Target {
