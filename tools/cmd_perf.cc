@@ -141,9 +141,10 @@ int run_perf(const Options& opts) {
   if (!exe.ok()) return report_error(exe.status());
   const double compile_ms = graph ? Ms(Clock::now() - compile_start).count() : prepared->load_ms;
   const char* compile_what = graph ? "compile" : "load";
+  const std::string target_name((*exe)->target());  // an artifact's own target
   // What ran it: the GPU's name for the cuda target, "cpu" (the host) for the others.
   std::string device = "cpu";
-  if (opts.target == "cuda") {
+  if (target_name == "cuda") {
     std::vector<GpuInfo> gpus = list_gpus();
     if (!gpus.empty()) device = gpus.front().name;
   }
@@ -204,13 +205,13 @@ int run_perf(const Options& opts) {
         "\"median_ms\":{:.4f},\"p90_ms\":{:.4f},\"min_ms\":{:.4f},\"throughput_per_s\":{:.3f},"
         "\"cpu_ms_per_run\":{:.4f},"
         "\"times_ms\":[{:.4f}],\"peak_rss_bytes\":{},\"kinds\":[{}],\"steps\":[{}]}}\n",
-        json_escape(opts.model), json_escape(opts.target), json_escape(device), batch, opts.threads,
+        json_escape(opts.model), json_escape(target_name), json_escape(device), batch, opts.threads,
         opts.iterations, opts.warmup, compile_what, compile_ms, first_ms, median, p90, times.front(), throughput,
         cpu_ms_per_run, fmt::join(in_order, ","), peak_rss_bytes(), kinds_json, steps_json);
     return 0;
   }
   fmt::print("{} on {} ({}): batch {}, threads {}, {} runs after {} warm-up\n", opts.model,
-             opts.target, device, batch,
+             target_name, device, batch,
              opts.threads == 0 ? std::string("default") : std::to_string(opts.threads),
              opts.iterations, opts.warmup);
   fmt::print("{} {:.1f} ms, first run {:.2f} ms\n", compile_what, compile_ms, first_ms);
@@ -219,7 +220,7 @@ int run_perf(const Options& opts) {
   fmt::print("cpu time {:.3f} ms per run (all threads)\n", cpu_ms_per_run);
   fmt::print("peak RSS {:.1f} MiB\n", static_cast<double>(peak_rss_bytes()) / (1 << 20));
   if (steps.empty()) {
-    fmt::print("(the {} target does not time its steps)\n", opts.target);
+    fmt::print("(the {} target does not time its steps)\n", target_name);
     return 0;
   }
   fmt::print("\ntime by kind (median of {} profiled runs; steps add up to {:.3f} ms)\n",
