@@ -206,8 +206,9 @@ int run_perf(const Options& opts) {
         "\"cpu_ms_per_run\":{:.4f},"
         "\"times_ms\":[{:.4f}],\"peak_rss_bytes\":{},\"kinds\":[{}],\"steps\":[{}]}}\n",
         json_escape(opts.model), json_escape(target_name), json_escape(device), batch, opts.threads,
-        opts.iterations, opts.warmup, compile_what, compile_ms, first_ms, median, p90, times.front(), throughput,
-        cpu_ms_per_run, fmt::join(in_order, ","), peak_rss_bytes(), kinds_json, steps_json);
+        opts.iterations, opts.warmup, compile_what, compile_ms, first_ms, median, p90,
+        times.front(), throughput, cpu_ms_per_run, fmt::join(in_order, ","), peak_rss_bytes(),
+        kinds_json, steps_json);
     return 0;
   }
   fmt::print("{} on {} ({}): batch {}, threads {}, {} runs after {} warm-up\n", opts.model,

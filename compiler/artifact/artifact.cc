@@ -272,9 +272,9 @@ Result<std::vector<uint8_t>> serialize_artifact(const ArtifactHeader& header, co
   std::vector<uint8_t> file;
   KILN_RETURN_IF_ERROR(emit_artifact(header, graph, target_sections(extra, nullptr),
                                      [&](std::span<const uint8_t> b) {
-    file.insert(file.end(), b.begin(), b.end());
-    return Status();
-  }));
+                                       file.insert(file.end(), b.begin(), b.end());
+                                       return Status();
+                                     }));
   return file;
 }
 
@@ -291,8 +291,7 @@ Status save_artifact(const std::string& path, const Executable& executable,
   }
   Status status =
       emit_artifact(make_artifact_header(executable, options, source), executable.graph(),
-                    target_sections(extra, &executable),
-                    [&](std::span<const uint8_t> b) {
+                    target_sections(extra, &executable), [&](std::span<const uint8_t> b) {
                       size_t done = 0;
                       while (done < b.size()) {
                         const ssize_t n = ::write(fd, b.data() + done, b.size() - done);

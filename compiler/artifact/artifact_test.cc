@@ -349,8 +349,8 @@ TEST_F(ArtifactTest, CpuPackedWeightsRoundTripRepackOnMismatchAndDetectDamage) {
   if (!make_target("cpu").ok()) GTEST_SKIP() << "no cpu target in this build";
   ImportOptions import;
   import.input_shapes["image"] = {1, 1, 28, 28};
-  auto model = import_onnx_file(std::string(KILN_SOURCE_DIR) + "/examples/models/tiny_cnn.onnx",
-                                import);
+  auto model =
+      import_onnx_file(std::string(KILN_SOURCE_DIR) + "/examples/models/tiny_cnn.onnx", import);
   ASSERT_TRUE(model.ok()) << model.status().message();
   auto digit = read_npy(std::string(KILN_SOURCE_DIR) + "/examples/models/digit.npy");
   ASSERT_TRUE(digit.ok());

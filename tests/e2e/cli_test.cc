@@ -364,7 +364,7 @@ TEST_F(Cli, PerfOfAnArtifactReportsItsLoadTime) {
     KilnRun r = run_kiln("perf " + kiln + " --iterations 3 --warmup 1");
     ASSERT_EQ(r.exit_code, 0) << r.output;
     for (const std::string& want : {"on " + target, "load "s, "first run"s, "latency median"s,
-                                   target == "cpu" ? "time by kind"s : "does not time"s}) {
+                                    target == "cpu" ? "time by kind"s : "does not time"s}) {
       EXPECT_NE(r.output.find(want), std::string::npos) << want << "\n" << r.output;
     }
     KilnRun j = run_kiln("perf " + kiln + " --iterations 2 --threads 1 --json");

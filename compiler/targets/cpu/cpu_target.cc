@@ -6,7 +6,6 @@
 
 #include <fmt/format.h>
 #include <omp.h>
-
 #include <sys/mman.h>
 #include <unistd.h>
 

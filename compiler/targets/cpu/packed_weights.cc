@@ -159,9 +159,10 @@ Result<std::shared_ptr<PackedWeights>> PackedWeights::open(const LoadedSections&
   uint32_t count = 0;
   if (!r.get(version)) return corrupt("no version");
   if (version != kVersion) {
-    log(LogLevel::kInfo, "{}: section \"{}\" has format version {} (this kiln reads {}); weights "
-        "are packed again on load; {}", loaded.artifact, kPackedWeightsSection, version, kVersion,
-        loaded.recompile_hint);
+    log(LogLevel::kInfo,
+        "{}: section \"{}\" has format version {} (this kiln reads {}); weights "
+        "are packed again on load; {}",
+        loaded.artifact, kPackedWeightsSection, version, kVersion, loaded.recompile_hint);
     return weights;
   }
   if (!r.get(count) || count > section.size() / 16) return corrupt("bad entry count");
@@ -170,8 +171,7 @@ Result<std::shared_ptr<PackedWeights>> PackedWeights::open(const LoadedSections&
     Stored s;
     uint64_t offset = 0;
     uint64_t size = 0;
-    if (!read_desc(r, s.src_layout) || !read_desc(r, s.layout) || !r.get(offset) ||
-        !r.get(size)) {
+    if (!read_desc(r, s.src_layout) || !read_desc(r, s.layout) || !r.get(offset) || !r.get(size)) {
       return corrupt(fmt::format("entry {} is cut short", i));
     }
     if (offset > section.size() || size > section.size() - offset ||

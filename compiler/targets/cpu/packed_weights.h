@@ -50,14 +50,15 @@ class PackedWeights {
     dnnl_memory_desc_t layout;
     std::span<const uint8_t> bytes;
   };
-  std::vector<dnnl::memory> packed_;  // every pack, in order (stored ones wrap the mapping)
+  std::vector<dnnl::memory> packed_;         // every pack, in order (stored ones wrap the mapping)
   std::vector<dnnl::memory::desc> sources_;  // the source layout of each
   std::vector<Stored> stored_;
   std::vector<std::span<const uint8_t>> served_sources_;
   int reused_ = 0;
 };
 
-// While alive, pack() (dnnl_kernel.h) on this thread goes through `weights` (nullptr: plain packing).
+// While alive, pack() (dnnl_kernel.h) on this thread goes through `weights` (nullptr: plain
+// packing).
 class PackScope {
  public:
   explicit PackScope(PackedWeights* weights);
