@@ -11,6 +11,7 @@
 #include <map>
 #include <memory>
 
+#include "compiler/artifact/artifact.h"
 #include "compiler/targets/target.h"
 #include "core/gpu.h"
 #include "tools/command.h"
@@ -144,6 +145,18 @@ std::vector<KindRow> by_kind(const std::vector<StepRow>& steps) {
   return rows;
 }
 
+// A loaded artifact's executable; loaded again (`load_ms` updated) when --threads is given.
+Result<std::shared_ptr<compiler::Executable>> load_for_perf(const Options& opts,
+                                                            PreparedModel&& prepared) {
+  if (opts.threads == 0) return std::move(prepared.executable);
+  prepared.executable.reset();
+  const auto start = Clock::now();
+  KILN_ASSIGN_OR_RETURN(compiler::LoadedArtifact loaded,
+                        compiler::load_artifact(opts.model, opts.threads));
+  prepared.load_ms = Ms(Clock::now() - start).count();
+  return std::move(loaded.executable);
+}
+
 int run_perf(const Options& opts) {
   if (opts.iterations < 1 || opts.warmup < 0 || opts.threads < 0) {
     return report_error(invalid_argument_error(
@@ -152,7 +165,9 @@ int run_perf(const Options& opts) {
   auto prepared = prepare_model(opts.model, opts.inputs);
   if (!prepared.ok()) return report_error(prepared.status());
   if (opts.inputs.batch > 0) {
-    for (const compiler::Value* in : prepared->model->graph->inputs()) {
+    const compiler::Graph& g =
+        prepared->executable ? prepared->executable->graph() : *prepared->model->graph;
+    for (const compiler::Value* in : g.inputs()) {
       const auto& t = in->tensor_type();
       if (t.rank() < 1 || t.shape()[0] != opts.inputs.batch) {
         return report_error(invalid_argument_error(fmt::format(
@@ -172,16 +187,23 @@ int run_perf(const Options& opts) {
   if (!target.ok()) return report_error(target.status());
   compiler::CompileOptions compile_options;
   compile_options.threads = opts.threads;
-  std::shared_ptr<compiler::Graph> graph(std::move(prepared->model->graph));
-  Status quantized = apply_quantization(*graph, opts.quantize, **target);
-  if (!quantized.ok()) return report_error(quantized);
+  std::shared_ptr<compiler::Graph> graph(prepared->model ? std::move(prepared->model->graph)
+                                                         : nullptr);
+  if (graph) {
+    Status quantized = apply_quantization(*graph, opts.quantize, **target);
+    if (!quantized.ok()) return report_error(quantized);
+  }
   const auto compile_start = Clock::now();
-  auto exe = compiler::compile(graph, **target, compile_options);
+  // A .kiln artifact was loaded (finalized) by prepare_model: its load time is reported instead.
+  auto exe = graph ? compiler::compile(graph, **target, compile_options)
+                   : load_for_perf(opts, std::move(*prepared));
   if (!exe.ok()) return report_error(exe.status());
-  const double compile_ms = Ms(Clock::now() - compile_start).count();
+  const double compile_ms = graph ? Ms(Clock::now() - compile_start).count() : prepared->load_ms;
+  const char* compile_what = graph ? "compile" : "load";
+  const std::string target_name((*exe)->target());  // an artifact's own target
   // What ran it: the GPU's name for the cuda target, "cpu" (the host) for the others.
   std::string device = "cpu";
-  if (opts.target == "cuda") {
+  if (target_name == "cuda") {
     std::vector<GpuInfo> gpus = list_gpus();
     if (!gpus.empty()) device = gpus.front().name;
   }
@@ -252,28 +274,28 @@ int run_perf(const Options& opts) {
     fmt::print(
         "{{\"runtime\":\"kiln\",\"model\":\"{}\",\"target\":\"{}\",\"device\":\"{}\","
         "\"batch\":{},\"device_io\":{},\"threads\":{},\"iterations\":{},\"warmup\":{},"
-        "\"compile_ms\":{:.3f},"
+        "\"{}_ms\":{:.3f},"
         "\"first_run_ms\":{:.3f},"
         "\"median_ms\":{:.4f},\"p90_ms\":{:.4f},\"min_ms\":{:.4f},\"throughput_per_s\":{:.3f},"
         "\"cpu_ms_per_run\":{:.4f},"
         "\"times_ms\":[{:.4f}],\"peak_rss_bytes\":{},\"kinds\":[{}],\"steps\":[{}]}}\n",
-        json_escape(opts.model), json_escape(opts.target), json_escape(device), batch,
-        opts.device_io ? "true" : "false", opts.threads, opts.iterations, opts.warmup, compile_ms,
-        first_ms, median, p90, times.front(), throughput, cpu_ms_per_run, fmt::join(in_order, ","),
-        peak_rss_bytes(), kinds_json, steps_json);
+        json_escape(opts.model), json_escape(target_name), json_escape(device), batch,
+        opts.device_io ? "true" : "false", opts.threads, opts.iterations, opts.warmup, compile_what,
+        compile_ms, first_ms, median, p90, times.front(), throughput, cpu_ms_per_run,
+        fmt::join(in_order, ","), peak_rss_bytes(), kinds_json, steps_json);
     return 0;
   }
   fmt::print(
-      "{} on {} ({}): batch {}, threads {}, {} runs after {} warm-up{}\n", opts.model, opts.target,
+      "{} on {} ({}): batch {}, threads {}, {} runs after {} warm-up{}\n", opts.model, target_name,
       device, batch, opts.threads == 0 ? std::string("default") : std::to_string(opts.threads),
       opts.iterations, opts.warmup, opts.device_io ? ", inputs and outputs in GPU memory" : "");
-  fmt::print("compile {:.1f} ms, first run {:.2f} ms\n", compile_ms, first_ms);
+  fmt::print("{} {:.1f} ms, first run {:.2f} ms\n", compile_what, compile_ms, first_ms);
   fmt::print("latency median {:.3f} ms, p90 {:.3f} ms, min {:.3f} ms; throughput {:.1f}/s\n",
              median, p90, times.front(), throughput);
   fmt::print("cpu time {:.3f} ms per run (all threads)\n", cpu_ms_per_run);
   fmt::print("peak RSS {:.1f} MiB\n", static_cast<double>(peak_rss_bytes()) / (1 << 20));
   if (steps.empty()) {
-    fmt::print("(the {} target does not time its steps)\n", opts.target);
+    fmt::print("(the {} target does not time its steps)\n", target_name);
     return 0;
   }
   fmt::print("\ntime by kind (median of {} profiled runs; steps add up to {:.3f} ms)\n",

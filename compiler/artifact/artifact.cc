@@ -179,13 +179,15 @@ Status zeros(uint64_t n, F&& f) {
 // Produces the artifact's bytes in file order through `sink`. The weights go from the graph's
 // tensors straight to the sink (checksummed in a first pass), so they are never held twice.
 Status emit_artifact(const ArtifactHeader& header, const Graph& graph,
-                     const std::vector<ExtraSection>& extra, const ByteSink& sink) {
+                     const std::vector<TargetSection>& extra, const ByteSink& sink) {
   KILN_ASSIGN_OR_RETURN(EncodedGraph encoded, encode_graph(graph));
   std::vector<ArtifactSection> sections;
   sections.push_back({"graph", SectionKind::kGraph, 0, encoded.graph.size(), 0});
   sections.push_back({"weights", SectionKind::kWeights, 0, encoded.weights_size, 0});
-  for (const ExtraSection& e : extra) {
-    sections.push_back({e.name, SectionKind::kTargetData, 0, e.bytes.size(), 0});
+  for (const TargetSection& e : extra) {
+    uint64_t size = 0;
+    for (std::span<const uint8_t> piece : e.pieces) size += piece.size();
+    sections.push_back({e.name, SectionKind::kTargetData, 0, size, 0});
   }
   // Every field is fixed-width, so the header's size does not depend on the offsets.
   const uint64_t header_size = encode_header(header, sections).size();
@@ -209,7 +211,11 @@ Status emit_artifact(const ArtifactHeader& header, const Graph& graph,
   }
   KILN_RETURN_IF_ERROR(zeros(encoded.weights_size - at, hash));
   sections[1].checksum = weights_hash.digest();
-  for (size_t i = 0; i < extra.size(); ++i) sections[i + 2].checksum = xxhash64(extra[i].bytes);
+  for (size_t i = 0; i < extra.size(); ++i) {
+    Xxhash64 h;
+    for (std::span<const uint8_t> piece : extra[i].pieces) h.update(piece);
+    sections[i + 2].checksum = h.digest();
+  }
   std::vector<uint8_t> head = encode_header(header, sections);
   KILN_CHECK(head.size() == header_size, "artifact header size changed with its offsets");
 
@@ -242,10 +248,21 @@ Status emit_artifact(const ArtifactHeader& header, const Graph& graph,
   KILN_RETURN_IF_ERROR(pad_to(sections[1].offset + sections[1].size));
   for (size_t i = 0; i < extra.size(); ++i) {
     KILN_RETURN_IF_ERROR(pad_to(sections[i + 2].offset));
-    KILN_RETURN_IF_ERROR(put(extra[i].bytes));
+    for (std::span<const uint8_t> piece : extra[i].pieces) KILN_RETURN_IF_ERROR(put(piece));
   }
   KILN_CHECK(written == end, "artifact bytes written differ from its layout");
   return Status();
+}
+
+// The caller's sections, then the executable's own (e.g. the cpu target's packed weights).
+std::vector<TargetSection> target_sections(const std::vector<ExtraSection>& extra,
+                                           const Executable* executable) {
+  std::vector<TargetSection> out;
+  for (const ExtraSection& e : extra) out.push_back({e.name, {e.bytes}, nullptr});
+  if (executable != nullptr) {
+    for (TargetSection& s : executable->artifact_sections()) out.push_back(std::move(s));
+  }
+  return out;
 }
 
 }  // namespace
@@ -253,10 +270,11 @@ Status emit_artifact(const ArtifactHeader& header, const Graph& graph,
 Result<std::vector<uint8_t>> serialize_artifact(const ArtifactHeader& header, const Graph& graph,
                                                 const std::vector<ExtraSection>& extra) {
   std::vector<uint8_t> file;
-  KILN_RETURN_IF_ERROR(emit_artifact(header, graph, extra, [&](std::span<const uint8_t> b) {
-    file.insert(file.end(), b.begin(), b.end());
-    return Status();
-  }));
+  KILN_RETURN_IF_ERROR(emit_artifact(header, graph, target_sections(extra, nullptr),
+                                     [&](std::span<const uint8_t> b) {
+                                       file.insert(file.end(), b.begin(), b.end());
+                                       return Status();
+                                     }));
   return file;
 }
 
@@ -275,8 +293,8 @@ Status save_artifact(const std::string& path, const Executable& executable,
   std::vector<ExtraSection> sections = extra;
   for (auto& [name, bytes] : executable.target_data()) sections.push_back({name, std::move(bytes)});
   Status status =
-      emit_artifact(make_artifact_header(executable, options, source), executable.graph(), sections,
-                    [&](std::span<const uint8_t> b) {
+      emit_artifact(make_artifact_header(executable, options, source), executable.graph(),
+                    target_sections(sections, &executable), [&](std::span<const uint8_t> b) {
                       size_t done = 0;
                       while (done < b.size()) {
                         const ssize_t n = ::write(fd, b.data() + done, b.size() - done);
@@ -435,6 +453,18 @@ std::span<const uint8_t> Artifact::section_bytes(const ArtifactSection& section)
   return bytes_.subspan(section.offset, section.size);
 }
 
+std::shared_ptr<const LoadedSections> Artifact::loaded_sections() const {
+  auto loaded = std::make_shared<LoadedSections>();
+  loaded->artifact = name_;
+  loaded->recompile_hint = recompile_hint();
+  loaded->file = bytes_;
+  loaded->owner = owner_;
+  for (const ArtifactSection& s : sections_) {
+    if (s.kind == SectionKind::kTargetData) loaded->sections.emplace_back(s.name, section_bytes(s));
+  }
+  return loaded;
+}
+
 std::string Artifact::recompile_hint() const {
   if (header_.source.recompile_command.empty()) return generic_recompile_hint(name_);
   return "recompile it with: " + header_.source.recompile_command;
@@ -475,7 +505,7 @@ Result<std::shared_ptr<Graph>> Artifact::graph() const {
                       section_bytes(*find_section("weights")), owner_, name_);
 }
 
-Result<LoadedArtifact> load_artifact(const Artifact& artifact) {
+Result<LoadedArtifact> load_artifact(const Artifact& artifact, int threads) {
   using Clock = std::chrono::steady_clock;
   using ms = std::chrono::duration<double, std::milli>;
   const Clock::time_point start = Clock::now();
@@ -492,6 +522,8 @@ Result<LoadedArtifact> load_artifact(const Artifact& artifact) {
     data->emplace_back(s.name, std::vector<uint8_t>(bytes.begin(), bytes.end()));
   }
   options.target_data = std::move(data);
+  options.loaded = artifact.loaded_sections();
+  options.threads = threads;
   Result<std::shared_ptr<Executable>> exe = target->finalize(std::move(graph), options);
   if (!exe.ok()) return exe.status().with_context(artifact.name());
   log(LogLevel::kDebug,
@@ -502,13 +534,13 @@ Result<LoadedArtifact> load_artifact(const Artifact& artifact) {
   return LoadedArtifact{artifact.header(), std::move(exe).value()};
 }
 
-Result<LoadedArtifact> load_artifact(const std::string& path) {
+Result<LoadedArtifact> load_artifact(const std::string& path, int threads) {
   using ms = std::chrono::duration<double, std::milli>;
   const auto start = std::chrono::steady_clock::now();
   KILN_ASSIGN_OR_RETURN(Artifact artifact, open_artifact(path));
   log(LogLevel::kDebug, "mapped and checked {} in {:.1f} ms", path,
       ms(std::chrono::steady_clock::now() - start).count());
-  return load_artifact(artifact);
+  return load_artifact(artifact, threads);
 }
 
 }  // namespace kiln::compiler

@@ -8,7 +8,7 @@
 //               signature, source model name/size/hash, recompile command, section table
 //   sections    each 64-byte aligned with its own XXH64 checksum: "graph" (the optimized graph),
 //               "weights" (every constant, 64-byte aligned, memory-mapped on load), and any
-//               target sections (kind kTargetData, e.g. pre-packed weights; none yet)
+//               target sections (kind kTargetData, found by name: e.g. "cpu.packed_weights")
 #pragma once
 
 #include <cstdint>
@@ -82,7 +82,8 @@ ArtifactHeader make_artifact_header(const Executable& executable, const CompileO
 Result<std::vector<uint8_t>> serialize_artifact(const ArtifactHeader& header, const Graph& graph,
                                                 const std::vector<ExtraSection>& extra = {});
 
-// Writes `executable`'s graph and weights to `path` (atomically: readers never see half a file).
+// Writes `executable`'s graph and weights, `extra` and the executable's own artifact_sections() to
+// `path` (atomically: readers never see half a file).
 Status save_artifact(const std::string& path, const Executable& executable,
                      const CompileOptions& options, const ArtifactSource& source,
                      const std::vector<ExtraSection>& extra = {});
@@ -107,6 +108,8 @@ class Artifact {
   Status check_source(std::span<const uint8_t> source_bytes) const;
   // Decodes the optimized graph; its constants point into the file's mapped weight section.
   Result<std::shared_ptr<Graph>> graph() const;
+  // Its target sections (kind kTargetData), for the target's finalize().
+  std::shared_ptr<const LoadedSections> loaded_sections() const;
   // "recompile it with: kiln compile ..." for error messages.
   std::string recompile_hint() const;
 
@@ -135,9 +138,9 @@ struct LoadedArtifact {
   std::shared_ptr<Executable> executable;
 };
 // Checks compatibility, decodes the graph and finalizes it for the stored target (no passes run
-// again).
-Result<LoadedArtifact> load_artifact(const Artifact& artifact);
+// again), with `threads` intra-op threads per run (0: the physical cores).
+Result<LoadedArtifact> load_artifact(const Artifact& artifact, int threads = 0);
 // Opens `path` and loads it as above.
-Result<LoadedArtifact> load_artifact(const std::string& path);
+Result<LoadedArtifact> load_artifact(const std::string& path, int threads = 0);
 
 }  // namespace kiln::compiler

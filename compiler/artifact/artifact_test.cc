@@ -320,6 +320,103 @@ TEST_F(ArtifactTest, TinyCnnGivesIdenticalOutputsOnEveryTarget) {
   }
 }
 
+Status parse_all(const std::vector<uint8_t>& bytes);
+
+// Rewrites the checksum of section `name` in the header's section table (and the header's and
+// preamble's checksums) after its bytes were edited.
+void fix_section_checksum(std::vector<uint8_t>& bytes, const std::string& name) {
+  uint64_t header_size;
+  std::memcpy(&header_size, bytes.data() + 32, 8);
+  auto begin = bytes.begin() + 64;
+  auto end = begin + static_cast<long>(header_size);
+  auto it = std::search(begin, end, name.begin(), name.end());
+  ASSERT_NE(it, end) << name;
+  uint8_t* entry = &*it + name.size();  // u32 kind, u64 offset, u64 size, u64 checksum
+  uint64_t offset, size;
+  std::memcpy(&offset, entry + 4, 8);
+  std::memcpy(&size, entry + 12, 8);
+  const uint64_t sum = xxhash64(std::span<const uint8_t>(bytes.data() + offset, size));
+  std::memcpy(entry + 20, &sum, 8);
+  uint64_t h = xxhash64(std::span<const uint8_t>(bytes.data() + 64, header_size));
+  std::memcpy(bytes.data() + 40, &h, 8);
+  h = xxhash64(std::span<const uint8_t>(bytes.data(), 56));
+  std::memcpy(bytes.data() + 56, &h, 8);
+}
+
+// The cpu target stores its packed weights ("cpu.packed_weights") and serves them in place on
+// load; a stored layout that is not the one asked for is packed again; damage is detected.
+TEST_F(ArtifactTest, CpuPackedWeightsRoundTripRepackOnMismatchAndDetectDamage) {
+  if (!make_target("cpu").ok()) GTEST_SKIP() << "no cpu target in this build";
+  ImportOptions import;
+  import.input_shapes["image"] = {1, 1, 28, 28};
+  auto model =
+      import_onnx_file(std::string(KILN_SOURCE_DIR) + "/examples/models/tiny_cnn.onnx", import);
+  ASSERT_TRUE(model.ok()) << model.status().message();
+  auto digit = read_npy(std::string(KILN_SOURCE_DIR) + "/examples/models/digit.npy");
+  ASSERT_TRUE(digit.ok());
+  const std::string file = path("packed.kiln");
+  auto original = save(std::shared_ptr<Graph>(std::move((*model)->graph)), file, "cpu", true);
+  auto expected = original->run({*digit});
+  ASSERT_TRUE(expected.ok());
+  auto same_output = [&](const LoadedArtifact& loaded) {
+    auto out = loaded.executable->run({*digit});
+    ASSERT_TRUE(out.ok()) << out.status().message();
+    const Tensor& a = (*expected)[0].tensor();
+    const Tensor& b = (*out)[0].tensor();
+    ASSERT_EQ(a.nbytes(), b.nbytes());
+    EXPECT_EQ(std::memcmp(a.raw_data(), b.raw_data(), a.nbytes()), 0);
+  };
+  auto artifact = open_artifact(file);
+  ASSERT_TRUE(artifact.ok()) << artifact.status().message();
+  const ArtifactSection* section = artifact->find_section("cpu.packed_weights");
+  ASSERT_NE(section, nullptr);
+  EXPECT_EQ(section->kind, SectionKind::kTargetData);
+  const uint64_t section_at = section->offset;
+  {
+    auto loaded = load_artifact(*artifact);
+    ASSERT_TRUE(loaded.ok()) << loaded.status().message();
+    same_output(*loaded);
+  }
+  auto read = read_file(file);
+  ASSERT_TRUE(read.ok());
+  const std::vector<uint8_t> base(read->begin(), read->end());
+  const std::vector<uint8_t>* bytes = &base;
+  // Entry 0's packed layout: after the version and count (8 bytes) and the 668-byte source desc;
+  // its blocking strides follow ndims, dims, type, padded dims and offsets, offset0 and the format
+  // kind (308 bytes). Another stride is another layout, as another CPU's kernels would ask for.
+  std::vector<uint8_t> other_layout = *bytes;
+  int64_t stride;
+  uint8_t* at = other_layout.data() + section_at + 8 + 668 + 308;
+  std::memcpy(&stride, at, 8);
+  stride += 1;
+  std::memcpy(at, &stride, 8);
+  fix_section_checksum(other_layout, "cpu.packed_weights");
+  ASSERT_TRUE(write_file_atomic(path("other.kiln"), other_layout).ok());
+  {
+    auto loaded = load_artifact(path("other.kiln"));
+    ASSERT_TRUE(loaded.ok()) << loaded.status().message();
+    same_output(*loaded);  // packed again from the plain weights
+  }
+  // A malformed table is a clear error; a flipped bit in the packed bytes fails the checksum.
+  std::vector<uint8_t> bad_count = *bytes;
+  const uint32_t huge = 1u << 30;
+  std::memcpy(bad_count.data() + section_at + 4, &huge, 4);
+  fix_section_checksum(bad_count, "cpu.packed_weights");
+  ASSERT_TRUE(write_file_atomic(path("bad.kiln"), bad_count).ok());
+  auto bad = load_artifact(path("bad.kiln"));
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("section \"cpu.packed_weights\" is malformed"),
+            std::string::npos)
+      << bad.status().message();
+  EXPECT_NE(bad.status().message().find("kiln compile"), std::string::npos);
+  std::vector<uint8_t> flipped = *bytes;
+  flipped[section_at + section->size - 5] ^= 0x4;
+  Status s = parse_all(flipped);
+  EXPECT_NE(s.message().find("section \"cpu.packed_weights\" is corrupt (checksum mismatch)"),
+            std::string::npos)
+      << s.message();
+}
+
 TEST_F(ArtifactTest, CompilingTwiceWritesTheSameBytes) {
   const std::string onnx = std::string(KILN_SOURCE_DIR) + "/examples/models/tiny_cnn.onnx";
   std::vector<std::string> files;

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -19,6 +20,30 @@ namespace kiln::compiler {
 // Data a target keeps in an artifact beside the graph, as named sections (kind kTargetData): e.g.
 // the cuda target's tuning choices. Loading gives it back through CompileOptions::target_data.
 using TargetData = std::vector<std::pair<std::string, std::vector<uint8_t>>>;
+// A section a target stores in an artifact beside the graph (kind 3, found by name, e.g. the cpu
+// target's "cpu.packed_weights"): byte pieces written one after another, kept alive by `owner`.
+struct TargetSection {
+  std::string name;
+  std::vector<std::span<const uint8_t>> pieces;
+  std::shared_ptr<const void> owner;
+};
+
+// The target sections of an artifact being loaded, in place in its memory mapping (alive while
+// `owner` is). Sections a target does not know are ignored.
+struct LoadedSections {
+  std::string artifact;        // the file, for messages
+  std::string recompile_hint;  // "recompile it with: kiln compile ..."
+  std::span<const uint8_t> file;
+  std::vector<std::pair<std::string, std::span<const uint8_t>>> sections;
+  std::shared_ptr<const void> owner;
+  // The section called `name`, or nullptr when the artifact has none.
+  const std::span<const uint8_t>* find(std::string_view name) const {
+    for (const auto& [n, bytes] : sections) {
+      if (n == name) return &bytes;
+    }
+    return nullptr;
+  }
+};
 
 struct CompileOptions {
   // Run the target's optimization passes (off: the graph runs as imported).
@@ -31,6 +56,9 @@ struct CompileOptions {
   // the target uses what still applies here (the cuda target: its tuning, on the same GPU and
   // libraries). Not stored in the artifact's header.
   std::shared_ptr<const TargetData> target_data;
+  // Set when finalizing a loaded artifact: its target sections (Executable::artifact_sections()
+  // of the executable it was saved from). Not stored in the header.
+  std::shared_ptr<const LoadedSections> loaded;
 };
 
 // The time one step of a run took: a node, a group of fused nodes, or a layout reorder.
@@ -76,6 +104,8 @@ class Executable {
         " runs on host memory: pass host tensors to run() (device-resident arguments are a cuda "
         "target feature)");
   }
+  // What an artifact of this executable stores beside its graph (e.g. pre-packed weights).
+  virtual std::vector<TargetSection> artifact_sections() const { return {}; }
 };
 
 class Target {

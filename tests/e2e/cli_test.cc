@@ -335,6 +335,29 @@ TEST_F(Cli, PerfJsonIsOneLineWithEveryFigure) {
   EXPECT_EQ(std::count(list.begin(), list.end(), ','), 3) << list;
 }
 
+// `kiln perf` of a .kiln artifact times the loaded executable and reports its load time.
+TEST_F(Cli, PerfOfAnArtifactReportsItsLoadTime) {
+  using namespace std::string_literals;
+  for (const std::string target : {"ref", "cpu"}) {
+    SCOPED_TRACE(target);
+    const std::string kiln = (dir_ / (target + ".kiln")).string();
+    KilnRun c = run_kiln("compile " + model_ + " --target " + target + " --batch 1 -o " + kiln);
+    if (target == "cpu" && c.output.find("unknown target") != std::string::npos) continue;
+    ASSERT_EQ(c.exit_code, 0) << c.output;
+    KilnRun r = run_kiln("perf " + kiln + " --iterations 3 --warmup 1");
+    ASSERT_EQ(r.exit_code, 0) << r.output;
+    for (const std::string& want : {"on " + target, "load "s, "first run"s, "latency median"s,
+                                    target == "cpu" ? "time by kind"s : "does not time"s}) {
+      EXPECT_NE(r.output.find(want), std::string::npos) << want << "\n" << r.output;
+    }
+    KilnRun j = run_kiln("perf " + kiln + " --iterations 2 --threads 1 --json");
+    ASSERT_EQ(j.exit_code, 0) << j.output;
+    for (const char* key : {"\"load_ms\":", "\"threads\":1", "\"median_ms\":"}) {
+      EXPECT_NE(j.output.find(key), std::string::npos) << key << "\n" << j.output;
+    }
+  }
+}
+
 TEST_F(Cli, PerfBatchOfAFixedShapeSaysWhatToDo) {
   KilnRun r = run_kiln("perf " + model_ + " --input-shape image=2x1x28x28 --batch 4");
   EXPECT_NE(r.exit_code, 0);

@@ -4,6 +4,8 @@
 
 #include <fmt/format.h>
 
+#include "compiler/targets/cpu/packed_weights.h"
+
 namespace kiln::compiler::cpu {
 
 dnnl::memory::dims to_dims(const std::vector<int64_t>& values) {
@@ -112,6 +114,9 @@ std::optional<StaticShapes> static_float_shapes(const Node& node) {
 
 dnnl::memory pack(const dnnl::engine& engine, const dnnl::memory::desc& src_layout, const void* src,
                   const dnnl::memory::desc& layout) {
+  if (PackedWeights* weights = PackScope::current()) {
+    return weights->pack(engine, src_layout, src, layout);
+  }
   dnnl::memory from(src_layout, engine, const_cast<void*>(src));
   dnnl::memory to(layout, engine);
   dnnl::stream stream(engine);

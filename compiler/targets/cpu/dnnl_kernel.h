@@ -44,6 +44,8 @@ std::optional<StaticShapes> static_f32_shapes(const Node& node);
 std::optional<StaticShapes> static_float_shapes(const Node& node);
 
 // `src` copied into a new memory of layout `layout` (a reorder when they differ), at compile time.
+// Within a PackScope (packed_weights.h) the packed memory is recorded for the artifact, or served
+// from a loaded artifact in place.
 dnnl::memory pack(const dnnl::engine& engine, const dnnl::memory::desc& src_layout, const void* src,
                   const dnnl::memory::desc& layout);
 
