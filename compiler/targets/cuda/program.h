@@ -40,8 +40,8 @@ struct Buffer {
   std::shared_ptr<const std::vector<uint8_t>> owned;  // host data made at compile time
   // A 4-D tensor stored channels last (NHWC); `shape` stays the logical NCHW shape.
   bool nhwc = false;
-  int first = -1;                                     // the step that writes it (arena buffers)
-  int last = -1;                                      // the last step that reads it
+  int first = -1;  // the step that writes it (arena buffers)
+  int last = -1;   // the last step that reads it
 };
 
 // The per-caller state: the arena, a stream, library handles, workspace and pinned staging. One
