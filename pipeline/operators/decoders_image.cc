@@ -1,7 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 // decoders.image: encoded JPEG/PNG bytes to an HWC uint8 image.
 #include "pipeline/decoders/image_decoder.h"
+#include "pipeline/operators/decode_args.h"
 #include "pipeline/operators/operators.h"
+
+#include <fmt/format.h>
 
 namespace kiln::pipeline::detail {
 namespace {
@@ -33,21 +36,32 @@ const OperatorSchema& decoders_image_schema() {
       "decodes JPEG or PNG bytes into an HWC uint8 image",
       {"encoded"},
       {"images"},
-      {
-          {"output_type", ArgType::kString, std::string("RGB"), "RGB, BGR or GRAY"},
-          {"min_width", ArgType::kInt, int64_t{0},
-           "width the image will be resized to; allows DCT-domain downscaling (0: none)"},
-          {"min_height", ArgType::kInt, int64_t{0},
-           "height the image will be resized to; allows DCT-domain downscaling (0: none)"},
-      }};
+      decode_arg_specs("image")};
   return schema;
 }
 
-Result<std::unique_ptr<Operator>> make_decoders_image(OpArgs args) {
+std::vector<ArgSpec> decode_arg_specs(std::string_view resized) {
+  return {
+      {"output_type", ArgType::kString, std::string("RGB"), "RGB, BGR or GRAY"},
+      {"min_width", ArgType::kInt, int64_t{0},
+       fmt::format("width the {} will be resized to; allows DCT-domain downscaling (0: none)",
+                   resized)},
+      {"min_height", ArgType::kInt, int64_t{0},
+       fmt::format("height the {} will be resized to; allows DCT-domain downscaling (0: none)",
+                   resized)},
+  };
+}
+
+Result<DecodeOptions> decode_options(const OpArgs& args) {
   DecodeOptions options;
   KILN_ASSIGN_OR_RETURN(options.color, parse_color_format(args.get_string("output_type")));
   options.min_width = std::max<int64_t>(args.get_int("min_width"), 0);
   options.min_height = std::max<int64_t>(args.get_int("min_height"), 0);
+  return options;
+}
+
+Result<std::unique_ptr<Operator>> make_decoders_image(OpArgs args) {
+  KILN_ASSIGN_OR_RETURN(DecodeOptions options, decode_options(args));
   return std::unique_ptr<Operator>(new DecodersImage(std::move(args), options));
 }
 

@@ -4,6 +4,7 @@
 
 #include "pipeline/decoders/image_decoder.h"
 #include "pipeline/operators/crop_window.h"
+#include "pipeline/operators/decode_args.h"
 #include "pipeline/operators/operators.h"
 
 namespace kiln::pipeline::detail {
@@ -45,32 +46,27 @@ Status check_range(std::string_view arg, const std::vector<double>& v, double lo
 }  // namespace
 
 const OperatorSchema& decoders_image_random_crop_schema() {
-  static const OperatorSchema schema{
-      "decoders.image_random_crop",
-      "decodes a random area/aspect window of each image (RandomResizedCrop), skipping the rest",
-      {"encoded"},
-      {"images"},
-      {
-          {"output_type", ArgType::kString, std::string("RGB"), "RGB, BGR or GRAY"},
-          {"random_area", ArgType::kFloatList, std::vector<double>{0.08, 1.0},
-           "range of the window's area as a fraction of the image"},
-          {"random_aspect_ratio", ArgType::kFloatList, std::vector<double>{3.0 / 4.0, 4.0 / 3.0},
-           "range of the window's width / height"},
-          {"num_attempts", ArgType::kInt, int64_t{10},
-           "draws before falling back to a centre crop"},
-          {"min_width", ArgType::kInt, int64_t{0},
-           "width the window will be resized to; allows DCT-domain downscaling (0: none)"},
-          {"min_height", ArgType::kInt, int64_t{0},
-           "height the window will be resized to; allows DCT-domain downscaling (0: none)"},
-      }};
+  static const OperatorSchema schema = [] {
+    std::vector<ArgSpec> args = decode_arg_specs("window");
+    args.insert(
+        args.begin() + 1,
+        {{"random_area", ArgType::kFloatList, std::vector<double>{0.08, 1.0},
+          "range of the window's area as a fraction of the image"},
+         {"random_aspect_ratio", ArgType::kFloatList, std::vector<double>{3.0 / 4.0, 4.0 / 3.0},
+          "range of the window's width / height"},
+         {"num_attempts", ArgType::kInt, int64_t{10}, "draws before falling back to a centre crop"}});
+    return OperatorSchema{
+        "decoders.image_random_crop",
+        "decodes a random area/aspect window of each image (RandomResizedCrop), skipping the rest",
+        {"encoded"},
+        {"images"},
+        std::move(args)};
+  }();
   return schema;
 }
 
 Result<std::unique_ptr<Operator>> make_decoders_image_random_crop(OpArgs args) {
-  DecodeOptions options;
-  KILN_ASSIGN_OR_RETURN(options.color, parse_color_format(args.get_string("output_type")));
-  options.min_width = std::max<int64_t>(args.get_int("min_width"), 0);
-  options.min_height = std::max<int64_t>(args.get_int("min_height"), 0);
+  KILN_ASSIGN_OR_RETURN(DecodeOptions options, decode_options(args));
   const auto& area = args.get_floats("random_area");
   const auto& aspect = args.get_floats("random_aspect_ratio");
   KILN_RETURN_IF_ERROR(check_range("random_area", area, 0.0));

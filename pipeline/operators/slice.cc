@@ -4,6 +4,7 @@
 #include "pipeline/decoders/image_decoder.h"
 #include "pipeline/kernels/buffer.h"
 #include "pipeline/operators/crop_window.h"
+#include "pipeline/operators/decode_args.h"
 #include "pipeline/operators/operators.h"
 
 namespace kiln::pipeline::detail {
@@ -75,21 +76,12 @@ const OperatorSchema& decoders_image_slice_schema() {
       "decodes only the window given by a relative anchor [x, y] and shape [width, height]",
       {"encoded", "anchor", "shape"},
       {"images"},
-      {
-          {"output_type", ArgType::kString, std::string("RGB"), "RGB, BGR or GRAY"},
-          {"min_width", ArgType::kInt, int64_t{0},
-           "width the window will be resized to; allows DCT-domain downscaling (0: none)"},
-          {"min_height", ArgType::kInt, int64_t{0},
-           "height the window will be resized to; allows DCT-domain downscaling (0: none)"},
-      }};
+      decode_arg_specs("window")};
   return schema;
 }
 
 Result<std::unique_ptr<Operator>> make_decoders_image_slice(OpArgs args) {
-  DecodeOptions options;
-  KILN_ASSIGN_OR_RETURN(options.color, parse_color_format(args.get_string("output_type")));
-  options.min_width = std::max<int64_t>(args.get_int("min_width"), 0);
-  options.min_height = std::max<int64_t>(args.get_int("min_height"), 0);
+  KILN_ASSIGN_OR_RETURN(DecodeOptions options, decode_options(args));
   return std::unique_ptr<Operator>(new DecodersImageSlice(std::move(args), options));
 }
 
