@@ -1,10 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 // decoders.image: encoded JPEG/PNG bytes to an HWC uint8 image.
+#include <fmt/format.h>
+
 #include "pipeline/decoders/image_decoder.h"
 #include "pipeline/operators/decode_args.h"
 #include "pipeline/operators/operators.h"
-
-#include <fmt/format.h>
 
 namespace kiln::pipeline::detail {
 namespace {
@@ -31,12 +31,11 @@ class DecodersImage final : public Operator {
 }  // namespace
 
 const OperatorSchema& decoders_image_schema() {
-  static const OperatorSchema schema{
-      "decoders.image",
-      "decodes JPEG or PNG bytes into an HWC uint8 image",
-      {"encoded"},
-      {"images"},
-      decode_arg_specs("image")};
+  static const OperatorSchema schema{"decoders.image",
+                                     "decodes JPEG or PNG bytes into an HWC uint8 image",
+                                     {"encoded"},
+                                     {"images"},
+                                     decode_arg_specs("image")};
   return schema;
 }
 

@@ -54,7 +54,8 @@ const OperatorSchema& decoders_image_random_crop_schema() {
           "range of the window's area as a fraction of the image"},
          {"random_aspect_ratio", ArgType::kFloatList, std::vector<double>{3.0 / 4.0, 4.0 / 3.0},
           "range of the window's width / height"},
-         {"num_attempts", ArgType::kInt, int64_t{10}, "draws before falling back to a centre crop"}});
+         {"num_attempts", ArgType::kInt, int64_t{10},
+          "draws before falling back to a centre crop"}});
     return OperatorSchema{
         "decoders.image_random_crop",
         "decodes a random area/aspect window of each image (RandomResizedCrop), skipping the rest",
