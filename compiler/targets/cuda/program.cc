@@ -411,6 +411,15 @@ int Builder::define(const Value* v, bool nhwc) {
   return id;
 }
 
+int Builder::scratch(DType dtype, Shape shape, bool nhwc) {
+  Buffer b;
+  b.dtype = dtype;
+  b.nhwc = nhwc && shape.rank() == 4;
+  b.bytes = byte_size(dtype, shape);
+  b.shape = std::move(shape);
+  return add_buffer(std::move(b));
+}
+
 int Builder::constant(std::vector<float> values) {
   std::vector<uint8_t> bytes(values.size() * sizeof(float));
   std::memcpy(bytes.data(), values.data(), bytes.size());
