@@ -72,9 +72,8 @@ Status dispatch(Elem e, Fn&& fn) {
 
 // The same loop over an index of type I: the kernels that divide indices run on 32-bit ones when
 // every index fits (fits_32()), 64-bit division costing several times more instructions.
-#define KILN_GRID_STRIDE_T(I, i, n)                                    \
-  for (I i = blockIdx.x * I(blockDim.x) + threadIdx.x; i < I(n); \
-       i += I(blockDim.x) * gridDim.x)
+#define KILN_GRID_STRIDE_T(I, i, n) \
+  for (I i = blockIdx.x * I(blockDim.x) + threadIdx.x; i < I(n); i += I(blockDim.x) * gridDim.x)
 
 // Whether indices and offsets up to `reach` in magnitude (and the grid's stride, at most 2^28, past
 // them) fit a signed 32-bit index.
@@ -273,7 +272,8 @@ __global__ void pool2d_nhwc_vec_kernel(Pool2d p, const Vec<T>* x, Vec<T>* y, int
     Vec<T> out;
 #pragma unroll
     for (int k = 0; k < kLanes; ++k) {
-      out.v[k] = from_f32<T>(p.max ? acc[k] : (count > 0 ? acc[k] / static_cast<float>(count) : 0.0f));
+      out.v[k] =
+          from_f32<T>(p.max ? acc[k] : (count > 0 ? acc[k] / static_cast<float>(count) : 0.0f));
     }
     y[i] = out;
   }
@@ -478,9 +478,8 @@ Status launch_binary(Elem e, Binary op, const void* a, const void* b, void* y, i
     const auto* tb = static_cast<const T*>(b);
     auto* ty = static_cast<T*>(y);
     // The operands' largest offsets bound their index range too.
-    const int64_t reach =
-        std::max(reach_of(n, index.rank, index.out_dims, index.a_strides),
-                 reach_of(n, index.rank, index.out_dims, index.b_strides));
+    const int64_t reach = std::max(reach_of(n, index.rank, index.out_dims, index.a_strides),
+                                   reach_of(n, index.rank, index.out_dims, index.b_strides));
     if (contiguous) {
       binary_same_kernel<<<blocks_for(n), kThreads, 0, s>>>(op, ta, tb, ty, n, relu);
     } else if (fits_32(reach)) {
@@ -515,11 +514,11 @@ Status launch_channel_affine(Elem e, const void* x, void* y, const float* scale,
           reinterpret_cast<const Vec<T>*>(tr), static_cast<int32_t>(vectors),
           static_cast<int32_t>(channels), static_cast<int32_t>(inner), lo, hi);
     } else if (fits_32(n)) {
-      channel_affine_kernel<int32_t><<<blocks_for(n), kThreads, 0, s>>>(
-          tx, ty, scale, shift, tr, n, channels, inner, lo, hi);
+      channel_affine_kernel<int32_t>
+          <<<blocks_for(n), kThreads, 0, s>>>(tx, ty, scale, shift, tr, n, channels, inner, lo, hi);
     } else {
-      channel_affine_kernel<int64_t><<<blocks_for(n), kThreads, 0, s>>>(
-          tx, ty, scale, shift, tr, n, channels, inner, lo, hi);
+      channel_affine_kernel<int64_t>
+          <<<blocks_for(n), kThreads, 0, s>>>(tx, ty, scale, shift, tr, n, channels, inner, lo, hi);
     }
     return launched("channel_affine");
   });
@@ -536,8 +535,7 @@ Status launch_pool2d(Elem e, const Pool2d& p, const void* x, void* y, void* stre
         aligned16(y)) {
       const int64_t vectors = n / kLanes;
       pool2d_nhwc_vec_kernel<T><<<blocks_for(vectors), kThreads, 0, s>>>(
-          p, static_cast<const Vec<T>*>(x), static_cast<Vec<T>*>(y),
-          static_cast<int32_t>(vectors));
+          p, static_cast<const Vec<T>*>(x), static_cast<Vec<T>*>(y), static_cast<int32_t>(vectors));
     } else {
       pool2d_kernel<<<blocks_for(n), kThreads, 0, s>>>(p, static_cast<const T*>(x),
                                                        static_cast<T*>(y), n);
