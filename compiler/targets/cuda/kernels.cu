@@ -531,8 +531,8 @@ Status launch_pool2d(Elem e, const Pool2d& p, const void* x, void* y, void* stre
     using T = decltype(tag);
     auto s = static_cast<cudaStream_t>(stream);
     constexpr int kLanes = Vec<T>::kLanes;
-    if (p.nhwc && p.c % kLanes == 0 && fits_32(p.n * p.c * p.h * p.w) && aligned16(x) &&
-        aligned16(y)) {
+    if (p.nhwc && p.c % kLanes == 0 && fits_32(std::max(n, p.n * p.c * p.h * p.w)) &&
+        aligned16(x) && aligned16(y)) {
       const int64_t vectors = n / kLanes;
       pool2d_nhwc_vec_kernel<T><<<blocks_for(vectors), kThreads, 0, s>>>(
           p, static_cast<const Vec<T>*>(x), static_cast<Vec<T>*>(y), static_cast<int32_t>(vectors));
