@@ -87,11 +87,14 @@ step bench $((budget + 30)) python3 bench/gpu_vs_torch/run.py --kiln "${kiln[*]}
 
 # ---- compute-sanitizer: shared-memory races and out-of-bounds accesses in our kernels
 sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+# This pack's unpacked binaries (.devpack/run unpacks to /tmp/devpack-<cksum>; a warm machine may
+# hold other packs' folders too).
+bin=/tmp/devpack-$(cksum <.devpack/pack.tar.xz | cut -d' ' -f1)/bin
 filter='--gtest_filter=*Bundled*:*Pool*:*Elementwise*:*Transformer*'
 step sanitizer 90 "${kiln[0]}" "$sanitizer" --tool racecheck --error-exitcode 1 \
-  "$(ls -d /tmp/devpack-*/bin | head -1)/compiler_cuda_test" "$filter"
+  "$bin/compiler_cuda_test" "$filter"
 step sanitizer 90 "${kiln[0]}" "$sanitizer" --tool memcheck --error-exitcode 1 \
-  "$(ls -d /tmp/devpack-*/bin | head -1)/compiler_cuda_test" "$filter"
+  "$bin/compiler_cuda_test" "$filter"
 
 # ---- ONNX backend suite
 data=/tmp/onnx_backend_data

@@ -159,8 +159,9 @@ def time_runs(fn, x, device, warmup, iterations):
     return statistics.median(times)
 
 
-def run_torch(name, mode, batches, args, memory_baseline=None):
-    """Times PyTorch `mode` (eager, default, max-autotune) on `name` at each batch: dict rows."""
+def run_torch(name, mode, batches, args, memory_baseline=None, on_row=None):
+    """Times PyTorch `mode` (eager, default, max-autotune) on `name` at each batch: dict rows, each
+    also handed to `on_row` as soon as it is measured."""
     device = args.device
     if device == "cuda":
         torch.backends.cudnn.benchmark = True
@@ -194,34 +195,40 @@ def run_torch(name, mode, batches, args, memory_baseline=None):
             row["torch_max_allocated_bytes"] = torch.cuda.max_memory_allocated()
             row["gpu_memory_bytes"] = sampler.bytes()
         rows.append(row)
+        if on_row:
+            on_row(row)
         log(f"  torch {mode:<12} {name} batch {batch}: {ms:.3f} ms")
         del x
     return rows
 
 
 def run_torch_subprocess(name, mode, batches, args, timeout):
-    """torch.compile in its own process, so a slow or failing compile stops at `timeout` seconds."""
+    """torch.compile in its own process, so a slow or failing compile stops at `timeout` seconds.
+    The largest batch (the issue's throughput target) compiles first; the batches measured before
+    a timeout keep their rows."""
     if timeout < 15:
         log(f"  torch {mode} {name}: skipped, the time budget is spent")
         return [{"model": name, "batch": b, "runtime": "torch", "mode": mode,
                  "precision": args.precision, "error": "no time left"} for b in batches]
     cmd = [sys.executable, os.path.abspath(__file__), "--worker", "--models", name, "--modes", mode,
-           "--batches", ",".join(map(str, batches)), "--precision", args.precision,
-           "--device", args.device, "--gpu", str(args.gpu), "--warmup", str(args.warmup),
-           "--iterations", str(args.iterations)] + (["--tf32"] if args.tf32 else [])
+           "--batches", ",".join(map(str, sorted(batches, reverse=True))),
+           "--precision", args.precision, "--device", args.device, "--gpu", str(args.gpu),
+           "--warmup", str(args.warmup), "--iterations", str(args.iterations)] + (
+               ["--tf32"] if args.tf32 else [])
     try:
         out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-    except subprocess.TimeoutExpired:
+        stdout, why = out.stdout, f"exit {out.returncode}"
+        sys.stderr.write(out.stderr[-4000:] if out.returncode else "")
+    except subprocess.TimeoutExpired as e:
         log(f"  torch {mode} {name}: stopped after {timeout:.0f} s")
-        return [{"model": name, "batch": b, "runtime": "torch", "mode": mode,
-                 "precision": args.precision, "error": f"timeout {timeout:.0f} s"} for b in batches]
-    sys.stderr.write(out.stderr[-4000:] if out.returncode else "")
-    rows = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
+        stdout = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
+        why = f"timeout {timeout:.0f} s"
+    rows = [json.loads(line) for line in stdout.splitlines() if line.startswith("{")]
     done = {r["batch"] for r in rows}
     for b in batches:
         if b not in done:
             rows.append({"model": name, "batch": b, "runtime": "torch", "mode": mode,
-                         "precision": args.precision, "error": f"exit {out.returncode}"})
+                         "precision": args.precision, "error": why})
     for r in rows:
         if "median_ms" in r:
             log(f"  torch {mode:<12} {name} batch {r['batch']}: {r['median_ms']:.3f} ms "
@@ -417,9 +424,10 @@ def main():
     if args.device == "cuda" and not torch.cuda.is_available():
         sys.exit("gpu_vs_torch: PyTorch sees no GPU; run on the GPU machine, or use --device cpu")
 
-    if args.worker:  # one torch.compile mode of one model, rows as JSON lines on stdout
-        for row in run_torch(models[0], modes[0], batches, args):
-            print(json.dumps(row), flush=True)
+    if args.worker:  # one torch.compile mode of one model, rows as JSON lines on stdout, each as
+        # soon as it is measured (a timeout keeps the ones before it)
+        run_torch(models[0], modes[0], batches, args,
+                  on_row=lambda row: print(json.dumps(row), flush=True))
         return
 
     if not args.no_kiln and not args.kiln:
@@ -465,11 +473,15 @@ def main():
                 rows.append(run_kiln(name, path, batch, args, flag, before))
             if not args.no_artifact:  # compile to an artifact and load it, at the largest batch
                 rows.append(run_kiln_artifact(name, path, mb[-1], args, flag))
-    for mode in [m for m in modes if m != "eager"]:  # second pass: torch.compile, in the time left
-        for name, mb in model_batches.items():
-            left = (args.time_budget - (time.perf_counter() - started)
-                    if args.time_budget is not None else float("inf"))
-            rows += run_torch_subprocess(name, mode, mb, args, min(args.compile_timeout, left))
+    # Second pass: torch.compile, in the time left, shared evenly by the (mode, model) runs still to
+    # come, so that a slow compile does not leave the later models without a figure.
+    compiles = [(mode, name, mb) for mode in modes if mode != "eager"
+                for name, mb in model_batches.items()]
+    for i, (mode, name, mb) in enumerate(compiles):
+        left = (args.time_budget - (time.perf_counter() - started)
+                if args.time_budget is not None else float("inf"))
+        share = left / (len(compiles) - i)
+        rows += run_torch_subprocess(name, mode, mb, args, min(args.compile_timeout, share))
 
     device = torch.cuda.get_device_name(args.gpu) if args.device == "cuda" else "cpu"
     result = {"benchmark": "gpu_vs_torch", "device": device, "torch": torch.__version__,

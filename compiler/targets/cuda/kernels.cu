@@ -6,7 +6,9 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cfloat>
+#include <cstdint>
 #include <string>
 
 #include "compiler/targets/cuda/kernels.h"
@@ -67,6 +69,25 @@ Status dispatch(Elem e, Fn&& fn) {
 #define KILN_GRID_STRIDE(i, n)                                              \
   for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < (n); \
        i += int64_t{blockDim.x} * gridDim.x)
+
+// The same loop over an index of type I: the kernels that divide indices run on 32-bit ones when
+// every index fits (fits_32()), 64-bit division costing several times more instructions.
+#define KILN_GRID_STRIDE_T(I, i, n) \
+  for (I i = blockIdx.x * I(blockDim.x) + threadIdx.x; i < I(n); i += I(blockDim.x) * gridDim.x)
+
+// Whether indices and offsets up to `reach` in magnitude (and the grid's stride, at most 2^28, past
+// them) fit a signed 32-bit index.
+bool fits_32(int64_t reach) {
+  return reach < (int64_t{1} << 30);
+}
+
+// The largest magnitude of an offset through `rank` dims of `dims` at `strides` (negative strides
+// of reversed slices too), at least `n`.
+int64_t reach_of(int64_t n, int rank, const int64_t* dims, const int64_t* strides) {
+  int64_t sum = 0;
+  for (int d = 0; d < rank; ++d) sum += (dims[d] - 1) * (strides[d] < 0 ? -strides[d] : strides[d]);
+  return std::max(n, sum);
+}
 
 __device__ float apply_unary(Unary op, float x, float alpha, float beta) {
   switch (op) {
@@ -131,18 +152,19 @@ __global__ void binary_same_kernel(Binary op, const T* a, const T* b, T* y, int6
   }
 }
 
-template <class T>
+template <class I, class T>
 __global__ void binary_broadcast_kernel(Binary op, const T* a, const T* b, T* y, int64_t n,
                                         BroadcastIndex index, bool relu) {
-  KILN_GRID_STRIDE(i, n) {
-    int64_t rest = i;
-    int64_t ai = 0;
-    int64_t bi = 0;
+  KILN_GRID_STRIDE_T(I, i, n) {
+    I rest = i;
+    I ai = 0;
+    I bi = 0;
     for (int d = index.rank - 1; d >= 0; --d) {
-      const int64_t q = rest / index.out_dims[d];
-      const int64_t r = rest - q * index.out_dims[d];
-      ai += r * index.a_strides[d];
-      bi += r * index.b_strides[d];
+      const I dim = static_cast<I>(index.out_dims[d]);
+      const I q = rest / dim;
+      const I r = rest - q * dim;
+      ai += r * static_cast<I>(index.a_strides[d]);
+      bi += r * static_cast<I>(index.b_strides[d]);
       rest = q;
     }
     const float v = apply_binary(op, ld(a[ai]), ld(b[bi]));
@@ -150,17 +172,126 @@ __global__ void binary_broadcast_kernel(Binary op, const T* a, const T* b, T* y,
   }
 }
 
-template <class T>
+template <class I, class T>
 __global__ void channel_affine_kernel(const T* x, T* y, const float* scale, const float* shift,
                                       const T* residual, int64_t n, int64_t channels, int64_t inner,
                                       float lo, float hi) {
-  KILN_GRID_STRIDE(i, n) {
-    const int64_t c = (i / inner) % channels;
+  const I ch = static_cast<I>(channels);
+  const I in = static_cast<I>(inner);
+  KILN_GRID_STRIDE_T(I, i, n) {
+    const I c = (in == 1 ? i : i / in) % ch;
     float v = ld(x[i]);
     if (scale != nullptr) v *= scale[c];
     if (shift != nullptr) v += shift[c];
     if (residual != nullptr) v += ld(residual[i]);
     y[i] = from_f32<T>(fminf(fmaxf(v, lo), hi));
+  }
+}
+
+// 16 bytes of elements: what one thread loads and stores at once in the vectorized kernels.
+template <class T>
+struct alignas(16) Vec {
+  static constexpr int kLanes = 16 / static_cast<int>(sizeof(T));
+  T v[kLanes];
+};
+
+template <class T>
+bool aligned16(const T* p) {
+  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
+}
+
+// channel_affine_kernel over 16-byte vectors: one channel per lane (NHWC: channels a multiple of
+// the lanes), or one channel for the whole vector (NCHW: inner a multiple of the lanes).
+template <class T>
+__global__ void channel_affine_vec_kernel(const Vec<T>* x, Vec<T>* y, const float* scale,
+                                          const float* shift, const Vec<T>* residual,
+                                          int32_t vectors, int32_t channels, int32_t inner,
+                                          float lo, float hi) {
+  constexpr int kLanes = Vec<T>::kLanes;
+  KILN_GRID_STRIDE_T(int32_t, i, vectors) {
+    const int32_t first = i * kLanes;
+    const int32_t c0 = inner == 1 ? first % channels : (first / inner) % channels;
+    const Vec<T> xv = x[i];
+    Vec<T> rv;
+    if (residual != nullptr) rv = residual[i];
+    Vec<T> out;
+#pragma unroll
+    for (int k = 0; k < kLanes; ++k) {
+      const int32_t c = inner == 1 ? c0 + k : c0;
+      float v = ld(xv.v[k]);
+      if (scale != nullptr) v *= scale[c];
+      if (shift != nullptr) v += shift[c];
+      if (residual != nullptr) v += ld(rv.v[k]);
+      out.v[k] = from_f32<T>(fminf(fmaxf(v, lo), hi));
+    }
+    y[i] = out;
+  }
+}
+
+// Max/average pooling of NHWC tensors 16 bytes of channels a thread (channels a multiple of the
+// lanes): i = ((n*OH + oy)*OW + ox)*C/lanes + channel vector.
+template <class T>
+__global__ void pool2d_nhwc_vec_kernel(Pool2d p, const Vec<T>* x, Vec<T>* y, int32_t vectors) {
+  constexpr int kLanes = Vec<T>::kLanes;
+  const int32_t cv = static_cast<int32_t>(p.c) / kLanes;
+  const int32_t ow = static_cast<int32_t>(p.ow);
+  const int32_t oh = static_cast<int32_t>(p.oh);
+  const int32_t h = static_cast<int32_t>(p.h);
+  const int32_t w = static_cast<int32_t>(p.w);
+  KILN_GRID_STRIDE_T(int32_t, i, vectors) {
+    const int32_t c = i % cv;
+    int32_t rest = i / cv;
+    const int32_t ox = rest % ow;
+    rest /= ow;
+    const int32_t oy = rest % oh;
+    const int32_t nimg = rest / oh;
+    const Vec<T>* plane = x + nimg * h * w * cv + c;
+    float acc[kLanes];
+#pragma unroll
+    for (int k = 0; k < kLanes; ++k) acc[k] = p.max ? -FLT_MAX : 0.0f;
+    int32_t count = 0;
+    for (int32_t ky = 0; ky < p.kh; ++ky) {
+      const int32_t iy = oy * static_cast<int32_t>(p.sh) - static_cast<int32_t>(p.ph) +
+                         ky * static_cast<int32_t>(p.dh);
+      for (int32_t kx = 0; kx < p.kw; ++kx) {
+        const int32_t ix = ox * static_cast<int32_t>(p.sw) - static_cast<int32_t>(p.pw) +
+                           kx * static_cast<int32_t>(p.dw);
+        if (iy >= 0 && iy < h && ix >= 0 && ix < w) {
+          const Vec<T> v = plane[(iy * w + ix) * cv];
+#pragma unroll
+          for (int k = 0; k < kLanes; ++k) {
+            const float f = ld(v.v[k]);
+            acc[k] = p.max ? fmaxf(acc[k], f) : acc[k] + f;
+          }
+          ++count;
+        } else if (p.count_include_pad) {
+          ++count;
+        }
+      }
+    }
+    Vec<T> out;
+#pragma unroll
+    for (int k = 0; k < kLanes; ++k) {
+      out.v[k] =
+          from_f32<T>(p.max ? acc[k] : (count > 0 ? acc[k] / static_cast<float>(count) : 0.0f));
+    }
+    y[i] = out;
+  }
+}
+
+// NHWC copy of x (NCHW, or NHWC when `x_nhwc`) with its c channels widened to cp, the new ones
+// zero: i = (n*hw + pixel)*cp + channel.
+template <class T>
+__global__ void pad_channels_kernel(const T* x, T* y, int32_t total, int32_t c, int32_t hw,
+                                    int32_t cp, bool x_nhwc) {
+  KILN_GRID_STRIDE_T(int32_t, i, total) {
+    const int32_t ch = i % cp;
+    const int32_t rest = i / cp;
+    const int32_t pixel = rest % hw;
+    const int32_t img = rest / hw;
+    T v = from_f32<T>(0.0f);
+    if (ch < c) v = x_nhwc ? x[rest * c + ch] : x[(img * c + ch) * hw + pixel];
+    y[i] = v;
   }
 }
 
@@ -296,14 +427,15 @@ __global__ void layernorm_kernel(const T* x, T* y, const float* scale, const flo
   }
 }
 
-template <class T>
+template <class I, class T>
 __global__ void permute_kernel(const T* x, T* y, int64_t n, int rank, BroadcastIndex index) {
-  KILN_GRID_STRIDE(i, n) {
-    int64_t rest = i;
-    int64_t xi = 0;
+  KILN_GRID_STRIDE_T(I, i, n) {
+    I rest = i;
+    I xi = 0;
     for (int d = rank - 1; d >= 0; --d) {
-      const int64_t q = rest / index.out_dims[d];
-      xi += (rest - q * index.out_dims[d]) * index.a_strides[d];
+      const I dim = static_cast<I>(index.out_dims[d]);
+      const I q = rest / dim;
+      xi += (rest - q * dim) * static_cast<I>(index.a_strides[d]);
       rest = q;
     }
     y[i] = x[xi];
@@ -345,10 +477,17 @@ Status launch_binary(Elem e, Binary op, const void* a, const void* b, void* y, i
     const auto* ta = static_cast<const T*>(a);
     const auto* tb = static_cast<const T*>(b);
     auto* ty = static_cast<T*>(y);
+    // The operands' largest offsets bound their index range too.
+    const int64_t reach = std::max(reach_of(n, index.rank, index.out_dims, index.a_strides),
+                                   reach_of(n, index.rank, index.out_dims, index.b_strides));
     if (contiguous) {
       binary_same_kernel<<<blocks_for(n), kThreads, 0, s>>>(op, ta, tb, ty, n, relu);
+    } else if (fits_32(reach)) {
+      binary_broadcast_kernel<int32_t>
+          <<<blocks_for(n), kThreads, 0, s>>>(op, ta, tb, ty, n, index, relu);
     } else {
-      binary_broadcast_kernel<<<blocks_for(n), kThreads, 0, s>>>(op, ta, tb, ty, n, index, relu);
+      binary_broadcast_kernel<int64_t>
+          <<<blocks_for(n), kThreads, 0, s>>>(op, ta, tb, ty, n, index, relu);
     }
     return launched("binary");
   });
@@ -360,9 +499,27 @@ Status launch_channel_affine(Elem e, const void* x, void* y, const float* scale,
   if (n <= 0) return Status();
   return dispatch(e, [&](auto tag) {
     using T = decltype(tag);
-    channel_affine_kernel<<<blocks_for(n), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
-        static_cast<const T*>(x), static_cast<T*>(y), scale, shift, static_cast<const T*>(residual),
-        n, channels, inner, lo, hi);
+    auto s = static_cast<cudaStream_t>(stream);
+    const auto* tx = static_cast<const T*>(x);
+    const auto* tr = static_cast<const T*>(residual);
+    auto* ty = static_cast<T*>(y);
+    constexpr int kLanes = Vec<T>::kLanes;
+    const bool vector = fits_32(n) && n % kLanes == 0 &&
+                        (inner == 1 ? channels % kLanes == 0 : inner % kLanes == 0) &&
+                        aligned16(tx) && aligned16(ty) && (tr == nullptr || aligned16(tr));
+    if (vector) {
+      const int64_t vectors = n / kLanes;
+      channel_affine_vec_kernel<T><<<blocks_for(vectors), kThreads, 0, s>>>(
+          reinterpret_cast<const Vec<T>*>(tx), reinterpret_cast<Vec<T>*>(ty), scale, shift,
+          reinterpret_cast<const Vec<T>*>(tr), static_cast<int32_t>(vectors),
+          static_cast<int32_t>(channels), static_cast<int32_t>(inner), lo, hi);
+    } else if (fits_32(n)) {
+      channel_affine_kernel<int32_t>
+          <<<blocks_for(n), kThreads, 0, s>>>(tx, ty, scale, shift, tr, n, channels, inner, lo, hi);
+    } else {
+      channel_affine_kernel<int64_t>
+          <<<blocks_for(n), kThreads, 0, s>>>(tx, ty, scale, shift, tr, n, channels, inner, lo, hi);
+    }
     return launched("channel_affine");
   });
 }
@@ -372,8 +529,17 @@ Status launch_pool2d(Elem e, const Pool2d& p, const void* x, void* y, void* stre
   if (n <= 0) return Status();
   return dispatch(e, [&](auto tag) {
     using T = decltype(tag);
-    pool2d_kernel<<<blocks_for(n), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
-        p, static_cast<const T*>(x), static_cast<T*>(y), n);
+    auto s = static_cast<cudaStream_t>(stream);
+    constexpr int kLanes = Vec<T>::kLanes;
+    if (p.nhwc && p.c % kLanes == 0 && fits_32(std::max(n, p.n * p.c * p.h * p.w)) &&
+        aligned16(x) && aligned16(y)) {
+      const int64_t vectors = n / kLanes;
+      pool2d_nhwc_vec_kernel<T><<<blocks_for(vectors), kThreads, 0, s>>>(
+          p, static_cast<const Vec<T>*>(x), static_cast<Vec<T>*>(y), static_cast<int32_t>(vectors));
+    } else {
+      pool2d_kernel<<<blocks_for(n), kThreads, 0, s>>>(p, static_cast<const T*>(x),
+                                                       static_cast<T*>(y), n);
+    }
     return launched("pool2d");
   });
 }
@@ -426,6 +592,23 @@ Status launch_softmax(Elem e, const void* x, void* y, int64_t rows, int64_t cols
   });
 }
 
+Status launch_pad_channels(Elem e, const void* x, void* y, int64_t batch, int64_t channels,
+                           int64_t hw, int64_t padded, bool x_nhwc, void* stream) {
+  const int64_t total = batch * hw * padded;
+  if (total <= 0) return Status();
+  if (!fits_32(total)) {
+    return invalid_argument_error("cuda kernel pad_channels: the tensor has 2^30 elements or more");
+  }
+  return dispatch(e, [&](auto tag) {
+    using T = decltype(tag);
+    pad_channels_kernel<<<blocks_for(total), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+        static_cast<const T*>(x), static_cast<T*>(y), static_cast<int32_t>(total),
+        static_cast<int32_t>(channels), static_cast<int32_t>(hw), static_cast<int32_t>(padded),
+        x_nhwc);
+    return launched("pad_channels");
+  });
+}
+
 Status launch_permute(const void* x, void* y, int64_t n, int rank, const int64_t* out_dims,
                       const int64_t* in_strides, int element_bytes, void* stream) {
   if (n <= 0) return Status();
@@ -436,18 +619,25 @@ Status launch_permute(const void* x, void* y, int64_t n, int rank, const int64_t
     index.a_strides[d] = in_strides[d];
   }
   auto s = static_cast<cudaStream_t>(stream);
+  const bool narrow = fits_32(reach_of(n, rank, out_dims, in_strides));
+  auto go = [&](auto tag) {
+    using T = decltype(tag);
+    const auto* tx = static_cast<const T*>(x);
+    auto* ty = static_cast<T*>(y);
+    if (narrow) {
+      permute_kernel<int32_t><<<blocks_for(n), kThreads, 0, s>>>(tx, ty, n, rank, index);
+    } else {
+      permute_kernel<int64_t><<<blocks_for(n), kThreads, 0, s>>>(tx, ty, n, rank, index);
+    }
+  };
   if (element_bytes == 8) {
-    permute_kernel<<<blocks_for(n), kThreads, 0, s>>>(static_cast<const int64_t*>(x),
-                                                      static_cast<int64_t*>(y), n, rank, index);
+    go(int64_t{});
   } else if (element_bytes == 4) {
-    permute_kernel<<<blocks_for(n), kThreads, 0, s>>>(static_cast<const float*>(x),
-                                                      static_cast<float*>(y), n, rank, index);
+    go(float{});
   } else if (element_bytes == 2) {
-    permute_kernel<<<blocks_for(n), kThreads, 0, s>>>(static_cast<const uint16_t*>(x),
-                                                      static_cast<uint16_t*>(y), n, rank, index);
+    go(uint16_t{});
   } else if (element_bytes == 1) {
-    permute_kernel<<<blocks_for(n), kThreads, 0, s>>>(static_cast<const uint8_t*>(x),
-                                                      static_cast<uint8_t*>(y), n, rank, index);
+    go(uint8_t{});
   } else {
     return invalid_argument_error("cuda kernel permute: element size " +
                                   std::to_string(element_bytes) + " is not 1, 2, 4 or 8 bytes");

@@ -183,6 +183,8 @@ class Builder {
   const Buffer& buffer(int id) const { return buffers_[static_cast<size_t>(id)]; }
   // A new arena buffer for `v` (stored NHWC when `nhwc`), written by the next step.
   int define(const Value* v, bool nhwc = false);
+  // A new arena buffer holding no graph value (a channel-padded copy), written by the next step.
+  int scratch(DType dtype, Shape shape, bool nhwc);
   // `v` shares the buffer of `source` (a reshape: same bytes, another shape).
   void alias(const Value* v, const Value* source) { value_buffers_[v] = buffer_of(source); }
   // A constant buffer of compile-time data (f32).
