@@ -32,7 +32,7 @@ pack() {
   "$devpack" "$dest/cli" build/ci/tools/kiln
   # The sources build_on_device.sh compiles: python/src, the headers it includes, python/kiln.
   tar -c --exclude=__pycache__ python examples/torch \
-    $(find core compiler pipeline -name '*.h') | tar -C "$dest/tree" -x
+    $(find core compiler pipeline -name '*.h' -o -name '*.inc') | tar -C "$dest/tree" -x
   du -sh "$dest"
 }
 

@@ -155,7 +155,7 @@ def test_compile_backend_on_cuda_tensors(no_tf32):
     torch.manual_seed(0)
     model = small_cnn().cuda()
     torch._dynamo.reset()
-    fast = torch.compile(model, backend="kiln", options={"target": "cuda"})
+    fast = torch.compile(model, backend="kiln", options={"target": "cuda"}, dynamic=False)
     with torch.no_grad():
         for batch in (4, 4, 2):  # the second call reuses the first's program; 2 compiles again
             x = torch.randn(batch, 3, 32, 32, device="cuda")
