@@ -55,24 +55,33 @@ def compiled(model, backend, options=None):
     return torch.compile(model, backend=backend, options=options, dynamic=False)
 
 
+def export_onnx(model, size, path):
+    """The model as ONNX (opset 17, TorchScript exporter, dynamic batch), as bench/ exports it."""
+    legacy = {"dynamo": False} if "dynamo" in inspect.signature(torch.onnx.export).parameters \
+        else {}
+    torch.onnx.export(copy.deepcopy(model).cpu(), torch.randn(1, 3, size, size), path,
+                      opset_version=17, input_names=["input"], output_names=["output"],
+                      dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}}, **legacy)
+
+
+def perf_json(command, path, flags):
+    """``command perf path --json flags...``: kiln perf's JSON line."""
+    cmd = shlex.split(command) + ["perf", path, "--json", *flags]
+    print("running:", " ".join(cmd), flush=True)
+    done = subprocess.run(cmd, check=True, capture_output=True, text=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 def kiln_perf(command, model, args):
     """``command perf`` on the model exported to ONNX: kiln's own median ms (device I/O on cuda)."""
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "resnet50.onnx")
-        legacy = {"dynamo": False} if "dynamo" in inspect.signature(torch.onnx.export).parameters \
-            else {}
-        cpu_model = copy.deepcopy(model).cpu()
-        torch.onnx.export(cpu_model, torch.randn(1, 3, args.size, args.size), path,
-                          opset_version=17, input_names=["input"], output_names=["output"],
-                          dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}}, **legacy)
-        cmd = shlex.split(command) + [
-            "perf", path, "--target", args.target, "--batch", str(args.batch), "--json",
-            "--iterations", str(max(args.repeats, 20)), "--warmup", "5"]
-        cmd += ["--fp16"] if args.fp16 else []
-        cmd += ["--device-io"] if args.target == "cuda" else []
-        print("running:", " ".join(cmd), flush=True)
-        done = subprocess.run(cmd, check=True, capture_output=True, text=True)
-    return json.loads(done.stdout.strip().splitlines()[-1])["median_ms"]
+        export_onnx(model, args.size, path)
+        flags = ["--target", args.target, "--batch", str(args.batch),
+                 "--iterations", str(max(args.repeats, 20)), "--warmup", "5"]
+        flags += ["--fp16"] if args.fp16 else []
+        flags += ["--device-io"] if args.target == "cuda" else []
+        return perf_json(command, path, flags)["median_ms"]
 
 
 def check_fp32(model, batch, size):

@@ -132,15 +132,19 @@ class KilnModule(torch.nn.Module):
                 f"kiln.torch: the inputs are on cuda:{index} but the kiln program was compiled "
                 f"on cuda:{self._cuda_index}; move them there, or lower the module again with "
                 f"inputs on cuda:{index}")
-        params = {name: t.detach().contiguous() for name, t in tensors}
+        params = {name: (t.detach() if t.requires_grad else t).contiguous()
+                  for name, t in tensors}
         outputs = [torch.empty(shape, dtype=dtype, device=device)
                    for shape, dtype in self._output_specs]
         # kiln runs on its own stream: what torch queued (the inputs' producers, the earlier users
         # of the outputs' memory in its caching allocator) must be done first. run_device returns
         # once the outputs are written, so torch's later work may read them on any stream.
         torch.cuda.current_stream(device).synchronize()
-        with torch.cuda.device(index):
+        if torch.cuda.current_device() == index:
             self._program.run_device(params, outputs)
+        else:
+            with torch.cuda.device(index):
+                self._program.run_device(params, outputs)
         return outputs
 
     def extra_repr(self):
