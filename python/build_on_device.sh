@@ -6,6 +6,7 @@
 #   here:   python/build_on_device.sh pack [BUILD_DIR]     (default build/ci; writes .devpack/python)
 #   there:  python/build_on_device.sh build                (in the checkout; carry ".devpack")
 #           .devpack/python/run python3 examples/torch/compile_backend.py --target cuda --fp16
+#           (JOBS=N: parallel compiles, default every core)
 #
 # `pack` gathers kiln's static libraries (libkiln_{compiler,pipeline,core}.a), the Debian shared
 # libraries the extension links (oneDNN, ONNX, protobuf, fmt, libjpeg-turbo, ...), the CUDA
@@ -99,10 +100,21 @@ build() {
   local libs=()
   for f in "$out"/lib/*.so*; do libs+=("$f"); done
   echo "compiling the kiln extension for $("$py" --version) ($suffix) with $(g++ --version | head -1)"
-  # shellcheck disable=SC2046
-  g++ -std=c++20 -O2 -fPIC -shared -fvisibility=hidden $(cat "$out/defines") \
-    -I"$here" -isystem "$out/include" $includes \
-    "$here"/python/src/*.cc \
+  # One g++ per source, JOBS at a time (default: every core), then one link.
+  local jobs=${JOBS:-$(nproc)} objs=() src obj
+  mkdir -p "$out/obj"
+  for src in "$here"/python/src/*.cc; do
+    while (($(jobs -rp | wc -l) >= jobs)); do sleep 0.2; done
+    obj=$out/obj/$(basename "${src%.cc}").o
+    objs+=("$obj")
+    # shellcheck disable=SC2046
+    { g++ -std=c++20 -O2 -fPIC -fvisibility=hidden $(cat "$out/defines") \
+        -I"$here" -isystem "$out/include" $includes -c "$src" -o "$obj" ||
+        touch "$out/obj/failed"; } &
+  done
+  wait
+  [ ! -e "$out/obj/failed" ] || { echo "build: compiling python/src failed (above)" >&2; exit 1; }
+  g++ -shared "${objs[@]}" \
     -Wl,--start-group "$out"/lib/libkiln_compiler.a "$out"/lib/libkiln_pipeline.a \
     "$out"/lib/libkiln_core.a -Wl,--end-group \
     "${libs[@]}" "$out"/linkonly/libcudnn.so "$out"/linkonly/libcudart.so \
@@ -122,5 +134,5 @@ build() {
 case "$cmd" in
   pack) shift; pack "$@" ;;
   build) build ;;
-  *) sed -n '3,20p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+  *) sed -n '3,19p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac

@@ -5,8 +5,11 @@
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 
+#include <cstdint>
 #include <memory>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "core/status.h"
 #include "core/tensor.h"
@@ -51,6 +54,27 @@ Result<py::dtype> numpy_dtype(DType dtype);
 // `__dlpack__` and `__dlpack_device__` for a CPU tensor: a "dltensor" capsule that keeps the
 // tensor's storage alive until the consumer releases it.
 py::capsule tensor_to_dlpack(const Tensor& tensor);
+
+// A tensor another library exports through DLPack (torch's CUDA tensors, say), borrowed: `data`
+// stays valid while `capsule` (and the producer's tensor) lives.
+struct DLPackView {
+  void* data = nullptr;
+  int32_t device_type = 0;  // DLPack's: 1 cpu, 2 cuda, ...
+  int32_t device_id = 0;
+  std::string device;  // "cuda:0", for messages
+  DType dtype = DType::kF32;
+  std::vector<int64_t> shape;
+  bool read_only = false;
+  py::object capsule;  // the producer's deleter runs when the last reference goes
+};
+inline constexpr int32_t kDLPackCuda = 2;
+
+// The DLPack view of `value` (an object with `__dlpack__`, or a "dltensor" /
+// "dltensor_versioned" capsule); raises KilnError naming `what` for other objects, dtypes kiln
+// has no type for, and non-contiguous tensors. `__dlpack__` is called without a stream: the
+// caller orders the producer's pending work before it reads the memory (for torch on CUDA,
+// `torch.cuda.current_stream().synchronize()`).
+DLPackView dlpack_view(const py::handle& value, const std::string& what);
 
 void bind_compiler(py::module_& m);
 void bind_builder(py::module_& m);

@@ -102,33 +102,12 @@ class Program {
       raise_status(failed_precondition_error(
           "program: not compiled; call compile(kiln.get_target(\"ref\")) before run()"));
     }
-    const compiler::Graph& g = exe_->graph();
     std::vector<Argument> inputs;
-    size_t used = 0;
-    for (const compiler::Value* in : g.inputs()) {
-      py::str key(in->name());
-      if (!params.contains(key)) {
-        raise_status(invalid_argument_error(
-            fmt::format("run: input \"{}\" is missing; the program's parameters are: {}",
-                        in->name(), fmt::join(parameter_names(), ", "))));
-      }
-      py::handle value = params[key];
+    for (const auto& [in, value] : match_params("run", params)) {
       if (py::isinstance<Tensor>(value)) {
         inputs.emplace_back(value.cast<Tensor>());
       } else {
         inputs.emplace_back(tensor_from_numpy(value, fmt::format("run: input \"{}\"", in->name())));
-      }
-      ++used;
-    }
-    if (used != params.size()) {
-      for (auto item : params) {
-        auto name = py::str(item.first).cast<std::string>();
-        auto names = parameter_names();
-        if (std::find(names.begin(), names.end(), name) == names.end()) {
-          raise_status(invalid_argument_error(
-              fmt::format("run: the program has no input \"{}\"; its parameters are: {}", name,
-                          fmt::join(names, ", "))));
-        }
       }
     }
     Result<std::vector<Argument>> outputs = [&] {
@@ -144,6 +123,54 @@ class Program {
       out.append(py::cast(std::move(a.tensor())));
     }
     return out;
+  }
+
+  // Runs on arguments already in the device's memory: `params` maps each input name to a DLPack
+  // tensor (a torch CUDA tensor), `outputs` holds one per program output, written in place. The
+  // caller has finished the producers' work on those tensors (see dlpack_view); this returns once
+  // the outputs are written.
+  void run_device(const py::dict& params, const py::list& outputs) const {
+    const compiler::Executable& exe = executable("run_device");
+    const compiler::Graph& g = exe.graph();
+    if (outputs.size() != g.outputs().size()) {
+      raise_status(invalid_argument_error(
+          fmt::format("run_device: the program gives {} outputs ({}); got {} output tensors",
+                      g.outputs().size(), fmt::join(output_names(), ", "), outputs.size())));
+    }
+    // Every argument's type first, then where its memory is.
+    std::vector<DLPackView> views;  // keep the capsules alive through the run
+    std::vector<const compiler::Value*> values;
+    for (const auto& [value, arg] : match_params("run_device", params)) {
+      views.push_back(dlpack_view(arg, fmt::format("run_device: input \"{}\"", value->name())));
+      values.push_back(value);
+    }
+    for (size_t i = 0; i < outputs.size(); ++i) {
+      const compiler::Value* value = g.outputs()[i];
+      views.push_back(
+          dlpack_view(outputs[i], fmt::format("run_device: output {} (\"{}\")", i, value->name())));
+      values.push_back(value);
+      if (views.back().read_only) {
+        raise_status(invalid_argument_error(
+            fmt::format("run_device: output {} (\"{}\") is read-only; pass writable memory", i,
+                        value->name())));
+      }
+    }
+    for (size_t i = 0; i < views.size(); ++i) check_device_type(views[i], *values[i]);
+    for (size_t i = 0; i < views.size(); ++i) check_device_memory(views[i], *values[i], views[0]);
+    std::vector<const void*> in;
+    std::vector<void*> out;
+    for (size_t i = 0; i < views.size(); ++i) {
+      if (i < g.inputs().size()) {
+        in.push_back(views[i].data);
+      } else {
+        out.push_back(views[i].data);
+      }
+    }
+    const Status ran = [&] {
+      py::gil_scoped_release release;
+      return exe.run_device(in, out);
+    }();
+    check_ok(ran);
   }
 
   std::vector<std::string> parameter_names() const {
@@ -171,6 +198,71 @@ class Program {
   int64_t opset() const { return opset_; }
 
  private:
+  // Each graph input with its value in `params`; errors (naming `what`) for missing and unknown
+  // names.
+  std::vector<std::pair<const compiler::Value*, py::handle>> match_params(
+      std::string_view what, const py::dict& params) const {
+    std::vector<std::pair<const compiler::Value*, py::handle>> matched;
+    for (const compiler::Value* in : graph().inputs()) {
+      py::str key(in->name());
+      if (!params.contains(key)) {
+        raise_status(invalid_argument_error(
+            fmt::format("{}: input \"{}\" is missing; the program's parameters are: {}", what,
+                        in->name(), fmt::join(parameter_names(), ", "))));
+      }
+      matched.emplace_back(in, params[key]);
+    }
+    if (matched.size() != params.size()) {
+      const std::vector<std::string> names = parameter_names();
+      for (auto item : params) {
+        auto name = py::str(item.first).cast<std::string>();
+        if (std::find(names.begin(), names.end(), name) == names.end()) {
+          raise_status(invalid_argument_error(
+              fmt::format("{}: the program has no input \"{}\"; its parameters are: {}", what, name,
+                          fmt::join(names, ", "))));
+        }
+      }
+    }
+    return matched;
+  }
+
+  // A device argument for graph value `value` has its dtype and static shape...
+  static void check_device_type(const DLPackView& view, const compiler::Value& value) {
+    const std::string what = fmt::format("run_device: \"{}\"", value.name());
+    const compiler::TensorType& type = value.tensor_type();
+    // DLPack producers before the kDLBool code export bool as uint8.
+    const bool same_dtype =
+        view.dtype == type.dtype || (type.dtype == DType::kBool && view.dtype == DType::kU8);
+    if (!same_dtype) {
+      raise_status(invalid_argument_error(
+          fmt::format("{} is {} but the program takes {}; convert it (torch: x.to(dtype))", what,
+                      dtype_name(view.dtype), dtype_name(type.dtype))));
+    }
+    if (!type.is_static() || type.shape().dims() != view.shape) {
+      raise_status(invalid_argument_error(
+          fmt::format("{} has shape [{}] but the program was compiled for {}; compile it for "
+                      "this shape",
+                      what, fmt::join(view.shape, ","), type.to_string())));
+    }
+  }
+
+  // ... and is CUDA memory on `first`'s GPU.
+  static void check_device_memory(const DLPackView& view, const compiler::Value& value,
+                                  const DLPackView& first) {
+    const std::string what = fmt::format("run_device: \"{}\"", value.name());
+    if (view.device_type != kDLPackCuda) {
+      raise_status(invalid_argument_error(fmt::format(
+          "{} is a {} tensor; run_device takes CUDA device memory (torch: x.cuda()); pass host "
+          "arrays to run()",
+          what, view.device)));
+    }
+    if (view.device_id != first.device_id) {
+      raise_status(invalid_argument_error(
+          fmt::format("{} is on {} but the first argument is on {}; put every argument on one GPU",
+                      what, view.device, first.device)));
+    }
+  }
+
   std::shared_ptr<compiler::Graph> graph_;
   std::shared_ptr<compiler::Executable> exe_;
   int64_t opset_ = 0;
@@ -387,6 +479,10 @@ void bind_compiler(py::module_& m) {
           "t"_a, "offload_copy"_a = true, "fast_math"_a = true, "exhaustive_tune"_a = false,
           "optimize"_a = true, "seed"_a = 0, "threads"_a = 0)
       .def("run", &Program::run, "params"_a)
+      .def("run_device", &Program::run_device, "params"_a, "outputs"_a,
+           "run() on device memory: params maps input names to DLPack tensors (torch CUDA "
+           "tensors), outputs holds one tensor per output, written in place; the caller "
+           "synchronizes the producers' streams first.")
       .def("is_compiled", &Program::is_compiled)
       .def("get_parameter_names", &Program::parameter_names)
       .def("get_parameter_shapes", &Program::parameter_shapes)

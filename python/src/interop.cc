@@ -19,9 +19,10 @@ namespace {
 PyObject* g_kiln_error = nullptr;
 PyObject* g_not_implemented_error = nullptr;
 
-// The DLPack ABI (dlpack.h v0.8), declared here: Debian has no dlpack package.
-enum DLDeviceType : int32_t { kDLCPU = 1 };
-enum DLDataTypeCode : uint8_t { kDLInt = 0, kDLUInt = 1, kDLFloat = 2, kDLBfloat = 4 };
+// The DLPack ABI (dlpack.h v0.8 and v1.0's versioned tensor), declared here: Debian has no dlpack
+// package.
+enum DLDeviceType : int32_t { kDLCPU = 1, kDLCUDA = 2, kDLCUDAHost = 3, kDLCUDAManaged = 13 };
+enum DLDataTypeCode : uint8_t { kDLInt = 0, kDLUInt = 1, kDLFloat = 2, kDLBfloat = 4, kDLBool = 6 };
 struct DLDevice {
   DLDeviceType device_type;
   int32_t device_id;
@@ -45,6 +46,17 @@ struct DLManagedTensor {
   void* manager_ctx;
   void (*deleter)(DLManagedTensor* self);
 };
+struct DLManagedTensorVersioned {
+  struct {
+    uint32_t major;
+    uint32_t minor;
+  } version;
+  void* manager_ctx;
+  void (*deleter)(DLManagedTensorVersioned* self);
+  uint64_t flags;  // bit 0: read only
+  DLTensor dl_tensor;
+};
+constexpr uint64_t kDLFlagReadOnly = 1;
 
 // What a DLManagedTensor owns: the tensor (its storage) and the shape/strides arrays.
 struct DLPackContext {
@@ -79,6 +91,41 @@ std::vector<py::ssize_t> byte_strides(const Tensor& tensor) {
     stride *= static_cast<py::ssize_t>(tensor.shape()[i]);
   }
   return strides;
+}
+
+std::string dlpack_device_name(int32_t type, int32_t id) {
+  switch (type) {
+    case kDLCPU: return "cpu";
+    case kDLCUDA: return fmt::format("cuda:{}", id);
+    case kDLCUDAHost: return "cuda pinned host";
+    case kDLCUDAManaged: return fmt::format("cuda managed (device {})", id);
+    default: return fmt::format("DLPack device type {} (device {})", type, id);
+  }
+}
+
+std::optional<DType> dtype_from_dlpack(DLDataType t) {
+  if (t.lanes != 1) return std::nullopt;
+  const auto pick = [&](DType d8, DType d16, DType d32, DType d64) -> std::optional<DType> {
+    switch (t.bits) {
+      case 8: return d8;
+      case 16: return d16;
+      case 32: return d32;
+      case 64: return d64;
+      default: return std::nullopt;
+    }
+  };
+  switch (t.code) {
+    case kDLInt: return pick(DType::kI8, DType::kI16, DType::kI32, DType::kI64);
+    case kDLUInt: return pick(DType::kU8, DType::kU16, DType::kU32, DType::kU64);
+    case kDLFloat:
+      if (t.bits == 16) return DType::kF16;
+      if (t.bits == 32) return DType::kF32;
+      if (t.bits == 64) return DType::kF64;
+      return std::nullopt;
+    case kDLBfloat: return t.bits == 16 ? std::optional<DType>(DType::kBF16) : std::nullopt;
+    case kDLBool: return t.bits == 8 ? std::optional<DType>(DType::kBool) : std::nullopt;
+    default: return std::nullopt;
+  }
 }
 
 }  // namespace
@@ -216,6 +263,66 @@ py::capsule tensor_to_dlpack(const Tensor& tensor) {
       managed->deleter(managed);
     }
   });
+}
+
+DLPackView dlpack_view(const py::handle& value, const std::string& what) {
+  DLPackView view;
+  if (PyCapsule_CheckExact(value.ptr())) {
+    view.capsule = py::reinterpret_borrow<py::object>(value);
+  } else if (py::hasattr(value, "__dlpack__")) {
+    // No stream: the caller has ordered the producer's work before the call (see bindings.h).
+    view.capsule = value.attr("__dlpack__")();
+  } else {
+    raise_status(invalid_argument_error(fmt::format(
+        "{}: a {} is not a DLPack tensor; pass a torch tensor (or any object with __dlpack__)",
+        what, py::str(py::type::handle_of(value).attr("__name__")).cast<std::string>())));
+  }
+  const char* capsule_name = PyCapsule_GetName(view.capsule.ptr());
+  const std::string name = capsule_name != nullptr ? capsule_name : "";
+  DLTensor* dl = nullptr;
+  if (name == "dltensor") {
+    dl = &static_cast<DLManagedTensor*>(PyCapsule_GetPointer(view.capsule.ptr(), "dltensor"))
+              ->dl_tensor;
+  } else if (name == "dltensor_versioned") {
+    auto* managed = static_cast<DLManagedTensorVersioned*>(
+        PyCapsule_GetPointer(view.capsule.ptr(), "dltensor_versioned"));
+    if (managed->version.major != 1) {
+      raise_status(unimplemented_error(
+          fmt::format("{}: DLPack version {}.{} is not supported; kiln reads 0.x and 1.x tensors",
+                      what, managed->version.major, managed->version.minor)));
+    }
+    dl = &managed->dl_tensor;
+    view.read_only = (managed->flags & kDLFlagReadOnly) != 0;
+  } else {
+    raise_status(invalid_argument_error(fmt::format(
+        "{}: the capsule is named \"{}\", not \"dltensor\": it was consumed already or is no "
+        "DLPack tensor; pass the tensor itself",
+        what, name)));
+  }
+  view.device_type = dl->device.device_type;
+  view.device_id = dl->device.device_id;
+  view.device = dlpack_device_name(view.device_type, view.device_id);
+  std::optional<DType> dtype = dtype_from_dlpack(dl->dtype);
+  if (!dtype) {
+    raise_status(invalid_argument_error(fmt::format(
+        "{}: DLPack dtype (code {}, {} bits, {} lanes) has no kiln type; convert the tensor to "
+        "float16/32/64, bfloat16, (u)int8-64 or bool",
+        what, dl->dtype.code, dl->dtype.bits, dl->dtype.lanes)));
+  }
+  view.dtype = *dtype;
+  view.shape.assign(dl->shape, dl->shape + dl->ndim);
+  int64_t expected = 1;
+  for (int i = dl->ndim - 1; dl->strides != nullptr && i >= 0; --i) {
+    if (view.shape[static_cast<size_t>(i)] != 1 && dl->strides[i] != expected) {
+      raise_status(invalid_argument_error(fmt::format(
+          "{}: the tensor is not contiguous (shape [{}], strides [{}]); pass a contiguous one "
+          "(torch: x.contiguous())",
+          what, fmt::join(view.shape, ","), fmt::join(dl->strides, dl->strides + dl->ndim, ","))));
+    }
+    expected *= view.shape[static_cast<size_t>(i)];
+  }
+  view.data = static_cast<char*>(dl->data) + dl->byte_offset;
+  return view;
 }
 
 }  // namespace kiln::python

@@ -100,18 +100,20 @@ class ShapeCache:
         self.frozen, self.keep, self.cache = None, None, {}
 
     def __call__(self, *args):
-        from kiln.torch.lower import lower_graph_module
-
         if self.frozen is None:
             self.frozen, self.keep = _freeze(self.gm, args)
         inputs = [args[i] for i in self.keep]
         key = _key(inputs)
         lowered = self.cache.get(key)
         if lowered is None:
+            from kiln.torch.lower import lower_graph_module
+
             log.info("kiln backend: lowering a graph for inputs %s", key)
             graph = torch.fx.GraphModule(self.frozen, self.frozen.graph.__deepcopy__())
             lowered = lower_graph_module(graph, inputs, **self.settings)
             self.cache[key] = lowered
+        if not torch.is_grad_enabled():  # the usual case: inference under torch.no_grad()
+            return lowered(*inputs)
         with torch.no_grad():
             return lowered(*inputs)
 

@@ -6,7 +6,11 @@ import torch
 import torch.utils._pytree as pytree
 
 import kiln
+from kiln.torch._context import KILN_TYPES
 from kiln.torch._interpreter import build_program
+
+# kiln shape type name -> torch dtype.
+_TORCH_DTYPES = {name: dtype for dtype, name in KILN_TYPES.items()}
 
 
 def _to_numpy(t):
@@ -19,12 +23,30 @@ def _to_numpy(t):
     return t.numpy()
 
 
+def _output_specs(program):
+    """(shape, torch dtype) of each output of a compiled kiln program."""
+    return [(tuple(shape.lens()), _TORCH_DTYPES[shape.type()])
+            for shape in program.get_output_shapes()]
+
+
+def _cuda_index(sample_inputs):
+    """The GPU of the first CUDA tensor among ``sample_inputs``, else the current one (None when
+    torch has no CUDA: kiln's cuda target then says what it lacks)."""
+    if not torch.cuda.is_available():
+        return None
+    for x in sample_inputs:
+        if isinstance(x, torch.Tensor) and x.is_cuda:
+            return x.device.index if x.device.index is not None else torch.cuda.current_device()
+    return torch.cuda.current_device()
+
+
 class KilnModule(torch.nn.Module):
     """Runs an FX graph (``graph_module``) as a kiln executable compiled for ``target``.
 
-    Inputs are torch tensors, handed to kiln as views of their memory; outputs are torch tensors
-    viewing kiln's result memory (buffer protocol), moved to the inputs' device when that is not
-    the CPU.
+    On CPU tensors: inputs are handed to kiln as views of their memory; outputs are torch tensors
+    viewing kiln's result memory (buffer protocol). On the cuda target with CUDA tensors: inputs
+    and outputs stay in GPU memory (DLPack views, ``program.run_device``); the outputs are
+    allocated by torch on the inputs' GPU, the only allocation per call.
     Pickling stores the compiled artifact (``kiln.save_buffer``) and the FX graph: unpickling
     loads the artifact, or compiles the graph again when the artifact does not fit this machine.
     """
@@ -52,7 +74,13 @@ class KilnModule(torch.nn.Module):
                            f"kiln.quantize_fp16, which this kiln build does not have yet "
                            f"({error}); lower with fp16=False")
                 raise kiln.KilnNotImplementedError(message) from error
-        built.program.compile(kiln.get_target(self.target), threads=self.threads)
+        # The cuda target compiles (constants, tuning) on the current GPU: the sample inputs' one.
+        self._cuda_index = _cuda_index(sample_inputs) if self.target == "cuda" else None
+        if self._cuda_index is not None:
+            with torch.cuda.device(self._cuda_index):
+                built.program.compile(kiln.get_target(self.target), threads=self.threads)
+        else:
+            built.program.compile(kiln.get_target(self.target), threads=self.threads)
         self._set_built(built)
 
     def _set_built(self, built):
@@ -61,6 +89,7 @@ class KilnModule(torch.nn.Module):
         self._out_spec = built.out_spec
         self._out_leaves = built.out_leaves
         self._baked = built.baked
+        self._output_specs = _output_specs(built.program)
 
     @property
     def program(self):
@@ -73,19 +102,50 @@ class KilnModule(torch.nn.Module):
                 raise kiln.KilnError(
                     f"kiln.torch: argument {index} is {args[index]!r} but the kiln program was "
                     f"built for {value!r}; lower the module again for the new value")
-        params = {name: _to_numpy(args[index]) for index, name in self._inputs}
-        results = self._program.run(params)
-        device = next((args[i].device for i, _ in self._inputs), torch.device("cpu"))
+        tensors = [(name, args[index]) for index, name in self._inputs]
+        if self.target == "cuda" and tensors and all(t.is_cuda for _, t in tensors):
+            results = self._run_device(tensors)
+            device = None
+        else:
+            params = {name: _to_numpy(t) for name, t in tensors}
+            results = self._program.run(params)
+            device = tensors[0][1].device if tensors else torch.device("cpu")
         leaves = []
         for kind, value in self._out_leaves:
-            if kind == "output":
+            if kind != "output":
+                leaves.append(value)
+            elif device is None:
+                leaves.append(results[value])
+            else:
                 # A view of kiln's result memory through the buffer protocol (no copy; the same
                 # on every PyTorch, whichever DLPack version it speaks).
                 t = torch.from_numpy(np.asarray(results[value]))
                 leaves.append(t if device.type == "cpu" else t.to(device))
-            else:
-                leaves.append(value)
         return pytree.tree_unflatten(leaves, self._out_spec)
+
+    def _run_device(self, tensors):
+        """Runs on CUDA tensors in place: no host copies; torch allocates the outputs."""
+        device = tensors[0][1].device
+        index = device.index if device.index is not None else torch.cuda.current_device()
+        if index != self._cuda_index:
+            raise kiln.KilnError(
+                f"kiln.torch: the inputs are on cuda:{index} but the kiln program was compiled "
+                f"on cuda:{self._cuda_index}; move them there, or lower the module again with "
+                f"inputs on cuda:{index}")
+        params = {name: (t.detach() if t.requires_grad else t).contiguous()
+                  for name, t in tensors}
+        outputs = [torch.empty(shape, dtype=dtype, device=device)
+                   for shape, dtype in self._output_specs]
+        # kiln runs on its own stream: what torch queued (the inputs' producers, the earlier users
+        # of the outputs' memory in its caching allocator) must be done first. run_device returns
+        # once the outputs are written, so torch's later work may read them on any stream.
+        torch.cuda.current_stream(device).synchronize()
+        if torch.cuda.current_device() == index:
+            self._program.run_device(params, outputs)
+        else:
+            with torch.cuda.device(index):
+                self._program.run_device(params, outputs)
+        return outputs
 
     def extra_repr(self):
         return f"target={self.target!r}, fp16={self.fp16}, inputs={len(self._inputs)}"
@@ -100,6 +160,10 @@ class KilnModule(torch.nn.Module):
         self.__dict__.update(state)
         try:
             self._program = kiln.load_buffer(artifact)
+            self._output_specs = _output_specs(self._program)
+            if (self.target == "cuda" and state.get("_cuda_index") is None
+                    and torch.cuda.is_available()):
+                self._cuda_index = torch.cuda.current_device()  # where load_buffer put it
         except kiln.KilnError:
             # Another machine or kiln version: compile the FX graph again.
             samples = [torch.zeros(shape, dtype=dtype) if shape != "value" else dtype
