@@ -1,0 +1,124 @@
+// SPDX-License-Identifier: Apache-2.0
+// Winograd F(2x2, 3x3) weight packing into oneDNN's wino layouts (see winograd_weights.h).
+//
+// The layouts, as oneDNN 2.6's wino_reorder_t writes them: the transformed weights U[a][b][ic][oc]
+// (a, b < alpha = 4; ic, oc padded to the desc's ic and oc) are stored per plane p = a * 4 + b:
+//   aaOIoi:  p*IC*OC + (oc/ocb)*ocb*IC + (oc%ocb)*icb + (ic/icb)*ocb*icb + ic%icb
+//   aaOio:   p*IC*OC + (oc/W)*IC*W + ic*W + oc%W, W = ocb
+//   aaOBiOo: the same with W = oc2_block * ocb
+#include "compiler/targets/cpu/winograd_weights.h"
+
+#include <cstddef>
+#include <cstring>
+
+#include "core/status.h"
+
+namespace kiln::compiler::cpu {
+
+namespace {
+
+constexpr int kAlpha = 4;
+constexpr int kR = 3;
+// F(2x2, 3x3)'s weight transform matrix.
+constexpr float kG[kAlpha][kR] = {
+    {1.0f, 0.0f, 0.0f}, {0.5f, 0.5f, 0.5f}, {0.5f, -0.5f, 0.5f}, {0.0f, 0.0f, 1.0f}};
+
+bool is_dense_row_major(const dnnl_memory_desc_t& md) {
+  if (md.format_kind != dnnl_blocked || md.format_desc.blocking.inner_nblks != 0) return false;
+  dnnl_dim_t stride = 1;
+  for (int i = md.ndims; i-- > 0;) {
+    if (md.padded_dims[i] != md.dims[i] || md.format_desc.blocking.strides[i] != stride) {
+      return false;
+    }
+    stride *= md.dims[i];
+  }
+  return md.offset0 == 0;
+}
+
+// U = G g G^T for one 3x3 kernel, summed in the order oneDNN's reorder sums (the same floats).
+void transform(const float* g, float u[kAlpha][kAlpha]) {
+  float t[kR][kAlpha];
+  for (int k = 0; k < kR; ++k) {
+    for (int j = 0; j < kAlpha; ++j) {
+      float s = 0.0f;
+      for (int l = 0; l < kR; ++l) s += g[k * kR + l] * kG[j][l];
+      t[k][j] = s;
+    }
+  }
+  for (int i = 0; i < kAlpha; ++i) {
+    for (int j = 0; j < kAlpha; ++j) {
+      float s = 0.0f;
+      for (int k = 0; k < kR; ++k) s += kG[i][k] * t[k][j];
+      u[i][j] = s;
+    }
+  }
+}
+
+}  // namespace
+
+bool can_pack_winograd(const dnnl::memory::desc& src, const dnnl::memory::desc& dst) {
+  const dnnl_memory_desc_t& s = src.data;
+  const dnnl_memory_desc_t& d = dst.data;
+  if (d.format_kind != dnnl_format_kind_wino || d.data_type != dnnl_f32 ||
+      s.data_type != dnnl_f32 || !is_dense_row_major(s)) {
+    return false;
+  }
+  if (s.ndims != 4 && !(s.ndims == 5 && s.dims[0] == 1)) return false;
+  const int o = s.ndims - 4;
+  const dnnl_wino_desc_t& w = d.format_desc.wino_desc;
+  const bool format_ok = w.wino_format == dnnl_wino_wei_aaOIoi ||
+                         w.wino_format == dnnl_wino_wei_aaOio ||
+                         w.wino_format == dnnl_wino_wei_aaOBiOo;
+  if (!format_ok || w.r != kR || w.alpha != kAlpha || w.adj_scale != 1.0f || s.dims[o + 2] != kR ||
+      s.dims[o + 3] != kR || w.oc < s.dims[o] || w.ic < s.dims[o + 1] || w.oc_block <= 0 ||
+      w.ic_block <= 0 || w.oc % w.oc_block != 0 || w.ic % w.ic_block != 0) {
+    return false;
+  }
+  if (w.wino_format == dnnl_wino_wei_aaOBiOo &&
+      (w.oc2_block <= 0 || (w.oc / w.oc_block) % w.oc2_block != 0)) {
+    return false;
+  }
+  const size_t values = static_cast<size_t>(kAlpha) * kAlpha * w.oc * w.ic;
+  return w.size == values * sizeof(float) && dst.get_size() == w.size;
+}
+
+void pack_winograd(const dnnl::memory::desc& src_layout, const float* src,
+                   const dnnl::memory::desc& dst_layout, float* dst) {
+  KILN_CHECK(can_pack_winograd(src_layout, dst_layout), "pack_winograd: unsupported layouts");
+  const dnnl_memory_desc_t& s = src_layout.data;
+  const dnnl_wino_desc_t& w = dst_layout.data.format_desc.wino_desc;
+  const int o0 = s.ndims - 4;
+  const auto src_oc = static_cast<size_t>(s.dims[o0]);
+  const auto src_ic = static_cast<size_t>(s.dims[o0 + 1]);
+  const auto oc = static_cast<size_t>(w.oc);
+  const auto ic = static_cast<size_t>(w.ic);
+  const auto ocb = static_cast<size_t>(w.oc_block);
+  const auto icb = static_cast<size_t>(w.ic_block);
+  const size_t plane = oc * ic;
+  const size_t width = w.wino_format == dnnl_wino_wei_aaOBiOo
+                           ? static_cast<size_t>(w.oc2_block) * ocb
+                           : ocb;  // aaOio; aaOIoi has its own offsets
+  auto offset = [&](size_t o, size_t i) {
+    if (w.wino_format == dnnl_wino_wei_aaOIoi) {
+      return (o / ocb) * ocb * ic + (o % ocb) * icb + (i / icb) * ocb * icb + i % icb;
+    }
+    return (o / width) * ic * width + i * width + o % width;
+  };
+  constexpr float kZero[kR * kR] = {};
+  float u[kAlpha][kAlpha];
+  // Output channels innermost: for aaOio and aaOBiOo each plane is written in runs of `width`.
+  for (size_t chunk = 0; chunk < oc; chunk += width) {
+    for (size_t i = 0; i < ic; ++i) {
+      for (size_t o = chunk; o < chunk + width && o < oc; ++o) {
+        const float* g = o < src_oc && i < src_ic ? src + (o * src_ic + i) * kR * kR : kZero;
+        transform(g, u);
+        const size_t at = offset(o, i);
+        for (int a = 0; a < kAlpha; ++a) {
+          for (int b = 0; b < kAlpha; ++b) dst[(a * kAlpha + b) * plane + at] = u[a][b];
+        }
+      }
+    }
+  }
+}
+
+}  // namespace kiln::compiler::cpu
