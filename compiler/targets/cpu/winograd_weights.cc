@@ -9,6 +9,7 @@
 #include "compiler/targets/cpu/winograd_weights.h"
 
 #include <cstddef>
+#include <algorithm>
 #include <cstring>
 
 #include "core/status.h"
@@ -19,9 +20,8 @@ namespace {
 
 constexpr int kAlpha = 4;
 constexpr int kR = 3;
-// F(2x2, 3x3)'s weight transform matrix.
-constexpr float kG[kAlpha][kR] = {
-    {1.0f, 0.0f, 0.0f}, {0.5f, 0.5f, 0.5f}, {0.5f, -0.5f, 0.5f}, {0.0f, 0.0f, 1.0f}};
+// Output channels transformed at once (the widest run a layout stores them in: oc2_block * 16).
+constexpr size_t kMaxWidth = 128;
 
 bool is_dense_row_major(const dnnl_memory_desc_t& md) {
   if (md.format_kind != dnnl_blocked || md.format_desc.blocking.inner_nblks != 0) return false;
@@ -35,21 +35,28 @@ bool is_dense_row_major(const dnnl_memory_desc_t& md) {
   return md.offset0 == 0;
 }
 
-// U = G g G^T for one 3x3 kernel, summed in the order oneDNN's reorder sums (the same floats).
-void transform(const float* g, float u[kAlpha][kAlpha]) {
-  float t[kR][kAlpha];
+// U = G g G^T for `n` 3x3 kernels at once: g[k][l][w] is kernel w's (k, l), u[a][b][w] its (a, b).
+// G's entries are 1, 0 and +-1/2, so U's rows are g0, (g0 + g1 + g2) / 2, (g0 - g1 + g2) / 2 and
+// g2: the same floats as oneDNN's multiply-adds by G (scaling by 1/2 is exact, adding 0 * x is x),
+// summed in its order, in a third of the arithmetic and vectorized over the kernels.
+void transform(const float (*g)[kR][kMaxWidth], float (*u)[kAlpha][kMaxWidth], size_t n) {
+  float t[kR][kAlpha][kMaxWidth];
   for (int k = 0; k < kR; ++k) {
-    for (int j = 0; j < kAlpha; ++j) {
-      float s = 0.0f;
-      for (int l = 0; l < kR; ++l) s += g[k * kR + l] * kG[j][l];
-      t[k][j] = s;
+    for (size_t w = 0; w < n; ++w) {
+      const float g0 = g[k][0][w], g1 = g[k][1][w], g2 = g[k][2][w];
+      t[k][0][w] = g0;
+      t[k][1][w] = 0.5f * ((g0 + g1) + g2);
+      t[k][2][w] = 0.5f * ((g0 - g1) + g2);
+      t[k][3][w] = g2;
     }
   }
-  for (int i = 0; i < kAlpha; ++i) {
-    for (int j = 0; j < kAlpha; ++j) {
-      float s = 0.0f;
-      for (int k = 0; k < kR; ++k) s += kG[i][k] * t[k][j];
-      u[i][j] = s;
+  for (int j = 0; j < kAlpha; ++j) {
+    for (size_t w = 0; w < n; ++w) {
+      const float t0 = t[0][j][w], t1 = t[1][j][w], t2 = t[2][j][w];
+      u[0][j][w] = t0;
+      u[1][j][w] = 0.5f * ((t0 + t1) + t2);
+      u[2][j][w] = 0.5f * ((t0 - t1) + t2);
+      u[3][j][w] = t2;
     }
   }
 }
@@ -98,23 +105,37 @@ void pack_winograd(const dnnl::memory::desc& src_layout, const float* src,
   const size_t width = w.wino_format == dnnl_wino_wei_aaOBiOo
                            ? static_cast<size_t>(w.oc2_block) * ocb
                            : ocb;  // aaOio; aaOIoi has its own offsets
+  const bool w_format_runs = w.wino_format != dnnl_wino_wei_aaOIoi;
   auto offset = [&](size_t o, size_t i) {
     if (w.wino_format == dnnl_wino_wei_aaOIoi) {
       return (o / ocb) * ocb * ic + (o % ocb) * icb + (i / icb) * ocb * icb + i % icb;
     }
     return (o / width) * ic * width + i * width + o % width;
   };
-  constexpr float kZero[kR * kR] = {};
-  float u[kAlpha][kAlpha];
-  // Output channels innermost: for aaOio and aaOBiOo each plane is written in runs of `width`.
-  for (size_t chunk = 0; chunk < oc; chunk += width) {
+  // Kernels of `width` consecutive output channels (one input channel) at a time: for aaOio and
+  // aaOBiOo each plane is written in runs of `width` floats.
+  const size_t run = std::min(width, kMaxWidth);
+  float g[kR][kR][kMaxWidth];
+  float u[kAlpha][kAlpha][kMaxWidth];
+  for (size_t chunk = 0; chunk < oc; chunk += run) {
+    const size_t n = std::min(run, oc - chunk);
     for (size_t i = 0; i < ic; ++i) {
-      for (size_t o = chunk; o < chunk + width && o < oc; ++o) {
-        const float* g = o < src_oc && i < src_ic ? src + (o * src_ic + i) * kR * kR : kZero;
-        transform(g, u);
-        const size_t at = offset(o, i);
-        for (int a = 0; a < kAlpha; ++a) {
-          for (int b = 0; b < kAlpha; ++b) dst[(a * kAlpha + b) * plane + at] = u[a][b];
+      for (size_t w = 0; w < n; ++w) {
+        const size_t o = chunk + w;
+        const float* from = o < src_oc && i < src_ic ? src + (o * src_ic + i) * kR * kR : nullptr;
+        for (int k = 0; k < kR * kR; ++k) g[k / kR][k % kR][w] = from != nullptr ? from[k] : 0.0f;
+      }
+      transform(g, u, n);
+      const size_t at = offset(chunk, i);
+      const bool contiguous = w_format_runs && (chunk % width) + n <= width;
+      for (int a = 0; a < kAlpha; ++a) {
+        for (int b = 0; b < kAlpha; ++b) {
+          float* to = dst + (a * kAlpha + b) * plane;
+          if (contiguous) {
+            std::memcpy(to + at, u[a][b], n * sizeof(float));
+          } else {
+            for (size_t w = 0; w < n; ++w) to[offset(chunk + w, i)] = u[a][b][w];
+          }
         }
       }
     }

@@ -23,7 +23,7 @@ std::vector<float> random_weights(size_t n, uint32_t seed) {
   return w;
 }
 
-// `plain` (dims [oc, ic, 3, 3]) packed by oneDNN's reorder and by pack_winograd(): equal floats.
+// `plain` (dims [oc, ic, 3, 3]) packed by oneDNN's reorder and by pack_winograd(): the same floats.
 void expect_same_as_onednn(const memory::desc& plain, const memory::desc& wino, uint32_t seed) {
   ASSERT_TRUE(can_pack_winograd(plain, wino));
   const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
@@ -37,9 +37,7 @@ void expect_same_as_onednn(const memory::desc& plain, const memory::desc& wino, 
   std::vector<float> got(wino.get_size() / sizeof(float), -1.0f);
   pack_winograd(plain, src.data(), wino, got.data());
   const auto* expected = static_cast<const float*>(want.get_data_handle());
-  for (size_t i = 0; i < got.size(); ++i) {
-    ASSERT_NEAR(got[i], expected[i], 1e-6f * (1.0f + std::abs(expected[i]))) << "float " << i;
-  }
+  for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], expected[i]) << "float " << i;
 }
 
 // A wino desc of F(2x2, 3x3) f32 weights, as a convolution would ask for it.
