@@ -11,7 +11,10 @@
 #include <cstddef>
 #include <algorithm>
 #include <cstring>
+#include <thread>
+#include <vector>
 
+#include "compiler/runtime/threads.h"
 #include "core/status.h"
 
 namespace kiln::compiler::cpu {
@@ -112,13 +115,10 @@ void pack_winograd(const dnnl::memory::desc& src_layout, const float* src,
     }
     return (o / width) * ic * width + i * width + o % width;
   };
-  // Kernels of `width` consecutive output channels (one input channel) at a time: for aaOio and
-  // aaOBiOo each plane is written in runs of `width` floats.
-  const size_t run = std::min(width, kMaxWidth);
-  float g[kR][kR][kMaxWidth];
-  float u[kAlpha][kAlpha][kMaxWidth];
-  for (size_t chunk = 0; chunk < oc; chunk += run) {
-    const size_t n = std::min(run, oc - chunk);
+  // The `n` output channels from `chunk`, one input channel at a time: for aaOio and aaOBiOo each
+  // plane is written in runs of `width` floats.
+  auto pack_chunk = [&](size_t chunk, size_t n, float (*g)[kR][kMaxWidth],
+                        float (*u)[kAlpha][kMaxWidth]) {
     for (size_t i = 0; i < ic; ++i) {
       for (size_t w = 0; w < n; ++w) {
         const size_t o = chunk + w;
@@ -139,7 +139,24 @@ void pack_winograd(const dnnl::memory::desc& src_layout, const float* src,
         }
       }
     }
+  };
+  const size_t run = std::min(width, kMaxWidth);
+  const size_t chunks = (oc + run - 1) / run;
+  auto pack_chunks = [&](size_t first, size_t last) {
+    float g[kR][kR][kMaxWidth];
+    float u[kAlpha][kAlpha][kMaxWidth];
+    for (size_t c = first; c < last; ++c) pack_chunk(c * run, std::min(run, oc - c * run), g, u);
+  };
+  // Weights of a megabyte or more are split over the physical cores (chunks write disjoint floats).
+  const size_t threads = dst_layout.get_size() >= (size_t{1} << 20)
+                             ? std::min<size_t>(chunks, std::max(1, physical_core_count()))
+                             : 1;
+  std::vector<std::thread> workers;
+  for (size_t t = 1; t < threads; ++t) {
+    workers.emplace_back(pack_chunks, chunks * t / threads, chunks * (t + 1) / threads);
   }
+  pack_chunks(0, chunks / threads);
+  for (std::thread& worker : workers) worker.join();
 }
 
 }  // namespace kiln::compiler::cpu
