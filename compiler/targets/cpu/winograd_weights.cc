@@ -8,8 +8,8 @@
 //   aaOBiOo: the same with W = oc2_block * ocb
 #include "compiler/targets/cpu/winograd_weights.h"
 
-#include <cstddef>
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
 #include <thread>
 #include <vector>
@@ -117,8 +117,8 @@ void pack_winograd(const dnnl::memory::desc& src_layout, const float* src,
   };
   // The `n` output channels from `chunk`, one input channel at a time: for aaOio and aaOBiOo each
   // plane is written in runs of `width` floats.
-  auto pack_chunk = [&](size_t chunk, size_t n, float (*g)[kR][kMaxWidth],
-                        float (*u)[kAlpha][kMaxWidth]) {
+  auto pack_chunk = [&](size_t chunk, size_t n, float(*g)[kR][kMaxWidth],
+                        float(*u)[kAlpha][kMaxWidth]) {
     for (size_t i = 0; i < ic; ++i) {
       for (size_t w = 0; w < n; ++w) {
         const size_t o = chunk + w;
