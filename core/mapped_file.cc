@@ -58,6 +58,14 @@ MappedFile::~MappedFile() {
   if (data_ != nullptr) ::munmap(const_cast<uint8_t*>(data_), size_);
 }
 
+void release_file_pages(std::span<const uint8_t> range) {
+  static const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto begin = reinterpret_cast<uintptr_t>(range.data());
+  const uintptr_t first = (begin + page - 1) / page * page;
+  const uintptr_t last = (begin + range.size()) / page * page;
+  if (first < last) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+}
+
 Result<std::string> read_file(const std::string& path) {
   struct stat st {};
   KILN_ASSIGN_OR_RETURN(int fd, open_regular_file(path, &st));

@@ -35,6 +35,11 @@ class MappedFile {
   size_t size_;
 };
 
+// Drops the whole pages inside `range`, which must lie in a read-only file mapping (a MappedFile),
+// from the process's resident memory: they are read again from the file (the page cache) if
+// touched later. For bytes read once (checksummed, packed), so they do not stay resident.
+void release_file_pages(std::span<const uint8_t> range);
+
 // Reads a whole file into a string; errors name the path.
 Result<std::string> read_file(const std::string& path);
 // Writes `bytes` to `path` through a temporary file and a rename, so readers never see a partial

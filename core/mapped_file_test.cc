@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -67,6 +68,32 @@ TEST(MappedFile, MapsARealFile) {
   EXPECT_EQ(std::string(reinterpret_cast<const char*>(f.data()), f.size()), content);
   EXPECT_EQ(f.bytes().size(), content.size());
   EXPECT_EQ(f.bytes()[12345], static_cast<uint8_t>(content[12345]));
+}
+
+// The process's resident pages (/proc/self/statm), in bytes.
+size_t resident_bytes() {
+  std::ifstream statm("/proc/self/statm");
+  size_t size = 0, resident = 0;
+  statm >> size >> resident;
+  return resident * static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+}
+
+TEST(MappedFile, ReleasedPagesLeaveResidentMemoryAndReadBackTheFile) {
+  TempDir dir;
+  const std::string path = dir.file("weights.bin");
+  const std::string content = bytes_with_every_value(size_t{16} << 20);
+  write_plain(path, content);
+  auto file = MappedFile::open(path);
+  ASSERT_TRUE(file.ok()) << file.status().to_string();
+  const std::span<const uint8_t> bytes = (*file)->bytes();
+  uint64_t sum = 0;
+  for (size_t i = 0; i < bytes.size(); i += 512) sum += bytes[i];  // every page resident
+  const size_t before = resident_bytes();
+  release_file_pages(bytes.subspan(100, bytes.size() - 200));  // partial end pages are kept
+  const size_t after = resident_bytes();
+  EXPECT_GT(before, after + (size_t{12} << 20)) << "16 MiB released: " << before << " -> " << after;
+  EXPECT_EQ(std::memcmp(bytes.data(), content.data(), content.size()), 0);
+  EXPECT_GT(sum, 0u);
 }
 
 TEST(MappedFile, MappingSurvivesUnlinkAndLastReferenceUnmaps) {

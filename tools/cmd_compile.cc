@@ -72,16 +72,24 @@ int run_compile(const Options& opts) {
                     "(kiln print {} shows its recompile command)",
                     opts.model, opts.model)));
   }
-  auto bytes = read_file(opts.model);
-  if (!bytes.ok()) return report_error(bytes.status());
-  std::span<const uint8_t> model_bytes(reinterpret_cast<const uint8_t*>(bytes->data()),
-                                       bytes->size());
   compiler::ImportOptions import;
-  auto shapes = import_shapes(model_bytes, opts);
-  if (!shapes.ok()) return report_error(shapes.status());
-  import.input_shapes = std::move(shapes).value();
+  compiler::ArtifactSource source;
+  {
+    // The model file's size and hash (for the header) are taken from a mapping whose pages then
+    // leave resident memory; importing maps it again and unmaps it before building the graph, so
+    // the file is never resident beside the parsed model and its tensors (peak RSS).
+    auto file = MappedFile::open(opts.model);
+    if (!file.ok()) return report_error(file.status());
+    const std::span<const uint8_t> model_bytes = (*file)->bytes();
+    auto shapes = import_shapes(model_bytes, opts);
+    if (!shapes.ok()) return report_error(shapes.status());
+    import.input_shapes = std::move(shapes).value();
+    source.size = model_bytes.size();
+    source.hash = compiler::xxhash64(model_bytes);
+    release_file_pages(model_bytes);
+  }
   import.external_data_dir = std::filesystem::path(opts.model).parent_path().string();
-  auto model = compiler::import_onnx_bytes(model_bytes, import, opts.model);
+  auto model = compiler::import_onnx_file(opts.model, import);
   if (!model.ok()) return report_error(model.status());
   auto imported = std::chrono::steady_clock::now();
 
@@ -96,10 +104,7 @@ int run_compile(const Options& opts) {
   if (!exe.ok()) return report_error(exe.status());
   auto compiled = std::chrono::steady_clock::now();
 
-  compiler::ArtifactSource source;
   source.name = std::filesystem::path(opts.model).filename().string();
-  source.size = model_bytes.size();
-  source.hash = compiler::xxhash64(model_bytes);
   source.recompile_command = fmt::format("kiln compile {} --target {}", opts.model, opts.target);
   for (const std::string& s : opts.input_shapes) {
     source.options.emplace_back("input_shape", s);

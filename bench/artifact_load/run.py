@@ -4,7 +4,8 @@
 
 For each model: `kiln compile` wall time; then, interleaved, `kiln run MODEL.kiln` (load the
 artifact + first inference) and `kiln run MODEL.onnx` (import + passes + finalize + first
-inference) on the same random input; plus the artifact's size against the model's fp32 weights.
+inference) on the same random input, with each process's peak RSS; plus the artifact's size
+against the model's fp32 weights and the compile's peak RSS.
 Prints a table and writes JSON. Models default to torchvision ResNet-50 (random weights, exported
 to the work folder); pass --model PATH.onnx to add others.
 
@@ -54,13 +55,23 @@ def cpu_name():
     return platform.machine()
 
 
-def run(cmd, env=None):
+# OpenMP threads that wait sleep instead of spinning (as bench/quant runs them): on a machine shared
+# with other work, spinning turns their waits into CPU time and slows everyone. Set it to override.
+ENV = dict(os.environ, OMP_WAIT_POLICY=os.environ.get("OMP_WAIT_POLICY", "PASSIVE"))
+
+
+def run(cmd):
+    """Runs `cmd`: its wall time in ms, its output, its peak RSS in MiB and its CPU time in ms
+    (user + system: on a busy machine the wall time measures the other processes too)."""
     start = time.perf_counter()
-    p = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=ENV)
+    out = p.stdout.read()
+    _, status, usage = os.wait4(p.pid, 0)
     wall = (time.perf_counter() - start) * 1000
+    p.returncode = os.waitstatus_to_exitcode(status)
     if p.returncode != 0:
-        sys.exit(f"artifact_load: {' '.join(cmd)} failed:\n{p.stdout}{p.stderr}")
-    return wall, p.stdout + p.stderr
+        sys.exit(f"artifact_load: {' '.join(cmd)} failed:\n{out}")
+    return wall, out, usage.ru_maxrss / 1024, (usage.ru_utime + usage.ru_stime) * 1000
 
 
 def main():
@@ -91,16 +102,23 @@ def main():
         shape_args = [a for s in input_shapes for a in ("--input-shape", s)]
         compile_cmd = [args.kiln, "compile", onnx_path, "--target", args.target, *shape_args,
                        "-o", kiln_path]
-        compile_ms = [run(compile_cmd)[0] for _ in range(args.runs)]
+        compiles = [run(compile_cmd) for _ in range(args.runs)]
+        compile_ms = [c[0] for c in compiles]
         load_ms, first_ms, artifact_wall, onnx_wall, onnx_compile_ms, onnx_first_ms = \
             [], [], [], [], [], []
+        artifact_rss, onnx_rss, artifact_cpu, onnx_cpu = [], [], [], []
         for _ in range(args.runs):
-            wall, out = run([args.kiln, "run", kiln_path])
+            wall, out, rss, cpu = run([args.kiln, "run", kiln_path])
+            artifact_rss.append(rss)
+            artifact_cpu.append(cpu)
             m = re.search(r"loaded the artifact in ([\d.]+) ms, ran in ([\d.]+) ms", out)
             load_ms.append(float(m.group(1)))
             first_ms.append(float(m.group(2)))
             artifact_wall.append(wall)
-            wall, out = run([args.kiln, "run", onnx_path, "--target", args.target, *shape_args])
+            wall, out, rss, cpu = run([args.kiln, "run", onnx_path, "--target", args.target,
+                                       *shape_args])
+            onnx_rss.append(rss)
+            onnx_cpu.append(cpu)
             m = re.search(r"compiled in ([\d.]+) ms, ran in ([\d.]+) ms", out)
             onnx_compile_ms.append(float(m.group(1)))
             onnx_first_ms.append(float(m.group(2)))
@@ -121,6 +139,12 @@ def main():
             "onnx_import_compile_ms": med(onnx_compile_ms),
             "onnx_first_run_ms": med(onnx_first_ms),
             "onnx_process_wall_ms": med(onnx_wall),
+            "compile_cpu_ms": med([c[3] for c in compiles]),
+            "artifact_process_cpu_ms": med(artifact_cpu),
+            "onnx_process_cpu_ms": med(onnx_cpu),
+            "compile_peak_rss_mib": max(c[2] for c in compiles),
+            "artifact_run_peak_rss_mib": max(artifact_rss),
+            "onnx_run_peak_rss_mib": max(onnx_rss),
             "artifact_bytes": size,
             "fp32_weight_bytes": weights,
             "artifact_over_weights": size / weights if weights else None,
@@ -130,21 +154,27 @@ def main():
 
     print("medians of --runs runs (load+1st min: the best run)")
     print(f"{'model':<12} {'compile':>9} {'load':>8} {'1st run':>8} {'load+1st':>9} {'min':>7} "
-          f"{'wall .kiln':>11} {'wall .onnx':>11} {'ratio':>6} {'size/weights':>13}")
+          f"{'wall .kiln':>11} {'wall .onnx':>11} {'ratio':>6} {'size/weights':>13} "
+          f"{'RSS .kiln':>10} {'RSS .onnx':>10} {'RSS compile':>12} {'CPU .kiln':>10} "
+          f"{'CPU .onnx':>10} {'CPU compile':>12}")
     for r in results:
         print(f"{r['model']:<12} {r['compile_wall_ms']:>7.0f}ms {r['artifact_load_ms']:>6.0f}ms "
               f"{r['artifact_first_run_ms']:>6.0f}ms {r['artifact_load_plus_first_run_ms']:>7.0f}ms "
               f"{r['artifact_load_plus_first_run_min_ms']:>5.0f}ms "
               f"{r['artifact_process_wall_ms']:>9.0f}ms {r['onnx_process_wall_ms']:>9.0f}ms "
               f"{r['process_wall_ratio_artifact_over_onnx']:>6.2f} "
-              f"{r['artifact_over_weights'] or 0:>13.4f}")
+              f"{r['artifact_over_weights'] or 0:>13.4f} "
+              f"{r['artifact_run_peak_rss_mib']:>7.0f}MiB {r['onnx_run_peak_rss_mib']:>7.0f}MiB "
+              f"{r['compile_peak_rss_mib']:>9.0f}MiB {r['artifact_process_cpu_ms']:>8.0f}ms "
+              f"{r['onnx_process_cpu_ms']:>8.0f}ms {r['compile_cpu_ms']:>10.0f}ms")
     commit = subprocess.run(["git", "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
     report = {
         "bench": "artifact_load",
         "device": {"cpu": cpu_name(), "cores": os.cpu_count(),
                    "load_average_1min": os.getloadavg()[0]},
         "commit": commit,
-        "options": {"runs": args.runs, "target": args.target, "kiln": args.kiln},
+        "options": {"runs": args.runs, "target": args.target, "kiln": args.kiln,
+                    "omp_wait_policy": ENV["OMP_WAIT_POLICY"]},
         "results": results,
     }
     os.makedirs(os.path.dirname(args.json) or ".", exist_ok=True)

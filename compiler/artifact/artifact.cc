@@ -254,33 +254,21 @@ Status emit_artifact(const ArtifactHeader& header, const Graph& graph,
   return Status();
 }
 
-// The caller's sections, then the executable's own (e.g. the cpu target's packed weights).
-std::vector<TargetSection> target_sections(const std::vector<ExtraSection>& extra,
-                                           const Executable* executable) {
-  std::vector<TargetSection> out;
-  for (const ExtraSection& e : extra) out.push_back({e.name, {e.bytes}, nullptr});
-  if (executable != nullptr) {
-    for (TargetSection& s : executable->artifact_sections()) out.push_back(std::move(s));
-  }
-  return out;
-}
-
 }  // namespace
 
 Result<std::vector<uint8_t>> serialize_artifact(const ArtifactHeader& header, const Graph& graph,
-                                                const std::vector<ExtraSection>& extra) {
+                                                const std::vector<TargetSection>& extra) {
   std::vector<uint8_t> file;
-  KILN_RETURN_IF_ERROR(emit_artifact(header, graph, target_sections(extra, nullptr),
-                                     [&](std::span<const uint8_t> b) {
-                                       file.insert(file.end(), b.begin(), b.end());
-                                       return Status();
-                                     }));
+  KILN_RETURN_IF_ERROR(emit_artifact(header, graph, extra, [&](std::span<const uint8_t> b) {
+    file.insert(file.end(), b.begin(), b.end());
+    return Status();
+  }));
   return file;
 }
 
 Status save_artifact(const std::string& path, const Executable& executable,
                      const CompileOptions& options, const ArtifactSource& source,
-                     const std::vector<ExtraSection>& extra) {
+                     const std::vector<TargetSection>& extra) {
   // Written to a temporary file renamed into place, so readers never see half an artifact.
   static std::atomic<uint64_t> counter{0};
   const std::string tmp = fmt::format("{}.tmp.{}.{}", path, ::getpid(), counter.fetch_add(1));
@@ -289,12 +277,12 @@ Status save_artifact(const std::string& path, const Executable& executable,
     const int err = errno;
     return errno_error(err, fmt::format("cannot create \"{}\"", tmp));
   }
-  // The target's own sections (e.g. the cuda target's tuning) follow the caller's.
-  std::vector<ExtraSection> sections = extra;
-  for (auto& [name, bytes] : executable.target_data()) sections.push_back({name, std::move(bytes)});
+  // The executable's own sections (e.g. the cuda target's tuning) follow the caller's.
+  std::vector<TargetSection> sections = extra;
+  for (TargetSection& s : executable.artifact_sections()) sections.push_back(std::move(s));
   Status status =
-      emit_artifact(make_artifact_header(executable, options, source), executable.graph(),
-                    target_sections(sections, &executable), [&](std::span<const uint8_t> b) {
+      emit_artifact(make_artifact_header(executable, options, source), executable.graph(), sections,
+                    [&](std::span<const uint8_t> b) {
                       size_t done = 0;
                       while (done < b.size()) {
                         const ssize_t n = ::write(fd, b.data() + done, b.size() - done);
@@ -432,7 +420,12 @@ Result<Artifact> parse_artifact(std::span<const uint8_t> bytes, std::shared_ptr<
 Result<Artifact> open_artifact(const std::string& path) {
   KILN_ASSIGN_OR_RETURN(std::shared_ptr<const MappedFile> file, MappedFile::open(path));
   std::span<const uint8_t> bytes = file->bytes();
-  return parse_artifact(bytes, std::move(file), path);
+  KILN_ASSIGN_OR_RETURN(Artifact artifact, parse_artifact(bytes, std::move(file), path));
+  // Checking the checksums read every page; they stay in the page cache, not in this process's
+  // resident memory (the target reads the weights once more to pack them).
+  release_file_pages(bytes);
+  artifact.mapped_ = true;
+  return artifact;
 }
 
 bool is_artifact_file(const std::string& path) {
@@ -458,6 +451,7 @@ std::shared_ptr<const LoadedSections> Artifact::loaded_sections() const {
   loaded->artifact = name_;
   loaded->recompile_hint = recompile_hint();
   loaded->file = bytes_;
+  loaded->mapped = mapped_;
   loaded->owner = owner_;
   for (const ArtifactSection& s : sections_) {
     if (s.kind == SectionKind::kTargetData) loaded->sections.emplace_back(s.name, section_bytes(s));
@@ -515,13 +509,6 @@ Result<LoadedArtifact> load_artifact(const Artifact& artifact, int threads) {
   const Clock::time_point decoded = Clock::now();
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<Target> target, make_target(artifact.header().target));
   CompileOptions options = artifact.header().options;
-  auto data = std::make_shared<TargetData>();
-  for (const ArtifactSection& s : artifact.sections()) {
-    if (s.kind != SectionKind::kTargetData) continue;
-    const std::span<const uint8_t> bytes = artifact.section_bytes(s);
-    data->emplace_back(s.name, std::vector<uint8_t>(bytes.begin(), bytes.end()));
-  }
-  options.target_data = std::move(data);
   options.loaded = artifact.loaded_sections();
   options.threads = threads;
   Result<std::shared_ptr<Executable>> exe = target->finalize(std::move(graph), options);

@@ -8,7 +8,7 @@
 //               signature, source model name/size/hash, recompile command, section table
 //   sections    each 64-byte aligned with its own XXH64 checksum: "graph" (the optimized graph),
 //               "weights" (every constant, 64-byte aligned, memory-mapped on load), and any
-//               target sections (kind kTargetData, found by name: e.g. "cpu.packed_weights")
+//               target sections (kind kTargetData, found by name: e.g. "cuda.tuning")
 #pragma once
 
 #include <cstdint>
@@ -67,12 +67,6 @@ struct ArtifactSection {
   uint64_t checksum = 0;  // xxhash64 of the section's bytes
 };
 
-// A section a target adds to the file (kind kTargetData), e.g. its pre-packed weights.
-struct ExtraSection {
-  std::string name;
-  std::vector<uint8_t> bytes;
-};
-
 // The header an artifact of `executable` gets on this machine: its target, this machine's
 // fingerprint for that target, the options and source, and the graph's signature.
 ArtifactHeader make_artifact_header(const Executable& executable, const CompileOptions& options,
@@ -80,13 +74,13 @@ ArtifactHeader make_artifact_header(const Executable& executable, const CompileO
 
 // The bytes of an artifact holding `graph` (already optimized for header.target).
 Result<std::vector<uint8_t>> serialize_artifact(const ArtifactHeader& header, const Graph& graph,
-                                                const std::vector<ExtraSection>& extra = {});
+                                                const std::vector<TargetSection>& extra = {});
 
 // Writes `executable`'s graph and weights, `extra` and the executable's own artifact_sections() to
 // `path` (atomically: readers never see half a file).
 Status save_artifact(const std::string& path, const Executable& executable,
                      const CompileOptions& options, const ArtifactSource& source,
-                     const std::vector<ExtraSection>& extra = {});
+                     const std::vector<TargetSection>& extra = {});
 
 // An artifact whose structure and checksums were verified: every section is intact.
 class Artifact {
@@ -116,7 +110,9 @@ class Artifact {
  private:
   friend Result<Artifact> parse_artifact(std::span<const uint8_t>, std::shared_ptr<const void>,
                                          std::string);
+  friend Result<Artifact> open_artifact(const std::string&);
   std::string name_;
+  bool mapped_ = false;  // bytes_ is a read-only file mapping (open_artifact)
   std::span<const uint8_t> bytes_;
   std::shared_ptr<const void> owner_;
   ArtifactHeader header_;

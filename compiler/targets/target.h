@@ -17,23 +17,29 @@
 
 namespace kiln::compiler {
 
-// Data a target keeps in an artifact beside the graph, as named sections (kind kTargetData): e.g.
-// the cuda target's tuning choices. Loading gives it back through CompileOptions::target_data.
-using TargetData = std::vector<std::pair<std::string, std::vector<uint8_t>>>;
-// A section a target stores in an artifact beside the graph (kind 3, found by name, e.g. the cpu
-// target's "cpu.packed_weights"): byte pieces written one after another, kept alive by `owner`.
+// Data a target stores in an artifact beside the graph, as a named section (kind kTargetData,
+// found by name, e.g. the cuda target's "cuda.tuning"): byte pieces written one after another
+// without a copy, kept alive by `owner`. Executable::artifact_sections() gives them; loading hands
+// them back through CompileOptions::loaded.
 struct TargetSection {
   std::string name;
   std::vector<std::span<const uint8_t>> pieces;
   std::shared_ptr<const void> owner;
+  // A section of one piece that owns `bytes`.
+  static TargetSection of(std::string name, std::vector<uint8_t> bytes) {
+    auto held = std::make_shared<const std::vector<uint8_t>>(std::move(bytes));
+    return {std::move(name), {std::span<const uint8_t>(*held)}, held};
+  }
 };
 
-// The target sections of an artifact being loaded, in place in its memory mapping (alive while
-// `owner` is). Sections a target does not know are ignored.
+// The target sections of an artifact being loaded, in place in its bytes (alive while `owner`
+// is); a target ignores sections it does not know.
 struct LoadedSections {
   std::string artifact;        // the file, for messages
   std::string recompile_hint;  // "recompile it with: kiln compile ..."
   std::span<const uint8_t> file;
+  // `file` is a read-only file mapping: its pages may be released (release_file_pages) once read.
+  bool mapped = false;
   std::vector<std::pair<std::string, std::span<const uint8_t>>> sections;
   std::shared_ptr<const void> owner;
   // The section called `name`, or nullptr when the artifact has none.
@@ -52,12 +58,9 @@ struct CompileOptions {
   uint64_t seed = 0;
   // Intra-op threads of each run (targets that run ops in parallel); 0: the physical cores.
   int threads = 0;
-  // Set when finalizing a loaded artifact: the target data it stored (Executable::target_data());
-  // the target uses what still applies here (the cuda target: its tuning, on the same GPU and
-  // libraries). Not stored in the artifact's header.
-  std::shared_ptr<const TargetData> target_data;
   // Set when finalizing a loaded artifact: its target sections (Executable::artifact_sections()
-  // of the executable it was saved from). Not stored in the header.
+  // of the executable it was saved from); the target uses what still applies here (the cuda
+  // target: its tuning, on the same GPU and libraries). Not stored in the header.
   std::shared_ptr<const LoadedSections> loaded;
 };
 
@@ -89,8 +92,6 @@ class Executable {
     profile.steps.clear();
     return run(std::move(inputs));
   }
-  // What to store in an artifact of this executable beside its graph (see TargetData).
-  virtual TargetData target_data() const { return {}; }
   // run() on arguments already in the target device's memory (the cuda target: GPU pointers, e.g.
   // from gpu_alloc() or a framework's tensors): inputs[i] holds graph input i (its dtype and static
   // shape, contiguous), outputs[i] receives output i; returns once they are written. Targets that
@@ -104,7 +105,7 @@ class Executable {
         " runs on host memory: pass host tensors to run() (device-resident arguments are a cuda "
         "target feature)");
   }
-  // What an artifact of this executable stores beside its graph (e.g. pre-packed weights).
+  // What an artifact of this executable stores beside its graph (the cuda target: its tuning).
   virtual std::vector<TargetSection> artifact_sections() const { return {}; }
 };
 

@@ -6,8 +6,6 @@
 
 #include <fmt/format.h>
 #include <omp.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
 #include <mutex>
 
@@ -16,7 +14,6 @@
 #include "compiler/runtime/shape_profiles.h"
 #include "compiler/runtime/threads.h"
 #include "compiler/targets/cpu/dnnl_kernel.h"
-#include "compiler/targets/cpu/packed_weights.h"
 #include "compiler/targets/cpu/program.h"
 #include "compiler/targets/ref/interpreter.h"
 #include "core/env.h"
@@ -56,10 +53,9 @@ class CpuExecutable final : public Executable {
  public:
   CpuExecutable(std::shared_ptr<Graph> graph, uint64_t seed, int threads, dnnl::engine engine,
                 ref::KernelTable kernels, std::unique_ptr<cpu::Program> program,
-                std::shared_ptr<cpu::PackedWeights> packed, std::shared_ptr<const void> mapping,
+                std::shared_ptr<const void> mapping,
                 ShapeProfiles::Compile compile_profile = nullptr)
       : graph_(std::move(graph)),
-        packed_(std::move(packed)),
         mapping_(std::move(mapping)),
         seed_(seed),
         threads_(threads),
@@ -85,11 +81,6 @@ class CpuExecutable final : public Executable {
   }
   const cpu::Program* program() const { return program_.get(); }
   const ShapeProfiles* profiles() const { return profiles_.get(); }
-  const cpu::PackedWeights* packed() const { return packed_.get(); }
-  std::vector<TargetSection> artifact_sections() const override {
-    if (packed_ == nullptr || packed_->reused() + packed_->repacked() == 0) return {};
-    return {cpu::PackedWeights::section(packed_)};
-  }
 
  private:
   Result<std::vector<Argument>> run_with(std::vector<Argument> inputs, RunProfile* profile) const {
@@ -113,8 +104,7 @@ class CpuExecutable final : public Executable {
   }
 
   std::shared_ptr<Graph> graph_;
-  // Every weight the kernels and steps packed (some may wrap `mapping_`, a loaded artifact).
-  std::shared_ptr<cpu::PackedWeights> packed_;
+  // A loaded artifact's mapping, which the graph's constants point into.
   std::shared_ptr<const void> mapping_;
   uint64_t seed_;
   int threads_;
@@ -152,10 +142,12 @@ class CpuTarget final : public Target {
     // interpreter runs the graph; weights are packed once, for whichever runs them.
     ref::KernelTable kernels;
     std::unique_ptr<cpu::Program> program;
-    // Weights are packed through `packed`: recorded for an artifact, or served from the loaded one.
-    KILN_ASSIGN_OR_RETURN(std::shared_ptr<cpu::PackedWeights> packed, packed_weights(options));
+    // A loaded artifact's plain weights are read once, to pack them: their pages of the file's
+    // mapping leave resident memory as they are packed, so a loaded model holds its weights once.
+    cpu::ReleaseAfterPacking packed(options.loaded != nullptr && options.loaded->mapped
+                                        ? options.loaded->file
+                                        : std::span<const uint8_t>());
     {
-      cpu::PackScope scope(packed.get());
       if (!env_flag_bool(EnvFlag::kCpuInterpret)) {
         auto factory = [&engine](const Node& node) { return make_kernel(node, engine); };
         KILN_ASSIGN_OR_RETURN(
@@ -163,12 +155,11 @@ class CpuTarget final : public Target {
       }
       if (program == nullptr) add_kernels(*graph, engine, kernels);
     }
-    if (options.loaded != nullptr) release_served_sources(*options.loaded, *packed);
     // A graph with dynamic input dims is compiled again for each input shape it is run with.
     ShapeProfiles::Compile compile_profile;
     if (program == nullptr && !env_flag_bool(EnvFlag::kCpuInterpret) && can_specialize(*graph)) {
       CompileOptions profile_options = options;
-      profile_options.loaded = nullptr;  // the artifact's packed weights are the graph's, not these
+      profile_options.loaded = nullptr;
       compile_profile = [profile_options](std::shared_ptr<Graph> g) {
         return compile(std::move(g), *make_cpu_target(), profile_options);
       };
@@ -181,9 +172,8 @@ class CpuTarget final : public Target {
       }
       log(LogLevel::kDebug, "cpu target: {} of {} nodes have oneDNN kernels: {}", kernels.size(),
           graph->num_nodes(), nodes);
-      log(LogLevel::kDebug, "cpu target: {} weights packed, {} of them served in place from {}",
-          packed->reused() + packed->repacked(), packed->reused(),
-          options.loaded != nullptr ? options.loaded->artifact : std::string("no artifact"));
+      log(LogLevel::kDebug, "cpu target: {} weights packed ({} bytes of them released)",
+          packed.packed(), packed.released_bytes());
       if (program != nullptr) {
         log(LogLevel::kDebug, "cpu target: {} steps, {} reorders, arena {} bytes ({} unplanned)",
             program->steps().size(), program->count_steps("Reorder"), program->arena_bytes(),
@@ -192,42 +182,8 @@ class CpuTarget final : public Target {
     }
     return std::shared_ptr<Executable>(std::make_shared<CpuExecutable>(
         std::move(graph), options.seed, threads, std::move(engine), std::move(kernels),
-        std::move(program), std::move(packed),
-        options.loaded != nullptr ? options.loaded->owner : nullptr, std::move(compile_profile)));
-  }
-
- private:
-  // Recording, or serving the loaded artifact's "cpu.packed_weights" section.
-  static Result<std::shared_ptr<cpu::PackedWeights>> packed_weights(const CompileOptions& options) {
-    if (options.loaded == nullptr) return std::make_shared<cpu::PackedWeights>();
-    const std::span<const uint8_t>* section = options.loaded->find(cpu::kPackedWeightsSection);
-    if (section == nullptr) return std::make_shared<cpu::PackedWeights>();
-    return cpu::PackedWeights::open(*options.loaded, *section);
-  }
-
-  // The plain weights whose packed copies were served in place are not read again: their pages
-  // of the artifact's mapping leave the process's resident memory (read again from the file if
-  // something does), so a loaded model holds its weights once. Says when weights were repacked.
-  static void release_served_sources(const LoadedSections& loaded,
-                                     const cpu::PackedWeights& packed) {
-    if (packed.repacked() > 0 && packed.stored_entries() > 0) {
-      log(LogLevel::kInfo,
-          "{}: {} of {} weights were stored packed for another layout (this CPU's kernels ask "
-          "for other blocking) and were packed again, which slows loading; {}",
-          loaded.artifact, packed.repacked(), packed.repacked() + packed.reused(),
-          loaded.recompile_hint);
-    }
-    const auto file_begin = reinterpret_cast<uintptr_t>(loaded.file.data());
-    const uintptr_t file_end = file_begin + loaded.file.size();
-    const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
-    for (std::span<const uint8_t> src : packed.served_sources()) {
-      const auto begin = reinterpret_cast<uintptr_t>(src.data());
-      const uintptr_t end = begin + src.size();
-      if (begin < file_begin || end > file_end) continue;  // not in the mapping (a scaled copy)
-      const uintptr_t first = (begin + page - 1) / page * page;
-      const uintptr_t last = end / page * page;
-      if (first < last) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
-    }
+        std::move(program), options.loaded != nullptr ? options.loaded->owner : nullptr,
+        std::move(compile_profile)));
   }
 };
 

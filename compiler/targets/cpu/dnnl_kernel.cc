@@ -4,7 +4,8 @@
 
 #include <fmt/format.h>
 
-#include "compiler/targets/cpu/packed_weights.h"
+#include "compiler/targets/cpu/winograd_weights.h"
+#include "core/mapped_file.h"
 
 namespace kiln::compiler::cpu {
 
@@ -112,16 +113,39 @@ std::optional<StaticShapes> static_float_shapes(const Node& node) {
   return static_shapes(node, true);
 }
 
+namespace {
+thread_local ReleaseAfterPacking* current_release = nullptr;
+}  // namespace
+
+ReleaseAfterPacking::ReleaseAfterPacking(std::span<const uint8_t> mapping)
+    : previous_(current_release), mapping_(mapping) {
+  current_release = this;
+}
+ReleaseAfterPacking::~ReleaseAfterPacking() {
+  current_release = previous_;
+}
+
 dnnl::memory pack(const dnnl::engine& engine, const dnnl::memory::desc& src_layout, const void* src,
                   const dnnl::memory::desc& layout) {
-  if (PackedWeights* weights = PackScope::current()) {
-    return weights->pack(engine, src_layout, src, layout);
-  }
-  dnnl::memory from(src_layout, engine, const_cast<void*>(src));
   dnnl::memory to(layout, engine);
-  dnnl::stream stream(engine);
-  dnnl::reorder(from, to).execute(stream, from, to);
-  stream.wait();
+  if (can_pack_winograd(src_layout, layout)) {
+    pack_winograd(src_layout, static_cast<const float*>(src), layout,
+                  static_cast<float*>(to.get_data_handle()));
+  } else {
+    dnnl::memory from(src_layout, engine, const_cast<void*>(src));
+    dnnl::stream stream(engine);
+    dnnl::reorder(from, to).execute(stream, from, to);
+    stream.wait();
+  }
+  if (ReleaseAfterPacking* release = current_release) {
+    ++release->packed_;
+    const std::span<const uint8_t> bytes(static_cast<const uint8_t*>(src), src_layout.get_size());
+    const std::span<const uint8_t> m = release->mapping_;
+    if (bytes.data() >= m.data() && bytes.data() + bytes.size() <= m.data() + m.size()) {
+      release_file_pages(bytes);
+      release->released_bytes_ += bytes.size();
+    }
+  }
   return to;
 }
 

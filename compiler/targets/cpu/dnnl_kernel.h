@@ -6,6 +6,7 @@
 
 #include <memory>
 #include <optional>
+#include <span>
 #include <vector>
 
 #include "compiler/ir/graph.h"
@@ -43,11 +44,32 @@ std::optional<StaticShapes> static_f32_shapes(const Node& node);
 // The same, also accepting nodes whose tensors are all bf16 (what quantize_bf16 leaves).
 std::optional<StaticShapes> static_float_shapes(const Node& node);
 
-// `src` copied into a new memory of layout `layout` (a reorder when they differ), at compile time.
-// Within a PackScope (packed_weights.h) the packed memory is recorded for the artifact, or served
-// from a loaded artifact in place.
+// `src` copied into a new memory of layout `layout` (a reorder when they differ; Winograd weights
+// through pack_winograd()), at compile time. Within a ReleaseAfterPacking scope whose mapping holds
+// `src`, its pages are dropped from resident memory once packed.
 dnnl::memory pack(const dnnl::engine& engine, const dnnl::memory::desc& src_layout, const void* src,
                   const dnnl::memory::desc& layout);
+
+// While alive, pack() on this thread releases (release_file_pages) the sources that lie in
+// `mapping`, a read-only file mapping: a loaded artifact's plain weights, read once to pack them.
+class ReleaseAfterPacking {
+ public:
+  explicit ReleaseAfterPacking(std::span<const uint8_t> mapping);
+  ~ReleaseAfterPacking();
+  ReleaseAfterPacking(const ReleaseAfterPacking&) = delete;
+  ReleaseAfterPacking& operator=(const ReleaseAfterPacking&) = delete;
+  // The weights packed, and the bytes of those released.
+  int packed() const { return packed_; }
+  size_t released_bytes() const { return released_bytes_; }
+
+ private:
+  friend dnnl::memory pack(const dnnl::engine&, const dnnl::memory::desc&, const void*,
+                           const dnnl::memory::desc&);
+  ReleaseAfterPacking* previous_;
+  std::span<const uint8_t> mapping_;
+  int packed_ = 0;
+  size_t released_bytes_ = 0;
+};
 
 // A node kernel backed by oneDNN primitives built for the node's static shapes. run() hands the
 // node to its ref kernel when the runtime inputs are not the compiled shapes, and turns a

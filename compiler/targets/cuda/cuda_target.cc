@@ -82,9 +82,9 @@ class CudaExecutable final : public Executable {
   }
   const cuda::Program* program() const { return program_.get(); }
   // The algorithm choices, with this GPU's fingerprint, for artifacts.
-  TargetData target_data() const override {
+  std::vector<TargetSection> artifact_sections() const override {
     if (tuning_.choices.empty()) return {};
-    return {{cuda::kTuningSection, tuning_.encode()}};
+    return {TargetSection::of(cuda::kTuningSection, tuning_.encode())};
   }
 
  private:
@@ -152,15 +152,14 @@ class CudaTarget final : public Target {
   // nullopt (re-tune) when it was not, or there is none.
   static Result<std::optional<cuda::Tuning>> stored_tuning(const CompileOptions& options,
                                                            const std::string& fingerprint) {
-    if (options.target_data == nullptr) return std::optional<cuda::Tuning>();
-    for (const auto& [name, bytes] : *options.target_data) {
-      if (name != cuda::kTuningSection) continue;
-      KILN_ASSIGN_OR_RETURN(cuda::Tuning t, cuda::Tuning::decode(bytes));
-      if (t.fingerprint == fingerprint) return std::optional<cuda::Tuning>(std::move(t));
-      log(LogLevel::kInfo,
-          "cuda target: the artifact was tuned on \"{}\"; this is \"{}\": tuning again",
-          t.fingerprint, fingerprint);
-    }
+    const std::span<const uint8_t>* bytes =
+        options.loaded != nullptr ? options.loaded->find(cuda::kTuningSection) : nullptr;
+    if (bytes == nullptr) return std::optional<cuda::Tuning>();
+    KILN_ASSIGN_OR_RETURN(cuda::Tuning t, cuda::Tuning::decode(*bytes));
+    if (t.fingerprint == fingerprint) return std::optional<cuda::Tuning>(std::move(t));
+    log(LogLevel::kInfo,
+        "cuda target: the artifact was tuned on \"{}\"; this is \"{}\": tuning again",
+        t.fingerprint, fingerprint);
     return std::optional<cuda::Tuning>();
   }
 

@@ -558,15 +558,26 @@ std::shared_ptr<Graph> tuned_graph(const std::vector<Tensor>& inputs) {
   });
 }
 
+// The bytes of the executable's one artifact section, its tuning.
+std::vector<uint8_t> tuning_bytes(const Executable& exe) {
+  const std::vector<TargetSection> sections = exe.artifact_sections();
+  EXPECT_EQ(sections.size(), 1u);
+  std::vector<uint8_t> bytes;
+  if (sections.empty()) return bytes;
+  EXPECT_EQ(sections[0].name, cuda::kTuningSection);
+  for (std::span<const uint8_t> piece : sections[0].pieces) {
+    bytes.insert(bytes.end(), piece.begin(), piece.end());
+  }
+  return bytes;
+}
+
 TEST(CudaTarget, ArtifactsKeepTheTuningAndLoadingReusesItOnTheSameGpu) {
   SKIP_WITHOUT_GPU();
   const std::vector<Tensor> inputs = {random_tensor(Shape{2, 3, 12, 12}, 82)};
   std::shared_ptr<Executable> exe = compile_for(tuned_graph(inputs), "cuda");
   ASSERT_NE(exe, nullptr);
-  const TargetData data = exe->target_data();
-  ASSERT_EQ(data.size(), 1u);
-  EXPECT_EQ(data[0].first, cuda::kTuningSection);
-  auto tuning = cuda::Tuning::decode(data[0].second);
+  const std::vector<uint8_t> data = tuning_bytes(*exe);
+  auto tuning = cuda::Tuning::decode(data);
   ASSERT_TRUE(tuning.ok()) << tuning.status().to_string();
   EXPECT_EQ(tuning->fingerprint, cuda::gpu_fingerprint());
   EXPECT_EQ(tuning->choices.size(), 2u);  // the convolution and the Gemm
@@ -580,9 +591,7 @@ TEST(CudaTarget, ArtifactsKeepTheTuningAndLoadingReusesItOnTheSameGpu) {
   std::filesystem::remove(file);
   ASSERT_TRUE(loaded.ok()) << loaded.status().to_string();
   // The same choices, taken from the file: nothing measured again, the same results.
-  const TargetData again = loaded->executable->target_data();
-  ASSERT_EQ(again.size(), 1u);
-  EXPECT_EQ(again[0].second, data[0].second);
+  EXPECT_EQ(tuning_bytes(*loaded->executable), data);
   expect_close(run(*exe, inputs), run(*loaded->executable, inputs), 0.0f);
 
   // Tuning from another GPU (or library version) is measured again, not trusted.
@@ -591,12 +600,14 @@ TEST(CudaTarget, ArtifactsKeepTheTuningAndLoadingReusesItOnTheSameGpu) {
   for (auto& [key, value] : other.choices) std::fill(value.begin(), value.end(), 0xff);
   auto target = make_target("cuda");
   ASSERT_TRUE(target.ok());
+  const std::vector<uint8_t> other_bytes = other.encode();
+  auto stored = std::make_shared<LoadedSections>();
+  stored->sections.emplace_back(cuda::kTuningSection, other_bytes);
   CompileOptions options;
-  options.target_data =
-      std::make_shared<TargetData>(TargetData{{cuda::kTuningSection, other.encode()}});
+  options.loaded = stored;
   auto retuned = compile(tuned_graph(inputs), **target, options);
   ASSERT_TRUE(retuned.ok()) << retuned.status().to_string();
-  auto retuned_tuning = cuda::Tuning::decode((*retuned)->target_data()[0].second);
+  auto retuned_tuning = cuda::Tuning::decode(tuning_bytes(**retuned));
   ASSERT_TRUE(retuned_tuning.ok());
   EXPECT_EQ(retuned_tuning->fingerprint, cuda::gpu_fingerprint());
   std::shared_ptr<Executable> ref = compile_for(tuned_graph(inputs), "ref");
