@@ -884,9 +884,13 @@ Result<ConvLayout> choose_conv_layout(const Graph& graph) {
   }
   // Winograd pays where most of the work is in 3x3 stride-1 convolutions with 64 or more input
   // and output channels (ResNet); thin ones (DenseNet's 32 outputs, SqueezeNet's 16-channel
-  // squeezes) and depthwise networks run faster on the layouts oneDNN picks.
+  // squeezes) run faster on the layouts oneDNN picks. Depthwise-separable networks (MobileNetV2,
+  // EfficientNet) run faster blocked: oneDNN's jit_1x1 and jit_dw kernels over nChw16c move less
+  // memory than brgconv over NHWC (10 to 20% less CPU time).
   double all = 0;
   double winograd = 0;
+  int convs = 0;
+  int depthwise = 0;
   for (const auto& node : graph.nodes()) {
     if (node->kind() != OpKind::kConv) continue;
     std::optional<ConvSetup> s = conv_setup(*node);
@@ -896,8 +900,14 @@ Result<ConvLayout> choose_conv_layout(const Graph& graph) {
     for (size_t i = 1; i < s->weights.size(); ++i) macs *= static_cast<double>(s->weights[i]);
     all += macs;
     if (is_winograd_shape(*s) && s->weights[0] >= 64 && s->weights[1] >= 64) winograd += macs;
+    ++convs;
+    // Grouped weights [g, O/g, I/g, k...] with one input and one output channel per group.
+    if (s->weights.size() == 5 && s->weights[0] > 1 && s->weights[1] == 1 && s->weights[2] == 1) {
+      ++depthwise;
+    }
   }
-  return all > 0 && winograd >= 0.25 * all ? ConvLayout::kBlocked16 : ConvLayout::kAny;
+  if (all > 0 && winograd >= 0.25 * all) return ConvLayout::kBlocked16;
+  return convs > 0 && depthwise * 10 >= convs ? ConvLayout::kBlocked16 : ConvLayout::kAny;
 }
 
 Result<bool> lower_dnnl(ProgramBuilder& builder, const Node& node) {
