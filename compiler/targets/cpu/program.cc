@@ -11,6 +11,7 @@
 #include "compiler/ops/all_ops.h"
 #include "compiler/passes/rewrite.h"
 #include "compiler/targets/cpu/dnnl_kernel.h"
+#include "compiler/targets/cpu/gated_conv.h"
 #include "compiler/targets/ref/kernel.h"
 #include "core/logging.h"
 
@@ -501,6 +502,15 @@ void ProgramBuilder::add_ref_step(const Node& node) {
   add_step(std::move(step));
 }
 
+Status ProgramBuilder::lower_gate_alone(const Node& conv) {
+  std::optional<ConvGate> gate = absorbed_gate(conv);
+  if (!gate || has_buffer(conv.input(0))) return Status();
+  done_.insert(gate->mul);
+  KILN_ASSIGN_OR_RETURN(bool lowered, lower_dnnl(*this, *gate->mul));
+  if (!lowered) add_ref_step(*gate->mul);
+  return Status();
+}
+
 Result<std::unique_ptr<Program>> ProgramBuilder::build() {
   if (std::string why = why_not_plannable(); !why.empty()) {
     log(LogLevel::kDebug, "cpu target: the interpreter runs graph \"{}\": {}", graph_.name(), why);
@@ -532,6 +542,8 @@ Result<std::unique_ptr<Program>> ProgramBuilder::build() {
       value_buffers_[node->output(0)] = add_buffer(std::move(b));
       continue;
     }
+    // A squeeze-and-excitation Mul is lowered with the Conv whose weights it scales.
+    if (is_absorbed_gate(*node)) continue;
     // A Conv lowered later, at the Add it feeds, has not run yet.
     const bool delayed = node->kind() == OpKind::kConv && sum_partner(node.get()) != nullptr;
     if (!delayed) done_.insert(node.get());
@@ -541,8 +553,10 @@ Result<std::unique_ptr<Program>> ProgramBuilder::build() {
       // A Conv whose Add could not take it: the Conv runs first, then the Add on its own.
       if (const Node* conv = sum_partner(node.get());
           conv != nullptr && !has_buffer(conv->output(0))) {
+        KILN_RETURN_IF_ERROR(lower_gate_alone(*conv));
         add_ref_step(*conv);
       }
+      KILN_RETURN_IF_ERROR(lower_gate_alone(*node));
       add_ref_step(*node);
     }
   }

@@ -179,6 +179,9 @@ class ProgramBuilder {
   // Why the graph cannot be planned (naming the value or node); empty when it can.
   std::string why_not_plannable() const;
   void add_ref_step(const Node& node);
+  // Lowers the squeeze-and-excitation Mul that `conv` was to absorb (gated_conv.h), when `conv`
+  // runs without it.
+  Status lower_gate_alone(const Node& conv);
   // Defines a shape-only node's output as a view of its (plain) input; false when it is not one.
   bool add_view(const Node& node);
   int add_buffer(Buffer b);

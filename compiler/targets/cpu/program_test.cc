@@ -330,6 +330,7 @@ std::shared_ptr<Graph> mbconv_network(int64_t batch) {
   Value* m = relu6(conv(b, y, 16, 64, 1, 1, 110), "mb_expand_relu6");
   m = relu6(conv(b, m, 64, 64, 3, 2, 112, /*group=*/64), "mb_dw_relu6");
   b.output(conv(b, m, 64, 24, 1, 1, 114));
+  b.output(y);
   EXPECT_TRUE(b.status().ok()) << b.status().to_string();
   return graph;
 }
@@ -350,8 +351,11 @@ TEST(CpuProgram, DepthwiseSeparableNetworksRunChannelBlockedAndMatchRef) {
     EXPECT_EQ(program->count_steps("Conv+SiLU"), 3);
     EXPECT_EQ(program->count_steps("Conv+Sigmoid"), 1);
     EXPECT_EQ(program->count_steps("Conv+Clip"), 2);
-    // Only the input and the output change layout.
-    EXPECT_EQ(program->count_steps("Reorder"), 2);
+    // At batch 1 the gate scales the projection's weights (no Mul step); at batch 2 it cannot.
+    EXPECT_EQ(program->count_steps("Mul+Conv+Add"), batch == 1 ? 1 : 0);
+    EXPECT_EQ(program->count_steps("Mul"), batch == 1 ? 0 : 1);
+    // Only the input and the two outputs change layout.
+    EXPECT_EQ(program->count_steps("Reorder"), 3);
     expect_no_live_overlap(*program);
   }
   // A network without depthwise convolutions keeps the layouts oneDNN picks.
