@@ -11,8 +11,8 @@
 #include "compiler/ops/all_ops.h"
 #include "compiler/passes/rewrite.h"
 #include "compiler/targets/cpu/dnnl_kernel.h"
-#include "compiler/targets/cpu/gated_conv.h"
 #include "compiler/targets/cpu/program.h"
+#include "compiler/targets/cpu/squeeze_excite.h"
 #include "core/env.h"
 
 namespace kiln::compiler::cpu {

@@ -11,7 +11,7 @@
 #include "compiler/ops/all_ops.h"
 #include "compiler/passes/rewrite.h"
 #include "compiler/targets/cpu/dnnl_kernel.h"
-#include "compiler/targets/cpu/gated_conv.h"
+#include "compiler/targets/cpu/squeeze_excite.h"
 #include "compiler/targets/ref/kernel.h"
 #include "core/logging.h"
 

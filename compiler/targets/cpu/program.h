@@ -179,7 +179,7 @@ class ProgramBuilder {
   // Why the graph cannot be planned (naming the value or node); empty when it can.
   std::string why_not_plannable() const;
   void add_ref_step(const Node& node);
-  // Lowers the squeeze-and-excitation Mul that `conv` was to absorb (gated_conv.h), when `conv`
+  // Lowers the squeeze-and-excitation Mul that `conv` was to absorb (squeeze_excite.h), when `conv`
   // runs without it.
   Status lower_gate_alone(const Node& conv);
   // Defines a shape-only node's output as a view of its (plain) input; false when it is not one.

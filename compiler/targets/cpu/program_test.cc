@@ -358,6 +358,19 @@ TEST(CpuProgram, DepthwiseSeparableNetworksRunChannelBlockedAndMatchRef) {
     EXPECT_EQ(program->count_steps("Reorder"), 3);
     expect_no_live_overlap(*program);
   }
+  {
+    // The same in the layouts oneDNN picks (NHWC, the gate plain).
+    ScopedEnv any("KILN_CPU_CONV_LAYOUT", "any");
+    for (int64_t batch : {1, 2}) {
+      const std::vector<Tensor> inputs = {random_tensor(Shape{batch, 16, 24, 24}, 121)};
+      std::vector<Tensor> want = run(*compile_for(mbconv_network(batch), "ref"), inputs);
+      std::shared_ptr<Executable> exe = compile_for(mbconv_network(batch), "cpu");
+      ASSERT_NE(exe, nullptr);
+      ASSERT_NE(cpu_program(*exe), nullptr);
+      expect_close(want, run(*exe, inputs), 1e-3f);
+      EXPECT_EQ(cpu_program(*exe)->count_steps("Mul+Conv+Add"), batch == 1 ? 1 : 0);
+    }
+  }
   // A network without depthwise convolutions keeps the layouts oneDNN picks.
   auto layout = cpu::choose_conv_layout(*tiny_resnet(1));
   ASSERT_TRUE(layout.ok());

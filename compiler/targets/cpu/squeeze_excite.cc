@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // Squeeze-and-excitation gates folded into the weights of the 1x1 convolution that follows them.
-#include "compiler/targets/cpu/gated_conv.h"
+#include "compiler/targets/cpu/squeeze_excite.h"
 
 #include <cstdint>
 #include <vector>
