@@ -3,6 +3,7 @@
 #include "compiler/targets/cpu/program.h"
 
 #include <fmt/format.h>
+#include <omp.h>
 
 #include <chrono>
 #include <cstdlib>
@@ -225,9 +226,13 @@ Result<std::vector<Argument>> Program::run(Session& session, std::vector<Argumen
     ctx.step = i;
     const auto start = std::chrono::steady_clock::now();
     Status s;
+    const int team = step->one_thread ? omp_get_max_threads() : 1;
+    if (step->one_thread) omp_set_num_threads(1);
     try {
       s = step->run(ctx);
+      if (step->one_thread) omp_set_num_threads(team);
     } catch (const dnnl::error& e) {
+      if (step->one_thread) omp_set_num_threads(team);
       return internal_error(fmt::format("{}: oneDNN failed in {}: {} (status {})",
                                         step->node->describe(), step->kind, e.what(),
                                         static_cast<int>(e.status)));
@@ -264,6 +269,20 @@ Result<std::vector<Argument>> Program::run(Session& session, std::vector<Argumen
 }
 
 // ---- ProgramBuilder ----
+
+bool ProgramBuilder::is_small(const Node& node) {
+  // Elements read and written, weights included: a 1x1 convolution of squeeze-and-excitation
+  // (1152 -> 48 channels on one pixel: 57K) is small; a classifier's weights are not.
+  constexpr int64_t kSmallElements = 64 * 1024;
+  int64_t elements = 0;
+  for (const Value* v : node.inputs()) {
+    if (v != nullptr && v->type().is_tensor()) elements += v->tensor_type().shape().numel();
+  }
+  for (const Value* v : node.outputs()) {
+    if (v->type().is_tensor()) elements += v->tensor_type().shape().numel();
+  }
+  return elements <= kSmallElements;
+}
 
 int ProgramBuilder::add_buffer(Buffer b) {
   buffers_.push_back(std::move(b));
@@ -548,7 +567,17 @@ Result<std::unique_ptr<Program>> ProgramBuilder::build() {
     const bool delayed = node->kind() == OpKind::kConv && sum_partner(node.get()) != nullptr;
     if (!delayed) done_.insert(node.get());
     if (add_view(*node)) continue;
-    KILN_ASSIGN_OR_RETURN(bool lowered, lower_dnnl(*this, *node));
+    // A node with little work runs on one thread: waking the team costs more than it saves.
+    const size_t first_step = steps_.size();
+    const bool one_thread = is_small(*node);
+    const int team = omp_get_max_threads();
+    if (one_thread) omp_set_num_threads(1);  // primitives take their team size when made
+    Result<bool> lowered_or = lower_dnnl(*this, *node);
+    if (one_thread) omp_set_num_threads(team);
+    KILN_ASSIGN_OR_RETURN(bool lowered, std::move(lowered_or));
+    for (size_t i = first_step; lowered && one_thread && i < steps_.size(); ++i) {
+      steps_[i]->one_thread = true;
+    }
     if (!lowered) {
       // A Conv whose Add could not take it: the Conv runs first, then the Add on its own.
       if (const Node* conv = sum_partner(node.get());

@@ -351,6 +351,16 @@ TEST(CpuProgram, DepthwiseSeparableNetworksRunChannelBlockedAndMatchRef) {
     EXPECT_EQ(program->count_steps("Conv+SiLU"), 3);
     EXPECT_EQ(program->count_steps("Conv+Sigmoid"), 1);
     EXPECT_EQ(program->count_steps("Conv+Clip"), 2);
+    // The squeeze-and-excitation convolutions (one pixel, a few hundred weights) run on one
+    // thread; the expansion and the depthwise convolution on the whole team.
+    int one_thread_silu = 0;
+    for (const auto& step : program->steps()) {
+      if (step->kind == "Conv+Sigmoid") {
+        EXPECT_TRUE(step->one_thread);
+      }
+      if (step->kind == "Conv+SiLU") one_thread_silu += step->one_thread ? 1 : 0;
+    }
+    EXPECT_EQ(one_thread_silu, 1);
     // At batch 1 the gate scales the projection's weights (no Mul step); at batch 2 it cannot.
     EXPECT_EQ(program->count_steps("Mul+Conv+Add"), batch == 1 ? 1 : 0);
     EXPECT_EQ(program->count_steps("Mul"), batch == 1 ? 0 : 1);
