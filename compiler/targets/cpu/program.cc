@@ -3,6 +3,7 @@
 #include "compiler/targets/cpu/program.h"
 
 #include <fmt/format.h>
+#include <omp.h>
 
 #include <chrono>
 #include <cstdlib>
@@ -11,6 +12,7 @@
 #include "compiler/ops/all_ops.h"
 #include "compiler/passes/rewrite.h"
 #include "compiler/targets/cpu/dnnl_kernel.h"
+#include "compiler/targets/cpu/squeeze_excite.h"
 #include "compiler/targets/ref/kernel.h"
 #include "core/logging.h"
 
@@ -224,9 +226,13 @@ Result<std::vector<Argument>> Program::run(Session& session, std::vector<Argumen
     ctx.step = i;
     const auto start = std::chrono::steady_clock::now();
     Status s;
+    const int team = step->one_thread ? omp_get_max_threads() : 1;
+    if (step->one_thread) omp_set_num_threads(1);
     try {
       s = step->run(ctx);
+      if (step->one_thread) omp_set_num_threads(team);
     } catch (const dnnl::error& e) {
+      if (step->one_thread) omp_set_num_threads(team);
       return internal_error(fmt::format("{}: oneDNN failed in {}: {} (status {})",
                                         step->node->describe(), step->kind, e.what(),
                                         static_cast<int>(e.status)));
@@ -263,6 +269,20 @@ Result<std::vector<Argument>> Program::run(Session& session, std::vector<Argumen
 }
 
 // ---- ProgramBuilder ----
+
+bool ProgramBuilder::is_small(const Node& node) {
+  // Elements read and written, weights included: a 1x1 convolution of squeeze-and-excitation
+  // (1152 -> 48 channels on one pixel: 57K) is small; a classifier's weights are not.
+  constexpr int64_t kSmallElements = 64 * 1024;
+  int64_t elements = 0;
+  for (const Value* v : node.inputs()) {
+    if (v != nullptr && v->type().is_tensor()) elements += v->tensor_type().shape().numel();
+  }
+  for (const Value* v : node.outputs()) {
+    if (v->type().is_tensor()) elements += v->tensor_type().shape().numel();
+  }
+  return elements <= kSmallElements;
+}
 
 int ProgramBuilder::add_buffer(Buffer b) {
   buffers_.push_back(std::move(b));
@@ -501,6 +521,15 @@ void ProgramBuilder::add_ref_step(const Node& node) {
   add_step(std::move(step));
 }
 
+Status ProgramBuilder::lower_gate_alone(const Node& conv) {
+  std::optional<ConvGate> gate = absorbed_gate(conv);
+  if (!gate || has_buffer(conv.input(0))) return Status();
+  done_.insert(gate->mul);
+  KILN_ASSIGN_OR_RETURN(bool lowered, lower_dnnl(*this, *gate->mul));
+  if (!lowered) add_ref_step(*gate->mul);
+  return Status();
+}
+
 Result<std::unique_ptr<Program>> ProgramBuilder::build() {
   if (std::string why = why_not_plannable(); !why.empty()) {
     log(LogLevel::kDebug, "cpu target: the interpreter runs graph \"{}\": {}", graph_.name(), why);
@@ -532,17 +561,31 @@ Result<std::unique_ptr<Program>> ProgramBuilder::build() {
       value_buffers_[node->output(0)] = add_buffer(std::move(b));
       continue;
     }
+    // A squeeze-and-excitation Mul is lowered with the Conv whose weights it scales.
+    if (is_absorbed_gate(*node)) continue;
     // A Conv lowered later, at the Add it feeds, has not run yet.
     const bool delayed = node->kind() == OpKind::kConv && sum_partner(node.get()) != nullptr;
     if (!delayed) done_.insert(node.get());
     if (add_view(*node)) continue;
-    KILN_ASSIGN_OR_RETURN(bool lowered, lower_dnnl(*this, *node));
+    // A node with little work runs on one thread: waking the team costs more than it saves.
+    const size_t first_step = steps_.size();
+    const bool one_thread = is_small(*node);
+    const int team = omp_get_max_threads();
+    if (one_thread) omp_set_num_threads(1);  // primitives take their team size when made
+    Result<bool> lowered_or = lower_dnnl(*this, *node);
+    if (one_thread) omp_set_num_threads(team);
+    KILN_ASSIGN_OR_RETURN(bool lowered, std::move(lowered_or));
+    for (size_t i = first_step; lowered && one_thread && i < steps_.size(); ++i) {
+      steps_[i]->one_thread = true;
+    }
     if (!lowered) {
       // A Conv whose Add could not take it: the Conv runs first, then the Add on its own.
       if (const Node* conv = sum_partner(node.get());
           conv != nullptr && !has_buffer(conv->output(0))) {
+        KILN_RETURN_IF_ERROR(lower_gate_alone(*conv));
         add_ref_step(*conv);
       }
+      KILN_RETURN_IF_ERROR(lower_gate_alone(*node));
       add_ref_step(*node);
     }
   }

@@ -78,6 +78,8 @@ class Step {
   std::string kind;
   std::vector<int> reads;
   std::vector<int> writes;
+  // Runs with an OpenMP team of one (its primitives were made for one thread).
+  bool one_thread = false;
 };
 
 // The per-caller state of a program: its arena and stream. One session runs one call at a time.
@@ -179,6 +181,12 @@ class ProgramBuilder {
   // Why the graph cannot be planned (naming the value or node); empty when it can.
   std::string why_not_plannable() const;
   void add_ref_step(const Node& node);
+  // Whether `node` has so little work (elements of its inputs, weights and outputs) that its
+  // steps run on one thread.
+  static bool is_small(const Node& node);
+  // Lowers the squeeze-and-excitation Mul that `conv` was to absorb (squeeze_excite.h), when `conv`
+  // runs without it.
+  Status lower_gate_alone(const Node& conv);
   // Defines a shape-only node's output as a view of its (plain) input; false when it is not one.
   bool add_view(const Node& node);
   int add_buffer(Buffer b);

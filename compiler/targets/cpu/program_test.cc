@@ -306,6 +306,87 @@ TEST(CpuProgram, TransformerPiecesMatchRef) {
   expect_no_live_overlap(*program);
 }
 
+// EfficientNet's MBConv block: 1x1 expansion + SiLU, depthwise 3x3 + SiLU, squeeze-and-excitation
+// (global average pool, 1x1 reduce + SiLU, 1x1 expand + Sigmoid, channel-wise Mul), 1x1
+// projection and the residual Add; then a MobileNetV2 block (Clip(0, 6)) on the result.
+std::shared_ptr<Graph> mbconv_network(int64_t batch) {
+  auto graph = std::make_shared<Graph>("mbconv");
+  GraphBuilder b(*graph);
+  Value* x = b.input("x", TensorType(DType::kF32, Shape{batch, 16, 24, 24}));
+  auto silu = [&](Value* v, const std::string& name) {
+    return b.add(Op(ops::Mul{}), {v, b.add(Op(ops::Sigmoid{}), {v}, name + "_sigmoid")}, name);
+  };
+  Value* e = silu(conv(b, x, 16, 96, 1, 1, 100), "expand_silu");
+  Value* d = silu(conv(b, e, 96, 96, 3, 1, 102, /*group=*/96), "dw_silu");
+  Value* g = b.add(Op(ops::GlobalAveragePool{}), {d}, "se_pool");
+  Value* r = silu(conv(b, g, 96, 4, 1, 1, 104), "se_reduce_silu");
+  Value* s = b.add(Op(ops::Sigmoid{}), {conv(b, r, 4, 96, 1, 1, 106)}, "se_gate");
+  Value* scaled = b.add(Op(ops::Mul{}), {d, s}, "se_scale");
+  Value* y = b.add(Op(ops::Add{}), {conv(b, scaled, 96, 16, 1, 1, 108), x}, "residual");
+  auto relu6 = [&](Value* v, const std::string& name) {
+    return b.add(Op(ops::Clip{}),
+                 {v, b.constant(Tensor::scalar(0.0f)), b.constant(Tensor::scalar(6.0f))}, name);
+  };
+  Value* m = relu6(conv(b, y, 16, 64, 1, 1, 110), "mb_expand_relu6");
+  m = relu6(conv(b, m, 64, 64, 3, 2, 112, /*group=*/64), "mb_dw_relu6");
+  b.output(conv(b, m, 64, 24, 1, 1, 114));
+  b.output(y);
+  EXPECT_TRUE(b.status().ok()) << b.status().to_string();
+  return graph;
+}
+
+TEST(CpuProgram, DepthwiseSeparableNetworksRunChannelBlockedAndMatchRef) {
+  for (int64_t batch : {1, 2}) {
+    SCOPED_TRACE("batch " + std::to_string(batch));
+    auto layout = cpu::choose_conv_layout(*mbconv_network(batch));
+    ASSERT_TRUE(layout.ok()) << layout.status().to_string();
+    EXPECT_EQ(*layout, cpu::ConvLayout::kBlocked16);
+    const std::vector<Tensor> inputs = {random_tensor(Shape{batch, 16, 24, 24}, 120)};
+    std::vector<Tensor> want = run(*compile_for(mbconv_network(batch), "ref"), inputs);
+    std::shared_ptr<Executable> exe = compile_for(mbconv_network(batch), "cpu");
+    ASSERT_NE(exe, nullptr);
+    const cpu::Program* program = cpu_program(*exe);
+    ASSERT_NE(program, nullptr);
+    expect_close(want, run(*exe, inputs), 1e-3f);
+    EXPECT_EQ(program->count_steps("Conv+SiLU"), 3);
+    EXPECT_EQ(program->count_steps("Conv+Sigmoid"), 1);
+    EXPECT_EQ(program->count_steps("Conv+Clip"), 2);
+    // The squeeze-and-excitation convolutions (one pixel, a few hundred weights) run on one
+    // thread; the expansion and the depthwise convolution on the whole team.
+    int one_thread_silu = 0;
+    for (const auto& step : program->steps()) {
+      if (step->kind == "Conv+Sigmoid") {
+        EXPECT_TRUE(step->one_thread);
+      }
+      if (step->kind == "Conv+SiLU") one_thread_silu += step->one_thread ? 1 : 0;
+    }
+    EXPECT_EQ(one_thread_silu, 1);
+    // At batch 1 the gate scales the projection's weights (no Mul step); at batch 2 it cannot.
+    EXPECT_EQ(program->count_steps("Mul+Conv+Add"), batch == 1 ? 1 : 0);
+    EXPECT_EQ(program->count_steps("Mul"), batch == 1 ? 0 : 1);
+    // Only the input and the two outputs change layout.
+    EXPECT_EQ(program->count_steps("Reorder"), 3);
+    expect_no_live_overlap(*program);
+  }
+  {
+    // The same in the layouts oneDNN picks (NHWC, the gate plain).
+    ScopedEnv any("KILN_CPU_CONV_LAYOUT", "any");
+    for (int64_t batch : {1, 2}) {
+      const std::vector<Tensor> inputs = {random_tensor(Shape{batch, 16, 24, 24}, 121)};
+      std::vector<Tensor> want = run(*compile_for(mbconv_network(batch), "ref"), inputs);
+      std::shared_ptr<Executable> exe = compile_for(mbconv_network(batch), "cpu");
+      ASSERT_NE(exe, nullptr);
+      ASSERT_NE(cpu_program(*exe), nullptr);
+      expect_close(want, run(*exe, inputs), 1e-3f);
+      EXPECT_EQ(cpu_program(*exe)->count_steps("Mul+Conv+Add"), batch == 1 ? 1 : 0);
+    }
+  }
+  // A network without depthwise convolutions keeps the layouts oneDNN picks.
+  auto layout = cpu::choose_conv_layout(*tiny_resnet(1));
+  ASSERT_TRUE(layout.ok());
+  EXPECT_EQ(*layout, cpu::ConvLayout::kAny);
+}
+
 TEST(CpuProgram, TheBundledModelMatchesRef) {
   const std::string path = std::string(KILN_SOURCE_DIR) + "/examples/models/tiny_cnn.onnx";
   auto load = [&] {
