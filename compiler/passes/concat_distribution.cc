@@ -58,8 +58,8 @@ Result<bool> pool_through_concat(Graph& graph, Node* pool) {
   std::vector<Value*> pieces;
   for (int i = 0; i < concat->num_inputs(); ++i) {
     Value* x = concat->input(i);
-    Node* p = graph.add_node(pool->op(), {x}, 1, graph.unique_name(fmt::format("{}_{}", pool->name(), i)),
-                             pool);
+    Node* p = graph.add_node(pool->op(), {x}, 1,
+                             graph.unique_name(fmt::format("{}_{}", pool->name(), i)), pool);
     p->output(0)->set_type(with_channels(pool->output(0), x->tensor_type().shape()[1]));
     pieces.push_back(p->output(0));
   }
