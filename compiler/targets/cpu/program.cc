@@ -214,9 +214,7 @@ Result<std::vector<Argument>> Program::run(Session& session, std::vector<Argumen
   }
   for (size_t i = 0; i < buffers_.size(); ++i) {
     const Buffer& b = buffers_[i];
-    if (b.kind == Buffer::Kind::kView) {
-      ctx.data[i] = static_cast<uint8_t*>(ctx.data[static_cast<size_t>(b.view_of)]) + b.offset;
-    }
+    if (b.kind == Buffer::Kind::kView) ctx.data[i] = ctx.data[static_cast<size_t>(b.view_of)];
   }
   ref::Interpreter interpreter(seed_);
   ctx.interpreter = &interpreter;
@@ -345,21 +343,6 @@ int ProgramBuilder::scratch(size_t bytes) {
   b.dtype = DType::kU8;
   b.shape = Shape{static_cast<int64_t>(bytes)};
   b.bytes = bytes;
-  return add_buffer(std::move(b));
-}
-
-int ProgramBuilder::slice(int base, size_t offset, const Shape& shape,
-                          const dnnl::memory::desc& layout) {
-  KILN_CHECK(buffer(base).kind != Buffer::Kind::kView, "cpu program: a slice of a view");
-  Buffer b;
-  b.kind = Buffer::Kind::kView;
-  b.dtype = buffer(base).dtype;
-  b.shape = shape;
-  b.layout = layout;
-  b.bytes = byte_size(b.dtype, shape);
-  b.view_of = base;
-  b.offset = offset;
-  viewed_.insert(base);
   return add_buffer(std::move(b));
 }
 

@@ -7,7 +7,6 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <set>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -35,8 +34,7 @@ Result<ConvLayout> choose_conv_layout(const Graph& graph);
 // Where a tensor lives while the program runs.
 struct Buffer {
   // kView: the bytes of buffer `view_of` (an arena, input, constant or output buffer) read as
-  // another shape (Reshape, Flatten, Squeeze, Unsqueeze, Identity: no copy), or from `offset` on
-  // through a strided `layout` (a channel slice of an in-place Concat's buffer).
+  // another shape (Reshape, Flatten, Squeeze, Unsqueeze, Identity: no copy).
   enum class Kind : uint8_t { kArena, kInput, kConstant, kOutput, kView };
   Kind kind = Kind::kArena;
   DType dtype = DType::kF32;
@@ -47,7 +45,6 @@ struct Buffer {
   int index = -1;                  // graph input or output index (kInput, kOutput)
   const void* constant = nullptr;  // kConstant
   int view_of = -1;                // kView: the buffer it reads (never itself a view)
-  size_t offset = 0;               // kView: where it starts in `view_of`, in bytes
   int first = -1;                  // the step that writes it (kArena)
   int last = -1;                   // the last step that reads it (kArena; a view's reads count)
 
@@ -163,12 +160,8 @@ class ProgramBuilder {
   int define(const Value* v, const dnnl::memory::desc& layout);
   // A buffer used only by the next step (a primitive's scratchpad); -1 for zero bytes.
   int scratch(size_t bytes);
-  // A view of `shape` into arena buffer `base`, starting `offset` bytes in, addressed through
-  // `layout` (strides over `base`'s bytes). Nothing overwrites `base` in place afterwards.
-  int slice(int base, size_t offset, const Shape& shape, const dnnl::memory::desc& layout);
-  // Whether `v` was copied into buffer `base` (an in-place Concat's), and marking it so.
-  bool is_placed(const Value* v, int base) const { return placed_.count({v, base}) != 0; }
-  void place(const Value* v, int base) { placed_.insert({v, base}); }
+  // Nothing overwrites buffer `id` in place from now on (a later step reads it).
+  void keep(int id) { viewed_.insert(id); }
   // Adds a step; the buffers it reads and writes are live at it.
   void add_step(std::unique_ptr<Step> step);
   // `v` names the bytes of buffer `id` from now on (a step that updated them in place, e.g. a
@@ -205,7 +198,6 @@ class ProgramBuilder {
   std::unordered_map<int, std::vector<std::pair<dnnl::memory::desc, int>>> reorders_;
   std::unordered_set<const Node*> fused_;
   std::unordered_set<int> viewed_;                             // buffers some view reads
-  std::set<std::pair<const Value*, int>> placed_;              // see is_placed()
   std::unordered_set<const Node*> done_;                       // nodes whose steps were added
   std::unordered_map<const Node*, const Node*> sum_partners_;  // Conv <-> Add, both ways
   ConvLayout conv_layout_ = ConvLayout::kAny;
@@ -218,15 +210,13 @@ Result<bool> lower_dnnl(ProgramBuilder& builder, const Node& node);
 // QuantizeLinear / DequantizeLinear to oneDNN int8 steps when it can; may throw dnnl::error.
 // Defined in quantized.cc.
 bool lower_quantized(ProgramBuilder& builder, const Node& node);
-// Lowers a channel Concat that shares its buffer with the other Concats of a growing list (a
-// DenseNet block: each input is copied once into its slice of the largest Concat's buffer, and the
-// smaller Concats are views of its first channels); false when it does not apply. May throw
-// dnnl::error. Defined in concat.cc.
-bool lower_inplace_concat(ProgramBuilder& builder, const Node& node);
-// Lowers an inference BatchNormalization (and a Relu after it) whose input is such a strided view,
-// as one scale-shift pass writing a dense output; false when it does not apply. Defined in
-// concat.cc.
-bool lower_strided_batch_norm(ProgramBuilder& builder, const Node& node);
+// A channel Concat whose every reader is an inference BatchNormalization (DenseNet's dense blocks)
+// runs no step of its own: each reader's scale-shift pass reads the Concat's inputs where they
+// are. lower_deferred_concat returns whether that applies (and then adds nothing);
+// lower_concat_batch_norm lowers such a reader (and a Relu after it), false when it is none.
+// Defined in concat.cc.
+bool lower_deferred_concat(ProgramBuilder& builder, const Node& concat);
+bool lower_concat_batch_norm(ProgramBuilder& builder, const Node& node);
 
 // A step that runs one oneDNN primitive over buffers, with optional constant memories (packed
 // weights) and a reorder that fills the destination first (a sum post-op's addend).
