@@ -87,7 +87,9 @@ Result<bool> conv_through_concat(Graph& graph, Node* conv) {
     if (c < kMinPieceChannels) return false;
     channels += c;
   }
-  if (channels != w->shape()[1]) return false;
+  // Each piece after the first adds a read and a write of the output (its sum), where the Concat
+  // wrote its input once: it pays when the output is no wider than the input.
+  if (channels != w->shape()[1] || w->shape()[0] > channels) return false;
 
   const Shape& ws = w->shape();
   const int64_t taps = ws[2] * ws[3];
