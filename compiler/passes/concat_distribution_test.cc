@@ -69,7 +69,7 @@ TEST(ConcatDistribution, MovesTheConcatThroughThePoolAndSplitsTheConv) {
             "}\n");
 }
 
-TEST(ConcatDistribution, LeavesConcatsWithOtherUsersThinPiecesAndGroupedConvs) {
+TEST(ConcatDistribution, LeavesConcatsWithOtherUsersThinPiecesGroupedOrWideConvs) {
   Graph g("keep");
   GraphBuilder b(g);
   Value* a = b.input("a", f32({1, 16, 4, 4}));
@@ -86,6 +86,10 @@ TEST(ConcatDistribution, LeavesConcatsWithOtherUsersThinPiecesAndGroupedConvs) {
   Value* w3 = b.constant(random_tensor(Shape{4, 16, 1, 1}, 5), "w3");
   Value* cat = b.add(Op(ops::Concat{1}), {a, a}, "cat");
   b.output(b.add(Op(grouped), {cat, w3}, "grouped_conv"));
+  // More outputs than inputs: the sums would move more bytes than the Concat copies.
+  Value* wide = b.add(Op(ops::Concat{1}), {a, a}, "wide");
+  Value* w4 = b.constant(random_tensor(Shape{64, 32, 1, 1}, 6), "w4");
+  b.output(b.add(Op(ops::Conv{}), {wide, w4}, "wide_conv"));
   ASSERT_TRUE(b.status().ok()) << b.status().to_string();
   Result<bool> changed = make_concat_distribution()->run(g);
   ASSERT_TRUE(changed.ok()) << changed.status().to_string();
