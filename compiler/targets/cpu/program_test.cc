@@ -300,6 +300,39 @@ TEST(CpuProgram, DenseBlockConcatsRunInsideTheirBatchNormsAndMatchRef) {
   }
 }
 
+TEST(CpuProgram, ConcatOfPlainInputsRunsInsideEachBatchNormReadingIt) {
+  // Plain (NCHW) pieces, two readers: one BatchNormalization with a Relu, one without.
+  auto make = [] {
+    auto graph = std::make_shared<Graph>("planar");
+    GraphBuilder b(*graph);
+    Value* x = b.input("x", TensorType(DType::kF32, Shape{2, 3, 5, 4}));
+    Value* z = b.input("z", TensorType(DType::kF32, Shape{2, 5, 5, 4}));
+    Value* cat = b.add(Op(ops::Concat{.axis = 1}), {x, z}, "cat");
+    for (uint32_t seed : {10u, 20u}) {
+      Value* bn = b.add(Op(ops::BatchNormalization{}),
+                        {cat, b.constant(random_tensor(Shape{8}, seed)),
+                         b.constant(random_tensor(Shape{8}, seed + 1)),
+                         b.constant(random_tensor(Shape{8}, seed + 2)),
+                         b.constant(positive_tensor(Shape{8}, seed + 3))},
+                        "bn" + std::to_string(seed));
+      b.output(seed == 10u ? b.add(Op(ops::Relu{}), {bn}, "relu") : bn);
+    }
+    EXPECT_TRUE(b.status().ok()) << b.status().to_string();
+    return graph;
+  };
+  const std::vector<Tensor> inputs = {random_tensor(Shape{2, 3, 5, 4}, 1),
+                                      random_tensor(Shape{2, 5, 5, 4}, 2)};
+  std::vector<Tensor> want = run(*compile_for(make(), "ref"), inputs);
+  std::shared_ptr<Executable> exe = compile_for(make(), "cpu");
+  ASSERT_NE(exe, nullptr);
+  const cpu::Program* program = cpu_program(*exe);
+  ASSERT_NE(program, nullptr);
+  expect_close(want, run(*exe, inputs));
+  EXPECT_EQ(program->count_steps("Concat+BatchNormalization+Relu"), 1);
+  EXPECT_EQ(program->count_steps("Concat+BatchNormalization"), 1);
+  EXPECT_EQ(program->count_steps("Concat"), 0);
+}
+
 TEST(CpuProgram, TransformerPiecesMatchRef) {
   // A BERT feed-forward and attention slice: MatMul + bias + GELU (as exporters write it),
   // LayerNorm, per-head Transpose, batched MatMul of two activations, Softmax.
