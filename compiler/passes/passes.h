@@ -28,6 +28,14 @@ std::unique_ptr<Pass> make_batchnorm_folding();
 // with fused kernels run it; the ref Conv kernel honours the field too).
 std::unique_ptr<Pass> make_conv_activation_fusion();
 
+// Runs a channel Concat's sole consumer on each piece, so that nothing copies the pieces together:
+// MaxPool/AveragePool(Concat(xs)) becomes Concat(Pool(x) for each x), and a Conv with group 1,
+// constant weights and no more outputs than inputs, over a Concat of up to 4 pieces of 16 or more
+// channels, becomes a sum of Convs over the pieces (Conv(x1, W1, B) + Conv(x2, W2) + ...), which
+// the cpu target runs as sum post-ops. Meant to run before conv_activation_fusion (a fused Conv is
+// left as it is).
+std::unique_ptr<Pass> make_concat_distribution();
+
 // Rewrites quantized regions to integer ops: QuantizeLinear(Conv(DequantizeLinear(x),
 // DequantizeLinear(w), bias)) (a Relu before the QuantizeLinear absorbed when its zero point is
 // the type's lowest value) to QLinearConv, the same around MatMul to QLinearMatMul, and drops

@@ -888,8 +888,9 @@ bool lower(ProgramBuilder& b, const Node& node) {
     case OpKind::kMaxPool:
     case OpKind::kAveragePool:
     case OpKind::kGlobalAveragePool: return lower_pool(b, node);
-    case OpKind::kConcat: return lower_concat(b, node);
-    case OpKind::kBatchNormalization: return lower_batch_norm(b, node);
+    case OpKind::kConcat: return lower_deferred_concat(b, node) || lower_concat(b, node);
+    case OpKind::kBatchNormalization:
+      return lower_concat_batch_norm(b, node) || lower_batch_norm(b, node);
     case OpKind::kLayerNormalization: return lower_layer_norm(b, node);
     case OpKind::kSoftmax: return lower_softmax(b, node);
     case OpKind::kTranspose: return lower_transpose(b, node);

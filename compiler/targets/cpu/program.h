@@ -162,6 +162,8 @@ class ProgramBuilder {
   int define(const Value* v, const dnnl::memory::desc& layout);
   // A buffer used only by the next step (a primitive's scratchpad); -1 for zero bytes.
   int scratch(size_t bytes);
+  // Nothing overwrites buffer `id` in place from now on (a later step reads it).
+  void keep(int id) { viewed_.insert(id); }
   // Adds a step; the buffers it reads and writes are live at it.
   void add_step(std::unique_ptr<Step> step);
   // `v` names the bytes of buffer `id` from now on (a step that updated them in place, e.g. a
@@ -216,6 +218,13 @@ Result<bool> lower_dnnl(ProgramBuilder& builder, const Node& node);
 // QuantizeLinear / DequantizeLinear to oneDNN int8 steps when it can; may throw dnnl::error.
 // Defined in quantized.cc.
 bool lower_quantized(ProgramBuilder& builder, const Node& node);
+// A channel Concat whose every reader is an inference BatchNormalization (DenseNet's dense blocks)
+// runs no step of its own: each reader's scale-shift pass reads the Concat's inputs where they
+// are. lower_deferred_concat returns whether that applies (and then adds nothing);
+// lower_concat_batch_norm lowers such a reader (and a Relu after it), false when it is none.
+// Defined in concat.cc.
+bool lower_deferred_concat(ProgramBuilder& builder, const Node& concat);
+bool lower_concat_batch_norm(ProgramBuilder& builder, const Node& node);
 
 // A step that runs one oneDNN primitive over buffers, with optional constant memories (packed
 // weights) and a reorder that fills the destination first (a sum post-op's addend).

@@ -250,6 +250,89 @@ TEST(CpuProgram, BatchNormConcatSiluAndClipMatchRef) {
   expect_no_live_overlap(*program);
 }
 
+// A DenseNet block: every layer's BatchNormalization+Relu reads the Concat of the block input
+// and all earlier layers' outputs, and a transition reads the Concat of all of them.
+std::shared_ptr<Graph> dense_block(int64_t batch) {
+  auto graph = std::make_shared<Graph>("dense");
+  GraphBuilder b(*graph);
+  Value* x = b.input("x", TensorType(DType::kF32, Shape{batch, 8, 10, 10}));
+  std::vector<Value*> features = {b.add(Op(ops::Relu{}), {conv(b, x, 8, 16, 3, 1, 1)}, "stem")};
+  auto bn_relu = [&](Value* v, int64_t channels, uint32_t seed) {
+    Value* bn = b.add(Op(ops::BatchNormalization{}),
+                      {v, b.constant(random_tensor(Shape{channels}, seed)),
+                       b.constant(random_tensor(Shape{channels}, seed + 1)),
+                       b.constant(random_tensor(Shape{channels}, seed + 2)),
+                       b.constant(positive_tensor(Shape{channels}, seed + 3))},
+                      "bn" + std::to_string(seed));
+    return b.add(Op(ops::Relu{}), {bn}, "bn_relu" + std::to_string(seed));
+  };
+  for (uint32_t layer = 0; layer < 3; ++layer) {
+    const int64_t channels = 16 + 8 * static_cast<int64_t>(layer);
+    Value* cat = b.add(Op(ops::Concat{.axis = 1}), features, "cat" + std::to_string(layer));
+    Value* h = bn_relu(cat, channels, 100 + 10 * layer);
+    h = b.add(Op(ops::Relu{}), {conv(b, h, channels, 16, 1, 1, 200 + 10 * layer)}, "mid");
+    features.push_back(conv(b, h, 16, 8, 3, 1, 300 + 10 * layer));
+  }
+  Value* all = b.add(Op(ops::Concat{.axis = 1}), features, "cat_all");
+  b.output(conv(b, bn_relu(all, 40, 400), 40, 4, 1, 1, 500));
+  EXPECT_TRUE(b.status().ok()) << b.status().to_string();
+  return graph;
+}
+
+TEST(CpuProgram, DenseBlockConcatsRunInsideTheirBatchNormsAndMatchRef) {
+  for (int64_t batch : {1, 3}) {
+    SCOPED_TRACE("batch " + std::to_string(batch));
+    const std::vector<Tensor> inputs = {random_tensor(Shape{batch, 8, 10, 10}, 7)};
+    std::vector<Tensor> want = run(*compile_for(dense_block(batch), "ref"), inputs);
+    std::shared_ptr<Executable> exe = compile_for(dense_block(batch), "cpu");
+    ASSERT_NE(exe, nullptr);
+    const cpu::Program* program = cpu_program(*exe);
+    ASSERT_NE(program, nullptr);
+    expect_close(want, run(*exe, inputs));
+    std::string steps;
+    for (const auto& step : program->steps()) steps += step->kind + "\n";
+    // Every BatchNormalization reads its Concat's pieces where they lie: no Concat copies them.
+    EXPECT_EQ(program->count_steps("Concat+BatchNormalization+Relu"), 4) << steps;
+    EXPECT_EQ(program->count_steps("Concat"), 0) << steps;
+    EXPECT_EQ(program->count_steps("BatchNormalization+Relu"), 0) << steps;
+    EXPECT_EQ(program->count_steps("Relu"), 0) << steps;
+    expect_no_live_overlap(*program);
+  }
+}
+
+TEST(CpuProgram, ConcatOfPlainInputsRunsInsideEachBatchNormReadingIt) {
+  // Plain (NCHW) pieces, two readers: one BatchNormalization with a Relu, one without.
+  auto make = [] {
+    auto graph = std::make_shared<Graph>("planar");
+    GraphBuilder b(*graph);
+    Value* x = b.input("x", TensorType(DType::kF32, Shape{2, 3, 5, 4}));
+    Value* z = b.input("z", TensorType(DType::kF32, Shape{2, 5, 5, 4}));
+    Value* cat = b.add(Op(ops::Concat{.axis = 1}), {x, z}, "cat");
+    for (uint32_t seed : {10u, 20u}) {
+      Value* bn = b.add(Op(ops::BatchNormalization{}),
+                        {cat, b.constant(random_tensor(Shape{8}, seed)),
+                         b.constant(random_tensor(Shape{8}, seed + 1)),
+                         b.constant(random_tensor(Shape{8}, seed + 2)),
+                         b.constant(positive_tensor(Shape{8}, seed + 3))},
+                        "bn" + std::to_string(seed));
+      b.output(seed == 10u ? b.add(Op(ops::Relu{}), {bn}, "relu") : bn);
+    }
+    EXPECT_TRUE(b.status().ok()) << b.status().to_string();
+    return graph;
+  };
+  const std::vector<Tensor> inputs = {random_tensor(Shape{2, 3, 5, 4}, 1),
+                                      random_tensor(Shape{2, 5, 5, 4}, 2)};
+  std::vector<Tensor> want = run(*compile_for(make(), "ref"), inputs);
+  std::shared_ptr<Executable> exe = compile_for(make(), "cpu");
+  ASSERT_NE(exe, nullptr);
+  const cpu::Program* program = cpu_program(*exe);
+  ASSERT_NE(program, nullptr);
+  expect_close(want, run(*exe, inputs));
+  EXPECT_EQ(program->count_steps("Concat+BatchNormalization+Relu"), 1);
+  EXPECT_EQ(program->count_steps("Concat+BatchNormalization"), 1);
+  EXPECT_EQ(program->count_steps("Concat"), 0);
+}
+
 TEST(CpuProgram, TransformerPiecesMatchRef) {
   // A BERT feed-forward and attention slice: MatMul + bias + GELU (as exporters write it),
   // LayerNorm, per-head Transpose, batched MatMul of two activations, Softmax.

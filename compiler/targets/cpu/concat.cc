@@ -1,0 +1,239 @@
+// SPDX-License-Identifier: Apache-2.0
+// Channel Concats read by BatchNormalizations (DenseNet's dense blocks) as one per-channel
+// scale-shift(+Relu) pass over the Concat's inputs, with no Concat copy.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "compiler/ops/all_ops.h"
+#include "compiler/passes/rewrite.h"
+#include "compiler/targets/cpu/dnnl_kernel.h"
+#include "compiler/targets/cpu/program.h"
+
+namespace kiln::compiler::cpu {
+
+namespace {
+
+using dnnl::memory;
+
+bool is_static_f32(const Value* v) {
+  return v != nullptr && v->type().is_tensor() && v->tensor_type().dtype == DType::kF32 &&
+         v->tensor_type().is_static() && v->tensor_type().shape().rank() == 4;
+}
+
+// Concat along channels of static f32 rank-4 inputs.
+bool is_channel_concat(const Node& node) {
+  if (node.kind() != OpKind::kConcat || node.num_inputs() < 1 || !is_static_f32(node.output(0))) {
+    return false;
+  }
+  int64_t axis = node.attrs<ops::Concat>().axis.value_or(0);
+  if (axis < 0) axis += 4;
+  if (axis != 1) return false;
+  for (const Value* x : node.inputs()) {
+    if (!is_static_f32(x)) return false;
+  }
+  return true;
+}
+
+// The per-channel scale and shift of an inference BatchNormalization with constant parameters (a
+// Relu that is its only user fused: `relu` set).
+struct ScaleShift {
+  std::vector<float> scale;
+  std::vector<float> shift;
+  const Node* relu = nullptr;
+  const Value* out = nullptr;
+};
+
+std::optional<ScaleShift> scale_shift_of(const Node& bn) {
+  if (bn.kind() != OpKind::kBatchNormalization || bn.num_inputs() != 5 ||
+      !is_static_f32(bn.input(0)) || !is_static_f32(bn.output(0))) {
+    return std::nullopt;
+  }
+  const auto& op = bn.attrs<ops::BatchNormalization>();
+  if (op.training_mode != 0) return std::nullopt;
+  for (int i = 1; i < bn.num_outputs(); ++i) {
+    if (!bn.output(i)->uses().empty() || is_graph_output(bn.output(i))) return std::nullopt;
+  }
+  const int64_t channels = bn.input(0)->tensor_type().shape()[1];
+  const Tensor* p[4];
+  for (int i = 0; i < 4; ++i) {
+    p[i] = bn.input(i + 1)->constant_value();
+    if (p[i] == nullptr || p[i]->dtype() != DType::kF32 || p[i]->numel() != channels) {
+      return std::nullopt;
+    }
+  }
+  ScaleShift s;
+  for (int64_t c = 0; c < channels; ++c) {
+    const double scale = p[0]->data<float>()[c] /
+                         std::sqrt(static_cast<double>(p[3]->data<float>()[c]) + op.epsilon);
+    s.scale.push_back(static_cast<float>(scale));
+    s.shift.push_back(static_cast<float>(p[1]->data<float>()[c] - p[2]->data<float>()[c] * scale));
+  }
+  s.out = bn.output(0);
+  const Value* y = bn.output(0);
+  if (y->uses().size() == 1 && !is_graph_output(y)) {
+    const Node* next = y->uses()[0].node;
+    if (next->kind() == OpKind::kRelu && next->graph() == bn.graph() &&
+        is_static_f32(next->output(0))) {
+      s.relu = next;
+      s.out = next->output(0);
+    }
+  }
+  return s;
+}
+
+// How a 4-D tensor lies in memory, as the scale-shift pass reads it.
+enum class Order : uint8_t { kChannelsLast, kPlanar, kOther };
+
+Order order_of(const memory::desc& layout) {
+  const dnnl_memory_desc_t& md = layout.data;
+  if (md.format_kind != dnnl_blocked || md.ndims != 4 || md.format_desc.blocking.inner_nblks != 0 ||
+      md.offset0 != 0) {
+    return Order::kOther;
+  }
+  const dnnl_dims_t& s = md.format_desc.blocking.strides;
+  const dnnl_dims_t& d = md.dims;
+  // Strides of size-1 dims do not matter.
+  auto is = [&](int i, memory::dim want) { return d[i] == 1 || s[i] == want; };
+  if (is(1, 1) && is(3, d[1]) && is(2, d[3] * d[1]) && is(0, d[2] * d[3] * d[1])) {
+    return Order::kChannelsLast;
+  }
+  if (is(3, 1) && is(2, d[3]) && is(1, d[2] * d[3]) && is(0, d[1] * d[2] * d[3])) {
+    return Order::kPlanar;
+  }
+  return Order::kOther;
+}
+
+// A Concat's inputs as its readers' scale-shift passes read them: their buffers and channels,
+// all in one dim order.
+struct Pieces {
+  std::vector<int> buffers;
+  std::vector<int64_t> channels;
+  Order order = Order::kOther;
+};
+
+// The pieces of `concat` when it joins static f32 4-D tensors along channels, lying dense in one
+// dim order, and only inference BatchNormalizations with constant parameters read it.
+std::optional<Pieces> concat_pieces(const ProgramBuilder& b, const Node& concat) {
+  if (!is_channel_concat(concat) || concat.graph() != &b.graph()) return std::nullopt;
+  const Value* y = concat.output(0);
+  if (is_graph_output(y) || y->uses().empty()) return std::nullopt;
+  for (const Use& u : y->uses()) {
+    if (u.node->graph() != &b.graph() || u.index != 0 || !scale_shift_of(*u.node)) {
+      return std::nullopt;
+    }
+  }
+  Pieces p;
+  for (const Value* x : concat.inputs()) {
+    if (!b.has_buffer(x)) return std::nullopt;
+    const Order order = order_of(b.layout_of(x));
+    if (order == Order::kOther || (p.order != Order::kOther && order != p.order)) {
+      return std::nullopt;
+    }
+    p.order = order;
+    p.buffers.push_back(b.buffer_of(x));
+    p.channels.push_back(x->tensor_type().shape()[1]);
+  }
+  return p;
+}
+
+// BatchNormalization(Concat(x1, ..., xn)) (+Relu) as relu?(x * scale + shift) per channel,
+// reading each piece where it lies and writing one dense tensor in the pieces' dim order.
+class ConcatScaleShiftStep final : public Step {
+ public:
+  ConcatScaleShiftStep(ScaleShift s, Pieces pieces, memory::dims dims)
+      : s_(std::move(s)), pieces_(std::move(pieces)), dims_(std::move(dims)) {}
+
+  Status run(StepContext& ctx) const override {
+    float* y = static_cast<float*>(ctx.data[static_cast<size_t>(writes[0])]);
+    const int64_t n = dims_[0];
+    const int64_t c = dims_[1];
+    const int64_t hw = dims_[2] * dims_[3];
+    const size_t count = pieces_.buffers.size();
+    std::vector<const float*> x(count);
+    std::vector<int64_t> first(count + 1, 0);
+    for (size_t i = 0; i < count; ++i) {
+      x[i] = static_cast<const float*>(ctx.data[static_cast<size_t>(pieces_.buffers[i])]);
+      first[i + 1] = first[i] + pieces_.channels[i];
+    }
+    if (pieces_.order == Order::kChannelsLast) {
+#pragma omp parallel for schedule(static)
+      for (int64_t p = 0; p < n * hw; ++p) {
+        for (size_t i = 0; i < count; ++i) {
+          const int64_t ci = pieces_.channels[i];
+          affine(x[i] + p * ci, y + p * c + first[i], ci, 1, first[i]);
+        }
+      }
+    } else {
+#pragma omp parallel for schedule(static)
+      for (int64_t p = 0; p < n * c; ++p) {
+        const int64_t k = p % c;
+        const size_t i = static_cast<size_t>(std::upper_bound(first.begin(), first.end(), k) -
+                                             first.begin() - 1);
+        const float* in = x[i] + ((p / c) * pieces_.channels[i] + (k - first[i])) * hw;
+        affine(in, y + p * hw, hw, 0, k);
+      }
+    }
+    return Status();
+  }
+
+ private:
+  // out[j] = relu?(in[j] * scale[k] + shift[k]), k = channel + j * step (step 0: one channel).
+  void affine(const float* in, float* out, int64_t count, int64_t step, int64_t channel) const {
+    const float* scale = s_.scale.data() + channel;
+    const float* shift = s_.shift.data() + channel;
+    if (s_.relu != nullptr) {
+#pragma omp simd
+      for (int64_t j = 0; j < count; ++j) {
+        out[j] = std::max(in[j] * scale[j * step] + shift[j * step], 0.0f);
+      }
+    } else {
+#pragma omp simd
+      for (int64_t j = 0; j < count; ++j) out[j] = in[j] * scale[j * step] + shift[j * step];
+    }
+  }
+
+  ScaleShift s_;
+  Pieces pieces_;
+  memory::dims dims_;
+};
+
+}  // namespace
+
+bool lower_deferred_concat(ProgramBuilder& b, const Node& concat) {
+  std::optional<Pieces> pieces = concat_pieces(b, concat);
+  if (!pieces) return false;
+  // The readers come later and read the pieces' own buffers.
+  for (int id : pieces->buffers) b.keep(id);
+  return true;
+}
+
+bool lower_concat_batch_norm(ProgramBuilder& b, const Node& node) {
+  const Node* concat = node.has_input(0) ? node.input(0)->producer() : nullptr;
+  if (concat == nullptr || concat->kind() != OpKind::kConcat || b.has_buffer(node.input(0))) {
+    return false;
+  }
+  std::optional<Pieces> pieces = concat_pieces(b, *concat);
+  std::optional<ScaleShift> s = scale_shift_of(node);
+  if (!pieces || !s) return false;
+  const memory::dims dims = to_dims(node.input(0)->tensor_type().shape());
+  const memory::desc layout =
+      pieces->order == Order::kChannelsLast
+          ? memory::desc(dims, memory::data_type::f32, memory::format_tag::nhwc)
+          : plain_desc(dims);
+  const Node* relu = s->relu;
+  const int out = b.define(s->out, layout);
+  std::vector<int> reads = pieces->buffers;
+  auto step = std::make_unique<ConcatScaleShiftStep>(std::move(*s), std::move(*pieces), dims);
+  step->node = &node;
+  step->kind = relu != nullptr ? "Concat+BatchNormalization+Relu" : "Concat+BatchNormalization";
+  step->reads = std::move(reads);
+  step->writes = {out};
+  b.add_step(std::move(step));
+  if (relu != nullptr) b.mark_fused(relu);
+  return true;
+}
+
+}  // namespace kiln::compiler::cpu
