@@ -2,6 +2,8 @@
 // Lowering nodes to oneDNN steps of a Program: convolutions with fused post-ops (bias, activation,
 // residual Add as a sum), pooling, binary, eltwise, concat, batch/layer norm and softmax, reading
 // and writing the blocked layouts oneDNN picks so that whole regions run without reorders.
+#include "compiler/targets/cpu/dnnl_steps.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -20,12 +22,6 @@ namespace {
 
 using dnnl::memory;
 using Arg = PrimitiveStep::Arg;
-
-struct Eltwise {
-  dnnl::algorithm algorithm;
-  float alpha = 0.0f;
-  float beta = 0.0f;
-};
 
 bool is_f32(const Value* v) {
   return v != nullptr && v->type().is_tensor() && v->tensor_type().dtype == DType::kF32 &&
@@ -89,15 +85,6 @@ std::optional<Eltwise> eltwise_of(const Node& node) {
   }
 }
 
-// The eltwise nodes that follow `y` and can run as post-ops of the step producing it: a chain of
-// single-use eltwise nodes, and x * Sigmoid(x) (SiLU) as swish.
-struct Tail {
-  std::vector<Eltwise> ops;
-  std::vector<const Node*> nodes;
-  const Value* out = nullptr;
-  std::string kinds;
-};
-
 bool is_scalar(const Value* v, float want, float tolerance) {
   const Tensor* t = v->constant_value();
   return t != nullptr && t->dtype() == DType::kF32 && t->numel() == 1 &&
@@ -158,15 +145,37 @@ const Value* match_gelu(const Value* x, std::vector<const Node*>& nodes) {
   return last->output(0);
 }
 
-Tail trailing_eltwise(const Value* y, int max_ops = 2) {
+// Mul by a scalar constant (on either side) or Div by one, reading `x`: a linear scale.
+std::optional<Eltwise> scale_of(const Node& node, const Value* x) {
+  if (node.num_inputs() != 2 || node.num_outputs() != 1 || !same_float({x, node.output(0)}) ||
+      x->tensor_type().shape() != node.output(0)->tensor_type().shape()) {
+    return std::nullopt;
+  }
+  if (node.kind() == OpKind::kMul) {
+    std::optional<float> c = scalar_constant(node, node.input(0) == x ? 1 : 0);
+    if (c) return Eltwise{dnnl::algorithm::eltwise_linear, *c, 0.0f};
+  } else if (node.kind() == OpKind::kDiv && node.input(0) == x) {
+    std::optional<float> c = scalar_constant(node, 1);
+    if (c && *c != 0.0f) return Eltwise{dnnl::algorithm::eltwise_linear, 1.0f / *c, 0.0f};
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+Tail trailing_eltwise(const Value* y, int max_ops) {
   Tail tail;
   tail.out = y;
   while (static_cast<int>(tail.ops.size()) < max_ops && !is_graph_output(tail.out)) {
     const auto& uses = tail.out->uses();
     if (uses.size() == 1) {
       const Node* next = uses[0].node;
-      std::optional<Eltwise> e = next->graph() == y->graph() ? eltwise_of(*next) : std::nullopt;
-      if (!e || uses[0].index != 0) break;
+      std::optional<Eltwise> e;
+      if (next->graph() == y->graph()) {
+        e = uses[0].index == 0 ? eltwise_of(*next) : std::nullopt;
+        if (!e) e = scale_of(*next, tail.out);
+      }
+      if (!e) break;
       tail.ops.push_back(*e);
       tail.nodes.push_back(next);
       tail.kinds += "+" + std::string(next->op().name());
@@ -207,6 +216,8 @@ void append(dnnl::post_ops& post, const std::vector<Eltwise>& ops) {
   for (const Eltwise& e : ops) post.append_eltwise(1.0f, e.algorithm, e.alpha, e.beta);
 }
 
+namespace {
+
 memory::desc any_desc(const Shape& shape, DType dtype = DType::kF32) {
   return memory::desc(to_dims(shape), dnnl_type(dtype), memory::format_tag::any);
 }
@@ -216,9 +227,11 @@ memory constant_memory(const dnnl::engine& engine, const Tensor& t, const memory
   return pack(engine, plain_desc(t.shape(), t.dtype()), t.raw_data(), layout);
 }
 
+}  // namespace
+
 void finish(ProgramBuilder& b, const Node& node, std::string kind, dnnl::primitive primitive,
-            std::vector<Arg> args, const Tail& tail,
-            std::optional<PrimitiveStep::Prefill> prefill = std::nullopt, int prefill_from = -1) {
+            std::vector<Arg> args, const Tail& tail, std::optional<PrimitiveStep::Prefill> prefill,
+            int prefill_from) {
   auto step =
       std::make_unique<PrimitiveStep>(b.engine(), std::move(primitive), args, std::move(prefill));
   step->node = &node;
@@ -235,6 +248,8 @@ void finish(ProgramBuilder& b, const Node& node, std::string kind, dnnl::primiti
   b.add_step(std::move(step));
   for (const Node* n : tail.nodes) b.mark_fused(n);
 }
+
+namespace {
 
 // A dense 3x3 stride-1 2-D convolution: oneDNN runs it as Winograd F(2x2, 3x3) over nChw16c.
 bool is_winograd_shape(const ConvSetup& s) {
@@ -731,7 +746,21 @@ bool lower_matmul(ProgramBuilder& b, const Node& node) {
     }
     if (bias == nullptr) add = nullptr;
   }
-  const Tail tail = trailing_eltwise(add != nullptr ? add->output(0) : node.output(0));
+  // Then an Add of a tensor of the output's shape (a residual) as a sum post-op.
+  const Value* sum = add != nullptr ? add->output(0) : node.output(0);
+  const Node* residual_add = sole_user(sum);
+  const Value* residual = nullptr;
+  if (residual_add != nullptr && residual_add->kind() == OpKind::kAdd) {
+    residual = other_input(*residual_add, sum);
+    if (residual == nullptr || residual == sum ||
+        !same_float({residual, residual_add->output(0), node.output(0)}) ||
+        residual->tensor_type().shape() != y ||
+        residual_add->output(0)->tensor_type().shape() != y || !b.has_buffer(residual)) {
+      residual = nullptr;
+    }
+  }
+  if (residual == nullptr) residual_add = nullptr;
+  const Tail tail = trailing_eltwise(residual_add != nullptr ? residual_add->output(0) : sum);
 
   const memory::desc src = plain_desc(memory::dims{m, k}, type);
   // B as [K, N]: row-major, or Gemm's transposed [N, K] read through swapped strides.
@@ -742,8 +771,9 @@ bool lower_matmul(ProgramBuilder& b, const Node& node) {
   const memory::desc bias_desc = bias != nullptr ? plain_desc(memory::dims{1, n}) : memory::desc();
   const memory::desc dst = plain_desc(memory::dims{m, n}, type);
   dnnl::primitive_attr attr = scratchpad_attr();
-  if (!tail.ops.empty()) {
+  if (!tail.ops.empty() || residual != nullptr) {
     dnnl::post_ops post;
+    if (residual != nullptr) post.append_sum(1.0f);
     append(post, tail.ops);
     attr.set_post_ops(post);
   }
@@ -758,14 +788,36 @@ bool lower_matmul(ProgramBuilder& b, const Node& node) {
                     pack(b.engine(), plain_desc(memory::dims{1, n}, bias->dtype()),
                          bias->raw_data(), bias_desc)});
   }
-  args.push_back({DNNL_ARG_DST, b.define(tail.out, plain_desc(y, type)), dst, {}});
+  // The sum adds into the residual's own buffer when nothing reads it later, else into a copy.
+  std::optional<PrimitiveStep::Prefill> prefill;
+  int residual_buffer = -1;
+  int dst_buffer = -1;
+  if (residual != nullptr) {
+    residual_buffer = b.plain(residual);
+    if (residual_buffer == b.buffer_of(residual) && b.can_overwrite(residual, *residual_add) &&
+        !is_graph_output(tail.out)) {
+      dst_buffer = residual_buffer;
+      residual_buffer = -1;
+    } else {
+      prefill = PrimitiveStep::Prefill{
+          dnnl::reorder(dnnl::reorder::primitive_desc(b.engine(), dst, b.engine(), dst)),
+          residual_buffer, dst};
+    }
+  }
+  if (dst_buffer < 0) dst_buffer = b.define(tail.out, plain_desc(y, type));
+  args.push_back({DNNL_ARG_DST, dst_buffer, dst, {}});
   if (int sp = b.scratch(pd.scratchpad_desc().get_size()); sp >= 0) {
     args.push_back({DNNL_ARG_SCRATCHPAD, sp, pd.scratchpad_desc(), {}});
   }
   std::string kind(node.op().name());
   if (add != nullptr) kind += "+Add";
-  finish(b, node, kind, dnnl::matmul(pd), std::move(args), tail);
+  if (residual != nullptr) kind += "+Add";
+  const bool in_place = residual != nullptr && !prefill;
+  finish(b, node, kind, dnnl::matmul(pd), std::move(args), tail, std::move(prefill),
+         residual_buffer);
+  if (in_place) b.rebind(tail.out, dst_buffer);
   if (add != nullptr) b.mark_fused(add);
+  if (residual_add != nullptr) b.mark_fused(residual_add);
   return true;
 }
 
@@ -865,7 +917,7 @@ bool lower(ProgramBuilder& b, const Node& node) {
     case OpKind::kSoftmax: return lower_softmax(b, node);
     case OpKind::kTranspose: return lower_transpose(b, node);
     case OpKind::kMatMul:
-    case OpKind::kGemm: return lower_matmul(b, node);
+    case OpKind::kGemm: return lower_matmul(b, node) || lower_batched_matmul(b, node);
     case OpKind::kCast: return lower_cast(b, node);
     case OpKind::kPad: return lower_copy(b, node);
     default: return lower_eltwise(b, node);
