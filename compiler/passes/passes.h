@@ -28,6 +28,11 @@ std::unique_ptr<Pass> make_batchnorm_folding();
 // with fused kernels run it; the ref Conv kernel honours the field too).
 std::unique_ptr<Pass> make_conv_activation_fusion();
 
+// Rewrites LayerNorm as exporters before opset 17 write it — ReduceMean, Sub, Pow (or Mul of the
+// difference by itself), ReduceMean, Add epsilon, Sqrt, Div, then a Mul by a constant scale and an
+// Add of a constant bias over the last axis, each optional — into one LayerNormalization node.
+std::unique_ptr<Pass> make_layer_norm_fusion();
+
 // Rewrites quantized regions to integer ops: QuantizeLinear(Conv(DequantizeLinear(x),
 // DequantizeLinear(w), bias)) (a Relu before the QuantizeLinear absorbed when its zero point is
 // the type's lowest value) to QLinearConv, the same around MatMul to QLinearMatMul, and drops

@@ -145,6 +145,89 @@ const Value* match_gelu(const Value* x, std::vector<const Node*>& nodes) {
   return last->output(0);
 }
 
+// The node of `kind` using `v` whose other input is the scalar constant `want` (within 1e-4).
+const Node* scalar_user(const Value* v, OpKind kind, float want) {
+  const Node* n = sole_user(v);
+  if (n == nullptr || n->kind() != kind) return nullptr;
+  const Value* c = other_input(*n, v);
+  return c != nullptr && is_scalar(c, want, 1e-4f) ? n : nullptr;
+}
+
+// GELU's tanh form as exporters write it: 0.5 * x * (1 + Tanh(sqrt(2/pi) * (x + 0.044715 * x^3)))
+// with x^3 as Mul(x, Mul(x, x)) or Pow(x, 3), and the 0.5 applied first or last. Returns the
+// pattern's output and nodes, or nullptr.
+const Value* match_gelu_tanh(const Value* x, std::vector<const Node*>& nodes) {
+  if (is_graph_output(x)) return nullptr;
+  // x + 0.044715 * x^3, found from the Add among x's users.
+  std::vector<const Node*> found;
+  const Node* inner = nullptr;
+  for (const Use& u : x->uses()) {
+    if (u.node->kind() != OpKind::kAdd || inner != nullptr) continue;
+    const Node* scaled =
+        other_input(*u.node, x) != nullptr ? other_input(*u.node, x)->producer() : nullptr;
+    if (scaled == nullptr || scaled->kind() != OpKind::kMul ||
+        sole_user(scaled->output(0)) != u.node) {
+      continue;
+    }
+    const Value* cube = nullptr;
+    for (int i = 0; i < 2; ++i) {
+      if (is_scalar(scaled->input(i), 0.044715f, 1e-5f)) cube = scaled->input(1 - i);
+    }
+    const Node* c = cube != nullptr ? cube->producer() : nullptr;
+    if (c == nullptr || sole_user(cube) != scaled) continue;
+    std::vector<const Node*> cube_nodes = {c};
+    if (c->kind() == OpKind::kPow) {
+      if (c->input(0) != x || !is_scalar(c->input(1), 3.0f, 0.0f)) continue;
+    } else if (c->kind() == OpKind::kMul && c->num_inputs() == 2) {
+      const Value* sq = other_input(*c, x);
+      const Node* s = sq != nullptr ? sq->producer() : nullptr;
+      if (s == nullptr || s->kind() != OpKind::kMul || s->input(0) != x || s->input(1) != x ||
+          sole_user(sq) != c) {
+        continue;
+      }
+      cube_nodes.push_back(s);
+    } else {
+      continue;
+    }
+    inner = u.node;
+    found = cube_nodes;
+    found.push_back(scaled);
+    found.push_back(inner);
+  }
+  if (inner == nullptr) return nullptr;
+  const Node* arg = scalar_user(inner->output(0), OpKind::kMul, 0.7978845608f);
+  const Node* tanh = arg != nullptr ? sole_user(arg->output(0)) : nullptr;
+  if (tanh == nullptr || tanh->kind() != OpKind::kTanh) return nullptr;
+  const Node* one_plus = scalar_user(tanh->output(0), OpKind::kAdd, 1.0f);
+  const Node* mul = one_plus != nullptr ? sole_user(one_plus->output(0)) : nullptr;
+  if (mul == nullptr || mul->kind() != OpKind::kMul) return nullptr;
+  const Value* other = other_input(*mul, one_plus->output(0));
+  const Node* half = nullptr;  // Mul by 0.5, of x first or of the product last
+  const Node* last = mul;
+  if (other == x) {
+    half = scalar_user(mul->output(0), OpKind::kMul, 0.5f);
+    last = half;
+  } else if (other != nullptr && other->producer() != nullptr && sole_user(other) == mul) {
+    const Node* h = other->producer();
+    const Value* c = other_input(*h, x);
+    if (h->kind() == OpKind::kMul && (h->input(0) == x || h->input(1) == x) && c != nullptr &&
+        c != x && is_scalar(c, 0.5f, 1e-4f)) {
+      half = h;
+    }
+  }
+  if (half == nullptr || last == nullptr) return nullptr;
+  found.insert(found.end(), {arg, tanh, one_plus, mul, half});
+  // Every use of x is in the pattern (Mul(x, x) uses it twice).
+  size_t uses = 0;
+  for (const Use& u : x->uses()) {
+    uses += std::find(found.begin(), found.end(), u.node) != found.end() ? 1 : 0;
+  }
+  if (uses != x->uses().size()) return nullptr;
+  if (last->output(0)->tensor_type().shape() != x->tensor_type().shape()) return nullptr;
+  nodes.insert(nodes.end(), found.begin(), found.end());
+  return last->output(0);
+}
+
 // Mul by a scalar constant (on either side) or Div by one, reading `x`: a linear scale.
 std::optional<Eltwise> scale_of(const Node& node, const Value* x) {
   if (node.num_inputs() != 2 || node.num_outputs() != 1 || !same_float({x, node.output(0)}) ||
@@ -185,6 +268,12 @@ Tail trailing_eltwise(const Value* y, int max_ops) {
     if (const Value* out = match_gelu(tail.out, tail.nodes)) {
       tail.ops.push_back({dnnl::algorithm::eltwise_gelu_erf});
       tail.kinds += "+Gelu";
+      tail.out = out;
+      continue;
+    }
+    if (const Value* out = match_gelu_tanh(tail.out, tail.nodes)) {
+      tail.ops.push_back({dnnl::algorithm::eltwise_gelu_tanh});
+      tail.kinds += "+GeluTanh";
       tail.out = out;
       continue;
     }

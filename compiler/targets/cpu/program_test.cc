@@ -387,6 +387,46 @@ TEST(CpuProgram, AttentionRunsWithoutCopiesAndMatchesRef) {
   expect_no_live_overlap(*program);
 }
 
+// MatMul + bias, then GELU's tanh form as torch exports it (x^3 as Mul(x, Mul(x, x)), the 0.5
+// last) or with Pow(x, 3) and the 0.5 first.
+std::shared_ptr<Graph> gelu_tanh_mlp(bool torch_form) {
+  auto graph = std::make_shared<Graph>("gelu_tanh");
+  GraphBuilder b(*graph);
+  auto scalar = [&](float v) { return b.constant(Tensor::scalar(v)); };
+  Value* x = b.input("x", TensorType(DType::kF32, Shape{2, 5, 8}));
+  Value* h = b.add(Op(ops::MatMul{}), {x, b.constant(random_tensor(Shape{8, 12}, 50, 0.5f))}, "fc");
+  h = b.add(Op(ops::Add{}), {h, b.constant(random_tensor(Shape{12}, 51))}, "fc_bias");
+  Value* cube = torch_form ? b.add(Op(ops::Mul{}), {h, b.add(Op(ops::Mul{}), {h, h}, "sq")}, "cube")
+                           : b.add(Op(ops::Pow{}), {h, scalar(3.0f)}, "cube");
+  Value* inner =
+      b.add(Op(ops::Add{}), {h, b.add(Op(ops::Mul{}), {scalar(0.044715f), cube}, "c3")}, "inner");
+  Value* t = b.add(Op(ops::Tanh{}), {b.add(Op(ops::Mul{}), {scalar(0.7978845608f), inner}, "arg")},
+                   "tanh");
+  Value* one_plus = b.add(Op(ops::Add{}), {scalar(1.0f), t}, "one_plus");
+  Value* y =
+      torch_form
+          ? b.add(Op(ops::Mul{}), {scalar(0.5f), b.add(Op(ops::Mul{}), {h, one_plus}, "m")}, "gelu")
+          : b.add(Op(ops::Mul{}), {b.add(Op(ops::Mul{}), {h, scalar(0.5f)}, "half"), one_plus},
+                  "gelu");
+  b.output(y);
+  EXPECT_TRUE(b.status().ok()) << b.status().to_string();
+  return graph;
+}
+
+TEST(CpuProgram, GeluTanhFormsRunAsOnePostOp) {
+  for (bool torch_form : {true, false}) {
+    const std::vector<Tensor> inputs = {random_tensor(Shape{2, 5, 8}, 52, 2.0f)};
+    std::vector<Tensor> want = run(*compile_for(gelu_tanh_mlp(torch_form), "ref"), inputs);
+    std::shared_ptr<Executable> exe = compile_for(gelu_tanh_mlp(torch_form), "cpu");
+    ASSERT_NE(exe, nullptr);
+    const cpu::Program* program = cpu_program(*exe);
+    ASSERT_NE(program, nullptr);
+    expect_close(want, run(*exe, inputs), 1e-4f);
+    ASSERT_EQ(program->steps().size(), 1u) << torch_form;
+    EXPECT_EQ(program->steps()[0]->kind, "MatMul+Add+GeluTanh");
+  }
+}
+
 TEST(CpuProgram, TheBundledModelMatchesRef) {
   const std::string path = std::string(KILN_SOURCE_DIR) + "/examples/models/tiny_cnn.onnx";
   auto load = [&] {
