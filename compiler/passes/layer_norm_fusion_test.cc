@@ -2,8 +2,8 @@
 // Layer-norm fusion, before and after — and the fused graph computes the same values on ref.
 #include <cmath>
 
+#include "compiler/passes/pass_ref_util.h"
 #include "compiler/passes/pass_test_util.h"
-#include "compiler/targets/target.h"
 
 namespace kiln::compiler {
 namespace {
@@ -99,16 +99,7 @@ TEST(LayerNormFusion, FusedGraphComputesTheSameValuesOnRef) {
         ASSERT_TRUE(make_dead_code_elimination()->run(*g).ok());
         EXPECT_EQ(g->num_nodes(), affine ? 3 : 2) << print_graph(*g);
       }
-      auto target = make_target("ref");
-      ASSERT_TRUE(target.ok());
-      CompileOptions options;
-      options.optimize = false;
-      auto exe = compile(g, **target, options);
-      ASSERT_TRUE(exe.ok()) << exe.status().to_string();
-      auto out = (*exe)->run({Argument(x)});
-      ASSERT_TRUE(out.ok()) << out.status().to_string();
-      auto span = (*out)[0].tensor().span<float>();
-      results.emplace_back(span.begin(), span.end());
+      results.push_back(testing::run_on_ref(g, x));
     }
     ASSERT_EQ(results[1].size(), 8u);
     for (size_t i = 0; i < results[0].size(); ++i) {

@@ -427,6 +427,38 @@ TEST(CpuProgram, GeluTanhFormsRunAsOnePostOp) {
   }
 }
 
+TEST(CpuProgram, DecomposedLayerNormRunsAsOneStep) {
+  // LayerNorm as exporters before opset 17 write it: the cpu pipeline's layer_norm_fusion makes
+  // it one LayerNormalization, run by oneDNN.
+  auto make = [] {
+    auto graph = std::make_shared<Graph>("ln");
+    GraphBuilder b(*graph);
+    ops::ReduceMean mean;
+    mean.axes = std::vector<int64_t>{-1};
+    Value* x = b.input("x", TensorType(DType::kF32, Shape{2, 8, 16}));
+    Value* d = b.add(Op(ops::Sub{}), {x, b.add(Op(mean), {x}, "mean")}, "d");
+    Value* var = b.add(Op(mean),
+                       {b.add(Op(ops::Pow{}), {d, b.constant(Tensor::scalar(2.0f))}, "sq")}, "var");
+    Value* std =
+        b.add(Op(ops::Sqrt{}),
+              {b.add(Op(ops::Add{}), {var, b.constant(Tensor::scalar(1e-6f))}, "var_eps")}, "std");
+    Value* y = b.add(Op(ops::Div{}), {d, std}, "norm");
+    y = b.add(Op(ops::Mul{}), {y, b.constant(random_tensor(Shape{16}, 60))}, "scaled");
+    b.output(b.add(Op(ops::Add{}), {y, b.constant(random_tensor(Shape{16}, 61))}, "shifted"));
+    EXPECT_TRUE(b.status().ok()) << b.status().to_string();
+    return graph;
+  };
+  const std::vector<Tensor> inputs = {random_tensor(Shape{2, 8, 16}, 62, 3.0f)};
+  std::vector<Tensor> want = run(*compile_for(make(), "ref"), inputs);
+  std::shared_ptr<Executable> exe = compile_for(make(), "cpu");
+  ASSERT_NE(exe, nullptr);
+  const cpu::Program* program = cpu_program(*exe);
+  ASSERT_NE(program, nullptr);
+  expect_close(want, run(*exe, inputs), 1e-4f);
+  ASSERT_EQ(program->steps().size(), 1u) << print_graph(exe->graph());
+  EXPECT_EQ(program->steps()[0]->kind, "LayerNormalization");
+}
+
 TEST(CpuProgram, TheBundledModelMatchesRef) {
   const std::string path = std::string(KILN_SOURCE_DIR) + "/examples/models/tiny_cnn.onnx";
   auto load = [&] {
