@@ -35,7 +35,7 @@ Result<ConvLayout> choose_conv_layout(const Graph& graph);
 struct Buffer {
   // kView: the bytes of buffer `view_of` (an arena, input, constant or output buffer) from
   // `offset` on, read as another shape (Reshape, Flatten, Squeeze, Unsqueeze, Identity) or
-  // through strides (Transpose, Split; views.cc): no copy.
+  // through strides (Transpose, Split, Slice; views.cc): no copy.
   enum class Kind : uint8_t { kArena, kInput, kConstant, kOutput, kView };
   Kind kind = Kind::kArena;
   DType dtype = DType::kF32;
@@ -183,8 +183,9 @@ class ProgramBuilder {
   void add_ref_step(const Node& node);
   // Defines a shape-only node's output as a view of its (plain) input; false when it is not one.
   bool add_view(const Node& node);
-  // Defines the outputs of a Transpose, a Split or a Reshape of a strided view as views that read
-  // the input's bytes through strides (views.cc); false when the input's layout has inner blocks.
+  // Defines the outputs of a Transpose, Split, Slice or Reshape of a strided view as views that
+  // read the input's bytes through strides (views.cc); false when the input's layout has inner
+  // blocks.
   bool add_strided_view(const Node& node);
   int add_view_buffer(const Value* v, int of, size_t offset, const dnnl::memory::desc& layout);
   int add_buffer(Buffer b);

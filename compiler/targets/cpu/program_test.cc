@@ -427,6 +427,33 @@ TEST(CpuProgram, GeluTanhFormsRunAsOnePostOp) {
   }
 }
 
+TEST(CpuProgram, SlicesAreViewsAMatMulReadsThroughStrides) {
+  // torch's MultiheadAttention slices its packed projection: both operands here are Slices of one
+  // tensor (the second transposed), read in place.
+  auto make = [] {
+    auto graph = std::make_shared<Graph>("slices");
+    GraphBuilder b(*graph);
+    auto ints = [&](std::vector<int64_t> v) { return b.constant(Tensor::from_vector(v)); };
+    Value* x = b.input("x", TensorType(DType::kF32, Shape{2, 4, 12}));
+    Value* a = b.add(Op(ops::Slice{}), {x, ints({0}), ints({6}), ints({-1})}, "a");
+    Value* c = b.add(Op(ops::Slice{}), {x, ints({6}), ints({12}), ints({2}), ints({1})}, "c");
+    ops::Transpose t;
+    t.perm = std::vector<int64_t>{0, 2, 1};
+    b.output(b.add(Op(ops::MatMul{}), {a, b.add(Op(t), {c}, "ct")}, "y"));
+    EXPECT_TRUE(b.status().ok()) << b.status().to_string();
+    return graph;
+  };
+  const std::vector<Tensor> inputs = {random_tensor(Shape{2, 4, 12}, 63)};
+  std::vector<Tensor> want = run(*compile_for(make(), "ref"), inputs);
+  std::shared_ptr<Executable> exe = compile_for(make(), "cpu");
+  ASSERT_NE(exe, nullptr);
+  const cpu::Program* program = cpu_program(*exe);
+  ASSERT_NE(program, nullptr);
+  expect_close(want, run(*exe, inputs), 1e-4f);
+  ASSERT_EQ(program->steps().size(), 1u) << print_graph(exe->graph());
+  EXPECT_EQ(program->steps()[0]->kind, "MatMul");
+}
+
 TEST(CpuProgram, DecomposedLayerNormRunsAsOneStep) {
   // LayerNorm as exporters before opset 17 write it: the cpu pipeline's layer_norm_fusion makes
   // it one LayerNormalization, run by oneDNN.

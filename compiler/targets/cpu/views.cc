@@ -1,7 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
-// Strided views: Transpose, Split and Reshape of such views read their input's bytes through
+// Strided views: Transpose, Split, Slice and Reshape of such views read their input's bytes through
 // strides, so the copy happens only where a consumer needs plain data (a MatMul reads them as
 // they are: attention's Q, Kᵀ and V).
+#include <algorithm>
+
 #include "compiler/ops/all_ops.h"
 #include "compiler/passes/rewrite.h"
 #include "compiler/targets/cpu/dnnl_kernel.h"
@@ -121,11 +123,57 @@ bool viewable(const Value* v, const memory::desc& layout) {
          reads_strided(v);
 }
 
+// The values of an optional integer constant input (i64 or i32); nullopt when it is present but
+// not a constant, an empty vector when it is absent.
+std::optional<std::vector<int64_t>> int_input(const Node& node, int i) {
+  if (!node.has_input(i)) return std::vector<int64_t>{};
+  const Tensor* t = node.input(i)->constant_value();
+  if (t == nullptr || t->rank() > 1) return std::nullopt;
+  std::vector<int64_t> out;
+  if (t->dtype() == DType::kI64) {
+    for (int64_t v : t->span<int64_t>()) out.push_back(v);
+  } else if (t->dtype() == DType::kI32) {
+    for (int32_t v : t->span<int32_t>()) out.push_back(v);
+  } else {
+    return std::nullopt;
+  }
+  return out;
+}
+
+// The byte offset and strides that read Slice `node`'s output (constant starts, axes and
+// positive steps) from an input of shape `xs` and `strides`.
+std::optional<std::pair<size_t, memory::dims>> slice_view(const Node& node, const Shape& xs,
+                                                          const memory::dims& strides) {
+  std::optional<std::vector<int64_t>> starts = int_input(node, 1);
+  std::optional<std::vector<int64_t>> axes = int_input(node, 3);
+  std::optional<std::vector<int64_t>> steps = int_input(node, 4);
+  if (!starts || !axes || !steps || starts->empty() ||
+      (!axes->empty() && axes->size() != starts->size()) ||
+      (!steps->empty() && steps->size() != starts->size())) {
+    return std::nullopt;
+  }
+  memory::dims out = strides;
+  int64_t offset = 0;
+  for (size_t k = 0; k < starts->size(); ++k) {
+    int64_t axis = axes->empty() ? static_cast<int64_t>(k) : (*axes)[k];
+    if (axis < 0) axis += xs.rank();
+    const int64_t step = steps->empty() ? 1 : (*steps)[k];
+    if (axis < 0 || axis >= xs.rank() || step <= 0) return std::nullopt;
+    const int64_t dim = xs[static_cast<int>(axis)];
+    int64_t start = (*starts)[k];
+    if (start < 0) start += dim;
+    start = std::clamp<int64_t>(start, 0, dim);
+    offset += start * strides[static_cast<size_t>(axis)];
+    out[static_cast<size_t>(axis)] *= step;
+  }
+  return std::make_pair(static_cast<size_t>(offset) * sizeof(float), out);
+}
+
 }  // namespace
 
 bool ProgramBuilder::add_strided_view(const Node& node) {
   if (node.kind() != OpKind::kTranspose && node.kind() != OpKind::kSplit &&
-      node.kind() != OpKind::kReshape) {
+      node.kind() != OpKind::kReshape && node.kind() != OpKind::kSlice) {
     return false;
   }
   const Value* x = node.input(0);
@@ -166,6 +214,16 @@ bool ProgramBuilder::add_strided_view(const Node& node) {
     const memory::desc layout(dims, memory::data_type::f32, out);
     if (!viewable(node.output(0), layout)) return false;
     add_view_buffer(node.output(0), id, 0, layout);
+    return true;
+  }
+
+  if (node.kind() == OpKind::kSlice) {
+    const Shape& ys = node.output(0)->tensor_type().shape();
+    std::optional<std::pair<size_t, memory::dims>> view = slice_view(node, xs, *strides);
+    if (!view || ys.rank() != xs.rank()) return false;
+    const memory::desc layout(to_dims(ys), memory::data_type::f32, view->second);
+    if (!viewable(node.output(0), layout)) return false;
+    add_view_buffer(node.output(0), id, view->first, layout);
     return true;
   }
 
