@@ -187,6 +187,8 @@ class ProgramBuilder {
   // read the input's bytes through strides (views.cc); false when the input's layout has inner
   // blocks.
   bool add_strided_view(const Node& node);
+  // Gives `v` a view of buffer `of` (of the buffer `of` views, when it is a view) from byte
+  // `offset` on, in `layout` (zero desc: plain); returns the view's buffer.
   int add_view_buffer(const Value* v, int of, size_t offset, const dnnl::memory::desc& layout);
   int add_buffer(Buffer b);
   void plan_sum_fusion();
