@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Conv-activation fusion, before and after — and the fused graph computes the same values on ref.
+#include "compiler/passes/pass_ref_util.h"
 #include "compiler/passes/pass_test_util.h"
-#include "compiler/targets/target.h"
 
 namespace kiln::compiler {
 namespace {
@@ -66,16 +66,7 @@ TEST(ConvActivationFusion, FusedGraphComputesTheSameValuesOnRef) {
     if (fuse) {
       ASSERT_TRUE(make_conv_activation_fusion()->run(*g).ok());
     }
-    auto target = make_target("ref");
-    ASSERT_TRUE(target.ok());
-    CompileOptions options;
-    options.optimize = false;
-    auto exe = compile(g, **target, options);
-    ASSERT_TRUE(exe.ok()) << exe.status().to_string();
-    auto out = (*exe)->run({Argument(x)});
-    ASSERT_TRUE(out.ok()) << out.status().to_string();
-    auto span = (*out)[0].tensor().span<float>();
-    results.emplace_back(span.begin(), span.end());
+    results.push_back(testing::run_on_ref(g, x));
   }
   ASSERT_EQ(results[0].size(), 18u);
   EXPECT_EQ(results[0], results[1]);

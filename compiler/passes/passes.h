@@ -35,6 +35,10 @@ std::unique_ptr<Pass> make_conv_activation_fusion();
 // the cpu target runs as sum post-ops. Meant to run before conv_activation_fusion (a fused Conv is
 // left as it is).
 std::unique_ptr<Pass> make_concat_distribution();
+// Rewrites LayerNorm as exporters before opset 17 write it — ReduceMean, Sub, Pow (or Mul of the
+// difference by itself), ReduceMean, Add epsilon, Sqrt, Div, then a Mul by a constant scale and an
+// Add of a constant bias over the last axis, each optional — into one LayerNormalization node.
+std::unique_ptr<Pass> make_layer_norm_fusion();
 
 // Rewrites quantized regions to integer ops: QuantizeLinear(Conv(DequantizeLinear(x),
 // DequantizeLinear(w), bias)) (a Relu before the QuantizeLinear absorbed when its zero point is

@@ -124,6 +124,7 @@ class CpuTarget final : public Target {
     // Folding shape computations leaves static types to infer (Reshape targets): the planned
     // program needs them, and they let the clean-up go further.
     passes.push_back(make_type_refinement());
+    passes.push_back(make_layer_norm_fusion());
     // Quantized regions become integer ops (oneDNN int8 kernels) before the second clean-up.
     passes.push_back(make_qdq_fusion());
     for (auto& pass : standard_passes()) passes.push_back(std::move(pass));

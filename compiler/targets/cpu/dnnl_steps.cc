@@ -2,6 +2,8 @@
 // Lowering nodes to oneDNN steps of a Program: convolutions with fused post-ops (bias, activation,
 // residual Add as a sum), pooling, binary, eltwise, concat, batch/layer norm and softmax, reading
 // and writing the blocked layouts oneDNN picks so that whole regions run without reorders.
+#include "compiler/targets/cpu/dnnl_steps.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -21,12 +23,6 @@ namespace {
 
 using dnnl::memory;
 using Arg = PrimitiveStep::Arg;
-
-struct Eltwise {
-  dnnl::algorithm algorithm;
-  float alpha = 0.0f;
-  float beta = 0.0f;
-};
 
 bool is_f32(const Value* v) {
   return v != nullptr && v->type().is_tensor() && v->tensor_type().dtype == DType::kF32 &&
@@ -90,15 +86,6 @@ std::optional<Eltwise> eltwise_of(const Node& node) {
   }
 }
 
-// The eltwise nodes that follow `y` and can run as post-ops of the step producing it: a chain of
-// single-use eltwise nodes, and x * Sigmoid(x) (SiLU) as swish.
-struct Tail {
-  std::vector<Eltwise> ops;
-  std::vector<const Node*> nodes;
-  const Value* out = nullptr;
-  std::string kinds;
-};
-
 bool is_scalar(const Value* v, float want, float tolerance) {
   const Tensor* t = v->constant_value();
   return t != nullptr && t->dtype() == DType::kF32 && t->numel() == 1 &&
@@ -159,15 +146,120 @@ const Value* match_gelu(const Value* x, std::vector<const Node*>& nodes) {
   return last->output(0);
 }
 
-Tail trailing_eltwise(const Value* y, int max_ops = 2) {
+// The node of `kind` using `v` whose other input is the scalar constant `want` (within 1e-4).
+const Node* scalar_user(const Value* v, OpKind kind, float want) {
+  const Node* n = sole_user(v);
+  if (n == nullptr || n->kind() != kind) return nullptr;
+  const Value* c = other_input(*n, v);
+  return c != nullptr && is_scalar(c, want, 1e-4f) ? n : nullptr;
+}
+
+// GELU's tanh form as exporters write it: 0.5 * x * (1 + Tanh(sqrt(2/pi) * (x + 0.044715 * x^3)))
+// with x^3 as Mul(x, Mul(x, x)) or Pow(x, 3), and the 0.5 applied first or last. Returns the
+// pattern's output and nodes, or nullptr.
+const Value* match_gelu_tanh(const Value* x, std::vector<const Node*>& nodes) {
+  if (is_graph_output(x)) return nullptr;
+  // x + 0.044715 * x^3, found from the Add among x's users.
+  std::vector<const Node*> found;
+  const Node* inner = nullptr;
+  for (const Use& u : x->uses()) {
+    if (u.node->kind() != OpKind::kAdd || inner != nullptr) continue;
+    const Node* scaled =
+        other_input(*u.node, x) != nullptr ? other_input(*u.node, x)->producer() : nullptr;
+    if (scaled == nullptr || scaled->kind() != OpKind::kMul ||
+        sole_user(scaled->output(0)) != u.node) {
+      continue;
+    }
+    const Value* cube = nullptr;
+    for (int i = 0; i < 2; ++i) {
+      if (is_scalar(scaled->input(i), 0.044715f, 1e-5f)) cube = scaled->input(1 - i);
+    }
+    const Node* c = cube != nullptr ? cube->producer() : nullptr;
+    if (c == nullptr || sole_user(cube) != scaled) continue;
+    std::vector<const Node*> cube_nodes = {c};
+    if (c->kind() == OpKind::kPow) {
+      if (c->input(0) != x || !is_scalar(c->input(1), 3.0f, 0.0f)) continue;
+    } else if (c->kind() == OpKind::kMul && c->num_inputs() == 2) {
+      const Value* sq = other_input(*c, x);
+      const Node* s = sq != nullptr ? sq->producer() : nullptr;
+      if (s == nullptr || s->kind() != OpKind::kMul || s->input(0) != x || s->input(1) != x ||
+          sole_user(sq) != c) {
+        continue;
+      }
+      cube_nodes.push_back(s);
+    } else {
+      continue;
+    }
+    inner = u.node;
+    found = cube_nodes;
+    found.push_back(scaled);
+    found.push_back(inner);
+  }
+  if (inner == nullptr) return nullptr;
+  const Node* arg = scalar_user(inner->output(0), OpKind::kMul, 0.7978845608f);
+  const Node* tanh = arg != nullptr ? sole_user(arg->output(0)) : nullptr;
+  if (tanh == nullptr || tanh->kind() != OpKind::kTanh) return nullptr;
+  const Node* one_plus = scalar_user(tanh->output(0), OpKind::kAdd, 1.0f);
+  const Node* mul = one_plus != nullptr ? sole_user(one_plus->output(0)) : nullptr;
+  if (mul == nullptr || mul->kind() != OpKind::kMul) return nullptr;
+  const Value* other = other_input(*mul, one_plus->output(0));
+  const Node* half = nullptr;  // Mul by 0.5, of x first or of the product last
+  const Node* last = mul;
+  if (other == x) {
+    half = scalar_user(mul->output(0), OpKind::kMul, 0.5f);
+    last = half;
+  } else if (other != nullptr && other->producer() != nullptr && sole_user(other) == mul) {
+    const Node* h = other->producer();
+    const Value* c = other_input(*h, x);
+    if (h->kind() == OpKind::kMul && (h->input(0) == x || h->input(1) == x) && c != nullptr &&
+        c != x && is_scalar(c, 0.5f, 1e-4f)) {
+      half = h;
+    }
+  }
+  if (half == nullptr || last == nullptr) return nullptr;
+  found.insert(found.end(), {arg, tanh, one_plus, mul, half});
+  // Every use of x is in the pattern (Mul(x, x) uses it twice).
+  size_t uses = 0;
+  for (const Use& u : x->uses()) {
+    uses += std::find(found.begin(), found.end(), u.node) != found.end() ? 1 : 0;
+  }
+  if (uses != x->uses().size()) return nullptr;
+  if (last->output(0)->tensor_type().shape() != x->tensor_type().shape()) return nullptr;
+  nodes.insert(nodes.end(), found.begin(), found.end());
+  return last->output(0);
+}
+
+// Mul by a scalar constant (on either side) or Div by one, reading `x`: a linear scale.
+std::optional<Eltwise> scale_of(const Node& node, const Value* x) {
+  if (node.num_inputs() != 2 || node.num_outputs() != 1 || !same_float({x, node.output(0)}) ||
+      x->tensor_type().shape() != node.output(0)->tensor_type().shape()) {
+    return std::nullopt;
+  }
+  if (node.kind() == OpKind::kMul) {
+    std::optional<float> c = scalar_constant(node, node.input(0) == x ? 1 : 0);
+    if (c) return Eltwise{dnnl::algorithm::eltwise_linear, *c, 0.0f};
+  } else if (node.kind() == OpKind::kDiv && node.input(0) == x) {
+    std::optional<float> c = scalar_constant(node, 1);
+    if (c && *c != 0.0f) return Eltwise{dnnl::algorithm::eltwise_linear, 1.0f / *c, 0.0f};
+  }
+  return std::nullopt;
+}
+
+}  // namespace
+
+Tail trailing_eltwise(const Value* y, int max_ops) {
   Tail tail;
   tail.out = y;
   while (static_cast<int>(tail.ops.size()) < max_ops && !is_graph_output(tail.out)) {
     const auto& uses = tail.out->uses();
     if (uses.size() == 1) {
       const Node* next = uses[0].node;
-      std::optional<Eltwise> e = next->graph() == y->graph() ? eltwise_of(*next) : std::nullopt;
-      if (!e || uses[0].index != 0) break;
+      std::optional<Eltwise> e;
+      if (next->graph() == y->graph()) {
+        e = uses[0].index == 0 ? eltwise_of(*next) : std::nullopt;
+        if (!e) e = scale_of(*next, tail.out);
+      }
+      if (!e) break;
       tail.ops.push_back(*e);
       tail.nodes.push_back(next);
       tail.kinds += "+" + std::string(next->op().name());
@@ -177,6 +269,12 @@ Tail trailing_eltwise(const Value* y, int max_ops = 2) {
     if (const Value* out = match_gelu(tail.out, tail.nodes)) {
       tail.ops.push_back({dnnl::algorithm::eltwise_gelu_erf});
       tail.kinds += "+Gelu";
+      tail.out = out;
+      continue;
+    }
+    if (const Value* out = match_gelu_tanh(tail.out, tail.nodes)) {
+      tail.ops.push_back({dnnl::algorithm::eltwise_gelu_tanh});
+      tail.kinds += "+GeluTanh";
       tail.out = out;
       continue;
     }
@@ -207,6 +305,8 @@ Tail trailing_eltwise(const Value* y, int max_ops = 2) {
 void append(dnnl::post_ops& post, const std::vector<Eltwise>& ops) {
   for (const Eltwise& e : ops) post.append_eltwise(1.0f, e.algorithm, e.alpha, e.beta);
 }
+
+namespace {
 
 memory::desc any_desc(const Shape& shape, DType dtype = DType::kF32) {
   return memory::desc(to_dims(shape), dnnl_type(dtype), memory::format_tag::any);
@@ -244,11 +344,18 @@ void finish(ProgramBuilder& b, std::unique_ptr<Step> step, const Tail& tail) {
   for (const Node* n : tail.nodes) b.mark_fused(n);
 }
 
+}  // namespace
+
 void finish(ProgramBuilder& b, const Node& node, std::string kind, dnnl::primitive primitive,
-            std::vector<Arg> args, const Tail& tail) {
-  finish(b, primitive_step(b, node, std::move(kind), std::move(primitive), std::move(args), tail),
+            std::vector<Arg> args, const Tail& tail, std::optional<PrimitiveStep::Prefill> prefill,
+            int prefill_from) {
+  finish(b,
+         primitive_step(b, node, std::move(kind), std::move(primitive), std::move(args), tail,
+                        std::move(prefill), prefill_from),
          tail);
 }
+
+namespace {
 
 // A dense 3x3 stride-1 2-D convolution: oneDNN runs it as Winograd F(2x2, 3x3) over nChw16c.
 bool is_winograd_shape(const ConvSetup& s) {
@@ -760,7 +867,21 @@ bool lower_matmul(ProgramBuilder& b, const Node& node) {
     }
     if (bias == nullptr) add = nullptr;
   }
-  const Tail tail = trailing_eltwise(add != nullptr ? add->output(0) : node.output(0));
+  // Then an Add of a tensor of the output's shape (a residual) as a sum post-op.
+  const Value* sum = add != nullptr ? add->output(0) : node.output(0);
+  const Node* residual_add = sole_user(sum);
+  const Value* residual = nullptr;
+  if (residual_add != nullptr && residual_add->kind() == OpKind::kAdd) {
+    residual = other_input(*residual_add, sum);
+    if (residual == nullptr || residual == sum ||
+        !same_float({residual, residual_add->output(0), node.output(0)}) ||
+        residual->tensor_type().shape() != y ||
+        residual_add->output(0)->tensor_type().shape() != y || !b.has_buffer(residual)) {
+      residual = nullptr;
+    }
+  }
+  if (residual == nullptr) residual_add = nullptr;
+  const Tail tail = trailing_eltwise(residual_add != nullptr ? residual_add->output(0) : sum);
 
   const memory::desc src = plain_desc(memory::dims{m, k}, type);
   // B as [K, N]: row-major, or Gemm's transposed [N, K] read through swapped strides.
@@ -771,8 +892,9 @@ bool lower_matmul(ProgramBuilder& b, const Node& node) {
   const memory::desc bias_desc = bias != nullptr ? plain_desc(memory::dims{1, n}) : memory::desc();
   const memory::desc dst = plain_desc(memory::dims{m, n}, type);
   dnnl::primitive_attr attr = scratchpad_attr();
-  if (!tail.ops.empty()) {
+  if (!tail.ops.empty() || residual != nullptr) {
     dnnl::post_ops post;
+    if (residual != nullptr) post.append_sum(1.0f);
     append(post, tail.ops);
     attr.set_post_ops(post);
   }
@@ -787,14 +909,36 @@ bool lower_matmul(ProgramBuilder& b, const Node& node) {
                     pack(b.engine(), plain_desc(memory::dims{1, n}, bias->dtype()),
                          bias->raw_data(), bias_desc)});
   }
-  args.push_back({DNNL_ARG_DST, b.define(tail.out, plain_desc(y, type)), dst, {}});
+  // The sum adds into the residual's own buffer when nothing reads it later, else into a copy.
+  std::optional<PrimitiveStep::Prefill> prefill;
+  int residual_buffer = -1;
+  int dst_buffer = -1;
+  if (residual != nullptr) {
+    residual_buffer = b.plain(residual);
+    if (residual_buffer == b.buffer_of(residual) && b.can_overwrite(residual, *residual_add) &&
+        !is_graph_output(tail.out)) {
+      dst_buffer = residual_buffer;
+      residual_buffer = -1;
+    } else {
+      prefill = PrimitiveStep::Prefill{
+          dnnl::reorder(dnnl::reorder::primitive_desc(b.engine(), dst, b.engine(), dst)),
+          residual_buffer, dst};
+    }
+  }
+  if (dst_buffer < 0) dst_buffer = b.define(tail.out, plain_desc(y, type));
+  args.push_back({DNNL_ARG_DST, dst_buffer, dst, {}});
   if (int sp = b.scratch(pd.scratchpad_desc().get_size()); sp >= 0) {
     args.push_back({DNNL_ARG_SCRATCHPAD, sp, pd.scratchpad_desc(), {}});
   }
   std::string kind(node.op().name());
   if (add != nullptr) kind += "+Add";
-  finish(b, node, kind, dnnl::matmul(pd), std::move(args), tail);
+  if (residual != nullptr) kind += "+Add";
+  const bool in_place = residual != nullptr && !prefill;
+  finish(b, node, kind, dnnl::matmul(pd), std::move(args), tail, std::move(prefill),
+         residual_buffer);
+  if (in_place) b.rebind(tail.out, dst_buffer);
   if (add != nullptr) b.mark_fused(add);
+  if (residual_add != nullptr) b.mark_fused(residual_add);
   return true;
 }
 
@@ -895,7 +1039,7 @@ bool lower(ProgramBuilder& b, const Node& node) {
     case OpKind::kSoftmax: return lower_softmax(b, node);
     case OpKind::kTranspose: return lower_transpose(b, node);
     case OpKind::kMatMul:
-    case OpKind::kGemm: return lower_matmul(b, node);
+    case OpKind::kGemm: return lower_matmul(b, node) || lower_batched_matmul(b, node);
     case OpKind::kCast: return lower_cast(b, node);
     case OpKind::kPad: return lower_copy(b, node);
     default: return lower_eltwise(b, node);

@@ -216,7 +216,9 @@ Result<std::vector<Argument>> Program::run(Session& session, std::vector<Argumen
   }
   for (size_t i = 0; i < buffers_.size(); ++i) {
     const Buffer& b = buffers_[i];
-    if (b.kind == Buffer::Kind::kView) ctx.data[i] = ctx.data[static_cast<size_t>(b.view_of)];
+    if (b.kind == Buffer::Kind::kView) {
+      ctx.data[i] = static_cast<uint8_t*>(ctx.data[static_cast<size_t>(b.view_of)]) + b.offset;
+    }
   }
   ref::Interpreter interpreter(seed_);
   ctx.interpreter = &interpreter;
@@ -402,6 +404,7 @@ bool ProgramBuilder::can_overwrite(const Value* v, const Node& consumer) const {
 }
 
 bool ProgramBuilder::add_view(const Node& node) {
+  if (node.graph() == &graph_ && node.has_input(0) && add_strided_view(node)) return true;
   switch (node.kind()) {
     case OpKind::kReshape:
     case OpKind::kFlatten:
@@ -419,17 +422,29 @@ bool ProgramBuilder::add_view(const Node& node) {
       yt.shape().numel() != x->tensor_type().shape().numel()) {
     return false;
   }
-  int base = plain(x);
-  if (buffer(base).kind == Buffer::Kind::kView) base = buffer(base).view_of;
+  add_view_buffer(y, plain(x), 0, dnnl::memory::desc());
+  return true;
+}
+
+int ProgramBuilder::add_view_buffer(const Value* v, int of, size_t offset,
+                                    const dnnl::memory::desc& layout) {
+  if (buffer(of).kind == Buffer::Kind::kView) {
+    offset += buffer(of).offset;
+    of = buffer(of).view_of;
+  }
+  const TensorType& t = v->tensor_type();
   Buffer b;
   b.kind = Buffer::Kind::kView;
-  b.dtype = yt.dtype;
-  b.shape = yt.shape();
-  b.bytes = byte_size(b.dtype, b.shape);
-  b.view_of = base;
-  viewed_.insert(base);
-  value_buffers_[y] = add_buffer(std::move(b));
-  return true;
+  b.dtype = t.dtype;
+  b.shape = t.shape();
+  b.layout = layout;
+  b.bytes = layout.is_zero() ? byte_size(b.dtype, b.shape) : layout.get_size();
+  b.view_of = of;
+  b.offset = offset;
+  viewed_.insert(of);
+  const int id = add_buffer(std::move(b));
+  value_buffers_[v] = id;
+  return id;
 }
 
 const Node* ProgramBuilder::sum_partner(const Node* node) const {

@@ -33,8 +33,9 @@ Result<ConvLayout> choose_conv_layout(const Graph& graph);
 
 // Where a tensor lives while the program runs.
 struct Buffer {
-  // kView: the bytes of buffer `view_of` (an arena, input, constant or output buffer) read as
-  // another shape (Reshape, Flatten, Squeeze, Unsqueeze, Identity: no copy).
+  // kView: the bytes of buffer `view_of` (an arena, input, constant or output buffer) from
+  // `offset` on, read as another shape (Reshape, Flatten, Squeeze, Unsqueeze, Identity) or
+  // through strides (Transpose, Split, Slice; views.cc): no copy.
   enum class Kind : uint8_t { kArena, kInput, kConstant, kOutput, kView };
   Kind kind = Kind::kArena;
   DType dtype = DType::kF32;
@@ -45,6 +46,7 @@ struct Buffer {
   int index = -1;                  // graph input or output index (kInput, kOutput)
   const void* constant = nullptr;  // kConstant
   int view_of = -1;                // kView: the buffer it reads (never itself a view)
+  size_t offset = 0;               // kView: where it starts in `view_of`, in bytes
   int first = -1;                  // the step that writes it (kArena)
   int last = -1;                   // the last step that reads it (kArena; a view's reads count)
 
@@ -191,6 +193,13 @@ class ProgramBuilder {
   Status lower_gate_alone(const Node& conv);
   // Defines a shape-only node's output as a view of its (plain) input; false when it is not one.
   bool add_view(const Node& node);
+  // Defines the outputs of a Transpose, Split, Slice or Reshape of a strided view as views that
+  // read the input's bytes through strides (views.cc); false when the input's layout has inner
+  // blocks.
+  bool add_strided_view(const Node& node);
+  // Gives `v` a view of buffer `of` (of the buffer `of` views, when it is a view) from byte
+  // `offset` on, in `layout` (zero desc: plain); returns the view's buffer.
+  int add_view_buffer(const Value* v, int of, size_t offset, const dnnl::memory::desc& layout);
   int add_buffer(Buffer b);
   void plan_sum_fusion();
 

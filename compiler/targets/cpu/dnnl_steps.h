@@ -1,0 +1,49 @@
+// SPDX-License-Identifier: Apache-2.0
+// What the files lowering nodes to oneDNN steps share: the eltwise tail a primitive runs as
+// post-ops, and adding a primitive's step (defined in dnnl_steps.cc).
+#pragma once
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "compiler/targets/cpu/program.h"
+
+namespace kiln::compiler::cpu {
+
+struct Eltwise {
+  dnnl::algorithm algorithm;
+  float alpha = 0.0f;
+  float beta = 0.0f;
+};
+
+// The eltwise nodes that follow `y` and can run as post-ops of the step producing it: a chain of
+// single-use eltwise nodes (Mul or Div by a scalar constant as a linear scale), GELU in its Erf
+// form, and x * Sigmoid(x) (SiLU) as swish.
+struct Tail {
+  std::vector<Eltwise> ops;
+  std::vector<const Node*> nodes;
+  const Value* out = nullptr;
+  std::string kinds;
+};
+Tail trailing_eltwise(const Value* y, int max_ops = 2);
+
+// Appends `ops` to `post` as eltwise post-ops.
+void append(dnnl::post_ops& post, const std::vector<Eltwise>& ops);
+
+// Adds the step running `primitive` over `args` for `node`, its kind followed by the tail's, and
+// marks the tail's nodes fused. A `prefill` copies buffer `prefill_from` into the destination
+// first (a sum post-op's addend).
+void finish(ProgramBuilder& b, const Node& node, std::string kind, dnnl::primitive primitive,
+            std::vector<PrimitiveStep::Arg> args, const Tail& tail,
+            std::optional<PrimitiveStep::Prefill> prefill = std::nullopt, int prefill_from = -1);
+
+// MatMul of two activations (attention's Q·Kᵀ and P·V) as one oneDNN matmul reading strided
+// views as they are, writing its output transposed when a Transpose is its only reader, with a
+// scale, a mask Add and eltwise nodes after it as post-ops; false when oneDNN cannot run it.
+// Defined in batched_matmul.cc.
+bool lower_batched_matmul(ProgramBuilder& b, const Node& node);
+
+}  // namespace kiln::compiler::cpu
