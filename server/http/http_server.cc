@@ -11,6 +11,7 @@
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <fmt/format.h>
+#include <pthread.h>
 
 #include <array>
 #include <atomic>
@@ -276,7 +277,10 @@ Result<std::unique_ptr<HttpServer>> HttpServer::start(Server* server, HttpServer
   impl->port = a.local_endpoint(ec).port();
   impl->accept();
   for (int i = 0; i < options.threads; ++i) {
-    impl->threads.emplace_back([io = &impl->ioc] { io->run(); });
+    impl->threads.emplace_back([io = &impl->ioc] {
+      pthread_setname_np(pthread_self(), "kiln-http");  // for profilers and CPU-time splits
+      io->run();
+    });
   }
   return std::unique_ptr<HttpServer>(new HttpServer(std::move(impl)));
 }
