@@ -7,7 +7,7 @@
 # requests, 2 x batch in flight, which the dynamic batcher joins into full batches.
 #
 # On a machine shared with other work the runs are interleaved: each round runs perf, then every
-# path, and each served figure is compared with the mean of the perf runs before and after it; the
+# path (in an order that rotates from round to round), and each served figure is compared with the mean of the perf runs before and after it; the
 # summary gives the median over the rounds. Each served run also reports where the CPU time went:
 # the model's threads (`kiln-model`, the batcher's instance threads and their OpenMP workers), the
 # HTTP threads (`kiln-http`), the server's other threads (gRPC's), and the load generator.
@@ -130,7 +130,12 @@ fi
 for ((r = 0; r < rounds; ++r)); do
   echo "== round $((r + 1))/$rounds: kiln perf --batch $batch, then ${paths//,/, } ($inflight requests in flight, ${duration} s)"
   run_perf "$work/perf_$r.json"
-  for path in ${paths//,/ }; do run_served "$path" "$work/${path}_$r.json"; done
+  # Each round starts one path later, so no path always runs first or last while the load drifts.
+  order=(${paths//,/ })
+  for ((k = 0; k < ${#order[@]}; ++k)); do
+    path=${order[$(((k + r) % ${#order[@]}))]}
+    run_served "$path" "$work/${path}_$r.json"
+  done
 done
 echo "== kiln perf again"
 run_perf "$work/perf_$rounds.json"
