@@ -100,13 +100,18 @@ run_served() {
   local loadgen=$! pids
   # native: the model runs inside the load generator (loading it takes a few seconds first).
   if [[ $path == native ]]; then pids=$loadgen; else pids="$server_pid $loadgen"; fi
-  sleep "$warmup"
-  [[ $path == native ]] && sleep 3
+  # native loads the model first (0.5-3 s): the CPU window starts 3 s later and ends 3 s sooner,
+  # so it stays inside the measured one however long the load took.
+  local late=0
+  [[ $path == native ]] && late=3
+  sleep $((warmup + late))
   cpu_snapshot $pids >"$json.cpu0"
-  local t0=$SECONDS
-  sleep $((duration - 1))
+  local t0 t1
+  t0=$(date +%s.%N)
+  sleep $((duration - 1 - 2 * late))
   cpu_snapshot $pids >"$json.cpu1"
-  echo "$((SECONDS - t0))" >"$json.cpu_seconds"
+  t1=$(date +%s.%N)
+  awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }' >"$json.cpu_seconds"
   echo "$loadgen" >"$json.loadgen_pid"
   wait "$loadgen" || { cat "$json.log" >&2; return 1; }
   tail -n +3 "$json.log" | head -1 | sed "s/^/$path: /"
