@@ -5,6 +5,7 @@
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/read.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <fmt/format.h>
@@ -103,9 +104,30 @@ Result<std::unique_ptr<HttpClient::Connection>> HttpClient::connect() {
   return c;
 }
 
+namespace {
+
+// Reads one response. A body with a Content-Length is read straight from the socket into the
+// body string in large reads (the parser alone would take it 512 bytes a read out of `buffer`).
+void read_response(tcp::socket& socket, beast::flat_buffer& buffer,
+                   bhttp::response_parser<bhttp::string_body>& parser, beast::error_code& ec) {
+  bhttp::read_header(socket, buffer, parser, ec);
+  const auto length = parser.content_length();  // boost::optional
+  if (ec || parser.is_done() || !length || parser.chunked()) {
+    if (!ec && !parser.is_done()) bhttp::read(socket, buffer, parser, ec);
+    return;
+  }
+  std::string& body = parser.get().body();
+  body.resize(static_cast<size_t>(*length));
+  const size_t have = std::min(buffer.size(), body.size());
+  net::buffer_copy(net::buffer(body.data(), have), buffer.data());
+  buffer.consume(have);
+  net::read(socket, net::buffer(body.data() + have, body.size() - have), ec);
+}
+
+}  // namespace
+
 Result<HttpReply> HttpClient::send(const std::string& method, const std::string& target,
-                                   const std::string& body,
-                                   std::optional<size_t> inference_header_length,
+                                   std::string body, std::optional<size_t> inference_header_length,
                                    const std::string& content_type) {
   bhttp::request<bhttp::string_body> req;
   req.method_string(method);
@@ -117,7 +139,7 @@ Result<HttpReply> HttpClient::send(const std::string& method, const std::string&
     req.set("Inference-Header-Content-Length", std::to_string(*inference_header_length));
   }
   req.keep_alive(true);
-  req.body() = body;
+  req.body() = std::move(body);
   req.prepare_payload();
 
   // A pooled connection may have been closed by the server; one retry on a fresh one.
@@ -139,7 +161,8 @@ Result<HttpReply> HttpClient::send(const std::string& method, const std::string&
     bhttp::write(c->socket, req, ec);
     bhttp::response_parser<bhttp::string_body> parser;
     parser.body_limit(std::numeric_limits<uint64_t>::max());
-    if (!ec) bhttp::read(c->socket, c->buffer, parser, ec);
+    parser.skip(method == "HEAD");  // its Content-Length is that of the GET's body
+    if (!ec) read_response(c->socket, c->buffer, parser, ec);
     if (ec) {
       if (reused && attempt == 0) continue;
       return unavailable_error(
@@ -237,8 +260,8 @@ Result<InferenceResponse> HttpClient::model_infer(const std::string& model,
       server::http::encode_infer_request(request, options_.binary_inputs, options_.binary_outputs);
   KILN_ASSIGN_OR_RETURN(
       HttpReply r,
-      send("POST", model_path(request.model, request.version) + "/infer", body.body, body.json_size,
-           body.json_size ? "application/octet-stream" : "application/json"));
+      send("POST", model_path(request.model, request.version) + "/infer", std::move(body.body),
+           body.json_size, body.json_size ? "application/octet-stream" : "application/json"));
   if (r.status != 200) return reply_error(r);
   return server::http::decode_infer_response(r.body, r.inference_header_length);
 }

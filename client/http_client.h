@@ -60,7 +60,7 @@ class HttpClient final : public Client {
   // Sends one request and returns the reply whatever its status; unavailable when the server
   // cannot be reached.
   Result<HttpReply> send(const std::string& method, const std::string& target,
-                         const std::string& body = "",
+                         std::string body = "",
                          std::optional<size_t> inference_header_length = std::nullopt,
                          const std::string& content_type = "application/json");
 

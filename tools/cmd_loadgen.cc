@@ -234,7 +234,6 @@ class Runner {
                                                 std::chrono::duration<double>(o_.duration_s));
     std::optional<ServerStats> before;
     std::vector<std::thread> threads;
-    std::atomic<bool> stats_taken{false};
     for (int k = 0; k < senders; ++k) {
       threads.emplace_back([&] {
         std::vector<int64_t> latencies;
@@ -251,13 +250,12 @@ class Runner {
           } else if (due >= end) {
             break;
           }
-          if (due >= measure && !stats_taken.exchange(true)) {
-            std::lock_guard lock(mutex);
-            before = server_stats();
-          }
           Result<server::InferenceResponse> r = client_->model_infer(o_.model, request_);
           const Clock::time_point done = Clock::now();
-          if (due < measure || done > end) continue;
+          // perf_analyzer's rule: a request counts when it ends inside the window. Counting only
+          // those sent inside it too undercounts the throughput by latency / duration (the
+          // requests in flight when the window opens), 10% for 2 s batches in a 20 s window.
+          if (done < measure || done > end) continue;
           if (r.ok()) {
             ++ok;
             latencies.push_back(
@@ -274,9 +272,13 @@ class Runner {
         for (const auto& [m, c] : errors) level.errors[m] += c;
       });
     }
+    // The server's figures over the same window.
+    std::this_thread::sleep_until(measure);
+    before = server_stats();
+    std::this_thread::sleep_until(end);
+    std::optional<ServerStats> after = server_stats();
     for (std::thread& t : threads) t.join();
     level.seconds = o_.duration_s;
-    std::optional<ServerStats> after = server_stats();
     if (before && after) {
       ServerStats d;
       d.inferences = after->inferences - before->inferences;

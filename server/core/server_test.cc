@@ -18,13 +18,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-Tensor random_image(int64_t batch, uint64_t seed) {
-  Tensor t(DType::kF32, Shape{batch, 1, 28, 28});
-  std::mt19937 rng(static_cast<uint32_t>(seed));
-  std::uniform_real_distribution<float> dist(0.f, 1.f);
-  for (float& v : t.span<float>()) v = dist(rng);
-  return t;
-}
+using testing::random_image;
 
 InferenceRequest request(std::string model, std::vector<InferTensor> inputs, std::string id = "") {
   InferenceRequest r;

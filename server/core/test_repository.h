@@ -1,13 +1,16 @@
 // SPDX-License-Identifier: Apache-2.0
 // A model repository for tests, written to a temporary folder: echo models, the tiny CNN example
-// served by the compiler backend, and a broken model.
+// served by the compiler backend, and a broken model; random images for the CNN.
 #pragma once
 
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <string>
+
+#include "core/tensor.h"
 
 namespace kiln::server::testing {
 
@@ -21,6 +24,15 @@ inline void add_model(const std::filesystem::path& root, const std::string& name
 // The tiny CNN (image f32[batch,1,28,28] -> probabilities f32[batch,10]) from examples/models.
 inline std::string tiny_cnn_path() {
   return std::string(KILN_SOURCE_DIR) + "/examples/models/tiny_cnn.onnx";
+}
+
+// f32[batch,1,28,28], uniform in [0, 1) from `seed`: images for the tiny CNN.
+inline Tensor random_image(int64_t batch, uint64_t seed) {
+  Tensor t(DType::kF32, Shape{batch, 1, 28, 28});
+  std::mt19937 rng(static_cast<uint32_t>(seed));
+  std::uniform_real_distribution<float> dist(0.f, 1.f);
+  for (float& v : t.span<float>()) v = dist(rng);
+  return t;
 }
 
 // A repository with: echo (no batching), echo_batched (max_batch_size 8, 2 ms delay, 2

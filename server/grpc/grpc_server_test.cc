@@ -10,6 +10,7 @@
 #include <random>
 #include <thread>
 
+#include "client/client_test_util.h"
 #include "client/grpc_client.h"
 #include "client/native_client.h"
 #include "grpc_predict_v2.grpc.pb.h"
@@ -21,19 +22,10 @@ namespace {
 namespace fs = std::filesystem;
 using client::GrpcClient;
 
-Tensor image(uint32_t seed) {
-  Tensor t(DType::kF32, Shape{1, 1, 28, 28});
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(0.f, 1.f);
-  for (float& v : t.span<float>()) v = dist(rng);
-  return t;
-}
+using client::testing::request;
 
-InferenceRequest request(std::vector<InferTensor> inputs, std::string id = "") {
-  InferenceRequest r;
-  r.id = std::move(id);
-  r.inputs = std::move(inputs);
-  return r;
+Tensor image(uint32_t seed) {
+  return testing::random_image(1, seed);
 }
 
 // The status code and a part of the message a call must fail with.
@@ -393,59 +385,15 @@ TEST_F(GrpcTest, NoServerIsUnavailable) {
 }
 
 TEST_F(GrpcTest, ThirtyTwoClientsEachGetTheirOwnAnswers) {
-  client::NativeClient native(server_);
-  std::vector<Tensor> images;
-  std::vector<Tensor> expected;
-  for (uint32_t i = 0; i < 8; ++i) {
-    images.push_back(image(100 + i));
-    auto r = native.model_infer("mnist", request({{"image", images.back(), {}}}));
-    ASSERT_TRUE(r.ok());
-    expected.push_back(r->outputs[0].data);
-  }
-  constexpr int kClients = 32, kRequests = 200;
-  std::atomic<int> wrong{0}, failed{0};
-  std::string first_error;
-  std::mutex error_mutex;
-  std::vector<std::thread> threads;
-  // Half the threads share one channel, the other half have their own.
-  auto shared = client();
-  for (int t = 0; t < kClients; ++t) {
-    threads.emplace_back([&, t] {
-      client::GrpcClientOptions o;
-      o.raw_inputs = o.raw_outputs = (t % 4 < 2);
-      std::unique_ptr<GrpcClient> own = t % 2 ? client(o) : nullptr;
-      GrpcClient* c = own ? own.get() : shared.get();
-      std::mt19937 rng(static_cast<uint32_t>(t));
-      for (int i = 0; i < kRequests; ++i) {
-        std::string id = std::to_string(t) + "/" + std::to_string(i);
-        Result<InferenceResponse> r = unknown_error("not sent");
-        bool ok = false;
-        if (i % 8 == 0) {
-          size_t k = rng() % images.size();
-          r = c->model_infer("mnist", request({{"image", images[k], {}}}, id));
-          ok = r.ok() && r->id == id && r->outputs.size() == 1 &&
-               r->outputs[0].data.equals(expected[k]);
-        } else {
-          int64_t n = 1 + static_cast<int64_t>(rng() % 2000);
-          std::vector<int32_t> v(static_cast<size_t>(n));
-          for (auto& x : v) x = static_cast<int32_t>(rng());
-          Tensor x = Tensor::from_vector<int32_t>(v);
-          r = c->model_infer(i % 2 ? "echo" : "echo_batched", request({{"x", x, {}}}, id));
-          ok = r.ok() && r->id == id && r->outputs.size() == 1 && r->outputs[0].data.equals(x);
-        }
-        if (!r.ok()) {
-          ++failed;
-          std::lock_guard<std::mutex> lock(error_mutex);
-          if (first_error.empty()) first_error = r.status().to_string();
-        } else if (!ok) {
-          ++wrong;
-        }
-      }
-    });
-  }
-  for (auto& th : threads) th.join();
-  EXPECT_EQ(failed.load(), 0) << first_error;
-  EXPECT_EQ(wrong.load(), 0);
+  // Half the threads share one channel, the other half have their own; half send raw contents.
+  std::shared_ptr<client::Client> shared = client();
+  client::testing::expect_every_client_gets_its_own_answers(
+      server_, 32, 200, 2000, [&](int t) -> std::shared_ptr<client::Client> {
+        if (t % 2 == 0) return shared;
+        client::GrpcClientOptions o;
+        o.raw_inputs = o.raw_outputs = (t % 4 < 2);
+        return client(o);
+      });
 }
 
 }  // namespace

@@ -6,10 +6,12 @@
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/read.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <fmt/format.h>
+#include <pthread.h>
 
 #include <array>
 #include <atomic>
@@ -88,8 +90,28 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void read_body() {
+    const auto length = parser_->content_length();  // boost::optional
+    if (!parser_->is_done() && length && !parser_->chunked() &&
+        *length <= impl_->options.max_body_bytes) {
+      return read_body_direct(static_cast<size_t>(*length));
+    }
     bhttp::async_read(stream_, buffer_, *parser_,
                       beast::bind_front_handler(&Session::on_read, shared_from_this()));
+  }
+
+  // A body with a Content-Length is read straight from the socket into its final string, in as
+  // large reads as the socket gives: the parser would copy it out of `buffer_` 512 bytes a read
+  // (a 600 KB tensor took ~1200 reads, each with its own epoll and timer calls).
+  void read_body_direct(size_t length) {
+    body_.resize(length);
+    const size_t have = std::min(buffer_.size(), length);
+    net::buffer_copy(net::buffer(body_.data(), have), buffer_.data());
+    buffer_.consume(have);
+    net::async_read(stream_, net::buffer(body_.data() + have, length - have),
+                    [self = shared_from_this()](beast::error_code ec, size_t) {
+                      if (ec == net::error::eof) ec = bhttp::error::partial_message;
+                      self->on_read(ec, 0);
+                    });
   }
 
   void on_read(beast::error_code ec, size_t) {
@@ -117,7 +139,8 @@ class Session : public std::enable_shared_from_this<Session> {
     HttpRequest r;
     r.method = std::string(req.method_string());
     r.target = std::string(req.target());
-    r.body = std::move(req.body());
+    r.body = parser_->is_done() ? std::move(req.body()) : std::move(body_);
+    body_.clear();
     auto header = req.find("Inference-Header-Content-Length");
     if (header != req.end()) {
       std::string_view v = header->value();
@@ -199,6 +222,7 @@ class Session : public std::enable_shared_from_this<Session> {
   beast::tcp_stream stream_;
   beast::flat_buffer buffer_;
   std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
+  std::string body_;  // a body read by read_body_direct (the parser then never sees it)
   bhttp::response<bhttp::string_body> res_;
   std::shared_ptr<bhttp::response<bhttp::empty_body>> continue_;
   HttpServer::Impl* impl_;
@@ -253,7 +277,10 @@ Result<std::unique_ptr<HttpServer>> HttpServer::start(Server* server, HttpServer
   impl->port = a.local_endpoint(ec).port();
   impl->accept();
   for (int i = 0; i < options.threads; ++i) {
-    impl->threads.emplace_back([io = &impl->ioc] { io->run(); });
+    impl->threads.emplace_back([io = &impl->ioc] {
+      pthread_setname_np(pthread_self(), "kiln-http");  // for profilers and CPU-time splits
+      io->run();
+    });
   }
   return std::unique_ptr<HttpServer>(new HttpServer(std::move(impl)));
 }

@@ -13,6 +13,7 @@
 #include <random>
 #include <thread>
 
+#include "client/client_test_util.h"
 #include "client/http_client.h"
 #include "client/native_client.h"
 #include "server/core/test_repository.h"
@@ -48,19 +49,10 @@ CurlResult curl(uint16_t port, const std::string& path, const std::string& args 
   return r;
 }
 
-Tensor image(uint32_t seed) {
-  Tensor t(DType::kF32, Shape{1, 1, 28, 28});
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(0.f, 1.f);
-  for (float& v : t.span<float>()) v = dist(rng);
-  return t;
-}
+using client::testing::request;
 
-InferenceRequest request(std::vector<InferTensor> inputs, std::string id = "") {
-  InferenceRequest r;
-  r.id = std::move(id);
-  r.inputs = std::move(inputs);
-  return r;
+Tensor image(uint32_t seed) {
+  return testing::random_image(1, seed);
 }
 
 class HttpTest : public ::testing::Test {
@@ -298,6 +290,60 @@ TEST_F(HttpTest, RawBinaryRequestsCarryTheOneInputsBytes) {
                 "do not fill input");
 }
 
+// A BYTES output that is not valid UTF-8 (the echo model returns its input) cannot be a JSON
+// string: by default it comes back with the binary tensor data extension, and a request that
+// insists on JSON for it gets 400 naming the output and the parameter to set.
+TEST_F(HttpTest, NonUtf8BytesOutputsComeBackBinaryNeverAsInvalidJson) {
+  const std::string blob("\x89PNG\xff\xfe");
+  const fs::path file = *root_ / "non_utf8.json";
+  auto write_body = [&](const std::string& outputs) {
+    std::ofstream(file, std::ios::binary) << "{\"inputs\":[{\"name\":\"x\",\"shape\":[2],"
+                                             "\"datatype\":\"BYTES\",\"data\":[\"caf\xc3\xa9\",\""
+                                          << blob << "\"]}]" << outputs << "}";
+  };
+  // curl, JSON in: the answer's JSON header is valid UTF-8 JSON and the bytes follow it.
+  write_body("");
+  CurlResult r =
+      curl(port(), "/v2/models/echo/infer",
+           "-X POST -D " + (*root_ / "headers.txt").string() + " --data-binary @" + file.string());
+  ASSERT_EQ(r.status, 200) << r.body;
+  std::ifstream headers_in(*root_ / "headers.txt");
+  std::string headers((std::istreambuf_iterator<char>(headers_in)), {});
+  const std::string field = "Inference-Header-Content-Length: ";
+  const size_t at = headers.find(field);
+  ASSERT_NE(at, std::string::npos) << headers;
+  const size_t json_size = std::stoul(headers.substr(at + field.size()));
+  const std::string header = r.body.substr(0, json_size);
+  EXPECT_NE(header.find(R"("binary_data_size":19)"), std::string::npos) << header;
+  EXPECT_EQ(header.find('\xff'), std::string::npos) << header;
+  Result<InferenceResponse> got = decode_infer_response(r.body, json_size);
+  ASSERT_TRUE(got.ok()) << got.status().to_string();
+  ASSERT_EQ(got->outputs.size(), 1u);
+  EXPECT_EQ(got->outputs[0].data.data<std::string>()[0], "caf\xc3\xa9");
+  EXPECT_EQ(got->outputs[0].data.data<std::string>()[1], blob);
+  // Asking for the output as JSON, per output or for the whole request: 400 and the way out.
+  for (const char* outputs : {R"(,"outputs":[{"name":"x","parameters":{"binary_data":false}}])",
+                              R"(,"parameters":{"binary_data_output":false})"}) {
+    write_body(outputs);
+    CurlResult refused =
+        curl(port(), "/v2/models/echo/infer", "-X POST --data-binary @" + file.string());
+    EXPECT_EQ(refused.status, 400) << refused.body;
+    EXPECT_NE(refused.body.find(R"(output \"x\": BYTES element 1 is not valid UTF-8)"),
+              std::string::npos)
+        << refused.body;
+    EXPECT_NE(refused.body.find(R"(\"binary_data\": true)"), std::string::npos) << refused.body;
+  }
+  // The C++ client asking for JSON both ways sends that input binary and reads the answer.
+  client::HttpClientOptions o;
+  o.binary_inputs = o.binary_outputs = false;
+  Tensor x(DType::kString, Shape{2});
+  x.data<std::string>()[0] = "caf\xc3\xa9";
+  x.data<std::string>()[1] = blob;
+  Result<InferenceResponse> echoed = client(o)->model_infer("echo", request({{"x", x, {}}}));
+  ASSERT_TRUE(echoed.ok()) << echoed.status().to_string();
+  EXPECT_TRUE(echoed->outputs.at(0).data.equals(x));
+}
+
 TEST_F(HttpTest, AFullQueueIs429AndATimeoutIs503) {
   auto c1 = client();
   auto c2 = client();
@@ -422,56 +468,12 @@ TEST_F(HttpTest, GarbageNeverCrashesTheServer) {
 // 64 client threads, 200 requests each, mixed sizes and models; every response must be the
 // answer to its own request.
 TEST_F(HttpTest, SixtyFourClientsEachGetTheirOwnAnswers) {
-  client::NativeClient native(server_);
-  std::vector<Tensor> images;
-  std::vector<Tensor> expected;
-  for (uint32_t i = 0; i < 8; ++i) {
-    images.push_back(image(100 + i));
-    auto r = native.model_infer("mnist", request({{"image", images.back(), {}}}));
-    ASSERT_TRUE(r.ok());
-    expected.push_back(r->outputs[0].data);
-  }
-  constexpr int kClients = 64, kRequests = 200;
-  std::atomic<int> wrong{0}, failed{0};
-  std::string first_error;
-  std::mutex error_mutex;
-  std::vector<std::thread> threads;
-  for (int t = 0; t < kClients; ++t) {
-    threads.emplace_back([&, t] {
-      client::HttpClientOptions o;
-      o.binary_inputs = o.binary_outputs = (t % 2 == 0);
-      auto c = client(o);
-      std::mt19937 rng(static_cast<uint32_t>(t));
-      for (int i = 0; i < kRequests; ++i) {
-        std::string id = std::to_string(t) + "/" + std::to_string(i);
-        Result<InferenceResponse> r = unknown_error("not sent");
-        bool ok = false;
-        if (i % 8 == 0) {
-          size_t k = rng() % images.size();
-          r = c->model_infer("mnist", request({{"image", images[k], {}}}, id));
-          ok = r.ok() && r->id == id && r->outputs.size() == 1 &&
-               r->outputs[0].data.equals(expected[k]);
-        } else {
-          int64_t n = 1 + static_cast<int64_t>(rng() % 300);
-          std::vector<int32_t> v(static_cast<size_t>(n));
-          for (auto& x : v) x = static_cast<int32_t>(rng());
-          Tensor x = Tensor::from_vector<int32_t>(v);
-          r = c->model_infer(i % 2 ? "echo" : "echo_batched", request({{"x", x, {}}}, id));
-          ok = r.ok() && r->id == id && r->outputs.size() == 1 && r->outputs[0].data.equals(x);
-        }
-        if (!r.ok()) {
-          ++failed;
-          std::lock_guard<std::mutex> lock(error_mutex);
-          if (first_error.empty()) first_error = r.status().to_string();
-        } else if (!ok) {
-          ++wrong;
-        }
-      }
-    });
-  }
-  for (auto& th : threads) th.join();
-  EXPECT_EQ(failed.load(), 0) << first_error;
-  EXPECT_EQ(wrong.load(), 0);
+  client::testing::expect_every_client_gets_its_own_answers(
+      server_, 64, 200, 300, [this](int t) -> std::shared_ptr<client::Client> {
+        client::HttpClientOptions o;
+        o.binary_inputs = o.binary_outputs = (t % 2 == 0);
+        return client(o);
+      });
 }
 
 }  // namespace

@@ -315,6 +315,39 @@ size_t binary_size(const Tensor& t) {
   return n;
 }
 
+bool valid_utf8(std::string_view s) {
+  const auto* p = reinterpret_cast<const unsigned char*>(s.data());
+  const size_t n = s.size();
+  for (size_t i = 0; i < n;) {
+    const unsigned char c = p[i];
+    if (c < 0x80) {
+      ++i;
+      continue;
+    }
+    size_t len;
+    unsigned char lo = 0x80, hi = 0xBF;  // the allowed range of the second byte
+    if (c >= 0xC2 && c <= 0xDF) {
+      len = 2;
+    } else if (c >= 0xE0 && c <= 0xEF) {
+      len = 3;
+      if (c == 0xE0) lo = 0xA0;  // overlong
+      if (c == 0xED) hi = 0x9F;  // surrogates
+    } else if (c >= 0xF0 && c <= 0xF4) {
+      len = 4;
+      if (c == 0xF0) lo = 0x90;  // overlong
+      if (c == 0xF4) hi = 0x8F;  // past U+10FFFF
+    } else {
+      return false;
+    }
+    if (i + len > n || p[i + 1] < lo || p[i + 1] > hi) return false;
+    for (size_t k = 2; k < len; ++k) {
+      if ((p[i + k] & 0xC0) != 0x80) return false;
+    }
+    i += len;
+  }
+  return true;
+}
+
 void write_tensor(JsonWriter& w, const InferTensor& t, bool binary, std::string& tail) {
   w.StartObject();
   w.Key("name");
@@ -359,6 +392,19 @@ bool OutputEncoding::is_binary(std::string_view name) const {
   return it == binary.end() ? binary_by_default : it->second;
 }
 
+bool OutputEncoding::json_requested(std::string_view name) const {
+  auto it = binary.find(name);
+  return it == binary.end() ? default_given && !binary_by_default : !it->second;
+}
+
+int64_t first_invalid_utf8(const Tensor& strings) {
+  std::span<const std::string> elements = strings.span<std::string>();
+  for (size_t i = 0; i < elements.size(); ++i) {
+    if (!valid_utf8(elements[i])) return static_cast<int64_t>(i);
+  }
+  return -1;
+}
+
 Result<InferenceRequest> decode_infer_request(std::string_view body,
                                               std::optional<size_t> json_size,
                                               const DecodeLimits& limits,
@@ -397,6 +443,7 @@ Result<InferenceRequest> decode_infer_request(std::string_view body,
   KILN_ASSIGN_OR_RETURN(std::optional<bool> binary_output,
                         r.parameters.get_bool("binary_data_output"));
   enc.binary_by_default = binary_output.value_or(false);
+  enc.default_given = binary_output.has_value();
   if (const Value* outputs = member(doc, "outputs")) {
     if (!outputs->IsArray()) return invalid_argument_error("request \"outputs\" must be an array");
     for (const Value& o : outputs->GetArray()) {
@@ -419,8 +466,8 @@ Result<InferenceRequest> decode_infer_request(std::string_view body,
   return r;
 }
 
-EncodedBody encode_infer_response(const InferenceResponse& response,
-                                  const OutputEncoding& encoding) {
+Result<EncodedBody> encode_infer_response(const InferenceResponse& response,
+                                          const OutputEncoding& encoding) {
   rapidjson::StringBuffer buffer;
   JsonWriter w(buffer);
   std::string tail;
@@ -437,6 +484,18 @@ EncodedBody encode_infer_response(const InferenceResponse& response,
   w.StartArray();
   for (const InferTensor& t : response.outputs) {
     bool binary = encoding.is_binary(t.name);
+    if (!binary && t.data.dtype() == DType::kString) {
+      if (const int64_t bad = first_invalid_utf8(t.data); bad >= 0) {
+        if (encoding.json_requested(t.name)) {
+          return invalid_argument_error(fmt::format(
+              "output \"{}\": BYTES element {} is not valid UTF-8, so it cannot be sent as a "
+              "JSON string; request the output with \"parameters\": {{\"binary_data\": true}} "
+              "(the binary tensor data extension)",
+              t.name, bad));
+        }
+        binary = true;  // JSON strings must be UTF-8: the bytes go after the JSON instead
+      }
+    }
     any_binary = any_binary || binary;
     write_tensor(w, t, binary, tail);
   }
@@ -460,7 +519,13 @@ EncodedBody encode_infer_request(const InferenceRequest& request, bool binary_in
   }
   w.Key("inputs");
   w.StartArray();
-  for (const InferTensor& t : request.inputs) write_tensor(w, t, binary_inputs, tail);
+  bool any_binary = false;
+  for (const InferTensor& t : request.inputs) {
+    const bool binary =
+        binary_inputs || (t.data.dtype() == DType::kString && first_invalid_utf8(t.data) >= 0);
+    any_binary = any_binary || binary;
+    write_tensor(w, t, binary, tail);
+  }
   w.EndArray();
   if (!request.outputs.empty()) {
     w.Key("outputs");
@@ -477,7 +542,7 @@ EncodedBody encode_infer_request(const InferenceRequest& request, bool binary_in
     w.EndArray();
   }
   w.EndObject();
-  return finish(buffer, std::move(tail), binary_inputs && !request.inputs.empty());
+  return finish(buffer, std::move(tail), any_binary);
 }
 
 Result<InferenceResponse> decode_infer_response(std::string_view body,

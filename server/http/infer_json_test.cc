@@ -4,6 +4,7 @@
 #include "server/http/infer_json.h"
 
 #include <gtest/gtest.h>
+#include <rapidjson/document.h>
 
 namespace kiln::server::http {
 namespace {
@@ -61,7 +62,7 @@ TEST(InferJson, ResponsesRoundTripWithMixedEncodings) {
   resp.outputs.push_back({"b", Tensor::from_vector<double>({0.5}), {}});
   OutputEncoding enc;
   enc.binary["b"] = true;
-  EncodedBody body = encode_infer_response(resp, enc);
+  EncodedBody body = encode_infer_response(resp, enc).value();
   ASSERT_TRUE(body.json_size.has_value());
   EXPECT_EQ(body.body.size(), *body.json_size + 8);
   EXPECT_NE(body.body.find("\"data\":[1,2,3]"), std::string::npos) << body.body;
@@ -72,6 +73,75 @@ TEST(InferJson, ResponsesRoundTripWithMixedEncodings) {
   EXPECT_EQ(back->id, "x");
   EXPECT_TRUE(back->outputs[0].data.equals(resp.outputs[0].data));
   EXPECT_TRUE(back->outputs[1].data.equals(resp.outputs[1].data));
+}
+Tensor strings(std::vector<std::string> values) {
+  Tensor t(DType::kString, Shape{static_cast<int64_t>(values.size())});
+  for (size_t i = 0; i < values.size(); ++i) t.data<std::string>()[i] = std::move(values[i]);
+  return t;
+}
+
+TEST(InferJson, Utf8CheckFollowsRfc3629) {
+  EXPECT_EQ(first_invalid_utf8(strings({"", "plain", "h\xc3\xa9llo", "\xe6\x97\xa5\xe6\x9c\xac",
+                                        "\xf0\x9f\x98\x80", std::string("nul\0in", 6)})),
+            -1);
+  EXPECT_EQ(first_invalid_utf8(strings({"ok", "\xff"})), 1);        // never a UTF-8 byte
+  EXPECT_EQ(first_invalid_utf8(strings({"\xc0\x80"})), 0);          // overlong NUL
+  EXPECT_EQ(first_invalid_utf8(strings({"\xe0\x80\xaf"})), 0);      // overlong '/'
+  EXPECT_EQ(first_invalid_utf8(strings({"\xed\xa0\x80"})), 0);      // a surrogate
+  EXPECT_EQ(first_invalid_utf8(strings({"\xf4\x90\x80\x80"})), 0);  // past U+10FFFF
+  EXPECT_EQ(first_invalid_utf8(strings({"ok", "ok", "\xc3"})), 2);  // truncated
+  EXPECT_EQ(first_invalid_utf8(strings({"\xe6\x97x"})), 0);         // a bad continuation
+}
+
+// KServe v2 JSON strings must be UTF-8: a BYTES output that is not goes binary by itself, and a
+// client that insisted on JSON for it gets an error naming it and the way out.
+TEST(InferJson, NonUtf8BytesOutputsAreSentBinaryOrRefused) {
+  InferenceResponse resp;
+  resp.model = "m";
+  resp.outputs.push_back({"text", strings({"caf\xc3\xa9"}), {}});
+  resp.outputs.push_back({"blob", strings({"ok", std::string("\x89PNG\r\n\x1a\n\xff\0", 10)}), {}});
+  OutputEncoding json_by_default;
+  Result<EncodedBody> body = encode_infer_response(resp, json_by_default);
+  ASSERT_TRUE(body.ok()) << body.status().to_string();
+  ASSERT_TRUE(body->json_size.has_value());
+  const std::string header = body->body.substr(0, *body->json_size);
+  EXPECT_NE(header.find("\"data\":[\"caf\xc3\xa9\"]"), std::string::npos) << header;
+  EXPECT_NE(header.find("\"binary_data_size\":20"), std::string::npos) << header;
+  EXPECT_EQ(first_invalid_utf8(strings({header})), -1);
+  rapidjson::Document doc;
+  doc.Parse<rapidjson::kParseValidateEncodingFlag>(header.data(), header.size());
+  EXPECT_FALSE(doc.HasParseError()) << header;
+  Result<InferenceResponse> back = decode_infer_response(body->body, body->json_size);
+  ASSERT_TRUE(back.ok()) << back.status().to_string();
+  EXPECT_TRUE(back->outputs[0].data.equals(resp.outputs[0].data));
+  EXPECT_TRUE(back->outputs[1].data.equals(resp.outputs[1].data));
+
+  for (bool per_output : {true, false}) {
+    OutputEncoding json;
+    if (per_output) {
+      json.binary["blob"] = false;
+    } else {
+      json.default_given = true;  // "binary_data_output": false
+    }
+    Result<EncodedBody> refused = encode_infer_response(resp, json);
+    ASSERT_FALSE(refused.ok());
+    EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(refused.status().message().find(
+                  "output \"blob\": BYTES element 1 is not valid UTF-8, so it cannot be sent as a "
+                  "JSON string; request the output with \"parameters\": {\"binary_data\": true}"),
+              std::string_view::npos)
+        << refused.status().message();
+  }
+  // The client sends such an input binary even when asked for JSON inputs.
+  InferenceRequest req;
+  req.inputs.push_back({"blob", resp.outputs[1].data, {}});
+  req.inputs.push_back({"n", Tensor::from_vector<int32_t>({7}), {}});
+  EncodedBody sent = encode_infer_request(req, false, false);
+  ASSERT_TRUE(sent.json_size.has_value());
+  EXPECT_NE(sent.body.find("\"data\":[7]"), std::string::npos);
+  Result<InferenceRequest> got = decode_infer_request(sent.body, sent.json_size, {}, nullptr);
+  ASSERT_TRUE(got.ok()) << got.status().to_string();
+  EXPECT_TRUE(got->inputs[0].data.equals(req.inputs[0].data));
 }
 
 TEST(InferJson, NestedDataIsFlattenedRowMajor) {

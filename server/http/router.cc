@@ -288,11 +288,14 @@ void Router::infer(HttpRequest&& req, const std::string& model, const std::strin
       std::move(request).value(),
       [reply = std::move(reply), encoding = std::move(encoding)](Result<InferenceResponse> r) {
         if (!r.ok()) return reply(error(r.status()));
-        EncodedBody body = encode_infer_response(*r, encoding);
+        Result<EncodedBody> body = encode_infer_response(*r, encoding);
+        if (!body.ok()) {
+          return reply(error(body.status().with_context(fmt::format("model \"{}\"", r->model))));
+        }
         HttpResponse resp;
-        resp.body = std::move(body.body);
-        resp.inference_header_length = body.json_size;
-        if (body.json_size) resp.content_type = "application/octet-stream";
+        resp.body = std::move(body->body);
+        resp.inference_header_length = body->json_size;
+        if (body->json_size) resp.content_type = "application/octet-stream";
         reply(std::move(resp));
       });
 }
