@@ -335,33 +335,44 @@ __global__ void pool2d_kernel(Pool2d p, const T* x, T* y, int64_t n) {
 }
 
 // Depthwise convolution, one output element a thread: NCHW i = ((n*C + c)*OH + oy)*OW + ox, NHWC
-// i = ((n*OH + oy)*OW + ox)*C + c; weight [kh*kw, C].
-template <class T>
+// i = ((n*OH + oy)*OW + ox)*C + c; weight [kh*kw, C]; indices of type I (32-bit when they fit).
+template <class T, class I>
 __global__ void depthwise_kernel(DepthwiseConv p, const T* x, const float* weight,
-                                 const float* bias, T* y, int64_t n) {
-  KILN_GRID_STRIDE(i, n) {
-    int64_t ox, oy, c, nimg;
+                                 const float* bias, T* y, I n) {
+  const I ch = static_cast<I>(p.c);
+  const I h = static_cast<I>(p.h);
+  const I w = static_cast<I>(p.w);
+  const I oh = static_cast<I>(p.oh);
+  const I ow = static_cast<I>(p.ow);
+  const I kh = static_cast<I>(p.kh);
+  const I kw = static_cast<I>(p.kw);
+  KILN_GRID_STRIDE_T(I, i, n) {
+    I ox, oy, c, nimg;
     if (p.nhwc) {
-      c = i % p.c;
-      ox = (i / p.c) % p.ow;
-      oy = (i / (p.c * p.ow)) % p.oh;
-      nimg = i / (p.c * p.ow * p.oh);
+      c = i % ch;
+      I rest = i / ch;
+      ox = rest % ow;
+      rest /= ow;
+      oy = rest % oh;
+      nimg = rest / oh;
     } else {
-      ox = i % p.ow;
-      oy = (i / p.ow) % p.oh;
-      c = (i / (p.ow * p.oh)) % p.c;
-      nimg = i / (p.ow * p.oh * p.c);
+      ox = i % ow;
+      I rest = i / ow;
+      oy = rest % oh;
+      rest /= oh;
+      c = rest % ch;
+      nimg = rest / ch;
     }
-    const T* plane = p.nhwc ? x + nimg * p.h * p.w * p.c + c : x + (nimg * p.c + c) * p.h * p.w;
-    const int64_t step = p.nhwc ? p.c : 1;
+    const T* plane = p.nhwc ? x + nimg * h * w * ch + c : x + (nimg * ch + c) * h * w;
+    const I step = p.nhwc ? ch : 1;
     float acc = bias != nullptr ? bias[c] : 0.0f;
-    for (int64_t ky = 0; ky < p.kh; ++ky) {
-      const int64_t iy = oy * p.sh - p.ph + ky * p.dh;
-      if (iy < 0 || iy >= p.h) continue;
-      for (int64_t kx = 0; kx < p.kw; ++kx) {
-        const int64_t ix = ox * p.sw - p.pw + kx * p.dw;
-        if (ix < 0 || ix >= p.w) continue;
-        acc = fmaf(ld(plane[(iy * p.w + ix) * step]), weight[(ky * p.kw + kx) * p.c + c], acc);
+    for (I ky = 0; ky < kh; ++ky) {
+      const I iy = oy * static_cast<I>(p.sh) - static_cast<I>(p.ph) + ky * static_cast<I>(p.dh);
+      if (iy < 0 || iy >= h) continue;
+      for (I kx = 0; kx < kw; ++kx) {
+        const I ix = ox * static_cast<I>(p.sw) - static_cast<I>(p.pw) + kx * static_cast<I>(p.dw);
+        if (ix < 0 || ix >= w) continue;
+        acc = fmaf(ld(plane[(iy * w + ix) * step]), weight[(ky * kw + kx) * ch + c], acc);
       }
     }
     y[i] = from_f32<T>(fminf(fmaxf(acc, p.lo), p.hi));
@@ -678,13 +689,19 @@ Status launch_depthwise_conv(Elem e, const DepthwiseConv& p, const void* x, cons
     using T = decltype(tag);
     auto s = static_cast<cudaStream_t>(stream);
     constexpr int kLanes = Vec<T>::kLanes;
-    const bool vector = p.nhwc && p.c % kLanes == 0 && (p.kw == 3 || p.kw == 5) &&
-                        (p.sw == 1 || p.sw == 2) && p.dh == 1 && p.dw == 1 &&
-                        fits_32(std::max(n, p.n * p.c * p.h * p.w)) && aligned16(x) &&
+    const bool small = fits_32(std::max(n, p.n * p.c * p.h * p.w));
+    const bool vector = small && p.nhwc && p.c % kLanes == 0 && (p.kw == 3 || p.kw == 5) &&
+                        (p.sw == 1 || p.sw == 2) && p.dh == 1 && p.dw == 1 && aligned16(x) &&
                         aligned16(y) && aligned16(weight) && (bias == nullptr || aligned16(bias));
     if (!vector) {
-      depthwise_kernel<<<blocks_for(n), kThreads, 0, s>>>(p, static_cast<const T*>(x), weight, bias,
-                                                          static_cast<T*>(y), n);
+      const auto* tx = static_cast<const T*>(x);
+      auto* ty = static_cast<T*>(y);
+      if (small) {
+        depthwise_kernel<T, int32_t>
+            <<<blocks_for(n), kThreads, 0, s>>>(p, tx, weight, bias, ty, static_cast<int32_t>(n));
+      } else {
+        depthwise_kernel<T, int64_t><<<blocks_for(n), kThreads, 0, s>>>(p, tx, weight, bias, ty, n);
+      }
       return launched("depthwise_conv");
     }
     const int64_t threads =
