@@ -384,6 +384,129 @@ TEST(CudaTarget, HalfPrecisionGraphsMatchRefInF32) {
   ::unsetenv("KILN_CUDA_LAYOUT");
 }
 
+// The steps of `program` whose kind starts with `prefix`.
+int steps_starting(const cuda::Program& program, std::string_view prefix) {
+  int n = 0;
+  for (const auto& step : program.steps()) n += step->kind.starts_with(prefix) ? 1 : 0;
+  return n;
+}
+
+// Depthwise convolutions run on the own kernel (not cuDNN), in every layout and float type: the
+// vectorized NHWC kernel (channels a multiple of 16 bytes, kw 3 or 5, sw 1 or 2) and the one
+// element a thread kernel (NCHW, other channel counts, dilation), with bias and ReLU/ReLU6 fused.
+TEST(CudaTarget, DepthwiseConvolutionsMatchRef) {
+  SKIP_WITHOUT_GPU();
+  struct Case {
+    Shape x, w;
+    std::vector<int64_t> strides, pads, dilations;
+    bool bias = true;
+    int activation = 0;  // 0 none, 1 Relu, 2 Clip [0, 6]
+  };
+  const std::vector<Case> cases = {
+      {Shape{2, 16, 9, 11}, Shape{16, 1, 3, 3}, {}, {1, 1, 1, 1}, {}, true, 2},
+      {Shape{3, 24, 12, 10}, Shape{24, 1, 3, 3}, {2, 2}, {1, 1, 1, 1}, {}, true, 1},
+      {Shape{2, 32, 13, 13}, Shape{32, 1, 5, 5}, {2, 2}, {2, 2, 2, 2}, {}, true, 2},
+      {Shape{1, 12, 7, 9}, Shape{12, 1, 5, 5}, {}, {2, 2, 2, 2}, {}, false, 0},     // C % 8 != 0
+      {Shape{2, 8, 8, 8}, Shape{8, 1, 3, 3}, {}, {0, 1, 2, 0}, {}, true, 0},        // asymmetric
+      {Shape{2, 8, 9, 9}, Shape{8, 1, 3, 3}, {}, {2, 2, 2, 2}, {2, 2}, true, 1},    // dilated
+      {Shape{1, 16, 6, 7}, Shape{16, 1, 3, 5}, {2, 1}, {1, 2, 1, 2}, {}, true, 2},  // 3x5
+      {Shape{2, 5, 6, 6}, Shape{5, 1, 3, 3}, {1, 2}, {1, 1, 1, 1}, {}, true, 2},
+  };
+  uint32_t seed = 300;
+  for (const Case& c : cases) {
+    const Tensor w = random_tensor(c.w, seed++);
+    Tensor bias = random_tensor(Shape{c.w[0]}, seed++);
+    for (float& v : bias.span<float>()) v *= 2.0f;  // some outputs clamp at 0 and at 6
+    Tensor x = random_tensor(c.x, seed++);
+    for (float& v : x.span<float>()) v *= 3.0f;
+    const std::vector<Tensor> inputs = {x};
+    auto build_in = [&](DType dt) {
+      return [&, dt](GraphBuilder& b, const std::vector<Value*>& in) {
+        ops::Conv op;
+        op.group = c.x[1];
+        if (!c.strides.empty()) op.strides = c.strides;
+        if (!c.pads.empty()) op.pads = c.pads;
+        if (!c.dilations.empty()) op.dilations = c.dilations;
+        Value* from = dt == DType::kF32 ? in[0] : cast_to(b, in[0], dt);
+        std::vector<Value*> args = {from, b.constant(in_dtype(w, dt), "w")};
+        if (c.bias) args.push_back(b.constant(in_dtype(bias, dt), "b"));
+        Value* y = b.add(Op(op), args);
+        if (c.activation == 1) y = b.add(Op(ops::Relu{}), {y});
+        if (c.activation == 2) {
+          y = b.add(Op(ops::Clip{}), {y, b.constant(in_dtype(Tensor::scalar<float>(0.0f), dt)),
+                                      b.constant(in_dtype(Tensor::scalar<float>(6.0f), dt))});
+        }
+        b.output(dt == DType::kF32 ? y : cast_to(b, y, DType::kF32));
+      };
+    };
+    std::shared_ptr<Executable> ref = compile_for(make_graph(inputs, build_in(DType::kF32)), "ref");
+    ASSERT_NE(ref, nullptr);
+    const std::vector<Tensor> want = run(*ref, inputs);
+    for (const char* layout : {"nhwc", "nchw"}) {
+      ::setenv("KILN_CUDA_LAYOUT", layout, 1);
+      for (const DType dt : {DType::kF32, DType::kF16, DType::kBF16}) {
+        SCOPED_TRACE(c.x.to_string() + " * " + c.w.to_string() + " " + std::string(dtype_name(dt)) +
+                     " " + layout);
+        std::shared_ptr<Executable> exe = compile_for(make_graph(inputs, build_in(dt)), "cuda");
+        ASSERT_NE(exe, nullptr);
+        // f16/bf16: the input, filter and bias rounded once each, the output once (f32 sums).
+        const float tolerance = dt == DType::kF16 ? 1e-2f : dt == DType::kBF16 ? 6e-2f : 2e-5f;
+        expect_close(want, run(*exe, inputs), tolerance);
+        const cuda::Program* program = cuda_program(*exe);
+        ASSERT_NE(program, nullptr);
+        EXPECT_EQ(program->device_steps(), static_cast<int>(program->steps().size()));
+        EXPECT_EQ(steps_starting(*program, "DepthwiseConv"), 1);
+        EXPECT_EQ(steps_starting(*program, "Conv"), 0);
+        EXPECT_EQ(steps_starting(*program, "Relu") + steps_starting(*program, "Clip"), 0)
+            << "the activation runs in the convolution's step";
+      }
+    }
+    ::unsetenv("KILN_CUDA_LAYOUT");
+  }
+}
+
+// A MobileNetV2 block in f16 (expand 1x1 + ReLU6, depthwise 3x3 stride 2 + ReLU6, project 1x1):
+// every convolution NHWC, so the only reorders are the graph's input and output.
+TEST(CudaTarget, DepthwiseConvolutionsStayChannelsLastBetweenDenseOnes) {
+  SKIP_WITHOUT_GPU();
+  const Tensor expand = random_tensor(Shape{32, 8, 1, 1}, 400);
+  const Tensor expand_bias = random_tensor(Shape{32}, 401);
+  const Tensor dw = random_tensor(Shape{32, 1, 3, 3}, 402);
+  const Tensor dw_bias = random_tensor(Shape{32}, 403);
+  Tensor project = random_tensor(Shape{16, 32, 1, 1}, 404);
+  for (float& v : project.span<float>()) v *= 0.25f;  // outputs of a few units, not tens
+  const std::vector<Tensor> inputs = {random_tensor(Shape{4, 8, 14, 14}, 405)};
+  auto build_in = [&](DType dt) {
+    return [&, dt](GraphBuilder& b, const std::vector<Value*>& in) {
+      auto k = [&](const Tensor& t) { return b.constant(in_dtype(t, dt)); };
+      auto relu6 = [&](Value* v) {
+        return b.add(Op(ops::Clip{}),
+                     {v, k(Tensor::scalar<float>(0.0f)), k(Tensor::scalar<float>(6.0f))});
+      };
+      Value* x = dt == DType::kF32 ? in[0] : cast_to(b, in[0], dt);
+      x = relu6(b.add(Op(ops::Conv{}), {x, k(expand), k(expand_bias)}));
+      ops::Conv depthwise;
+      depthwise.group = 32;
+      depthwise.strides = std::vector<int64_t>{2, 2};
+      depthwise.pads = std::vector<int64_t>{1, 1, 1, 1};
+      x = relu6(b.add(Op(depthwise), {x, k(dw), k(dw_bias)}));
+      x = b.add(Op(ops::Conv{}), {x, k(project)});
+      b.output(dt == DType::kF32 ? x : cast_to(b, x, DType::kF32));
+    };
+  };
+  std::shared_ptr<Executable> ref = compile_for(make_graph(inputs, build_in(DType::kF32)), "ref");
+  ASSERT_NE(ref, nullptr);
+  std::shared_ptr<Executable> exe = compile_for(make_graph(inputs, build_in(DType::kF16)), "cuda");
+  ASSERT_NE(exe, nullptr);
+  expect_close(run(*ref, inputs), run(*exe, inputs), 3e-2f);
+  const cuda::Program* program = cuda_program(*exe);
+  ASSERT_NE(program, nullptr);
+  EXPECT_EQ(program->count_steps("DepthwiseConv+Bias+Clip"), 1);
+  EXPECT_EQ(program->count_steps("Reorder NCHW>NHWC"), 1);
+  EXPECT_EQ(program->count_steps("Reorder NHWC>NCHW"), 1);
+  EXPECT_EQ(program->device_steps(), static_cast<int>(program->steps().size()));
+}
+
 // The transformer pieces: LayerNormalization, Split, Slice (steps, negative indices), Gather of
 // one index (ViT's class token), Expand; in f32, and LayerNormalization in f16 too.
 TEST(CudaTarget, TransformerPiecesMatchRef) {

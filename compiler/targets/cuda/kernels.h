@@ -75,6 +75,21 @@ struct Pool2d {
   int64_t kh = 1, kw = 1, sh = 1, sw = 1, ph = 0, pw = 0, dh = 1, dw = 1;
 };
 Status launch_pool2d(Elem e, const Pool2d& p, const void* x, void* y, void* stream);
+// A depthwise 2-D convolution (group = input channels = output channels, one filter per channel):
+// y = clamp(bias[c] + sum over the window of x * weight, lo, hi), f32 accumulation. `pad_h`/`pad_w`
+// are the leading pads (the trailing ones follow from oh/ow, so asymmetric pads work).
+struct DepthwiseConv {
+  bool nhwc = false;  // x and y stored channels last
+  int64_t n = 0, c = 0, h = 0, w = 0, oh = 0, ow = 0;
+  int64_t kh = 1, kw = 1, sh = 1, sw = 1, ph = 0, pw = 0, dh = 1, dw = 1;
+  float lo = -__builtin_huge_valf(), hi = __builtin_huge_valf();  // ReLU: [0, inf), ReLU6: [0, 6]
+};
+// `weight`: f32 [kh * kw, c] (tap-major, channels contiguous); `bias`: f32 [c] or null. NHWC with
+// c a multiple of 16 bytes of elements, kw 3 or 5, sw 1 or 2 and no dilation runs vectorized (16
+// bytes of channels a thread, several output pixels of a row each); anything else one element a
+// thread.
+Status launch_depthwise_conv(Elem e, const DepthwiseConv& p, const void* x, const float* weight,
+                             const float* bias, void* y, void* stream);
 // Mean (or max) over the `hw` pixels of each (image, channel) of x ([batch, channels, hw], or
 // [batch, hw, channels] when `nhwc`) into y ([batch, channels]).
 Status launch_global_pool(Elem e, const void* x, void* y, int64_t batch, int64_t channels,
