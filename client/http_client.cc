@@ -111,9 +111,10 @@ namespace {
 void read_response(tcp::socket& socket, beast::flat_buffer& buffer,
                    bhttp::response_parser<bhttp::string_body>& parser, beast::error_code& ec) {
   bhttp::read_header(socket, buffer, parser, ec);
+  if (ec) return;  // e.g. the server closed the connection: no header to look at
   const auto length = parser.content_length();  // boost::optional
-  if (ec || parser.is_done() || !length || parser.chunked()) {
-    if (!ec && !parser.is_done()) bhttp::read(socket, buffer, parser, ec);
+  if (parser.is_done() || !length || parser.chunked()) {
+    if (!parser.is_done()) bhttp::read(socket, buffer, parser, ec);
     return;
   }
   std::string& body = parser.get().body();
