@@ -370,6 +370,22 @@ float replay_ms(Scratch& s, Queue&& queue) {
   return ms;
 }
 
+// The GPU time of a candidate: one trial call of `once` (a library call queued on `s.stream` that
+// says whether it was accepted), then three calls replayed as a graph; infinity when the trial
+// fails.
+template <class Call>
+float candidate_ms(Scratch& s, const Call& once) {
+  if (!once() || cudaStreamSynchronize(s.stream) != cudaSuccess) {
+    cudaGetLastError();
+    return INFINITY;
+  }
+  return replay_ms(s, [&] {
+    bool ok = true;
+    for (int k = 0; k < 3 && ok; ++k) ok = once();
+    return ok;
+  });
+}
+
 // The bytes of a convolution's operands (scratch for timing).
 struct ConvBytes {
   size_t x = 0, w = 0, y = 0;
@@ -412,15 +428,7 @@ size_t fastest_conv(Builder& b, ConvDescs& d,
       return cudnnConvolutionForward(handle, &one, d.x, x, d.w, w, d.conv, c.algo, workspace,
                                      c.memory, &zero, d.y, y) == CUDNN_STATUS_SUCCESS;
     };
-    if (!once() || cudaStreamSynchronize(s.stream) != cudaSuccess) {
-      cudaGetLastError();
-      continue;
-    }
-    const float ms = replay_ms(s, [&] {
-      bool ok = true;
-      for (int k = 0; k < 3 && ok; ++k) ok = once();
-      return ok;
-    });
+    const float ms = candidate_ms(s, once);
     if (ms < best_ms) {
       best_ms = ms;
       best = i;
@@ -941,15 +949,7 @@ int fastest_matmul(cublasLtHandle_t lt, const LtPlan& p, const cublasLtMatmulHeu
       return cublasLtMatmul(lt, p.op, &alpha, bm, p.a, a, p.b, &beta, d, p.d, d, p.d, &r[i].algo,
                             workspace, r[i].workspaceSize, s.stream) == CUBLAS_STATUS_SUCCESS;
     };
-    if (!once() || cudaStreamSynchronize(s.stream) != cudaSuccess) {
-      cudaGetLastError();
-      continue;
-    }
-    const float ms = replay_ms(s, [&] {
-      bool ok = true;
-      for (int k = 0; k < 3 && ok; ++k) ok = once();
-      return ok;
-    });
+    const float ms = candidate_ms(s, once);
     if (ms < best_ms) {
       best_ms = ms;
       best = i;
