@@ -48,7 +48,16 @@ def main():
                    "between ops, and kiln runs with its default OpenMP wait policy too; 0: they "
                    "block, and kiln runs with OMP_WAIT_POLICY=PASSIVE)")
     p.add_argument("--json", default="cpu_vs_ort.json", help="where to write the figures")
+    p.add_argument("--realtime", action="store_true",
+                   help="run both runtimes at real-time priority (SCHED_FIFO 10; needs root or "
+                   "CAP_SYS_NICE): on a machine busy with other work they are not preempted by "
+                   "it, which comes close to a quiet machine (the other work waits meanwhile)")
     args = p.parse_args()
+    if args.realtime:
+        try:
+            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(10))  # children inherit it
+        except PermissionError:
+            sys.exit("cpu_vs_ort: --realtime needs root or CAP_SYS_NICE (SCHED_FIFO was refused)")
 
     # Each runtime waits between ops as it does by default (ORT's threads spin, GNU OpenMP's spin
     # a few ms, then sleep), or, with --ort-spinning 0, both block. OMP_WAIT_POLICY overrides.
@@ -102,7 +111,7 @@ def main():
         "device": platform.processor() or platform.machine(),
         "cpu_count": os.cpu_count(),
         "options": {"threads": args.threads, "rounds": args.rounds, "iterations": args.iterations,
-                    "ort_spinning": args.ort_spinning,
+                    "ort_spinning": args.ort_spinning, "realtime": args.realtime,
                     "omp_wait_policy": env.get("OMP_WAIT_POLICY", "default")},
         "load_average": os.getloadavg(),
         "results": rows,
