@@ -32,6 +32,7 @@ struct Options {
   int iterations = 20;
   int warmup = 3;
   int top = 15;
+  int profile_runs = -1;  // -1: 5, or --iterations where fewer
   bool json = false;
   bool device_io = false;
   ModelInputOptions inputs;
@@ -102,16 +103,19 @@ double process_cpu_ms() {
   return ms(usage.ru_utime) + ms(usage.ru_stime);
 }
 
-// One step's median time over the profiled runs (steps are the same in every run).
+// One step's median and minimum time over the profiled runs (steps are the same in every run).
+// On a busy machine the minimum is the steadier figure: other work only ever adds to a step.
 struct StepRow {
   std::string node;
   std::string kind;
   double ms;
+  double min_ms;
 };
 struct KindRow {
   std::string kind;
   int steps = 0;
   double ms = 0;
+  double min_ms = 0;
 };
 
 std::vector<StepRow> median_steps(const std::vector<compiler::RunProfile>& profiles) {
@@ -125,7 +129,7 @@ std::vector<StepRow> median_steps(const std::vector<compiler::RunProfile>& profi
     }
     std::sort(times.begin(), times.end());
     const auto& step = profiles.front().steps[i];
-    rows.push_back({step.node, step.kind, quantile(times, 0.5)});
+    rows.push_back({step.node, step.kind, quantile(times, 0.5), times.front()});
   }
   return rows;
 }
@@ -137,6 +141,7 @@ std::vector<KindRow> by_kind(const std::vector<StepRow>& steps) {
     k.kind = s.kind;
     ++k.steps;
     k.ms += s.ms;
+    k.min_ms += s.min_ms;
   }
   std::vector<KindRow> rows;
   for (auto& [name, row] : kinds) rows.push_back(row);
@@ -242,7 +247,9 @@ int run_perf(const Options& opts) {
   // latency (while idle threads block rather than spin, OMP_WAIT_POLICY=PASSIVE).
   const double cpu_ms_per_run = (process_cpu_ms() - cpu_start) / opts.iterations;
   std::vector<compiler::RunProfile> profiles;
-  for (int i = 0; i < std::min(opts.iterations, 5); ++i) {
+  const int profile_runs =
+      opts.profile_runs >= 0 ? opts.profile_runs : std::min(opts.iterations, 5);
+  for (int i = 0; i < profile_runs; ++i) {
     compiler::RunProfile profile;
     auto out = (*exe)->run_profiled(inputs, profile);
     if (!out.ok()) return report_error(out.status());
@@ -257,19 +264,24 @@ int run_perf(const Options& opts) {
   const std::vector<StepRow> steps = median_steps(profiles);
   const std::vector<KindRow> kinds = by_kind(steps);
   double step_total = 0;
-  for (const StepRow& s : steps) step_total += s.ms;
+  double step_min_total = 0;
+  for (const StepRow& s : steps) {
+    step_total += s.ms;
+    step_min_total += s.min_ms;
+  }
 
   if (opts.json) {
     std::string kinds_json;
     for (const KindRow& k : kinds) {
-      kinds_json += fmt::format("{}{{\"kind\":\"{}\",\"steps\":{},\"ms\":{:.4f}}}",
-                                kinds_json.empty() ? "" : ",", json_escape(k.kind), k.steps, k.ms);
+      kinds_json +=
+          fmt::format("{}{{\"kind\":\"{}\",\"steps\":{},\"ms\":{:.4f},\"min_ms\":{:.4f}}}",
+                      kinds_json.empty() ? "" : ",", json_escape(k.kind), k.steps, k.ms, k.min_ms);
     }
     std::string steps_json;
     for (const StepRow& s : steps) {
-      steps_json += fmt::format("{}{{\"node\":\"{}\",\"kind\":\"{}\",\"ms\":{:.4f}}}",
-                                steps_json.empty() ? "" : ",", json_escape(s.node),
-                                json_escape(s.kind), s.ms);
+      steps_json += fmt::format(
+          "{}{{\"node\":\"{}\",\"kind\":\"{}\",\"ms\":{:.4f},\"min_ms\":{:.4f}}}",
+          steps_json.empty() ? "" : ",", json_escape(s.node), json_escape(s.kind), s.ms, s.min_ms);
     }
     fmt::print(
         "{{\"runtime\":\"kiln\",\"model\":\"{}\",\"target\":\"{}\",\"device\":\"{}\","
@@ -294,23 +306,29 @@ int run_perf(const Options& opts) {
              median, p90, times.front(), throughput);
   fmt::print("cpu time {:.3f} ms per run (all threads)\n", cpu_ms_per_run);
   fmt::print("peak RSS {:.1f} MiB\n", static_cast<double>(peak_rss_bytes()) / (1 << 20));
+  if (profile_runs == 0) return 0;
   if (steps.empty()) {
     fmt::print("(the {} target does not time its steps)\n", target_name);
     return 0;
   }
-  fmt::print("\ntime by kind (median of {} profiled runs; steps add up to {:.3f} ms)\n",
-             profiles.size(), step_total);
-  fmt::print("{:<32} {:>6} {:>10} {:>6}\n", "kind", "steps", "ms", "%");
+  fmt::print(
+      "\ntime by kind (median and minimum of {} profiled runs; steps add up to {:.3f} ms, their "
+      "minimums to {:.3f} ms)\n",
+      profiles.size(), step_total, step_min_total);
+  fmt::print("{:<32} {:>6} {:>10} {:>6} {:>10}\n", "kind", "steps", "ms", "%", "min ms");
   for (const KindRow& k : kinds) {
-    fmt::print("{:<32} {:>6} {:>10.3f} {:>6.1f}\n", k.kind, k.steps, k.ms,
-               step_total > 0 ? 100.0 * k.ms / step_total : 0.0);
+    fmt::print("{:<32} {:>6} {:>10.3f} {:>6.1f} {:>10.3f}\n", k.kind, k.steps, k.ms,
+               step_total > 0 ? 100.0 * k.ms / step_total : 0.0, k.min_ms);
   }
   std::vector<StepRow> slowest = steps;
   std::stable_sort(slowest.begin(), slowest.end(),
                    [](const StepRow& a, const StepRow& b) { return a.ms > b.ms; });
   if (static_cast<int>(slowest.size()) > opts.top) slowest.resize(static_cast<size_t>(opts.top));
-  fmt::print("\nslowest {} steps\n{:>10} {:<24} {}\n", slowest.size(), "ms", "kind", "node");
-  for (const StepRow& s : slowest) fmt::print("{:>10.3f} {:<24} {}\n", s.ms, s.kind, s.node);
+  fmt::print("\nslowest {} steps (by median)\n{:>10} {:>10} {:<24} {}\n", slowest.size(), "ms",
+             "min ms", "kind", "node");
+  for (const StepRow& s : slowest) {
+    fmt::print("{:>10.3f} {:>10.3f} {:<24} {}\n", s.ms, s.min_ms, s.kind, s.node);
+  }
   return 0;
 }
 
@@ -330,6 +348,11 @@ CommandAction add_perf_command(CLI::App& app) {
   cmd->add_option("--iterations", opts->iterations, "timed runs")->capture_default_str();
   cmd->add_option("--warmup", opts->warmup, "untimed runs first")->capture_default_str();
   cmd->add_option("--top", opts->top, "rows of the slowest-steps table")->capture_default_str();
+  cmd->add_option("--profile-runs", opts->profile_runs,
+                  "runs timed step by step after the timed runs, for the per-kind and per-step "
+                  "tables (median and minimum; default 5, or --iterations where fewer); 0 skips "
+                  "them")
+      ->check(CLI::NonNegativeNumber);
   cmd->add_option("--input", opts->inputs.inputs, "NAME=FILE.npy; inputs not given are random");
   cmd->add_option("--input-shape", opts->inputs.input_shapes,
                   "NAME=1x3x224x224 for a dynamic input");

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <regex>
 #include <string>
 
 #include "core/mapped_file.h"
@@ -333,6 +334,28 @@ TEST_F(Cli, PerfJsonIsOneLineWithEveryFigure) {
   ASSERT_NE(times, std::string::npos);
   const std::string list = r.output.substr(times, r.output.find(']', times) - times);
   EXPECT_EQ(std::count(list.begin(), list.end(), ','), 3) << list;
+}
+
+// Each step's minimum over the profiled runs is at most its median; --profile-runs 0 skips them.
+TEST_F(Cli, PerfStepMinimumsAndProfileRuns) {
+  KilnRun r =
+      run_kiln("perf " + model_ + " --target cpu --batch 1 --iterations 2 --profile-runs 4 --json");
+  if (r.output.find("unknown target") != std::string::npos) GTEST_SKIP() << "no cpu target";
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::regex pair("\"ms\":([0-9.]+),\"min_ms\":([0-9.]+)");
+  int pairs = 0;
+  for (auto it = std::sregex_iterator(r.output.begin(), r.output.end(), pair);
+       it != std::sregex_iterator(); ++it) {
+    ++pairs;
+    EXPECT_LE(std::stod((*it)[2]), std::stod((*it)[1])) << it->str();
+    EXPECT_GT(std::stod((*it)[2]), 0.0) << it->str();
+  }
+  EXPECT_GE(pairs, 4) << "kinds and steps with a median and a minimum\n" << r.output;
+  KilnRun none =
+      run_kiln("perf " + model_ + " --target cpu --batch 1 --iterations 2 --profile-runs 0");
+  ASSERT_EQ(none.exit_code, 0) << none.output;
+  EXPECT_NE(none.output.find("latency median"), std::string::npos) << none.output;
+  EXPECT_EQ(none.output.find("time by kind"), std::string::npos) << none.output;
 }
 
 // `kiln perf` of a .kiln artifact times the loaded executable and reports its load time.
