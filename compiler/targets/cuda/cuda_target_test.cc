@@ -551,6 +551,85 @@ TEST(CudaTarget, TransformerPiecesMatchRef) {
   }
 }
 
+// An encoder layer as exported from PyTorch and converted to f16 by quantize_fp16 (LayerNorm,
+// Softmax and Erf between Casts to f32 and back): Linear layers as MatMul + bias Add, attention
+// as batched MatMuls of transposed heads with the scores scaled by a Mul, the exact GELU as
+// Div/Erf/Add/Mul/Mul. In f32 and f16 against ref in f32; every step on the device, the bias Adds
+// and the scaling inside the matmuls, the GELU one step, and in f16 no Cast but the graph's edges.
+TEST(CudaTarget, EncoderLayerRunsFusedOnTheDevice) {
+  SKIP_WITHOUT_GPU();
+  auto scaled = [](Shape shape, uint32_t seed, float by) {
+    Tensor t = random_tensor(std::move(shape), seed);
+    for (float& v : t.span<float>()) v *= by;
+    return t;
+  };
+  const Tensor gamma = scaled(Shape{32}, 100, 1.0f);
+  const Tensor beta = scaled(Shape{32}, 101, 1.0f);
+  const Tensor w_in = scaled(Shape{32, 64}, 102, 0.3f);
+  const Tensor b_in = scaled(Shape{64}, 103, 0.5f);
+  const Tensor w_out = scaled(Shape{64, 32}, 104, 0.3f);
+  const Tensor b_out = scaled(Shape{32}, 105, 0.5f);
+  const std::vector<Tensor> inputs = {scaled(Shape{2, 16, 32}, 106, 2.0f)};
+  auto i64 = [](std::vector<int64_t> v) {
+    return Tensor::from_vector<int64_t>(v, Shape{static_cast<int64_t>(v.size())});
+  };
+  auto build = [&](DType dt) {
+    return [&, dt](GraphBuilder& b, const std::vector<Value*>& in) {
+      const bool half = dt != DType::kF32;
+      auto cast = [&](Value* v, DType to) { return half ? cast_to(b, v, to) : v; };
+      auto k = [&](const Tensor& t) { return b.constant(in_dtype(t, dt)); };
+      auto scalar = [&](float v) { return k(Tensor::scalar<float>(v)); };
+      // What quantize_fp16 leaves around the ops it keeps in f32.
+      auto in_f32 = [&](Op op, Value* v, std::vector<Value*> more = {}) {
+        std::vector<Value*> args = {cast(v, DType::kF32)};
+        args.insert(args.end(), more.begin(), more.end());
+        return cast(b.add(std::move(op), args), dt);
+      };
+      Value* x = cast(in[0], dt);
+      Value* ln = in_f32(Op(ops::LayerNormalization{}), x, {b.constant(gamma), b.constant(beta)});
+      Value* h = b.add(Op(ops::Add{}), {k(b_in), b.add(Op(ops::MatMul{}), {ln, k(w_in)})});
+      ops::Reshape heads;
+      Value* split = b.add(Op(heads), {h, b.constant(i64({2, 16, 4, 16}))});
+      ops::Transpose tq;
+      tq.perm = std::vector<int64_t>{0, 2, 1, 3};
+      ops::Transpose tk;
+      tk.perm = std::vector<int64_t>{0, 2, 3, 1};
+      Value* q = b.add(Op(tq), {split});
+      Value* scores = b.add(Op(ops::Mul{}), {b.add(Op(ops::MatMul{}), {q, b.add(Op(tk), {split})}),
+                                             scalar(0.25f)});
+      Value* p = in_f32(Op(ops::Softmax{}), scores);
+      Value* ctx = b.add(Op(tq), {b.add(Op(ops::MatMul{}), {p, q})});
+      Value* merged = b.add(Op(heads), {ctx, b.constant(i64({2, 16, 64}))});
+      Value* erf = in_f32(Op(ops::Erf{}), b.add(Op(ops::Div{}), {merged, scalar(1.4142135f)}));
+      Value* gelu = b.add(Op(ops::Mul{}), {b.add(Op(ops::Mul{}), {merged, b.add(Op(ops::Add{}),
+                                                                                 {erf, scalar(1)})}),
+                                           scalar(0.5f)});
+      Value* y = b.add(Op(ops::Add{}), {k(b_out), b.add(Op(ops::MatMul{}), {gelu, k(w_out)})});
+      b.output(cast(b.add(Op(ops::Add{}), {y, x}), DType::kF32));
+    };
+  };
+  std::shared_ptr<Executable> ref = compile_for(make_graph(inputs, build(DType::kF32)), "ref");
+  ASSERT_NE(ref, nullptr);
+  const std::vector<Tensor> want = run(*ref, inputs);
+  for (const DType dt : {DType::kF32, DType::kF16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    std::shared_ptr<Executable> exe = compile_for(make_graph(inputs, build(dt)), "cuda");
+    ASSERT_NE(exe, nullptr);
+    expect_close(want, run(*exe, inputs), dt == DType::kF16 ? 1e-2f : 1e-4f);
+    const cuda::Program* program = cuda_program(*exe);
+    ASSERT_NE(program, nullptr);
+    EXPECT_EQ(program->device_steps(), static_cast<int>(program->steps().size()))
+        << "every step on the device";
+    EXPECT_EQ(program->count_steps("MatMul+Bias"), 2);
+    EXPECT_EQ(program->count_steps("MatMul+Scale"), 1);
+    EXPECT_EQ(program->count_steps("Gelu"), 1);
+    EXPECT_EQ(program->count_steps("Softmax"), 1);
+    EXPECT_EQ(program->count_steps("LayerNormalization"), 1);
+    EXPECT_EQ(program->count_steps("Add"), 1) << "only the residual Add runs on its own";
+    EXPECT_EQ(program->count_steps("Cast"), dt == DType::kF32 ? 0 : 2) << "the graph's edges";
+  }
+}
+
 TEST(CudaTarget, TheBundledModelMatchesRef) {
   SKIP_WITHOUT_GPU();
   // The source tree, or the current folder where the binary runs from a copy of the repository

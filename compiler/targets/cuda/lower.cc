@@ -125,6 +125,20 @@ void add(Builder& b, const Node& node, std::string kind, std::vector<int> in, st
                                           std::move(fn)));
 }
 
+// The node of `kind` that alone reads `v`, else nullptr.
+const Node* consumer_as(const Builder& b, const Value* v, OpKind kind) {
+  const Node* n = b.only_consumer(v);
+  return n != nullptr && n->kind() == kind ? n : nullptr;
+}
+
+// The operand of binary `node` that is not `v`, when the other one is `v`.
+const Value* other_operand(const Node& node, const Value* v) {
+  if (node.num_inputs() != 2) return nullptr;
+  if (node.input(0) == v) return node.input(1);
+  if (node.input(1) == v) return node.input(0);
+  return nullptr;
+}
+
 // ---- shapes only ----
 
 bool lower_alias(Builder& b, const Node& node) {
@@ -174,21 +188,32 @@ std::optional<std::pair<Unary, std::pair<float, float>>> unary_of(const Node& no
   }
 }
 
-bool lower_unary(Builder& b, const Node& node) {
-  auto u = unary_of(node);
-  const std::optional<Elem> e = common_elem({node.input(0), node.output(0)});
-  if (!u || !e) return false;
+// Unary `u` from value `in` to value `out` as one step of `node` named `kind`.
+bool add_unary(Builder& b, const Node& node, std::string kind,
+               std::pair<Unary, std::pair<float, float>> u, const Value* in, const Value* out) {
+  const std::optional<Elem> e = common_elem({in, out});
+  if (!e) return false;
   // Elementwise: the output keeps the input's layout.
-  const int x = b.stored_buffer(node.input(0));
-  const int y = b.define(node.output(0), b.is_nhwc(node.input(0)));
-  const int64_t n = shape_of(node.output(0)).numel();
-  const Unary op = u->first;
-  const float alpha = u->second.first;
-  const float beta = u->second.second;
-  add(b, node, std::string(node.op().name()), {x}, {y}, [=, e = *e](Session& s) {
+  const int x = b.stored_buffer(in);
+  const int y = b.define(out, b.is_nhwc(in));
+  const int64_t n = shape_of(out).numel();
+  const Unary op = u.first;
+  const float alpha = u.second.first;
+  const float beta = u.second.second;
+  add(b, node, std::move(kind), {x}, {y}, [=, e = *e](Session& s) {
     return launch_unary(e, op, ptr(s, x), ptr(s, y), n, alpha, beta, s.stream);
   });
   return true;
+}
+
+// `node` (a unary op) reading `in` and writing `out` (its own input and output, or the ends of a
+// Cast pair around it).
+bool lower_unary(Builder& b, const Node& node, const Value* in, const Value* out) {
+  auto u = unary_of(node);
+  return u && add_unary(b, node, std::string(node.op().name()), *u, in, out);
+}
+bool lower_unary(Builder& b, const Node& node) {
+  return lower_unary(b, node, node.input(0), node.output(0));
 }
 
 std::optional<Binary> binary_of(OpKind kind) {
@@ -1022,7 +1047,31 @@ Result<bool> lower_matmul(Builder& b, const Node& node) {
     }
   }
   if (m == 0 || n == 0 || k == 0) return false;
-  const Node* relu = b.only_consumer(node.output(0));
+  // A MatMul's bias Add (a constant [n] of the result's type: a Linear layer's), or its scaling
+  // by a constant (attention's 1/sqrt(d)), runs in the matmul.
+  const Node* tail = &node;
+  if (node.kind() == OpKind::kMatMul) {
+    if (const Node* add = consumer_as(b, node.output(0), OpKind::kAdd)) {
+      const Value* v = other_operand(*add, node.output(0));
+      if (batch == 1 && v != nullptr && v->constant_value() != nullptr && elem_of(v) == e &&
+          shape_of(v) == Shape{n}) {
+        bias = true;
+        c_buffer = b.buffer_of(v);
+        tail = add;
+      }
+    }
+    const Node* scale = b.only_consumer(node.output(0));
+    if (!bias && scale != nullptr &&
+        (scale->kind() == OpKind::kMul || scale->kind() == OpKind::kDiv) &&
+        scale->input(0) == node.output(0) && elem_of(scale->output(0)) == e) {
+      std::optional<std::vector<float>> c = constant_floats(scale->input(1));
+      if (c && c->size() == 1 && (*c)[0] != 0.0f) {
+        alpha = scale->kind() == OpKind::kMul ? (*c)[0] : 1.0f / (*c)[0];
+        tail = scale;
+      }
+    }
+  }
+  const Node* relu = b.only_consumer(tail->output(0));
   if (relu != nullptr && relu->kind() != OpKind::kRelu) relu = nullptr;
   auto p = std::make_shared<LtPlan>();
   KILN_RETURN_IF_ERROR(
@@ -1101,13 +1150,14 @@ Result<bool> lower_matmul(Builder& b, const Node& node) {
   b.need_workspace(std::max(p->workspace, p->fallback_workspace));
   const int ai = b.buffer_of(node.input(0));
   const int bi = b.buffer_of(node.input(1));
-  const Node* last = relu != nullptr ? relu : &node;
+  const Node* last = relu != nullptr ? relu : tail;
+  if (tail != &node) b.mark_fused(tail);
   if (relu != nullptr) b.mark_fused(relu);
   const int yi = b.define(last->output(0));
   std::vector<int> reads = {ai, bi};
   if (c_buffer >= 0) reads.push_back(c_buffer);
-  std::string kind =
-      std::string(node.op().name()) + (bias ? "+Bias" : "") + (relu != nullptr ? "+Relu" : "");
+  std::string kind = std::string(node.op().name()) + (bias ? "+Bias" : "") +
+                     (alpha != 1.0f ? "+Scale" : "") + (relu != nullptr ? "+Relu" : "");
   add(b, node, kind, reads, {yi}, [=](Session& s) -> Status {
     std::unique_lock<std::mutex> lock(p->mutex, std::defer_lock);
     if (bias) {
@@ -1217,10 +1267,10 @@ bool lower_global_pool(Builder& b, const Node& node) {
   return true;
 }
 
-bool lower_softmax(Builder& b, const Node& node) {
-  const std::optional<Elem> e = common_elem({node.input(0), node.output(0)});
+bool lower_softmax(Builder& b, const Node& node, const Value* in, const Value* out) {
+  const std::optional<Elem> e = common_elem({in, out});
   if (!e) return false;
-  const Shape x = shape_of(node.input(0));
+  const Shape x = shape_of(in);
   const bool log = node.kind() == OpKind::kLogSoftmax;
   int64_t axis = log ? node.attrs<ops::LogSoftmax>().axis : node.attrs<ops::Softmax>().axis;
   if (axis < 0) axis += x.rank();
@@ -1228,12 +1278,15 @@ bool lower_softmax(Builder& b, const Node& node) {
   const int64_t cols = x[x.rank() - 1];
   if (cols == 0) return false;
   const int64_t rows = x.numel() / cols;
-  const int xi = b.buffer_of(node.input(0));
-  const int yi = b.define(node.output(0));
+  const int xi = b.buffer_of(in);
+  const int yi = b.define(out);
   add(b, node, std::string(node.op().name()), {xi}, {yi}, [=, e = *e](Session& s) {
     return launch_softmax(e, ptr(s, xi), ptr(s, yi), rows, cols, log, s.stream);
   });
   return true;
+}
+bool lower_softmax(Builder& b, const Node& node) {
+  return lower_softmax(b, node, node.input(0), node.output(0));
 }
 
 bool lower_batchnorm(Builder& b, const Node& node) {
@@ -1517,12 +1570,12 @@ bool lower_expand(Builder& b, const Node& node) {
   return add_views(b, node, from, dtype_size(node.input(0)->tensor_type().dtype), {v});
 }
 
-bool lower_layernorm(Builder& b, const Node& node) {
+bool lower_layernorm(Builder& b, const Node& node, const Value* in, const Value* out) {
   const auto& op = node.attrs<ops::LayerNormalization>();
   if (node.num_outputs() != 1) return false;
-  const std::optional<Elem> e = common_elem({node.input(0), node.output(0)});
+  const std::optional<Elem> e = common_elem({in, out});
   if (!e) return false;
-  const Shape x = shape_of(node.input(0));
+  const Shape x = shape_of(in);
   int64_t axis = op.axis < 0 ? op.axis + x.rank() : op.axis;
   if (axis < 0 || axis >= x.rank()) return false;
   int64_t cols = 1;
@@ -1539,8 +1592,8 @@ bool lower_layernorm(Builder& b, const Node& node) {
   if (!scale || static_cast<int64_t>(scale->size()) != cols) return false;
   const int si = b.constant(std::move(*scale));
   const int bi = bias ? b.constant(std::move(*bias)) : -1;
-  const int xi = b.buffer_of(node.input(0));
-  const int yi = b.define(node.output(0));
+  const int xi = b.buffer_of(in);
+  const int yi = b.define(out);
   const float epsilon = op.epsilon;
   std::vector<int> reads = {xi, si};
   if (bi >= 0) reads.push_back(bi);
@@ -1549,6 +1602,9 @@ bool lower_layernorm(Builder& b, const Node& node) {
                             rows, cols, epsilon, s.stream);
   });
   return true;
+}
+bool lower_layernorm(Builder& b, const Node& node) {
+  return lower_layernorm(b, node, node.input(0), node.output(0));
 }
 
 // Cast between f32, f16 and bf16 (a cast to the same type shares the buffer).
@@ -1563,6 +1619,83 @@ bool lower_cast(Builder& b, const Node& node) {
   add(b, node, "Cast", {xi}, {yi}, [=, from = *from, to = *to](Session& s) {
     return launch_cast(from, to, ptr(s, xi), ptr(s, yi), n, s.stream);
   });
+  return true;
+}
+
+// ---- transformer patterns ----
+
+bool is_scalar(const Value* v, float want, float tolerance) {
+  std::optional<std::vector<float>> c = constant_floats(v);
+  return c && c->size() == 1 && std::fabs((*c)[0] - want) <= tolerance;
+}
+
+// Cast(half -> f32) -> op -> Cast(f32 -> half), what the fp16/bf16 conversion leaves around
+// LayerNormalization, Softmax and Erf: the op runs on the half tensors directly. Its kernels load
+// half and compute in f32, so the result is the same, without two passes over an f32 copy (ViT's
+// attention scores at batch 256: 2.4 GB a layer through the casts, 0.5 GB without).
+bool lower_in_half(Builder& b, const Node& cast) {
+  const std::optional<Elem> half = elem_of(cast.input(0));
+  if (!half || *half == Elem::kF32 || elem_of(cast.output(0)) != Elem::kF32) return false;
+  const Node* op = b.only_consumer(cast.output(0));
+  if (op == nullptr || op->num_outputs() != 1 || op->input(0) != cast.output(0)) return false;
+  const Node* back = consumer_as(b, op->output(0), OpKind::kCast);
+  if (back == nullptr || elem_of(back->output(0)) != half) return false;
+  const Value* x = cast.input(0);
+  const Value* y = back->output(0);
+  bool lowered = false;
+  switch (op->kind()) {
+    case OpKind::kLayerNormalization: lowered = lower_layernorm(b, *op, x, y); break;
+    case OpKind::kSoftmax:
+    case OpKind::kLogSoftmax: lowered = lower_softmax(b, *op, x, y); break;
+    default: lowered = lower_unary(b, *op, x, y); break;
+  }
+  if (lowered) {
+    b.mark_fused(op);
+    b.mark_fused(back);
+  }
+  return lowered;
+}
+
+// The exact GELU as exported from PyTorch, x * (1 + erf(x / sqrt(2))) * 0.5, from its Div (or Mul
+// by 1/sqrt(2)), with the fp16/bf16 conversion's Casts around the Erf or without: one elementwise
+// step instead of five (seven with the casts).
+bool lower_gelu(Builder& b, const Node& scale) {
+  const Value* x = scale.input(0);
+  if (scale.num_inputs() != 2 ||
+      !(scale.kind() == OpKind::kDiv ? is_scalar(scale.input(1), 1.41421356f, 1e-3f)
+                                     : is_scalar(scale.input(1), 0.70710678f, 1e-3f))) {
+    return false;
+  }
+  std::vector<const Node*> chain;
+  const Value* at = scale.output(0);
+  const Node* to_f32 = consumer_as(b, at, OpKind::kCast);
+  if (to_f32 != nullptr) {
+    chain.push_back(to_f32);
+    at = to_f32->output(0);
+  }
+  const Node* erf = consumer_as(b, at, OpKind::kErf);
+  if (erf == nullptr) return false;
+  chain.push_back(erf);
+  at = erf->output(0);
+  if (to_f32 != nullptr) {
+    const Node* back = consumer_as(b, at, OpKind::kCast);
+    if (back == nullptr) return false;
+    chain.push_back(back);
+    at = back->output(0);
+  }
+  const Node* one = consumer_as(b, at, OpKind::kAdd);
+  if (one == nullptr || !is_scalar(other_operand(*one, at), 1.0f, 0.0f)) return false;
+  const Node* times_x = consumer_as(b, one->output(0), OpKind::kMul);
+  if (times_x == nullptr || other_operand(*times_x, one->output(0)) != x) return false;
+  const Node* half = consumer_as(b, times_x->output(0), OpKind::kMul);
+  if (half == nullptr || !is_scalar(other_operand(*half, times_x->output(0)), 0.5f, 0.0f)) {
+    return false;
+  }
+  if (!add_unary(b, scale, "Gelu", {Unary::kGelu, {0.0f, 0.0f}}, x, half->output(0))) {
+    return false;
+  }
+  chain.insert(chain.end(), {one, times_x, half});
+  for (const Node* n : chain) b.mark_fused(n);
   return true;
 }
 
@@ -1608,13 +1741,16 @@ Result<bool> lower_device(Builder& b, const Node& node) {
     case OpKind::kBatchNormalization: return lower_batchnorm(b, node);
     case OpKind::kConcat: return lower_concat(b, node);
     case OpKind::kTranspose: return lower_transpose(b, node);
-    case OpKind::kCast: return lower_cast(b, node);
+    case OpKind::kCast: return lower_in_half(b, node) || lower_cast(b, node);
     case OpKind::kSlice: return lower_slice(b, node);
     case OpKind::kSplit: return lower_split(b, node);
     case OpKind::kGather: return lower_gather(b, node);
     case OpKind::kExpand: return lower_expand(b, node);
     case OpKind::kLayerNormalization: return lower_layernorm(b, node);
     default: break;
+  }
+  if ((node.kind() == OpKind::kDiv || node.kind() == OpKind::kMul) && lower_gelu(b, node)) {
+    return true;
   }
   if (binary_of(node.kind())) return lower_binary(b, node);
   return lower_unary(b, node);
