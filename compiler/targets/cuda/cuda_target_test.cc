@@ -595,15 +595,15 @@ TEST(CudaTarget, EncoderLayerRunsFusedOnTheDevice) {
       ops::Transpose tk;
       tk.perm = std::vector<int64_t>{0, 2, 3, 1};
       Value* q = b.add(Op(tq), {split});
-      Value* scores = b.add(Op(ops::Mul{}), {b.add(Op(ops::MatMul{}), {q, b.add(Op(tk), {split})}),
-                                             scalar(0.25f)});
+      Value* scores = b.add(Op(ops::Mul{}),
+                            {b.add(Op(ops::MatMul{}), {q, b.add(Op(tk), {split})}), scalar(0.25f)});
       Value* p = in_f32(Op(ops::Softmax{}), scores);
       Value* ctx = b.add(Op(tq), {b.add(Op(ops::MatMul{}), {p, q})});
       Value* merged = b.add(Op(heads), {ctx, b.constant(i64({2, 16, 64}))});
       Value* erf = in_f32(Op(ops::Erf{}), b.add(Op(ops::Div{}), {merged, scalar(1.4142135f)}));
-      Value* gelu = b.add(Op(ops::Mul{}), {b.add(Op(ops::Mul{}), {merged, b.add(Op(ops::Add{}),
-                                                                                 {erf, scalar(1)})}),
-                                           scalar(0.5f)});
+      Value* gelu = b.add(
+          Op(ops::Mul{}),
+          {b.add(Op(ops::Mul{}), {merged, b.add(Op(ops::Add{}), {erf, scalar(1)})}), scalar(0.5f)});
       Value* y = b.add(Op(ops::Add{}), {k(b_out), b.add(Op(ops::MatMul{}), {gelu, k(w_out)})});
       b.output(cast(b.add(Op(ops::Add{}), {y, x}), DType::kF32));
     };
