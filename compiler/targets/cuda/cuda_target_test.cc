@@ -587,7 +587,10 @@ TEST(CudaTarget, EncoderLayerRunsFusedOnTheDevice) {
       };
       Value* x = cast(in[0], dt);
       Value* ln = in_f32(Op(ops::LayerNormalization{}), x, {b.constant(gamma), b.constant(beta)});
-      Value* h = b.add(Op(ops::Add{}), {k(b_in), b.add(Op(ops::MatMul{}), {ln, k(w_in)})});
+      // The bias constants come after their MatMuls, as the exporter and the fp16 conversion
+      // leave them.
+      Value* h_mm = b.add(Op(ops::MatMul{}), {ln, k(w_in)});
+      Value* h = b.add(Op(ops::Add{}), {k(b_in), h_mm});
       ops::Reshape heads;
       Value* split = b.add(Op(heads), {h, b.constant(i64({2, 16, 4, 16}))});
       ops::Transpose tq;
@@ -604,7 +607,8 @@ TEST(CudaTarget, EncoderLayerRunsFusedOnTheDevice) {
       Value* gelu = b.add(
           Op(ops::Mul{}),
           {b.add(Op(ops::Mul{}), {merged, b.add(Op(ops::Add{}), {erf, scalar(1)})}), scalar(0.5f)});
-      Value* y = b.add(Op(ops::Add{}), {k(b_out), b.add(Op(ops::MatMul{}), {gelu, k(w_out)})});
+      Value* y_mm = b.add(Op(ops::MatMul{}), {gelu, k(w_out)});
+      Value* y = b.add(Op(ops::Add{}), {k(b_out), y_mm});
       b.output(cast(b.add(Op(ops::Add{}), {y, x}), DType::kF32));
     };
   };

@@ -1056,7 +1056,12 @@ Result<bool> lower_matmul(Builder& b, const Node& node) {
       if (batch == 1 && v != nullptr && v->constant_value() != nullptr && elem_of(v) == e &&
           shape_of(v) == Shape{n}) {
         bias = true;
-        c_buffer = b.buffer_of(v);
+        // Its Constant node may come after the MatMul: a buffer of its own bytes.
+        const Tensor* t = v->constant_value();
+        const auto* raw = static_cast<const uint8_t*>(t->raw_data());
+        c_buffer = b.has_buffer(v) ? b.buffer_of(v)
+                                   : b.constant_bytes(t->dtype(), t->shape(),
+                                                      std::vector<uint8_t>(raw, raw + t->nbytes()));
         tail = add;
       }
     }
