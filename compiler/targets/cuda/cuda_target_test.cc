@@ -634,6 +634,51 @@ TEST(CudaTarget, EncoderLayerRunsFusedOnTheDevice) {
   }
 }
 
+// Softmax and LayerNormalization rows of every width the one-warp-a-row kernels take (1 to 32
+// elements a lane, a partial last one) and past them (the block-a-row kernels), LogSoftmax, and the
+// scaling by a constant scalar (Mul either way round, Div), in f32 and f16, against ref in f32.
+TEST(CudaTarget, RowKernelsAndScalarScalingMatchRef) {
+  SKIP_WITHOUT_GPU();
+  const std::vector<int64_t> widths = {5, 32, 33, 100, 197, 300, 512, 768, 1000, 1024, 1500};
+  std::vector<Tensor> inputs;
+  for (size_t i = 0; i < widths.size(); ++i) {
+    Tensor t = random_tensor(Shape{3, 2, widths[i]}, 110 + static_cast<uint32_t>(i));
+    for (float& v : t.span<float>()) v *= 4.0f;
+    inputs.push_back(std::move(t));
+  }
+  auto build = [&](DType dt) {
+    return [&, dt](GraphBuilder& b, const std::vector<Value*>& in) {
+      auto cast = [&](Value* v, DType to) { return dt == DType::kF32 ? v : cast_to(b, v, to); };
+      auto scalar = [&](float v) { return b.constant(in_dtype(Tensor::scalar<float>(v), dt)); };
+      for (size_t i = 0; i < in.size(); ++i) {
+        const Tensor scale = random_tensor(Shape{widths[i]}, 130 + static_cast<uint32_t>(i));
+        const Tensor bias = random_tensor(Shape{widths[i]}, 150 + static_cast<uint32_t>(i));
+        Value* x = cast(in[i], dt);
+        b.output(cast(b.add(Op(ops::Softmax{}), {x}), DType::kF32));
+        b.output(cast(b.add(Op(ops::LayerNormalization{}),
+                            {x, b.constant(in_dtype(scale, dt)), b.constant(in_dtype(bias, dt))}),
+                      DType::kF32));
+        if (i % 3 == 0) b.output(cast(b.add(Op(ops::LogSoftmax{}), {x}), DType::kF32));
+        Value* scaled = b.add(Op(ops::Mul{}), {scalar(0.5f), b.add(Op(ops::Mul{}), {x, scalar(3)})});
+        b.output(cast(b.add(Op(ops::Div{}), {scaled, scalar(4)}), DType::kF32));
+      }
+    };
+  };
+  std::shared_ptr<Executable> ref = compile_for(make_graph(inputs, build(DType::kF32)), "ref");
+  ASSERT_NE(ref, nullptr);
+  const std::vector<Tensor> want = run(*ref, inputs);
+  for (const DType dt : {DType::kF32, DType::kF16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    std::shared_ptr<Executable> exe = compile_for(make_graph(inputs, build(dt)), "cuda");
+    ASSERT_NE(exe, nullptr);
+    expect_close(want, run(*exe, inputs), dt == DType::kF16 ? 1e-2f : 1e-4f);
+    const cuda::Program* program = cuda_program(*exe);
+    ASSERT_NE(program, nullptr);
+    EXPECT_EQ(program->device_steps(), static_cast<int>(program->steps().size()))
+        << "every step on the device";
+  }
+}
+
 TEST(CudaTarget, TheBundledModelMatchesRef) {
   SKIP_WITHOUT_GPU();
   // The source tree, or the current folder where the binary runs from a copy of the repository

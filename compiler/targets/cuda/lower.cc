@@ -256,9 +256,28 @@ void operand_strides(const Shape& in, const Shape& out, bool nhwc, int64_t* stri
   for (int d = 0; d < 4; ++d) strides[d] = in[d] == 1 && out[d] != 1 ? 0 : stored[d];
 }
 
+// x * c, c * x or x / c with c a constant scalar (attention's scaling of q and k): one contiguous
+// pass of the unary kernel instead of the broadcasting one.
+bool lower_scaling(Builder& b, const Node& node) {
+  if ((node.kind() != OpKind::kMul && node.kind() != OpKind::kDiv) || node.num_inputs() != 2) {
+    return false;
+  }
+  for (int c : {1, 0}) {
+    if (c == 0 && node.kind() == OpKind::kDiv) break;
+    const Value* x = node.input(1 - c);
+    std::optional<std::vector<float>> k = constant_floats(node.input(c));
+    if (!k || k->size() != 1 || shape_of(x) != shape_of(node.output(0))) continue;
+    const float factor = node.kind() == OpKind::kMul ? (*k)[0] : 1.0f / (*k)[0];
+    return add_unary(b, node, std::string(node.op().name()), {Unary::kScale, {factor, 0.0f}}, x,
+                     node.output(0));
+  }
+  return false;
+}
+
 bool lower_binary(Builder& b, const Node& node) {
   auto op = binary_of(node.kind());
   if (!op || node.num_inputs() != 2) return false;
+  if (lower_scaling(b, node)) return true;
   const std::optional<Elem> e = common_elem({node.input(0), node.input(1), node.output(0)});
   if (!e) return false;
   const Shape out = shape_of(node.output(0));
