@@ -659,7 +659,8 @@ TEST(CudaTarget, RowKernelsAndScalarScalingMatchRef) {
                             {x, b.constant(in_dtype(scale, dt)), b.constant(in_dtype(bias, dt))}),
                       DType::kF32));
         if (i % 3 == 0) b.output(cast(b.add(Op(ops::LogSoftmax{}), {x}), DType::kF32));
-        Value* scaled = b.add(Op(ops::Mul{}), {scalar(0.5f), b.add(Op(ops::Mul{}), {x, scalar(3)})});
+        Value* scaled =
+            b.add(Op(ops::Mul{}), {scalar(0.5f), b.add(Op(ops::Mul{}), {x, scalar(3)})});
         b.output(cast(b.add(Op(ops::Div{}), {scaled, scalar(4)}), DType::kF32));
       }
     };

@@ -729,8 +729,9 @@ Status launch_unary(Elem e, Unary op, const void* x, void* y, int64_t n, float a
     using T = decltype(tag);
     const int64_t bytes = n * static_cast<int64_t>(sizeof(T));
     if (vectorizable(bytes, {x, y})) {
-      unary_vec_kernel<T><<<blocks_for(bytes / 16), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
-          op, static_cast<const uint4*>(x), static_cast<uint4*>(y), bytes / 16, alpha, beta);
+      unary_vec_kernel<T>
+          <<<blocks_for(bytes / 16), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+              op, static_cast<const uint4*>(x), static_cast<uint4*>(y), bytes / 16, alpha, beta);
     } else {
       unary_kernel<<<blocks_for(n), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
           op, static_cast<const T*>(x), static_cast<T*>(y), n, alpha, beta);
