@@ -31,7 +31,7 @@ if [[ $steps == *" export "* ]]; then
 fi
 if [[ $steps == *" tests "* ]]; then
   step tests 150 "$pack/run" compiler_cuda_test \
-    --gtest_filter='*Encoder*:*Transformer*:*HalfPrecision*:*GemmAndMatMul*:*PoolSoftmax*:*Bundled*'
+    --gtest_filter='*Encoder*:*Transformer*:*HalfPrecision*:*GemmAndMatMul*:*PoolSoftmax*:*Bundled*:*RowKernels*:*HeadSplits*:CudaViews*'
 fi
 if [[ $steps == *" perf "* ]]; then
   for cfg in ${PERF_CONFIGS:-"vit_b_16:256" "bert_base_seq128:64" "vit_b_16:1" "bert_base_seq128:1"}; do
@@ -71,7 +71,7 @@ for d, shape in (("in_vit", (1, 3, 224, 224)), ("in_bert", (1, 128, 768))):
     IFS=: read -r name shape dir <<<"$m"
     step "verify_${name}_fp32" 90 "${kiln[@]}" verify "$models/$name.onnx" --target cuda \
       --input-shape "$shape"
-    step "verify_${name}_fp16" 120 "${kiln[@]}" verify "$models/$name.onnx" --target cuda \
+    step "verify_${name}_fp16" "${VERIFY_SECONDS:-240}" "${kiln[@]}" verify "$models/$name.onnx" --target cuda \
       --fp16 --rtol 1e-2 --inputs "/tmp/$dir"
   done
 fi

@@ -16,6 +16,7 @@
 #include "compiler/ops/nn_util.h"
 #include "compiler/targets/cuda/kernels.h"
 #include "compiler/targets/cuda/program.h"
+#include "compiler/targets/cuda/views.h"
 #include "core/logging.h"
 
 namespace kiln::compiler::cuda {
@@ -1467,6 +1468,46 @@ struct View {
   int64_t offset = 0;
 };
 
+bool is_reshape(OpKind kind) {
+  return kind == OpKind::kReshape || kind == OpKind::kFlatten || kind == OpKind::kSqueeze ||
+         kind == OpKind::kUnsqueeze || kind == OpKind::kIdentity;
+}
+
+// The value view `v` of a copy step writes: `out` itself, or the output of a Transpose that reads
+// `out` through reshapes, each the only reader of the one before (attention's heads: Split, Slice
+// or Gather of the QKV projection, Reshape to heads, Transpose), with `v` reshaped and permuted to
+// match: one strided copy instead of two. The reshapes and the Transpose are marked fused.
+const Value* fold_transpose(Builder& b, const Value* out, View& v) {
+  StridedView sv{v.dims, v.strides, v.offset};
+  std::vector<const Node*> chain;
+  const Value* at = out;
+  for (const Node* n = b.only_consumer(at); n != nullptr; n = b.only_consumer(at)) {
+    if (n->num_outputs() != 1 || n->input(0) != at) break;
+    if (is_reshape(n->kind())) {
+      std::optional<StridedView> r = reshape_view(sv, shape_of(n->output(0)).dims());
+      if (!r) break;
+      sv = std::move(*r);
+      chain.push_back(n);
+      at = n->output(0);
+      continue;
+    }
+    if (n->kind() != OpKind::kTranspose) break;
+    std::vector<int64_t> perm = n->attrs<ops::Transpose>().perm.value_or(std::vector<int64_t>{});
+    if (perm.empty()) {
+      for (int64_t d = static_cast<int64_t>(sv.dims.size()) - 1; d >= 0; --d) perm.push_back(d);
+    }
+    if (perm.size() != sv.dims.size() || perm.size() > static_cast<size_t>(kMaxRank)) break;
+    sv = permute_view(sv, perm);
+    chain.push_back(n);
+    for (const Node* c : chain) b.mark_fused(c);
+    v.dims = std::move(sv.dims);
+    v.strides = std::move(sv.strides);
+    v.offset = sv.offset;
+    return n->output(0);
+  }
+  return out;
+}
+
 // A step writing each view of buffer `from` (elements of `es` bytes) into its own buffer.
 bool add_views(Builder& b, const Node& node, int from, size_t es, std::vector<View> views) {
   if (es != 1 && es != 2 && es != 4 && es != 8) return false;
@@ -1526,7 +1567,7 @@ bool lower_slice(Builder& b, const Node& node) {
     v.strides[static_cast<size_t>(axis)] = in[static_cast<size_t>(axis)] * steps[i];
   }
   const int from = b.buffer_of(node.input(0));
-  v.to = b.define(node.output(0));
+  v.to = b.define(fold_transpose(b, node.output(0), v));
   return add_views(b, node, from, dtype_size(node.input(0)->tensor_type().dtype), {v});
 }
 
@@ -1546,10 +1587,12 @@ bool lower_split(Builder& b, const Node& node) {
     v.strides = in;
     v.offset = at * in[static_cast<size_t>(axis)];
     at += y[static_cast<int>(axis)];
-    v.to = b.define(out);
     views.push_back(std::move(v));
   }
   if (at != x[static_cast<int>(axis)]) return false;
+  for (size_t i = 0; i < views.size(); ++i) {
+    views[i].to = b.define(fold_transpose(b, node.output(static_cast<int>(i)), views[i]));
+  }
   return add_views(b, node, from, dtype_size(node.input(0)->tensor_type().dtype), views);
 }
 
@@ -1577,7 +1620,7 @@ bool lower_gather(Builder& b, const Node& node) {
     v.strides.push_back(1);
   }
   const int from = b.buffer_of(node.input(0));
-  v.to = b.define(node.output(0));
+  v.to = b.define(fold_transpose(b, node.output(0), v));
   return add_views(b, node, from, dtype_size(node.input(0)->tensor_type().dtype), {v});
 }
 
