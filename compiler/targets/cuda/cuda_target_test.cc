@@ -557,8 +557,9 @@ TEST(CudaTarget, TransformerPiecesMatchRef) {
 // An encoder layer as exported from PyTorch and converted to f16 by quantize_fp16 (LayerNorm,
 // Softmax and Erf between Casts to f32 and back): Linear layers as MatMul + bias Add, attention
 // as batched MatMuls of transposed heads with the scores scaled by a Mul, the exact GELU as
-// Div/Erf/Add/Mul/Mul. In f32 and f16 against ref in f32; every step on the device, the bias Adds
-// and the scaling inside the matmuls, the GELU one step, and in f16 no Cast but the graph's edges.
+// Div/Erf/Add/Mul/Mul, the block's residual Add after the second Linear. In f32 and f16 against ref
+// in f32; every step on the device, the bias Adds, the residual Add and the scaling inside the
+// matmuls, the GELU one step, and in f16 no Cast but the graph's edges.
 TEST(CudaTarget, EncoderLayerRunsFusedOnTheDevice) {
   SKIP_WITHOUT_GPU();
   auto scaled = [](Shape shape, uint32_t seed, float by) {
@@ -627,12 +628,13 @@ TEST(CudaTarget, EncoderLayerRunsFusedOnTheDevice) {
     ASSERT_NE(program, nullptr);
     EXPECT_EQ(program->device_steps(), static_cast<int>(program->steps().size()))
         << "every step on the device";
-    EXPECT_EQ(program->count_steps("MatMul+Bias"), 2);
+    EXPECT_EQ(program->count_steps("MatMul+Bias"), 1);
+    EXPECT_EQ(program->count_steps("MatMul+Bias+Residual"), 1);
     EXPECT_EQ(program->count_steps("MatMul+Scale"), 1);
     EXPECT_EQ(program->count_steps("Gelu"), 1);
     EXPECT_EQ(program->count_steps("Softmax"), 1);
     EXPECT_EQ(program->count_steps("LayerNormalization"), 1);
-    EXPECT_EQ(program->count_steps("Add"), 1) << "only the residual Add runs on its own";
+    EXPECT_EQ(program->count_steps("Add"), 0) << "every Add inside a matmul";
     EXPECT_EQ(program->count_steps("Cast"), dt == DType::kF32 ? 0 : 2) << "the graph's edges";
   }
 }

@@ -1096,7 +1096,26 @@ Result<bool> lower_matmul(Builder& b, const Node& node) {
       }
     }
   }
-  const Node* relu = b.only_consumer(tail->output(0));
+  // A residual Add of a value already computed, of the result's shape (a transformer block's
+  // x + Linear(...)), runs as cuBLASLt's C with beta 1: no separate pass over three tensors.
+  const Node* residual_add = nullptr;
+  int residual = -1;
+  if (node.kind() == OpKind::kMatMul && alpha == 1.0f && beta == 0.0f) {
+    if (const Node* add = consumer_as(b, tail->output(0), OpKind::kAdd)) {
+      const Value* r = other_operand(*add, tail->output(0));
+      if (r != nullptr && r != tail->output(0) && b.has_buffer(r) && elem_of(r) == e &&
+          shape_of(r) == shape_of(tail->output(0)) &&
+          shape_of(add->output(0)) == shape_of(tail->output(0))) {
+        residual_add = add;
+        residual = b.buffer_of(r);
+        beta = 1.0f;
+      }
+    }
+  }
+  const Node* end = residual_add != nullptr ? residual_add : tail;
+  // A following ReLU runs as the epilogue, but not after a residual (the epilogue's order of the
+  // ReLU and C is not relied on).
+  const Node* relu = residual_add != nullptr ? nullptr : b.only_consumer(end->output(0));
   if (relu != nullptr && relu->kind() != OpKind::kRelu) relu = nullptr;
   auto p = std::make_shared<LtPlan>();
   KILN_RETURN_IF_ERROR(
@@ -1175,14 +1194,17 @@ Result<bool> lower_matmul(Builder& b, const Node& node) {
   b.need_workspace(std::max(p->workspace, p->fallback_workspace));
   const int ai = b.buffer_of(node.input(0));
   const int bi = b.buffer_of(node.input(1));
-  const Node* last = relu != nullptr ? relu : tail;
+  const Node* last = relu != nullptr ? relu : end;
   if (tail != &node) b.mark_fused(tail);
+  if (residual_add != nullptr) b.mark_fused(residual_add);
   if (relu != nullptr) b.mark_fused(relu);
   const int yi = b.define(last->output(0));
   std::vector<int> reads = {ai, bi};
   if (c_buffer >= 0) reads.push_back(c_buffer);
+  if (residual >= 0) reads.push_back(residual);
   std::string kind = std::string(node.op().name()) + (bias ? "+Bias" : "") +
-                     (alpha != 1.0f ? "+Scale" : "") + (relu != nullptr ? "+Relu" : "");
+                     (alpha != 1.0f ? "+Scale" : "") + (residual >= 0 ? "+Residual" : "") +
+                     (relu != nullptr ? "+Relu" : "");
   add(b, node, kind, reads, {yi}, [=](Session& s) -> Status {
     std::unique_lock<std::mutex> lock(p->mutex, std::defer_lock);
     if (bias) {
@@ -1193,7 +1215,9 @@ Result<bool> lower_matmul(Builder& b, const Node& node) {
                                                       &ptr, sizeof(ptr)),
                        "bias pointer"));
     }
-    const void* c = beta != 0.0f ? s.device[static_cast<size_t>(c_buffer)] : ptr(s, yi);
+    const void* c = residual >= 0  ? ptr(s, residual)
+                    : beta != 0.0f ? s.device[static_cast<size_t>(c_buffer)]
+                                   : ptr(s, yi);
     const auto matmul = [&](bool fallback) {
       return cublasLtMatmul(s.lt, p->op, &alpha, ptr(s, bi), p->a, ptr(s, ai), p->b, &beta, c, p->d,
                             ptr(s, yi), p->d, fallback ? &p->fallback : &p->algo, s.workspace,
