@@ -114,6 +114,11 @@ class CudaTarget final : public Target {
   bool supports(const Node&) const override { return true; }
   std::vector<std::unique_ptr<Pass>> passes(const CompileOptions&) const override {
     std::vector<std::unique_ptr<Pass>> passes = standard_passes();
+    // Folding shape computations leaves static types to infer (a transformer's Reshape targets):
+    // without them the graph is not plannable and runs on the host interpreter.
+    passes.push_back(make_type_refinement());
+    passes.push_back(make_layer_norm_fusion());
+    for (auto& pass : standard_passes()) passes.push_back(std::move(pass));
     passes.push_back(make_conv_activation_fusion());
     return passes;
   }

@@ -6,9 +6,11 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <functional>
+#include <numeric>
 #include <random>
 #include <thread>
 
@@ -19,6 +21,7 @@
 #include "compiler/ops/all_ops.h"
 #include "compiler/targets/cuda/program.h"
 #include "compiler/targets/cuda/tuning.h"
+#include "compiler/targets/cuda/views.h"
 #include "core/gpu.h"
 
 namespace kiln::compiler {
@@ -551,6 +554,181 @@ TEST(CudaTarget, TransformerPiecesMatchRef) {
   }
 }
 
+// An encoder layer as exported from PyTorch and converted to f16 by quantize_fp16 (LayerNorm,
+// Softmax and Erf between Casts to f32 and back): Linear layers as MatMul + bias Add, attention
+// as batched MatMuls of transposed heads with the scores scaled by a Mul, the exact GELU as
+// Div/Erf/Add/Mul/Mul, the block's residual Add after the second Linear. In f32 and f16 against ref
+// in f32; every step on the device, the bias Adds, the residual Add and the scaling inside the
+// matmuls, the GELU one step, and in f16 no Cast but the graph's edges.
+TEST(CudaTarget, EncoderLayerRunsFusedOnTheDevice) {
+  SKIP_WITHOUT_GPU();
+  auto scaled = [](Shape shape, uint32_t seed, float by) {
+    Tensor t = random_tensor(std::move(shape), seed);
+    for (float& v : t.span<float>()) v *= by;
+    return t;
+  };
+  const Tensor gamma = scaled(Shape{32}, 100, 1.0f);
+  const Tensor beta = scaled(Shape{32}, 101, 1.0f);
+  const Tensor w_in = scaled(Shape{32, 64}, 102, 0.3f);
+  const Tensor b_in = scaled(Shape{64}, 103, 0.5f);
+  const Tensor w_out = scaled(Shape{64, 32}, 104, 0.3f);
+  const Tensor b_out = scaled(Shape{32}, 105, 0.5f);
+  const std::vector<Tensor> inputs = {scaled(Shape{2, 16, 32}, 106, 2.0f)};
+  auto i64 = [](std::vector<int64_t> v) {
+    return Tensor::from_vector<int64_t>(v, Shape{static_cast<int64_t>(v.size())});
+  };
+  auto build = [&](DType dt) {
+    return [&, dt](GraphBuilder& b, const std::vector<Value*>& in) {
+      const bool half = dt != DType::kF32;
+      auto cast = [&](Value* v, DType to) { return half ? cast_to(b, v, to) : v; };
+      auto k = [&](const Tensor& t) { return b.constant(in_dtype(t, dt)); };
+      auto scalar = [&](float v) { return k(Tensor::scalar<float>(v)); };
+      // What quantize_fp16 leaves around the ops it keeps in f32.
+      auto in_f32 = [&](Op op, Value* v, std::vector<Value*> more = {}) {
+        std::vector<Value*> args = {cast(v, DType::kF32)};
+        args.insert(args.end(), more.begin(), more.end());
+        return cast(b.add(std::move(op), args), dt);
+      };
+      Value* x = cast(in[0], dt);
+      Value* ln = in_f32(Op(ops::LayerNormalization{}), x, {b.constant(gamma), b.constant(beta)});
+      // The bias constants come after their MatMuls, as the exporter and the fp16 conversion
+      // leave them.
+      Value* h_mm = b.add(Op(ops::MatMul{}), {ln, k(w_in)});
+      Value* h = b.add(Op(ops::Add{}), {k(b_in), h_mm});
+      ops::Reshape heads;
+      Value* split = b.add(Op(heads), {h, b.constant(i64({2, 16, 4, 16}))});
+      ops::Transpose tq;
+      tq.perm = std::vector<int64_t>{0, 2, 1, 3};
+      ops::Transpose tk;
+      tk.perm = std::vector<int64_t>{0, 2, 3, 1};
+      Value* q = b.add(Op(tq), {split});
+      Value* scores = b.add(Op(ops::Mul{}),
+                            {b.add(Op(ops::MatMul{}), {q, b.add(Op(tk), {split})}), scalar(0.25f)});
+      Value* p = in_f32(Op(ops::Softmax{}), scores);
+      Value* ctx = b.add(Op(tq), {b.add(Op(ops::MatMul{}), {p, q})});
+      Value* merged = b.add(Op(heads), {ctx, b.constant(i64({2, 16, 64}))});
+      Value* erf = in_f32(Op(ops::Erf{}), b.add(Op(ops::Div{}), {merged, scalar(1.4142135f)}));
+      Value* gelu = b.add(
+          Op(ops::Mul{}),
+          {b.add(Op(ops::Mul{}), {merged, b.add(Op(ops::Add{}), {erf, scalar(1)})}), scalar(0.5f)});
+      Value* y_mm = b.add(Op(ops::MatMul{}), {gelu, k(w_out)});
+      Value* y = b.add(Op(ops::Add{}), {k(b_out), y_mm});
+      b.output(cast(b.add(Op(ops::Add{}), {y, x}), DType::kF32));
+    };
+  };
+  std::shared_ptr<Executable> ref = compile_for(make_graph(inputs, build(DType::kF32)), "ref");
+  ASSERT_NE(ref, nullptr);
+  const std::vector<Tensor> want = run(*ref, inputs);
+  for (const DType dt : {DType::kF32, DType::kF16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    std::shared_ptr<Executable> exe = compile_for(make_graph(inputs, build(dt)), "cuda");
+    ASSERT_NE(exe, nullptr);
+    expect_close(want, run(*exe, inputs), dt == DType::kF16 ? 1e-2f : 1e-4f);
+    const cuda::Program* program = cuda_program(*exe);
+    ASSERT_NE(program, nullptr);
+    EXPECT_EQ(program->device_steps(), static_cast<int>(program->steps().size()))
+        << "every step on the device";
+    EXPECT_EQ(program->count_steps("MatMul+Bias"), 1);
+    EXPECT_EQ(program->count_steps("MatMul+Bias+Residual"), 1);
+    EXPECT_EQ(program->count_steps("MatMul+Scale"), 1);
+    EXPECT_EQ(program->count_steps("Gelu"), 1);
+    EXPECT_EQ(program->count_steps("Softmax"), 1);
+    EXPECT_EQ(program->count_steps("LayerNormalization"), 1);
+    EXPECT_EQ(program->count_steps("Add"), 0) << "every Add inside a matmul";
+    EXPECT_EQ(program->count_steps("Cast"), dt == DType::kF32 ? 0 : 2) << "the graph's edges";
+  }
+}
+
+// Softmax and LayerNormalization rows of every width the one-warp-a-row kernels take (1 to 32
+// elements a lane, a partial last one) and past them (the block-a-row kernels), LogSoftmax, and the
+// scaling by a constant scalar (Mul either way round, Div), in f32 and f16, against ref in f32.
+TEST(CudaTarget, RowKernelsAndScalarScalingMatchRef) {
+  SKIP_WITHOUT_GPU();
+  const std::vector<int64_t> widths = {5, 32, 33, 100, 197, 300, 512, 768, 1000, 1024, 1500};
+  std::vector<Tensor> inputs;
+  for (size_t i = 0; i < widths.size(); ++i) {
+    Tensor t = random_tensor(Shape{3, 2, widths[i]}, 110 + static_cast<uint32_t>(i));
+    for (float& v : t.span<float>()) v *= 4.0f;
+    inputs.push_back(std::move(t));
+  }
+  auto build = [&](DType dt) {
+    return [&, dt](GraphBuilder& b, const std::vector<Value*>& in) {
+      auto cast = [&](Value* v, DType to) { return dt == DType::kF32 ? v : cast_to(b, v, to); };
+      auto scalar = [&](float v) { return b.constant(in_dtype(Tensor::scalar<float>(v), dt)); };
+      for (size_t i = 0; i < in.size(); ++i) {
+        const Tensor scale = random_tensor(Shape{widths[i]}, 130 + static_cast<uint32_t>(i));
+        const Tensor bias = random_tensor(Shape{widths[i]}, 150 + static_cast<uint32_t>(i));
+        Value* x = cast(in[i], dt);
+        b.output(cast(b.add(Op(ops::Softmax{}), {x}), DType::kF32));
+        b.output(cast(b.add(Op(ops::LayerNormalization{}),
+                            {x, b.constant(in_dtype(scale, dt)), b.constant(in_dtype(bias, dt))}),
+                      DType::kF32));
+        if (i % 3 == 0) b.output(cast(b.add(Op(ops::LogSoftmax{}), {x}), DType::kF32));
+        Value* scaled =
+            b.add(Op(ops::Mul{}), {scalar(0.5f), b.add(Op(ops::Mul{}), {x, scalar(3)})});
+        b.output(cast(b.add(Op(ops::Div{}), {scaled, scalar(4)}), DType::kF32));
+      }
+    };
+  };
+  std::shared_ptr<Executable> ref = compile_for(make_graph(inputs, build(DType::kF32)), "ref");
+  ASSERT_NE(ref, nullptr);
+  const std::vector<Tensor> want = run(*ref, inputs);
+  for (const DType dt : {DType::kF32, DType::kF16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    std::shared_ptr<Executable> exe = compile_for(make_graph(inputs, build(dt)), "cuda");
+    ASSERT_NE(exe, nullptr);
+    expect_close(want, run(*exe, inputs), dt == DType::kF16 ? 1e-2f : 1e-4f);
+    const cuda::Program* program = cuda_program(*exe);
+    ASSERT_NE(program, nullptr);
+    EXPECT_EQ(program->device_steps(), static_cast<int>(program->steps().size()))
+        << "every step on the device";
+  }
+}
+
+// Attention's head split: a Split (BERT), Slice (ViT, torch 1.x) or Gather (ViT, torch 2.x) of the
+// QKV projection, reshaped to heads and transposed, is one strided copy each, no Transpose step.
+TEST(CudaTarget, HeadSplitsFoldIntoOneCopy) {
+  SKIP_WITHOUT_GPU();
+  const std::vector<Tensor> inputs = {random_tensor(Shape{2, 5, 48}, 170),
+                                      random_tensor(Shape{5, 2, 3, 16}, 171)};
+  auto i64 = [](std::vector<int64_t> v) {
+    return Tensor::from_vector<int64_t>(v, Shape{static_cast<int64_t>(v.size())});
+  };
+  auto build = [&](GraphBuilder& b, const std::vector<Value*>& in) {
+    ops::Transpose bhsd;
+    bhsd.perm = std::vector<int64_t>{0, 2, 1, 3};
+    ops::Transpose bhds;
+    bhds.perm = std::vector<int64_t>{0, 2, 3, 1};
+    ops::Split split;
+    split.axis = 2;
+    ops::Reshape reshape;
+    const std::vector<Value*> qkv = b.add(Op(split), {in[0], b.constant(i64({16, 16, 16}))}, 3);
+    for (int i = 0; i < 3; ++i) {
+      Value* heads =
+          b.add(Op(reshape), {qkv[static_cast<size_t>(i)], b.constant(i64({2, 5, 4, 4}))});
+      b.output(b.add(Op(i == 1 ? bhds : bhsd), {heads}));
+    }
+    Value* sliced = b.add(Op(ops::Slice{}), {in[0], b.constant(i64({8})), b.constant(i64({24})),
+                                             b.constant(i64({2}))});
+    ops::Transpose reversed;  // no perm: reversed dims
+    b.output(b.add(Op(reversed), {b.add(Op(reshape), {sliced, b.constant(i64({10, 2, 8}))})}));
+    ops::Gather gather;
+    gather.axis = 2;
+    ops::Transpose heads_first;
+    heads_first.perm = std::vector<int64_t>{1, 2, 0, 3};
+    Value* k = b.add(Op(gather), {in[1], b.constant(Tensor::scalar<int64_t>(1))});
+    b.output(b.add(Op(heads_first), {b.add(Op(reshape), {k, b.constant(i64({5, 2, 4, 4}))})}));
+  };
+  auto [device, total] = expect_cuda_matches_ref(inputs, build, 0.0f);
+  EXPECT_EQ(device, total) << "every step on the device";
+  std::shared_ptr<Executable> exe = compile_for(make_graph(inputs, build), "cuda");
+  ASSERT_NE(exe, nullptr);
+  const cuda::Program* program = cuda_program(*exe);
+  ASSERT_NE(program, nullptr);
+  EXPECT_EQ(program->count_steps("Transpose"), 0);
+  EXPECT_EQ(static_cast<int>(program->steps().size()), 3) << "Split, Slice, Gather";
+}
+
 TEST(CudaTarget, TheBundledModelMatchesRef) {
   SKIP_WITHOUT_GPU();
   // The source tree, or the current folder where the binary runs from a copy of the repository
@@ -647,6 +825,82 @@ TEST(CudaTarget, DeviceResidentArgumentsGiveWhatHostTensorsGive) {
     }
   }
   EXPECT_EQ(exe->run_device(in, {out[0]}).code(), StatusCode::kInvalidArgument);
+}
+
+// The element offsets a view reads, in row-major order of its dims.
+std::vector<int64_t> offsets_of(const cuda::StridedView& v) {
+  int64_t n = 1;
+  for (int64_t d : v.dims) n *= d;
+  std::vector<int64_t> out;
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t rest = i, at = v.offset;
+    for (size_t d = v.dims.size(); d-- > 0;) {
+      at += (rest % v.dims[d]) * v.strides[d];
+      rest /= v.dims[d];
+    }
+    out.push_back(at);
+  }
+  return out;
+}
+
+// Runs without a GPU. Attention's head split (a Split/Slice view of the QKV projection, reshaped
+// to heads, transposed) folds into one strided view; reshapes that need a copy are refused.
+TEST(CudaViews, ReshapeAndPermuteReadTheSameElements) {
+  // BERT's q: [B, S, 2304] sliced to [B, S, 768] at 768, heads [B, S, 12, 64], then (0, 2, 1, 3).
+  const int64_t batch = 2, seq = 5;
+  cuda::StridedView q{{batch, seq, 768}, {seq * 2304, 2304, 1}, 768};
+  std::optional<cuda::StridedView> heads = cuda::reshape_view(q, {batch, seq, 12, 64});
+  ASSERT_TRUE(heads.has_value());
+  EXPECT_EQ(offsets_of(*heads), offsets_of(q)) << "a reshape reads the same elements in order";
+  const cuda::StridedView t = cuda::permute_view(*heads, {0, 2, 1, 3});
+  EXPECT_EQ(t.dims, (std::vector<int64_t>{batch, 12, seq, 64}));
+  EXPECT_EQ(t.strides, (std::vector<int64_t>{seq * 2304, 64, 2304, 1}));
+  // Element (b, h, s, d) of the transposed heads is q[b, s, h * 64 + d].
+  EXPECT_EQ(offsets_of(t)[((1 * 12 + 3) * seq + 4) * 64 + 7],
+            768 + 1 * seq * 2304 + 4 * 2304 + 3 * 64 + 7);
+  // Random views and shapes: a reshape that succeeds reads the same elements in the same order;
+  // merging dims of a non-contiguous view is refused.
+  std::mt19937 rng(7);
+  int folded = 0, refused = 0;
+  for (int trial = 0; trial < 300; ++trial) {
+    std::vector<int64_t> dims;
+    const int rank = 1 + static_cast<int>(rng() % 4);
+    for (int d = 0; d < rank; ++d) dims.push_back(1 + static_cast<int64_t>(rng() % 4));
+    // A permuted plain layout, or one sliced along a dim.
+    std::vector<int64_t> plain(dims.size());
+    int64_t stride = 1;
+    for (size_t d = dims.size(); d-- > 0;) {
+      plain[d] = stride;
+      stride *= dims[d] + (trial % 3 == 0 ? 1 : 0);  // every third: padded rows (a slice)
+    }
+    std::vector<int64_t> perm(dims.size());
+    std::iota(perm.begin(), perm.end(), 0);
+    if (trial % 2 == 0) std::shuffle(perm.begin(), perm.end(), rng);
+    const cuda::StridedView v = cuda::permute_view(cuda::StridedView{dims, plain, 3}, perm);
+    // A random factorization of the element count into a new shape.
+    int64_t n = 1;
+    for (int64_t d : dims) n *= d;
+    std::vector<int64_t> shape;
+    for (int64_t left = n; left > 1;) {
+      int64_t f = 1 + static_cast<int64_t>(rng() % static_cast<uint32_t>(left));
+      while (left % f != 0) --f;
+      shape.push_back(f);
+      left /= f;
+      if (f == 1) shape.push_back(1);
+    }
+    if (shape.empty()) shape.push_back(1);
+    std::optional<cuda::StridedView> r = cuda::reshape_view(v, shape);
+    if (r) {
+      EXPECT_EQ(offsets_of(*r), offsets_of(v)) << "trial " << trial;
+      ++folded;
+    } else {
+      ++refused;
+    }
+  }
+  EXPECT_GT(folded, 50);
+  EXPECT_GT(refused, 10);
+  EXPECT_FALSE(cuda::reshape_view(cuda::StridedView{{2, 3}, {1, 2}, 0}, {6}).has_value())
+      << "a transposed [2, 3] cannot be flattened without a copy";
 }
 
 TEST(CudaTuning, EncodesAndDecodesAndRejectsDamage) {

@@ -38,6 +38,7 @@ enum class Unary : int32_t {
   kHardSwish,
   kGelu,  // exact (erf) form
   kIdentity,
+  kScale,  // alpha * x
 };
 
 enum class Binary : int32_t { kAdd, kSub, kMul, kDiv, kPow, kMax, kMin };
