@@ -56,6 +56,12 @@ __device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(float v) {
 }
 
 // Calls fn(T{}) with T the element type of `e`.
+// A conv epilogue's activation: the clamp (ReLU, ReLU6, none), then SiLU (v * sigmoid(v)) if asked.
+__device__ __forceinline__ float clamp_act(float v, float lo, float hi, bool silu) {
+  v = fminf(fmaxf(v, lo), hi);
+  return silu ? v / (1.0f + __expf(-v)) : v;
+}
+
 template <class Fn>
 Status dispatch(Elem e, Fn&& fn) {
   switch (e) {
@@ -175,7 +181,7 @@ __global__ void binary_broadcast_kernel(Binary op, const T* a, const T* b, T* y,
 template <class I, class T>
 __global__ void channel_affine_kernel(const T* x, T* y, const float* scale, const float* shift,
                                       const T* residual, int64_t n, int64_t channels, int64_t inner,
-                                      float lo, float hi) {
+                                      float lo, float hi, bool silu) {
   const I ch = static_cast<I>(channels);
   const I in = static_cast<I>(inner);
   KILN_GRID_STRIDE_T(I, i, n) {
@@ -184,7 +190,7 @@ __global__ void channel_affine_kernel(const T* x, T* y, const float* scale, cons
     if (scale != nullptr) v *= scale[c];
     if (shift != nullptr) v += shift[c];
     if (residual != nullptr) v += ld(residual[i]);
-    y[i] = from_f32<T>(fminf(fmaxf(v, lo), hi));
+    y[i] = from_f32<T>(clamp_act(v, lo, hi, silu));
   }
 }
 
@@ -206,7 +212,7 @@ template <class T>
 __global__ void channel_affine_vec_kernel(const Vec<T>* x, Vec<T>* y, const float* scale,
                                           const float* shift, const Vec<T>* residual,
                                           int32_t vectors, int32_t channels, int32_t inner,
-                                          float lo, float hi) {
+                                          float lo, float hi, bool silu) {
   constexpr int kLanes = Vec<T>::kLanes;
   KILN_GRID_STRIDE_T(int32_t, i, vectors) {
     const int32_t first = i * kLanes;
@@ -222,7 +228,43 @@ __global__ void channel_affine_vec_kernel(const Vec<T>* x, Vec<T>* y, const floa
       if (scale != nullptr) v *= scale[c];
       if (shift != nullptr) v += shift[c];
       if (residual != nullptr) v += ld(rv.v[k]);
-      out.v[k] = from_f32<T>(fminf(fmaxf(v, lo), hi));
+      out.v[k] = from_f32<T>(clamp_act(v, lo, hi, silu));
+    }
+    y[i] = out;
+  }
+}
+
+// launch_channel_scale, one element a thread: i = (n*C + c)*hw + p, or (n*hw + p)*C + c (NHWC).
+template <class T>
+__global__ void channel_scale_kernel(const T* x, const T* s, T* y, int64_t n, int64_t channels,
+                                     int64_t hw, bool nhwc, bool sigmoid) {
+  KILN_GRID_STRIDE_T(int64_t, i, n) {
+    const int64_t img = i / (channels * hw);
+    const int64_t c = nhwc ? i % channels : (i / hw) % channels;
+    float f = ld(s[img * channels + c]);
+    if (sigmoid) f = 1.0f / (1.0f + __expf(-f));
+    y[i] = from_f32<T>(ld(x[i]) * f);
+  }
+}
+
+// launch_channel_scale over NHWC 16-byte vectors: i = (n*hw + p)*C/lanes + channel vector, the
+// scales of a vector's channels one 16-byte load.
+template <class T>
+__global__ void channel_scale_nhwc_vec_kernel(const Vec<T>* x, const Vec<T>* s, Vec<T>* y,
+                                              int32_t vectors, int32_t cv, int32_t hw,
+                                              bool sigmoid) {
+  constexpr int kLanes = Vec<T>::kLanes;
+  KILN_GRID_STRIDE_T(int32_t, i, vectors) {
+    const int32_t v = i % cv;
+    const int32_t img = i / cv / hw;
+    const Vec<T> xv = x[i];
+    const Vec<T> sv = s[img * cv + v];
+    Vec<T> out;
+#pragma unroll
+    for (int k = 0; k < kLanes; ++k) {
+      float f = ld(sv.v[k]);
+      if (sigmoid) f = 1.0f / (1.0f + __expf(-f));
+      out.v[k] = from_f32<T>(ld(xv.v[k]) * f);
     }
     y[i] = out;
   }
@@ -375,7 +417,7 @@ __global__ void depthwise_kernel(DepthwiseConv p, const T* x, const float* weigh
         acc = fmaf(ld(plane[(iy * w + ix) * step]), weight[(ky * kw + kx) * ch + c], acc);
       }
     }
-    y[i] = from_f32<T>(fminf(fmaxf(acc, p.lo), p.hi));
+    y[i] = from_f32<T>(clamp_act(acc, p.lo, p.hi, p.silu));
   }
 }
 
@@ -462,7 +504,7 @@ __global__ void depthwise_nhwc_vec_kernel(DepthwiseConv p, const Vec<T>* x, cons
       if (ox0 + q >= ow) break;
       Vec<T> o;
 #pragma unroll
-      for (int l = 0; l < kLanes; ++l) o.v[l] = from_f32<T>(fminf(fmaxf(acc[q][l], p.lo), p.hi));
+      for (int l = 0; l < kLanes; ++l) o.v[l] = from_f32<T>(clamp_act(acc[q][l], p.lo, p.hi, p.silu));
       out[q * cv] = o;
     }
   }
@@ -629,7 +671,7 @@ Status launch_binary(Elem e, Binary op, const void* a, const void* b, void* y, i
 
 Status launch_channel_affine(Elem e, const void* x, void* y, const float* scale, const float* shift,
                              const void* residual, int64_t n, int64_t channels, int64_t inner,
-                             float lo, float hi, void* stream) {
+                             float lo, float hi, void* stream, bool silu) {
   if (n <= 0) return Status();
   return dispatch(e, [&](auto tag) {
     using T = decltype(tag);
@@ -646,15 +688,41 @@ Status launch_channel_affine(Elem e, const void* x, void* y, const float* scale,
       channel_affine_vec_kernel<T><<<blocks_for(vectors), kThreads, 0, s>>>(
           reinterpret_cast<const Vec<T>*>(tx), reinterpret_cast<Vec<T>*>(ty), scale, shift,
           reinterpret_cast<const Vec<T>*>(tr), static_cast<int32_t>(vectors),
-          static_cast<int32_t>(channels), static_cast<int32_t>(inner), lo, hi);
+          static_cast<int32_t>(channels), static_cast<int32_t>(inner), lo, hi, silu);
     } else if (fits_32(n)) {
-      channel_affine_kernel<int32_t>
-          <<<blocks_for(n), kThreads, 0, s>>>(tx, ty, scale, shift, tr, n, channels, inner, lo, hi);
+      channel_affine_kernel<int32_t><<<blocks_for(n), kThreads, 0, s>>>(
+          tx, ty, scale, shift, tr, n, channels, inner, lo, hi, silu);
     } else {
-      channel_affine_kernel<int64_t>
-          <<<blocks_for(n), kThreads, 0, s>>>(tx, ty, scale, shift, tr, n, channels, inner, lo, hi);
+      channel_affine_kernel<int64_t><<<blocks_for(n), kThreads, 0, s>>>(
+          tx, ty, scale, shift, tr, n, channels, inner, lo, hi, silu);
     }
     return launched("channel_affine");
+  });
+}
+
+Status launch_channel_scale(Elem e, const void* x, const void* s, void* y, int64_t batch,
+                            int64_t channels, int64_t hw, bool nhwc, bool sigmoid, void* stream) {
+  const int64_t n = batch * channels * hw;
+  if (n <= 0) return Status();
+  return dispatch(e, [&](auto tag) {
+    using T = decltype(tag);
+    auto st = static_cast<cudaStream_t>(stream);
+    const auto* tx = static_cast<const T*>(x);
+    const auto* ts = static_cast<const T*>(s);
+    auto* ty = static_cast<T*>(y);
+    constexpr int kLanes = Vec<T>::kLanes;
+    if (nhwc && channels % kLanes == 0 && fits_32(n) && aligned16(tx) && aligned16(ts) &&
+        aligned16(ty)) {
+      const int64_t vectors = n / kLanes;
+      channel_scale_nhwc_vec_kernel<T><<<blocks_for(vectors), kThreads, 0, st>>>(
+          reinterpret_cast<const Vec<T>*>(tx), reinterpret_cast<const Vec<T>*>(ts),
+          reinterpret_cast<Vec<T>*>(ty), static_cast<int32_t>(vectors),
+          static_cast<int32_t>(channels / kLanes), static_cast<int32_t>(hw), sigmoid);
+    } else {
+      channel_scale_kernel<T>
+          <<<blocks_for(n), kThreads, 0, st>>>(tx, ts, ty, n, channels, hw, nhwc, sigmoid);
+    }
+    return launched("channel_scale");
   });
 }
 
