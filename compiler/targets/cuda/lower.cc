@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <mutex>
@@ -830,7 +831,12 @@ Result<bool> lower_conv_as(Builder& b, const Node& node, bool nhwc) {
   // MobileNetV2 at batch 256 ran 3 times slower on an H200 with its depthwise ones fused that way
   // (one of two changes measured together; the other, the algorithm choice, is kept).
   // SiLU as cuDNN's swish (beta 1) where the trial shows cuDNN takes it, else in the bias kernel.
-  if (has_bias && (groups == 1 || (lo == 0.0f && hi == INFINITY && !silu))) {
+  // KILN_CUDA_FUSED_BIAS=0 keeps every epilogue in the bias kernel (to compare the two on a GPU).
+  static const bool cudnn_epilogues = [] {
+    const char* v = std::getenv("KILN_CUDA_FUSED_BIAS");
+    return v == nullptr || std::string_view(v) != "0";
+  }();
+  if (cudnn_epilogues && has_bias && (groups == 1 || (lo == 0.0f && hi == INFINITY && !silu))) {
     if (std::optional<std::vector<float>> bias = constant_floats(node.input(2))) {
       KILN_ASSIGN_OR_RETURN(fused_bias,
                             fused_conv_bias(b, *d, data, *e, *bias, x, w, y, lo, hi, silu));
