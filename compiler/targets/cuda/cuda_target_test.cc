@@ -527,7 +527,9 @@ TEST(CudaTarget, SiluAndSqueezeExcitationRunInsideTheirProducers) {
   auto build_in = [&](DType dt) {
     return [&, dt](GraphBuilder& b, const std::vector<Value*>& in) {
       auto k = [&](const Tensor& t) { return b.constant(in_dtype(t, dt)); };
-      auto silu = [&](Value* v) { return b.add(Op(ops::Mul{}), {v, b.add(Op(ops::Sigmoid{}), {v})}); };
+      auto silu = [&](Value* v) {
+        return b.add(Op(ops::Mul{}), {v, b.add(Op(ops::Sigmoid{}), {v})});
+      };
       Value* x = dt == DType::kF32 ? in[0] : cast_to(b, in[0], dt);
       Value* e = silu(b.add(Op(ops::Conv{}), {x, k(expand), k(expand_bias)}));
       ops::Conv depthwise;
@@ -536,7 +538,8 @@ TEST(CudaTarget, SiluAndSqueezeExcitationRunInsideTheirProducers) {
       Value* d = silu(b.add(Op(depthwise), {e, k(dw), k(dw_bias)}));
       Value* g = b.add(Op(ops::GlobalAveragePool{}), {d});
       Value* r = silu(b.add(Op(ops::Conv{}), {g, k(reduce), k(reduce_bias)}));
-      Value* sig = b.add(Op(ops::Sigmoid{}), {b.add(Op(ops::Conv{}), {r, k(excite), k(excite_bias)})});
+      Value* sig =
+          b.add(Op(ops::Sigmoid{}), {b.add(Op(ops::Conv{}), {r, k(excite), k(excite_bias)})});
       Value* scaled = b.add(Op(ops::Mul{}), {d, sig});
       Value* y = b.add(Op(ops::Add{}), {b.add(Op(ops::Conv{}), {scaled, k(project)}), x});
       b.output(dt == DType::kF32 ? y : cast_to(b, y, DType::kF32));

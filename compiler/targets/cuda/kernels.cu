@@ -354,9 +354,9 @@ __global__ void pad_channels_vec_kernel(const T* x, Vec<T>* y, int32_t pixels, i
 #pragma unroll
       for (int k = 0; k < kLanes; ++k) {
         const int32_t ch = q * kLanes + k;
-        out.v[k] = ch >= c       ? from_f32<T>(0.0f)
-                   : x_nhwc      ? x[i * c + ch]
-                                 : x[(img * c + ch) * hw + pixel];
+        out.v[k] = ch >= c  ? from_f32<T>(0.0f)
+                   : x_nhwc ? x[i * c + ch]
+                            : x[(img * c + ch) * hw + pixel];
       }
       y[i * pv + q] = out;
     }
@@ -530,7 +530,8 @@ __global__ void depthwise_nhwc_vec_kernel(DepthwiseConv p, const Vec<T>* x, cons
       if (ox0 + q >= ow) break;
       Vec<T> o;
 #pragma unroll
-      for (int l = 0; l < kLanes; ++l) o.v[l] = from_f32<T>(clamp_act(acc[q][l], p.lo, p.hi, p.silu));
+      for (int l = 0; l < kLanes; ++l)
+        o.v[l] = from_f32<T>(clamp_act(acc[q][l], p.lo, p.hi, p.silu));
       out[q * cv] = o;
     }
   }
@@ -840,13 +841,17 @@ void launch_depthwise_vec(const DepthwiseConv& p, const Vec<T>* x, const float* 
   const auto count = static_cast<int32_t>(threads);
   const unsigned grid = blocks_for(threads);
   if (p.kw == 3 && p.sw == 1) {
-    depthwise_nhwc_vec_kernel<T, 3, 1, kPix><<<grid, kThreads, 0, s>>>(p, x, weight, bias, y, count);
+    depthwise_nhwc_vec_kernel<T, 3, 1, kPix>
+        <<<grid, kThreads, 0, s>>>(p, x, weight, bias, y, count);
   } else if (p.kw == 3) {
-    depthwise_nhwc_vec_kernel<T, 3, 2, kPix><<<grid, kThreads, 0, s>>>(p, x, weight, bias, y, count);
+    depthwise_nhwc_vec_kernel<T, 3, 2, kPix>
+        <<<grid, kThreads, 0, s>>>(p, x, weight, bias, y, count);
   } else if (p.sw == 1) {
-    depthwise_nhwc_vec_kernel<T, 5, 1, kPix><<<grid, kThreads, 0, s>>>(p, x, weight, bias, y, count);
+    depthwise_nhwc_vec_kernel<T, 5, 1, kPix>
+        <<<grid, kThreads, 0, s>>>(p, x, weight, bias, y, count);
   } else {
-    depthwise_nhwc_vec_kernel<T, 5, 2, kPix><<<grid, kThreads, 0, s>>>(p, x, weight, bias, y, count);
+    depthwise_nhwc_vec_kernel<T, 5, 2, kPix>
+        <<<grid, kThreads, 0, s>>>(p, x, weight, bias, y, count);
   }
 }
 

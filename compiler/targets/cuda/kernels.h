@@ -80,8 +80,9 @@ struct Pool2d {
 };
 Status launch_pool2d(Elem e, const Pool2d& p, const void* x, void* y, void* stream);
 // A depthwise 2-D convolution (group = input channels = output channels, one filter per channel):
-// y = clamp(bias[c] + sum over the window of x * weight, lo, hi) (then SiLU), f32 accumulation. `pad_h`/`pad_w`
-// are the leading pads (the trailing ones follow from oh/ow, so asymmetric pads work).
+// y = clamp(bias[c] + sum over the window of x * weight, lo, hi) (then SiLU), f32 accumulation.
+// `pad_h`/`pad_w` are the leading pads (the trailing ones follow from oh/ow, so asymmetric pads
+// work).
 struct DepthwiseConv {
   bool nhwc = false;  // x and y stored channels last
   int64_t n = 0, c = 0, h = 0, w = 0, oh = 0, ow = 0;

@@ -189,7 +189,8 @@ int channel_scale_operand(const Node& mul) {
 }
 
 // The scaling of channel_scale_operand's Mul as one step, in x's layout: y = x * s per (image,
-// channel), `scale` (the [N, C, 1, 1] operand) through a sigmoid when `sigmoid` (its Sigmoid fused).
+// channel), `scale` (the [N, C, 1, 1] operand) through a sigmoid when `sigmoid` (its Sigmoid
+// fused).
 bool lower_channel_scale(Builder& b, const Node& mul, const Value* scale, bool sigmoid) {
   const int xi = channel_scale_operand(mul);
   if (xi < 0) return false;
