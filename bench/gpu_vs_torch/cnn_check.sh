@@ -3,7 +3,10 @@
 # The CNN half of the cuda target's check on the GPU machine, in one call of about 7 minutes:
 # compiler_cuda_test, the fp16 step tables of MobileNetV2 and EfficientNet-B0 at batch 256, fp16
 # `kiln verify` on calibrated exports (activations fp16 can hold) of ResNet-50, MobileNetV2 and
-# EfficientNet-B0, and bench/gpu_vs_torch/run.py at batch 256 (eager, torch.compile, kiln).
+# EfficientNet-B0, and bench/gpu_vs_torch/run.py at batch 256 (eager, torch.compile, kiln); also
+# kiln perf with the depthwise kernel's other pixel counts (DW_PIXELS, default "1 4") and with
+# cuDNN's fused epilogues off (step "fused"). SKIP="verify fused ..." leaves steps out;
+# VERIFY="mobilenet_v2" verifies fewer models (ResNet-50's fp32 reference takes about a minute).
 #   here:   PACK=DIR bench/gpu_vs_torch/cnn_check.sh --pack   # build, pack into DIR (.devpack-cnn)
 #   device: run(carry [PACK], timeout_s 560, command "bash PACK/cnn_check.sh")
 # The pack holds kiln, compiler_cuda_test, this script, run.py and export_models.py, so it runs
@@ -59,34 +62,21 @@ for m in mobilenet_v2 efficientnet_b0; do
   KILN_LOG_LEVEL=debug step perf_$m 90 "${kiln[@]}" perf "$models/$m.onnx" --target cuda --fp16 \
     --device-io --batch "$batch" --iterations 30 --warmup 5 --top 30
 done
-# The vectorized depthwise kernel's output pixels a thread (kiln's default is 4).
-for px in 2 8; do
-  KILN_CUDA_DW_PIXELS=$px step perf_mobilenet_v2 60 "${kiln[@]}" perf "$models/mobilenet_v2.onnx" \
-    --target cuda --fp16 --device-io --batch "$batch" --iterations 30 --warmup 5 --top 0
-done
-# Every convolution epilogue in the bias kernel instead of cuDNN's fused call.
+# The vectorized depthwise kernel's output pixels a thread (kiln's default is 2), and every
+# convolution epilogue in the bias kernel instead of cuDNN's fused call.
 for m in mobilenet_v2 efficientnet_b0; do
-  KILN_CUDA_FUSED_BIAS=0 step perf_$m 60 "${kiln[@]}" perf "$models/$m.onnx" --target cuda --fp16 \
+  for px in ${DW_PIXELS:-1 4}; do
+    KILN_CUDA_DW_PIXELS=$px step perf_$m 60 "${kiln[@]}" perf "$models/$m.onnx" --target cuda \
+      --fp16 --device-io --batch "$batch" --iterations 30 --warmup 5 --top 0
+  done
+  KILN_CUDA_FUSED_BIAS=0 step fused 60 "${kiln[@]}" perf "$models/$m.onnx" --target cuda --fp16 \
     --device-io --batch "$batch" --iterations 30 --warmup 5 --top 0
 done
 budget=${BENCH_SECONDS:-200}
 step bench $((budget + 40)) python3 "$pack/bench/gpu_vs_torch/run.py" --kiln "${kiln[*]}" \
   --models mobilenet_v2,efficientnet_b0 --batches "$batch" --models-dir "$models" \
   --json "$logs/gpu_vs_torch.json" --time-budget "$budget" --compile-timeout 90 --no-artifact
-# Each GPU kernel's total time over 5 replays of the graph (nsys, CUDA graph nodes traced).
-nsys=$(command -v nsys || ls /usr/local/cuda/bin/nsys /opt/nvidia/nsight-systems/*/bin/nsys 2>/dev/null | head -1)
-if [[ -n "$nsys" ]]; then
-  for m in mobilenet_v2 efficientnet_b0; do
-    # Compiled first, so that tuning's kernels stay out of the profile.
-    step nsys_$m 60 "${kiln[@]}" compile "$models/$m.onnx" --target cuda --fp16 \
-      --input-shape "input=${batch}x3x224x224" -o "/tmp/$m.kiln"
-    step nsys_$m 90 "$nsys" profile --cuda-graph-trace=node --force-overwrite true -o "/tmp/nsys_$m" \
-      "$pack/run" kiln perf "/tmp/$m.kiln" --target cuda --device-io --iterations 5 --warmup 1 \
-      --top 0
-    step nsys_$m 60 "$nsys" stats --report cuda_gpu_kern_sum --format csv "/tmp/nsys_$m.nsys-rep"
-  done
-fi
-for m in mobilenet_v2 efficientnet_b0 resnet50; do
+for m in ${VERIFY:-$cnn}; do
   step verify 150 "${kiln[@]}" verify "$models/$m.calibrated.onnx" --target cuda --fp16 \
     --rtol 1e-2 --atol 1e-3 --inputs "$inputs/$m"
 done
@@ -98,5 +88,6 @@ tar -xzOf "$out/cnn_check.tgz" logs/verify.log | grep -E -i "cosine|top-1|agree|
   head -20
 tar -xzOf "$out/cnn_check.tgz" logs/perf_mobilenet_v2.log | grep -E "^==|latency"
 tar -xzOf "$out/cnn_check.tgz" logs/perf_efficientnet_b0.log | grep -E "^==|latency"
+tar -xzOf "$out/cnn_check.tgz" logs/fused.log 2>/dev/null | grep -E "^==|latency"
 tar -xzOf "$out/cnn_check.tgz" logs/perf_efficientnet_b0.log | grep -E -A14 "time by kind" | head -15
 tar -xzOf "$out/cnn_check.tgz" logs/bench.log | sed -n '/^gpu_vs_torch on/,$p'

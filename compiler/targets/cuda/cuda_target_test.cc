@@ -510,7 +510,7 @@ TEST(CudaTarget, DepthwiseConvolutionsStayChannelsLastBetweenDenseOnes) {
 // EfficientNet's MBConv block (expand 1x1 + SiLU, depthwise 3x3 + SiLU, squeeze-and-excitation:
 // global average pool, 1x1 reduce + SiLU, 1x1 expand, Sigmoid, channel-wise Mul; project 1x1,
 // residual Add) in f32 (NCHW) and f16 (NHWC): each SiLU inside its convolution's step, the
-// Sigmoid and Mul one scaling step, no separate Sigmoid or Mul.
+// Sigmoid and Mul one scaling step, no separate Sigmoid or Mul, no reorder of the squeeze.
 TEST(CudaTarget, SiluAndSqueezeExcitationRunInsideTheirProducers) {
   SKIP_WITHOUT_GPU();
   const Tensor expand = random_tensor(Shape{32, 16, 1, 1}, 420);
@@ -559,6 +559,9 @@ TEST(CudaTarget, SiluAndSqueezeExcitationRunInsideTheirProducers) {
     EXPECT_EQ(program->count_steps("DepthwiseConv+Bias+SiLU"), 1);
     EXPECT_EQ(program->count_steps("Sigmoid+ChannelScale"), 1);
     EXPECT_EQ(steps_starting(*program, "Sigmoid") + steps_starting(*program, "Mul"), 1);
+    // f16 runs NHWC: the squeeze's [N, C, 1, 1] values need no reorder, only the graph's input
+    // and output do.
+    EXPECT_EQ(steps_starting(*program, "Reorder"), dt == DType::kF16 ? 2 : 0);
     EXPECT_EQ(program->device_steps(), static_cast<int>(program->steps().size()));
   }
 }
