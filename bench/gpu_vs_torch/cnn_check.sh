@@ -84,7 +84,7 @@ tar -C "$out" -czf "$out/cnn_check.tgz" logs && rm -rf "$logs"
 echo
 printf '%s\n' "${summary[@]}"
 tar -xzOf "$out/cnn_check.tgz" logs/test.log | grep -E "PASSED|FAILED|SKIPPED" | head -20
-tar -xzOf "$out/cnn_check.tgz" logs/verify.log | grep -E -i "cosine|top-1|agree|differ|error" |
+tar -xzOf "$out/cnn_check.tgz" logs/verify.log | grep -E -i "^output  |within|outside|error" |
   head -20
 tar -xzOf "$out/cnn_check.tgz" logs/perf_mobilenet_v2.log | grep -E "^==|latency"
 tar -xzOf "$out/cnn_check.tgz" logs/perf_efficientnet_b0.log | grep -E "^==|latency"
