@@ -95,8 +95,8 @@ def make_model(name, models=None):
 
 def calibrate(model, sample, batches=2, batch=8):
     """Sets every BatchNorm's running statistics to those of `model`'s activations on random
-    inputs (seed 0; the rest of the model, dropout included, stays in eval mode), then scales the last Linear so the
-    logits have a standard deviation of 1. Returns `model`."""
+    inputs (seed 0; the rest of the model, dropout included, stays in eval mode), then scales the
+    last Linear so the logits have a standard deviation of 1. Returns `model`."""
     norms = [m for m in model.modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)]
     if not norms:
         raise RuntimeError("--calibrate: the model has no BatchNorm to calibrate")
