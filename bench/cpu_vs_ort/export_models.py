@@ -1,5 +1,16 @@
 # SPDX-License-Identifier: Apache-2.0
-# Exports the cpu_vs_ort models to ONNX (random-init weights, fixed seed, dynamic batch dim).
+"""Exports the cpu_vs_ort models to ONNX (random-init weights, fixed seed, dynamic batch dim).
+
+  python3 bench/cpu_vs_ort/export_models.py --out DIR [MODELS]
+  python3 bench/cpu_vs_ort/export_models.py --out DIR --calibrate --inputs IN mobilenet_v2
+
+--calibrate writes NAME.calibrated.onnx: the same random weights, but every BatchNorm's running
+statistics measured on a few random batches and the last Linear scaled so the logits have unit
+spread. torchvision's default init leaves the activations shrinking layer by layer (its depthwise
+filters get a fan-out of C*k*k), down to logits of 1e-9 (MobileNetV2) and 1e-14 (EfficientNet-B0):
+below fp16's range, so an fp16 comparison of those exports says nothing. --inputs writes
+IN/NAME/NNN.npy, random batches for `kiln verify --fp16 --inputs IN/NAME`.
+"""
 import argparse
 import inspect
 import os
@@ -82,11 +93,57 @@ def make_model(name, models=None):
     return make().eval(), sample
 
 
-def export(name, out_dir, models=None):
-    path = os.path.join(out_dir, name + ".onnx")
+def calibrate(model, sample, batches=2, batch=8):
+    """Sets every BatchNorm's running statistics to those of `model`'s activations on random
+    inputs (seed 0; the rest of the model, dropout included, stays in eval mode), then scales the
+    last Linear so the logits have a standard deviation of 1. Returns `model`."""
+    norms = [m for m in model.modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)]
+    if not norms:
+        raise RuntimeError("--calibrate: the model has no BatchNorm to calibrate")
+    gen = torch.Generator().manual_seed(0)
+    xs = [torch.rand([batch] + sample, generator=gen) for _ in range(batches)]
+    with torch.no_grad():
+        # Cumulative averages (momentum None) over all batches, the BatchNorms in train mode (each
+        # normalizing by its batch's statistics, close to the running ones it ends with).
+        for bn in norms:
+            bn.reset_running_stats()
+            bn.momentum = None
+            bn.train()
+        for x in xs:
+            model(x)
+        for bn in norms:
+            bn.eval()
+        linears = [m for m in model.modules() if isinstance(m, torch.nn.Linear)]
+        if linears:
+            spread = float(torch.cat([model(x) for x in xs]).std())
+            if spread > 0:
+                linears[-1].weight.mul_(1.0 / spread)
+                if linears[-1].bias is not None:
+                    linears[-1].bias.mul_(1.0 / spread)
+    return model
+
+
+def write_inputs(name, out_dir, models=None, count=4, batch=2):
+    """`count` random batches of `batch` samples (seed 1) as OUT_DIR/NAME/NNN.npy; the folder."""
+    import numpy as np
+
+    _, sample = (models or MODELS)[name]
+    folder = os.path.join(out_dir, name)
+    os.makedirs(folder, exist_ok=True)
+    gen = torch.Generator().manual_seed(1)
+    for i in range(count):
+        x = torch.rand([batch] + sample, generator=gen).numpy().astype(np.float32)
+        np.save(os.path.join(folder, f"{i:03d}.npy"), x)
+    return folder
+
+
+def export(name, out_dir, models=None, calibrated=False):
+    path = os.path.join(out_dir, name + (".calibrated" if calibrated else "") + ".onnx")
     if os.path.exists(path):
         return path
     model, sample = make_model(name, models)
+    if calibrated:
+        calibrate(model, sample)
     x = torch.rand([1] + sample)
     tmp = path + ".tmp"
     # PyTorch 2.x (the GPU machine's) exports through dynamo by default, at opset 18 with external
@@ -105,13 +162,25 @@ def export(name, out_dir, models=None):
 def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--out", required=True, help="cache directory for the .onnx files")
+    parser.add_argument("--calibrate", action="store_true",
+                        help="write NAME.calibrated.onnx: BatchNorm statistics measured on random "
+                        "batches, logits of unit spread (activations that fp16 can hold)")
+    parser.add_argument("--inputs", help="also write random input batches as INPUTS/NAME/NNN.npy")
+    parser.add_argument("--inputs-count", type=int, default=4, help="batches per model")
+    parser.add_argument("--inputs-batch", type=int, default=2, help="samples per batch")
     parser.add_argument("models", nargs="*", default=list(MODELS), help="models to export")
     args = parser.parse_args()
     os.makedirs(args.out, exist_ok=True)
     for name in args.models:
         if name not in MODELS:
             sys.exit(f"export_models: unknown model \"{name}\"; known: {', '.join(MODELS)}")
-        print(export(name, args.out), flush=True)
+        try:
+            print(export(name, args.out, calibrated=args.calibrate), flush=True)
+        except RuntimeError as e:
+            sys.exit(f"export_models: {name}: {e}")
+        if args.inputs:
+            print(write_inputs(name, args.inputs, count=args.inputs_count,
+                               batch=args.inputs_batch), flush=True)
 
 
 if __name__ == "__main__":

@@ -8,7 +8,8 @@
 #   env          GPU, driver, CUDA/cuDNN, PyTorch
 #   cuda_test    compiler_cuda_test (every case against ref)
 #   verify       kiln verify --target cuda on the benchmark models (fp32; fp16/bf16 when kiln has
-#                the flags), exported by bench/cpu_vs_ort/export_models.py
+#                the flags, the CNNs on --calibrate exports), exported by
+#                bench/cpu_vs_ort/export_models.py
 #   bench        bench/gpu_vs_torch/run.py (JSON: $OUT/gpu_vs_torch.json), BENCH_SECONDS (240)
 #   sanitizer    compute-sanitizer racecheck and memcheck on the bundled model and kernel cases
 #   backend      ONNX backend suite (node + simple) on cuda, against ref's expected failures
@@ -64,6 +65,9 @@ step cuda_test 120 "${kiln[0]}" compiler_cuda_test
 models=/tmp/gpu_vs_torch_models
 step verify 150 python3 bench/cpu_vs_ort/export_models.py --out "$models" resnet50 mobilenet_v2 \
   efficientnet_b0 vit_b_16 bert_base_seq128
+# fp16/bf16 compare the CNNs on calibrated exports (activations fp16 can hold; docs/cuda.md).
+step verify 150 python3 bench/cpu_vs_ort/export_models.py --out "$models" --calibrate \
+  --inputs "$models/inputs" --inputs-count 2 resnet50 mobilenet_v2 efficientnet_b0
 precisions=("")
 help=$("${kiln[@]}" verify --help 2>&1)
 for p in fp16 bf16; do [[ $help == *"--$p"* ]] && precisions+=("--$p"); done
@@ -72,7 +76,12 @@ for p in "${precisions[@]}"; do
   [[ -n $p ]] && tol=(--rtol 1e-2 --atol 1e-3)
   check=("${kiln[@]}" verify --target cuda $p "${tol[@]}")
   for m in resnet50 mobilenet_v2 efficientnet_b0; do
-    step verify 60 "${check[@]}" "$models/$m.onnx" --input-shape input=2x3x224x224
+    if [[ -n $p ]]; then
+      step verify 90 "${check[@]}" --min-cosine 0.999 --min-top1 100 \
+        "$models/$m.calibrated.onnx" --inputs "$models/inputs/$m"
+    else
+      step verify 60 "${check[@]}" "$models/$m.onnx" --input-shape input=2x3x224x224
+    fi
   done
   step verify 90 "${check[@]}" "$models/vit_b_16.onnx" --input-shape input=1x3x224x224
   step verify 90 "${check[@]}" "$models/bert_base_seq128.onnx" --input-shape input=1x128x768

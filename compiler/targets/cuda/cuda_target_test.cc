@@ -510,6 +510,65 @@ TEST(CudaTarget, DepthwiseConvolutionsStayChannelsLastBetweenDenseOnes) {
   EXPECT_EQ(program->device_steps(), static_cast<int>(program->steps().size()));
 }
 
+// EfficientNet's MBConv block (expand 1x1 + SiLU, depthwise 3x3 + SiLU, squeeze-and-excitation:
+// global average pool, 1x1 reduce + SiLU, 1x1 expand, Sigmoid, channel-wise Mul; project 1x1,
+// residual Add) in f32 (NCHW) and f16 (NHWC): each SiLU inside its convolution's step, the
+// Sigmoid and Mul one scaling step, no separate Sigmoid or Mul, no reorder of the squeeze.
+TEST(CudaTarget, SiluAndSqueezeExcitationRunInsideTheirProducers) {
+  SKIP_WITHOUT_GPU();
+  const Tensor expand = random_tensor(Shape{32, 16, 1, 1}, 420);
+  const Tensor expand_bias = random_tensor(Shape{32}, 421);
+  const Tensor dw = random_tensor(Shape{32, 1, 3, 3}, 422);
+  const Tensor dw_bias = random_tensor(Shape{32}, 423);
+  const Tensor reduce = random_tensor(Shape{8, 32, 1, 1}, 424);
+  const Tensor reduce_bias = random_tensor(Shape{8}, 425);
+  const Tensor excite = random_tensor(Shape{32, 8, 1, 1}, 426);
+  const Tensor excite_bias = random_tensor(Shape{32}, 427);
+  Tensor project = random_tensor(Shape{16, 32, 1, 1}, 428);
+  for (float& v : project.span<float>()) v *= 0.25f;
+  const std::vector<Tensor> inputs = {random_tensor(Shape{4, 16, 14, 14}, 429)};
+  auto build_in = [&](DType dt) {
+    return [&, dt](GraphBuilder& b, const std::vector<Value*>& in) {
+      auto k = [&](const Tensor& t) { return b.constant(in_dtype(t, dt)); };
+      auto silu = [&](Value* v) {
+        return b.add(Op(ops::Mul{}), {v, b.add(Op(ops::Sigmoid{}), {v})});
+      };
+      Value* x = dt == DType::kF32 ? in[0] : cast_to(b, in[0], dt);
+      Value* e = silu(b.add(Op(ops::Conv{}), {x, k(expand), k(expand_bias)}));
+      ops::Conv depthwise;
+      depthwise.group = 32;
+      depthwise.pads = std::vector<int64_t>{1, 1, 1, 1};
+      Value* d = silu(b.add(Op(depthwise), {e, k(dw), k(dw_bias)}));
+      Value* g = b.add(Op(ops::GlobalAveragePool{}), {d});
+      Value* r = silu(b.add(Op(ops::Conv{}), {g, k(reduce), k(reduce_bias)}));
+      Value* sig =
+          b.add(Op(ops::Sigmoid{}), {b.add(Op(ops::Conv{}), {r, k(excite), k(excite_bias)})});
+      Value* scaled = b.add(Op(ops::Mul{}), {d, sig});
+      Value* y = b.add(Op(ops::Add{}), {b.add(Op(ops::Conv{}), {scaled, k(project)}), x});
+      b.output(dt == DType::kF32 ? y : cast_to(b, y, DType::kF32));
+    };
+  };
+  std::shared_ptr<Executable> ref = compile_for(make_graph(inputs, build_in(DType::kF32)), "ref");
+  ASSERT_NE(ref, nullptr);
+  const std::vector<Tensor> want = run(*ref, inputs);
+  for (const DType dt : {DType::kF32, DType::kF16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    std::shared_ptr<Executable> exe = compile_for(make_graph(inputs, build_in(dt)), "cuda");
+    ASSERT_NE(exe, nullptr);
+    expect_close(want, run(*exe, inputs), dt == DType::kF32 ? 1e-4f : 3e-2f);
+    const cuda::Program* program = cuda_program(*exe);
+    ASSERT_NE(program, nullptr);
+    EXPECT_EQ(program->count_steps("Conv+Bias+SiLU"), 2);
+    EXPECT_EQ(program->count_steps("DepthwiseConv+Bias+SiLU"), 1);
+    EXPECT_EQ(program->count_steps("Sigmoid+ChannelScale"), 1);
+    EXPECT_EQ(steps_starting(*program, "Sigmoid") + steps_starting(*program, "Mul"), 1);
+    // f16 runs NHWC: the squeeze's [N, C, 1, 1] values need no reorder, only the graph's input
+    // and output do.
+    EXPECT_EQ(steps_starting(*program, "Reorder"), dt == DType::kF16 ? 2 : 0);
+    EXPECT_EQ(program->device_steps(), static_cast<int>(program->steps().size()));
+  }
+}
+
 // The transformer pieces: LayerNormalization, Split, Slice (steps, negative indices), Gather of
 // one index (ViT's class token), Expand; in f32, and LayerNormalization in f16 too.
 TEST(CudaTarget, TransformerPiecesMatchRef) {

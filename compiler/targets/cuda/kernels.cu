@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cfloat>
 #include <cstdint>
+#include <cstdlib>
 #include <initializer_list>
 #include <string>
 #include <type_traits>
@@ -58,6 +59,12 @@ __device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(float v) {
 }
 
 // Calls fn(T{}) with T the element type of `e`.
+// A conv epilogue's activation: the clamp (ReLU, ReLU6, none), then SiLU (v * sigmoid(v)) if asked.
+__device__ __forceinline__ float clamp_act(float v, float lo, float hi, bool silu) {
+  v = fminf(fmaxf(v, lo), hi);
+  return silu ? v / (1.0f + __expf(-v)) : v;
+}
+
 template <class Fn>
 Status dispatch(Elem e, Fn&& fn) {
   switch (e) {
@@ -220,7 +227,7 @@ __global__ void binary_broadcast_kernel(Binary op, const T* a, const T* b, T* y,
 template <class I, class T>
 __global__ void channel_affine_kernel(const T* x, T* y, const float* scale, const float* shift,
                                       const T* residual, int64_t n, int64_t channels, int64_t inner,
-                                      float lo, float hi) {
+                                      float lo, float hi, bool silu) {
   const I ch = static_cast<I>(channels);
   const I in = static_cast<I>(inner);
   KILN_GRID_STRIDE_T(I, i, n) {
@@ -229,7 +236,7 @@ __global__ void channel_affine_kernel(const T* x, T* y, const float* scale, cons
     if (scale != nullptr) v *= scale[c];
     if (shift != nullptr) v += shift[c];
     if (residual != nullptr) v += ld(residual[i]);
-    y[i] = from_f32<T>(fminf(fmaxf(v, lo), hi));
+    y[i] = from_f32<T>(clamp_act(v, lo, hi, silu));
   }
 }
 
@@ -251,7 +258,7 @@ template <class T>
 __global__ void channel_affine_vec_kernel(const Vec<T>* x, Vec<T>* y, const float* scale,
                                           const float* shift, const Vec<T>* residual,
                                           int32_t vectors, int32_t channels, int32_t inner,
-                                          float lo, float hi) {
+                                          float lo, float hi, bool silu) {
   constexpr int kLanes = Vec<T>::kLanes;
   KILN_GRID_STRIDE_T(int32_t, i, vectors) {
     const int32_t first = i * kLanes;
@@ -267,7 +274,43 @@ __global__ void channel_affine_vec_kernel(const Vec<T>* x, Vec<T>* y, const floa
       if (scale != nullptr) v *= scale[c];
       if (shift != nullptr) v += shift[c];
       if (residual != nullptr) v += ld(rv.v[k]);
-      out.v[k] = from_f32<T>(fminf(fmaxf(v, lo), hi));
+      out.v[k] = from_f32<T>(clamp_act(v, lo, hi, silu));
+    }
+    y[i] = out;
+  }
+}
+
+// launch_channel_scale, one element a thread: i = (n*C + c)*hw + p, or (n*hw + p)*C + c (NHWC).
+template <class T>
+__global__ void channel_scale_kernel(const T* x, const T* s, T* y, int64_t n, int64_t channels,
+                                     int64_t hw, bool nhwc, bool sigmoid) {
+  KILN_GRID_STRIDE_T(int64_t, i, n) {
+    const int64_t img = i / (channels * hw);
+    const int64_t c = nhwc ? i % channels : (i / hw) % channels;
+    float f = ld(s[img * channels + c]);
+    if (sigmoid) f = 1.0f / (1.0f + __expf(-f));
+    y[i] = from_f32<T>(ld(x[i]) * f);
+  }
+}
+
+// launch_channel_scale over NHWC 16-byte vectors: i = (n*hw + p)*C/lanes + channel vector, the
+// scales of a vector's channels one 16-byte load.
+template <class T>
+__global__ void channel_scale_nhwc_vec_kernel(const Vec<T>* x, const Vec<T>* s, Vec<T>* y,
+                                              int32_t vectors, int32_t cv, int32_t hw,
+                                              bool sigmoid) {
+  constexpr int kLanes = Vec<T>::kLanes;
+  KILN_GRID_STRIDE_T(int32_t, i, vectors) {
+    const int32_t v = i % cv;
+    const int32_t img = i / cv / hw;
+    const Vec<T> xv = x[i];
+    const Vec<T> sv = s[img * cv + v];
+    Vec<T> out;
+#pragma unroll
+    for (int k = 0; k < kLanes; ++k) {
+      float f = ld(sv.v[k]);
+      if (sigmoid) f = 1.0f / (1.0f + __expf(-f));
+      out.v[k] = from_f32<T>(ld(xv.v[k]) * f);
     }
     y[i] = out;
   }
@@ -337,6 +380,31 @@ __global__ void pad_channels_kernel(const T* x, T* y, int32_t total, int32_t c, 
     T v = from_f32<T>(0.0f);
     if (ch < c) v = x_nhwc ? x[rest * c + ch] : x[(img * c + ch) * hw + pixel];
     y[i] = v;
+  }
+}
+
+// pad_channels_kernel one pixel a thread, its padded channels written as 16-byte vectors
+// (padded a multiple of the lanes): an NCHW input is read coalesced across the threads. (One
+// element a thread, reading NCHW at stride hw, took 0.44 ms at batch 256 for a 224x224 image on an
+// H200.)
+template <class T>
+__global__ void pad_channels_vec_kernel(const T* x, Vec<T>* y, int32_t pixels, int32_t c,
+                                        int32_t hw, int32_t pv, bool x_nhwc) {
+  constexpr int kLanes = Vec<T>::kLanes;
+  KILN_GRID_STRIDE_T(int32_t, i, pixels) {
+    const int32_t pixel = i % hw;
+    const int32_t img = i / hw;
+    for (int32_t q = 0; q < pv; ++q) {
+      Vec<T> out;
+#pragma unroll
+      for (int k = 0; k < kLanes; ++k) {
+        const int32_t ch = q * kLanes + k;
+        out.v[k] = ch >= c  ? from_f32<T>(0.0f)
+                   : x_nhwc ? x[i * c + ch]
+                            : x[(img * c + ch) * hw + pixel];
+      }
+      y[i * pv + q] = out;
+    }
   }
 }
 
@@ -420,7 +488,7 @@ __global__ void depthwise_kernel(DepthwiseConv p, const T* x, const float* weigh
         acc = fmaf(ld(plane[(iy * w + ix) * step]), weight[(ky * kw + kx) * ch + c], acc);
       }
     }
-    y[i] = from_f32<T>(fminf(fmaxf(acc, p.lo), p.hi));
+    y[i] = from_f32<T>(clamp_act(acc, p.lo, p.hi, p.silu));
   }
 }
 
@@ -507,7 +575,8 @@ __global__ void depthwise_nhwc_vec_kernel(DepthwiseConv p, const Vec<T>* x, cons
       if (ox0 + q >= ow) break;
       Vec<T> o;
 #pragma unroll
-      for (int l = 0; l < kLanes; ++l) o.v[l] = from_f32<T>(fminf(fmaxf(acc[q][l], p.lo), p.hi));
+      for (int l = 0; l < kLanes; ++l)
+        o.v[l] = from_f32<T>(clamp_act(acc[q][l], p.lo, p.hi, p.silu));
       out[q * cv] = o;
     }
   }
@@ -549,6 +618,52 @@ __global__ void global_pool_nhwc_kernel(const T* x, T* y, int64_t batch, int64_t
       acc = kMax ? fmaxf(acc, v) : acc + v;
     }
     y[i] = from_f32<T>(kMax ? acc : acc / static_cast<float>(hw));
+  }
+}
+
+// NHWC global pooling with the pixels split among a block's threads: block (image, channel
+// chunk); thread t takes channel vector t % vb of the chunk (16 bytes of channels) and the pixels
+// p = t / vb, t / vb + groups, ...; the groups' partial results meet in shared memory. (One
+// thread per channel walking every pixel took 2.3 ms at batch 256 over EfficientNet-B0's
+// 112x112x32 map on an H200: 8192 threads in all.)
+template <bool kMax, class T>
+__global__ void global_pool_nhwc_vec_kernel(const Vec<T>* x, T* y, int32_t hw, int32_t cv,
+                                            int32_t vb) {
+  constexpr int kLanes = Vec<T>::kLanes;
+  __shared__ float part[kThreads * kLanes];
+  const int32_t groups = static_cast<int32_t>(blockDim.x) / vb;
+  const int32_t t = static_cast<int32_t>(threadIdx.x);
+  const int32_t v = static_cast<int32_t>(blockIdx.y) * vb + t % vb;
+  const int32_t g = t / vb;
+  const int32_t img = static_cast<int32_t>(blockIdx.x);
+  float acc[kLanes];
+#pragma unroll
+  for (int k = 0; k < kLanes; ++k) acc[k] = kMax ? -FLT_MAX : 0.0f;
+  if (v < cv && g < groups) {
+    const Vec<T>* base = x + static_cast<int64_t>(img) * hw * cv + v;
+    for (int32_t p = g; p < hw; p += groups) {
+      const Vec<T> xv = base[static_cast<int64_t>(p) * cv];
+#pragma unroll
+      for (int k = 0; k < kLanes; ++k) {
+        acc[k] = kMax ? fmaxf(acc[k], ld(xv.v[k])) : acc[k] + ld(xv.v[k]);
+      }
+    }
+  }
+#pragma unroll
+  for (int k = 0; k < kLanes; ++k) part[t * kLanes + k] = acc[k];
+  __syncthreads();
+  // Thread t < vb * kLanes sums lane t % kLanes of vector t / kLanes over the groups.
+  const int32_t lv = t / kLanes;
+  const int32_t lane = t % kLanes;
+  const int32_t ov = static_cast<int32_t>(blockIdx.y) * vb + lv;
+  if (lv < vb && ov < cv) {
+    float r = kMax ? -FLT_MAX : 0.0f;
+    for (int32_t q = 0; q < groups; ++q) {
+      const float w = part[(q * vb + lv) * kLanes + lane];
+      r = kMax ? fmaxf(r, w) : r + w;
+    }
+    y[(static_cast<int64_t>(img) * cv + ov) * kLanes + lane] =
+        from_f32<T>(kMax ? r : r / static_cast<float>(hw));
   }
 }
 
@@ -785,7 +900,7 @@ Status launch_binary(Elem e, Binary op, const void* a, const void* b, void* y, i
 
 Status launch_channel_affine(Elem e, const void* x, void* y, const float* scale, const float* shift,
                              const void* residual, int64_t n, int64_t channels, int64_t inner,
-                             float lo, float hi, void* stream) {
+                             float lo, float hi, void* stream, bool silu) {
   if (n <= 0) return Status();
   return dispatch(e, [&](auto tag) {
     using T = decltype(tag);
@@ -802,15 +917,41 @@ Status launch_channel_affine(Elem e, const void* x, void* y, const float* scale,
       channel_affine_vec_kernel<T><<<blocks_for(vectors), kThreads, 0, s>>>(
           reinterpret_cast<const Vec<T>*>(tx), reinterpret_cast<Vec<T>*>(ty), scale, shift,
           reinterpret_cast<const Vec<T>*>(tr), static_cast<int32_t>(vectors),
-          static_cast<int32_t>(channels), static_cast<int32_t>(inner), lo, hi);
+          static_cast<int32_t>(channels), static_cast<int32_t>(inner), lo, hi, silu);
     } else if (fits_32(n)) {
-      channel_affine_kernel<int32_t>
-          <<<blocks_for(n), kThreads, 0, s>>>(tx, ty, scale, shift, tr, n, channels, inner, lo, hi);
+      channel_affine_kernel<int32_t><<<blocks_for(n), kThreads, 0, s>>>(
+          tx, ty, scale, shift, tr, n, channels, inner, lo, hi, silu);
     } else {
-      channel_affine_kernel<int64_t>
-          <<<blocks_for(n), kThreads, 0, s>>>(tx, ty, scale, shift, tr, n, channels, inner, lo, hi);
+      channel_affine_kernel<int64_t><<<blocks_for(n), kThreads, 0, s>>>(
+          tx, ty, scale, shift, tr, n, channels, inner, lo, hi, silu);
     }
     return launched("channel_affine");
+  });
+}
+
+Status launch_channel_scale(Elem e, const void* x, const void* s, void* y, int64_t batch,
+                            int64_t channels, int64_t hw, bool nhwc, bool sigmoid, void* stream) {
+  const int64_t n = batch * channels * hw;
+  if (n <= 0) return Status();
+  return dispatch(e, [&](auto tag) {
+    using T = decltype(tag);
+    auto st = static_cast<cudaStream_t>(stream);
+    const auto* tx = static_cast<const T*>(x);
+    const auto* ts = static_cast<const T*>(s);
+    auto* ty = static_cast<T*>(y);
+    constexpr int kLanes = Vec<T>::kLanes;
+    if (nhwc && channels % kLanes == 0 && fits_32(n) && aligned16(tx) && aligned16(ts) &&
+        aligned16(ty)) {
+      const int64_t vectors = n / kLanes;
+      channel_scale_nhwc_vec_kernel<T><<<blocks_for(vectors), kThreads, 0, st>>>(
+          reinterpret_cast<const Vec<T>*>(tx), reinterpret_cast<const Vec<T>*>(ts),
+          reinterpret_cast<Vec<T>*>(ty), static_cast<int32_t>(vectors),
+          static_cast<int32_t>(channels / kLanes), static_cast<int32_t>(hw), sigmoid);
+    } else {
+      channel_scale_kernel<T>
+          <<<blocks_for(n), kThreads, 0, st>>>(tx, ts, ty, n, channels, hw, nhwc, sigmoid);
+    }
+    return launched("channel_scale");
   });
 }
 
@@ -834,8 +975,41 @@ Status launch_pool2d(Elem e, const Pool2d& p, const void* x, void* y, void* stre
   });
 }
 
-// The output pixels of a row each thread of the vectorized depthwise kernel computes.
-constexpr int kDepthwisePixels = 4;
+// The output pixels of a row each thread of the vectorized depthwise kernel computes. MobileNetV2
+// fp16 at batch 256 on an H200 (kiln perf --device-io): 2 pixels 4.83 ms, 4 pixels 5.04 ms, 8
+// pixels 5.34 ms. KILN_CUDA_DW_PIXELS (1, 2, 4 or 8) picks another, to compare them on a GPU.
+constexpr int kDepthwisePixels = 2;
+
+int depthwise_pixels() {
+  static const int pixels = [] {
+    const char* v = std::getenv("KILN_CUDA_DW_PIXELS");
+    const std::string s = v != nullptr ? v : "";
+    return s == "1" ? 1 : s == "4" ? 4 : s == "8" ? 8 : kDepthwisePixels;
+  }();
+  return pixels;
+}
+
+template <class T, int kPix>
+void launch_depthwise_vec(const DepthwiseConv& p, const Vec<T>* x, const float* weight,
+                          const float* bias, Vec<T>* y, cudaStream_t s) {
+  constexpr int kLanes = Vec<T>::kLanes;
+  const int64_t threads = p.n * p.oh * ((p.ow + kPix - 1) / kPix) * (p.c / kLanes);
+  const auto count = static_cast<int32_t>(threads);
+  const unsigned grid = blocks_for(threads);
+  if (p.kw == 3 && p.sw == 1) {
+    depthwise_nhwc_vec_kernel<T, 3, 1, kPix>
+        <<<grid, kThreads, 0, s>>>(p, x, weight, bias, y, count);
+  } else if (p.kw == 3) {
+    depthwise_nhwc_vec_kernel<T, 3, 2, kPix>
+        <<<grid, kThreads, 0, s>>>(p, x, weight, bias, y, count);
+  } else if (p.sw == 1) {
+    depthwise_nhwc_vec_kernel<T, 5, 1, kPix>
+        <<<grid, kThreads, 0, s>>>(p, x, weight, bias, y, count);
+  } else {
+    depthwise_nhwc_vec_kernel<T, 5, 2, kPix>
+        <<<grid, kThreads, 0, s>>>(p, x, weight, bias, y, count);
+  }
+}
 
 Status launch_depthwise_conv(Elem e, const DepthwiseConv& p, const void* x, const float* weight,
                              const float* bias, void* y, void* stream) {
@@ -860,24 +1034,13 @@ Status launch_depthwise_conv(Elem e, const DepthwiseConv& p, const void* x, cons
       }
       return launched("depthwise_conv");
     }
-    const int64_t threads =
-        p.n * p.oh * ((p.ow + kDepthwisePixels - 1) / kDepthwisePixels) * (p.c / kLanes);
     const auto* tx = static_cast<const Vec<T>*>(x);
     auto* ty = static_cast<Vec<T>*>(y);
-    const auto count = static_cast<int32_t>(threads);
-    const unsigned grid = blocks_for(threads);
-    if (p.kw == 3 && p.sw == 1) {
-      depthwise_nhwc_vec_kernel<T, 3, 1, kDepthwisePixels>
-          <<<grid, kThreads, 0, s>>>(p, tx, weight, bias, ty, count);
-    } else if (p.kw == 3) {
-      depthwise_nhwc_vec_kernel<T, 3, 2, kDepthwisePixels>
-          <<<grid, kThreads, 0, s>>>(p, tx, weight, bias, ty, count);
-    } else if (p.sw == 1) {
-      depthwise_nhwc_vec_kernel<T, 5, 1, kDepthwisePixels>
-          <<<grid, kThreads, 0, s>>>(p, tx, weight, bias, ty, count);
-    } else {
-      depthwise_nhwc_vec_kernel<T, 5, 2, kDepthwisePixels>
-          <<<grid, kThreads, 0, s>>>(p, tx, weight, bias, ty, count);
+    switch (depthwise_pixels()) {
+      case 1: launch_depthwise_vec<T, 1>(p, tx, weight, bias, ty, s); break;
+      case 4: launch_depthwise_vec<T, 4>(p, tx, weight, bias, ty, s); break;
+      case 8: launch_depthwise_vec<T, 8>(p, tx, weight, bias, ty, s); break;
+      default: launch_depthwise_vec<T, kDepthwisePixels>(p, tx, weight, bias, ty, s); break;
     }
     return launched("depthwise_conv_nhwc_vec");
   });
@@ -893,7 +1056,19 @@ Status launch_global_pool(Elem e, const void* x, void* y, int64_t batch, int64_t
     const auto* tx = static_cast<const T*>(x);
     auto* ty = static_cast<T*>(y);
     const auto grid = static_cast<unsigned>(rows);
-    if (nhwc && max) {
+    constexpr int kLanes = Vec<T>::kLanes;
+    if (nhwc && channels % kLanes == 0 && aligned16(tx) && fits_32(batch * channels * hw)) {
+      const auto cv = static_cast<int32_t>(channels / kLanes);
+      const int32_t vb = std::min<int32_t>(cv, 32);  // channel vectors a block; 8+ pixel groups
+      const dim3 blocks(static_cast<unsigned>(batch), static_cast<unsigned>((cv + vb - 1) / vb));
+      if (max) {
+        global_pool_nhwc_vec_kernel<true><<<blocks, kThreads, 0, s>>>(
+            reinterpret_cast<const Vec<T>*>(tx), ty, static_cast<int32_t>(hw), cv, vb);
+      } else {
+        global_pool_nhwc_vec_kernel<false><<<blocks, kThreads, 0, s>>>(
+            reinterpret_cast<const Vec<T>*>(tx), ty, static_cast<int32_t>(hw), cv, vb);
+      }
+    } else if (nhwc && max) {
       global_pool_nhwc_kernel<true>
           <<<blocks_for(rows), kThreads, 0, s>>>(tx, ty, batch, hw, channels);
     } else if (nhwc) {
@@ -958,6 +1133,16 @@ Status launch_pad_channels(Elem e, const void* x, void* y, int64_t batch, int64_
   }
   return dispatch(e, [&](auto tag) {
     using T = decltype(tag);
+    constexpr int kLanes = Vec<T>::kLanes;
+    if (padded % kLanes == 0 && aligned16(y)) {
+      const int64_t pixels = batch * hw;
+      pad_channels_vec_kernel<<<blocks_for(pixels), kThreads, 0,
+                                static_cast<cudaStream_t>(stream)>>>(
+          static_cast<const T*>(x), static_cast<Vec<T>*>(y), static_cast<int32_t>(pixels),
+          static_cast<int32_t>(channels), static_cast<int32_t>(hw),
+          static_cast<int32_t>(padded / kLanes), x_nhwc);
+      return launched("pad_channels");
+    }
     pad_channels_kernel<<<blocks_for(total), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
         static_cast<const T*>(x), static_cast<T*>(y), static_cast<int32_t>(total),
         static_cast<int32_t>(channels), static_cast<int32_t>(hw), static_cast<int32_t>(padded),

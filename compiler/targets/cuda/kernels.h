@@ -63,10 +63,14 @@ Status launch_binary(Elem e, Binary op, const void* a, const void* b, void* y, i
                      const BroadcastIndex& index, bool contiguous, bool relu, void* stream);
 // Over NC(spatial) (in place when x == y): y = clamp(x * scale[c] + shift[c] + residual, lo, hi);
 // scale may be null (1), shift may be null (0), both f32; residual (x's type and shape) may be null
-// (0). ReLU is lo = 0, hi = inf; ReLU6 (Clip) lo = 0, hi = 6.
+// (0). ReLU is lo = 0, hi = inf; ReLU6 (Clip) lo = 0, hi = 6. `silu` then applies v * sigmoid(v).
 Status launch_channel_affine(Elem e, const void* x, void* y, const float* scale, const float* shift,
                              const void* residual, int64_t n, int64_t channels, int64_t inner,
-                             float lo, float hi, void* stream);
+                             float lo, float hi, void* stream, bool silu = false);
+// Squeeze-and-excitation's scaling: y[n, c, p] = x[n, c, p] * s[n, c] over `hw` pixels p (x and y
+// NHWC, [n, p, c], when `nhwc`), s ([batch, channels], x's type) through a sigmoid when `sigmoid`.
+Status launch_channel_scale(Elem e, const void* x, const void* s, void* y, int64_t batch,
+                            int64_t channels, int64_t hw, bool nhwc, bool sigmoid, void* stream);
 
 struct Pool2d {
   bool max = true;
@@ -77,13 +81,15 @@ struct Pool2d {
 };
 Status launch_pool2d(Elem e, const Pool2d& p, const void* x, void* y, void* stream);
 // A depthwise 2-D convolution (group = input channels = output channels, one filter per channel):
-// y = clamp(bias[c] + sum over the window of x * weight, lo, hi), f32 accumulation. `pad_h`/`pad_w`
-// are the leading pads (the trailing ones follow from oh/ow, so asymmetric pads work).
+// y = clamp(bias[c] + sum over the window of x * weight, lo, hi) (then SiLU), f32 accumulation.
+// `pad_h`/`pad_w` are the leading pads (the trailing ones follow from oh/ow, so asymmetric pads
+// work).
 struct DepthwiseConv {
   bool nhwc = false;  // x and y stored channels last
   int64_t n = 0, c = 0, h = 0, w = 0, oh = 0, ow = 0;
   int64_t kh = 1, kw = 1, sh = 1, sw = 1, ph = 0, pw = 0, dh = 1, dw = 1;
   float lo = -__builtin_huge_valf(), hi = __builtin_huge_valf();  // ReLU: [0, inf), ReLU6: [0, 6]
+  bool silu = false;  // after the clamp, v * sigmoid(v) (EfficientNet's SiLU)
 };
 // `weight`: f32 [kh * kw, c] (tap-major, channels contiguous); `bias`: f32 [c] or null. NHWC with
 // c a multiple of 16 bytes of elements, kw 3 or 5, sw 1 or 2 and no dilation runs vectorized (16

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <mutex>
@@ -213,7 +214,52 @@ bool lower_unary(Builder& b, const Node& node, const Value* in, const Value* out
   auto u = unary_of(node);
   return u && add_unary(b, node, std::string(node.op().name()), *u, in, out);
 }
+
+// Squeeze-and-excitation's scaling, Mul(x [N, C, H, W], s [N, C, 1, 1]) in either order: the
+// index of x among the Mul's inputs, or -1.
+int channel_scale_operand(const Node& mul) {
+  if (mul.kind() != OpKind::kMul || mul.num_inputs() != 2) return -1;
+  const Shape y = shape_of(mul.output(0));
+  if (y.rank() != 4) return -1;
+  for (int i = 0; i < 2; ++i) {
+    const Shape s = shape_of(mul.input(1 - i));
+    if (shape_of(mul.input(i)) == y && s == Shape{y[0], y[1], 1, 1} && y[2] * y[3] > 1) return i;
+  }
+  return -1;
+}
+
+// The scaling of channel_scale_operand's Mul as one step, in x's layout: y = x * s per (image,
+// channel), `scale` (the [N, C, 1, 1] operand) through a sigmoid when `sigmoid` (its Sigmoid
+// fused).
+bool lower_channel_scale(Builder& b, const Node& mul, const Value* scale, bool sigmoid) {
+  const int xi = channel_scale_operand(mul);
+  if (xi < 0) return false;
+  const Value* x = mul.input(xi);
+  const std::optional<Elem> e = common_elem({x, scale, mul.output(0)});
+  if (!e || !b.has_buffer(x)) return false;
+  const Shape y = shape_of(mul.output(0));
+  const bool nhwc = b.is_nhwc(x);
+  const int a = b.stored_buffer(x);
+  const int si = b.stored_buffer(scale);  // [N, C, 1, 1]: the same bytes in either layout
+  const int yi = b.define(mul.output(0), nhwc);
+  const int64_t hw = y[2] * y[3];
+  add(b, mul, sigmoid ? "Sigmoid+ChannelScale" : "ChannelScale", {a, si}, {yi},
+      [=, e = *e](Session& s) {
+        return launch_channel_scale(e, ptr(s, a), ptr(s, si), ptr(s, yi), y[0], y[1], hw, nhwc,
+                                    sigmoid, s.stream);
+      });
+  return true;
+}
+
 bool lower_unary(Builder& b, const Node& node) {
+  // A Sigmoid that alone feeds squeeze-and-excitation's scaling runs inside it.
+  if (const Node* mul = b.only_consumer(node.output(0));
+      node.kind() == OpKind::kSigmoid && mul != nullptr && channel_scale_operand(*mul) >= 0 &&
+      mul->input(1 - channel_scale_operand(*mul)) == node.output(0) &&
+      lower_channel_scale(b, *mul, node.input(0), true)) {
+    b.mark_fused(mul);
+    return true;
+  }
   return lower_unary(b, node, node.input(0), node.output(0));
 }
 
@@ -276,6 +322,10 @@ bool lower_scaling(Builder& b, const Node& node) {
 }
 
 bool lower_binary(Builder& b, const Node& node) {
+  if (const int xi = channel_scale_operand(node);
+      xi >= 0 && lower_channel_scale(b, node, node.input(1 - xi), false)) {
+    return true;
+  }
   auto op = binary_of(node.kind());
   if (!op || node.num_inputs() != 2) return false;
   if (lower_scaling(b, node)) return true;
@@ -570,14 +620,18 @@ std::vector<uint8_t> nhwc_bytes(const Tensor& t, int64_t channels) {
 constexpr int64_t kChannelMultiple = 8;
 
 // The constant bias buffer (in the output's type) for cudnnConvolutionBiasActivationForward with
-// the clamp to [lo, hi] (ReLU: [0, inf), ReLU6: [0, 6], none: (-inf, inf)) when cuDNN runs it for
+// the clamp to [lo, hi] (ReLU: [0, inf), ReLU6: [0, 6], none: (-inf, inf)), or SiLU (swish, beta 1)
+// when `silu`, when cuDNN runs it for
 // `d` (tried once on scratch memory), else -1 (the bias kernel runs).
 Result<int> fused_conv_bias(Builder& b, ConvDescs& d, cudnnDataType_t data, Elem e,
                             const std::vector<float>& bias, const Shape& x, const Shape& w,
-                            const Shape& y, float lo, float hi) {
+                            const Shape& y, float lo, float hi, bool silu) {
   cudnnActivationMode_t mode;
   double coef = 0.0;
-  if (lo == 0.0f && hi == INFINITY) {
+  if (silu) {
+    if (lo != -INFINITY || hi != INFINITY) return -1;
+    mode = CUDNN_ACTIVATION_SWISH;
+  } else if (lo == 0.0f && hi == INFINITY) {
     mode = CUDNN_ACTIVATION_RELU;
   } else if (lo == 0.0f && std::isfinite(hi)) {
     mode = CUDNN_ACTIVATION_CLIPPED_RELU;
@@ -594,6 +648,10 @@ Result<int> fused_conv_bias(Builder& b, ConvDescs& d, cudnnDataType_t data, Elem
   KILN_RETURN_IF_ERROR(check_cudnn(cudnnCreateActivationDescriptor(&d.relu), "activation"));
   KILN_RETURN_IF_ERROR(check_cudnn(
       cudnnSetActivationDescriptor(d.relu, mode, CUDNN_NOT_PROPAGATE_NAN, coef), "activation"));
+  if (silu) {
+    KILN_RETURN_IF_ERROR(
+        check_cudnn(cudnnSetActivationDescriptorSwishBeta(d.relu, 1.0), "SiLU activation"));
+  }
   std::vector<uint8_t> bytes;
   const DType dtype = dtype_of(e);
   for (float v : bias) {
@@ -633,14 +691,44 @@ Result<int> fused_conv_bias(Builder& b, ConvDescs& d, cudnnDataType_t data, Elem
   return b.constant_bytes(dtype, Shape{w[0]}, std::move(bytes));
 }
 
-// The clamp a convolution's output kernel applies: [0, inf) for its own ReLU activation, or a
-// Clip's constant bounds (ReLU6) when that Clip alone reads the output; the Clip is then fused
-// (marked, named in `kind`) and returned as the node whose output the step writes, else `node`.
-const Node* fuse_conv_clamp(Builder& b, const Node& node, std::string& kind, float& lo, float& hi) {
+// The Mul of a SiLU that reads `v`, x * Sigmoid(x) (EfficientNet's activation): `v` read by
+// exactly a Sigmoid and a Mul of `v` and that Sigmoid, which nothing else reads; else nullptr.
+const Node* silu_of(const Builder& b, const Value* v) {
+  if (v->uses().size() != 2 || b.only_consumer(v) != nullptr) return nullptr;
+  for (const Value* out : b.graph().outputs()) {
+    if (out == v) return nullptr;
+  }
+  const Node* sig = nullptr;
+  const Node* mul = nullptr;
+  for (const auto& use : v->uses()) {
+    if (use.node->kind() == OpKind::kSigmoid) sig = use.node;
+    if (use.node->kind() == OpKind::kMul) mul = use.node;
+  }
+  if (sig == nullptr || mul == nullptr || b.only_consumer(sig->output(0)) != mul ||
+      mul->num_inputs() != 2) {
+    return nullptr;
+  }
+  const bool operands = (mul->input(0) == v && mul->input(1) == sig->output(0)) ||
+                        (mul->input(1) == v && mul->input(0) == sig->output(0));
+  return operands && elem_of(mul->output(0)) == elem_of(v) ? mul : nullptr;
+}
+
+// The activation a convolution's output kernel applies: a clamp, [0, inf) for its own ReLU
+// activation, or a Clip's constant bounds (ReLU6) when that Clip alone reads the output; or a SiLU
+// (`silu`) that alone reads it. The Clip or the SiLU's Sigmoid and Mul are then fused (marked,
+// named in `kind`) and the node whose output the step writes is returned, else `node`.
+const Node* fuse_conv_clamp(Builder& b, const Node& node, std::string& kind, float& lo, float& hi,
+                            bool& silu) {
   if (node.attrs<ops::Conv>().activation.has_value()) {
     lo = 0.0f;
     kind += "+Relu";
     return &node;
+  }
+  if (const Node* mul = silu_of(b, node.output(0))) {
+    for (const auto& use : node.output(0)->uses()) b.mark_fused(use.node);
+    silu = true;
+    kind += "+SiLU";
+    return mul;
   }
   const Node* clip = b.only_consumer(node.output(0));
   if (clip == nullptr || clip->kind() != OpKind::kClip) return &node;
@@ -755,7 +843,8 @@ Result<bool> lower_conv_as(Builder& b, const Node& node, bool nhwc) {
   float lo = -INFINITY;
   float hi = INFINITY;
   std::string kind = has_bias ? "Conv+Bias" : "Conv";
-  const Node* last = fuse_conv_clamp(b, node, kind, lo, hi);
+  bool silu = false;
+  const Node* last = fuse_conv_clamp(b, node, kind, lo, hi, silu);
   // A residual Add that alone reads the result (and a ReLU that alone reads the Add) runs in the
   // bias kernel, when the Add's other operand is already computed: Conv+Bias+Add+Relu, ResNet's
   // block end, in one pass over the output.
@@ -788,9 +877,16 @@ Result<bool> lower_conv_as(Builder& b, const Node& node, bool nhwc) {
   // ReLU6 and no activation (cuDNN's clipped ReLU and identity) only for dense convolutions:
   // MobileNetV2 at batch 256 ran 3 times slower on an H200 with its depthwise ones fused that way
   // (one of two changes measured together; the other, the algorithm choice, is kept).
-  if (has_bias && (groups == 1 || (lo == 0.0f && hi == INFINITY))) {
+  // SiLU as cuDNN's swish (beta 1) where the trial shows cuDNN takes it, else in the bias kernel.
+  // KILN_CUDA_FUSED_BIAS=0 keeps every epilogue in the bias kernel (to compare the two on a GPU).
+  static const bool cudnn_epilogues = [] {
+    const char* v = std::getenv("KILN_CUDA_FUSED_BIAS");
+    return v == nullptr || std::string_view(v) != "0";
+  }();
+  if (cudnn_epilogues && has_bias && (groups == 1 || (lo == 0.0f && hi == INFINITY && !silu))) {
     if (std::optional<std::vector<float>> bias = constant_floats(node.input(2))) {
-      KILN_ASSIGN_OR_RETURN(fused_bias, fused_conv_bias(b, *d, data, *e, *bias, x, w, y, lo, hi));
+      KILN_ASSIGN_OR_RETURN(fused_bias,
+                            fused_conv_bias(b, *d, data, *e, *bias, x, w, y, lo, hi, silu));
     }
   }
   const int64_t n = y.numel();
@@ -818,7 +914,7 @@ Result<bool> lower_conv_as(Builder& b, const Node& node, bool nhwc) {
     if (!has_bias && !clamp) return Status();
     return launch_channel_affine(e, ptr(s, yi), ptr(s, yi), nullptr, bi >= 0 ? f32(s, bi) : nullptr,
                                  zi >= 0 ? ptr(s, zi) : nullptr, n, channels, inner, lo, hi,
-                                 s.stream);
+                                 s.stream, silu);
   });
   return true;
 }
@@ -881,7 +977,7 @@ bool lower_depthwise(Builder& b, const Node& node, bool nhwc) {
   const int wi = b.constant(std::move(weight));
   const int bi = !has_bias ? -1 : bias ? b.constant(std::move(*bias)) : b.buffer_of(node.input(2));
   std::string kind = has_bias ? "DepthwiseConv+Bias" : "DepthwiseConv";
-  const Node* last = fuse_conv_clamp(b, node, kind, p.lo, p.hi);
+  const Node* last = fuse_conv_clamp(b, node, kind, p.lo, p.hi, p.silu);
   const int yi = b.define(last->output(0), nhwc);
   std::vector<int> reads = {xi, wi};
   if (bi >= 0) reads.push_back(bi);

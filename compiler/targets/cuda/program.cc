@@ -368,9 +368,15 @@ int Builder::stored_buffer(const Value* v) const {
   return it->second;
 }
 
+// A 4-D tensor of one pixel ([N, C, 1, 1], squeeze-and-excitation's) has the same bytes in
+// either layout: it needs no reorder.
+static bool one_pixel(const Shape& s) {
+  return s.rank() == 4 && s[2] * s[3] == 1;
+}
+
 int Builder::buffer_of(const Value* v) {
   const int id = stored_buffer(v);
-  if (!buffers_[static_cast<size_t>(id)].nhwc) return id;
+  if (!buffers_[static_cast<size_t>(id)].nhwc || one_pixel(v->tensor_type().shape())) return id;
   if (auto it = plain_copies_.find(v); it != plain_copies_.end()) return it->second;
   Buffer b = buffers_[static_cast<size_t>(id)];
   b.nhwc = false;
@@ -383,7 +389,7 @@ int Builder::buffer_of(const Value* v) {
 
 int Builder::buffer_nhwc(const Value* v) {
   const int id = stored_buffer(v);
-  if (buffers_[static_cast<size_t>(id)].nhwc) return id;
+  if (buffers_[static_cast<size_t>(id)].nhwc || one_pixel(v->tensor_type().shape())) return id;
   if (auto it = nhwc_copies_.find(v); it != nhwc_copies_.end()) return it->second;
   Buffer b = buffers_[static_cast<size_t>(id)];
   KILN_CHECK(b.shape.rank() == 4, "buffer_nhwc on a tensor that is not 4-D");
