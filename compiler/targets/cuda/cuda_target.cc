@@ -114,6 +114,8 @@ class CudaTarget final : public Target {
   bool supports(const Node&) const override { return true; }
   std::vector<std::unique_ptr<Pass>> passes(const CompileOptions&) const override {
     std::vector<std::unique_ptr<Pass>> passes = standard_passes();
+    // QDQ regions become QLinearConv and friends, which run on int8 kernels (quantized.cc).
+    passes.push_back(make_qdq_fusion());
     passes.push_back(make_conv_activation_fusion());
     return passes;
   }
@@ -168,7 +170,10 @@ class CudaTarget final : public Target {
     int n = 0;
     for (const auto& node : graph.nodes()) {
       const OpKind k = node->kind();
-      n += k == OpKind::kConv || k == OpKind::kGemm || k == OpKind::kMatMul ? 1 : 0;
+      n += k == OpKind::kConv || k == OpKind::kGemm || k == OpKind::kMatMul ||
+                   k == OpKind::kQLinearConv
+               ? 1
+               : 0;
     }
     return n;
   }
