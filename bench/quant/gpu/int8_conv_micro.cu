@@ -23,13 +23,13 @@
 #include <string>
 #include <vector>
 
-#define CK(x)                                                                         \
-  do {                                                                                \
-    cudaError_t e_ = (x);                                                             \
-    if (e_ != cudaSuccess) {                                                          \
+#define CK(x)                                                                            \
+  do {                                                                                   \
+    cudaError_t e_ = (x);                                                                \
+    if (e_ != cudaSuccess) {                                                             \
       fprintf(stderr, "%s:%d %s: %s\n", __FILE__, __LINE__, #x, cudaGetErrorString(e_)); \
-      exit(1);                                                                        \
-    }                                                                                 \
+      exit(1);                                                                           \
+    }                                                                                    \
   } while (0)
 
 static bool ok_dnn(cudnnStatus_t s, const char* what) {
@@ -129,7 +129,8 @@ __global__ void im2col_s8(const int8_t* x, int8_t* col, Shape s) {
 }
 
 // Requantized int8 expected from the int32 reference: sat(round(acc*scale[k] + bias[k])) with ReLU.
-static std::vector<int8_t> expect_s8(const std::vector<int32_t>& acc, const std::vector<float>& scale,
+static std::vector<int8_t> expect_s8(const std::vector<int32_t>& acc,
+                                     const std::vector<float>& scale,
                                      const std::vector<float>& bias, int K, size_t step) {
   std::vector<int8_t> out(acc.size());
   for (size_t t = 0; t < acc.size(); ++t) {
@@ -146,7 +147,8 @@ static int max_diff(const int8_t* y, const std::vector<int8_t>& want, size_t ste
   std::vector<int8_t> all((size_t)want.size() * step);
   CK(cudaMemcpy(all.data(), y, all.size(), cudaMemcpyDeviceToHost));
   int worst = 0;
-  for (size_t t = 0; t < want.size(); ++t) worst = std::max(worst, std::abs(all[t * step] - want[t]));
+  for (size_t t = 0; t < want.size(); ++t)
+    worst = std::max(worst, std::abs(all[t * step] - want[t]));
   return worst;
 }
 
@@ -251,8 +253,8 @@ static float backend_int8(cudnnHandle_t h, const Shape& s, int8_t* x, int8_t* w,
     heur.set(CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &hm);
     if (!heur.fin("heuristics")) continue;
     int64_t count = 0;
-    cudnnBackendGetAttribute(heur.d, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0,
-                             &count, nullptr);
+    cudnnBackendGetAttribute(heur.d, CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+                             0, &count, nullptr);
     std::vector<cudnnBackendDescriptor_t> cfgs((size_t)count);
     for (auto& c : cfgs) cudnnBackendCreateDescriptor(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR, &c);
     int64_t got = 0;
@@ -265,17 +267,16 @@ static float backend_int8(cudnnHandle_t h, const Shape& s, int8_t* x, int8_t* w,
       plan.set(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &cfgs[i]);
       if (cudnnBackendFinalize(plan.d) != CUDNN_STATUS_SUCCESS) continue;
       int64_t wsz = 0;
-      cudnnBackendGetAttribute(plan.d, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1,
-                               nullptr, &wsz);
+      cudnnBackendGetAttribute(plan.d, CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64,
+                               1, nullptr, &wsz);
       if ((size_t)wsz > ws_bytes) continue;
       Bd pack(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
       pack.set(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, 5, uids);
       pack.set(CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, 5, ptrs);
       pack.set(CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &ws);
       if (!pack.fin("variant pack")) continue;
-      float t = time_ms([&] {
-        return cudnnBackendExecute(h, plan.d, pack.d) == CUDNN_STATUS_SUCCESS;
-      });
+      float t =
+          time_ms([&] { return cudnnBackendExecute(h, plan.d, pack.d) == CUDNN_STATUS_SUCCESS; });
       detail += " [" + std::to_string(i) + "]=" + std::to_string(t);
       best = std::min(best, t);
     }
@@ -490,17 +491,25 @@ int main(int argc, char** argv) {
     }
     printf("\n%s, batch %d, %dx%d: %.1f GOP\n", s.name, s.n, s.h, s.w, gops);
     for (const Row& r : rows) {
-      printf("  %-42s %8.3f ms %7.0f TOPS  maxerr %d |%s\n", r.what.c_str(), r.ms,
-             gops / r.ms, r.err, r.detail.c_str());
+      printf("  %-42s %8.3f ms %7.0f TOPS  maxerr %d |%s\n", r.what.c_str(), r.ms, gops / r.ms,
+             r.err, r.detail.c_str());
       fprintf(js,
               "%s{\"shape\": \"%s\", \"what\": \"%s\", \"ms\": %.4f, \"max_err\": %d, \"detail\": "
               "\"%s\"}",
-              first ? "" : ",\n", s.name, r.what.c_str(), std::isfinite(r.ms) ? r.ms : -1.0,
-              r.err, r.detail.c_str());
+              first ? "" : ",\n", s.name, r.what.c_str(), std::isfinite(r.ms) ? r.ms : -1.0, r.err,
+              r.detail.c_str());
       first = false;
     }
-    cudaFree(x8); cudaFree(w8); cudaFree(y8); cudaFree(xh); cudaFree(wh); cudaFree(yh);
-    cudaFree(yf); cudaFree(scale); cudaFree(bias); cudaFree(ref);
+    cudaFree(x8);
+    cudaFree(w8);
+    cudaFree(y8);
+    cudaFree(xh);
+    cudaFree(wh);
+    cudaFree(yh);
+    cudaFree(yf);
+    cudaFree(scale);
+    cudaFree(bias);
+    cudaFree(ref);
   }
   fprintf(js, "\n]}\n");
   fclose(js);

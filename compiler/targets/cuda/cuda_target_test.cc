@@ -620,12 +620,12 @@ Value* qconv(GraphBuilder& b, Value* x, float xs, uint8_t xz, int64_t k, int64_t
   const int64_t pad = r / 2;
   op.pads = std::vector<int64_t>{pad, pad, pad, pad};
   op.strides = std::vector<int64_t>{stride, stride};
-  return b.add(Op(op), {x, b.constant(Tensor::scalar(xs)), b.constant(Tensor::scalar<uint8_t>(xz)),
-                        b.constant(random_ints<int8_t>(Shape{k, c, r, r}, -127, 127, seed)),
-                        b.constant(channel_scales(k, seed + 1)),
-                        b.constant(Tensor(DType::kI8, Shape{k})), b.constant(Tensor::scalar(ys)),
-                        b.constant(Tensor::scalar<uint8_t>(yz)),
-                        b.constant(random_ints<int32_t>(Shape{k}, -2000, 2000, seed + 2))});
+  return b.add(Op(op),
+               {x, b.constant(Tensor::scalar(xs)), b.constant(Tensor::scalar<uint8_t>(xz)),
+                b.constant(random_ints<int8_t>(Shape{k, c, r, r}, -127, 127, seed)),
+                b.constant(channel_scales(k, seed + 1)), b.constant(Tensor(DType::kI8, Shape{k})),
+                b.constant(Tensor::scalar(ys)), b.constant(Tensor::scalar<uint8_t>(yz)),
+                b.constant(random_ints<int32_t>(Shape{k}, -2000, 2000, seed + 2))});
 }
 
 // `got` against `want` (u8 or f32 in steps of `step`): at most `worst` steps apart, at most 1% of

@@ -496,7 +496,6 @@ Status choose_conv_algo(Builder& b, ConvDescs& d, bool tensor_ops, const std::st
   return Status();
 }
 
-
 // Tensor cores take NHWC f16/bf16 convolutions whose channels are a multiple of 8: an image's 3
 // channels (ResNet's first convolution) are widened to 8 with zeros, in the input and the filter,
 // instead of running cuDNN's FMA kernel (at batch 256 on an H200: 3.1 ms, against 1.5 ms padded

@@ -54,8 +54,8 @@ class Int8Step final : public Step {
 
 void add(Builder& b, const Node& node, std::string kind, std::vector<int> in, std::vector<int> out,
          Int8Step::Fn fn) {
-  b.add_step(
-      std::make_unique<Int8Step>(node, std::move(kind), std::move(in), std::move(out), std::move(fn)));
+  b.add_step(std::make_unique<Int8Step>(node, std::move(kind), std::move(in), std::move(out),
+                                        std::move(fn)));
 }
 
 bool is_8bit(DType d) {
@@ -86,7 +86,8 @@ std::optional<QParams> qparams(const Node& node, int scale_input, int zp_input, 
   if (q == nullptr || !q->type().is_tensor() || !is_8bit(q->tensor_type().dtype)) {
     return std::nullopt;
   }
-  const Tensor* s = node.has_input(scale_input) ? node.input(scale_input)->constant_value() : nullptr;
+  const Tensor* s =
+      node.has_input(scale_input) ? node.input(scale_input)->constant_value() : nullptr;
   if (s == nullptr || s->dtype() != DType::kF32 || s->numel() != 1) return std::nullopt;
   QParams p;
   p.scale = s->data<float>()[0];
@@ -141,8 +142,8 @@ std::optional<IntAdd> int_add(const Builder& b, const Node& add) {
   a.add = &add;
   for (int i = 0; i < 2; ++i) {
     const Node* dq = add.input(i)->producer();
-    if (dq == nullptr || dq->kind() != OpKind::kDequantizeLinear || sole_reader(b, add.input(i)) != &add ||
-        !is_static4(dq->input(0))) {
+    if (dq == nullptr || dq->kind() != OpKind::kDequantizeLinear ||
+        sole_reader(b, add.input(i)) != &add || !is_static4(dq->input(0))) {
       return std::nullopt;
     }
     std::optional<QParams> p = qdq_params(*dq);
@@ -441,15 +442,16 @@ bool lower_constant_dequantize(Builder& b, const Node& node) {
   const Tensor* zp = node.has_input(2) ? node.input(2)->constant_value() : nullptr;
   if (q == nullptr || scale == nullptr || scale->dtype() != DType::kF32 ||
       node.output(0)->tensor_type().dtype != DType::kF32 || !is_8bit(q->dtype()) ||
-      (node.has_input(2) && (zp == nullptr || zp->dtype() != q->dtype() ||
-                             zp->numel() != scale->numel()))) {
+      (node.has_input(2) &&
+       (zp == nullptr || zp->dtype() != q->dtype() || zp->numel() != scale->numel()))) {
     return false;
   }
   const Shape shape = q->shape();
   int64_t axis = node.attrs<ops::DequantizeLinear>().axis;
   if (axis < 0) axis += shape.rank();
   const int64_t groups = scale->numel();
-  if (groups != 1 && (axis < 0 || axis >= shape.rank() || shape[static_cast<int>(axis)] != groups)) {
+  if (groups != 1 &&
+      (axis < 0 || axis >= shape.rank() || shape[static_cast<int>(axis)] != groups)) {
     return false;
   }
   int64_t inner = 1;
@@ -545,7 +547,9 @@ bool lower_int_pool(Builder& b, IntPool r) {
 // ---- QLinearConv on a cuDNN graph ----
 
 struct Desc {
-  explicit Desc(cudnnBackendDescriptorType_t type) { status = cudnnBackendCreateDescriptor(type, &d); }
+  explicit Desc(cudnnBackendDescriptorType_t type) {
+    status = cudnnBackendCreateDescriptor(type, &d);
+  }
   ~Desc() {
     if (d != nullptr) cudnnBackendDestroyDescriptor(d);
   }
@@ -581,10 +585,11 @@ struct ConvProblem {
   int32_t lo = -128, hi = 127;
 
   std::string key() const {
-    return fmt::format("qconv s8 nhwc x[{},{},{},{}] w[{},{},{},{}] pads{},{},{},{} strides{},{} "
-                       "dilations{},{} residual{} clamp{},{}",
-                       n, c, h, w, k, c, r, s, pre[0], pre[1], post[0], post[1], strides[0],
-                       strides[1], dilations[0], dilations[1], residual ? 1 : 0, lo, hi);
+    return fmt::format(
+        "qconv s8 nhwc x[{},{},{},{}] w[{},{},{},{}] pads{},{},{},{} strides{},{} "
+        "dilations{},{} residual{} clamp{},{}",
+        n, c, h, w, k, c, r, s, pre[0], pre[1], post[0], post[1], strides[0], strides[1],
+        dilations[0], dilations[1], residual ? 1 : 0, lo, hi);
   }
 };
 
@@ -692,15 +697,15 @@ Result<ConvGraph> conv_graph(cudnnHandle_t handle, const ConvProblem& p) {
   KILN_ASSIGN_OR_RETURN(DescPtr mul,
                         pointwise(cg, CUDNN_POINTWISE_MUL, acc, scale, scaled, 1.0f, std::nullopt));
   ops.push_back(mul->d);
-  KILN_ASSIGN_OR_RETURN(DescPtr add_bias,
-                        pointwise(cg, CUDNN_POINTWISE_ADD, scaled, bias, biased, 1.0f, std::nullopt));
+  KILN_ASSIGN_OR_RETURN(DescPtr add_bias, pointwise(cg, CUDNN_POINTWISE_ADD, scaled, bias, biased,
+                                                    1.0f, std::nullopt));
   ops.push_back(add_bias->d);
   DescPtr last = biased;
   if (p.residual) {
     KILN_ASSIGN_OR_RETURN(DescPtr z, tensor(cg, kZ, CUDNN_DATA_INT8, yd, false));
-    KILN_ASSIGN_OR_RETURN(DescPtr summed, clamp ? tensor(cg, next_virtual++, CUDNN_DATA_FLOAT, yd,
-                                                         true)
-                                                : Result<DescPtr>(y));
+    KILN_ASSIGN_OR_RETURN(
+        DescPtr summed,
+        clamp ? tensor(cg, next_virtual++, CUDNN_DATA_FLOAT, yd, true) : Result<DescPtr>(y));
     KILN_ASSIGN_OR_RETURN(DescPtr add_z, pointwise(cg, CUDNN_POINTWISE_ADD, biased, z, summed,
                                                    p.residual_scale, std::nullopt));
     ops.push_back(add_z->d);
@@ -834,7 +839,8 @@ float plan_ms(cudnnHandle_t handle, const ConvPlan& plan, const ConvProblem& p) 
   const bool ready = std::find(blocks.begin(), blocks.end(), nullptr) == blocks.end() &&
                      a.x != nullptr && a.w != nullptr && a.y != nullptr &&
                      cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) == cudaSuccess &&
-                     cudaEventCreate(&start) == cudaSuccess && cudaEventCreate(&stop) == cudaSuccess;
+                     cudaEventCreate(&start) == cudaSuccess &&
+                     cudaEventCreate(&stop) == cudaSuccess;
   if (ready && cudnnSetStream(handle, stream) == CUDNN_STATUS_SUCCESS &&
       execute(handle, plan, a).ok() && cudaStreamSynchronize(stream) == cudaSuccess) {
     bool ok = cudaEventRecord(start, stream) == cudaSuccess;
@@ -982,8 +988,9 @@ Result<bool> lower_qlinear_conv(Builder& b, const Node& node) {
   const int yi = o.centered;
   std::vector<int> reads = {xi, wi, si, bi};
   if (zi >= 0) reads.push_back(zi);
-  std::string kind = sum ? (sum->relu != nullptr ? "QLinearConv+Add+Relu int8" : "QLinearConv+Add int8")
-                         : "QLinearConv int8";
+  std::string kind =
+      sum ? (sum->relu != nullptr ? "QLinearConv+Add+Relu int8" : "QLinearConv+Add int8")
+          : "QLinearConv int8";
   add(b, node, std::move(kind), reads, {yi}, [=](Session& s) {
     ConvArgs a;
     a.x = ptr(s, xi);

@@ -192,8 +192,8 @@ Status launch_dequantize8(const void* x, const Int8Layout& xl, bool x_u8, int32_
                                                                 static_cast<__half*>(y), yl);
       break;
     case Elem::kBF16:
-      dequantize8_kernel<<<blocks_for(total), kThreads, 0, s>>>(
-          x, xl, x_u8, x_off, scale, static_cast<__nv_bfloat16*>(y), yl);
+      dequantize8_kernel<<<blocks_for(total), kThreads, 0, s>>>(x, xl, x_u8, x_off, scale,
+                                                                static_cast<__nv_bfloat16*>(y), yl);
       break;
   }
   return launched("dequantize8");
@@ -206,7 +206,8 @@ Status launch_requant8(const Requant8& r, int64_t n, void* stream) {
 }
 
 Status launch_maxpool8(const void* x, void* y, const Pool8& p, void* stream) {
-  if (p.c % 4 != 0) return invalid_argument_error("cuda kernel maxpool8: channels not a multiple of 4");
+  if (p.c % 4 != 0)
+    return invalid_argument_error("cuda kernel maxpool8: channels not a multiple of 4");
   const int64_t total = p.n * p.oh * p.ow * (p.c / 4);
   if (total <= 0) return Status();
   maxpool8_kernel<<<blocks_for(total), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
