@@ -573,7 +573,7 @@ struct Desc {
 using DescPtr = std::shared_ptr<Desc>;
 
 // The tensors' unique ids in the variant pack.
-enum : int64_t { kX = 1, kW, kScale, kBias, kZ, kY, kVirtual };
+enum : int64_t { kX = 1, kW, kScale, kBias, kZ, kY, kRescale, kVirtual };
 
 // An int8 convolution's problem: shapes (NCHW order, stored NHWC), geometry, the residual and the
 // output clamp.
@@ -581,6 +581,9 @@ struct ConvProblem {
   int64_t n = 0, c = 0, h = 0, w = 0, k = 0, r = 0, s = 0, oh = 0, ow = 0;
   std::vector<int64_t> pre, post, strides, dilations;
   bool residual = false;
+  // How the residual's scale enters: 0, as the Add's alpha2; 1, the sum divided by it (scale and
+  // bias), z added as it is, then multiplied back by a per-channel tensor (kRescale).
+  int variant = 0;
   float residual_scale = 0.0f;
   int32_t lo = -128, hi = 127;
 
@@ -589,7 +592,7 @@ struct ConvProblem {
         "qconv s8 nhwc x[{},{},{},{}] w[{},{},{},{}] pads{},{},{},{} strides{},{} "
         "dilations{},{} residual{} clamp{},{}",
         n, c, h, w, k, c, r, s, pre[0], pre[1], post[0], post[1], strides[0], strides[1],
-        dilations[0], dilations[1], residual ? 1 : 0, lo, hi);
+        dilations[0], dilations[1], residual ? 1 + variant : 0, lo, hi);
   }
 };
 
@@ -703,13 +706,25 @@ Result<ConvGraph> conv_graph(cudnnHandle_t handle, const ConvProblem& p) {
   DescPtr last = biased;
   if (p.residual) {
     KILN_ASSIGN_OR_RETURN(DescPtr z, tensor(cg, kZ, CUDNN_DATA_INT8, yd, false));
-    KILN_ASSIGN_OR_RETURN(
-        DescPtr summed,
-        clamp ? tensor(cg, next_virtual++, CUDNN_DATA_FLOAT, yd, true) : Result<DescPtr>(y));
-    KILN_ASSIGN_OR_RETURN(DescPtr add_z, pointwise(cg, CUDNN_POINTWISE_ADD, biased, z, summed,
-                                                   p.residual_scale, std::nullopt));
+    const bool rescale = p.variant == 1;
+    KILN_ASSIGN_OR_RETURN(DescPtr summed, clamp || rescale
+                                              ? tensor(cg, next_virtual++, CUDNN_DATA_FLOAT, yd, true)
+                                              : Result<DescPtr>(y));
+    KILN_ASSIGN_OR_RETURN(DescPtr add_z,
+                          pointwise(cg, CUDNN_POINTWISE_ADD, biased, z, summed,
+                                    rescale ? 1.0f : p.residual_scale, std::nullopt));
     ops.push_back(add_z->d);
     last = summed;
+    if (rescale) {
+      KILN_ASSIGN_OR_RETURN(DescPtr factor, tensor(cg, kRescale, CUDNN_DATA_FLOAT, kd, false));
+      KILN_ASSIGN_OR_RETURN(DescPtr scaled_sum,
+                            clamp ? tensor(cg, next_virtual++, CUDNN_DATA_FLOAT, yd, true)
+                                  : Result<DescPtr>(y));
+      KILN_ASSIGN_OR_RETURN(DescPtr mul_back, pointwise(cg, CUDNN_POINTWISE_MUL, summed, factor,
+                                                        scaled_sum, 1.0f, std::nullopt));
+      ops.push_back(mul_back->d);
+      last = scaled_sum;
+    }
   }
   if (clamp) {
     // A plain ReLU where the bounds are [0, 127] (the output's saturation does the rest).
@@ -792,6 +807,7 @@ struct ConvArgs {
   void* scale = nullptr;
   void* bias = nullptr;
   void* z = nullptr;
+  void* rescale = nullptr;
   void* y = nullptr;
   void* workspace = nullptr;
 };
@@ -802,6 +818,10 @@ Status execute(cudnnHandle_t handle, const ConvPlan& plan, const ConvArgs& a) {
   if (a.z != nullptr) {
     uids.push_back(kZ);
     ptrs.push_back(a.z);
+  }
+  if (a.rescale != nullptr) {
+    uids.push_back(kRescale);
+    ptrs.push_back(a.rescale);
   }
   Desc pack(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
   pack.set(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, CUDNN_TYPE_INT64, static_cast<int64_t>(uids.size()),
@@ -831,6 +851,7 @@ float plan_ms(cudnnHandle_t handle, const ConvPlan& plan, const ConvProblem& p) 
   a.bias = block(static_cast<size_t>(p.k) * 4, 0x3a);
   a.y = block(static_cast<size_t>(p.n * p.k * p.oh * p.ow), 0);
   if (p.residual) a.z = block(static_cast<size_t>(p.n * p.k * p.oh * p.ow), 0x11);
+  if (p.residual && p.variant == 1) a.rescale = block(static_cast<size_t>(p.k) * 4, 0x3f);
   a.workspace = block(plan.workspace, 0);
   float ms = INFINITY;
   cudaStream_t stream = nullptr;
@@ -943,10 +964,35 @@ Result<bool> lower_qlinear_conv(Builder& b, const Node& node) {
   p.post = c->g.pad_end;
   p.strides = c->g.strides;
   p.dilations = c->g.dilations;
-  // Per channel: acc * x_scale * w_scale[k] / out_scale + bias[k] (in the same units).
+  // The plan, with the residual Add fused when an engine takes it (either variant), else alone.
   std::optional<IntAdd> sum = fusable_add(b, node);
-  const QParams out = sum ? sum->out : c->y;
-  const float factor = sum ? sum->in[0].scale / sum->out.scale : 1.0f;
+  std::shared_ptr<ConvPlan> plan;
+  for (int variant = sum ? 0 : 2; variant <= 2 && plan == nullptr; ++variant) {
+    p.residual = variant < 2;
+    p.variant = variant;
+    if (p.residual) p.residual_scale = sum->in[1].scale / sum->out.scale;
+    std::tie(p.lo, p.hi) = p.residual ? centered_bounds(sum->out, sum->relu != nullptr)
+                                      : centered_bounds(c->y, false);
+    KILN_ASSIGN_OR_RETURN(plan, choose_plan(b, p));
+    if (plan == nullptr && p.lo < 0) {
+      // No engine takes a negative lower clip: the output's s8 saturation alone (values below
+      // the zero point's floor then stay unclipped, closer to the float model than ONNX's).
+      p.lo = -128;
+      p.hi = 127;
+      KILN_ASSIGN_OR_RETURN(plan, choose_plan(b, p));
+    }
+  }
+  if (plan == nullptr) {
+    return unavailable_error(fmt::format(
+        "cuda target: {}: cuDNN has no int8 engine for this convolution ({}); run it on the cpu "
+        "target or as a float model",
+        node.describe(), p.key()));
+  }
+  if (!p.residual) sum.reset();  // the Add runs on its own (lower_int_add)
+  // Per channel: acc * x_scale * w_scale[k] / out_scale + bias[k] (in the same units), divided
+  // by the residual's scale in variant 1.
+  const float factor = (sum ? sum->in[0].scale / sum->out.scale : 1.0f) /
+                       (p.residual && p.variant == 1 ? p.residual_scale : 1.0f);
   std::vector<float> scale(static_cast<size_t>(p.k));
   std::vector<float> bias(static_cast<size_t>(p.k), 0.0f);
   for (int64_t k = 0; k < p.k; ++k) {
@@ -958,27 +1004,12 @@ Result<bool> lower_qlinear_conv(Builder& b, const Node& node) {
           static_cast<float>(static_cast<double>(c->bias->data<int32_t>()[k]) * s * factor);
     }
   }
-  int zi = -1;
-  if (sum) {
-    p.residual = true;
-    p.residual_scale = sum->in[1].scale / sum->out.scale;
-    zi = centered_input(b, sum->dq[1]->input(0), sum->in[1]);  // [N, K, OH, OW], K % 4 == 0
-  }
-  std::tie(p.lo, p.hi) = centered_bounds(out, sum && sum->relu != nullptr);
-  KILN_ASSIGN_OR_RETURN(std::shared_ptr<ConvPlan> plan, choose_plan(b, p));
-  if (plan == nullptr && p.lo < 0) {
-    // No engine takes a negative lower clip: the output's s8 saturation alone (values below the
-    // zero point's floor then stay unclipped, closer to the float model than ONNX's result).
-    p.lo = -128;
-    p.hi = 127;
-    KILN_ASSIGN_OR_RETURN(plan, choose_plan(b, p));
-  }
-  if (plan == nullptr) {
-    return unavailable_error(fmt::format(
-        "cuda target: {}: cuDNN has no int8 engine for this convolution ({}); run it on the cpu "
-        "target or as a float model",
-        node.describe(), p.key()));
-  }
+  const QParams out = sum ? sum->out : c->y;
+  const int zi = sum ? centered_input(b, sum->dq[1]->input(0), sum->in[1]) : -1;  // K % 4 == 0
+  const int ri =
+      sum && p.variant == 1
+          ? b.constant(std::vector<float>(static_cast<size_t>(p.k), p.residual_scale))
+          : -1;
   b.need_workspace(plan->workspace);
   const int wi = b.constant_bytes(DType::kI8, Shape{p.k, p.c, p.r, p.s}, nhwc_bytes(*c->w, p.c));
   const int si = b.constant(std::move(scale));
@@ -988,6 +1019,7 @@ Result<bool> lower_qlinear_conv(Builder& b, const Node& node) {
   const int yi = o.centered;
   std::vector<int> reads = {xi, wi, si, bi};
   if (zi >= 0) reads.push_back(zi);
+  if (ri >= 0) reads.push_back(ri);
   std::string kind =
       sum ? (sum->relu != nullptr ? "QLinearConv+Add+Relu int8" : "QLinearConv+Add int8")
           : "QLinearConv int8";
@@ -998,6 +1030,7 @@ Result<bool> lower_qlinear_conv(Builder& b, const Node& node) {
     a.scale = ptr(s, si);
     a.bias = ptr(s, bi);
     a.z = zi >= 0 ? ptr(s, zi) : nullptr;
+    a.rescale = ri >= 0 ? ptr(s, ri) : nullptr;
     a.y = ptr(s, yi);
     a.workspace = s.workspace;
     KILN_RETURN_IF_ERROR(check_cudnn(cudnnSetStream(s.cudnn, s.stream), "cudnnSetStream"));
