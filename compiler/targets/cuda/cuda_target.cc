@@ -116,6 +116,8 @@ class CudaTarget final : public Target {
     std::vector<std::unique_ptr<Pass>> passes = standard_passes();
     // QDQ regions become QLinearConv and friends, which run on int8 kernels (quantized.cc).
     passes.push_back(make_qdq_fusion());
+    // The float Convs and Dequantizes the fusion replaced would otherwise still run.
+    passes.push_back(make_dead_code_elimination());
     passes.push_back(make_conv_activation_fusion());
     return passes;
   }

@@ -681,6 +681,39 @@ TEST(CudaInt8, QLinearConvMatchesRefWithinOneStep) {
   EXPECT_EQ(program->device_steps(), static_cast<int>(program->steps().size()));
 }
 
+TEST(CudaInt8, QuantizedStemAndMaxPoolMatchRef) {
+  SKIP_WITHOUT_GPU();
+  // f32 image -> Q (u8, zero point 64; s8 with 16 channels on the device) -> conv 7x7/2 with the
+  // Relu's saturation -> MaxPool between DQ and Q -> DQ -> f32.
+  const Tensor x = random_tensor(Shape{2, 3, 32, 32}, 71);
+  const float scale = 0.05f;
+  auto build = [&](GraphBuilder& b, const std::vector<Value*>& in) {
+    Value* image = b.add(Op(ops::QuantizeLinear{}), {in[0], b.constant(Tensor::scalar(0.0157f)),
+                                                     b.constant(Tensor::scalar<uint8_t>(64))});
+    Value* stem = qconv(b, image, 0.0157f, 64, 64, 3, 7, 2, scale, 0, 72);
+    Value* s = b.constant(Tensor::scalar(scale));
+    Value* z = b.constant(Tensor::scalar<uint8_t>(0));
+    ops::MaxPool mp;
+    mp.kernel_shape = std::vector<int64_t>{3, 3};
+    mp.strides = std::vector<int64_t>{2, 2};
+    mp.pads = std::vector<int64_t>{1, 1, 1, 1};
+    Value* pooled = b.add(Op(mp), {b.add(Op(ops::DequantizeLinear{}), {stem, s, z})});
+    Value* q = b.add(Op(ops::QuantizeLinear{}), {pooled, s, z});
+    b.output(b.add(Op(ops::DequantizeLinear{}), {q, s, z}));
+  };
+  std::shared_ptr<Executable> ref = compile_for(make_graph({x}, build), "ref");
+  std::shared_ptr<Executable> exe = compile_for(make_graph({x}, build), "cuda");
+  ASSERT_NE(exe, nullptr);
+  expect_within_steps(run(*ref, {x})[0], run(*exe, {x})[0], scale, 1.0);
+  const cuda::Program* program = cuda_program(*exe);
+  ASSERT_NE(program, nullptr);
+  const std::string ir = print_graph(exe->graph());
+  EXPECT_EQ(program->count_steps("QuantizeLinear"), 1) << ir;
+  EXPECT_EQ(program->count_steps("QLinearConv int8"), 1) << ir;
+  EXPECT_EQ(program->count_steps("MaxPool int8"), 1) << ir;
+  EXPECT_EQ(program->count_steps("DequantizeLinear"), 1) << ir;
+}
+
 TEST(CudaInt8, QdqResidualBlockRunsOnInt8KernelsAndMatchesRef) {
   SKIP_WITHOUT_GPU();
   // ResNet's stem and a bottleneck as PyTorch's FX quantization exports them (QDQ around every

@@ -415,8 +415,10 @@ bool lower_quantize(Builder& b, const Node& node) {
   int32_t y_off = 0;
   auto [lo, hi] = centered_bounds(*p, false);
   if (centered_readers(b, y)) {
-    // Channels padded to a multiple of 4 (an image's 3) for the int8 convolutions.
-    const int64_t stored_c = shape.rank() == 4 ? round_up(shape[1], 4) : 0;
+    // Channels padded for the int8 convolutions: an image's 3 to 16 (16-byte pixels; with 4 the
+    // stem convolution took 11.4 ms on an H200 at batch 256), others to a multiple of 4.
+    const int64_t stored_c =
+        shape.rank() == 4 ? (shape[1] < 16 ? 16 : round_up(shape[1], 4)) : 0;
     yi = new_centered(b, y, shape, stored_c);
     yl = layout_of(b.buffer(yi), shape);
   } else {
@@ -580,10 +582,10 @@ enum : int64_t { kX = 1, kW, kScale, kBias, kZ, kY, kRescale, kVirtual };
 struct ConvProblem {
   int64_t n = 0, c = 0, h = 0, w = 0, k = 0, r = 0, s = 0, oh = 0, ow = 0;
   std::vector<int64_t> pre, post, strides, dilations;
+  // The residual z enters unscaled: scale and bias are divided by its scale, z added, and the sum
+  // multiplied back by a per-channel tensor (kRescale) holding that scale (pointwise ops whose
+  // operands are all tensors; no alpha attributes).
   bool residual = false;
-  // How the residual's scale enters: 0, as the Add's alpha2; 1, the sum divided by it (scale and
-  // bias), z added as it is, then multiplied back by a per-channel tensor (kRescale).
-  int variant = 0;
   float residual_scale = 0.0f;
   int32_t lo = -128, hi = 127;
 
@@ -592,7 +594,7 @@ struct ConvProblem {
         "qconv s8 nhwc x[{},{},{},{}] w[{},{},{},{}] pads{},{},{},{} strides{},{} "
         "dilations{},{} residual{} clamp{},{}",
         n, c, h, w, k, c, r, s, pre[0], pre[1], post[0], post[1], strides[0], strides[1],
-        dilations[0], dilations[1], residual ? 1 + variant : 0, lo, hi);
+        dilations[0], dilations[1], residual ? 1 : 0, lo, hi);
   }
 };
 
@@ -621,9 +623,9 @@ Result<DescPtr> tensor(ConvGraph& cg, int64_t uid, cudnnDataType_t type, std::ve
   return t;
 }
 
-// A pointwise op y = mode(x, b) (b may be null); `alpha2` scales b; `clip` sets a ReLU's bounds.
+// A pointwise op y = mode(x, b) (b may be null); `clip` sets a ReLU's bounds.
 Result<DescPtr> pointwise(ConvGraph& cg, cudnnPointwiseMode_t mode, const DescPtr& x,
-                          const DescPtr& b, const DescPtr& y, float alpha2,
+                          const DescPtr& b, const DescPtr& y,
                           std::optional<std::pair<float, float>> clip) {
   auto pw = std::make_shared<Desc>(CUDNN_BACKEND_POINTWISE_DESCRIPTOR);
   const cudnnDataType_t precision = CUDNN_DATA_FLOAT;
@@ -639,11 +641,6 @@ Result<DescPtr> pointwise(ConvGraph& cg, cudnnPointwiseMode_t mode, const DescPt
   op->set(CUDNN_ATTR_OPERATION_POINTWISE_XDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &x->d);
   if (b != nullptr) {
     op->set(CUDNN_ATTR_OPERATION_POINTWISE_BDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &b->d);
-    if (alpha2 != 1.0f) {
-      const float one = 1.0f;
-      op->set(CUDNN_ATTR_OPERATION_POINTWISE_ALPHA1, CUDNN_TYPE_FLOAT, 1, &one);
-      op->set(CUDNN_ATTR_OPERATION_POINTWISE_ALPHA2, CUDNN_TYPE_FLOAT, 1, &alpha2);
-    }
   }
   op->set(CUDNN_ATTR_OPERATION_POINTWISE_YDESC, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &y->d);
   KILN_RETURN_IF_ERROR(op->finalize("int8 convolution pointwise op"));
@@ -698,30 +695,26 @@ Result<ConvGraph> conv_graph(cudnnHandle_t handle, const ConvProblem& p) {
   cg.keep.push_back(op);
   std::vector<cudnnBackendDescriptor_t> ops = {op->d};
   KILN_ASSIGN_OR_RETURN(DescPtr mul,
-                        pointwise(cg, CUDNN_POINTWISE_MUL, acc, scale, scaled, 1.0f, std::nullopt));
+                        pointwise(cg, CUDNN_POINTWISE_MUL, acc, scale, scaled, std::nullopt));
   ops.push_back(mul->d);
   KILN_ASSIGN_OR_RETURN(DescPtr add_bias, pointwise(cg, CUDNN_POINTWISE_ADD, scaled, bias, biased,
-                                                    1.0f, std::nullopt));
+                                                    std::nullopt));
   ops.push_back(add_bias->d);
   DescPtr last = biased;
   if (p.residual) {
     KILN_ASSIGN_OR_RETURN(DescPtr z, tensor(cg, kZ, CUDNN_DATA_INT8, yd, false));
-    const bool rescale = p.variant == 1;
-    KILN_ASSIGN_OR_RETURN(DescPtr summed, clamp || rescale
-                                              ? tensor(cg, next_virtual++, CUDNN_DATA_FLOAT, yd, true)
-                                              : Result<DescPtr>(y));
+    KILN_ASSIGN_OR_RETURN(DescPtr summed, tensor(cg, next_virtual++, CUDNN_DATA_FLOAT, yd, true));
     KILN_ASSIGN_OR_RETURN(DescPtr add_z,
-                          pointwise(cg, CUDNN_POINTWISE_ADD, biased, z, summed,
-                                    rescale ? 1.0f : p.residual_scale, std::nullopt));
+                          pointwise(cg, CUDNN_POINTWISE_ADD, biased, z, summed, std::nullopt));
     ops.push_back(add_z->d);
     last = summed;
-    if (rescale) {
+    {
       KILN_ASSIGN_OR_RETURN(DescPtr factor, tensor(cg, kRescale, CUDNN_DATA_FLOAT, kd, false));
       KILN_ASSIGN_OR_RETURN(DescPtr scaled_sum,
                             clamp ? tensor(cg, next_virtual++, CUDNN_DATA_FLOAT, yd, true)
                                   : Result<DescPtr>(y));
       KILN_ASSIGN_OR_RETURN(DescPtr mul_back, pointwise(cg, CUDNN_POINTWISE_MUL, summed, factor,
-                                                        scaled_sum, 1.0f, std::nullopt));
+                                                        scaled_sum, std::nullopt));
       ops.push_back(mul_back->d);
       last = scaled_sum;
     }
@@ -733,7 +726,7 @@ Result<ConvGraph> conv_graph(cudnnHandle_t handle, const ConvProblem& p) {
       clip = std::make_pair(static_cast<float>(p.lo), static_cast<float>(p.hi));
     }
     KILN_ASSIGN_OR_RETURN(DescPtr relu,
-                          pointwise(cg, CUDNN_POINTWISE_RELU_FWD, last, nullptr, y, 1.0f, clip));
+                          pointwise(cg, CUDNN_POINTWISE_RELU_FWD, last, nullptr, y, clip));
     ops.push_back(relu->d);
   }
   cg.graph = std::make_shared<Desc>(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
@@ -851,7 +844,7 @@ float plan_ms(cudnnHandle_t handle, const ConvPlan& plan, const ConvProblem& p) 
   a.bias = block(static_cast<size_t>(p.k) * 4, 0x3a);
   a.y = block(static_cast<size_t>(p.n * p.k * p.oh * p.ow), 0);
   if (p.residual) a.z = block(static_cast<size_t>(p.n * p.k * p.oh * p.ow), 0x11);
-  if (p.residual && p.variant == 1) a.rescale = block(static_cast<size_t>(p.k) * 4, 0x3f);
+  if (p.residual) a.rescale = block(static_cast<size_t>(p.k) * 4, 0x3f);
   a.workspace = block(plan.workspace, 0);
   float ms = INFINITY;
   cudaStream_t stream = nullptr;
@@ -964,12 +957,11 @@ Result<bool> lower_qlinear_conv(Builder& b, const Node& node) {
   p.post = c->g.pad_end;
   p.strides = c->g.strides;
   p.dilations = c->g.dilations;
-  // The plan, with the residual Add fused when an engine takes it (either variant), else alone.
+  // The plan, with the residual Add fused when an engine takes it, else alone.
   std::optional<IntAdd> sum = fusable_add(b, node);
   std::shared_ptr<ConvPlan> plan;
-  for (int variant = sum ? 0 : 2; variant <= 2 && plan == nullptr; ++variant) {
-    p.residual = variant < 2;
-    p.variant = variant;
+  for (int fused = sum ? 1 : 0; fused >= 0 && plan == nullptr; --fused) {
+    p.residual = fused == 1;
     if (p.residual) p.residual_scale = sum->in[1].scale / sum->out.scale;
     std::tie(p.lo, p.hi) = p.residual ? centered_bounds(sum->out, sum->relu != nullptr)
                                       : centered_bounds(c->y, false);
@@ -990,9 +982,8 @@ Result<bool> lower_qlinear_conv(Builder& b, const Node& node) {
   }
   if (!p.residual) sum.reset();  // the Add runs on its own (lower_int_add)
   // Per channel: acc * x_scale * w_scale[k] / out_scale + bias[k] (in the same units), divided
-  // by the residual's scale in variant 1.
-  const float factor = (sum ? sum->in[0].scale / sum->out.scale : 1.0f) /
-                       (p.residual && p.variant == 1 ? p.residual_scale : 1.0f);
+  // by the residual's scale when fused.
+  const float factor = sum ? sum->in[0].scale / sum->out.scale / p.residual_scale : 1.0f;
   std::vector<float> scale(static_cast<size_t>(p.k));
   std::vector<float> bias(static_cast<size_t>(p.k), 0.0f);
   for (int64_t k = 0; k < p.k; ++k) {
@@ -1007,7 +998,7 @@ Result<bool> lower_qlinear_conv(Builder& b, const Node& node) {
   const QParams out = sum ? sum->out : c->y;
   const int zi = sum ? centered_input(b, sum->dq[1]->input(0), sum->in[1]) : -1;  // K % 4 == 0
   const int ri =
-      sum && p.variant == 1
+      sum
           ? b.constant(std::vector<float>(static_cast<size_t>(p.k), p.residual_scale))
           : -1;
   b.need_workspace(plan->workspace);
