@@ -686,7 +686,9 @@ TEST(CudaInt8, QuantizedStemAndMaxPoolMatchRef) {
   // f32 image -> Q (u8, zero point 64; s8 with 16 channels on the device) -> conv 7x7/2 with the
   // Relu's saturation -> MaxPool between DQ and Q -> DQ -> f32.
   const Tensor x = random_tensor(Shape{2, 3, 32, 32}, 71);
-  const float scale = 0.05f;
+  // Output scales keep u8 results within 0..127, as PyTorch's reduce_range calibration does (the
+  // device holds u8 activations as s8; above 127 they saturate).
+  const float scale = 0.2f;
   auto build = [&](GraphBuilder& b, const std::vector<Value*>& in) {
     Value* image = b.add(Op(ops::QuantizeLinear{}), {in[0], b.constant(Tensor::scalar(0.0157f)),
                                                      b.constant(Tensor::scalar<uint8_t>(64))});
@@ -720,7 +722,9 @@ TEST(CudaInt8, QdqResidualBlockRunsOnInt8KernelsAndMatchesRef) {
   // op): f32 image -> Q -> conv 7x7/2 (3 channels, padded to 4) -> MaxPool between DQ/Q ->
   // 1x1 -> 3x3 -> 1x1 whose DQ meets the identity's in Add -> Relu -> Q -> DQ -> f32.
   const Tensor x = random_tensor(Shape{2, 3, 32, 32}, 51);
-  const float out_scale = 0.2f;
+  // Scales from the range of each layer's values (random weights; checked with a float model of
+  // the same distributions), so that u8 results stay within 0..127 as with PyTorch's reduce_range.
+  const float out_scale = 12.0f;
   auto build = [&](GraphBuilder& b, const std::vector<Value*>& in) {
     auto q = [&](Value* v, float s, uint8_t z) {
       return b.add(Op(ops::QuantizeLinear{}),
@@ -731,16 +735,16 @@ TEST(CudaInt8, QdqResidualBlockRunsOnInt8KernelsAndMatchesRef) {
                    {v, b.constant(Tensor::scalar(s)), b.constant(Tensor::scalar<uint8_t>(z))});
     };
     Value* image = q(in[0], 0.0157f, 64);
-    Value* stem = qconv(b, image, 0.0157f, 64, 64, 3, 7, 2, 0.05f, 0, 52);
+    Value* stem = qconv(b, image, 0.0157f, 64, 64, 3, 7, 2, 0.2f, 0, 52);
     ops::MaxPool mp;
     mp.kernel_shape = std::vector<int64_t>{3, 3};
     mp.strides = std::vector<int64_t>{2, 2};
     mp.pads = std::vector<int64_t>{1, 1, 1, 1};
-    Value* pooled = q(b.add(Op(mp), {dq(stem, 0.05f, 0)}), 0.05f, 0);
-    Value* a = qconv(b, pooled, 0.05f, 0, 32, 64, 1, 1, 0.05f, 0, 55);
-    Value* c = qconv(b, a, 0.05f, 0, 32, 32, 3, 1, 0.1f, 0, 58);
-    Value* e = qconv(b, c, 0.1f, 0, 64, 32, 1, 1, 0.1f, 120, 61);
-    Value* sum = b.add(Op(ops::Add{}), {dq(e, 0.1f, 120), dq(pooled, 0.05f, 0)});
+    Value* pooled = q(b.add(Op(mp), {dq(stem, 0.2f, 0)}), 0.2f, 0);
+    Value* a = qconv(b, pooled, 0.2f, 0, 32, 64, 1, 1, 1.2f, 0, 55);
+    Value* c = qconv(b, a, 1.2f, 0, 32, 32, 3, 1, 6.0f, 0, 58);
+    Value* e = qconv(b, c, 6.0f, 0, 64, 32, 1, 1, 12.0f, 128, 61);
+    Value* sum = b.add(Op(ops::Add{}), {dq(e, 12.0f, 128), dq(pooled, 0.2f, 0)});
     b.output(dq(q(b.add(Op(ops::Relu{}), {sum}), out_scale, 0), out_scale, 0));
   };
   std::shared_ptr<Executable> ref = compile_for(make_graph({x}, build), "ref");

@@ -878,7 +878,10 @@ float plan_ms(cudnnHandle_t handle, const ConvPlan& plan, const ConvProblem& p) 
   return ms;
 }
 
-constexpr size_t kCandidates = 6;
+// Each candidate's plan finalization can compile kernels (about 0.4 s): with 6, ResNet-50's 53
+// convolutions took over 100 s to compile; the fastest was among the first 3 in every case of
+// bench/quant/gpu/int8_conv_micro.cu.
+constexpr size_t kCandidates = 3;
 constexpr size_t kMaxWorkspace = size_t{256} << 20;
 
 // The plan for `p`: the candidate stored for this GPU when it still finalizes, else the fastest
