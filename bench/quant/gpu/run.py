@@ -1,9 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
 """kiln fp16 vs kiln int8 ResNet-50 on one GPU, side by side, and the int8 program's accuracy.
 
-Runs on the GPU machine (see bench/quant/gpu/pack.sh): `kiln perf --target cuda --device-io
---json` on the fp32 model with --fp16 and on the QDQ int8 model (bench/quant/export_qdq.py, torch
-1.13 FX PTQ), interleaved rounds, then `kiln run` of the int8 model on cuda and on ref with the same
+Runs on the GPU machine (see bench/quant/gpu/pack.sh): compiles the fp32 model with --fp16 and
+the QDQ int8 model (bench/quant/export_qdq.py, torch 1.13 FX PTQ) once each into artifacts (the
+tuning is stored), then `kiln perf --target cuda --device-io --json` on both, interleaved rounds, then `kiln run` of the int8 model on cuda and on ref with the same
 seeded inputs (cosine similarity, max abs error, top-1 agreement). Writes JSON and prints a table.
   python3 run.py --kiln KILN --fp32 resnet50.onnx --int8 resnet50_int8.onnx --json out.json
 """
@@ -18,9 +18,18 @@ import tempfile
 import numpy as np
 
 
-def perf(kiln, model, batch, extra, timeout):
-    cmd = [kiln, "perf", model, "--target", "cuda", "--device-io", "--batch", str(batch),
-           "--iterations", "50", "--warmup", "5", "--json"] + extra
+def compile_artifact(kiln, model, batch, extra, path, timeout):
+    """Compiles (and tunes) once; perf then loads the artifact with its stored choices."""
+    cmd = [kiln, "compile", model, "--target", "cuda", "--batch", str(batch), "-o", path] + extra
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    if out.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed:\n{out.stderr[-2000:]}")
+    return path
+
+
+def perf(kiln, artifact, batch, timeout):
+    cmd = [kiln, "perf", artifact, "--target", "cuda", "--device-io", "--batch", str(batch),
+           "--iterations", "50", "--warmup", "5", "--json"]
     out = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     if out.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} failed:\n{out.stderr[-2000:]}")
@@ -49,10 +58,17 @@ def main():
     p.add_argument("--json", required=True)
     args = p.parse_args()
 
+    work = tempfile.mkdtemp()
+    artifacts = {
+        "fp16": compile_artifact(args.kiln, args.fp32, args.batch, ["--fp16"],
+                                 os.path.join(work, "fp16.kiln"), args.timeout),
+        "int8": compile_artifact(args.kiln, args.int8, args.batch, [],
+                                 os.path.join(work, "int8.kiln"), args.timeout),
+    }
     runs = {"fp16": [], "int8": []}
     for _ in range(args.rounds):
-        runs["fp16"].append(perf(args.kiln, args.fp32, args.batch, ["--fp16"], args.timeout))
-        runs["int8"].append(perf(args.kiln, args.int8, args.batch, [], args.timeout))
+        for name in ("fp16", "int8"):
+            runs[name].append(perf(args.kiln, artifacts[name], args.batch, args.timeout))
     result = {"batch": args.batch, "device": runs["fp16"][0]["device"], "rounds": args.rounds}
     for name, rs in runs.items():
         med = statistics.median(r["median_ms"] for r in rs)
