@@ -745,8 +745,8 @@ struct ConvPlan {
   size_t workspace = 0;
 };
 
-// The plans of cuDNN's heuristic candidates (mode A) that finalize, at most `limit`, in order;
-// `index` (when set) only that candidate.
+// The plans of cuDNN's first `limit` heuristic candidates (mode A), in order; null for one that
+// does not finalize (so that indices stay the heuristic's).
 std::vector<std::shared_ptr<ConvPlan>> candidate_plans(cudnnHandle_t handle, const ConvGraph& cg,
                                                        size_t limit) {
   std::vector<std::shared_ptr<ConvPlan>> out;
@@ -887,17 +887,24 @@ constexpr size_t kMaxWorkspace = size_t{256} << 20;
 // The plan for `p`: the candidate stored for this GPU when it still finalizes, else the fastest
 // of cuDNN's first kCandidates heuristic candidates; null when none runs.
 Result<std::shared_ptr<ConvPlan>> choose_plan(Builder& b, const ConvProblem& p) {
-  KILN_ASSIGN_OR_RETURN(ConvGraph cg, conv_graph(b.cudnn(), p));
+  // A graph cuDNN does not accept (an op or type combination it lacks) has no plan either.
+  Result<ConvGraph> cg = conv_graph(b.cudnn(), p);
+  if (!cg.ok()) return std::shared_ptr<ConvPlan>();
   const std::string key = p.key();
-  std::vector<std::shared_ptr<ConvPlan>> plans = candidate_plans(b.cudnn(), cg, kCandidates);
   if (const std::vector<uint8_t>* known = b.known_choice(key)) {
+    // Only the candidates up to the stored one are finalized (each can compile kernels).
     std::optional<int32_t> i = choice_value<int32_t>(*known);
-    if (i && *i >= 0 && static_cast<size_t>(*i) < plans.size() && plans[*i] != nullptr &&
-        plans[*i]->workspace <= kMaxWorkspace) {
-      b.record_choice(key, *known, false);
-      return plans[*i];
+    if (i && *i >= 0 && static_cast<size_t>(*i) < kCandidates) {
+      std::vector<std::shared_ptr<ConvPlan>> plans =
+          candidate_plans(b.cudnn(), *cg, static_cast<size_t>(*i) + 1);
+      if (static_cast<size_t>(*i) < plans.size() && plans[*i] != nullptr &&
+          plans[*i]->workspace <= kMaxWorkspace) {
+        b.record_choice(key, *known, false);
+        return plans[*i];
+      }
     }
   }
+  std::vector<std::shared_ptr<ConvPlan>> plans = candidate_plans(b.cudnn(), *cg, kCandidates);
   int32_t best = -1;
   float best_ms = INFINITY;
   for (size_t i = 0; i < plans.size(); ++i) {
