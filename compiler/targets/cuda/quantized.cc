@@ -417,8 +417,7 @@ bool lower_quantize(Builder& b, const Node& node) {
   if (centered_readers(b, y)) {
     // Channels padded for the int8 convolutions: an image's 3 to 16 (16-byte pixels; with 4 the
     // stem convolution took 11.4 ms on an H200 at batch 256), others to a multiple of 4.
-    const int64_t stored_c =
-        shape.rank() == 4 ? (shape[1] < 16 ? 16 : round_up(shape[1], 4)) : 0;
+    const int64_t stored_c = shape.rank() == 4 ? (shape[1] < 16 ? 16 : round_up(shape[1], 4)) : 0;
     yi = new_centered(b, y, shape, stored_c);
     yl = layout_of(b.buffer(yi), shape);
   } else {
@@ -697,8 +696,8 @@ Result<ConvGraph> conv_graph(cudnnHandle_t handle, const ConvProblem& p) {
   KILN_ASSIGN_OR_RETURN(DescPtr mul,
                         pointwise(cg, CUDNN_POINTWISE_MUL, acc, scale, scaled, std::nullopt));
   ops.push_back(mul->d);
-  KILN_ASSIGN_OR_RETURN(DescPtr add_bias, pointwise(cg, CUDNN_POINTWISE_ADD, scaled, bias, biased,
-                                                    std::nullopt));
+  KILN_ASSIGN_OR_RETURN(DescPtr add_bias,
+                        pointwise(cg, CUDNN_POINTWISE_ADD, scaled, bias, biased, std::nullopt));
   ops.push_back(add_bias->d);
   DescPtr last = biased;
   if (p.residual) {
@@ -710,9 +709,9 @@ Result<ConvGraph> conv_graph(cudnnHandle_t handle, const ConvProblem& p) {
     last = summed;
     {
       KILN_ASSIGN_OR_RETURN(DescPtr factor, tensor(cg, kRescale, CUDNN_DATA_FLOAT, kd, false));
-      KILN_ASSIGN_OR_RETURN(DescPtr scaled_sum,
-                            clamp ? tensor(cg, next_virtual++, CUDNN_DATA_FLOAT, yd, true)
-                                  : Result<DescPtr>(y));
+      KILN_ASSIGN_OR_RETURN(
+          DescPtr scaled_sum,
+          clamp ? tensor(cg, next_virtual++, CUDNN_DATA_FLOAT, yd, true) : Result<DescPtr>(y));
       KILN_ASSIGN_OR_RETURN(DescPtr mul_back, pointwise(cg, CUDNN_POINTWISE_MUL, summed, factor,
                                                         scaled_sum, std::nullopt));
       ops.push_back(mul_back->d);
@@ -973,8 +972,8 @@ Result<bool> lower_qlinear_conv(Builder& b, const Node& node) {
   for (int fused = sum ? 1 : 0; fused >= 0 && plan == nullptr; --fused) {
     p.residual = fused == 1;
     if (p.residual) p.residual_scale = sum->in[1].scale / sum->out.scale;
-    std::tie(p.lo, p.hi) = p.residual ? centered_bounds(sum->out, sum->relu != nullptr)
-                                      : centered_bounds(c->y, false);
+    std::tie(p.lo, p.hi) =
+        p.residual ? centered_bounds(sum->out, sum->relu != nullptr) : centered_bounds(c->y, false);
     KILN_ASSIGN_OR_RETURN(plan, choose_plan(b, p));
     if (plan == nullptr && p.lo < 0) {
       // No engine takes a negative lower clip: the output's s8 saturation alone (values below
@@ -1008,9 +1007,7 @@ Result<bool> lower_qlinear_conv(Builder& b, const Node& node) {
   const QParams out = sum ? sum->out : c->y;
   const int zi = sum ? centered_input(b, sum->dq[1]->input(0), sum->in[1]) : -1;  // K % 4 == 0
   const int ri =
-      sum
-          ? b.constant(std::vector<float>(static_cast<size_t>(p.k), p.residual_scale))
-          : -1;
+      sum ? b.constant(std::vector<float>(static_cast<size_t>(p.k), p.residual_scale)) : -1;
   b.need_workspace(plan->workspace);
   const int wi = b.constant_bytes(DType::kI8, Shape{p.k, p.c, p.r, p.s}, nhwc_bytes(*c->w, p.c));
   const int si = b.constant(std::move(scale));
