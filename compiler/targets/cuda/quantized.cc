@@ -415,9 +415,12 @@ bool lower_quantize(Builder& b, const Node& node) {
   int32_t y_off = 0;
   auto [lo, hi] = centered_bounds(*p, false);
   if (centered_readers(b, y)) {
-    // Channels padded for the int8 convolutions: an image's 3 to 16 (16-byte pixels; with 4 the
-    // stem convolution took 11.4 ms on an H200 at batch 256), others to a multiple of 4.
-    const int64_t stored_c = shape.rank() == 4 ? (shape[1] < 16 ? 16 : round_up(shape[1], 4)) : 0;
+    // Channels that are not a multiple of 4 are padded for the int8 convolutions: an image's 3
+    // to 16 (16-byte pixels; with 4 the stem convolution took 11.4 ms on an H200 at batch 256),
+    // more than 16 to a multiple of 4. Others stay as they are, as the int8 Add and MaxPool
+    // (which take multiples of 4 only) expect.
+    const int64_t c = shape.rank() == 4 ? shape[1] : 0;
+    const int64_t stored_c = c % 4 == 0 ? c : c < 16 ? 16 : round_up(c, 4);
     yi = new_centered(b, y, shape, stored_c);
     yl = layout_of(b.buffer(yi), shape);
   } else {
