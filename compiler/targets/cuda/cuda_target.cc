@@ -119,6 +119,10 @@ class CudaTarget final : public Target {
     passes.push_back(make_type_refinement());
     passes.push_back(make_layer_norm_fusion());
     for (auto& pass : standard_passes()) passes.push_back(std::move(pass));
+    // QDQ regions become QLinearConv and friends, which run on int8 kernels (quantized.cc).
+    passes.push_back(make_qdq_fusion());
+    // The float Convs and Dequantizes the fusion replaced would otherwise still run.
+    passes.push_back(make_dead_code_elimination());
     passes.push_back(make_conv_activation_fusion());
     return passes;
   }
@@ -173,7 +177,10 @@ class CudaTarget final : public Target {
     int n = 0;
     for (const auto& node : graph.nodes()) {
       const OpKind k = node->kind();
-      n += k == OpKind::kConv || k == OpKind::kGemm || k == OpKind::kMatMul ? 1 : 0;
+      n += k == OpKind::kConv || k == OpKind::kGemm || k == OpKind::kMatMul ||
+                   k == OpKind::kQLinearConv
+               ? 1
+               : 0;
     }
     return n;
   }

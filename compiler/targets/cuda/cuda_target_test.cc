@@ -827,6 +827,185 @@ std::shared_ptr<Executable> relu_for(const std::vector<Tensor>& inputs, const ch
                      target);
 }
 
+// ---- int8 (QLinearConv and the QDQ patterns around it) ----
+
+template <class T>
+Tensor random_ints(Shape shape, int lo, int hi, uint32_t seed) {
+  Tensor t(std::is_same_v<T, uint8_t>  ? DType::kU8
+           : std::is_same_v<T, int8_t> ? DType::kI8
+                                       : DType::kI32,
+           std::move(shape));
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> dist(lo, hi);
+  for (T& v : t.span<T>()) v = static_cast<T>(dist(rng));
+  return t;
+}
+
+Tensor channel_scales(int64_t n, uint32_t seed) {
+  Tensor t(DType::kF32, Shape{n});
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(0.002f, 0.01f);
+  for (float& v : t.span<float>()) v = dist(rng);
+  return t;
+}
+
+// Q(Conv(DQ(x), DQ(w), bias)) as QLinearConv: s8 weights [k, c, r, s] with per-channel scales,
+// an int32 bias, output u8 with scale `ys` and zero point `yz` (0: the Relu's saturation).
+Value* qconv(GraphBuilder& b, Value* x, float xs, uint8_t xz, int64_t k, int64_t c, int64_t r,
+             int64_t stride, float ys, uint8_t yz, uint32_t seed) {
+  ops::QLinearConv op;
+  const int64_t pad = r / 2;
+  op.pads = std::vector<int64_t>{pad, pad, pad, pad};
+  op.strides = std::vector<int64_t>{stride, stride};
+  return b.add(Op(op),
+               {x, b.constant(Tensor::scalar(xs)), b.constant(Tensor::scalar<uint8_t>(xz)),
+                b.constant(random_ints<int8_t>(Shape{k, c, r, r}, -127, 127, seed)),
+                b.constant(channel_scales(k, seed + 1)), b.constant(Tensor(DType::kI8, Shape{k})),
+                b.constant(Tensor::scalar(ys)), b.constant(Tensor::scalar<uint8_t>(yz)),
+                b.constant(random_ints<int32_t>(Shape{k}, -2000, 2000, seed + 2))});
+}
+
+// `got` against `want` (u8 or f32 in steps of `step`): at most `worst` steps apart, at most
+// `off_fraction` of the elements differing by a step or more, and not a constant output.
+void expect_within_steps(const Tensor& want, const Tensor& got, double step, double worst,
+                         double off_fraction = 0.01) {
+  ASSERT_EQ(want.dtype(), got.dtype());
+  ASSERT_EQ(want.shape(), got.shape());
+  auto at = [](const Tensor& t, int64_t i) {
+    return t.dtype() == DType::kU8 ? static_cast<double>(t.data<uint8_t>()[i])
+                                   : static_cast<double>(t.data<float>()[i]);
+  };
+  int64_t off = 0;
+  double max_diff = 0;
+  double lo = INFINITY;
+  double hi = -INFINITY;
+  for (int64_t i = 0; i < want.numel(); ++i) {
+    const double d = std::abs(at(want, i) - at(got, i)) / step;
+    off += d >= 0.5 ? 1 : 0;
+    max_diff = std::max(max_diff, d);
+    lo = std::min(lo, at(want, i));
+    hi = std::max(hi, at(want, i));
+  }
+  EXPECT_LE(max_diff, worst);
+  EXPECT_LE(static_cast<double>(off), off_fraction * static_cast<double>(want.numel()))
+      << off << " of " << want.numel() << " differ";
+  EXPECT_GT(hi - lo, 20 * step) << "a degenerate case: the output is nearly constant";
+}
+
+TEST(CudaInt8, QLinearConvMatchesRefWithinOneStep) {
+  SKIP_WITHOUT_GPU();
+  // A u8 input (converted to s8 on the device), 3x3 64 -> 64 and a strided 1x1 64 -> 128, output
+  // zero point 128: the tensor-core int8 convolution with per-channel requantization and bias.
+  const Tensor x = random_ints<uint8_t>(Shape{2, 64, 14, 14}, 0, 127, 41);
+  auto build = [](GraphBuilder& b, Value* in) {
+    Value* y = qconv(b, in, 0.02f, 0, 64, 64, 3, 1, 0.25f, 128, 42);
+    return qconv(b, y, 0.25f, 128, 128, 64, 1, 2, 0.5f, 128, 45);
+  };
+  auto run_on = [&](const char* name) -> std::pair<std::shared_ptr<Executable>, Tensor> {
+    auto graph = std::make_shared<Graph>("int8");
+    GraphBuilder b(*graph);
+    b.output(build(b, b.input("x", TensorType(DType::kU8, x.shape()))));
+    std::shared_ptr<Executable> exe = compile_for(graph, name);
+    if (exe == nullptr) return {nullptr, Tensor()};
+    std::vector<Tensor> out = run(*exe, {x});
+    return {exe, out.empty() ? Tensor() : out[0]};
+  };
+  auto [ref_exe, want] = run_on("ref");
+  auto [exe, got] = run_on("cuda");
+  ASSERT_NE(exe, nullptr);
+  expect_within_steps(want, got, 1.0, 1.0);
+  const cuda::Program* program = cuda_program(*exe);
+  ASSERT_NE(program, nullptr);
+  EXPECT_EQ(program->count_steps("QLinearConv int8"), 2) << print_graph(exe->graph());
+  EXPECT_EQ(program->device_steps(), static_cast<int>(program->steps().size()));
+}
+
+TEST(CudaInt8, QuantizedStemAndMaxPoolMatchRef) {
+  SKIP_WITHOUT_GPU();
+  // f32 image -> Q (u8, zero point 64; s8 with 16 channels on the device) -> conv 7x7/2 with the
+  // Relu's saturation -> MaxPool between DQ and Q -> DQ -> f32.
+  const Tensor x = random_tensor(Shape{2, 3, 32, 32}, 71);
+  // Output scales keep u8 results within 0..127, as PyTorch's reduce_range calibration does (the
+  // device holds u8 activations as s8; above 127 they saturate).
+  const float scale = 0.2f;
+  auto build = [&](GraphBuilder& b, const std::vector<Value*>& in) {
+    Value* image = b.add(Op(ops::QuantizeLinear{}), {in[0], b.constant(Tensor::scalar(0.0157f)),
+                                                     b.constant(Tensor::scalar<uint8_t>(64))});
+    Value* stem = qconv(b, image, 0.0157f, 64, 64, 3, 7, 2, scale, 0, 72);
+    Value* s = b.constant(Tensor::scalar(scale));
+    Value* z = b.constant(Tensor::scalar<uint8_t>(0));
+    ops::MaxPool mp;
+    mp.kernel_shape = std::vector<int64_t>{3, 3};
+    mp.strides = std::vector<int64_t>{2, 2};
+    mp.pads = std::vector<int64_t>{1, 1, 1, 1};
+    Value* pooled = b.add(Op(mp), {b.add(Op(ops::DequantizeLinear{}), {stem, s, z})});
+    Value* q = b.add(Op(ops::QuantizeLinear{}), {pooled, s, z});
+    b.output(b.add(Op(ops::DequantizeLinear{}), {q, s, z}));
+  };
+  std::shared_ptr<Executable> ref = compile_for(make_graph({x}, build), "ref");
+  std::shared_ptr<Executable> exe = compile_for(make_graph({x}, build), "cuda");
+  ASSERT_NE(exe, nullptr);
+  expect_within_steps(run(*ref, {x})[0], run(*exe, {x})[0], scale, 1.0);
+  const cuda::Program* program = cuda_program(*exe);
+  ASSERT_NE(program, nullptr);
+  const std::string ir = print_graph(exe->graph());
+  EXPECT_EQ(program->count_steps("QuantizeLinear"), 1) << ir;
+  EXPECT_EQ(program->count_steps("QLinearConv int8"), 1) << ir;
+  EXPECT_EQ(program->count_steps("MaxPool int8"), 1) << ir;
+  EXPECT_EQ(program->count_steps("DequantizeLinear"), 1) << ir;
+}
+
+TEST(CudaInt8, QdqResidualBlockRunsOnInt8KernelsAndMatchesRef) {
+  SKIP_WITHOUT_GPU();
+  // ResNet's stem and a bottleneck as PyTorch's FX quantization exports them (QDQ around every
+  // op): f32 image -> Q -> conv 7x7/2 (3 channels, padded to 4) -> MaxPool between DQ/Q ->
+  // 1x1 -> 3x3 -> 1x1 whose DQ meets the identity's in Add -> Relu -> Q -> DQ -> f32.
+  const Tensor x = random_tensor(Shape{2, 3, 32, 32}, 51);
+  // Scales from the range of each layer's values (random weights; checked with a float model of
+  // the same distributions), so that u8 results stay within 0..127 as with PyTorch's reduce_range.
+  const float out_scale = 12.0f;
+  auto build = [&](GraphBuilder& b, const std::vector<Value*>& in) {
+    auto q = [&](Value* v, float s, uint8_t z) {
+      return b.add(Op(ops::QuantizeLinear{}),
+                   {v, b.constant(Tensor::scalar(s)), b.constant(Tensor::scalar<uint8_t>(z))});
+    };
+    auto dq = [&](Value* v, float s, uint8_t z) {
+      return b.add(Op(ops::DequantizeLinear{}),
+                   {v, b.constant(Tensor::scalar(s)), b.constant(Tensor::scalar<uint8_t>(z))});
+    };
+    Value* image = q(in[0], 0.0157f, 64);
+    Value* stem = qconv(b, image, 0.0157f, 64, 64, 3, 7, 2, 0.2f, 0, 52);
+    ops::MaxPool mp;
+    mp.kernel_shape = std::vector<int64_t>{3, 3};
+    mp.strides = std::vector<int64_t>{2, 2};
+    mp.pads = std::vector<int64_t>{1, 1, 1, 1};
+    Value* pooled = q(b.add(Op(mp), {dq(stem, 0.2f, 0)}), 0.2f, 0);
+    Value* a = qconv(b, pooled, 0.2f, 0, 32, 64, 1, 1, 1.2f, 0, 55);
+    Value* c = qconv(b, a, 1.2f, 0, 32, 32, 3, 1, 6.0f, 0, 58);
+    Value* e = qconv(b, c, 6.0f, 0, 64, 32, 1, 1, 12.0f, 128, 61);
+    Value* sum = b.add(Op(ops::Add{}), {dq(e, 12.0f, 128), dq(pooled, 0.2f, 0)});
+    b.output(dq(q(b.add(Op(ops::Relu{}), {sum}), out_scale, 0), out_scale, 0));
+  };
+  std::shared_ptr<Executable> ref = compile_for(make_graph({x}, build), "ref");
+  std::shared_ptr<Executable> exe = compile_for(make_graph({x}, build), "cuda");
+  ASSERT_NE(exe, nullptr);
+  // Fused into the last convolution, the residual add rounds once where ref rounds twice (the
+  // conv's output first): results a step apart are common, two at most.
+  expect_within_steps(run(*ref, {x})[0], run(*exe, {x})[0], out_scale, 2.0, 0.5);
+  const cuda::Program* program = cuda_program(*exe);
+  ASSERT_NE(program, nullptr);
+  const std::string ir = print_graph(exe->graph());
+  EXPECT_EQ(program->count_steps("QuantizeLinear"), 1) << ir;
+  // The Add runs in the last convolution where a cuDNN engine takes the fused graph, else as
+  // its own int8 step.
+  const int fused = program->count_steps("QLinearConv+Add+Relu int8");
+  EXPECT_EQ(fused + program->count_steps("Add+Relu int8"), 1) << ir;
+  EXPECT_EQ(program->count_steps("QLinearConv int8"), 4 - fused) << ir;
+  EXPECT_EQ(program->count_steps("MaxPool int8"), 1) << ir;
+  EXPECT_EQ(program->count_steps("DequantizeLinear"), 1) << ir;
+  EXPECT_EQ(program->device_steps(), static_cast<int>(program->steps().size()));
+}
+
 TEST(CudaTarget, HostTargetsSayTheyTakeNoDeviceArguments) {
   const std::vector<Tensor> inputs = {random_tensor(Shape{2, 3}, 70)};
   std::shared_ptr<Executable> exe = relu_for(inputs, "ref");

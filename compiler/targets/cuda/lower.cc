@@ -591,28 +591,6 @@ Status choose_conv_algo(Builder& b, ConvDescs& d, bool tensor_ops, const std::st
   return Status();
 }
 
-// A 4-D constant's bytes reordered from NCHW (KCRS) to NHWC (KRSC), with `channels` (at least its
-// own) per pixel, the added ones zero.
-std::vector<uint8_t> nhwc_bytes(const Tensor& t, int64_t channels) {
-  const Shape s = t.shape();
-  const size_t es = dtype_size(t.dtype());
-  std::vector<uint8_t> out(static_cast<size_t>(s[0] * s[2] * s[3] * channels) * es, 0);
-  const auto* in = static_cast<const uint8_t*>(t.raw_data());
-  size_t at = 0;
-  for (int64_t n = 0; n < s[0]; ++n) {
-    for (int64_t h = 0; h < s[2]; ++h) {
-      for (int64_t w = 0; w < s[3]; ++w) {
-        for (int64_t c = 0; c < s[1]; ++c) {
-          const size_t from = static_cast<size_t>(((n * s[1] + c) * s[2] + h) * s[3] + w) * es;
-          std::memcpy(out.data() + at + static_cast<size_t>(c) * es, in + from, es);
-        }
-        at += static_cast<size_t>(channels) * es;
-      }
-    }
-  }
-  return out;
-}
-
 // Tensor cores take NHWC f16/bf16 convolutions whose channels are a multiple of 8: an image's 3
 // channels (ResNet's first convolution) are widened to 8 with zeros, in the input and the filter,
 // instead of running cuDNN's FMA kernel (at batch 256 on an H200: 3.1 ms, against 1.5 ms padded
@@ -1888,6 +1866,26 @@ bool lower_gelu(Builder& b, const Node& scale) {
 
 }  // namespace
 
+std::vector<uint8_t> nhwc_bytes(const Tensor& t, int64_t channels) {
+  const Shape s = t.shape();
+  const size_t es = dtype_size(t.dtype());
+  std::vector<uint8_t> out(static_cast<size_t>(s[0] * s[2] * s[3] * channels) * es, 0);
+  const auto* in = static_cast<const uint8_t*>(t.raw_data());
+  size_t at = 0;
+  for (int64_t n = 0; n < s[0]; ++n) {
+    for (int64_t h = 0; h < s[2]; ++h) {
+      for (int64_t w = 0; w < s[3]; ++w) {
+        for (int64_t c = 0; c < s[1]; ++c) {
+          const size_t from = static_cast<size_t>(((n * s[1] + c) * s[2] + h) * s[3] + w) * es;
+          std::memcpy(out.data() + at + static_cast<size_t>(c) * es, in + from, es);
+        }
+        at += static_cast<size_t>(channels) * es;
+      }
+    }
+  }
+  return out;
+}
+
 void add_reorder(Builder& b, int from, int to, const Shape& x, bool to_nhwc) {
   // Output dims in storage order, each read at the input's stride for that dim.
   const std::vector<int64_t> dims = to_nhwc ? std::vector<int64_t>{x[0], x[2], x[3], x[1]}
@@ -1908,6 +1906,8 @@ Result<bool> lower_device(Builder& b, const Node& node) {
   for (const Value* v : node.outputs()) {
     if (v == nullptr) return false;
   }
+  KILN_ASSIGN_OR_RETURN(bool quantized, lower_quantized(b, node));
+  if (quantized) return true;
   switch (node.kind()) {
     case OpKind::kReshape:
     case OpKind::kFlatten:

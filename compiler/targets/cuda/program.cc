@@ -431,6 +431,12 @@ int Builder::scratch(DType dtype, Shape shape, bool nhwc) {
   return add_buffer(std::move(b));
 }
 
+int Builder::define_buffer(const Value* v, Buffer b) {
+  const int id = add_buffer(std::move(b));
+  if (v != nullptr) value_buffers_[v] = id;
+  return id;
+}
+
 int Builder::constant(std::vector<float> values) {
   std::vector<uint8_t> bytes(values.size() * sizeof(float));
   std::memcpy(bytes.data(), values.data(), bytes.size());

@@ -40,6 +40,9 @@ struct Buffer {
   std::shared_ptr<const std::vector<uint8_t>> owned;  // host data made at compile time
   // A 4-D tensor stored channels last (NHWC); `shape` stays the logical NCHW shape.
   bool nhwc = false;
+  // An 8-bit activation of the int8 kernels (quantized.cc): s8 values `q - zero_point`, stored NHWC
+  // when 4-D, `shape` [N, C', H, W] with C' >= C channels per pixel (the added ones zero).
+  bool centered = false;
   int first = -1;  // the step that writes it (arena buffers)
   int last = -1;   // the last step that reads it
 };
@@ -187,6 +190,8 @@ class Builder {
   int scratch(DType dtype, Shape shape, bool nhwc);
   // `v` shares the buffer of `source` (a reshape: same bytes, another shape).
   void alias(const Value* v, const Value* source) { value_buffers_[v] = buffer_of(source); }
+  // A new buffer `b` (arena or constant), `v`'s when `v` is not null.
+  int define_buffer(const Value* v, Buffer b);
   // A constant buffer of compile-time data (f32).
   int constant(std::vector<float> values);
   // A constant buffer of compile-time bytes of any dtype and shape.
@@ -225,6 +230,14 @@ class Builder {
 // Lowers `node` (and a following node it fuses with) to device steps when it can; false leaves it
 // to a host ref step. Defined in lower.cc.
 Result<bool> lower_device(Builder& builder, const Node& node);
+
+// Lowers the 8-bit ops (QuantizeLinear, DequantizeLinear, QLinearConv, the int8 residual Add and
+// MaxPool between Q/DQ) to int8 kernels when it can. Defined in quantized.cc.
+Result<bool> lower_quantized(Builder& builder, const Node& node);
+
+// A 4-D constant's bytes reordered from NCHW (KCRS) to NHWC (KRSC), with `channels` (at least its
+// own) per pixel, the added ones zero. Defined in lower.cc.
+std::vector<uint8_t> nhwc_bytes(const Tensor& t, int64_t channels);
 
 // Adds a step copying 4-D buffer `from` into `to` (logical NCHW `shape`), NCHW to NHWC when
 // `to_nhwc`, else back. Defined in lower.cc.

@@ -1,0 +1,252 @@
+// SPDX-License-Identifier: Apache-2.0
+// The cuda target's 8-bit kernels: quantize, dequantize, requantize (the int8 residual add and
+// zero-point shifts) and max pooling on s8 NHWC.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <string>
+
+#include "compiler/targets/cuda/quantized_kernels.h"
+
+namespace kiln::compiler::cuda {
+
+namespace {
+
+constexpr int kThreads = 256;
+
+unsigned blocks_for(int64_t n) {
+  const int64_t b = (n + kThreads - 1) / kThreads;
+  return static_cast<unsigned>(b < 65535 * 16 ? (b < 1 ? 1 : b) : 65535 * 16);
+}
+
+Status launched(const char* kernel) {
+  const cudaError_t err = cudaGetLastError();
+  if (err == cudaSuccess) return Status();
+  return unavailable_error(std::string("cuda kernel ") + kernel + ": " + cudaGetErrorString(err));
+}
+
+__device__ __forceinline__ float to_f32(float v) {
+  return v;
+}
+__device__ __forceinline__ float to_f32(__half v) {
+  return __half2float(v);
+}
+__device__ __forceinline__ float to_f32(__nv_bfloat16 v) {
+  return __bfloat162float(v);
+}
+template <class T>
+__device__ __forceinline__ T of_f32(float v) {
+  if constexpr (std::is_same_v<T, float>) {
+    return v;
+  } else if constexpr (std::is_same_v<T, __half>) {
+    return __float2half_rn(v);
+  } else {
+    return __float2bfloat16_rn(v);
+  }
+}
+
+__device__ __forceinline__ int32_t load8(const void* p, bool u8, int64_t i) {
+  return u8 ? static_cast<int32_t>(static_cast<const uint8_t*>(p)[i])
+            : static_cast<int32_t>(static_cast<const int8_t*>(p)[i]);
+}
+
+__device__ __forceinline__ void store8(void* p, bool u8, int64_t i, float v, int32_t lo,
+                                       int32_t hi) {
+  const float c = fminf(fmaxf(v, static_cast<float>(lo)), static_cast<float>(hi));
+  if (u8) {
+    static_cast<uint8_t*>(p)[i] = static_cast<uint8_t>(static_cast<int32_t>(c));
+  } else {
+    static_cast<int8_t*>(p)[i] = static_cast<int8_t>(static_cast<int32_t>(c));
+  }
+}
+
+// The element index of logical (n, c, s) in layout `l`.
+__device__ __forceinline__ int64_t at(const Int8Layout& l, int64_t n, int64_t c, int64_t s) {
+  return l.nhwc ? (n * l.s + s) * l.stored_c + c : (n * l.c + c) * l.s + s;
+}
+
+// One thread per stored element of y (padding included).
+template <class T>
+__global__ void quantize8_kernel(const T* x, Int8Layout xl, void* y, Int8Layout yl, bool y_u8,
+                                 float scale, int32_t y_off, int32_t lo, int32_t hi) {
+  const int64_t total = yl.n * yl.s * yl.stored_c;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    int64_t n, c, s;
+    if (yl.nhwc) {
+      c = i % yl.stored_c;
+      s = (i / yl.stored_c) % yl.s;
+      n = i / (yl.stored_c * yl.s);
+    } else {
+      s = i % yl.s;
+      c = (i / yl.s) % yl.c;
+      n = i / (yl.s * yl.c);
+    }
+    if (c >= yl.c) {
+      store8(y, y_u8, i, 0.0f, -128, 255);
+      continue;
+    }
+    const float v = to_f32(x[at(xl, n, c, s)]);
+    store8(y, y_u8, i, rintf(v / scale) + static_cast<float>(y_off), lo, hi);
+  }
+}
+
+// One thread per logical element.
+template <class T>
+__global__ void dequantize8_kernel(const void* x, Int8Layout xl, bool x_u8, int32_t x_off,
+                                   float scale, T* y, Int8Layout yl) {
+  const int64_t total = yl.n * yl.s * yl.c;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    int64_t n, c, s;
+    if (yl.nhwc) {
+      c = i % yl.c;
+      s = (i / yl.c) % yl.s;
+      n = i / (yl.c * yl.s);
+    } else {
+      s = i % yl.s;
+      c = (i / yl.s) % yl.c;
+      n = i / (yl.s * yl.c);
+    }
+    const int32_t q = load8(x, x_u8, at(xl, n, c, s));
+    y[at(yl, n, c, s)] = of_f32<T>(scale * static_cast<float>(q - x_off));
+  }
+}
+
+__global__ void requant8_kernel(Requant8 r, int64_t n) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    float v = static_cast<float>(load8(r.a, r.a_u8, i) - r.a_off) * r.ka;
+    if (r.b != nullptr) v += static_cast<float>(load8(r.b, r.b_u8, i) - r.b_off) * r.kb;
+    store8(r.y, r.y_u8, i, rintf(v) + static_cast<float>(r.y_off), r.lo, r.hi);
+  }
+}
+
+// Byte `i` of a 32-bit word as u8 or s8.
+__device__ __forceinline__ int32_t byte_of(uint32_t word, int i, bool u8) {
+  const uint32_t v = (word >> (8 * i)) & 0xffu;
+  return u8 ? static_cast<int32_t>(v) : static_cast<int32_t>(static_cast<int8_t>(v));
+}
+
+// requant8_kernel four elements at a time, 32-bit loads and stores (n % 4 == 0).
+__global__ void requant8x4_kernel(Requant8 r, int64_t n4) {
+  const auto* a = static_cast<const uint32_t*>(r.a);
+  const auto* b = static_cast<const uint32_t*>(r.b);
+  auto* y = static_cast<uint32_t*>(r.y);
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n4;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const uint32_t wa = a[i];
+    const uint32_t wb = b != nullptr ? b[i] : 0u;
+    uint32_t out = 0;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      float v = static_cast<float>(byte_of(wa, k, r.a_u8) - r.a_off) * r.ka;
+      if (b != nullptr) v += static_cast<float>(byte_of(wb, k, r.b_u8) - r.b_off) * r.kb;
+      const float c = fminf(fmaxf(rintf(v) + static_cast<float>(r.y_off), static_cast<float>(r.lo)),
+                            static_cast<float>(r.hi));
+      out |= (static_cast<uint32_t>(static_cast<int32_t>(c)) & 0xffu) << (8 * k);
+    }
+    y[i] = out;
+  }
+}
+
+// Four channels per thread (c % 4 == 0) as one 32-bit load.
+__global__ void maxpool8_kernel(const char4* x, char4* y, Pool8 p) {
+  const int64_t c4 = p.c / 4;
+  const int64_t total = p.n * p.oh * p.ow * c4;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t c = i % c4;
+    const int64_t ox = (i / c4) % p.ow;
+    const int64_t oy = (i / (c4 * p.ow)) % p.oh;
+    const int64_t n = i / (c4 * p.ow * p.oh);
+    int m0 = -128, m1 = -128, m2 = -128, m3 = -128;
+    for (int r = 0; r < p.kh; ++r) {
+      const int64_t iy = oy * p.sh - p.ph + r;
+      if (iy < 0 || iy >= p.h) continue;
+      for (int q = 0; q < p.kw; ++q) {
+        const int64_t ix = ox * p.sw - p.pw + q;
+        if (ix < 0 || ix >= p.w) continue;
+        const char4 v = x[((n * p.h + iy) * p.w + ix) * c4 + c];
+        m0 = max(m0, static_cast<int>(v.x));
+        m1 = max(m1, static_cast<int>(v.y));
+        m2 = max(m2, static_cast<int>(v.z));
+        m3 = max(m3, static_cast<int>(v.w));
+      }
+    }
+    y[i] = make_char4(static_cast<signed char>(m0), static_cast<signed char>(m1),
+                      static_cast<signed char>(m2), static_cast<signed char>(m3));
+  }
+}
+
+}  // namespace
+
+Status launch_quantize8(Elem e, const void* x, const Int8Layout& xl, void* y, const Int8Layout& yl,
+                        bool y_u8, float scale, int32_t y_off, int32_t lo, int32_t hi,
+                        void* stream) {
+  const int64_t total = yl.n * yl.s * yl.stored_c;
+  if (total <= 0) return Status();
+  auto s = static_cast<cudaStream_t>(stream);
+  switch (e) {
+    case Elem::kF32:
+      quantize8_kernel<<<blocks_for(total), kThreads, 0, s>>>(static_cast<const float*>(x), xl, y,
+                                                              yl, y_u8, scale, y_off, lo, hi);
+      break;
+    case Elem::kF16:
+      quantize8_kernel<<<blocks_for(total), kThreads, 0, s>>>(static_cast<const __half*>(x), xl, y,
+                                                              yl, y_u8, scale, y_off, lo, hi);
+      break;
+    case Elem::kBF16:
+      quantize8_kernel<<<blocks_for(total), kThreads, 0, s>>>(
+          static_cast<const __nv_bfloat16*>(x), xl, y, yl, y_u8, scale, y_off, lo, hi);
+      break;
+  }
+  return launched("quantize8");
+}
+
+Status launch_dequantize8(const void* x, const Int8Layout& xl, bool x_u8, int32_t x_off,
+                          float scale, Elem e, void* y, const Int8Layout& yl, void* stream) {
+  const int64_t total = yl.n * yl.s * yl.c;
+  if (total <= 0) return Status();
+  auto s = static_cast<cudaStream_t>(stream);
+  switch (e) {
+    case Elem::kF32:
+      dequantize8_kernel<<<blocks_for(total), kThreads, 0, s>>>(x, xl, x_u8, x_off, scale,
+                                                                static_cast<float*>(y), yl);
+      break;
+    case Elem::kF16:
+      dequantize8_kernel<<<blocks_for(total), kThreads, 0, s>>>(x, xl, x_u8, x_off, scale,
+                                                                static_cast<__half*>(y), yl);
+      break;
+    case Elem::kBF16:
+      dequantize8_kernel<<<blocks_for(total), kThreads, 0, s>>>(x, xl, x_u8, x_off, scale,
+                                                                static_cast<__nv_bfloat16*>(y), yl);
+      break;
+  }
+  return launched("dequantize8");
+}
+
+Status launch_requant8(const Requant8& r, int64_t n, void* stream) {
+  if (n <= 0) return Status();
+  auto s = static_cast<cudaStream_t>(stream);
+  auto aligned = [](const void* p) { return reinterpret_cast<uintptr_t>(p) % 4 == 0; };
+  if (n % 4 == 0 && aligned(r.a) && aligned(r.b) && aligned(r.y)) {
+    requant8x4_kernel<<<blocks_for(n / 4), kThreads, 0, s>>>(r, n / 4);
+  } else {
+    requant8_kernel<<<blocks_for(n), kThreads, 0, s>>>(r, n);
+  }
+  return launched("requant8");
+}
+
+Status launch_maxpool8(const void* x, void* y, const Pool8& p, void* stream) {
+  if (p.c % 4 != 0)
+    return invalid_argument_error("cuda kernel maxpool8: channels not a multiple of 4");
+  const int64_t total = p.n * p.oh * p.ow * (p.c / 4);
+  if (total <= 0) return Status();
+  maxpool8_kernel<<<blocks_for(total), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+      static_cast<const char4*>(x), static_cast<char4*>(y), p);
+  return launched("maxpool8");
+}
+
+}  // namespace kiln::compiler::cuda

@@ -1,0 +1,59 @@
+// SPDX-License-Identifier: Apache-2.0
+// Launchers of the cuda target's 8-bit kernels (quantized_kernels.cu), for quantized.cc: plain
+// C++, no CUDA headers needed. An 8-bit tensor is read and written as u8 or s8 (`*_u8`), its
+// integer value offset by `*_off` (a zero point added or removed) and saturated to [lo, hi].
+#pragma once
+
+#include <cstdint>
+
+#include "compiler/targets/cuda/kernels.h"
+#include "core/status.h"
+
+namespace kiln::compiler::cuda {
+
+// The logical [N, C, S] view of a 4-D (S = H * W) or 2-D (S = 1) tensor, and how it is stored:
+// NHWC (`nhwc`, `stored_c` >= C channels per pixel, the added ones zero) or NCHW / row-major.
+struct Int8Layout {
+  int64_t n = 0, c = 0, s = 1;
+  int64_t stored_c = 0;
+  bool nhwc = false;
+};
+
+// y = clamp(round_half_even(x / scale) + y_off, lo, hi) from float `x` (element type `e`, stored
+// as `xl`) into 8-bit `y` stored as `yl`; padded channels of `y` are written 0.
+Status launch_quantize8(Elem e, const void* x, const Int8Layout& xl, void* y, const Int8Layout& yl,
+                        bool y_u8, float scale, int32_t y_off, int32_t lo, int32_t hi,
+                        void* stream);
+
+// y = scale * (x - x_off) as float type `e`, from 8-bit `x` stored as `xl` into `y` stored as `yl`
+// (padded channels of `x` skipped).
+Status launch_dequantize8(const void* x, const Int8Layout& xl, bool x_u8, int32_t x_off,
+                          float scale, Elem e, void* y, const Int8Layout& yl, void* stream);
+
+// Elementwise over `n` 8-bit values of one layout: y = clamp(round_half_even((a - a_off) * ka +
+// (b - b_off) * kb) + y_off, lo, hi); `b` may be null (then only a's term).
+struct Requant8 {
+  const void* a = nullptr;
+  bool a_u8 = false;
+  int32_t a_off = 0;
+  float ka = 1.0f;
+  const void* b = nullptr;
+  bool b_u8 = false;
+  int32_t b_off = 0;
+  float kb = 0.0f;
+  void* y = nullptr;
+  bool y_u8 = false;
+  int32_t y_off = 0;
+  int32_t lo = -128, hi = 127;
+};
+Status launch_requant8(const Requant8& r, int64_t n, void* stream);
+
+// Max pooling of s8 NHWC `x` [n, h, w, c] into `y` [n, oh, ow, c] (window kh x kw, strides,
+// leading pads; positions outside the image are skipped).
+struct Pool8 {
+  int64_t n = 0, h = 0, w = 0, c = 0, oh = 0, ow = 0;
+  int kh = 1, kw = 1, sh = 1, sw = 1, ph = 0, pw = 0;
+};
+Status launch_maxpool8(const void* x, void* y, const Pool8& p, void* stream);
+
+}  // namespace kiln::compiler::cuda
