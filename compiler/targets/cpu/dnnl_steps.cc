@@ -705,35 +705,29 @@ bool lower_cast(ProgramBuilder& b, const Node& node) {
   return true;
 }
 
-// Transpose as a reorder: the input read through permuted strides into a plain output.
+// Transpose as one reorder: the input, in its own layout (plain or channel-blocked), read with its
+// axes permuted into a plain output.
 bool lower_transpose(ProgramBuilder& b, const Node& node) {
   if (!is_f32(node.input(0)) || !is_f32(node.output(0))) return false;
-  const Shape& x = node.input(0)->tensor_type().shape();
-  const int rank = x.rank();
+  const int rank = node.input(0)->tensor_type().shape().rank();
   if (rank < 1 || rank > DNNL_MAX_NDIMS) return false;
   std::vector<int64_t> perm = node.attrs<ops::Transpose>().perm.value_or(std::vector<int64_t>{});
   if (perm.empty()) {
     for (int i = rank; i-- > 0;) perm.push_back(i);
   }
   if (static_cast<int>(perm.size()) != rank) return false;
-  std::vector<int64_t> in_strides(static_cast<size_t>(rank));
-  int64_t stride = 1;
-  for (int i = rank; i-- > 0;) {
-    in_strides[static_cast<size_t>(i)] = stride;
-    stride *= x[i];
+  // Output axis j is input axis perm[j]; permute_axes wants where each input axis goes.
+  std::vector<int> to_output(static_cast<size_t>(rank), -1);
+  for (int j = 0; j < rank; ++j) {
+    const int64_t p = perm[static_cast<size_t>(j)];
+    if (p < 0 || p >= rank || to_output[static_cast<size_t>(p)] >= 0) return false;
+    to_output[static_cast<size_t>(p)] = j;
   }
-  memory::dims dims;
-  memory::dims strides;
-  for (int64_t p : perm) {
-    if (p < 0 || p >= rank) return false;
-    dims.push_back(x[static_cast<int>(p)]);
-    strides.push_back(in_strides[static_cast<size_t>(p)]);
-  }
-  const memory::desc src(dims, memory::data_type::f32, strides);
-  const memory::desc dst = plain_desc(dims);
+  const memory::desc src = b.layout_of(node.input(0)).permute_axes(to_output);
+  const memory::desc dst = plain_desc(node.output(0)->tensor_type().shape());
   dnnl::reorder::primitive_desc pd(b.engine(), src, b.engine(), dst);
   std::vector<Arg> args;
-  args.push_back({DNNL_ARG_SRC, b.plain(node.input(0)), src, {}});
+  args.push_back({DNNL_ARG_SRC, b.buffer_of(node.input(0)), src, {}});
   args.push_back({DNNL_ARG_DST, b.define(node.output(0), dst), dst, {}});
   finish(b, node, "Transpose", dnnl::reorder(pd), std::move(args), Tail{});
   return true;

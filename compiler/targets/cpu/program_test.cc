@@ -257,6 +257,37 @@ TEST(CpuProgram, BatchNormConcatSiluAndClipMatchRef) {
   expect_no_live_overlap(*program);
 }
 
+TEST(CpuProgram, TransposeOfAChannelBlockedTensorIsOneReorder) {
+  // The Conv writes nChw16c; the Transpose reads it with permuted axes into its plain output (not
+  // a Reorder to plain and a second one through permuted strides).
+  auto make = [] {
+    auto graph = std::make_shared<Graph>("blocked_transpose");
+    GraphBuilder b(*graph);
+    Value* x = b.input("x", TensorType(DType::kF32, Shape{2, 16, 6, 5}));
+    ops::Transpose t;
+    t.perm = std::vector<int64_t>{0, 2, 3, 1};
+    b.output(b.add(Op(t), {conv(b, x, 16, 32, 3, 1, 40)}, "nhwc"));
+    EXPECT_TRUE(b.status().ok()) << b.status().to_string();
+    return graph;
+  };
+  const std::vector<Tensor> inputs = {random_tensor(Shape{2, 16, 6, 5}, 41)};
+  std::vector<Tensor> want = run(*compile_for(make(), "ref"), inputs);
+  ScopedEnv blocked("KILN_CPU_CONV_LAYOUT", "blocked16");
+  std::shared_ptr<Executable> exe = compile_for(make(), "cpu");
+  ASSERT_NE(exe, nullptr);
+  const cpu::Program* program = cpu_program(*exe);
+  ASSERT_NE(program, nullptr);
+  expect_close(want, run(*exe, inputs));
+  EXPECT_EQ(program->count_steps("Transpose"), 1);
+  // Only the input's, into the Conv's layout.
+  EXPECT_EQ(program->count_steps("Reorder"), 1);
+  for (const auto& step : program->steps()) {
+    if (step->kind == "Reorder") {
+      EXPECT_EQ(step->node->kind(), OpKind::kConv);
+    }
+  }
+}
+
 // A DenseNet block: every layer's BatchNormalization+Relu reads the Concat of the block input
 // and all earlier layers' outputs, and a transition reads the Concat of all of them.
 std::shared_ptr<Graph> dense_block(int64_t batch) {
