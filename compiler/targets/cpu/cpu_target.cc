@@ -167,7 +167,13 @@ class CpuTarget final : public Target {
         cpu::ProgramBuilder builder(*graph, engine, &kernels, factory, options.seed);
         builder.set_constant_release(
             [&dropped, &packed](const Value* v) { return dropped.drop(v, packed); });
-        KILN_ASSIGN_OR_RETURN(program, builder.build());
+        Result<std::unique_ptr<cpu::Program>> built = builder.build();
+        if (!built.ok()) {
+          // The graph keeps its weights: `dropped` holds the packed copies to unpack.
+          KILN_RETURN_IF_ERROR(dropped.undo(engine));
+          return built.status();
+        }
+        program = std::move(built).value();
       }
       if (program == nullptr) add_kernels(*graph, engine, kernels);
     }

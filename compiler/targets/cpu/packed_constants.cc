@@ -30,10 +30,8 @@ bool DroppedConstants::drop(const Value* v, const ReleaseAfterPacking& packings)
   return true;
 }
 
-Result<std::shared_ptr<const Graph>> DroppedConstants::restore(const Graph& graph,
-                                                               const dnnl::engine& engine) const {
-  std::unordered_map<const Value*, Value*> values;
-  std::shared_ptr<Graph> copy = clone_graph(graph, &values);
+Status DroppedConstants::unpack(const dnnl::engine& engine,
+                                const std::function<Node*(const Value*)>& node_of) const {
   try {
     dnnl::stream stream(engine);
     for (const Dropped& d : dropped_) {
@@ -48,14 +46,30 @@ Result<std::shared_ptr<const Graph>> DroppedConstants::restore(const Graph& grap
       dnnl::reorder(packed, plain).execute(stream, packed, plain);
       ops::Constant c;
       c.value = std::move(t).value();
-      values.at(d.value)->producer()->set_op(Op(std::move(c)));
+      node_of(d.value)->set_op(Op(std::move(c)));
     }
     stream.wait();
   } catch (const dnnl::error& e) {
     return internal_error(
         fmt::format("cpu target: oneDNN failed unpacking the packed weights: {}", e.what()));
   }
+  return Status();
+}
+
+Result<std::shared_ptr<const Graph>> DroppedConstants::restore(const Graph& graph,
+                                                               const dnnl::engine& engine) const {
+  std::unordered_map<const Value*, Value*> values;
+  std::shared_ptr<Graph> copy = clone_graph(graph, &values);
+  KILN_RETURN_IF_ERROR(
+      unpack(engine, [&values](const Value* v) { return values.at(v)->producer(); }));
   return std::shared_ptr<const Graph>(std::move(copy));
+}
+
+Status DroppedConstants::undo(const dnnl::engine& engine) {
+  KILN_RETURN_IF_ERROR(unpack(engine, [](const Value* v) { return v->producer(); }));
+  dropped_.clear();
+  bytes_ = 0;
+  return Status();
 }
 
 }  // namespace kiln::compiler::cpu

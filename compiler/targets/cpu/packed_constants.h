@@ -5,6 +5,7 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -28,9 +29,15 @@ class DroppedConstants {
   // the other constants) with every dropped value unpacked again.
   Result<std::shared_ptr<const Graph>> restore(const Graph& graph,
                                                const dnnl::engine& engine) const;
+  // Unpacks every dropped value back into its own node (a program that failed to build leaves
+  // its graph as it found it); the packed copies must still be alive.
+  Status undo(const dnnl::engine& engine);
 
  private:
   static constexpr size_t kTrimBytes = size_t{1} << 20;
+  // Unpacks each dropped value into the Constant node `node_of` gives for it.
+  Status unpack(const dnnl::engine& engine,
+                const std::function<Node*(const Value*)>& node_of) const;
   struct Dropped {
     const Value* value;
     ReleaseAfterPacking::Packing packing;

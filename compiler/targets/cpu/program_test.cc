@@ -18,6 +18,8 @@
 #include "compiler/quantize/quantize.h"
 #include "compiler/runtime/shape_profiles.h"
 #include "compiler/targets/cpu/cpu_target.h"
+#include "compiler/targets/cpu/dnnl_kernel.h"
+#include "compiler/targets/cpu/packed_constants.h"
 
 namespace kiln::compiler {
 namespace {
@@ -778,6 +780,34 @@ TEST(CpuProgram, PackedWeightsLeaveTheGraphAndComeBackInItsArtifact) {
   Result<LoadedArtifact> loaded = load_artifact(*artifact);
   ASSERT_TRUE(loaded.ok()) << loaded.status().to_string();
   expect_close(want, run(*loaded->executable, inputs));
+}
+
+TEST(CpuProgram, DroppedConstantsComeBackInPlaceWhenABuildIsUndone) {
+  // Only exact packings are dropped: a blocked copy of the same type, not a conversion to bf16.
+  auto graph = std::make_shared<Graph>("undo");
+  GraphBuilder b(*graph);
+  const Tensor w = random_tensor(Shape{64, 48}, 50);
+  const Tensor converted = random_tensor(Shape{32, 16}, 51);
+  Value* packed_value = b.constant(w, "w");
+  Value* converted_value = b.constant(converted, "converted");
+  dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  cpu::ReleaseAfterPacking packings({});
+  const dnnl::memory::desc blocked({64, 48}, dnnl::memory::data_type::f32,
+                                   dnnl::memory::format_tag::BA16a64b);
+  cpu::pack(engine, cpu::plain_desc(w.shape()), w.raw_data(), blocked);
+  cpu::pack(
+      engine, cpu::plain_desc(converted.shape()), converted.raw_data(),
+      dnnl::memory::desc({32, 16}, dnnl::memory::data_type::bf16, dnnl::memory::format_tag::ab));
+  cpu::DroppedConstants dropped;
+  EXPECT_TRUE(dropped.drop(packed_value, packings));
+  EXPECT_FALSE(dropped.drop(converted_value, packings));
+  EXPECT_EQ(packed_value->constant_value(), nullptr);
+  ASSERT_NE(converted_value->constant_value(), nullptr);
+  EXPECT_EQ(dropped.bytes(), w.nbytes());
+  ASSERT_TRUE(dropped.undo(engine).ok());
+  EXPECT_TRUE(dropped.empty());
+  ASSERT_NE(packed_value->constant_value(), nullptr);
+  EXPECT_TRUE(packed_value->constant_value()->equals(w));
 }
 
 TEST(CpuProgram, ConcurrentRunsOfOneExecutableGiveEachCallerItsOwnResult) {
