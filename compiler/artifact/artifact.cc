@@ -269,6 +269,7 @@ Result<std::vector<uint8_t>> serialize_artifact(const ArtifactHeader& header, co
 Status save_artifact(const std::string& path, const Executable& executable,
                      const CompileOptions& options, const ArtifactSource& source,
                      const std::vector<TargetSection>& extra) {
+  KILN_ASSIGN_OR_RETURN(std::shared_ptr<const Graph> graph, executable.graph_with_constants());
   // Written to a temporary file renamed into place, so readers never see half an artifact.
   static std::atomic<uint64_t> counter{0};
   const std::string tmp = fmt::format("{}.tmp.{}.{}", path, ::getpid(), counter.fetch_add(1));
@@ -281,7 +282,7 @@ Status save_artifact(const std::string& path, const Executable& executable,
   std::vector<TargetSection> sections = extra;
   for (TargetSection& s : executable.artifact_sections()) sections.push_back(std::move(s));
   Status status =
-      emit_artifact(make_artifact_header(executable, options, source), executable.graph(), sections,
+      emit_artifact(make_artifact_header(executable, options, source), *graph, sections,
                     [&](std::span<const uint8_t> b) {
                       size_t done = 0;
                       while (done < b.size()) {

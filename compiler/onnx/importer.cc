@@ -3,9 +3,11 @@
 #include "compiler/onnx/importer.h"
 
 #include <fmt/format.h>
+#include <google/protobuf/io/zero_copy_stream.h>
 #include <onnx/defs/schema.h>
 #include <onnx/onnx_pb.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <limits>
 #include <unordered_map>
@@ -65,6 +67,9 @@ class GraphImporter {
                 std::span<const ValueType> input_types = {});
   Result<GraphAttr> import_subgraph(const onnx::GraphProto& proto,
                                     std::span<const ValueType> input_types = {});
+  // import(*owned) frees each initializer's bytes in `owned` once it is a tensor, so the proto
+  // and the graph do not hold the weights twice.
+  void release_initializers_of(onnx::GraphProto* owned) { owned_ = owned; }
 
  private:
   // `input_name` is set for main-graph inputs, whose dims ImportOptions may override.
@@ -78,6 +83,7 @@ class GraphImporter {
   GraphImporter* parent_;
   std::string external_dir_;
   std::unordered_map<std::string, Value*> scope_;
+  onnx::GraphProto* owned_ = nullptr;
 };
 
 Result<ValueType> GraphImporter::value_type(const onnx::TypeProto& type, const std::string& what,
@@ -132,10 +138,12 @@ Result<ValueType> GraphImporter::value_type(const onnx::TypeProto& type, const s
 Status GraphImporter::import(const onnx::GraphProto& proto, bool is_main,
                              std::span<const ValueType> input_types) {
   // Initializers become Constant nodes.
-  for (const onnx::TensorProto& init : proto.initializer()) {
+  for (int i = 0; i < proto.initializer_size(); ++i) {
+    const onnx::TensorProto& init = proto.initializer(i);
     std::string what = fmt::format("initializer \"{}\"", init.name());
     KILN_ASSIGN_OR_RETURN(Tensor value, tensor_from_proto(init, external_dir_, what));
     bind(init.name(), graph_.add_constant(std::move(value), init.name()));
+    if (owned_ == &proto) std::string().swap(*owned_->mutable_initializer(i)->mutable_raw_data());
   }
   if (proto.sparse_initializer_size() > 0) {
     return unimplemented_error("sparse initializers are not supported");
@@ -427,21 +435,60 @@ Status NodeImporter::error(std::string_view message) const {
 
 namespace {
 
-Result<onnx::ModelProto> parse_model(std::span<const uint8_t> bytes, const std::string& name) {
+// The bytes of a file mapping handed to the protobuf parser in chunks; with `release`, the pages
+// more than a chunk behind the parser leave resident memory, so the file does not add a copy of
+// the weights to the peak RSS while the parsed proto holds one.
+class ChunkedInput final : public google::protobuf::io::ZeroCopyInputStream {
+ public:
+  ChunkedInput(std::span<const uint8_t> bytes, bool release) : bytes_(bytes), release_(release) {}
+
+  bool Next(const void** data, int* size) override {
+    if (pos_ >= bytes_.size()) return false;
+    if (release_ && pos_ >= released_ + 2 * kChunk) {
+      release_file_pages(bytes_.subspan(released_, pos_ - kChunk - released_));
+      released_ = pos_ - kChunk;
+    }
+    const size_t n = std::min(kChunk, bytes_.size() - pos_);
+    *data = bytes_.data() + pos_;
+    *size = static_cast<int>(n);
+    pos_ += n;
+    return true;
+  }
+  void BackUp(int count) override { pos_ -= static_cast<size_t>(count); }
+  bool Skip(int count) override {
+    const bool whole = static_cast<size_t>(count) <= bytes_.size() - pos_;
+    pos_ = whole ? pos_ + static_cast<size_t>(count) : bytes_.size();
+    return whole;
+  }
+  int64_t ByteCount() const override { return static_cast<int64_t>(pos_); }
+
+ private:
+  static constexpr size_t kChunk = size_t{1} << 20;
+  std::span<const uint8_t> bytes_;
+  bool release_;
+  size_t pos_ = 0;
+  size_t released_ = 0;
+};
+
+// `mapped`: `bytes` is a read-only file mapping (a MappedFile), released as it is parsed.
+Result<onnx::ModelProto> parse_model(std::span<const uint8_t> bytes, const std::string& name,
+                                     bool mapped = false) {
   if (bytes.size() > static_cast<size_t>(std::numeric_limits<int>::max())) {
     return invalid_argument_error(
         fmt::format("{}: larger than 2 GiB; store the weights as ONNX external data", name));
   }
   onnx::ModelProto proto;
-  if (!proto.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
+  ChunkedInput input(bytes, mapped);
+  if (!proto.ParseFromZeroCopyStream(&input)) {
     return invalid_argument_error(fmt::format(
         "{}: not a valid ONNX model (the protobuf does not parse: truncated or not ONNX)", name));
   }
   return proto;
 }
 
-Result<std::unique_ptr<Model>> import_model(const onnx::ModelProto& proto,
-                                            const ImportOptions& options, const std::string& name) {
+// The proto's initializers lose their bytes as they are imported.
+Result<std::unique_ptr<Model>> import_model(onnx::ModelProto& proto, const ImportOptions& options,
+                                            const std::string& name) {
   auto with_name = [&](const Status& s) { return s.with_context(name); };
   if (!proto.has_graph()) {
     return invalid_argument_error(fmt::format("{}: not a valid ONNX model (it has no graph)", name));
@@ -468,6 +515,7 @@ Result<std::unique_ptr<Model>> import_model(const onnx::ModelProto& proto,
   if (dir.empty()) dir = std::filesystem::path(name).parent_path().string();
   if (dir.empty()) dir = ".";
   GraphImporter importer(*model, options, *model->graph, nullptr, dir);
+  importer.release_initializers_of(proto.mutable_graph());
   Status status = importer.import(proto.graph(), /*is_main=*/true);
   if (!status.ok()) return with_name(status);
   return model;
@@ -486,10 +534,10 @@ Result<std::unique_ptr<Model>> import_onnx_file(const std::string& path,
                                                 const ImportOptions& options) {
   onnx::ModelProto proto;
   {
-    // The mapping goes before the graph is built: the parsed proto holds every byte it needs,
-    // and the file's pages would otherwise add a third copy of the weights to the peak RSS.
+    // The parsed proto holds every byte it needs: the file's pages leave resident memory as they
+    // are parsed, and the mapping goes before the graph is built.
     KILN_ASSIGN_OR_RETURN(auto file, MappedFile::open(path));
-    KILN_ASSIGN_OR_RETURN(proto, parse_model(file->bytes(), path));
+    KILN_ASSIGN_OR_RETURN(proto, parse_model(file->bytes(), path, /*mapped=*/true));
   }
   return import_model(proto, options, path);
 }

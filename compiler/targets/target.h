@@ -107,6 +107,11 @@ class Executable {
   }
   // What an artifact of this executable stores beside its graph (the cuda target: its tuning).
   virtual std::vector<TargetSection> artifact_sections() const { return {}; }
+  // graph() with the value of every constant: what an artifact stores. A target that drops
+  // constants it holds in another form (the cpu target's packed weights) restores them here.
+  virtual Result<std::shared_ptr<const Graph>> graph_with_constants() const {
+    return std::shared_ptr<const Graph>(std::shared_ptr<const Graph>(), &graph());
+  }
 };
 
 class Target {

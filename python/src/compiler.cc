@@ -316,9 +316,10 @@ py::bytes save_program_buffer(const Program& p) {
   const compiler::Executable& exe = p.executable("save_buffer");
   compiler::ArtifactHeader header =
       compiler::make_artifact_header(exe, p.options(), artifact_source(p, ""));
-  Result<std::vector<uint8_t>> bytes = [&] {
+  Result<std::vector<uint8_t>> bytes = [&]() -> Result<std::vector<uint8_t>> {
     py::gil_scoped_release release;
-    return compiler::serialize_artifact(header, exe.graph());
+    KILN_ASSIGN_OR_RETURN(std::shared_ptr<const compiler::Graph> graph, exe.graph_with_constants());
+    return compiler::serialize_artifact(header, *graph);
   }();
   std::vector<uint8_t> out = unwrap(std::move(bytes));
   return py::bytes(reinterpret_cast<const char*>(out.data()), out.size());

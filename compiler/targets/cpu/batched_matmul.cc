@@ -25,16 +25,10 @@ bool has_inner_blocks(const memory::desc& layout) {
          layout.data.format_desc.blocking.inner_nblks != 0;
 }
 
-// The only node using `v` (in its graph, not returned), or nullptr.
-const Node* only_user(const Value* v) {
-  if (v->uses().size() != 1 || is_graph_output(v)) return nullptr;
-  return v->uses()[0].node;
-}
-
 // An Add of `x` and a tensor that broadcasts to `x`'s shape (an attention mask), run as a binary
 // post-op; nullptr when the node after `x` is not one.
 const Node* mask_add(ProgramBuilder& b, const Value* x) {
-  const Node* add = only_user(x);
+  const Node* add = sole_user(x);
   if (add == nullptr || add->kind() != OpKind::kAdd || add->num_inputs() != 2) return nullptr;
   const Value* m = add->input(add->input(0) == x ? 1 : 0);
   if (m == x || !is_static_f32(m) || !is_static_f32(add->output(0)) || !b.has_buffer(m)) {
@@ -109,7 +103,7 @@ bool lower_batched_matmul(ProgramBuilder& b, const Node& node) {
   // Operands in their own strided layouts and the output transposed for the Transpose after it,
   // unless oneDNN would run that on its reference kernel: then plain.
   memory::desc dst = plain_desc(ys);
-  if (const Node* t = only_user(tail.out); t != nullptr && t->kind() == OpKind::kTranspose) {
+  if (const Node* t = sole_user(tail.out); t != nullptr && t->kind() == OpKind::kTranspose) {
     if (std::optional<memory::dims> strides = transposed_strides(*t, ys)) {
       dst = memory::desc(to_dims(ys), memory::data_type::f32, *strides);
     }

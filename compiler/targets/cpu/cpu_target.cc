@@ -14,6 +14,7 @@
 #include "compiler/runtime/shape_profiles.h"
 #include "compiler/runtime/threads.h"
 #include "compiler/targets/cpu/dnnl_kernel.h"
+#include "compiler/targets/cpu/packed_constants.h"
 #include "compiler/targets/cpu/program.h"
 #include "compiler/targets/ref/interpreter.h"
 #include "core/env.h"
@@ -53,7 +54,7 @@ class CpuExecutable final : public Executable {
  public:
   CpuExecutable(std::shared_ptr<Graph> graph, uint64_t seed, int threads, dnnl::engine engine,
                 ref::KernelTable kernels, std::unique_ptr<cpu::Program> program,
-                std::shared_ptr<const void> mapping,
+                cpu::DroppedConstants dropped, std::shared_ptr<const void> mapping,
                 ShapeProfiles::Compile compile_profile = nullptr)
       : graph_(std::move(graph)),
         mapping_(std::move(mapping)),
@@ -62,6 +63,7 @@ class CpuExecutable final : public Executable {
         engine_(std::move(engine)),
         kernels_(std::move(kernels)),
         program_(std::move(program)),
+        dropped_(std::move(dropped)),
         sessions_([p = program_.get()] { return p->new_session(); }) {
     if (compile_profile) profiles_ = std::make_unique<ShapeProfiles>(*graph_, compile_profile);
   }
@@ -75,6 +77,10 @@ class CpuExecutable final : public Executable {
                                              RunProfile& profile) const override {
     profile.steps.clear();
     return run_with(std::move(inputs), &profile);
+  }
+  Result<std::shared_ptr<const Graph>> graph_with_constants() const override {
+    if (dropped_.empty()) return Executable::graph_with_constants();
+    return dropped_.restore(*graph_, engine_);
   }
   int dnnl_node_count() const {
     return program_ != nullptr ? program_->dnnl_nodes() : static_cast<int>(kernels_.size());
@@ -111,6 +117,8 @@ class CpuExecutable final : public Executable {
   dnnl::engine engine_;
   ref::KernelTable kernels_;
   std::unique_ptr<cpu::Program> program_;
+  // The graph's constants that program_ holds only packed (their values dropped from graph_).
+  cpu::DroppedConstants dropped_;
   SessionPool<cpu::Session> sessions_;
   std::unique_ptr<ShapeProfiles> profiles_;  // for graphs with dynamic input dims
 };
@@ -150,11 +158,22 @@ class CpuTarget final : public Target {
     cpu::ReleaseAfterPacking packed(options.loaded != nullptr && options.loaded->mapped
                                         ? options.loaded->file
                                         : std::span<const uint8_t>());
+    // Weights the program holds only packed leave the graph as they are packed (they are unpacked
+    // again for an artifact): the model holds its weights once, at its peak too.
+    cpu::DroppedConstants dropped;
     {
       if (!env_flag_bool(EnvFlag::kCpuInterpret)) {
         auto factory = [&engine](const Node& node) { return make_kernel(node, engine); };
-        KILN_ASSIGN_OR_RETURN(
-            program, cpu::ProgramBuilder(*graph, engine, &kernels, factory, options.seed).build());
+        cpu::ProgramBuilder builder(*graph, engine, &kernels, factory, options.seed);
+        builder.set_constant_release(
+            [&dropped, &packed](const Value* v) { return dropped.drop(v, packed); });
+        Result<std::unique_ptr<cpu::Program>> built = builder.build();
+        if (!built.ok()) {
+          // The graph keeps its weights: `dropped` holds the packed copies to unpack.
+          KILN_RETURN_IF_ERROR(dropped.undo(engine));
+          return built.status();
+        }
+        program = std::move(built).value();
       }
       if (program == nullptr) add_kernels(*graph, engine, kernels);
     }
@@ -175,8 +194,10 @@ class CpuTarget final : public Target {
       }
       log(LogLevel::kDebug, "cpu target: {} of {} nodes have oneDNN kernels: {}", kernels.size(),
           graph->num_nodes(), nodes);
-      log(LogLevel::kDebug, "cpu target: {} weights packed ({} bytes of them released)",
-          packed.packed(), packed.released_bytes());
+      log(LogLevel::kDebug,
+          "cpu target: {} weights packed ({} bytes of them released, {} dropped from the graph: "
+          "{} bytes)",
+          packed.packed(), packed.released_bytes(), dropped.count(), dropped.bytes());
       if (program != nullptr) {
         log(LogLevel::kDebug, "cpu target: {} steps, {} reorders, arena {} bytes ({} unplanned)",
             program->steps().size(), program->count_steps("Reorder"), program->arena_bytes(),
@@ -185,8 +206,8 @@ class CpuTarget final : public Target {
     }
     return std::shared_ptr<Executable>(std::make_shared<CpuExecutable>(
         std::move(graph), options.seed, threads, std::move(engine), std::move(kernels),
-        std::move(program), options.loaded != nullptr ? options.loaded->owner : nullptr,
-        std::move(compile_profile)));
+        std::move(program), std::move(dropped),
+        options.loaded != nullptr ? options.loaded->owner : nullptr, std::move(compile_profile)));
   }
 };
 

@@ -125,6 +125,11 @@ ReleaseAfterPacking::~ReleaseAfterPacking() {
   current_release = previous_;
 }
 
+const ReleaseAfterPacking::Packing* ReleaseAfterPacking::packing_of(const void* src) const {
+  auto it = packings_.find(src);
+  return it != packings_.end() ? &it->second : nullptr;
+}
+
 dnnl::memory pack(const dnnl::engine& engine, const dnnl::memory::desc& src_layout, const void* src,
                   const dnnl::memory::desc& layout) {
   dnnl::memory to(layout, engine);
@@ -139,6 +144,9 @@ dnnl::memory pack(const dnnl::engine& engine, const dnnl::memory::desc& src_layo
   }
   if (ReleaseAfterPacking* release = current_release) {
     ++release->packed_;
+    if (!can_pack_winograd(src_layout, layout) && src_layout.data_type() == layout.data_type()) {
+      release->packings_.try_emplace(src, ReleaseAfterPacking::Packing{src_layout, to});
+    }
     const std::span<const uint8_t> bytes(static_cast<const uint8_t*>(src), src_layout.get_size());
     const std::span<const uint8_t> m = release->mapping_;
     if (bytes.data() >= m.data() && bytes.data() + bytes.size() <= m.data() + m.size()) {

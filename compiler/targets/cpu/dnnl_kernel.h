@@ -7,6 +7,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <unordered_map>
 #include <vector>
 
 #include "compiler/ir/graph.h"
@@ -52,6 +53,8 @@ dnnl::memory pack(const dnnl::engine& engine, const dnnl::memory::desc& src_layo
 
 // While alive, pack() on this thread releases (release_file_pages) the sources that lie in
 // `mapping`, a read-only file mapping: a loaded artifact's plain weights, read once to pack them.
+// It also records every packing a reorder back restores exactly (the same element type, no
+// Winograd transform), so that a graph constant held only packed can be dropped and restored.
 class ReleaseAfterPacking {
  public:
   explicit ReleaseAfterPacking(std::span<const uint8_t> mapping);
@@ -62,6 +65,15 @@ class ReleaseAfterPacking {
   int packed() const { return packed_; }
   size_t released_bytes() const { return released_bytes_; }
 
+  // A packed copy of the plain data at `src` (in layout `plain`) that a reorder from `packed` to
+  // `plain` restores bit for bit.
+  struct Packing {
+    dnnl::memory::desc plain;
+    dnnl::memory packed;
+  };
+  // The first exact packing of the data at `src`, or nullptr.
+  const Packing* packing_of(const void* src) const;
+
  private:
   friend dnnl::memory pack(const dnnl::engine&, const dnnl::memory::desc&, const void*,
                            const dnnl::memory::desc&);
@@ -69,6 +81,7 @@ class ReleaseAfterPacking {
   std::span<const uint8_t> mapping_;
   int packed_ = 0;
   size_t released_bytes_ = 0;
+  std::unordered_map<const void*, Packing> packings_;
 };
 
 // A node kernel backed by oneDNN primitives built for the node's static shapes. run() hands the

@@ -1,10 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
-// What the files lowering nodes to oneDNN steps share: the eltwise tail a primitive runs as
-// post-ops, and adding a primitive's step (defined in dnnl_steps.cc).
+// What the files lowering nodes to oneDNN steps share: graph pattern helpers, the eltwise tail a
+// primitive runs as post-ops (eltwise_tail.cc), and adding a primitive's step (dnnl_steps.cc).
 #pragma once
 
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <vector>
@@ -12,6 +13,13 @@
 #include "compiler/targets/cpu/program.h"
 
 namespace kiln::compiler::cpu {
+
+// Every value is a static f32 or bf16 tensor, all of the same type.
+bool same_float(std::initializer_list<const Value*> values);
+// The only node using `v` (in its graph, not returned), or nullptr.
+const Node* sole_user(const Value* v);
+// The other input of a two-input node, given one of them; nullptr for other nodes.
+const Value* other_input(const Node& node, const Value* one);
 
 struct Eltwise {
   dnnl::algorithm algorithm;
@@ -29,6 +37,9 @@ struct Tail {
   std::string kinds;
 };
 Tail trailing_eltwise(const Value* y, int max_ops = 2);
+
+// The oneDNN eltwise algorithm of a one-input f32 (or bf16) node, when it has one.
+std::optional<Eltwise> eltwise_of(const Node& node);
 
 // Appends `ops` to `post` as eltwise post-ops.
 void append(dnnl::post_ops& post, const std::vector<Eltwise>& ops);

@@ -545,6 +545,29 @@ Status ProgramBuilder::lower_gate_alone(const Node& conv) {
   return Status();
 }
 
+void ProgramBuilder::release_if_unread(const Value* v) {
+  const Node* producer = v->producer();
+  if (!release_ || producer == nullptr || producer->kind() != OpKind::kConstant ||
+      is_graph_output(v) || !released_.insert(v).second) {
+    return;
+  }
+  auto it = value_buffers_.find(v);
+  if (it == value_buffers_.end()) return;
+  const int id = it->second;
+  Buffer& b = buffers_[static_cast<size_t>(id)];
+  if (b.kind != Buffer::Kind::kConstant || b.last >= 0 || viewed_.count(id) != 0 ||
+      reorders_.count(id) != 0) {
+    return;
+  }
+  for (const Use& u : v->uses()) {
+    if (done_.count(u.node) == 0 && !is_fused(u.node)) {
+      released_.erase(v);  // offered again once its other users are lowered
+      return;
+    }
+  }
+  if (release_(v)) b.constant = nullptr;
+}
+
 Result<std::unique_ptr<Program>> ProgramBuilder::build() {
   if (std::string why = why_not_plannable(); !why.empty()) {
     log(LogLevel::kDebug, "cpu target: the interpreter runs graph \"{}\": {}", graph_.name(), why);
@@ -603,6 +626,14 @@ Result<std::unique_ptr<Program>> ProgramBuilder::build() {
       KILN_RETURN_IF_ERROR(lower_gate_alone(*node));
       add_ref_step(*node);
     }
+    // Weights packed into this node's steps go now, not at the end: the peak holds them once.
+    for (const Value* v : node->inputs()) {
+      if (v != nullptr) release_if_unread(v);
+    }
+  }
+  // Those whose last user was fused into another node's step (a bias Add's constant).
+  for (const auto& node : graph_.nodes()) {
+    if (node->kind() == OpKind::kConstant) release_if_unread(node->output(0));
   }
   std::vector<int> outputs;
   for (const Value* v : graph_.outputs()) {

@@ -145,6 +145,12 @@ class ProgramBuilder {
   // node with subgraphs. The interpreter runs such graphs.
   Result<std::unique_ptr<Program>> build();
 
+  // While build() runs, `release` is offered each constant that no step reads (its every user is
+  // lowered, it is no graph output, no view reads it): weights the steps hold packed. It returns
+  // whether it dropped the constant's data; the program then no longer points at it.
+  using ConstantRelease = std::function<bool(const Value*)>;
+  void set_constant_release(ConstantRelease release) { release_ = std::move(release); }
+
   // ---- for the lowering functions ----
   const dnnl::engine& engine() const { return engine_; }
   const Graph& graph() const { return graph_; }
@@ -202,6 +208,8 @@ class ProgramBuilder {
   int add_view_buffer(const Value* v, int of, size_t offset, const dnnl::memory::desc& layout);
   int add_buffer(Buffer b);
   void plan_sum_fusion();
+  // Offers `v` to release_ when it is a constant no step reads (see set_constant_release).
+  void release_if_unread(const Value* v);
 
   const Graph& graph_;
   dnnl::engine engine_;
@@ -218,6 +226,8 @@ class ProgramBuilder {
   std::unordered_set<const Node*> done_;                       // nodes whose steps were added
   std::unordered_map<const Node*, const Node*> sum_partners_;  // Conv <-> Add, both ways
   ConvLayout conv_layout_ = ConvLayout::kAny;
+  ConstantRelease release_;
+  std::unordered_set<const Value*> released_;  // constants offered to release_
 };
 
 // Lowers `node` (and the nodes it fuses with) to oneDNN steps when it can; false leaves the node to

@@ -10,6 +10,7 @@
 #include <random>
 #include <thread>
 
+#include "compiler/artifact/artifact.h"
 #include "compiler/ir/builder.h"
 #include "compiler/ir/printer.h"
 #include "compiler/onnx/importer.h"
@@ -17,6 +18,8 @@
 #include "compiler/quantize/quantize.h"
 #include "compiler/runtime/shape_profiles.h"
 #include "compiler/targets/cpu/cpu_target.h"
+#include "compiler/targets/cpu/dnnl_kernel.h"
+#include "compiler/targets/cpu/packed_constants.h"
 
 namespace kiln::compiler {
 namespace {
@@ -254,6 +257,37 @@ TEST(CpuProgram, BatchNormConcatSiluAndClipMatchRef) {
   }
   EXPECT_EQ(program->count_steps("Pad"), 1);
   expect_no_live_overlap(*program);
+}
+
+TEST(CpuProgram, TransposeOfAChannelBlockedTensorIsOneReorder) {
+  // The Conv writes nChw16c; the Transpose reads it with permuted axes into its plain output (not
+  // a Reorder to plain and a second one through permuted strides).
+  auto make = [] {
+    auto graph = std::make_shared<Graph>("blocked_transpose");
+    GraphBuilder b(*graph);
+    Value* x = b.input("x", TensorType(DType::kF32, Shape{2, 16, 6, 5}));
+    ops::Transpose t;
+    t.perm = std::vector<int64_t>{0, 2, 3, 1};
+    b.output(b.add(Op(t), {conv(b, x, 16, 32, 3, 1, 40)}, "nhwc"));
+    EXPECT_TRUE(b.status().ok()) << b.status().to_string();
+    return graph;
+  };
+  const std::vector<Tensor> inputs = {random_tensor(Shape{2, 16, 6, 5}, 41)};
+  std::vector<Tensor> want = run(*compile_for(make(), "ref"), inputs);
+  ScopedEnv blocked("KILN_CPU_CONV_LAYOUT", "blocked16");
+  std::shared_ptr<Executable> exe = compile_for(make(), "cpu");
+  ASSERT_NE(exe, nullptr);
+  const cpu::Program* program = cpu_program(*exe);
+  ASSERT_NE(program, nullptr);
+  expect_close(want, run(*exe, inputs));
+  EXPECT_EQ(program->count_steps("Transpose"), 1);
+  // Only the input's, into the Conv's layout.
+  EXPECT_EQ(program->count_steps("Reorder"), 1);
+  for (const auto& step : program->steps()) {
+    if (step->kind == "Reorder") {
+      EXPECT_EQ(step->node->kind(), OpKind::kConv);
+    }
+  }
 }
 
 // A DenseNet block: every layer's BatchNormalization+Relu reads the Concat of the block input
@@ -679,6 +713,101 @@ TEST(CpuProgram, TheBundledModelMatchesRef) {
   ASSERT_NE(exe, nullptr);
   ASSERT_NE(cpu_program(*exe), nullptr);
   expect_close(want, run(*exe, inputs));
+}
+
+TEST(CpuProgram, PackedWeightsLeaveTheGraphAndComeBackInItsArtifact) {
+  // MatMul weights, a Gemm's transposed weights and its bias are held packed only; the addend of
+  // a plain Add is read by its step as it is and stays.
+  const Tensor w1 = random_tensor(Shape{24, 40}, 30, 0.3f);
+  const Tensor w2 = random_tensor(Shape{16, 40}, 31, 0.3f);  // Gemm transB: [N, K]
+  const Tensor c2 = random_tensor(Shape{16}, 32);
+  const Tensor addend = random_tensor(Shape{6, 16}, 33);
+  auto make = [&] {
+    auto graph = std::make_shared<Graph>("packed");
+    GraphBuilder b(*graph);
+    Value* x = b.input("x", TensorType(DType::kF32, Shape{6, 24}));
+    Value* h = b.add(Op(ops::MatMul{}), {x, b.constant(w1, "w1")}, "fc1");
+    h = b.add(Op(ops::Relu{}), {h}, "relu");
+    ops::Gemm gemm;
+    gemm.transB = 1;
+    h = b.add(Op(gemm), {h, b.constant(w2, "w2"), b.constant(c2, "c2")}, "fc2");
+    b.output(b.add(Op(ops::Add{}), {h, b.constant(addend, "addend")}, "shift"));
+    EXPECT_TRUE(b.status().ok()) << b.status().to_string();
+    return graph;
+  };
+  const std::vector<Tensor> inputs = {random_tensor(Shape{6, 24}, 34)};
+  std::vector<Tensor> want = run(*compile_for(make(), "ref"), inputs);
+  std::shared_ptr<Executable> exe = compile_for(make(), "cpu");
+  ASSERT_NE(exe, nullptr);
+  ASSERT_NE(cpu_program(*exe), nullptr);
+  expect_close(want, run(*exe, inputs));
+  auto constant = [](const Graph& g, const std::string& name) -> const Tensor* {
+    for (const auto& node : g.nodes()) {
+      if (node->kind() == OpKind::kConstant && node->output(0)->name() == name) {
+        return node->output(0)->constant_value();
+      }
+    }
+    ADD_FAILURE() << "no constant " << name;
+    return nullptr;
+  };
+  EXPECT_EQ(constant(exe->graph(), "w1"), nullptr);
+  EXPECT_EQ(constant(exe->graph(), "w2"), nullptr);
+  EXPECT_EQ(constant(exe->graph(), "c2"), nullptr);
+  const Tensor* kept = constant(exe->graph(), "addend");
+  ASSERT_NE(kept, nullptr);
+  EXPECT_TRUE(kept->equals(addend));
+
+  // The graph an artifact stores has every value, bit for bit.
+  Result<std::shared_ptr<const Graph>> full = exe->graph_with_constants();
+  ASSERT_TRUE(full.ok()) << full.status().to_string();
+  for (const auto& [name, t] : {std::pair<std::string, const Tensor*>{"w1", &w1},
+                                {"w2", &w2},
+                                {"c2", &c2},
+                                {"addend", &addend}}) {
+    const Tensor* got = constant(**full, name);
+    ASSERT_NE(got, nullptr) << name;
+    EXPECT_TRUE(got->equals(*t)) << name;
+  }
+  ArtifactSource source;
+  source.name = "packed.onnx";
+  auto bytes = std::make_shared<std::vector<uint8_t>>();
+  Result<std::vector<uint8_t>> serialized =
+      serialize_artifact(make_artifact_header(*exe, {}, source), **full);
+  ASSERT_TRUE(serialized.ok()) << serialized.status().to_string();
+  *bytes = std::move(serialized).value();
+  Result<Artifact> artifact = parse_artifact(*bytes, bytes, "packed.kiln");
+  ASSERT_TRUE(artifact.ok()) << artifact.status().to_string();
+  Result<LoadedArtifact> loaded = load_artifact(*artifact);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().to_string();
+  expect_close(want, run(*loaded->executable, inputs));
+}
+
+TEST(CpuProgram, DroppedConstantsComeBackInPlaceWhenABuildIsUndone) {
+  // Only exact packings are dropped: a blocked copy of the same type, not a conversion to bf16.
+  auto graph = std::make_shared<Graph>("undo");
+  GraphBuilder b(*graph);
+  const Tensor w = random_tensor(Shape{64, 48}, 50);
+  const Tensor converted = random_tensor(Shape{32, 16}, 51);
+  Value* packed_value = b.constant(w, "w");
+  Value* converted_value = b.constant(converted, "converted");
+  dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  cpu::ReleaseAfterPacking packings({});
+  const dnnl::memory::desc blocked({64, 48}, dnnl::memory::data_type::f32,
+                                   dnnl::memory::format_tag::BA16a64b);
+  cpu::pack(engine, cpu::plain_desc(w.shape()), w.raw_data(), blocked);
+  cpu::pack(
+      engine, cpu::plain_desc(converted.shape()), converted.raw_data(),
+      dnnl::memory::desc({32, 16}, dnnl::memory::data_type::bf16, dnnl::memory::format_tag::ab));
+  cpu::DroppedConstants dropped;
+  EXPECT_TRUE(dropped.drop(packed_value, packings));
+  EXPECT_FALSE(dropped.drop(converted_value, packings));
+  EXPECT_EQ(packed_value->constant_value(), nullptr);
+  ASSERT_NE(converted_value->constant_value(), nullptr);
+  EXPECT_EQ(dropped.bytes(), w.nbytes());
+  ASSERT_TRUE(dropped.undo(engine).ok());
+  EXPECT_TRUE(dropped.empty());
+  ASSERT_NE(packed_value->constant_value(), nullptr);
+  EXPECT_TRUE(packed_value->constant_value()->equals(w));
 }
 
 TEST(CpuProgram, ConcurrentRunsOfOneExecutableGiveEachCallerItsOwnResult) {
