@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <vector>
 
@@ -84,11 +85,18 @@ std::optional<ScaleShift> scale_shift_of(const Node& bn) {
   return s;
 }
 
-// How a 4-D tensor lies in memory, as the scale-shift pass reads it.
-enum class Order : uint8_t { kChannelsLast, kPlanar, kOther };
+// How a 4-D tensor lies in memory, as the scale-shift pass reads it. kBlocked16 is nChw16c with
+// whole blocks (channels a multiple of 16): a piece's blocks are then a run of the Concat's.
+enum class Order : uint8_t { kChannelsLast, kPlanar, kBlocked16, kOther };
+
+constexpr int64_t kBlock = 16;
 
 Order order_of(const memory::desc& layout) {
   const dnnl_memory_desc_t& md = layout.data;
+  if (md.ndims == 4 && md.dims[1] % kBlock == 0 &&
+      layout == memory::desc(layout.dims(), memory::data_type::f32, memory::format_tag::nChw16c)) {
+    return Order::kBlocked16;
+  }
   if (md.format_kind != dnnl_blocked || md.ndims != 4 || md.format_desc.blocking.inner_nblks != 0 ||
       md.offset0 != 0) {
     return Order::kOther;
@@ -158,7 +166,18 @@ class ConcatScaleShiftStep final : public Step {
       x[i] = static_cast<const float*>(ctx.data[static_cast<size_t>(pieces_.buffers[i])]);
       first[i + 1] = first[i] + pieces_.channels[i];
     }
-    if (pieces_.order == Order::kChannelsLast) {
+    if (pieces_.order == Order::kBlocked16) {
+      // One task per output block of 16 channels: hw pixels of 16 lanes, read from its piece.
+      const int64_t blocks = c / kBlock;
+#pragma omp parallel for schedule(static)
+      for (int64_t p = 0; p < n * blocks; ++p) {
+        const int64_t k = (p % blocks) * kBlock;
+        const size_t i = static_cast<size_t>(std::upper_bound(first.begin(), first.end(), k) -
+                                             first.begin() - 1);
+        const float* in = x[i] + ((p / blocks) * pieces_.channels[i] + (k - first[i])) * hw;
+        affine_blocked(in, y + p * kBlock * hw, hw, k);
+      }
+    } else if (pieces_.order == Order::kChannelsLast) {
 #pragma omp parallel for schedule(static)
       for (int64_t p = 0; p < n * hw; ++p) {
         for (size_t i = 0; i < count; ++i) {
@@ -195,6 +214,21 @@ class ConcatScaleShiftStep final : public Step {
     }
   }
 
+  // The nChw16c form of affine: `pixels` runs of the 16 channels from `channel` on.
+  void affine_blocked(const float* in, float* out, int64_t pixels, int64_t channel) const {
+    float scale[kBlock];
+    float shift[kBlock];
+    std::copy_n(s_.scale.data() + channel, kBlock, scale);
+    std::copy_n(s_.shift.data() + channel, kBlock, shift);
+    const float floor = s_.relu != nullptr ? 0.0f : -std::numeric_limits<float>::infinity();
+    for (int64_t q = 0; q < pixels; ++q) {
+#pragma omp simd
+      for (int64_t j = 0; j < kBlock; ++j) {
+        out[q * kBlock + j] = std::max(in[q * kBlock + j] * scale[j] + shift[j], floor);
+      }
+    }
+  }
+
   ScaleShift s_;
   Pieces pieces_;
   memory::dims dims_;
@@ -219,10 +253,12 @@ bool lower_concat_batch_norm(ProgramBuilder& b, const Node& node) {
   std::optional<ScaleShift> s = scale_shift_of(node);
   if (!pieces || !s) return false;
   const memory::dims dims = to_dims(node.input(0)->tensor_type().shape());
-  const memory::desc layout =
-      pieces->order == Order::kChannelsLast
-          ? memory::desc(dims, memory::data_type::f32, memory::format_tag::nhwc)
-          : plain_desc(dims);
+  memory::desc layout = plain_desc(dims);
+  if (pieces->order == Order::kChannelsLast) {
+    layout = memory::desc(dims, memory::data_type::f32, memory::format_tag::nhwc);
+  } else if (pieces->order == Order::kBlocked16) {
+    layout = memory::desc(dims, memory::data_type::f32, memory::format_tag::nChw16c);
+  }
   const Node* relu = s->relu;
   const int out = b.define(s->out, layout);
   std::vector<int> reads = pieces->buffers;
