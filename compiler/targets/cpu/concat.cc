@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // Channel Concats read by BatchNormalizations (DenseNet's dense blocks) as one per-channel
-// scale-shift(+Relu) pass over the Concat's inputs, with no Concat copy.
+// scale-shift(+Relu, +2x2 AveragePool) pass over the Concat's inputs, with no Concat copy.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -85,6 +85,26 @@ std::optional<ScaleShift> scale_shift_of(const Node& bn) {
   return s;
 }
 
+// A 2x2 stride-2 AveragePool without padding over even sizes that is the only reader of `v`
+// (DenseNet's transitions, once pool_before_pointwise_conv has run it before their Conv).
+const Node* sole_pool_2x2(const Value* v) {
+  if (v->uses().size() != 1 || is_graph_output(v)) return nullptr;
+  const Node* pool = v->uses()[0].node;
+  if (pool->kind() != OpKind::kAveragePool || pool->graph() != v->producer()->graph() ||
+      !is_static_f32(pool->output(0))) {
+    return nullptr;
+  }
+  const auto& op = pool->attrs<ops::AveragePool>();
+  const std::vector<int64_t> two = {2, 2};
+  if ((op.auto_pad != "NOTSET" && op.auto_pad != "VALID") || op.ceil_mode != 0 ||
+      op.kernel_shape != two || op.strides != two ||
+      (op.pads && *op.pads != std::vector<int64_t>(4, 0))) {
+    return nullptr;
+  }
+  const Shape& in = v->tensor_type().shape();
+  return in[2] % 2 == 0 && in[3] % 2 == 0 ? pool : nullptr;
+}
+
 // How a 4-D tensor lies in memory, as the scale-shift pass reads it. kBlocked16 is nChw16c with
 // whole blocks (channels a multiple of 16): a piece's blocks are then a run of the Concat's.
 enum class Order : uint8_t { kChannelsLast, kPlanar, kBlocked16, kOther };
@@ -151,8 +171,9 @@ std::optional<Pieces> concat_pieces(const ProgramBuilder& b, const Node& concat)
 // reading each piece where it lies and writing one dense tensor in the pieces' dim order.
 class ConcatScaleShiftStep final : public Step {
  public:
-  ConcatScaleShiftStep(ScaleShift s, Pieces pieces, memory::dims dims)
-      : s_(std::move(s)), pieces_(std::move(pieces)), dims_(std::move(dims)) {}
+  // `pooled`: 2x2 average pooling follows (nChw16c pieces only); the output is pooled.
+  ConcatScaleShiftStep(ScaleShift s, Pieces pieces, memory::dims dims, bool pooled)
+      : s_(std::move(s)), pieces_(std::move(pieces)), dims_(std::move(dims)), pooled_(pooled) {}
 
   Status run(StepContext& ctx) const override {
     float* y = static_cast<float*>(ctx.data[static_cast<size_t>(writes[0])]);
@@ -175,7 +196,11 @@ class ConcatScaleShiftStep final : public Step {
         const size_t i = static_cast<size_t>(std::upper_bound(first.begin(), first.end(), k) -
                                              first.begin() - 1);
         const float* in = x[i] + ((p / blocks) * pieces_.channels[i] + (k - first[i])) * hw;
-        affine_blocked(in, y + p * kBlock * hw, hw, k);
+        if (pooled_) {
+          affine_pooled(in, y + p * kBlock * (hw / 4), k);
+        } else {
+          affine_blocked(in, y + p * kBlock * hw, hw, k);
+        }
       }
     } else if (pieces_.order == Order::kChannelsLast) {
 #pragma omp parallel for schedule(static)
@@ -229,9 +254,34 @@ class ConcatScaleShiftStep final : public Step {
     }
   }
 
+  // affine_blocked over one block of dims_' H x W pixels, then the mean of each 2x2 window.
+  void affine_pooled(const float* in, float* out, int64_t channel) const {
+    float scale[kBlock];
+    float shift[kBlock];
+    std::copy_n(s_.scale.data() + channel, kBlock, scale);
+    std::copy_n(s_.shift.data() + channel, kBlock, shift);
+    const float floor = s_.relu != nullptr ? 0.0f : -std::numeric_limits<float>::infinity();
+    const int64_t w = dims_[3];
+    for (int64_t oh = 0; oh < dims_[2] / 2; ++oh) {
+      for (int64_t ow = 0; ow < w / 2; ++ow) {
+        const float* a = in + ((2 * oh) * w + 2 * ow) * kBlock;
+        const float* c = a + w * kBlock;
+        float* o = out + (oh * (w / 2) + ow) * kBlock;
+#pragma omp simd
+        for (int64_t j = 0; j < kBlock; ++j) {
+          o[j] = 0.25f * (std::max(a[j] * scale[j] + shift[j], floor) +
+                          std::max(a[kBlock + j] * scale[j] + shift[j], floor) +
+                          std::max(c[j] * scale[j] + shift[j], floor) +
+                          std::max(c[kBlock + j] * scale[j] + shift[j], floor));
+        }
+      }
+    }
+  }
+
   ScaleShift s_;
   Pieces pieces_;
   memory::dims dims_;
+  bool pooled_;
 };
 
 }  // namespace
@@ -260,15 +310,28 @@ bool lower_concat_batch_norm(ProgramBuilder& b, const Node& node) {
     layout = memory::desc(dims, memory::data_type::f32, memory::format_tag::nChw16c);
   }
   const Node* relu = s->relu;
-  const int out = b.define(s->out, layout);
+  const Node* pool = pieces->order == Order::kBlocked16 ? sole_pool_2x2(s->out) : nullptr;
+  int out = -1;
+  if (pool != nullptr) {
+    memory::dims pooled = dims;
+    pooled[2] /= 2;
+    pooled[3] /= 2;
+    out = b.define(pool->output(0),
+                   memory::desc(pooled, memory::data_type::f32, memory::format_tag::nChw16c));
+  } else {
+    out = b.define(s->out, layout);
+  }
   std::vector<int> reads = pieces->buffers;
-  auto step = std::make_unique<ConcatScaleShiftStep>(std::move(*s), std::move(*pieces), dims);
+  auto step = std::make_unique<ConcatScaleShiftStep>(std::move(*s), std::move(*pieces), dims,
+                                                     pool != nullptr);
   step->node = &node;
   step->kind = relu != nullptr ? "Concat+BatchNormalization+Relu" : "Concat+BatchNormalization";
+  if (pool != nullptr) step->kind += "+AveragePool";
   step->reads = std::move(reads);
   step->writes = {out};
   b.add_step(std::move(step));
   if (relu != nullptr) b.mark_fused(relu);
+  if (pool != nullptr) b.mark_fused(pool);
   return true;
 }
 

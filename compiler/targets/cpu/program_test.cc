@@ -253,8 +253,9 @@ TEST(CpuProgram, BatchNormConcatSiluAndClipMatchRef) {
 
 // A DenseNet block: every layer's BatchNormalization+Relu reads the Concat of the block input
 // and all earlier layers' outputs, and a transition reads the Concat of all of them. Each layer
-// adds `growth` channels (a 3x3 convolution from 2 * growth).
-std::shared_ptr<Graph> dense_block(int64_t batch, int64_t growth = 8) {
+// adds `growth` channels (a 3x3 convolution from 2 * growth); `pool`: the transition ends in a 2x2
+// AveragePool (DenseNet's).
+std::shared_ptr<Graph> dense_block(int64_t batch, int64_t growth = 8, bool pool = false) {
   auto graph = std::make_shared<Graph>("dense");
   GraphBuilder b(*graph);
   Value* x = b.input("x", TensorType(DType::kF32, Shape{batch, 8, 10, 10}));
@@ -277,7 +278,14 @@ std::shared_ptr<Graph> dense_block(int64_t batch, int64_t growth = 8) {
     features.push_back(conv(b, h, wide, growth, 3, 1, 300 + 10 * layer));
   }
   Value* all = b.add(Op(ops::Concat{.axis = 1}), features, "cat_all");
-  b.output(conv(b, bn_relu(all, wide + 3 * growth, 400), wide + 3 * growth, 4, 1, 1, 500));
+  Value* y = conv(b, bn_relu(all, wide + 3 * growth, 400), wide + 3 * growth, 4, 1, 1, 500);
+  if (pool) {
+    ops::AveragePool avg;
+    avg.kernel_shape = std::vector<int64_t>{2, 2};
+    avg.strides = std::vector<int64_t>{2, 2};
+    y = b.add(Op(avg), {y}, "transition_pool");
+  }
+  b.output(y);
   EXPECT_TRUE(b.status().ok()) << b.status().to_string();
   return graph;
 }
@@ -305,27 +313,30 @@ TEST(CpuProgram, DenseBlockConcatsRunInsideTheirBatchNormsAndMatchRef) {
 
 TEST(CpuProgram, WideDenseBlockRunsChannelBlockedWithConcatsReadInPlace) {
   // DenseNet-121's shape: 3x3 convolutions from 64 or more channels to 32 run as Winograd over
-  // nChw16c, and every BatchNormalization reads its Concat's nChw16c pieces where they lie.
+  // nChw16c, and every BatchNormalization reads its Concat's nChw16c pieces where they lie. The
+  // transition's pool moves before its Conv (pool_before_pointwise_conv) into that pass.
   for (int64_t batch : {1, 2}) {
     SCOPED_TRACE("batch " + std::to_string(batch));
-    auto layout = cpu::choose_conv_layout(*dense_block(batch, 32));
+    auto layout = cpu::choose_conv_layout(*dense_block(batch, 32, true));
     ASSERT_TRUE(layout.ok()) << layout.status().to_string();
     EXPECT_EQ(*layout, cpu::ConvLayout::kBlocked16);
     const std::vector<Tensor> inputs = {random_tensor(Shape{batch, 8, 10, 10}, 8)};
-    std::vector<Tensor> want = run(*compile_for(dense_block(batch, 32), "ref"), inputs);
-    std::shared_ptr<Executable> exe = compile_for(dense_block(batch, 32), "cpu");
+    std::vector<Tensor> want = run(*compile_for(dense_block(batch, 32, true), "ref"), inputs);
+    std::shared_ptr<Executable> exe = compile_for(dense_block(batch, 32, true), "cpu");
     ASSERT_NE(exe, nullptr);
     const cpu::Program* program = cpu_program(*exe);
     ASSERT_NE(program, nullptr);
     expect_close(want, run(*exe, inputs), 1e-3f);
     std::string steps;
     for (const auto& step : program->steps()) steps += step->kind + "\n";
-    EXPECT_EQ(program->count_steps("Concat+BatchNormalization+Relu"), 4) << steps;
+    EXPECT_EQ(program->count_steps("Concat+BatchNormalization+Relu"), 3) << steps;
+    EXPECT_EQ(program->count_steps("Concat+BatchNormalization+Relu+AveragePool"), 1) << steps;
     EXPECT_EQ(program->count_steps("Concat"), 0) << steps;
+    EXPECT_EQ(program->count_steps("AveragePool"), 0) << steps;
     // Reorders only into the network and out of it.
     EXPECT_EQ(program->count_steps("Reorder"), 2) << steps;
     for (const auto& step : program->steps()) {
-      if (step->kind != "Concat+BatchNormalization+Relu") continue;
+      if (step->kind.rfind("Concat+BatchNormalization+Relu", 0) != 0) continue;
       const cpu::Buffer& out = program->buffers()[static_cast<size_t>(step->writes[0])];
       EXPECT_EQ(out.layout, dnnl::memory::desc(out.layout.dims(), dnnl::memory::data_type::f32,
                                                dnnl::memory::format_tag::nChw16c));
