@@ -1,23 +1,16 @@
 // SPDX-License-Identifier: Apache-2.0
 // Pool before pointwise Conv, before and after — and the rewritten graph computes the same values.
-#include <random>
 
+#include "compiler/passes/pass_ref_util.h"
 #include "compiler/passes/pass_test_util.h"
-#include "compiler/targets/target.h"
 
 namespace kiln::compiler {
 namespace {
 
 using testing::expect_rewrite;
 using testing::f32;
-
-Tensor random_tensor(Shape shape, uint32_t seed) {
-  Tensor t(DType::kF32, std::move(shape));
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = dist(rng);
-  return t;
-}
+using testing::random_tensor;
+using testing::run_on_ref;
 
 ops::AveragePool pool_2x2() {
   ops::AveragePool pool;
@@ -96,16 +89,7 @@ TEST(PoolBeforePointwiseConv, RewrittenGraphComputesTheSameValuesOnRef) {
       Result<bool> changed = make_pool_before_pointwise_conv()->run(*g);
       ASSERT_TRUE(changed.ok() && *changed);
     }
-    auto target = make_target("ref");
-    ASSERT_TRUE(target.ok());
-    CompileOptions options;
-    options.optimize = false;
-    auto exe = compile(g, **target, options);
-    ASSERT_TRUE(exe.ok()) << exe.status().to_string();
-    auto out = (*exe)->run({Argument(x)});
-    ASSERT_TRUE(out.ok()) << out.status().to_string();
-    auto span = (*out)[0].tensor().span<float>();
-    results.emplace_back(span.begin(), span.end());
+    results.push_back(run_on_ref(g, {x}));
   }
   ASSERT_EQ(results[0].size(), 16u);
   for (size_t i = 0; i < results[0].size(); ++i) {
