@@ -239,28 +239,33 @@ class ConcatScaleShiftStep final : public Step {
     }
   }
 
-  // The nChw16c form of affine: `pixels` runs of the 16 channels from `channel` on.
-  void affine_blocked(const float* in, float* out, int64_t pixels, int64_t channel) const {
+  // The scale and shift of 16 channels, and the floor (0 with a Relu, else -inf).
+  struct Lanes {
     float scale[kBlock];
     float shift[kBlock];
-    std::copy_n(s_.scale.data() + channel, kBlock, scale);
-    std::copy_n(s_.shift.data() + channel, kBlock, shift);
-    const float floor = s_.relu != nullptr ? 0.0f : -std::numeric_limits<float>::infinity();
+    float floor;
+    float at(float x, int64_t j) const { return std::max(x * scale[j] + shift[j], floor); }
+  };
+  Lanes lanes(int64_t channel) const {
+    Lanes l;
+    std::copy_n(s_.scale.data() + channel, kBlock, l.scale);
+    std::copy_n(s_.shift.data() + channel, kBlock, l.shift);
+    l.floor = s_.relu != nullptr ? 0.0f : -std::numeric_limits<float>::infinity();
+    return l;
+  }
+
+  // The nChw16c form of affine: `pixels` runs of the 16 channels from `channel` on.
+  void affine_blocked(const float* in, float* out, int64_t pixels, int64_t channel) const {
+    const Lanes l = lanes(channel);
     for (int64_t q = 0; q < pixels; ++q) {
 #pragma omp simd
-      for (int64_t j = 0; j < kBlock; ++j) {
-        out[q * kBlock + j] = std::max(in[q * kBlock + j] * scale[j] + shift[j], floor);
-      }
+      for (int64_t j = 0; j < kBlock; ++j) out[q * kBlock + j] = l.at(in[q * kBlock + j], j);
     }
   }
 
   // affine_blocked over one block of dims_' H x W pixels, then the mean of each 2x2 window.
   void affine_pooled(const float* in, float* out, int64_t channel) const {
-    float scale[kBlock];
-    float shift[kBlock];
-    std::copy_n(s_.scale.data() + channel, kBlock, scale);
-    std::copy_n(s_.shift.data() + channel, kBlock, shift);
-    const float floor = s_.relu != nullptr ? 0.0f : -std::numeric_limits<float>::infinity();
+    const Lanes l = lanes(channel);
     const int64_t w = dims_[3];
     for (int64_t oh = 0; oh < dims_[2] / 2; ++oh) {
       for (int64_t ow = 0; ow < w / 2; ++ow) {
@@ -269,10 +274,8 @@ class ConcatScaleShiftStep final : public Step {
         float* o = out + (oh * (w / 2) + ow) * kBlock;
 #pragma omp simd
         for (int64_t j = 0; j < kBlock; ++j) {
-          o[j] = 0.25f * (std::max(a[j] * scale[j] + shift[j], floor) +
-                          std::max(a[kBlock + j] * scale[j] + shift[j], floor) +
-                          std::max(c[j] * scale[j] + shift[j], floor) +
-                          std::max(c[kBlock + j] * scale[j] + shift[j], floor));
+          o[j] = 0.25f *
+                 (l.at(a[j], j) + l.at(a[kBlock + j], j) + l.at(c[j], j) + l.at(c[kBlock + j], j));
         }
       }
     }
