@@ -127,6 +127,16 @@ Result<bool> remove_noop_reshape(Graph& graph, Node* node) {
   return replace_node(graph, node, x);
 }
 
+// Pad(x) by zeros on every side (exporters leave one before AveragePool) -> x.
+Result<bool> remove_noop_pad(Graph& graph, Node* node) {
+  if (node->kind() != OpKind::kPad || !node->has_input(0) || !node->has_input(1)) return false;
+  Value* x = node->input(0);
+  if (!same_tensor_type(x, node->output(0)) || !is_constant_filled_with(node->input(1), 0)) {
+    return false;
+  }
+  return replace_node(graph, node, x);
+}
+
 class AlgebraicSimplification final : public Pass {
  public:
   std::string_view name() const override { return "algebraic_simplification"; }
@@ -134,7 +144,7 @@ class AlgebraicSimplification final : public Pass {
     static const std::vector<RewriteRule> rules = {
         remove_identity,        remove_inference_dropout, remove_noop_cast,
         remove_neutral_operand, fuse_transposes,          fuse_reshapes,
-        remove_noop_reshape,
+        remove_noop_reshape,    remove_noop_pad,
     };
     return rewrite_to_fixpoint(graph, rules);
   }

@@ -94,5 +94,31 @@ TEST(AlgebraicSimplification, FusesTransposesAndReshapes) {
                  "}\n");
 }
 
+TEST(AlgebraicSimplification, RemovesPadByZerosAndKeepsARealPad) {
+  Graph g("pad");
+  GraphBuilder b(g);
+  Value* x = b.input("x", f32({1, 2, 4, 4}));
+  Value* zeros = b.constant(Tensor::from_vector<int64_t>({0, 0, 0, 0, 0, 0, 0, 0}), "zeros");
+  Value* ones = b.constant(Tensor::from_vector<int64_t>({0, 0, 1, 1, 0, 0, 1, 1}), "ones");
+  Value* same = b.add(Op(ops::Pad{}), {x, zeros}, "same");
+  b.output(b.add(Op(ops::Pad{}), {same, ones}, "grown"));
+  ASSERT_TRUE(b.status().ok()) << b.status().to_string();
+  auto pass = make_algebraic_simplification();
+  EXPECT_TRUE(
+      expect_rewrite(g, *pass,
+                     "graph pad(%x: f32[1,2,4,4]) {\n"
+                     "  %zeros: i64[8] = Constant[value=i64[8]{0,0,0,0,0,0,0,0}]()  # \"zeros\"\n"
+                     "  %ones: i64[8] = Constant[value=i64[8]{0,0,1,1,0,0,1,1}]()  # \"ones\"\n"
+                     "  %same: f32[1,2,4,4] = Pad[mode=\"constant\"](%x, %zeros)  # \"same\"\n"
+                     "  %grown: f32[1,2,6,6] = Pad[mode=\"constant\"](%same, %ones)  # \"grown\"\n"
+                     "  return %grown\n"
+                     "}\n",
+                     "graph pad(%x: f32[1,2,4,4]) {\n"
+                     "  %ones: i64[8] = Constant[value=i64[8]{0,0,1,1,0,0,1,1}]()  # \"ones\"\n"
+                     "  %grown: f32[1,2,6,6] = Pad[mode=\"constant\"](%x, %ones)  # \"grown\"\n"
+                     "  return %grown\n"
+                     "}\n"));
+}
+
 }  // namespace
 }  // namespace kiln::compiler

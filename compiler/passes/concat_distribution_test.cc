@@ -1,24 +1,17 @@
 // SPDX-License-Identifier: Apache-2.0
 // Concat distribution, before and after — and the rewritten graph computes the same values.
 #include <cmath>
-#include <random>
 
+#include "compiler/passes/pass_ref_util.h"
 #include "compiler/passes/pass_test_util.h"
-#include "compiler/targets/target.h"
 
 namespace kiln::compiler {
 namespace {
 
 using testing::expect_rewrite;
 using testing::f32;
-
-Tensor random_tensor(Shape shape, uint32_t seed) {
-  Tensor t(DType::kF32, std::move(shape));
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = dist(rng);
-  return t;
-}
+using testing::random_tensor;
+using testing::run_on_ref;
 
 // a: [1,16,4,4], b: [1,32,4,4] -> Concat -> MaxPool 2x2 -> Conv 1x1 (8 outputs, bias) -> Relu.
 void build_fire(Graph& g) {
@@ -106,16 +99,7 @@ TEST(ConcatDistribution, RewrittenGraphComputesTheSameValuesOnRef) {
     if (rewrite) {
       ASSERT_TRUE(make_concat_distribution()->run(*g).ok());
     }
-    auto target = make_target("ref");
-    ASSERT_TRUE(target.ok());
-    CompileOptions options;
-    options.optimize = false;
-    auto exe = compile(g, **target, options);
-    ASSERT_TRUE(exe.ok()) << exe.status().to_string();
-    auto out = (*exe)->run({Argument(a), Argument(c)});
-    ASSERT_TRUE(out.ok()) << out.status().to_string();
-    auto span = (*out)[0].tensor().span<float>();
-    results.emplace_back(span.begin(), span.end());
+    results.push_back(run_on_ref(g, {a, c}));
   }
   ASSERT_EQ(results[0].size(), 32u);
   int positive = 0;

@@ -66,7 +66,7 @@ TEST(ConvActivationFusion, FusedGraphComputesTheSameValuesOnRef) {
     if (fuse) {
       ASSERT_TRUE(make_conv_activation_fusion()->run(*g).ok());
     }
-    results.push_back(testing::run_on_ref(g, x));
+    results.push_back(testing::run_on_ref(g, {x}));
   }
   ASSERT_EQ(results[0].size(), 18u);
   EXPECT_EQ(results[0], results[1]);

@@ -99,7 +99,7 @@ TEST(LayerNormFusion, FusedGraphComputesTheSameValuesOnRef) {
         ASSERT_TRUE(make_dead_code_elimination()->run(*g).ok());
         EXPECT_EQ(g->num_nodes(), affine ? 3 : 2) << print_graph(*g);
       }
-      results.push_back(testing::run_on_ref(g, x));
+      results.push_back(testing::run_on_ref(g, {x}));
     }
     ASSERT_EQ(results[1].size(), 8u);
     for (size_t i = 0; i < results[0].size(); ++i) {

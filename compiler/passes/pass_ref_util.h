@@ -5,15 +5,17 @@
 #include <gtest/gtest.h>
 
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "compiler/targets/target.h"
 
 namespace kiln::compiler::testing {
 
-// Runs `graph` as it is (no passes) on ref with one input; the first output's elements, or none
+// Runs `graph` as it is (no passes) on ref with `inputs`; the first output's elements, or none
 // after a test failure.
-inline std::vector<float> run_on_ref(std::shared_ptr<Graph> graph, const Tensor& x) {
+inline std::vector<float> run_on_ref(std::shared_ptr<Graph> graph,
+                                     const std::vector<Tensor>& inputs) {
   auto target = make_target("ref");
   EXPECT_TRUE(target.ok());
   if (!target.ok()) return {};
@@ -22,7 +24,9 @@ inline std::vector<float> run_on_ref(std::shared_ptr<Graph> graph, const Tensor&
   auto exe = compile(std::move(graph), **target, options);
   EXPECT_TRUE(exe.ok()) << exe.status().to_string();
   if (!exe.ok()) return {};
-  auto out = (*exe)->run({Argument(x)});
+  std::vector<Argument> args;
+  for (const Tensor& t : inputs) args.emplace_back(t);
+  auto out = (*exe)->run(std::move(args));
   EXPECT_TRUE(out.ok()) << out.status().to_string();
   if (!out.ok()) return {};
   auto span = (*out)[0].tensor().span<float>();

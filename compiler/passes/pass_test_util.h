@@ -4,7 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <random>
 #include <string>
+#include <utility>
 
 #include "compiler/ir/builder.h"
 #include "compiler/ir/printer.h"
@@ -32,6 +34,15 @@ inline bool expect_rewrite(Graph& graph, Pass& pass, const std::string& before,
 
 inline TensorType f32(std::initializer_list<int64_t> dims) {
   return TensorType(DType::kF32, Shape(dims));
+}
+
+// A tensor of `shape` with elements uniform in [-1, 1), fixed by `seed`.
+inline Tensor random_tensor(Shape shape, uint32_t seed) {
+  Tensor t(DType::kF32, std::move(shape));
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = dist(rng);
+  return t;
 }
 
 }  // namespace kiln::compiler::testing

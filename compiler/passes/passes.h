@@ -35,6 +35,11 @@ std::unique_ptr<Pass> make_conv_activation_fusion();
 // the cpu target runs as sum post-ops. Meant to run before conv_activation_fusion (a fused Conv is
 // left as it is).
 std::unique_ptr<Pass> make_concat_distribution();
+// Runs an AveragePool without padding before the pointwise Conv (1x1, unit strides, no padding,
+// no fused activation) that only it reads: AveragePool(Conv(x, W, B)) becomes
+// Conv(AveragePool(x), W, B), the same values with the Conv's work divided by the pool's
+// (DenseNet's transitions: by 4).
+std::unique_ptr<Pass> make_pool_before_pointwise_conv();
 // Rewrites LayerNorm as exporters before opset 17 write it — ReduceMean, Sub, Pow (or Mul of the
 // difference by itself), ReduceMean, Add epsilon, Sqrt, Div, then a Mul by a constant scale and an
 // Add of a constant bias over the last axis, each optional — into one LayerNormalization node.

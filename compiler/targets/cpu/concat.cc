@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
 // Channel Concats read by BatchNormalizations (DenseNet's dense blocks) as one per-channel
-// scale-shift(+Relu) pass over the Concat's inputs, with no Concat copy.
+// scale-shift(+Relu, +2x2 AveragePool) pass over the Concat's inputs, with no Concat copy.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <vector>
 
@@ -84,11 +85,38 @@ std::optional<ScaleShift> scale_shift_of(const Node& bn) {
   return s;
 }
 
-// How a 4-D tensor lies in memory, as the scale-shift pass reads it.
-enum class Order : uint8_t { kChannelsLast, kPlanar, kOther };
+// A 2x2 stride-2 AveragePool without padding over even sizes that is the only reader of `v`
+// (DenseNet's transitions, once pool_before_pointwise_conv has run it before their Conv).
+const Node* sole_pool_2x2(const Value* v) {
+  if (v->uses().size() != 1 || is_graph_output(v)) return nullptr;
+  const Node* pool = v->uses()[0].node;
+  if (pool->kind() != OpKind::kAveragePool || pool->graph() != v->producer()->graph() ||
+      !is_static_f32(pool->output(0))) {
+    return nullptr;
+  }
+  const auto& op = pool->attrs<ops::AveragePool>();
+  const std::vector<int64_t> two = {2, 2};
+  if ((op.auto_pad != "NOTSET" && op.auto_pad != "VALID") || op.ceil_mode != 0 ||
+      op.kernel_shape != two || op.strides != two ||
+      (op.pads && *op.pads != std::vector<int64_t>(4, 0))) {
+    return nullptr;
+  }
+  const Shape& in = v->tensor_type().shape();
+  return in[2] % 2 == 0 && in[3] % 2 == 0 ? pool : nullptr;
+}
+
+// How a 4-D tensor lies in memory, as the scale-shift pass reads it. kBlocked16 is nChw16c with
+// whole blocks (channels a multiple of 16): a piece's blocks are then a run of the Concat's.
+enum class Order : uint8_t { kChannelsLast, kPlanar, kBlocked16, kOther };
+
+constexpr int64_t kBlock = 16;
 
 Order order_of(const memory::desc& layout) {
   const dnnl_memory_desc_t& md = layout.data;
+  if (md.ndims == 4 && md.dims[1] % kBlock == 0 &&
+      layout == memory::desc(layout.dims(), memory::data_type::f32, memory::format_tag::nChw16c)) {
+    return Order::kBlocked16;
+  }
   if (md.format_kind != dnnl_blocked || md.ndims != 4 || md.format_desc.blocking.inner_nblks != 0 ||
       md.offset0 != 0) {
     return Order::kOther;
@@ -143,8 +171,9 @@ std::optional<Pieces> concat_pieces(const ProgramBuilder& b, const Node& concat)
 // reading each piece where it lies and writing one dense tensor in the pieces' dim order.
 class ConcatScaleShiftStep final : public Step {
  public:
-  ConcatScaleShiftStep(ScaleShift s, Pieces pieces, memory::dims dims)
-      : s_(std::move(s)), pieces_(std::move(pieces)), dims_(std::move(dims)) {}
+  // `pooled`: 2x2 average pooling follows (nChw16c pieces only); the output is pooled.
+  ConcatScaleShiftStep(ScaleShift s, Pieces pieces, memory::dims dims, bool pooled)
+      : s_(std::move(s)), pieces_(std::move(pieces)), dims_(std::move(dims)), pooled_(pooled) {}
 
   Status run(StepContext& ctx) const override {
     float* y = static_cast<float*>(ctx.data[static_cast<size_t>(writes[0])]);
@@ -158,7 +187,22 @@ class ConcatScaleShiftStep final : public Step {
       x[i] = static_cast<const float*>(ctx.data[static_cast<size_t>(pieces_.buffers[i])]);
       first[i + 1] = first[i] + pieces_.channels[i];
     }
-    if (pieces_.order == Order::kChannelsLast) {
+    if (pieces_.order == Order::kBlocked16) {
+      // One task per output block of 16 channels: hw pixels of 16 lanes, read from its piece.
+      const int64_t blocks = c / kBlock;
+#pragma omp parallel for schedule(static)
+      for (int64_t p = 0; p < n * blocks; ++p) {
+        const int64_t k = (p % blocks) * kBlock;
+        const size_t i = static_cast<size_t>(std::upper_bound(first.begin(), first.end(), k) -
+                                             first.begin() - 1);
+        const float* in = x[i] + ((p / blocks) * pieces_.channels[i] + (k - first[i])) * hw;
+        if (pooled_) {
+          affine_pooled(in, y + p * kBlock * (hw / 4), k);
+        } else {
+          affine_blocked(in, y + p * kBlock * hw, hw, k);
+        }
+      }
+    } else if (pieces_.order == Order::kChannelsLast) {
 #pragma omp parallel for schedule(static)
       for (int64_t p = 0; p < n * hw; ++p) {
         for (size_t i = 0; i < count; ++i) {
@@ -195,9 +239,52 @@ class ConcatScaleShiftStep final : public Step {
     }
   }
 
+  // The scale and shift of 16 channels, and the floor (0 with a Relu, else -inf).
+  struct Lanes {
+    float scale[kBlock];
+    float shift[kBlock];
+    float floor;
+    float at(float x, int64_t j) const { return std::max(x * scale[j] + shift[j], floor); }
+  };
+  Lanes lanes(int64_t channel) const {
+    Lanes l;
+    std::copy_n(s_.scale.data() + channel, kBlock, l.scale);
+    std::copy_n(s_.shift.data() + channel, kBlock, l.shift);
+    l.floor = s_.relu != nullptr ? 0.0f : -std::numeric_limits<float>::infinity();
+    return l;
+  }
+
+  // The nChw16c form of affine: `pixels` runs of the 16 channels from `channel` on.
+  void affine_blocked(const float* in, float* out, int64_t pixels, int64_t channel) const {
+    const Lanes l = lanes(channel);
+    for (int64_t q = 0; q < pixels; ++q) {
+#pragma omp simd
+      for (int64_t j = 0; j < kBlock; ++j) out[q * kBlock + j] = l.at(in[q * kBlock + j], j);
+    }
+  }
+
+  // affine_blocked over one block of dims_' H x W pixels, then the mean of each 2x2 window.
+  void affine_pooled(const float* in, float* out, int64_t channel) const {
+    const Lanes l = lanes(channel);
+    const int64_t w = dims_[3];
+    for (int64_t oh = 0; oh < dims_[2] / 2; ++oh) {
+      for (int64_t ow = 0; ow < w / 2; ++ow) {
+        const float* a = in + ((2 * oh) * w + 2 * ow) * kBlock;
+        const float* c = a + w * kBlock;
+        float* o = out + (oh * (w / 2) + ow) * kBlock;
+#pragma omp simd
+        for (int64_t j = 0; j < kBlock; ++j) {
+          o[j] = 0.25f *
+                 (l.at(a[j], j) + l.at(a[kBlock + j], j) + l.at(c[j], j) + l.at(c[kBlock + j], j));
+        }
+      }
+    }
+  }
+
   ScaleShift s_;
   Pieces pieces_;
   memory::dims dims_;
+  bool pooled_;
 };
 
 }  // namespace
@@ -219,20 +306,35 @@ bool lower_concat_batch_norm(ProgramBuilder& b, const Node& node) {
   std::optional<ScaleShift> s = scale_shift_of(node);
   if (!pieces || !s) return false;
   const memory::dims dims = to_dims(node.input(0)->tensor_type().shape());
-  const memory::desc layout =
-      pieces->order == Order::kChannelsLast
-          ? memory::desc(dims, memory::data_type::f32, memory::format_tag::nhwc)
-          : plain_desc(dims);
+  memory::desc layout = plain_desc(dims);
+  if (pieces->order == Order::kChannelsLast) {
+    layout = memory::desc(dims, memory::data_type::f32, memory::format_tag::nhwc);
+  } else if (pieces->order == Order::kBlocked16) {
+    layout = memory::desc(dims, memory::data_type::f32, memory::format_tag::nChw16c);
+  }
   const Node* relu = s->relu;
-  const int out = b.define(s->out, layout);
+  const Node* pool = pieces->order == Order::kBlocked16 ? sole_pool_2x2(s->out) : nullptr;
+  int out = -1;
+  if (pool != nullptr) {
+    memory::dims pooled = dims;
+    pooled[2] /= 2;
+    pooled[3] /= 2;
+    out = b.define(pool->output(0),
+                   memory::desc(pooled, memory::data_type::f32, memory::format_tag::nChw16c));
+  } else {
+    out = b.define(s->out, layout);
+  }
   std::vector<int> reads = pieces->buffers;
-  auto step = std::make_unique<ConcatScaleShiftStep>(std::move(*s), std::move(*pieces), dims);
+  auto step = std::make_unique<ConcatScaleShiftStep>(std::move(*s), std::move(*pieces), dims,
+                                                     pool != nullptr);
   step->node = &node;
   step->kind = relu != nullptr ? "Concat+BatchNormalization+Relu" : "Concat+BatchNormalization";
+  if (pool != nullptr) step->kind += "+AveragePool";
   step->reads = std::move(reads);
   step->writes = {out};
   b.add_step(std::move(step));
   if (relu != nullptr) b.mark_fused(relu);
+  if (pool != nullptr) b.mark_fused(pool);
   return true;
 }
 

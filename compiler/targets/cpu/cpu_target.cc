@@ -136,6 +136,7 @@ class CpuTarget final : public Target {
     // Quantized regions become integer ops (oneDNN int8 kernels) before the second clean-up.
     passes.push_back(make_qdq_fusion());
     for (auto& pass : standard_passes()) passes.push_back(std::move(pass));
+    passes.push_back(make_pool_before_pointwise_conv());
     // Before the Relus are fused: a split Conv's Relu follows the sum of its pieces.
     passes.push_back(make_concat_distribution());
     passes.push_back(make_conv_activation_fusion());
