@@ -99,7 +99,7 @@ sanitizer=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-san
 # This pack's unpacked binaries (.devpack/run unpacks to /tmp/devpack-<cksum>; a warm machine may
 # hold other packs' folders too).
 bin=/tmp/devpack-$(cksum <.devpack/pack.tar.xz | cut -d' ' -f1)/bin
-filter='--gtest_filter=*Bundled*:*Pool*:*Elementwise*:*Transformer*:*Depthwise*'
+filter='--gtest_filter=*Bundled*:*Pool*:*Elementwise*:*Transformer*:*Depthwise*:*Encoder*:*RowKernels*:*Silu*:CudaInt8*'
 step sanitizer 90 "${kiln[0]}" "$sanitizer" --tool racecheck --error-exitcode 1 \
   "$bin/compiler_cuda_test" "$filter"
 step sanitizer 90 "${kiln[0]}" "$sanitizer" --tool memcheck --error-exitcode 1 \
