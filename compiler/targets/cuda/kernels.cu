@@ -14,57 +14,20 @@
 #include <string>
 #include <type_traits>
 
+#include "compiler/targets/cuda/kernel_common.cuh"
 #include "compiler/targets/cuda/kernels.h"
 
 namespace kiln::compiler::cuda {
 
 namespace {
 
-constexpr int kThreads = 256;
-
-unsigned blocks_for(int64_t n) {
-  const int64_t b = (n + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(b < 65535 * 16 ? (b < 1 ? 1 : b) : 65535 * 16);
-}
-
-Status launched(const char* kernel) {
-  const cudaError_t err = cudaGetLastError();
-  if (err == cudaSuccess) return Status();
-  return unavailable_error(std::string("cuda kernel ") + kernel + ": " + cudaGetErrorString(err));
-}
-
-// Loads as f32 and stores from f32, for each element type.
-__device__ __forceinline__ float ld(float v) {
-  return v;
-}
-__device__ __forceinline__ float ld(__half v) {
-  return __half2float(v);
-}
-__device__ __forceinline__ float ld(__nv_bfloat16 v) {
-  return __bfloat162float(v);
-}
-template <class T>
-__device__ __forceinline__ T from_f32(float v);
-template <>
-__device__ __forceinline__ float from_f32<float>(float v) {
-  return v;
-}
-template <>
-__device__ __forceinline__ __half from_f32<__half>(float v) {
-  return __float2half_rn(v);
-}
-template <>
-__device__ __forceinline__ __nv_bfloat16 from_f32<__nv_bfloat16>(float v) {
-  return __float2bfloat16_rn(v);
-}
-
-// Calls fn(T{}) with T the element type of `e`.
 // A conv epilogue's activation: the clamp (ReLU, ReLU6, none), then SiLU (v * sigmoid(v)) if asked.
 __device__ __forceinline__ float clamp_act(float v, float lo, float hi, bool silu) {
   v = fminf(fmaxf(v, lo), hi);
   return silu ? v / (1.0f + __expf(-v)) : v;
 }
 
+// Calls fn(T{}) with T the element type of `e`.
 template <class Fn>
 Status dispatch(Elem e, Fn&& fn) {
   switch (e) {

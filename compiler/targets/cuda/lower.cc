@@ -24,25 +24,6 @@ namespace kiln::compiler::cuda {
 
 namespace {
 
-// A device step that runs a function over the session (its captured buffer ids index
-// session.device).
-class KernelStep final : public Step {
- public:
-  using Fn = std::function<Status(Session&)>;
-  KernelStep(const Node& node, std::string step_kind, std::vector<int> in, std::vector<int> out,
-             Fn fn)
-      : fn_(std::move(fn)) {
-    this->node = &node;
-    kind = std::move(step_kind);
-    reads = std::move(in);
-    writes = std::move(out);
-  }
-  Status run(Session& session) const override { return fn_(session); }
-
- private:
-  Fn fn_;
-};
-
 float* f32(Session& s, int id) {
   return static_cast<float*>(s.device[static_cast<size_t>(id)]);
 }
@@ -122,9 +103,9 @@ std::optional<float> constant_scalar(const Node& node, int i) {
 }
 
 void add(Builder& b, const Node& node, std::string kind, std::vector<int> in, std::vector<int> out,
-         KernelStep::Fn fn) {
-  b.add_step(std::make_unique<KernelStep>(node, std::move(kind), std::move(in), std::move(out),
-                                          std::move(fn)));
+         FunctionStep::Fn fn) {
+  b.add_step(std::make_unique<FunctionStep>(node, std::move(kind), std::move(in), std::move(out),
+                                            std::move(fn)));
 }
 
 // The node of `kind` that alone reads `v`, else nullptr.

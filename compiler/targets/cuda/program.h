@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -80,6 +81,25 @@ class Step {
   bool on_device = true;
   std::vector<int> reads;
   std::vector<int> writes;
+};
+
+// A device step that runs a function over the session (its captured buffer ids index
+// session.device): how the lowerings (lower.cc, quantized.cc) queue their kernels.
+class FunctionStep final : public Step {
+ public:
+  using Fn = std::function<Status(Session&)>;
+  FunctionStep(const Node& step_node, std::string step_kind, std::vector<int> in,
+               std::vector<int> out, Fn fn)
+      : fn_(std::move(fn)) {
+    node = &step_node;
+    kind = std::move(step_kind);
+    reads = std::move(in);
+    writes = std::move(out);
+  }
+  Status run(Session& session) const override { return fn_(session); }
+
+ private:
+  Fn fn_;
 };
 
 // A graph lowered to steps. Immutable once built; each run needs its own Session.

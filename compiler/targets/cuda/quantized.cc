@@ -35,27 +35,10 @@ void* ptr(Session& s, int id) {
   return s.device[static_cast<size_t>(id)];
 }
 
-class Int8Step final : public Step {
- public:
-  using Fn = std::function<Status(Session&)>;
-  Int8Step(const Node& node, std::string step_kind, std::vector<int> in, std::vector<int> out,
-           Fn fn)
-      : fn_(std::move(fn)) {
-    this->node = &node;
-    kind = std::move(step_kind);
-    reads = std::move(in);
-    writes = std::move(out);
-  }
-  Status run(Session& session) const override { return fn_(session); }
-
- private:
-  Fn fn_;
-};
-
 void add(Builder& b, const Node& node, std::string kind, std::vector<int> in, std::vector<int> out,
-         Int8Step::Fn fn) {
-  b.add_step(std::make_unique<Int8Step>(node, std::move(kind), std::move(in), std::move(out),
-                                        std::move(fn)));
+         FunctionStep::Fn fn) {
+  b.add_step(std::make_unique<FunctionStep>(node, std::move(kind), std::move(in), std::move(out),
+                                            std::move(fn)));
 }
 
 bool is_8bit(DType d) {

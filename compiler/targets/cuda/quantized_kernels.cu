@@ -7,44 +7,12 @@
 
 #include <string>
 
+#include "compiler/targets/cuda/kernel_common.cuh"
 #include "compiler/targets/cuda/quantized_kernels.h"
 
 namespace kiln::compiler::cuda {
 
 namespace {
-
-constexpr int kThreads = 256;
-
-unsigned blocks_for(int64_t n) {
-  const int64_t b = (n + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(b < 65535 * 16 ? (b < 1 ? 1 : b) : 65535 * 16);
-}
-
-Status launched(const char* kernel) {
-  const cudaError_t err = cudaGetLastError();
-  if (err == cudaSuccess) return Status();
-  return unavailable_error(std::string("cuda kernel ") + kernel + ": " + cudaGetErrorString(err));
-}
-
-__device__ __forceinline__ float to_f32(float v) {
-  return v;
-}
-__device__ __forceinline__ float to_f32(__half v) {
-  return __half2float(v);
-}
-__device__ __forceinline__ float to_f32(__nv_bfloat16 v) {
-  return __bfloat162float(v);
-}
-template <class T>
-__device__ __forceinline__ T of_f32(float v) {
-  if constexpr (std::is_same_v<T, float>) {
-    return v;
-  } else if constexpr (std::is_same_v<T, __half>) {
-    return __float2half_rn(v);
-  } else {
-    return __float2bfloat16_rn(v);
-  }
-}
 
 __device__ __forceinline__ int32_t load8(const void* p, bool u8, int64_t i) {
   return u8 ? static_cast<int32_t>(static_cast<const uint8_t*>(p)[i])
@@ -87,7 +55,7 @@ __global__ void quantize8_kernel(const T* x, Int8Layout xl, void* y, Int8Layout 
       store8(y, y_u8, i, 0.0f, -128, 255);
       continue;
     }
-    const float v = to_f32(x[at(xl, n, c, s)]);
+    const float v = ld(x[at(xl, n, c, s)]);
     store8(y, y_u8, i, rintf(v / scale) + static_cast<float>(y_off), lo, hi);
   }
 }
@@ -110,7 +78,7 @@ __global__ void dequantize8_kernel(const void* x, Int8Layout xl, bool x_u8, int3
       n = i / (yl.s * yl.c);
     }
     const int32_t q = load8(x, x_u8, at(xl, n, c, s));
-    y[at(yl, n, c, s)] = of_f32<T>(scale * static_cast<float>(q - x_off));
+    y[at(yl, n, c, s)] = from_f32<T>(scale * static_cast<float>(q - x_off));
   }
 }
 
