@@ -72,22 +72,25 @@ Status launch_channel_affine(Elem e, const void* x, void* y, const float* scale,
 Status launch_channel_scale(Elem e, const void* x, const void* s, void* y, int64_t batch,
                             int64_t channels, int64_t hw, bool nhwc, bool sigmoid, void* stream);
 
-struct Pool2d {
-  bool max = true;
+// The window of a 2-D pooling or depthwise convolution over x [n, c, h, w] giving y [n, c, oh, ow]:
+// kernel kh x kw, strides, leading pads (the trailing ones follow from oh/ow) and dilations.
+struct Window2d {
   bool nhwc = false;  // x and y stored channels last
-  bool count_include_pad = false;
   int64_t n = 0, c = 0, h = 0, w = 0, oh = 0, ow = 0;
   int64_t kh = 1, kw = 1, sh = 1, sw = 1, ph = 0, pw = 0, dh = 1, dw = 1;
+};
+
+// Max or average 2-D pooling over a window.
+struct Pool2d : Window2d {
+  bool max = true;
+  bool count_include_pad = false;
 };
 Status launch_pool2d(Elem e, const Pool2d& p, const void* x, void* y, void* stream);
 // A depthwise 2-D convolution (group = input channels = output channels, one filter per channel):
 // y = clamp(bias[c] + sum over the window of x * weight, lo, hi) (then SiLU), f32 accumulation.
-// `pad_h`/`pad_w` are the leading pads (the trailing ones follow from oh/ow, so asymmetric pads
+// `ph`/`pw` are the leading pads (the trailing ones follow from oh/ow, so asymmetric pads
 // work).
-struct DepthwiseConv {
-  bool nhwc = false;  // x and y stored channels last
-  int64_t n = 0, c = 0, h = 0, w = 0, oh = 0, ow = 0;
-  int64_t kh = 1, kw = 1, sh = 1, sw = 1, ph = 0, pw = 0, dh = 1, dw = 1;
+struct DepthwiseConv : Window2d {
   float lo = -__builtin_huge_valf(), hi = __builtin_huge_valf();  // ReLU: [0, inf), ReLU6: [0, 6]
   bool silu = false;  // after the clamp, v * sigmoid(v) (EfficientNet's SiLU)
 };

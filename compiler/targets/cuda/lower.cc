@@ -36,6 +36,25 @@ bool is_f32(const Value* v) {
   return v != nullptr && v->tensor_type().dtype == DType::kF32;
 }
 
+// The window of a 2-D pooling or depthwise convolution: x [N, C, H, W] to y's spatial dims through
+// `g` (a 2-D geometry).
+void set_window(Window2d& p, const Shape& x, const Shape& y, const WindowGeometry& g) {
+  p.n = x[0];
+  p.c = x[1];
+  p.h = x[2];
+  p.w = x[3];
+  p.oh = y[2];
+  p.ow = y[3];
+  p.kh = g.kernel[0];
+  p.kw = g.kernel[1];
+  p.sh = g.strides[0];
+  p.sw = g.strides[1];
+  p.ph = g.pad_begin[0];
+  p.pw = g.pad_begin[1];
+  p.dh = g.dilations[0];
+  p.dw = g.dilations[1];
+}
+
 // The kernels' element type of a float tensor (f32, f16, bf16).
 std::optional<Elem> elem_of(DType dtype) {
   switch (dtype) {
@@ -919,21 +938,8 @@ bool lower_depthwise(Builder& b, const Node& node, bool nhwc) {
     }
   }
   DepthwiseConv p;
+  set_window(p, x, y, *g);
   p.nhwc = nhwc;
-  p.n = x[0];
-  p.c = c;
-  p.h = x[2];
-  p.w = x[3];
-  p.oh = y[2];
-  p.ow = y[3];
-  p.kh = w[2];
-  p.kw = w[3];
-  p.sh = g->strides[0];
-  p.sw = g->strides[1];
-  p.ph = g->pad_begin[0];
-  p.pw = g->pad_begin[1];
-  p.dh = g->dilations[0];
-  p.dw = g->dilations[1];
   const int xi = nhwc ? b.buffer_nhwc(node.input(0)) : b.buffer_of(node.input(0));
   const int wi = b.constant(std::move(weight));
   const int bi = !has_bias ? -1 : bias ? b.constant(std::move(*bias)) : b.buffer_of(node.input(2));
@@ -1328,20 +1334,7 @@ bool lower_pool(Builder& b, const Node& node) {
                        {op.auto_pad, op.strides, no_dilations, op.pads, op.ceil_mode != 0});
   }
   if (!g.ok() || g->rank() != 2 || g->out != std::vector<int64_t>{y[2], y[3]}) return false;
-  p.n = x[0];
-  p.c = x[1];
-  p.h = x[2];
-  p.w = x[3];
-  p.oh = y[2];
-  p.ow = y[3];
-  p.kh = g->kernel[0];
-  p.kw = g->kernel[1];
-  p.sh = g->strides[0];
-  p.sw = g->strides[1];
-  p.ph = g->pad_begin[0];
-  p.pw = g->pad_begin[1];
-  p.dh = g->dilations[0];
-  p.dw = g->dilations[1];
+  set_window(p, x, y, *g);
   p.nhwc = b.is_nhwc(node.input(0));  // pools keep their input's layout
   const int xi = b.stored_buffer(node.input(0));
   const int yi = b.define(node.output(0), p.nhwc);
