@@ -29,6 +29,21 @@ __device__ __forceinline__ void store8(void* p, bool u8, int64_t i, float v, int
   }
 }
 
+// Image n, channel c and pixel s of element i of a dense [n, channels, pixels] tensor (stored
+// [n, pixels, channels] when `nhwc`).
+__device__ __forceinline__ void split_index(int64_t i, bool nhwc, int64_t channels, int64_t pixels,
+                                            int64_t& n, int64_t& c, int64_t& s) {
+  if (nhwc) {
+    c = i % channels;
+    s = (i / channels) % pixels;
+    n = i / (channels * pixels);
+  } else {
+    s = i % pixels;
+    c = (i / pixels) % channels;
+    n = i / (pixels * channels);
+  }
+}
+
 // The element index of logical (n, c, s) in layout `l`.
 __device__ __forceinline__ int64_t at(const Int8Layout& l, int64_t n, int64_t c, int64_t s) {
   return l.nhwc ? (n * l.s + s) * l.stored_c + c : (n * l.c + c) * l.s + s;
@@ -42,15 +57,7 @@ __global__ void quantize8_kernel(const T* x, Int8Layout xl, void* y, Int8Layout 
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     int64_t n, c, s;
-    if (yl.nhwc) {
-      c = i % yl.stored_c;
-      s = (i / yl.stored_c) % yl.s;
-      n = i / (yl.stored_c * yl.s);
-    } else {
-      s = i % yl.s;
-      c = (i / yl.s) % yl.c;
-      n = i / (yl.s * yl.c);
-    }
+    split_index(i, yl.nhwc, yl.nhwc ? yl.stored_c : yl.c, yl.s, n, c, s);
     if (c >= yl.c) {
       store8(y, y_u8, i, 0.0f, -128, 255);
       continue;
@@ -68,15 +75,7 @@ __global__ void dequantize8_kernel(const void* x, Int8Layout xl, bool x_u8, int3
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
     int64_t n, c, s;
-    if (yl.nhwc) {
-      c = i % yl.c;
-      s = (i / yl.c) % yl.s;
-      n = i / (yl.c * yl.s);
-    } else {
-      s = i % yl.s;
-      c = (i / yl.s) % yl.c;
-      n = i / (yl.s * yl.c);
-    }
+    split_index(i, yl.nhwc, yl.c, yl.s, n, c, s);
     const int32_t q = load8(x, x_u8, at(xl, n, c, s));
     y[at(yl, n, c, s)] = from_f32<T>(scale * static_cast<float>(q - x_off));
   }
