@@ -12,6 +12,7 @@
 #include "compiler/passes/rewrite.h"
 #include "compiler/targets/cpu/dnnl_kernel.h"
 #include "compiler/targets/cpu/program.h"
+#include "compiler/targets/cpu/silu.h"
 #include "compiler/targets/cpu/squeeze_excite.h"
 #include "core/env.h"
 
@@ -128,6 +129,12 @@ bool lower_conv(ProgramBuilder& b, const Node& conv, const Node* add) {
   const Value* residual = nullptr;
   if (add != nullptr) residual = add->input(add->input(0) == conv.output(0) ? 1 : 0);
   const Tail tail = trailing_eltwise(y);
+  // A trailing SiLU runs as kiln's own pass over the output (silu.h), not as oneDNN's swish.
+  const bool own_silu = has_fast_silu() && dtype(y) == DType::kF32 && !tail.ops.empty() &&
+                        tail.ops.back().algorithm == dnnl::algorithm::eltwise_swish &&
+                        tail.ops.back().alpha == 1.0f;
+  std::vector<Eltwise> post_tail = tail.ops;
+  if (own_silu) post_tail.pop_back();
 
   const memory::data_type type = dnnl_type(dtype(y));
   const memory::desc any_src(s->src, type, memory::format_tag::any);
@@ -138,7 +145,7 @@ bool lower_conv(ProgramBuilder& b, const Node& conv, const Node* add) {
   dnnl::post_ops post;
   if (s->relu) post.append_eltwise(1.0f, dnnl::algorithm::eltwise_relu, 0.0f, 0.0f);
   if (add != nullptr) post.append_sum(1.0f);
-  append(post, tail.ops);
+  append(post, post_tail);
   attr.set_post_ops(post);
   const bool blocked = b.conv_layout() == ConvLayout::kBlocked16;
   const memory::desc blocked_dst(s->dst, memory::data_type::f32, memory::format_tag::nChw16c);
@@ -226,6 +233,7 @@ bool lower_conv(ProgramBuilder& b, const Node& conv, const Node* add) {
   std::unique_ptr<Step> step =
       primitive_step(b, conv, kind, dnnl::convolution_forward(pd), std::move(args), tail,
                      std::move(prefill), residual_buffer);
+  if (own_silu) step = silu_after(std::move(step), dst, pd.dst_desc().get_size() / sizeof(float));
   if (gate) {
     step = gate_weights(b, *gate, s->user_weights, s->weights_const->raw_data(), pd.weights_desc(),
                         gated_weights, std::move(step));

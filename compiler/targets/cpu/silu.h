@@ -1,0 +1,25 @@
+// SPDX-License-Identifier: Apache-2.0
+// SiLU (x * sigmoid(x)) applied by kiln after a oneDNN step instead of as its swish post-op.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+
+#include "compiler/targets/cpu/program.h"
+
+namespace kiln::compiler::cpu {
+
+// Whether silu_f32 runs here (x86 with AVX-512).
+bool has_fast_silu();
+
+// x * sigmoid(x) over `n` floats in place, on the OpenMP team (one thread below 8192 floats);
+// needs has_fast_silu(). Relative error under 3e-7, and no division: oneDNN's swish post-op
+// computes an exp and divides, about twice the vector operations, which cost EfficientNet-B0 at
+// batch 1 about 10% more time than this pass over the output (docs/performance.md).
+void silu_f32(float* data, size_t n);
+
+// Wraps `step` so that each run applies silu_f32 over the first `elements` floats of buffer
+// `dst` after it: the step then computes what it would with a trailing swish post-op.
+std::unique_ptr<Step> silu_after(std::unique_ptr<Step> step, int dst, size_t elements);
+
+}  // namespace kiln::compiler::cpu
