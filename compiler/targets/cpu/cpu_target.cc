@@ -123,6 +123,22 @@ class CpuExecutable final : public Executable {
   std::unique_ptr<ShapeProfiles> profiles_;  // for graphs with dynamic input dims
 };
 
+// Sets the calling thread's OpenMP team size while it lives.
+class TeamSize {
+ public:
+  explicit TeamSize(int threads) : saved_(omp_get_max_threads()) {
+    if (threads != saved_) omp_set_num_threads(threads);
+  }
+  ~TeamSize() {
+    if (omp_get_max_threads() != saved_) omp_set_num_threads(saved_);
+  }
+  TeamSize(const TeamSize&) = delete;
+  TeamSize& operator=(const TeamSize&) = delete;
+
+ private:
+  int saved_;
+};
+
 class CpuTarget final : public Target {
  public:
   std::string_view name() const override { return "cpu"; }
@@ -162,7 +178,12 @@ class CpuTarget final : public Target {
     // Weights the program holds only packed leave the graph as they are packed (they are unpacked
     // again for an artifact): the model holds its weights once, at its peak too.
     cpu::DroppedConstants dropped;
+    const int threads = options.threads > 0 ? options.threads : physical_core_count();
     {
+      // Primitives take the OpenMP team size of the thread that makes them (oneDNN's jit 1x1
+      // convolutions split their work for it and run that many threads whatever the team is
+      // later): they are made with the executable's.
+      const TeamSize team(threads);
       if (!env_flag_bool(EnvFlag::kCpuInterpret)) {
         auto factory = [&engine](const Node& node) { return make_kernel(node, engine); };
         cpu::ProgramBuilder builder(*graph, engine, &kernels, factory, options.seed);
@@ -187,7 +208,6 @@ class CpuTarget final : public Target {
         return compile(std::move(g), *make_cpu_target(), profile_options);
       };
     }
-    const int threads = options.threads > 0 ? options.threads : physical_core_count();
     if (log_enabled(LogLevel::kDebug)) {
       std::string nodes;
       for (const auto& node : graph->nodes()) {

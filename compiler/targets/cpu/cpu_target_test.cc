@@ -4,8 +4,11 @@
 #include "compiler/targets/cpu/cpu_target.h"
 
 #include <gtest/gtest.h>
+#include <omp.h>
 
 #include <cmath>
+#include <cstdlib>
+#include <filesystem>
 #include <functional>
 #include <random>
 #include <thread>
@@ -328,6 +331,40 @@ TEST(CpuTarget, OneExecutableRunsOnSeveralThreadsAtOnce) {
   }
   for (std::thread& t : threads) t.join();
   for (int m : mismatches) EXPECT_EQ(m, 0);
+}
+
+// The threads of this process (Linux: its tasks).
+int process_threads() {
+  int n = 0;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/task")) {
+    (void)entry;
+    ++n;
+  }
+  return n;
+}
+
+// An executable compiled for one thread runs on one, whatever the compiling thread's OpenMP team
+// size: oneDNN's 1x1 convolutions split their work for the team they are made with and start that
+// many threads on every run.
+TEST(CpuTargetDeathTest, OneThreadExecutableStartsNoOtherThread) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");  // the child starts from a fresh process
+  EXPECT_EXIT(
+      {
+        omp_set_num_threads(4);  // a caller on a bigger machine
+        auto graph = std::make_shared<Graph>("one_thread");
+        GraphBuilder b(*graph);
+        Value* x = b.input("x", f32(Shape{1, 64, 28, 28}));
+        Value* w = b.constant(random_tensor(Shape{64, 64, 1, 1}, 70));
+        b.output(b.add(Op(ops::Relu{}), {b.add(Op(ops::Conv{}), {x, w}, "conv")}, "relu"));
+        CompileOptions options;
+        options.threads = 1;
+        auto exe = compile(graph, **make_target("cpu"), options);
+        const int before = process_threads();
+        const bool ran =
+            exe.ok() && (*exe)->run({Argument(random_tensor(Shape{1, 64, 28, 28}, 71))}).ok();
+        std::exit(ran && before == 1 && process_threads() == 1 ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "");
 }
 
 TEST(CpuTarget, IsListedAndNamed) {
