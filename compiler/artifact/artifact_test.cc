@@ -71,6 +71,10 @@ class ArtifactTest : public ::testing::Test {
 
   std::string path(const std::string& name) const { return (dir_ / name).string(); }
 
+  // A cpu artifact of two Winograd 3x3 convolutions and a 1x1 at `batch`: it stores the weights
+  // once, plain, and gives the compiled executable's outputs when loaded.
+  void save_and_load_cpu_winograd(int64_t batch);
+
   // Compiles `graph` for `target` and writes it as an artifact at `file`.
   std::shared_ptr<Executable> save(std::shared_ptr<Graph> graph, const std::string& file,
                                    const char* target = "ref", bool optimize = false) {
@@ -329,21 +333,29 @@ Status parse_all(const std::vector<uint8_t>& bytes);
 // buffer leaves the buffer's bytes as they were (only a file mapping's pages are released).
 TEST_F(ArtifactTest, CpuArtifactsStoreWeightsOncePlainAndPackThemOnLoad) {
   if (!make_target("cpu").ok()) GTEST_SKIP() << "no cpu target in this build";
+  // Batch 1 runs Winograd F(2x2, 3x3), batch 16 F(4x4, 3x3): both pack from the plain weights.
+  for (int64_t batch : {1, 16}) {
+    SCOPED_TRACE("batch " + std::to_string(batch));
+    save_and_load_cpu_winograd(batch);
+  }
+}
+
+void ArtifactTest::save_and_load_cpu_winograd(int64_t batch) {
   const std::vector<Tensor> weights = {sample_tensor(DType::kF32, Shape{64, 64, 3, 3}, 1),
                                        sample_tensor(DType::kF32, Shape{64, 64, 3, 3}, 2),
                                        sample_tensor(DType::kF32, Shape{32, 64, 1, 1}, 3)};
   auto graph = std::make_shared<Graph>();
   GraphBuilder b(*graph);
-  Value* x = b.input("x", TensorType(DType::kF32, Shape{1, 64, 10, 10}));
+  Value* x = b.input("x", TensorType(DType::kF32, Shape{batch, 64, 10, 10}));
   ops::Conv same;  // 3x3, stride 1, padded: Winograd on this graph (most work is 3x3, 64 wide)
   same.pads = std::vector<int64_t>{1, 1, 1, 1};
   Value* y = b.add(ops::Relu{}, {b.add(Op(same), {x, b.constant(weights[0], "w0")})});
   y = b.add(Op(same), {y, b.constant(weights[1], "w1")});
   b.output(b.add(ops::Conv{}, {y, b.constant(weights[2], "w2")}));
   ASSERT_TRUE(b.status().ok()) << b.status().message();
-  const std::string file = path("cpu.kiln");
+  const std::string file = path(fmt::format("cpu{}.kiln", batch));
   auto original = save(graph, file, "cpu", true);
-  const Tensor input = sample_tensor(DType::kF32, Shape{1, 64, 10, 10}, 4);
+  const Tensor input = sample_tensor(DType::kF32, Shape{batch, 64, 10, 10}, 4);
   auto expected = original->run({input});
   ASSERT_TRUE(expected.ok()) << expected.status().message();
 

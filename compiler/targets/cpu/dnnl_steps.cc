@@ -108,10 +108,18 @@ void finish(ProgramBuilder& b, const Node& node, std::string kind, dnnl::primiti
 
 namespace {
 
-// A dense 3x3 stride-1 2-D convolution: oneDNN runs it as Winograd F(2x2, 3x3) over nChw16c.
+// A dense 3x3 stride-1 2-D convolution: oneDNN runs it as Winograd over nChw16c (F(2x2, 3x3),
+// or F(4x4, 3x3) at larger batches).
 bool is_winograd_shape(const ConvSetup& s) {
   return s.weights.size() == 4 && s.weights[2] == 3 && s.weights[3] == 3 && s.strides[0] == 1 &&
          s.strides[1] == 1 && s.dilates[0] == 0 && s.dilates[1] == 0;
+}
+
+// Whether a blocked model runs `s` as Winograd: not from fewer than 32 input channels, where the
+// transforms outweigh the saved multiplications (SqueezeNet's 16 -> 64 expands at 55x55, batch
+// 16: direct jit over nChw16c takes 0.6 of jit_wino_4x3's time).
+bool runs_winograd(const ConvSetup& s) {
+  return is_winograd_shape(s) && s.weights[1] >= 32;
 }
 
 // Conv (with its Relu), then the Add of `add` as a sum post-op, then the eltwise tail.
@@ -149,7 +157,7 @@ bool lower_conv(ProgramBuilder& b, const Node& conv, const Node* add) {
   attr.set_post_ops(post);
   const bool blocked = b.conv_layout() == ConvLayout::kBlocked16;
   const memory::desc blocked_dst(s->dst, memory::data_type::f32, memory::format_tag::nChw16c);
-  const bool wino = blocked && is_winograd_shape(*s);
+  const bool wino = blocked && runs_winograd(*s);
   auto make = [&](const memory::desc& src0) {
     memory::desc src = src0;
     if (blocked && src.data.format_kind == dnnl_format_kind_any && s->src.size() == 4 &&
@@ -811,8 +819,8 @@ Result<ConvLayout> choose_conv_layout(const Graph& graph) {
   // Winograd pays where most of the work is in 3x3 stride-1 convolutions with 64 or more input
   // and 32 or more output channels: ResNet's, and DenseNet's 128 -> 32 growth convolutions (35%
   // less CPU time than NHWC brgconv at 56x56 and 28x28, batch 16; their Concats read nChw16c
-  // pieces in place, concat.cc). Thin-input ones (SqueezeNet's 16- to 48-channel squeezes) run
-  // faster on the layouts oneDNN picks. Depthwise-separable networks (MobileNetV2,
+  // pieces in place, concat.cc). At batch 1 thin-input ones (SqueezeNet's 16- to 64-channel
+  // squeezes) run faster on the layouts oneDNN picks. Depthwise-separable networks (MobileNetV2,
   // EfficientNet) run faster blocked: oneDNN's jit_1x1 and jit_dw kernels over nChw16c move less
   // memory than brgconv over NHWC (10 to 20% less CPU time).
   double all = 0;
@@ -827,7 +835,12 @@ Result<ConvLayout> choose_conv_layout(const Graph& graph) {
     for (memory::dim d : s->dst) macs *= static_cast<double>(d);
     for (size_t i = 1; i < s->weights.size(); ++i) macs *= static_cast<double>(s->weights[i]);
     all += macs;
-    if (is_winograd_shape(*s) && s->weights[0] >= 32 && s->weights[1] >= 64) winograd += macs;
+    // From batch 8 oneDNN runs F(4x4, 3x3) (jit_wino_4x3), which pays from 32 input channels
+    // (SqueezeNet's 27x27 and 13x13 expands at batch 16: 0.4 of brgconv's time in NHWC).
+    const memory::dim min_in = s->dst[0] >= 8 ? 32 : 64;
+    if (is_winograd_shape(*s) && s->weights[0] >= 32 && s->weights[1] >= min_in) {
+      winograd += macs;
+    }
     ++convs;
     // Grouped weights [g, O/g, I/g, k...] with one input and one output channel per group.
     if (s->weights.size() == 5 && s->weights[0] > 1 && s->weights[1] == 1 && s->weights[2] == 1) {

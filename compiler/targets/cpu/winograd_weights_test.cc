@@ -40,9 +40,10 @@ void expect_same_as_onednn(const memory::desc& plain, const memory::desc& wino, 
   for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], expected[i]) << "float " << i;
 }
 
-// A wino desc of F(2x2, 3x3) f32 weights, as a convolution would ask for it.
+// A wino desc of F(2x2, 3x3) f32 weights (F(4x4, 3x3) for OBaaIBOIio), as a convolution would ask
+// for it.
 memory::desc wino_desc(dnnl_wino_memory_format_t format, int oc, int ic, int padded_oc,
-                       int padded_ic, int oc2_block) {
+                       int padded_ic, int oc2_block, int ic2_block = 1) {
   dnnl_memory_desc_t md{};
   md.ndims = 4;
   const dnnl_dim_t dims[4] = {oc, ic, 3, 3};
@@ -50,17 +51,18 @@ memory::desc wino_desc(dnnl_wino_memory_format_t format, int oc, int ic, int pad
   md.data_type = dnnl_f32;
   md.format_kind = dnnl_format_kind_wino;
   dnnl_wino_desc_t& w = md.format_desc.wino_desc;
+  const int alpha = format == dnnl_wino_wei_OBaaIBOIio ? 6 : 4;
   w.wino_format = format;
   w.r = 3;
-  w.alpha = 4;
+  w.alpha = alpha;
   w.oc = padded_oc;
   w.ic = padded_ic;
   w.oc_block = 16;
   w.ic_block = 16;
-  w.ic2_block = 1;
+  w.ic2_block = ic2_block;
   w.oc2_block = oc2_block;
   w.adj_scale = 1.0f;
-  w.size = static_cast<size_t>(16) * padded_oc * padded_ic * sizeof(float);
+  w.size = static_cast<size_t>(alpha * alpha) * padded_oc * padded_ic * sizeof(float);
   return memory::desc(md);
 }
 
@@ -74,12 +76,24 @@ TEST(WinogradWeights, EveryLayoutMatchesOneDnnsReorderPaddingIncluded) {
     expect_same_as_onednn(plain_desc(memory::dims{40, 24, 3, 3}),
                           wino_desc(format, 40, 24, 64, 32, 2), seed++);
   }
+  // F(4x4, 3x3): products by G's irrational entries, rounded as oneDNN rounds them.
+  expect_same_as_onednn(plain_desc(memory::dims{64, 32, 3, 3}),
+                        wino_desc(dnnl_wino_wei_OBaaIBOIio, 64, 32, 64, 32, 2, 2), seed++);
+  expect_same_as_onednn(plain_desc(memory::dims{40, 24, 3, 3}),
+                        wino_desc(dnnl_wino_wei_OBaaIBOIio, 40, 24, 64, 64, 2, 2), seed++);
+  expect_same_as_onednn(plain_desc(memory::dims{96, 48, 3, 3}),
+                        wino_desc(dnnl_wino_wei_OBaaIBOIio, 96, 48, 96, 48, 3, 1), seed++);
 }
 
 TEST(WinogradWeights, AWinogradConvolutionsWeightsMatchOneDnnsReorder) {
   const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
-  for (const auto& [c, hw] : {std::pair<memory::dim, memory::dim>{64, 14}, {128, 7}}) {
-    const memory::desc src({1, c, hw, hw}, memory::data_type::f32, memory::format_tag::nChw16c);
+  // Batch 1 runs F(2x2, 3x3), batch 16 F(4x4, 3x3) (SqueezeNet's and DenseNet's shapes).
+  struct Shape {
+    memory::dim batch, c, hw;
+  };
+  for (const auto& [batch, c, hw] :
+       {Shape{1, 64, 14}, Shape{1, 128, 7}, Shape{16, 32, 27}, Shape{16, 128, 14}}) {
+    const memory::desc src({batch, c, hw, hw}, memory::data_type::f32, memory::format_tag::nChw16c);
     const memory::desc dst = src;
     const memory::desc weights({c, c, 3, 3}, memory::data_type::f32, memory::format_tag::any);
     dnnl::convolution_forward::primitive_desc pd;
@@ -92,8 +106,9 @@ TEST(WinogradWeights, AWinogradConvolutionsWeightsMatchOneDnnsReorder) {
     } catch (const dnnl::error&) {
       GTEST_SKIP() << "oneDNN has no Winograd convolution on this CPU";
     }
+    SCOPED_TRACE(pd.impl_info_str());
     expect_same_as_onednn(plain_desc(memory::dims{c, c, 3, 3}), pd.weights_desc(),
-                          static_cast<uint32_t>(c));
+                          static_cast<uint32_t>(c + batch));
   }
 }
 
