@@ -15,6 +15,7 @@
 
 #include "compiler/ops/all_ops.h"
 #include "compiler/ops/nn_util.h"
+#include "compiler/targets/cuda/conv_mma.h"
 #include "compiler/targets/cuda/kernels.h"
 #include "compiler/targets/cuda/program.h"
 #include "compiler/targets/cuda/views.h"
@@ -599,6 +600,86 @@ Status choose_conv_algo(Builder& b, ConvDescs& d, bool tensor_ops, const std::st
 // 4.91 or 5.16 against 4.84 ms (H200, cuDNN 9.19, 2026-11-22).
 constexpr int64_t kChannelMultiple = 8;
 
+// `v` rounded to f16 (or bf16 for any other `dtype`), as bits.
+uint16_t half_bits(DType dtype, float v) {
+  return dtype == DType::kF16 ? Half(v).bits : BFloat16(v).bits;
+}
+
+// ---- the own convolution kernel (conv_mma.h) ----
+
+// A constant KCRS filter as launch_conv_mma reads it: [k, conv_mma_depth(p)] f16/bf16 bits, the
+// reduction in the order of p's input layout (conv_mma.h), zeros past its end.
+std::vector<uint8_t> conv_mma_filter(const std::vector<float>& kcrs, const ConvMma& p,
+                                     DType dtype) {
+  const int64_t kp = conv_mma_depth(p);
+  const int64_t taps = p.kh * p.kw;
+  std::vector<uint8_t> out(static_cast<size_t>(p.k * kp * 2), 0);
+  for (int64_t o = 0; o < p.k; ++o) {
+    for (int64_t ci = 0; ci < p.c; ++ci) {
+      for (int64_t tap = 0; tap < taps; ++tap) {
+        const int64_t r = p.x_nhwc ? tap * p.c + ci : ci * taps + tap;
+        const uint16_t h =
+            half_bits(dtype, kcrs[static_cast<size_t>((o * p.c + ci) * taps + tap)]);
+        out[static_cast<size_t>(2 * (o * kp + r))] = static_cast<uint8_t>(h & 0xff);
+        out[static_cast<size_t>(2 * (o * kp + r) + 1)] = static_cast<uint8_t>(h >> 8);
+      }
+    }
+  }
+  return out;
+}
+
+// Whether the own kernel runs `p` faster than the cuDNN algorithm chosen for `d` (cuDNN's time
+// without its bias pass or channel padding, the own kernel's with its bias), both timed as
+// replayed graphs on scratch operands (candidate_ms) and kept as a tuning choice.
+// KILN_CUDA_CONV_MMA=0 never takes the own kernel, =1 always (where it is supported).
+bool conv_mma_wins(Builder& b, ConvDescs& d, const ConvBytes& bytes, Elem e, const ConvMma& p,
+                   const std::string& key) {
+  if (const char* mode = std::getenv("KILN_CUDA_CONV_MMA"); mode != nullptr && *mode != '\0') {
+    return std::string_view(mode) != "0";
+  }
+  const std::string own_key = "own " + key + (p.x_nhwc ? "" : " from nchw");
+  if (const std::vector<uint8_t>* known = b.known_choice(own_key)) {
+    if (std::optional<int32_t> own = choice_value<int32_t>(*known)) {
+      b.record_choice(own_key, *known, false);
+      return *own != 0;
+    }
+  }
+  const size_t filter = static_cast<size_t>(p.k * conv_mma_depth(p)) * 2;
+  Scratch s;
+  void* x = s.block(bytes.x);
+  void* w = s.block(std::max(bytes.w, filter));
+  void* y = s.block(bytes.y);
+  void* bias = s.block(static_cast<size_t>(p.k) * sizeof(float));
+  void* workspace = s.block(d.workspace);
+  s.events.resize(2);
+  if (x == nullptr || w == nullptr || y == nullptr || bias == nullptr || workspace == nullptr ||
+      cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking) != cudaSuccess ||
+      cudaEventCreate(&s.events[0]) != cudaSuccess ||
+      cudaEventCreate(&s.events[1]) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  cudnnHandle_t handle = b.cudnn();
+  cudnnSetStream(handle, s.stream);
+  const float one = 1.0f;
+  const float zero = 0.0f;
+  const float cudnn_ms = candidate_ms(s, [&] {
+    return cudnnConvolutionForward(handle, &one, d.x, x, d.w, w, d.conv, d.algo, workspace,
+                                   d.workspace, &zero, d.y, y) == CUDNN_STATUS_SUCCESS;
+  });
+  const float own_ms = candidate_ms(s, [&] {
+    return launch_conv_mma(e, p, x, w, static_cast<const float*>(bias), nullptr, y, s.stream).ok();
+  });
+  cudaStreamSynchronize(s.stream);
+  cudnnSetStream(handle, nullptr);
+  cudaGetLastError();
+  const bool wins = own_ms < cudnn_ms;
+  log(LogLevel::kDebug, "cuda target: {}: own kernel {:.4f} ms, cuDNN {:.4f} ms: {}", key, own_ms,
+      cudnn_ms, wins ? "own kernel" : "cuDNN");
+  b.record_choice(own_key, choice_bytes(int32_t{wins ? 1 : 0}), true);
+  return wins;
+}
+
 // The constant bias buffer (in the output's type) for cudnnConvolutionBiasActivationForward with
 // the clamp to [lo, hi] (ReLU: [0, inf), ReLU6: [0, 6], none: (-inf, inf)), or SiLU (swish, beta 1)
 // when `silu`, when cuDNN runs it for
@@ -639,7 +720,7 @@ Result<int> fused_conv_bias(Builder& b, ConvDescs& d, cudnnDataType_t data, Elem
       const auto* p = reinterpret_cast<const uint8_t*>(&v);
       bytes.insert(bytes.end(), p, p + 4);
     } else {
-      const uint16_t h = dtype == DType::kF16 ? Half(v).bits : BFloat16(v).bits;
+      const uint16_t h = half_bits(dtype, v);
       bytes.push_back(static_cast<uint8_t>(h & 0xff));
       bytes.push_back(static_cast<uint8_t>(h >> 8));
     }
@@ -795,8 +876,23 @@ Result<bool> lower_conv_as(Builder& b, const Node& node, bool nhwc) {
   KILN_RETURN_IF_ERROR(
       choose_conv_algo(b, *d, tensor_ops, key, bytes).with_context(node.describe()));
   b.need_workspace(d->workspace);
+  // The own tensor-core kernel where it runs the convolution faster (conv_mma_wins): an image's
+  // few channels read in the layout they have (no padded copy), 1x1 convolutions of few channels.
+  std::optional<ConvMma> own;
+  std::optional<std::vector<float>> filter;
+  if (nhwc && tensor_ops && groups == 1 && (filter = constant_floats(node.input(1)))) {
+    ConvMma p;
+    p.x_nhwc = !pad || b.is_nhwc(node.input(0));
+    p.n = x0[0], p.c = x0[1], p.h = x0[2], p.w = x0[3], p.k = y[1], p.oh = y[2], p.ow = y[3];
+    p.kh = w0[2], p.kw = w0[3], p.sh = g->strides[0], p.sw = g->strides[1];
+    p.ph = g->pad_begin[0], p.pw = g->pad_begin[1], p.dh = g->dilations[0],
+    p.dw = g->dilations[1];
+    if (conv_mma_supported(p) && conv_mma_wins(b, *d, bytes, *e, p, key)) own = p;
+  }
   int xi = -1;
-  if (pad) {
+  if (own && pad) {
+    xi = b.stored_buffer(node.input(0));
+  } else if (pad) {
     // One step widens the input (either layout) into a padded NHWC copy.
     const int from = b.stored_buffer(node.input(0));
     const bool from_nhwc = b.is_nhwc(node.input(0));
@@ -810,7 +906,10 @@ Result<bool> lower_conv_as(Builder& b, const Node& node, bool nhwc) {
     xi = nhwc ? b.buffer_nhwc(node.input(0)) : b.buffer_of(node.input(0));
   }
   int wi = -1;
-  if (!nhwc) {
+  if (own) {
+    wi = b.constant_bytes(dtype_of(*e), Shape{own->k, conv_mma_depth(*own)},
+                          conv_mma_filter(*filter, *own, dtype_of(*e)));
+  } else if (!nhwc) {
     wi = b.buffer_of(node.input(1));
   } else if (const Tensor* wt = node.input(1)->constant_value(); wt != nullptr) {
     wi = b.constant_bytes(wt->dtype(), w, nhwc_bytes(*wt, w[1]));
@@ -863,7 +962,7 @@ Result<bool> lower_conv_as(Builder& b, const Node& node, bool nhwc) {
     const char* v = std::getenv("KILN_CUDA_FUSED_BIAS");
     return v == nullptr || std::string_view(v) != "0";
   }();
-  if (cudnn_epilogues && has_bias && (groups == 1 || (lo == 0.0f && hi == INFINITY && !silu))) {
+  if (!own && cudnn_epilogues && has_bias && (groups == 1 || (lo == 0.0f && hi == INFINITY && !silu))) {
     if (std::optional<std::vector<float>> bias = constant_floats(node.input(2))) {
       KILN_ASSIGN_OR_RETURN(fused_bias,
                             fused_conv_bias(b, *d, data, *e, *bias, x, w, y, lo, hi, silu));
@@ -876,6 +975,17 @@ Result<bool> lower_conv_as(Builder& b, const Node& node, bool nhwc) {
   if (bi >= 0) reads.push_back(bi);
   if (zi >= 0) reads.push_back(zi);
   if (fused_bias >= 0) reads.push_back(fused_bias);
+  if (own) {
+    own->lo = lo;
+    own->hi = hi;
+    own->silu = silu;
+    kind.insert(4, "Mma");  // "ConvMma+Bias+Clip": the own kernel's steps in profiles
+    add(b, node, kind, reads, {yi}, [=, p = *own, e = *e](Session& s) {
+      return launch_conv_mma(e, p, ptr(s, xi), ptr(s, wi), bi >= 0 ? f32(s, bi) : nullptr,
+                             zi >= 0 ? ptr(s, zi) : nullptr, ptr(s, yi), s.stream);
+    });
+    return true;
+  }
   add(b, node, kind, reads, {yi}, [=, e = *e](Session& s) -> Status {
     const float one = 1.0f;
     const float zero = 0.0f;
