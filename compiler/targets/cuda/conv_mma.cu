@@ -59,8 +59,8 @@ template <class T>
 __device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
                                          uint32_t b1);
 template <>
-__device__ __forceinline__ void mma16816<__half>(float (&d)[4], const uint32_t (&a)[4],
-                                                 uint32_t b0, uint32_t b1) {
+__device__ __forceinline__ void mma16816<__half>(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
+                                                 uint32_t b1) {
   asm volatile(
       "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
       "{%8,%9}, {%0,%1,%2,%3};\n"
@@ -148,8 +148,8 @@ __global__ void __launch_bounds__(kWarps * 32)
         const int rem = at % ohw;
         const int iy = rem / p.ow * p.sh - p.ph;
         const int ix = rem % p.ow * p.sw - p.pw;
-        base[m][hh] = p.x_nhwc ? ((img * p.h + iy) * p.w + ix) * p.c
-                               : (img * p.c * p.h + iy) * p.w + ix;
+        base[m][hh] =
+            p.x_nhwc ? ((img * p.h + iy) * p.w + ix) * p.c : (img * p.c * p.h + iy) * p.w + ix;
         ih0[m][hh] = pix < p.pixels ? iy : -0x40000000;  // a row past the end reads nothing
         iw0[m][hh] = ix;
       }
@@ -176,10 +176,9 @@ __global__ void __launch_bounds__(kWarps * 32)
             const int b = base[m][hh];
             const int i0 = ih0[m][hh];
             const int j0 = iw0[m][hh];
-            a[m][hh + 2 * j] =
-                p.pairs ? gather2(x, p, t[2 * j], b, i0, j0)
-                        : gather1(x, p, t[2 * j], b, i0, j0) |
-                              (gather1(x, p, t[2 * j + 1], b, i0, j0) << 16);
+            a[m][hh + 2 * j] = p.pairs ? gather2(x, p, t[2 * j], b, i0, j0)
+                                       : gather1(x, p, t[2 * j], b, i0, j0) |
+                                             (gather1(x, p, t[2 * j + 1], b, i0, j0) << 16);
           }
         }
       }
@@ -210,9 +209,9 @@ __global__ void __launch_bounds__(kWarps * 32)
       const int pix = p0 + row;
       if (pix >= p.pixels) continue;
       const float* src = st + row * p.stage_ld + c0;
-      float o[8];
-      *reinterpret_cast<float4*>(o) = *reinterpret_cast<const float4*>(src);
-      *reinterpret_cast<float4*>(o + 4) = *reinterpret_cast<const float4*>(src + 4);
+      const float4 s0 = *reinterpret_cast<const float4*>(src);
+      const float4 s1 = *reinterpret_cast<const float4*>(src + 4);
+      float o[8] = {s0.x, s0.y, s0.z, s0.w, s1.x, s1.y, s1.z, s1.w};
       if (bias != nullptr) {
         const float4 b0 = __ldg(reinterpret_cast<const float4*>(bias + c0));
         const float4 b1 = __ldg(reinterpret_cast<const float4*>(bias + c0 + 4));
@@ -264,12 +263,21 @@ Status launch_nt(const MmaArgs& a, int64_t smem, const void* x, const void* weig
   if (raised != cudaSuccess) {
     return unavailable_error(std::string("cuda kernel conv_mma: ") + cudaGetErrorString(raised));
   }
+  // One wave of resident blocks (a partial second wave cost a third of the time), each warp
+  // taking tiles in turn.
+  int resident = 0;
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident, kernel, kWarps * 32,
+                                                    static_cast<size_t>(smem)) != cudaSuccess ||
+      resident < 1) {
+    cudaGetLastError();
+    resident = 1;
+  }
   const int64_t blocks =
-      std::min<int64_t>((int64_t{a.tiles} + kWarps - 1) / kWarps, int64_t{sm_count()} * 8);
+      std::min<int64_t>((int64_t{a.tiles} + kWarps - 1) / kWarps, int64_t{sm_count()} * resident);
   kernel<<<static_cast<unsigned>(std::max<int64_t>(blocks, 1)), kWarps * 32,
-           static_cast<size_t>(smem), s>>>(
-      a, static_cast<const uint16_t*>(x), static_cast<const uint32_t*>(weight), bias,
-      static_cast<const T*>(residual), static_cast<T*>(y));
+           static_cast<size_t>(smem), s>>>(a, static_cast<const uint16_t*>(x),
+                                           static_cast<const uint32_t*>(weight), bias,
+                                           static_cast<const T*>(residual), static_cast<T*>(y));
   return launched("conv_mma");
 }
 
@@ -309,9 +317,9 @@ int64_t conv_mma_depth(const ConvMma& p) {
 bool conv_mma_supported(const ConvMma& p) {
   const int64_t kp = conv_mma_depth(p);
   const int64_t limit = int64_t{1} << 30;
-  return p.k > 0 && p.k % 8 == 0 && p.k <= kMaxChannels && kp <= kMaxDepth && p.n > 0 &&
-         p.oh > 0 && p.ow > 0 && p.h < 8192 && p.w < 8192 && p.kh * p.dh < 8192 &&
-         p.kw * p.dw < 8192 && p.n * p.c * p.h * p.w < limit && p.n * p.k * p.oh * p.ow < limit &&
+  return p.k > 0 && p.k % 8 == 0 && p.k <= kMaxChannels && kp <= kMaxDepth && p.n > 0 && p.oh > 0 &&
+         p.ow > 0 && p.h < 8192 && p.w < 8192 && p.kh * p.dh < 8192 && p.kw * p.dw < 8192 &&
+         p.n * p.c * p.h * p.w < limit && p.n * p.k * p.oh * p.ow < limit &&
          shared_bytes(p.k, kp) <= kMaxSharedBytes;
 }
 

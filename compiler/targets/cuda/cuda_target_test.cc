@@ -477,8 +477,9 @@ TEST(CudaTarget, DepthwiseConvolutionsMatchRef) {
 // The own tensor-core convolution (conv_mma.h, forced by KILN_CUDA_CONV_MMA=1; tuning otherwise
 // takes it only where it measures faster than cuDNN) against ref in f32: stems reading the NCHW
 // image as it is (3 channels, 3x3 and 7x7 stride 2; 5 channels, a 3x5 window, strides 1 and 2),
-// 1x1 convolutions of NHWC inputs (16 -> 96 with ReLU6, 48 -> 40 with SiLU, 32 -> 16 with a residual
-// Add), output pixel counts that leave partial tiles; then with the kernel off (cuDNN) as well.
+// 1x1 convolutions of NHWC inputs (16 -> 96 with ReLU6, 48 -> 40 with SiLU, 32 -> 16 with a
+// residual Add), output pixel counts that leave partial tiles; then with the kernel off (cuDNN) as
+// well.
 TEST(CudaTarget, OwnConvolutionKernelMatchesRef) {
   SKIP_WITHOUT_GPU();
   struct Case {
@@ -504,7 +505,8 @@ TEST(CudaTarget, OwnConvolutionKernelMatchesRef) {
     const Tensor bias = random_tensor(Shape{c.w[0]}, seed++);
     const Tensor x = random_tensor(c.x, seed++);
     std::vector<Tensor> inputs = {x};
-    if (c.activation == 4) inputs.push_back(random_tensor(Shape{c.x[0], c.w[0], c.x[2], c.x[3]}, seed++));
+    if (c.activation == 4)
+      inputs.push_back(random_tensor(Shape{c.x[0], c.w[0], c.x[2], c.x[3]}, seed++));
     auto build_in = [&](DType dt) {
       return [&, dt](GraphBuilder& b, const std::vector<Value*>& in) {
         auto cast = [&](Value* v, DType to) { return dt == DType::kF32 ? v : cast_to(b, v, to); };
@@ -533,8 +535,8 @@ TEST(CudaTarget, OwnConvolutionKernelMatchesRef) {
       ::setenv("KILN_CUDA_CONV_MMA", mode, 1);
       const bool own = std::string(mode) == "1";
       for (const DType dt : {DType::kF16, DType::kBF16}) {
-        SCOPED_TRACE(c.x.to_string() + " * " + c.w.to_string() + " " +
-                     std::string(dtype_name(dt)) + (own ? " own" : " cuDNN"));
+        SCOPED_TRACE(c.x.to_string() + " * " + c.w.to_string() + " " + std::string(dtype_name(dt)) +
+                     (own ? " own" : " cuDNN"));
         std::shared_ptr<Executable> exe = compile_for(make_graph(inputs, build_in(dt)), "cuda");
         ASSERT_NE(exe, nullptr);
         // The input, filter and bias rounded once each, the output once (f32 sums).
@@ -556,6 +558,69 @@ TEST(CudaTarget, OwnConvolutionKernelMatchesRef) {
     }
     ::unsetenv("KILN_CUDA_CONV_MMA");
   }
+}
+
+// A ReLU6 between a dense convolution and a depthwise one (MobileNetV2's expansions and stem):
+// the dense convolution's epilogue is a plain ReLU (which cuDNN fuses) and the depthwise kernel
+// clamps at 6 as it reads; outputs well above 6 check the bound still holds, in f32 (NCHW) and
+// f16/bf16 (NHWC), with the own convolution kernel off and on.
+TEST(CudaTarget, Relu6BeforeADepthwiseConvolutionClampsAsItIsRead) {
+  SKIP_WITHOUT_GPU();
+  Tensor expand = random_tensor(Shape{16, 8, 1, 1}, 800);
+  for (float& v : expand.span<float>()) v *= 4.0f;  // |outputs| up to about 16: many above 6
+  const Tensor expand_bias = random_tensor(Shape{16}, 801);
+  const Tensor dw = random_tensor(Shape{16, 1, 3, 3}, 802);
+  const Tensor dw_bias = random_tensor(Shape{16}, 803);
+  const std::vector<Tensor> inputs = {random_tensor(Shape{2, 8, 10, 9}, 804)};
+  auto build_in = [&](DType dt, float hi = 6.0f) {
+    return [&, dt, hi](GraphBuilder& b, const std::vector<Value*>& in) {
+      auto k = [&](const Tensor& t) { return b.constant(in_dtype(t, dt)); };
+      auto relu6 = [&](Value* v) {
+        return b.add(Op(ops::Clip{}),
+                     {v, k(Tensor::scalar<float>(0.0f)), k(Tensor::scalar<float>(hi))});
+      };
+      Value* x = dt == DType::kF32 ? in[0] : cast_to(b, in[0], dt);
+      x = relu6(b.add(Op(ops::Conv{}), {x, k(expand), k(expand_bias)}));
+      ops::Conv depthwise;
+      depthwise.group = 16;
+      depthwise.pads = std::vector<int64_t>{1, 1, 1, 1};
+      x = b.add(Op(depthwise), {x, k(dw), k(dw_bias)});
+      b.output(dt == DType::kF32 ? x : cast_to(b, x, DType::kF32));
+    };
+  };
+  std::shared_ptr<Executable> ref = compile_for(make_graph(inputs, build_in(DType::kF32)), "ref");
+  ASSERT_NE(ref, nullptr);
+  const std::vector<Tensor> want = run(*ref, inputs);
+  float largest = 0.0f;
+  for (float v : want[0].span<float>()) largest = std::max(largest, std::abs(v));
+  // The bound matters: the same graph clipped at 1000 instead of 6 gives other outputs.
+  std::shared_ptr<Executable> unbounded =
+      compile_for(make_graph(inputs, build_in(DType::kF32, 1000.0f)), "ref");
+  ASSERT_NE(unbounded, nullptr);
+  float moved = 0.0f;
+  const std::vector<Tensor> loose = run(*unbounded, inputs);
+  for (int64_t i = 0; i < want[0].numel(); ++i) {
+    moved = std::max(moved, std::abs(want[0].data<float>()[i] - loose[0].data<float>()[i]));
+  }
+  EXPECT_GT(moved, 1.0f);
+  for (const char* mode : {"0", "1"}) {
+    ::setenv("KILN_CUDA_CONV_MMA", mode, 1);
+    for (const DType dt : {DType::kF32, DType::kF16, DType::kBF16}) {
+      SCOPED_TRACE(std::string(dtype_name(dt)) + " own kernel " + mode);
+      std::shared_ptr<Executable> exe = compile_for(make_graph(inputs, build_in(dt)), "cuda");
+      ASSERT_NE(exe, nullptr);
+      // Relative to the outputs' scale: sums of 9 terms of up to 6 times the weights.
+      const float tolerance = dt == DType::kF32 ? 1e-4f : dt == DType::kF16 ? 1e-2f : 6e-2f;
+      const std::vector<Tensor> got = run(*exe, inputs);
+      expect_close(want, got, tolerance * std::max(1.0f, largest / 8.0f));
+      const cuda::Program* program = cuda_program(*exe);
+      ASSERT_NE(program, nullptr);
+      EXPECT_EQ(program->device_steps(), static_cast<int>(program->steps().size()));
+      EXPECT_EQ(steps_starting(*program, "Clip"), 0) << "the Clip runs in the convolutions";
+      EXPECT_EQ(steps_starting(*program, "DepthwiseConv"), 1);
+    }
+  }
+  ::unsetenv("KILN_CUDA_CONV_MMA");
 }
 
 // A MobileNetV2 block in f16 (expand 1x1 + ReLU6, depthwise 3x3 stride 2 + ReLU6, project 1x1):

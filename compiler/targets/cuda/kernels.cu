@@ -448,7 +448,8 @@ __global__ void depthwise_kernel(DepthwiseConv p, const T* x, const float* weigh
       for (I kx = 0; kx < kw; ++kx) {
         const I ix = ox * static_cast<I>(p.sw) - static_cast<I>(p.pw) + kx * static_cast<I>(p.dw);
         if (ix < 0 || ix >= w) continue;
-        acc = fmaf(ld(plane[(iy * w + ix) * step]), weight[(ky * kw + kx) * ch + c], acc);
+        acc = fmaf(fminf(ld(plane[(iy * w + ix) * step]), p.in_hi), weight[(ky * kw + kx) * ch + c],
+                   acc);
       }
     }
     y[i] = from_f32<T>(clamp_act(acc, p.lo, p.hi, p.silu));
@@ -522,7 +523,7 @@ __global__ void depthwise_nhwc_vec_kernel(DepthwiseConv p, const Vec<T>* x, cons
         const Vec<T> xv = row[ix * cv];
         float xf[kLanes];
 #pragma unroll
-        for (int l = 0; l < kLanes; ++l) xf[l] = ld(xv.v[l]);
+        for (int l = 0; l < kLanes; ++l) xf[l] = fminf(ld(xv.v[l]), p.in_hi);
 #pragma unroll
         for (int q = 0; q < kPix; ++q) {
           const int kx = j - q * SW;  // the tap of output ox0 + q that reads column j
