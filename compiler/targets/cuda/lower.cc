@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// Lowering nodes to device steps: Conv on cuDNN (algorithm timed by cudnnFind, bias and ReLU in
-// one kernel after it) except depthwise ones (an own kernel), MatMul/Gemm on cuBLASLt (bias/ReLU
+// Lowering nodes to device steps: Conv on cuDNN (algorithm timed, bias and ReLU fused or in one
+// kernel after it) or, where it is timed faster, the own tensor-core kernel (conv_mma.h), and
+// depthwise ones on an own kernel; MatMul/Gemm on cuBLASLt (bias/ReLU
 // epilogues), own kernels for the elementwise ops, pooling, softmax, BatchNorm, Concat and
 // Transpose; reshapes share buffers.
 #include <fmt/format.h>
