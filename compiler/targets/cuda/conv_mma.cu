@@ -239,29 +239,30 @@ __global__ void __launch_bounds__(kWarps * 32)
   }
 }
 
+// The current device's multiprocessor count (0 when it cannot be read).
 int sm_count() {
-  static const int count = [] {
-    int device = 0;
-    int n = 0;
-    if (cudaGetDevice(&device) != cudaSuccess ||
-        cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
-      cudaGetLastError();
-      return 132;
-    }
-    return n;
-  }();
-  return count;
+  int device = 0;
+  int n = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return n;
 }
 
 template <class T, int NT>
 Status launch_nt(const MmaArgs& a, int64_t smem, const void* x, const void* weight,
                  const float* bias, const void* residual, void* y, cudaStream_t s) {
   auto kernel = conv_mma_kernel<T, NT>;
-  // Once per instantiation: blocks may take more than the default 48 KB of shared memory.
-  static const cudaError_t raised =
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kMaxSharedBytes);
-  if (raised != cudaSuccess) {
-    return unavailable_error(std::string("cuda kernel conv_mma: ") + cudaGetErrorString(raised));
+  // Blocks of more than the default 48 KB of shared memory (set on the current device; a host
+  // call, not queued, so a captured graph replays without it).
+  if (smem > 48 * 1024) {
+    const cudaError_t raised = cudaFuncSetAttribute(
+        kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+    if (raised != cudaSuccess) {
+      return unavailable_error(std::string("cuda kernel conv_mma: ") + cudaGetErrorString(raised));
+    }
   }
   // One wave of resident blocks (a partial second wave cost a third of the time), each warp
   // taking tiles in turn.
@@ -272,8 +273,8 @@ Status launch_nt(const MmaArgs& a, int64_t smem, const void* x, const void* weig
     cudaGetLastError();
     resident = 1;
   }
-  const int64_t blocks =
-      std::min<int64_t>((int64_t{a.tiles} + kWarps - 1) / kWarps, int64_t{sm_count()} * resident);
+  const int64_t blocks = std::min<int64_t>((int64_t{a.tiles} + kWarps - 1) / kWarps,
+                                           int64_t{std::max(sm_count(), 1)} * resident);
   kernel<<<static_cast<unsigned>(std::max<int64_t>(blocks, 1)), kWarps * 32,
            static_cast<size_t>(smem), s>>>(a, static_cast<const uint16_t*>(x),
                                            static_cast<const uint32_t*>(weight), bias,
