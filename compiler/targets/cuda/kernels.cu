@@ -159,6 +159,23 @@ __global__ void cast_kernel(const From* x, To* y, int64_t n) {
   }
 }
 
+// 8 elements a thread (f32 to f16: two 16-byte loads, one 16-byte store): the input Cast of an
+// fp16 model at batch 256 took 0.105 ms one element a thread on an H200, 2.2 TB/s.
+template <class T>
+struct alignas(sizeof(T) * 8) Pack8 {
+  T v[8];
+};
+template <class From, class To>
+__global__ void cast_vec_kernel(const Pack8<From>* x, Pack8<To>* y, int64_t n8) {
+  KILN_GRID_STRIDE(i, n8) {
+    const Pack8<From> a = x[i];
+    Pack8<To> b;
+#pragma unroll
+    for (int k = 0; k < 8; ++k) b.v[k] = from_f32<To>(ld(a.v[k]));
+    y[i] = b;
+  }
+}
+
 template <class T>
 __global__ void binary_same_kernel(Binary op, const T* a, const T* b, T* y, int64_t n, bool relu) {
   KILN_GRID_STRIDE(i, n) {
@@ -448,7 +465,8 @@ __global__ void depthwise_kernel(DepthwiseConv p, const T* x, const float* weigh
       for (I kx = 0; kx < kw; ++kx) {
         const I ix = ox * static_cast<I>(p.sw) - static_cast<I>(p.pw) + kx * static_cast<I>(p.dw);
         if (ix < 0 || ix >= w) continue;
-        acc = fmaf(ld(plane[(iy * w + ix) * step]), weight[(ky * kw + kx) * ch + c], acc);
+        acc = fmaf(fminf(ld(plane[(iy * w + ix) * step]), p.in_hi), weight[(ky * kw + kx) * ch + c],
+                   acc);
       }
     }
     y[i] = from_f32<T>(clamp_act(acc, p.lo, p.hi, p.silu));
@@ -522,7 +540,7 @@ __global__ void depthwise_nhwc_vec_kernel(DepthwiseConv p, const Vec<T>* x, cons
         const Vec<T> xv = row[ix * cv];
         float xf[kLanes];
 #pragma unroll
-        for (int l = 0; l < kLanes; ++l) xf[l] = ld(xv.v[l]);
+        for (int l = 0; l < kLanes; ++l) xf[l] = fminf(ld(xv.v[l]), p.in_hi);
 #pragma unroll
         for (int q = 0; q < kPix; ++q) {
           const int kx = j - q * SW;  // the tap of output ox0 + q that reads column j
@@ -824,8 +842,17 @@ Status launch_cast(Elem from, Elem to, const void* x, void* y, int64_t n, void* 
     return dispatch(to, [&](auto to_tag) {
       using From = decltype(from_tag);
       using To = decltype(to_tag);
-      cast_kernel<<<blocks_for(n), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
-          static_cast<const From*>(x), static_cast<To*>(y), n);
+      auto s = static_cast<cudaStream_t>(stream);
+      const auto aligned = [](const void* p, size_t bytes) {
+        return reinterpret_cast<uintptr_t>(p) % bytes == 0;
+      };
+      if (n % 8 == 0 && aligned(x, sizeof(Pack8<From>)) && aligned(y, sizeof(Pack8<To>))) {
+        cast_vec_kernel<<<blocks_for(n / 8), kThreads, 0, s>>>(static_cast<const Pack8<From>*>(x),
+                                                               static_cast<Pack8<To>*>(y), n / 8);
+      } else {
+        cast_kernel<<<blocks_for(n), kThreads, 0, s>>>(static_cast<const From*>(x),
+                                                       static_cast<To*>(y), n);
+      }
       return launched("cast");
     });
   });

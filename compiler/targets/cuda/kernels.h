@@ -93,6 +93,9 @@ Status launch_pool2d(Elem e, const Pool2d& p, const void* x, void* y, void* stre
 struct DepthwiseConv : Window2d {
   float lo = -__builtin_huge_valf(), hi = __builtin_huge_valf();  // ReLU: [0, inf), ReLU6: [0, 6]
   bool silu = false;  // after the clamp, v * sigmoid(v) (EfficientNet's SiLU)
+  // x is read as min(x, in_hi): the upper bound of a ReLU6 that the convolution writing x left
+  // to this read (so that its own epilogue is a plain ReLU, which cuDNN fuses).
+  float in_hi = __builtin_huge_valf();
 };
 // `weight`: f32 [kh * kw, c] (tap-major, channels contiguous); `bias`: f32 [c] or null. NHWC with
 // c a multiple of 16 bytes of elements, kw 3 or 5, sw 1 or 2 and no dilation runs vectorized (16

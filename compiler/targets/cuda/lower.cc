@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// Lowering nodes to device steps: Conv on cuDNN (algorithm timed by cudnnFind, bias and ReLU in
-// one kernel after it) except depthwise ones (an own kernel), MatMul/Gemm on cuBLASLt (bias/ReLU
+// Lowering nodes to device steps: Conv on cuDNN (algorithm timed, bias and ReLU fused or in one
+// kernel after it) or, where it is timed faster, the own tensor-core kernel (conv_mma.h), and
+// depthwise ones on an own kernel; MatMul/Gemm on cuBLASLt (bias/ReLU
 // epilogues), own kernels for the elementwise ops, pooling, softmax, BatchNorm, Concat and
 // Transpose; reshapes share buffers.
 #include <fmt/format.h>
@@ -15,6 +16,7 @@
 
 #include "compiler/ops/all_ops.h"
 #include "compiler/ops/nn_util.h"
+#include "compiler/targets/cuda/conv_mma.h"
 #include "compiler/targets/cuda/kernels.h"
 #include "compiler/targets/cuda/program.h"
 #include "compiler/targets/cuda/views.h"
@@ -599,6 +601,115 @@ Status choose_conv_algo(Builder& b, ConvDescs& d, bool tensor_ops, const std::st
 // 4.91 or 5.16 against 4.84 ms (H200, cuDNN 9.19, 2026-11-22).
 constexpr int64_t kChannelMultiple = 8;
 
+// `v` rounded to f16 (or bf16 for any other `dtype`), as bits.
+uint16_t half_bits(DType dtype, float v) {
+  return dtype == DType::kF16 ? Half(v).bits : BFloat16(v).bits;
+}
+
+// ---- the own convolution kernel (conv_mma.h) ----
+
+// A constant KCRS filter as launch_conv_mma reads it: [k, conv_mma_depth(p)] f16/bf16 bits, the
+// reduction in the order of p's input layout (conv_mma.h), zeros past its end.
+std::vector<uint8_t> conv_mma_filter(const std::vector<float>& kcrs, const ConvMma& p,
+                                     DType dtype) {
+  const int64_t kp = conv_mma_depth(p);
+  const int64_t taps = p.kh * p.kw;
+  std::vector<uint8_t> out(static_cast<size_t>(p.k * kp * 2), 0);
+  for (int64_t o = 0; o < p.k; ++o) {
+    for (int64_t ci = 0; ci < p.c; ++ci) {
+      for (int64_t tap = 0; tap < taps; ++tap) {
+        const int64_t r = p.x_nhwc ? tap * p.c + ci : ci * taps + tap;
+        const uint16_t h = half_bits(dtype, kcrs[static_cast<size_t>((o * p.c + ci) * taps + tap)]);
+        out[static_cast<size_t>(2 * (o * kp + r))] = static_cast<uint8_t>(h & 0xff);
+        out[static_cast<size_t>(2 * (o * kp + r) + 1)] = static_cast<uint8_t>(h >> 8);
+      }
+    }
+  }
+  return out;
+}
+
+// What a convolution's cuDNN step runs besides the algorithm chosen for it: cuDNN's fused bias
+// and activation call, or else the bias kernel after it (`epilogue`); a channel-padded copy of
+// the input before it (`padded`: the channels, 0 for none).
+struct CudnnStep {
+  bool fused = false;
+  bool epilogue = false;
+  int64_t padded = 0;
+};
+
+// Whether the own kernel runs `p` faster than the cuDNN step for `d` as it would run (`step`),
+// both timed as replayed graphs on scratch operands (candidate_ms), kept as a tuning choice.
+// KILN_CUDA_CONV_MMA=0 never takes the own kernel, =1 always (where it is supported).
+bool conv_mma_wins(Builder& b, ConvDescs& d, const ConvBytes& bytes, Elem e, const ConvMma& p,
+                   const CudnnStep& step, const std::string& key) {
+  if (const char* mode = std::getenv("KILN_CUDA_CONV_MMA"); mode != nullptr && *mode != '\0') {
+    return std::string_view(mode) != "0";
+  }
+  const std::string own_key =
+      fmt::format("own {}{} lo{} hi{}{}{}", key, p.x_nhwc ? "" : " from nchw", p.lo, p.hi,
+                  p.silu ? " silu" : "", step.fused ? " fused" : "");
+  if (const std::vector<uint8_t>* known = b.known_choice(own_key)) {
+    if (std::optional<int32_t> own = choice_value<int32_t>(*known)) {
+      b.record_choice(own_key, *known, false);
+      return *own != 0;
+    }
+  }
+  const size_t filter = static_cast<size_t>(p.k * conv_mma_depth(p)) * 2;
+  const int64_t pixels = p.n * p.oh * p.ow;
+  Scratch s;
+  void* x = s.block(bytes.x);
+  void* image = step.padded > 0 ? nullptr : x;
+  void* w = s.block(std::max(bytes.w, filter));
+  void* y = s.block(bytes.y);
+  void* bias = s.block(static_cast<size_t>(p.k) * sizeof(float));
+  void* workspace = s.block(d.workspace);
+  if (step.padded > 0) image = s.block(static_cast<size_t>(p.n * p.c * p.h * p.w) * 2);
+  s.events.resize(2);
+  if (x == nullptr || image == nullptr || w == nullptr || y == nullptr || bias == nullptr ||
+      workspace == nullptr ||
+      cudaStreamCreateWithFlags(&s.stream, cudaStreamNonBlocking) != cudaSuccess ||
+      cudaEventCreate(&s.events[0]) != cudaSuccess ||
+      cudaEventCreate(&s.events[1]) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  cudnnHandle_t handle = b.cudnn();
+  cudnnSetStream(handle, s.stream);
+  const float one = 1.0f;
+  const float zero = 0.0f;
+  const auto* f32_bias = static_cast<const float*>(bias);
+  const float cudnn_ms = candidate_ms(s, [&] {
+    if (step.padded > 0 &&
+        !launch_pad_channels(e, image, x, p.n, p.c, p.h * p.w, step.padded, p.x_nhwc, s.stream)
+             .ok()) {
+      return false;
+    }
+    if (step.fused) {
+      return cudnnConvolutionBiasActivationForward(handle, &one, d.x, x, d.w, w, d.conv, d.algo,
+                                                   workspace, d.workspace, &zero, d.y, y, d.bias,
+                                                   bias, d.relu, d.y, y) == CUDNN_STATUS_SUCCESS;
+    }
+    if (cudnnConvolutionForward(handle, &one, d.x, x, d.w, w, d.conv, d.algo, workspace,
+                                d.workspace, &zero, d.y, y) != CUDNN_STATUS_SUCCESS) {
+      return false;
+    }
+    return !step.epilogue ||
+           launch_channel_affine(e, y, y, nullptr, f32_bias, nullptr, pixels * p.k, p.k, 1, p.lo,
+                                 p.hi, s.stream, p.silu)
+               .ok();
+  });
+  const float own_ms = candidate_ms(
+      s, [&] { return launch_conv_mma(e, p, image, w, f32_bias, nullptr, y, s.stream).ok(); });
+  cudaStreamSynchronize(s.stream);
+  cudnnSetStream(handle, nullptr);
+  cudaGetLastError();
+  const bool wins = own_ms < cudnn_ms;
+  log(LogLevel::kDebug, "cuda target: {}: own kernel {:.4f} ms, cuDNN step {:.4f} ms: {}", own_key,
+      own_ms, cudnn_ms, wins ? "own kernel" : "cuDNN");
+  b.record_choice(own_key, choice_bytes(int32_t{wins ? 1 : 0}), true);
+  return wins;
+}
+
 // The constant bias buffer (in the output's type) for cudnnConvolutionBiasActivationForward with
 // the clamp to [lo, hi] (ReLU: [0, inf), ReLU6: [0, 6], none: (-inf, inf)), or SiLU (swish, beta 1)
 // when `silu`, when cuDNN runs it for
@@ -639,7 +750,7 @@ Result<int> fused_conv_bias(Builder& b, ConvDescs& d, cudnnDataType_t data, Elem
       const auto* p = reinterpret_cast<const uint8_t*>(&v);
       bytes.insert(bytes.end(), p, p + 4);
     } else {
-      const uint16_t h = dtype == DType::kF16 ? Half(v).bits : BFloat16(v).bits;
+      const uint16_t h = half_bits(dtype, v);
       bytes.push_back(static_cast<uint8_t>(h & 0xff));
       bytes.push_back(static_cast<uint8_t>(h >> 8));
     }
@@ -721,6 +832,31 @@ const Node* fuse_conv_clamp(Builder& b, const Node& node, std::string& kind, flo
   return clip;
 }
 
+// Whether `node` is a depthwise Conv (group = input channels = output channels, a constant
+// filter, a constant or f32 bias) that lower_depthwise runs on the own kernel.
+bool depthwise_fits(const Node& node) {
+  if (node.kind() != OpKind::kConv || node.num_inputs() < 2 || !node.has_input(0)) return false;
+  const auto& op = node.attrs<ops::Conv>();
+  if (op.activation && *op.activation != "Relu") return false;
+  if (!common_elem({node.input(0), node.output(0)})) return false;
+  const Shape x = shape_of(node.input(0));
+  const Shape w = shape_of(node.input(1));
+  const Shape y = shape_of(node.output(0));
+  if (x.rank() != 4 || w.rank() != 4 || y.rank() != 4) return false;
+  const int64_t c = x[1];
+  if (op.group != c || w[0] != c || w[1] != 1 || y[0] != x[0] || y[1] != c) return false;
+  if (node.input(1)->constant_value() == nullptr || !elem_of(node.input(1))) return false;
+  const std::vector<int64_t> in = {x[2], x[3]};
+  Result<WindowGeometry> g =
+      forward_window(in, {w[2], w[3]}, {op.auto_pad, op.strides, op.dilations, op.pads});
+  if (!g.ok() || g->out != std::vector<int64_t>{y[2], y[3]}) return false;
+  if (node.has_input(2)) {
+    if (shape_of(node.input(2)) != Shape{c}) return false;
+    if (!constant_floats(node.input(2)) && !is_f32(node.input(2))) return false;
+  }
+  return true;
+}
+
 Result<bool> lower_conv_as(Builder& b, const Node& node, bool nhwc) {
   const auto& op = node.attrs<ops::Conv>();
   if (op.activation && *op.activation != "Relu") return false;
@@ -795,36 +931,21 @@ Result<bool> lower_conv_as(Builder& b, const Node& node, bool nhwc) {
   KILN_RETURN_IF_ERROR(
       choose_conv_algo(b, *d, tensor_ops, key, bytes).with_context(node.describe()));
   b.need_workspace(d->workspace);
-  int xi = -1;
-  if (pad) {
-    // One step widens the input (either layout) into a padded NHWC copy.
-    const int from = b.stored_buffer(node.input(0));
-    const bool from_nhwc = b.is_nhwc(node.input(0));
-    xi = b.scratch(dtype_of(*e), x, true);
-    const int64_t hw = x0[2] * x0[3];
-    add(b, node, "Pad channels", {from}, {xi}, [=, e = *e](Session& s) {
-      return launch_pad_channels(e, ptr(s, from), ptr(s, xi), x0[0], x0[1], hw, cp, from_nhwc,
-                                 s.stream);
-    });
-  } else {
-    xi = nhwc ? b.buffer_nhwc(node.input(0)) : b.buffer_of(node.input(0));
-  }
-  int wi = -1;
-  if (!nhwc) {
-    wi = b.buffer_of(node.input(1));
-  } else if (const Tensor* wt = node.input(1)->constant_value(); wt != nullptr) {
-    wi = b.constant_bytes(wt->dtype(), w, nhwc_bytes(*wt, w[1]));
-  } else {
-    wi = b.buffer_nhwc(node.input(1));
-  }
-  const int bi = !has_bias   ? -1
-                 : wide_bias ? b.constant(std::move(*wide_bias))
-                             : b.buffer_of(node.input(2));
   float lo = -INFINITY;
   float hi = INFINITY;
   std::string kind = has_bias ? "Conv+Bias" : "Conv";
   bool silu = false;
   const Node* last = fuse_conv_clamp(b, node, kind, lo, hi, silu);
+  // A ReLU6 that only a depthwise convolution on the own kernel reads: that kernel applies the
+  // upper bound as it reads its input (DepthwiseConv::in_hi), so this epilogue is a plain ReLU,
+  // which cuDNN fuses; it has no clipped ReLU there, and MobileNetV2's expansions and stem each
+  // took a separate bias pass after cuDNN (1.2 ms of 4.9 at batch 256 on an H200).
+  if (last != &node && last->kind() == OpKind::kClip && lo == 0.0f && !silu) {
+    const Node* reader = b.only_consumer(last->output(0));
+    if (reader != nullptr && reader->input(0) == last->output(0) && depthwise_fits(*reader)) {
+      hi = INFINITY;
+    }
+  }
   // A residual Add that alone reads the result (and a ReLU that alone reads the Add) runs in the
   // bias kernel, when the Add's other operand is already computed: Conv+Bias+Add+Relu, ResNet's
   // block end, in one pass over the output.
@@ -849,7 +970,6 @@ Result<bool> lower_conv_as(Builder& b, const Node& node, bool nhwc) {
       }
     }
   }
-  const int yi = b.define(last->output(0), nhwc);
   const bool clamp = last != &node || op.activation.has_value();
   // Bias, residual and ReLU inside cuDNN's epilogue (one pass less over the output), where cuDNN
   // runs this configuration: a trial call at compile time decides.
@@ -869,13 +989,67 @@ Result<bool> lower_conv_as(Builder& b, const Node& node, bool nhwc) {
                             fused_conv_bias(b, *d, data, *e, *bias, x, w, y, lo, hi, silu));
     }
   }
+  // The own tensor-core kernel where it runs the convolution faster than cuDNN's step as it would
+  // run (conv_mma_wins): an image's few channels read in the layout they have (no padded copy),
+  // 1x1 convolutions of few channels.
+  std::optional<ConvMma> own;
+  std::optional<std::vector<float>> filter;
+  if (nhwc && tensor_ops && groups == 1 && (filter = constant_floats(node.input(1)))) {
+    ConvMma p;
+    p.x_nhwc = !pad || b.is_nhwc(node.input(0));
+    p.n = x0[0], p.c = x0[1], p.h = x0[2], p.w = x0[3], p.k = y[1], p.oh = y[2], p.ow = y[3];
+    p.kh = w0[2], p.kw = w0[3], p.sh = g->strides[0], p.sw = g->strides[1];
+    p.ph = g->pad_begin[0], p.pw = g->pad_begin[1], p.dh = g->dilations[0], p.dw = g->dilations[1];
+    p.lo = lo, p.hi = hi, p.silu = silu;
+    const CudnnStep step{fused_bias >= 0, has_bias || clamp, pad ? cp : 0};
+    if (conv_mma_supported(p) && conv_mma_wins(b, *d, bytes, *e, p, step, key)) own = p;
+  }
+  int xi = -1;
+  if (own && pad) {
+    xi = b.stored_buffer(node.input(0));
+  } else if (pad) {
+    // One step widens the input (either layout) into a padded NHWC copy.
+    const int from = b.stored_buffer(node.input(0));
+    const bool from_nhwc = b.is_nhwc(node.input(0));
+    xi = b.scratch(dtype_of(*e), x, true);
+    const int64_t hw = x0[2] * x0[3];
+    add(b, node, "Pad channels", {from}, {xi}, [=, e = *e](Session& s) {
+      return launch_pad_channels(e, ptr(s, from), ptr(s, xi), x0[0], x0[1], hw, cp, from_nhwc,
+                                 s.stream);
+    });
+  } else {
+    xi = nhwc ? b.buffer_nhwc(node.input(0)) : b.buffer_of(node.input(0));
+  }
+  int wi = -1;
+  if (own) {
+    wi = b.constant_bytes(dtype_of(*e), Shape{own->k, conv_mma_depth(*own)},
+                          conv_mma_filter(*filter, *own, dtype_of(*e)));
+  } else if (!nhwc) {
+    wi = b.buffer_of(node.input(1));
+  } else if (const Tensor* wt = node.input(1)->constant_value(); wt != nullptr) {
+    wi = b.constant_bytes(wt->dtype(), w, nhwc_bytes(*wt, w[1]));
+  } else {
+    wi = b.buffer_nhwc(node.input(1));
+  }
+  const int bi = !has_bias   ? -1
+                 : wide_bias ? b.constant(std::move(*wide_bias))
+                             : b.buffer_of(node.input(2));
+  const int yi = b.define(last->output(0), nhwc);
   const int64_t n = y.numel();
   const int64_t channels = y[1];
   const int64_t inner = nhwc ? 1 : y[2] * y[3];  // channel of element i: (i / inner) % channels
   std::vector<int> reads = {xi, wi};
   if (bi >= 0) reads.push_back(bi);
   if (zi >= 0) reads.push_back(zi);
-  if (fused_bias >= 0) reads.push_back(fused_bias);
+  if (fused_bias >= 0 && !own) reads.push_back(fused_bias);
+  if (own) {
+    kind.insert(4, "Mma");  // "ConvMma+Bias+Clip": the own kernel's steps in profiles
+    add(b, node, kind, reads, {yi}, [=, p = *own, e = *e](Session& s) {
+      return launch_conv_mma(e, p, ptr(s, xi), ptr(s, wi), bi >= 0 ? f32(s, bi) : nullptr,
+                             zi >= 0 ? ptr(s, zi) : nullptr, ptr(s, yi), s.stream);
+    });
+    return true;
+  }
   add(b, node, kind, reads, {yi}, [=, e = *e](Session& s) -> Status {
     const float one = 1.0f;
     const float zero = 0.0f;
@@ -905,41 +1079,37 @@ Result<bool> lower_conv_as(Builder& b, const Node& node, bool nhwc) {
 // reorders and before a bias pass: MobileNetV2 fp16 at batch 256 took 32 ms on an H200 that way.
 // False (nothing added) for any other convolution.
 bool lower_depthwise(Builder& b, const Node& node, bool nhwc) {
+  if (!depthwise_fits(node)) return false;
   const auto& op = node.attrs<ops::Conv>();
-  if (op.activation && *op.activation != "Relu") return false;
-  if (node.num_inputs() < 2) return false;
-  const std::optional<Elem> e = common_elem({node.input(0), node.output(0)});
-  if (!e) return false;
+  const Elem e = *common_elem({node.input(0), node.output(0)});
   const Shape x = shape_of(node.input(0));
   const Shape w = shape_of(node.input(1));
   const Shape y = shape_of(node.output(0));
-  if (x.rank() != 4 || w.rank() != 4 || y.rank() != 4) return false;
   const int64_t c = x[1];
-  if (op.group != c || w[0] != c || w[1] != 1 || y[0] != x[0] || y[1] != c) return false;
-  std::optional<std::vector<float>> filter = constant_floats(node.input(1));
-  if (!filter) return false;
+  const std::vector<float> filter = *constant_floats(node.input(1));
   const std::vector<int64_t> in = {x[2], x[3]};
-  Result<WindowGeometry> g =
-      forward_window(in, {w[2], w[3]}, {op.auto_pad, op.strides, op.dilations, op.pads});
-  if (!g.ok() || g->out != std::vector<int64_t>{y[2], y[3]}) return false;
+  const WindowGeometry g =
+      *forward_window(in, {w[2], w[3]}, {op.auto_pad, op.strides, op.dilations, op.pads});
   const bool has_bias = node.has_input(2);
   std::optional<std::vector<float>> bias;
-  if (has_bias) {
-    if (shape_of(node.input(2)) != Shape{c}) return false;
-    bias = constant_floats(node.input(2));
-    if (!bias && !is_f32(node.input(2))) return false;
-  }
+  if (has_bias) bias = constant_floats(node.input(2));
   // The filter [C, 1, kh, kw] as f32 [kh * kw, C]: a thread's channels are contiguous per tap.
   const int64_t taps = w[2] * w[3];
   std::vector<float> weight(static_cast<size_t>(c * taps));
   for (int64_t ch = 0; ch < c; ++ch) {
     for (int64_t t = 0; t < taps; ++t) {
-      weight[static_cast<size_t>(t * c + ch)] = (*filter)[static_cast<size_t>(ch * taps + t)];
+      weight[static_cast<size_t>(t * c + ch)] = filter[static_cast<size_t>(ch * taps + t)];
     }
   }
   DepthwiseConv p;
-  set_window(p, x, y, *g);
+  set_window(p, x, y, g);
   p.nhwc = nhwc;
+  // A constant Clip before it is applied again at its upper bound as the input is read: a no-op,
+  // unless the convolution writing the input left that bound to this read (lower_conv_as).
+  if (const Node* clip = node.input(0)->producer();
+      clip != nullptr && clip->kind() == OpKind::kClip) {
+    if (const auto u = unary_of(*clip); u && u->first == Unary::kClip) p.in_hi = u->second.second;
+  }
   const int xi = nhwc ? b.buffer_nhwc(node.input(0)) : b.buffer_of(node.input(0));
   const int wi = b.constant(std::move(weight));
   const int bi = !has_bias ? -1 : bias ? b.constant(std::move(*bias)) : b.buffer_of(node.input(2));
@@ -948,7 +1118,7 @@ bool lower_depthwise(Builder& b, const Node& node, bool nhwc) {
   const int yi = b.define(last->output(0), nhwc);
   std::vector<int> reads = {xi, wi};
   if (bi >= 0) reads.push_back(bi);
-  add(b, node, kind, reads, {yi}, [=, e = *e](Session& s) {
+  add(b, node, kind, reads, {yi}, [=](Session& s) {
     return launch_depthwise_conv(e, p, ptr(s, xi), f32(s, wi), bi >= 0 ? f32(s, bi) : nullptr,
                                  ptr(s, yi), s.stream);
   });
