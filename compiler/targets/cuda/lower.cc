@@ -55,6 +55,8 @@ void set_window(Window2d& p, const Shape& x, const Shape& y, const WindowGeometr
   p.dw = g.dilations[1];
 }
 
+}  // namespace
+
 // The kernels' element type of a float tensor (f32, f16, bf16).
 std::optional<Elem> elem_of(DType dtype) {
   switch (dtype) {
@@ -69,6 +71,8 @@ std::optional<Elem> elem_of(const Value* v) {
   if (v == nullptr) return std::nullopt;
   return elem_of(v->tensor_type().dtype);
 }
+
+namespace {
 
 // An element type as kiln's, cuDNN's and cuBLAS's data types.
 DType dtype_of(Elem e) {
@@ -94,6 +98,8 @@ std::optional<Elem> common_elem(std::initializer_list<const Value*> values) {
   return e;
 }
 
+}  // namespace
+
 // A float constant's values as f32 (f16/bf16 widened), if `v` is one.
 std::optional<std::vector<float>> constant_floats(const Value* v) {
   const Tensor* t = v != nullptr ? v->constant_value() : nullptr;
@@ -107,6 +113,8 @@ std::optional<std::vector<float>> constant_floats(const Value* v) {
   });
   return out;
 }
+
+namespace {
 
 Shape shape_of(const Value* v) {
   return v->tensor_type().shape();
@@ -1507,6 +1515,8 @@ bool lower_transpose(Builder& b, const Node& node) {
 
 // ---- views: Slice, Split, Gather (one index), Expand as strided copies ----
 
+}  // namespace
+
 // A constant integer tensor's values (i32 or i64), if `v` is one.
 std::optional<std::vector<int64_t>> constant_ints(const Value* v) {
   const Tensor* t = v != nullptr ? v->constant_value() : nullptr;
@@ -1521,6 +1531,8 @@ std::optional<std::vector<int64_t>> constant_ints(const Value* v) {
   }
   return out;
 }
+
+namespace {
 
 // Row-major element strides of `s`.
 std::vector<int64_t> plain_strides(const Shape& s) {
@@ -1884,6 +1896,7 @@ Result<bool> lower_device(Builder& b, const Node& node) {
   }
   KILN_ASSIGN_OR_RETURN(bool quantized, lower_quantized(b, node));
   if (quantized) return true;
+  if (lower_attention(b, node)) return true;
   switch (node.kind()) {
     case OpKind::kReshape:
     case OpKind::kFlatten:
