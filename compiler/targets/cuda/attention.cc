@@ -2,6 +2,8 @@
 // Attention subgraphs as exported (head splits, scalings, MatMul, Softmax, MatMul, head merge) as
 // one fused attention step (attention.cu) reading q, k and v through strides straight from the
 // projection's output and writing the heads already merged.
+#include "compiler/targets/cuda/attention.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -11,7 +13,6 @@
 #include <vector>
 
 #include "compiler/ops/all_ops.h"
-#include "compiler/targets/cuda/attention.h"
 #include "compiler/targets/cuda/program.h"
 #include "core/logging.h"
 
@@ -143,7 +144,8 @@ const Value* view_input(const Node& node) {
     case OpKind::kTranspose:
     case OpKind::kSplit:
     case OpKind::kSlice: return node.input(0);
-    case OpKind::kGather: return node.input(1)->constant_value() != nullptr ? node.input(0) : nullptr;
+    case OpKind::kGather:
+      return node.input(1)->constant_value() != nullptr ? node.input(0) : nullptr;
     case OpKind::kMul:
       if (node.num_inputs() != 2) return nullptr;
       if (scalar(node, 1)) return node.input(0);
@@ -211,17 +213,15 @@ std::optional<FineView> apply(const Node& node, const Value* out, FineView f, fl
         const size_t axis = axis_of(axes[i]);
         if (axis >= f.dims.size()) return std::nullopt;
         const int64_t dim = x[static_cast<int>(axis)];
-        const int64_t start = std::clamp<int64_t>((*starts)[i] < 0 ? (*starts)[i] + dim : (*starts)[i],
-                                                  0, dim);
+        const int64_t start =
+            std::clamp<int64_t>((*starts)[i] < 0 ? (*starts)[i] + dim : (*starts)[i], 0, dim);
         auto n = narrow(std::move(f), axis, start, y[static_cast<int>(axis)]);
         if (!n) return std::nullopt;
         f = std::move(*n);
       }
       return f;
     }
-    case OpKind::kMul:
-      scale *= scalar(node, 1) ? *scalar(node, 1) : *scalar(node, 0);
-      return f;
+    case OpKind::kMul: scale *= scalar(node, 1) ? *scalar(node, 1) : *scalar(node, 0); return f;
     case OpKind::kDiv: scale /= *scalar(node, 1); return f;
     default: return is_reshape(node.kind()) ? reshape(f, y) : std::nullopt;
   }
@@ -355,8 +355,8 @@ std::optional<Attention> match(const Builder& b, const Node& softmax) {
   }
   a.queries = sq[r - 2];
   a.keys = sk[r - 1];
-  if (sq[r - 1] != kAttentionHeadDim || sk[r - 2] != kAttentionHeadDim ||
-      sv[r - 2] != a.keys || sv[r - 1] != kAttentionHeadDim) {
+  if (sq[r - 1] != kAttentionHeadDim || sk[r - 2] != kAttentionHeadDim || sv[r - 2] != a.keys ||
+      sv[r - 1] != kAttentionHeadDim) {
     return std::nullopt;
   }
   std::vector<const Node*> nodes;

@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <type_traits>
 
@@ -19,11 +20,11 @@ namespace kiln::compiler::cuda {
 namespace {
 
 constexpr int kD = static_cast<int>(kAttentionHeadDim);
-constexpr int kRows = 64;                 // query rows per block, 16 per warp
-constexpr int kKeys = 64;                 // keys per tile
-constexpr int kBlock = 128;               // 4 warps
-constexpr int kPitch = kD + 8;            // shared row pitch: ldmatrix rows hit distinct banks
-constexpr int kChunks = kD / 8;           // 16-byte chunks per row
+constexpr int kRows = 64;        // query rows per block, 16 per warp
+constexpr int kKeys = 64;        // keys per tile
+constexpr int kBlock = 128;      // 4 warps
+constexpr int kPitch = kD + 8;   // shared row pitch: ldmatrix rows hit distinct banks
+constexpr int kChunks = kD / 8;  // 16-byte chunks per row
 constexpr int kLoads = kRows * kChunks / kBlock;  // chunks each thread loads per tile
 
 struct Operand {
@@ -112,8 +113,9 @@ __device__ __forceinline__ void load_tile(T* dst, const T* src, int64_t stride, 
   }
 }
 
-template <class T>
-__global__ void __launch_bounds__(kBlock) attention_kernel(Args a) {
+// `MinBlocks` resident blocks per SM bound the registers: 3 leave 168 a thread, 4 cap them at 128.
+template <class T, int MinBlocks>
+__global__ void __launch_bounds__(kBlock, MinBlocks) attention_kernel(Args a) {
   __shared__ alignas(16) T sq[kRows * kPitch];
   __shared__ alignas(16) T sk[2][kKeys * kPitch];
   __shared__ alignas(16) T sv[2][kKeys * kPitch];
@@ -162,10 +164,12 @@ __global__ void __launch_bounds__(kBlock) attention_kernel(Args a) {
       // Scores of the warp's 16 rows against the tile's 64 keys.
       float s[kKeys / 8][4] = {};
       const T* kt = sk[j & 1];
+      const int key0 = j * kKeys;
 #pragma unroll
       for (int kk = 0; kk < kD / 16; ++kk) {
 #pragma unroll
         for (int n = 0; n < kKeys / 8; n += 2) {
+          if (key0 + n * 8 >= a.keys) break;  // keys past the last: left to the mask below
           uint32_t b[4];
           ldmatrix4(b, kt + (n * 8 + (lane & 7) + ((lane >> 4) << 3)) * kPitch + kk * 16 +
                            ((lane >> 3) & 1) * 8);
@@ -173,7 +177,6 @@ __global__ void __launch_bounds__(kBlock) attention_kernel(Args a) {
           mma<T>(s[n + 1], qf[kk], b[2], b[3]);
         }
       }
-      const int key0 = j * kKeys;
       if (key0 + kKeys > a.keys) {
 #pragma unroll
         for (int n = 0; n < kKeys / 8; ++n) {
@@ -214,6 +217,7 @@ __global__ void __launch_bounds__(kBlock) attention_kernel(Args a) {
       const T* vt = sv[j & 1];
 #pragma unroll
       for (int kk = 0; kk < kKeys / 16; ++kk) {
+        if (key0 + kk * 16 >= a.keys) break;  // their probabilities are 0
         const uint32_t p[4] = {pack<T>(s[2 * kk][0], s[2 * kk][1]),
                                pack<T>(s[2 * kk][2], s[2 * kk][3]),
                                pack<T>(s[2 * kk + 1][0], s[2 * kk + 1][1]),
@@ -221,8 +225,8 @@ __global__ void __launch_bounds__(kBlock) attention_kernel(Args a) {
 #pragma unroll
         for (int dn = 0; dn < kD / 8; dn += 2) {
           uint32_t b[4];
-          ldmatrix4_trans(b, vt + (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * kPitch +
-                                 dn * 8 + (lane >> 4) * 8);
+          ldmatrix4_trans(b, vt + (kk * 16 + (lane & 7) + ((lane >> 3) & 1) * 8) * kPitch + dn * 8 +
+                                 (lane >> 4) * 8);
           mma<T>(o[dn], p, b[0], b[1]);
           mma<T>(o[dn + 1], p, b[2], b[3]);
         }
@@ -264,21 +268,33 @@ __global__ void __launch_bounds__(kBlock) attention_kernel(Args a) {
 Status launch_attention(Elem e, const AttentionOperand& q, const AttentionOperand& k,
                         const AttentionOperand& v, const AttentionOperand& o, int64_t batches,
                         int64_t heads, int64_t queries, int64_t keys, float scale, void* stream) {
-  if (e == Elem::kF32) return invalid_argument_error("fused attention: f32 operands (f16/bf16 only)");
+  if (e == Elem::kF32)
+    return invalid_argument_error("fused attention: f32 operands (f16/bf16 only)");
   if (batches * heads > 0x7fffffff || queries > 0x7fffffff || keys > 0x7fffffff) {
     return invalid_argument_error("fused attention: dims past 2^31");
   }
   if (batches == 0 || heads == 0 || queries == 0) return Status();
   auto op = [](const AttentionOperand& x) { return Operand{x.base, x.batch, x.head, x.row}; };
-  Args a{op(q), op(k), op(v), op(o), static_cast<int>(heads), static_cast<int>(queries),
-         static_cast<int>(keys), scale * 1.4426950408889634f};
+  Args a{op(q),
+         op(k),
+         op(v),
+         op(o),
+         static_cast<int>(heads),
+         static_cast<int>(queries),
+         static_cast<int>(keys),
+         scale * 1.4426950408889634f};
   const dim3 grid(static_cast<unsigned>(batches * heads),
                   static_cast<unsigned>((queries + kRows - 1) / kRows));
   auto s = static_cast<cudaStream_t>(stream);
+  static const bool four = [] {
+    const char* env = std::getenv("KILN_CUDA_ATTENTION_BLOCKS");
+    return env != nullptr && std::strcmp(env, "4") == 0;
+  }();
   if (e == Elem::kF16) {
-    attention_kernel<__half><<<grid, kBlock, 0, s>>>(a);
+    (four ? attention_kernel<__half, 4> : attention_kernel<__half, 1>)<<<grid, kBlock, 0, s>>>(a);
   } else {
-    attention_kernel<__nv_bfloat16><<<grid, kBlock, 0, s>>>(a);
+    (four ? attention_kernel<__nv_bfloat16, 4>
+          : attention_kernel<__nv_bfloat16, 1>)<<<grid, kBlock, 0, s>>>(a);
   }
   return launched("attention");
 }

@@ -798,8 +798,9 @@ constexpr int64_t kAttnB = 2, kAttnH = 3, kAttnD = 64, kAttnE = kAttnH * kAttnD;
 // The inputs of attention_graph: the QKV projection's output (and the mask).
 std::vector<Tensor> attention_inputs(AttentionForm form, int64_t seq) {
   const bool seq_first = form == AttentionForm::kSdpa || form == AttentionForm::kBmm;
-  Tensor x = random_tensor(seq_first ? Shape{seq, kAttnB, 3 * kAttnE} : Shape{kAttnB, seq, 3 * kAttnE},
-                           200 + static_cast<uint32_t>(seq));
+  Tensor x =
+      random_tensor(seq_first ? Shape{seq, kAttnB, 3 * kAttnE} : Shape{kAttnB, seq, 3 * kAttnE},
+                    200 + static_cast<uint32_t>(seq));
   for (float& v : x.span<float>()) v *= 2.0f;
   std::vector<Tensor> inputs = {x};
   if (form == AttentionForm::kMasked) {
@@ -841,7 +842,8 @@ BuildFn attention_graph(AttentionForm form, int64_t seq, DType dt) {
       v = b.add(perm({0, 2, 1, 3}), {reshape(parts[2], {B, seq, H, D})});
     } else {
       Value* u = b.add(Op(ops::Unsqueeze{}), {reshape(qkv, {seq, B, 3, E}), b.constant(i64({0}))});
-      Value* t = b.add(Op(ops::Squeeze{}), {b.add(perm({3, 1, 2, 0, 4}), {u}), b.constant(i64({3}))});
+      Value* t =
+          b.add(Op(ops::Squeeze{}), {b.add(perm({3, 1, 2, 0, 4}), {u}), b.constant(i64({3}))});
       std::vector<Value*> heads;
       for (int64_t i = 0; i < 3; ++i) {
         Value* part = b.add(Op(ops::Gather{}), {t, b.constant(Tensor::scalar<int64_t>(i))});
@@ -877,11 +879,11 @@ BuildFn attention_graph(AttentionForm form, int64_t seq, DType dt) {
   };
 }
 
-// Runs without a GPU: the forms torch exports are found in f16 and bf16 (not in f32, which keeps the
-// unfused path, nor with a mask).
+// Runs without a GPU: the forms torch exports are found in f16 and bf16 (not in f32, which keeps
+// the unfused path, nor with a mask).
 TEST(CudaAttention, PlanFindsTheExportedForms) {
-  for (const AttentionForm form : {AttentionForm::kBert, AttentionForm::kSdpa, AttentionForm::kBmm,
-                                   AttentionForm::kMasked}) {
+  for (const AttentionForm form :
+       {AttentionForm::kBert, AttentionForm::kSdpa, AttentionForm::kBmm, AttentionForm::kMasked}) {
     for (const DType dt : {DType::kF32, DType::kF16, DType::kBF16}) {
       SCOPED_TRACE(std::string(dtype_name(dt)) + " form " + std::to_string(static_cast<int>(form)));
       const std::vector<Tensor> inputs = attention_inputs(form, 197);
@@ -898,8 +900,8 @@ TEST(CudaAttention, PlanFindsTheExportedForms) {
 // sequence lengths 128 and 197 (BERT's and ViT's) and 5 (one partial tile); against ref in f32.
 TEST(CudaTarget, FusedAttentionMatchesRef) {
   SKIP_WITHOUT_GPU();
-  for (const AttentionForm form : {AttentionForm::kBert, AttentionForm::kSdpa, AttentionForm::kBmm,
-                                   AttentionForm::kMasked}) {
+  for (const AttentionForm form :
+       {AttentionForm::kBert, AttentionForm::kSdpa, AttentionForm::kBmm, AttentionForm::kMasked}) {
     for (const int64_t seq : {int64_t{128}, int64_t{197}, int64_t{5}}) {
       if (form == AttentionForm::kMasked && seq != 5) continue;
       const std::vector<Tensor> inputs = attention_inputs(form, seq);
@@ -925,6 +927,57 @@ TEST(CudaTarget, FusedAttentionMatchesRef) {
         }
       }
     }
+  }
+}
+
+// A transformer MLP (Linear, exact GELU as exported, Linear): in f16 and bf16 the GELU runs as
+// cuBLASLt's GELU_BIAS epilogue of the first matmul (the tanh approximation: within f16's
+// tolerance), in f32 as its own exact step; against ref in f32.
+TEST(CudaTarget, GeluRunsInTheMatmulEpilogueInHalfPrecision) {
+  SKIP_WITHOUT_GPU();
+  auto scaled = [](Shape shape, uint32_t seed, float by) {
+    Tensor t = random_tensor(std::move(shape), seed);
+    for (float& v : t.span<float>()) v *= by;
+    return t;
+  };
+  const Tensor w1 = scaled(Shape{64, 256}, 220, 0.25f);
+  const Tensor b1 = random_tensor(Shape{256}, 221);
+  const Tensor w2 = scaled(Shape{256, 64}, 222, 0.1f);
+  const Tensor b2 = random_tensor(Shape{64}, 223);
+  const std::vector<Tensor> inputs = {random_tensor(Shape{2, 24, 64}, 224)};
+  auto build = [&](DType dt) {
+    return [&, dt](GraphBuilder& b, const std::vector<Value*>& in) {
+      const bool half = dt != DType::kF32;
+      auto cast = [&](Value* v, DType to) { return half ? cast_to(b, v, to) : v; };
+      auto k = [&](const Tensor& t) { return b.constant(in_dtype(t, dt)); };
+      auto scalar = [&](float v) { return k(Tensor::scalar<float>(v)); };
+      Value* h = b.add(Op(ops::Add{}), {b.add(Op(ops::MatMul{}), {cast(in[0], dt), k(w1)}), k(b1)});
+      Value* erf = cast(b.add(Op(ops::Erf{}),
+                              {cast(b.add(Op(ops::Div{}), {h, scalar(1.4142135f)}), DType::kF32)}),
+                        dt);
+      Value* gelu = b.add(
+          Op(ops::Mul{}),
+          {b.add(Op(ops::Mul{}), {h, b.add(Op(ops::Add{}), {erf, scalar(1)})}), scalar(0.5f)});
+      Value* y = b.add(Op(ops::Add{}), {b.add(Op(ops::MatMul{}), {gelu, k(w2)}), k(b2)});
+      b.output(cast(y, DType::kF32));
+    };
+  };
+  std::shared_ptr<Executable> ref = compile_for(make_graph(inputs, build(DType::kF32)), "ref");
+  ASSERT_NE(ref, nullptr);
+  const std::vector<Tensor> want = run(*ref, inputs);
+  for (const DType dt : {DType::kF32, DType::kF16, DType::kBF16}) {
+    SCOPED_TRACE(dtype_name(dt));
+    std::shared_ptr<Executable> exe = compile_for(make_graph(inputs, build(dt)), "cuda");
+    ASSERT_NE(exe, nullptr);
+    expect_close(want, run(*exe, inputs),
+                 dt == DType::kF16    ? 1e-2f
+                 : dt == DType::kBF16 ? 6e-2f
+                                      : 1e-4f);
+    const cuda::Program* program = cuda_program(*exe);
+    ASSERT_NE(program, nullptr);
+    EXPECT_EQ(program->count_steps("MatMul+Bias+Gelu"), dt == DType::kF32 ? 0 : 1);
+    EXPECT_EQ(program->count_steps("Gelu"), dt == DType::kF32 ? 1 : 0);
+    EXPECT_EQ(program->count_steps("MatMul+Bias"), dt == DType::kF32 ? 2 : 1);
   }
 }
 
