@@ -7,7 +7,9 @@
 #   pack here:  /work/shared/tools/devpack .devpack-attn build/ci/tools/kiln build/ci/compiler/compiler_cuda_test
 #               cp bench/gpu_vs_torch/attn_check.sh .devpack-attn/
 #   device:     run(carry [".devpack-attn"], command "bash .devpack-attn/attn_check.sh")
-# TOTAL_SECONDS (default 330) bounds the whole call; torch.compile gets what is left. Logs go to
+# EXPORT names another export_models.py (one carried in the pack, where the checkout's is older).
+# TOTAL_SECONDS (default 330) bounds the whole call; torch.compile gets what is left. QUICK=1 skips
+# the A/B runs and torch.compile. Logs go to
 # $OUT/attn_final.tgz; a summary is printed last.
 set -uo pipefail
 pack=${PACK:-.devpack-attn}
@@ -30,7 +32,8 @@ step() {  # step NAME SECONDS COMMAND...
   echo "$name rc=$? $((SECONDS - t0))s" | tee -a "$logs/summary.txt"
 }
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv >"$logs/env.log" 2>&1
-step export 60 python3 bench/cpu_vs_ort/export_models.py --out "$models" vit_b_16_rh bert_base_seq128
+step export 60 python3 "${EXPORT:-bench/cpu_vs_ort/export_models.py}" --out "$models" vit_b_16_rh \
+  bert_base_seq128
 step tests 60 "$pack/run" compiler_cuda_test
 perf() {  # perf NAME MODEL BATCH [ENV...]
   local name=$1 m=$2 b=$3
@@ -43,11 +46,13 @@ perf vit64 vit_b_16_rh 64
 perf vit1 vit_b_16_rh 1
 perf bert64 bert_base_seq128 64
 perf bert1 bert_base_seq128 1
-perf vit256_blocks4 vit_b_16_rh 256 KILN_CUDA_ATTENTION_BLOCKS=4
-perf bert64_blocks4 bert_base_seq128 64 KILN_CUDA_ATTENTION_BLOCKS=4
-perf vit256_off vit_b_16_rh 256 KILN_CUDA_ATTENTION=0 KILN_CUDA_GELU_EPILOGUE=0
-perf bert64_off bert_base_seq128 64 KILN_CUDA_ATTENTION=0 KILN_CUDA_GELU_EPILOGUE=0
-perf bert64_nogelu bert_base_seq128 64 KILN_CUDA_GELU_EPILOGUE=0
+if [[ -z ${QUICK:-} ]]; then
+  perf vit256_blocks4 vit_b_16_rh 256 KILN_CUDA_ATTENTION_BLOCKS=4
+  perf bert64_blocks4 bert_base_seq128 64 KILN_CUDA_ATTENTION_BLOCKS=4
+  perf vit256_off vit_b_16_rh 256 KILN_CUDA_ATTENTION=0 KILN_CUDA_GELU_EPILOGUE=0
+  perf bert64_off bert_base_seq128 64 KILN_CUDA_ATTENTION=0 KILN_CUDA_GELU_EPILOGUE=0
+  perf bert64_nogelu bert_base_seq128 64 KILN_CUDA_GELU_EPILOGUE=0
+fi
 # fp16 (fused, and the old path) against fp32 on cuda, batch 2, same inputs.
 python3 -c '
 import numpy as np
@@ -75,7 +80,8 @@ for name in ("vit_b_16_rh", "bert_base_seq128"):
         print(name, "compare failed:", e)' >"$logs/compare.log" 2>&1
 cat "$logs/compare.log"
 left=$((total - (SECONDS - start) - 10))
-step torch $left python3 bench/gpu_vs_torch/run.py --no-kiln --models vit_b_16,bert_base_seq128 \
+[[ -n ${QUICK:-} ]] ||
+  step torch $left python3 bench/gpu_vs_torch/run.py --no-kiln --models vit_b_16,bert_base_seq128 \
   --batches 64,256 --modes default --compile-timeout 100 --time-budget $((left - 10)) \
   --models-dir "$models" --json "$logs/torch.json"
 tar -C "$out" -czf "$out/attn_final.tgz" logs
@@ -83,4 +89,5 @@ echo "== summary"
 cat "$logs/summary.txt"
 for f in "$logs"/perf_*.log; do echo "== $(basename "$f")"; grep -E "latency|^(Attention|MatMul|Transpose|Gelu|Softmax|Add) " "$f"; done
 grep -E "FAILED|PASSED|tests ran" "$logs/tests.log" | head
-tail -25 "$logs/torch.log"
+grep -E -A3 "Failure" "$logs/tests.log" | head -30
+[[ -f $logs/torch.log ]] && tail -25 "$logs/torch.log"

@@ -227,17 +227,24 @@ std::optional<FineView> apply(const Node& node, const Value* out, FineView f, fl
   }
 }
 
-// `v` as a view of the value its view steps start from (`source`), the steps' nodes added to
-// `nodes` and their scalings to `scale`.
-std::optional<FineView> view_of(const Value* v, const Value*& source,
+// The value `v`'s view steps start from.
+const Value* source_of(const Value* v) {
+  while (v->producer() != nullptr && view_input(*v->producer()) != nullptr) {
+    v = view_input(*v->producer());
+  }
+  return v;
+}
+
+// `v` as a view of its source (source_of), which is `start` (a view of its buffer); the steps'
+// nodes are added to `nodes` and their scalings to `scale`.
+std::optional<FineView> view_of(const Value* v, const FineView& start,
                                 std::vector<const Node*>& nodes, float& scale) {
   std::vector<const Value*> chain;  // v, then each step's input, back to the source
   while (v->producer() != nullptr && view_input(*v->producer()) != nullptr) {
     chain.push_back(v);
     v = view_input(*v->producer());
   }
-  source = v;
-  FineView f = contiguous(shape_of(v));
+  FineView f = start;
   for (size_t i = chain.size(); i-- > 0;) {
     const Node& node = *chain[i]->producer();
     auto next = apply(node, chain[i], std::move(f), scale);
@@ -246,6 +253,34 @@ std::optional<FineView> view_of(const Value* v, const Value*& source,
     nodes.push_back(&node);
   }
   return f;
+}
+
+// The Transpose before `v` when `v` is a row-wise projection of it: MatMul by a 2-D matrix (plus
+// a vector along the last dim) of a Transpose that keeps the last dim and that only the MatMul
+// reads (MultiheadAttention's batch-first transpose before its in_proj). The projection can run on
+// the Transpose's input instead (rows in that order: the Transpose becomes an alias), with `v` read
+// through the permutation. Else nullptr.
+const Node* row_transpose(const Builder& b, const Value* v) {
+  const Node* p = v->producer();
+  if (p != nullptr && p->kind() == OpKind::kAdd && p->num_inputs() == 2) {
+    for (int i = 0; i < 2; ++i) {
+      const Value* m = p->input(i);
+      if (m->producer() != nullptr && m->producer()->kind() == OpKind::kMatMul &&
+          p->input(1 - i)->tensor_type().rank() == 1 && b.only_consumer(m) == p) {
+        p = m->producer();
+        break;
+      }
+    }
+  }
+  if (p == nullptr || p->kind() != OpKind::kMatMul || p->input(1)->tensor_type().rank() != 2) {
+    return nullptr;
+  }
+  const Node* t = p->input(0)->producer();
+  if (t == nullptr || t->kind() != OpKind::kTranspose || b.only_consumer(p->input(0)) != p) {
+    return nullptr;
+  }
+  const std::vector<int64_t> perm = transpose_perm(*t);
+  return perm.back() == static_cast<int64_t>(perm.size()) - 1 ? t : nullptr;
 }
 
 // One operand as the kernel reads it: [batch factors..., rows, head dim].
@@ -282,6 +317,74 @@ int64_t stride_at(const std::vector<Factor>& batch, int64_t at) {
   return 0;
 }
 
+// The view of chain[0]'s input, given `f`, the view of chain[length - 1]'s output: each reshape or
+// Transpose undone, last first.
+std::optional<FineView> undo(const std::vector<const Node*>& chain, size_t length, FineView f) {
+  for (size_t i = length; i-- > 0;) {
+    const Node& n = *chain[i];
+    if (n.kind() == OpKind::kTranspose) {
+      const std::vector<int64_t> perm = transpose_perm(n);
+      std::vector<int64_t> inverse(perm.size());
+      for (size_t d = 0; d < perm.size(); ++d) inverse[static_cast<size_t>(perm[d])] = d;
+      f = permute(f, inverse);
+    } else {
+      std::optional<FineView> r = reshape(f, shape_of(n.input(0)));
+      if (!r) return std::nullopt;
+      f = std::move(*r);
+    }
+  }
+  return f;
+}
+
+// The Transposes after the attention's merged heads `f` ([rows, E]) that become aliases when the
+// rows are stored in the order they want: a row-wise projection that alone reads `f` (Gemm without
+// transA or MatMul, by a 2-D matrix, bias at most a vector), then reshapes and Transposes that keep
+// the last dim, each alone reading the one before (MultiheadAttention's out_proj, its view to
+// [S, B, E] and its batch-first transpose back). `start` gets `f` as a view of the buffer the step
+// then writes. Empty when there are none.
+std::vector<const Node*> row_transposes_after(const Builder& b, const Value* f, FineView& start) {
+  const Node* p = b.only_consumer(f);
+  if (f->tensor_type().rank() != 2 || p == nullptr || p->num_inputs() < 2 || p->input(0) != f ||
+      p->input(1)->tensor_type().rank() != 2) {
+    return {};
+  }
+  if (p->kind() == OpKind::kGemm) {
+    if (p->attrs<ops::Gemm>().transA != 0) return {};
+    if (p->has_input(2)) {
+      const Shape c = shape_of(p->input(2));
+      if (c.rank() > 2 || (c.rank() == 2 && c[0] != 1)) return {};
+    }
+  } else if (p->kind() != OpKind::kMatMul) {
+    return {};
+  }
+  const Value* g = p->output(0);
+  std::vector<const Node*> chain, transposes;
+  for (const Node* n = b.only_consumer(g);
+       n != nullptr && (is_reshape(n->kind()) || n->kind() == OpKind::kTranspose);
+       n = b.only_consumer(n->output(0))) {
+    chain.push_back(n);
+    if (n->kind() == OpKind::kTranspose) transposes.push_back(n);
+  }
+  if (transposes.empty()) return {};
+  // The projection's result as a view of the last value's contiguous buffer: rows permuted, each
+  // row whole.
+  const Shape gs = shape_of(g);
+  std::optional<FineView> v =
+      undo(chain, chain.size(), contiguous(shape_of(chain.back()->output(0))));
+  if (!v) return {};
+  const std::vector<Factor> cols = merged(v->dims[1]);
+  if (cols.size() != 1 || cols[0].stride != 1 || v->offset != 0) return {};
+  const int64_t width = shape_of(f)[1];
+  start = FineView{};
+  start.dims.resize(2);
+  for (const Factor& x : v->dims[0]) {
+    if (x.stride % gs[1] != 0) return {};
+    start.dims[0].push_back({x.size, x.stride / gs[1] * width});
+  }
+  start.dims[1].push_back({width, 1});
+  return transposes;
+}
+
 // An attention subgraph the fused step takes.
 struct Attention {
   std::vector<const Node*> nodes;  // every node it replaces, `anchor` last
@@ -292,6 +395,8 @@ struct Attention {
   int64_t batch_stride[4] = {}, head_stride[4] = {};  // q, k, v, o
   float scale = 1.0f;
   Elem elem = Elem::kF16;
+  const Node* elided = nullptr;           // row_transpose of the source, an alias now
+  std::vector<const Node*> elided_after;  // row_transposes_after the output, aliases now
 };
 
 bool enabled() {
@@ -359,18 +464,29 @@ std::optional<Attention> match(const Builder& b, const Node& softmax) {
       sv[r - 1] != kAttentionHeadDim) {
     return std::nullopt;
   }
+  // One source for all three (a QKV projection) whose rows may come in its input's order.
+  const Value* sq_src = source_of(qk->input(0));
+  const Value* sk_src = source_of(qk->input(1));
+  const Value* sv_src = source_of(pv->input(1));
+  if (sq_src == sk_src && sk_src == sv_src) a.elided = row_transpose(b, sq_src);
+  auto start = [&](const Value* src) {
+    if (a.elided == nullptr) return contiguous(shape_of(src));
+    Shape rows = shape_of(a.elided->input(0));  // the source's rows in the Transpose's input order
+    std::vector<int64_t> dims(rows.dims().begin(), rows.dims().end());
+    dims.back() = shape_of(src)[shape_of(src).rank() - 1];
+    return permute(contiguous(Shape(dims)), transpose_perm(*a.elided));
+  };
   std::vector<const Node*> nodes;
-  const Value* src = nullptr;
-  auto fq = view_of(qk->input(0), src, nodes, a.scale);
-  std::optional<Operand> q = fq ? operand_of(*fq, src) : std::nullopt;
-  auto fk = view_of(qk->input(1), src, nodes, a.scale);
+  auto fq = view_of(qk->input(0), start(sq_src), nodes, a.scale);
+  std::optional<Operand> q = fq ? operand_of(*fq, sq_src) : std::nullopt;
+  auto fk = view_of(qk->input(1), start(sk_src), nodes, a.scale);
   std::vector<int64_t> swap(static_cast<size_t>(r));
   for (int d = 0; d < r; ++d) swap[static_cast<size_t>(d)] = d;
   std::swap(swap[static_cast<size_t>(r - 1)], swap[static_cast<size_t>(r - 2)]);
-  std::optional<Operand> k = fk ? operand_of(permute(*fk, swap), src) : std::nullopt;
+  std::optional<Operand> k = fk ? operand_of(permute(*fk, swap), sk_src) : std::nullopt;
   float unscaled = 1.0f;
-  auto fv = view_of(pv->input(1), src, nodes, unscaled);
-  std::optional<Operand> v = fv ? operand_of(*fv, src) : std::nullopt;
+  auto fv = view_of(pv->input(1), start(sv_src), nodes, unscaled);
+  std::optional<Operand> v = fv ? operand_of(*fv, sv_src) : std::nullopt;
   if (!q || !k || !v || unscaled != 1.0f || !(a.scale > 0.0f) || !std::isfinite(a.scale)) {
     return std::nullopt;
   }
@@ -390,20 +506,22 @@ std::optional<Attention> match(const Builder& b, const Node& softmax) {
   size_t length = chain.size() + 1;
   while (!o && length-- > 0) {
     const Value* end = length == 0 ? pv->output(0) : chain[length - 1]->output(0);
-    std::optional<FineView> f = contiguous(shape_of(end));
-    for (size_t i = length; f && i-- > 0;) {  // undo each step, last first
-      const Node& n = *chain[i];
-      if (n.kind() == OpKind::kTranspose) {
-        const std::vector<int64_t> perm = transpose_perm(n);
-        std::vector<int64_t> inverse(perm.size());
-        for (size_t d = 0; d < perm.size(); ++d) inverse[static_cast<size_t>(perm[d])] = d;
-        f = permute(*f, inverse);
-      } else {
-        f = reshape(*f, shape_of(n.input(0)));
-      }
-    }
+    std::optional<FineView> f = undo(chain, length, contiguous(shape_of(end)));
     if (f) o = operand_of(*f, end);
     if (o) a.out = end;
+  }
+  // The rows stored in the order the Transposes after the output projection want, where the
+  // strided store can.
+  FineView rows;
+  if (o) a.elided_after = row_transposes_after(b, a.out, rows);
+  if (!a.elided_after.empty()) {
+    std::optional<FineView> f = undo(chain, length, rows);
+    std::optional<Operand> reordered = f ? operand_of(*f, a.out) : std::nullopt;
+    if (reordered) {
+      o = reordered;
+    } else {
+      a.elided_after.clear();
+    }
   }
   if (!o) return std::nullopt;
   nodes.insert(nodes.end(), chain.begin(), chain.begin() + static_cast<std::ptrdiff_t>(length));
@@ -453,8 +571,58 @@ std::optional<Attention> match(const Builder& b, const Node& softmax) {
   for (const Operand* p : {&a.q, &a.k, &a.v}) {
     if (inside.count(p->source->producer()) != 0) return std::nullopt;
   }
+  // A source stored in another row order is read by nothing else.
+  if (a.elided != nullptr) {
+    if (outputs.count(a.q.source) != 0) return std::nullopt;
+    for (const auto& use : a.q.source->uses()) {
+      if (inside.count(use.node) == 0) return std::nullopt;
+    }
+  }
   a.nodes = std::move(nodes);
   return a;
+}
+
+// `n`, or the first producer before it that is no reshape or Transpose.
+const Node* producer_past_views(const Node* n) {
+  while (n != nullptr && (is_reshape(n->kind()) || n->kind() == OpKind::kTranspose)) {
+    n = n->input(0)->producer();
+  }
+  return n;
+}
+
+// The Softmax whose probabilities MatMul `pv` multiplies (through a Cast), else nullptr.
+const Node* softmax_before(const Node* pv) {
+  if (pv == nullptr || pv->kind() != OpKind::kMatMul) return nullptr;
+  const Node* n = pv->input(0)->producer();
+  if (n != nullptr && n->kind() == OpKind::kCast) n = n->input(0)->producer();
+  return n != nullptr && n->kind() == OpKind::kSoftmax ? n : nullptr;
+}
+
+// The Softmax of the attention whose q, k and v come from the projection of Transpose `t` (see
+// row_transpose), else nullptr.
+const Node* softmax_reading(const Builder& b, const Node& t) {
+  const Node* m = b.only_consumer(t.output(0));
+  if (m == nullptr || m->kind() != OpKind::kMatMul) return nullptr;
+  const Value* v = m->output(0);
+  if (const Node* add = b.only_consumer(v); add != nullptr && add->kind() == OpKind::kAdd) {
+    v = add->output(0);
+  }
+  if (v->uses().empty()) return nullptr;
+  // Through the head split to the first MatMul it reaches.
+  const Node* n = v->uses()[0].node;
+  while (n != nullptr && n->kind() != OpKind::kMatMul && view_input(*n) != nullptr) {
+    n = n->num_outputs() > 0 && n->output(0) != nullptr && !n->output(0)->uses().empty()
+            ? n->output(0)->uses()[0].node
+            : nullptr;
+  }
+  if (n == nullptr || n->kind() != OpKind::kMatMul) return nullptr;
+  // The scores' MatMul: forward through scalings and Casts; the output's: back through a Cast.
+  for (const Node* s = b.only_consumer(n->output(0)); s != nullptr;
+       s = b.only_consumer(s->output(0))) {
+    if (s->kind() == OpKind::kSoftmax) return s;
+    if (s->kind() != OpKind::kCast && s->kind() != OpKind::kMul && s->kind() != OpKind::kDiv) break;
+  }
+  return softmax_before(n);
 }
 
 }  // namespace
@@ -469,8 +637,11 @@ int plan_attention(Builder& b) {
     for (const Node* n : a->nodes) {
       if (n != a->anchor) b.mark_fused(n);
     }
-    log(LogLevel::kDebug, "cuda: attention at \"{}\" fused: {} x {} heads, {} queries, {} keys",
-        node->name(), a->batches, a->heads, a->queries, a->keys);
+    log(LogLevel::kDebug,
+        "cuda: attention at \"{}\" fused: {} x {} heads, {} queries, {} keys; Transposes "
+        "aliased: {} before, {} after",
+        node->name(), a->batches, a->heads, a->queries, a->keys, a->elided != nullptr ? 1 : 0,
+        a->elided_after.size());
     ++found;
   }
   return found;
@@ -478,16 +649,28 @@ int plan_attention(Builder& b) {
 
 bool lower_attention(Builder& b, const Node& node) {
   if (!enabled()) return false;
-  // Back from the anchor through the head merge and the second MatMul to the Softmax.
-  const Node* n = &node;
-  while (n != nullptr && (is_reshape(n->kind()) || n->kind() == OpKind::kTranspose)) {
-    n = n->input(0)->producer();
+  if (node.kind() == OpKind::kTranspose) {
+    // A Transpose before the QKV projection or after the output projection whose rows the
+    // attention step reorders: an alias.
+    const Node* softmax = softmax_reading(b, node);
+    std::optional<Attention> a = softmax != nullptr ? match(b, *softmax) : std::nullopt;
+    if (!a || a->elided != &node) {
+      const Node* p = producer_past_views(&node);
+      if (p != nullptr && (p->kind() == OpKind::kGemm || p->kind() == OpKind::kMatMul)) {
+        softmax = softmax_before(producer_past_views(p->input(0)->producer()));
+        a = softmax != nullptr ? match(b, *softmax) : std::nullopt;
+      }
+    }
+    if (a && (a->elided == &node || std::find(a->elided_after.begin(), a->elided_after.end(),
+                                              &node) != a->elided_after.end())) {
+      b.alias(node.output(0), node.input(0));
+      return true;
+    }
   }
-  if (n == nullptr || n->kind() != OpKind::kMatMul) return false;
-  n = n->input(0)->producer();
-  if (n != nullptr && n->kind() == OpKind::kCast) n = n->input(0)->producer();
-  if (n == nullptr || n->kind() != OpKind::kSoftmax) return false;
-  std::optional<Attention> a = match(b, *n);
+  // Back from the anchor through the head merge to the second MatMul and the Softmax.
+  const Node* softmax = softmax_before(producer_past_views(&node));
+  if (softmax == nullptr) return false;
+  std::optional<Attention> a = match(b, *softmax);
   if (!a || a->anchor != &node) return false;
   const int qi = b.buffer_of(a->q.source);
   const int ki = b.buffer_of(a->k.source);

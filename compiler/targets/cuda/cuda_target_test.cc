@@ -791,16 +791,18 @@ TEST(CudaTarget, HeadSplitsFoldIntoOneCopy) {
 // Attention subgraphs as torch exports them: `kBert` (Split, heads transposed, scores scaled after
 // the MatMul), `kSdpa` (torch 2.x's MultiheadAttention: [S, B, 3E] unflattened, one 5-D Transpose,
 // Gather, heads through [S, B*H, D], q and kᵀ each scaled by a Mul), `kBmm` (torch 1.x's: 3-D
-// batches of B*H heads, q scaled before the MatMul) and `kMasked` (kBert with an additive mask).
-enum class AttentionForm { kBert, kSdpa, kBmm, kMasked };
+// batches of B*H heads, q scaled before the MatMul), `kMasked` (kBert with an additive mask) and
+// `kProjected` (kSdpa as MultiheadAttention runs it: batch-first x transposed, the QKV projection,
+// and after it the output projection, back to [S, B, E] and transposed to batch first).
+enum class AttentionForm { kBert, kSdpa, kBmm, kMasked, kProjected };
 constexpr int64_t kAttnB = 2, kAttnH = 3, kAttnD = 64, kAttnE = kAttnH * kAttnD;
 
 // The inputs of attention_graph: the QKV projection's output (and the mask).
 std::vector<Tensor> attention_inputs(AttentionForm form, int64_t seq) {
   const bool seq_first = form == AttentionForm::kSdpa || form == AttentionForm::kBmm;
-  Tensor x =
-      random_tensor(seq_first ? Shape{seq, kAttnB, 3 * kAttnE} : Shape{kAttnB, seq, 3 * kAttnE},
-                    200 + static_cast<uint32_t>(seq));
+  const int64_t width = form == AttentionForm::kProjected ? kAttnE : 3 * kAttnE;
+  Tensor x = random_tensor(seq_first ? Shape{seq, kAttnB, width} : Shape{kAttnB, seq, width},
+                           200 + static_cast<uint32_t>(seq));
   for (float& v : x.span<float>()) v *= 2.0f;
   std::vector<Tensor> inputs = {x};
   if (form == AttentionForm::kMasked) {
@@ -830,6 +832,14 @@ BuildFn attention_graph(AttentionForm form, int64_t seq, DType dt) {
     const int64_t B = kAttnB, H = kAttnH, D = kAttnD, E = kAttnE;
     const bool bert = form == AttentionForm::kBert || form == AttentionForm::kMasked;
     Value* qkv = cast(in[0], dt);
+    if (form == AttentionForm::kProjected) {
+      Tensor w = random_tensor(Shape{E, 3 * E}, 230);
+      for (float& x : w.span<float>()) x *= 0.1f;
+      const Tensor bias = random_tensor(Shape{3 * E}, 231);
+      Value* rows = b.add(perm({1, 0, 2}), {qkv});
+      qkv = b.add(Op(ops::Add{}), {b.add(Op(ops::MatMul{}), {rows, b.constant(in_dtype(w, dt))}),
+                                   b.constant(in_dtype(bias, dt))});
+    }
     Value* q = nullptr;
     Value* kt = nullptr;  // k transposed: [..., D, S]
     Value* v = nullptr;
@@ -849,7 +859,7 @@ BuildFn attention_graph(AttentionForm form, int64_t seq, DType dt) {
         Value* part = b.add(Op(ops::Gather{}), {t, b.constant(Tensor::scalar<int64_t>(i))});
         heads.push_back(b.add(perm({1, 0, 2}), {reshape(part, {seq, B * H, D})}));
       }
-      if (form == AttentionForm::kSdpa) {
+      if (form == AttentionForm::kSdpa || form == AttentionForm::kProjected) {
         const float root = std::sqrt(1.0f / std::sqrt(static_cast<float>(D)));
         q = b.add(Op(ops::Mul{}), {reshape(heads[0], {B, H, seq, D}), scalar(root)});
         kt = b.add(Op(ops::Mul{}),
@@ -868,8 +878,17 @@ BuildFn attention_graph(AttentionForm form, int64_t seq, DType dt) {
     }
     Value* p = cast(b.add(Op(ops::Softmax{}), {cast(scores, DType::kF32)}), dt);
     Value* o = b.add(Op(ops::MatMul{}), {p, v});
-    if (form == AttentionForm::kSdpa) {
+    if (form == AttentionForm::kSdpa || form == AttentionForm::kProjected) {
       o = reshape(b.add(perm({2, 0, 1, 3}), {o}), {seq * B, E});
+      if (form == AttentionForm::kProjected) {  // out_proj, back to [S, B, E], batch first
+        Tensor w = random_tensor(Shape{E, E}, 232);
+        for (float& x : w.span<float>()) x *= 0.1f;
+        const Tensor bias = random_tensor(Shape{E}, 233);
+        ops::Gemm gemm;
+        gemm.transB = 1;
+        o = b.add(Op(gemm), {o, b.constant(in_dtype(w, dt)), b.constant(in_dtype(bias, dt))});
+        o = b.add(perm({1, 0, 2}), {reshape(o, {seq, B, E})});
+      }
     } else if (form == AttentionForm::kBmm) {
       o = reshape(b.add(perm({1, 0, 2}), {o}), {seq * B, E});
     } else {
@@ -882,8 +901,8 @@ BuildFn attention_graph(AttentionForm form, int64_t seq, DType dt) {
 // Runs without a GPU: the forms torch exports are found in f16 and bf16 (not in f32, which keeps
 // the unfused path, nor with a mask).
 TEST(CudaAttention, PlanFindsTheExportedForms) {
-  for (const AttentionForm form :
-       {AttentionForm::kBert, AttentionForm::kSdpa, AttentionForm::kBmm, AttentionForm::kMasked}) {
+  for (const AttentionForm form : {AttentionForm::kBert, AttentionForm::kSdpa, AttentionForm::kBmm,
+                                   AttentionForm::kMasked, AttentionForm::kProjected}) {
     for (const DType dt : {DType::kF32, DType::kF16, DType::kBF16}) {
       SCOPED_TRACE(std::string(dtype_name(dt)) + " form " + std::to_string(static_cast<int>(form)));
       const std::vector<Tensor> inputs = attention_inputs(form, 197);
@@ -900,8 +919,8 @@ TEST(CudaAttention, PlanFindsTheExportedForms) {
 // sequence lengths 128 and 197 (BERT's and ViT's) and 5 (one partial tile); against ref in f32.
 TEST(CudaTarget, FusedAttentionMatchesRef) {
   SKIP_WITHOUT_GPU();
-  for (const AttentionForm form :
-       {AttentionForm::kBert, AttentionForm::kSdpa, AttentionForm::kBmm, AttentionForm::kMasked}) {
+  for (const AttentionForm form : {AttentionForm::kBert, AttentionForm::kSdpa, AttentionForm::kBmm,
+                                   AttentionForm::kMasked, AttentionForm::kProjected}) {
     for (const int64_t seq : {int64_t{128}, int64_t{197}, int64_t{5}}) {
       if (form == AttentionForm::kMasked && seq != 5) continue;
       const std::vector<Tensor> inputs = attention_inputs(form, seq);
@@ -922,7 +941,11 @@ TEST(CudaTarget, FusedAttentionMatchesRef) {
         EXPECT_EQ(program->device_steps(), static_cast<int>(program->steps().size()));
         const bool fused = dt != DType::kF32 && form != AttentionForm::kMasked;
         EXPECT_EQ(program->count_steps("Attention"), fused ? 1 : 0);
-        if (fused) {
+        if (fused && form == AttentionForm::kProjected) {
+          EXPECT_EQ(static_cast<int>(program->steps().size()), 5)
+              << "Cast, MatMul+Bias (on the untransposed rows), Attention, Gemm+Bias, Cast";
+          EXPECT_EQ(program->count_steps("Transpose"), 0);
+        } else if (fused) {
           EXPECT_EQ(static_cast<int>(program->steps().size()), 3) << "Cast, Attention, Cast";
         }
       }
