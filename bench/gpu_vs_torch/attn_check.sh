@@ -91,3 +91,4 @@ for f in "$logs"/perf_*.log; do echo "== $(basename "$f")"; grep -E "latency|^(A
 grep -E "FAILED|PASSED|tests ran" "$logs/tests.log" | head
 grep -E -A3 "Failure" "$logs/tests.log" | head -30
 [[ -f $logs/torch.log ]] && tail -25 "$logs/torch.log"
+exit 0
