@@ -48,19 +48,7 @@ fi
 if [[ $steps == *" verify "* ]]; then
   # torchvision's ViT starts with a zero head (every output 0 whatever the body computes): the
   # check uses a copy with a random head (seed 0). fp16 compares over 2 random input files.
-  step export_vit_rh 120 python3 -c '
-import sys, torch
-sys.path.insert(0, "bench/cpu_vs_ort")
-import export_models as e
-make, sample = e.MODELS["vit_b_16"]
-def random_head():
-    m = make()
-    torch.manual_seed(1)
-    torch.nn.init.normal_(m.heads.head.weight, std=0.02)
-    torch.nn.init.normal_(m.heads.head.bias, std=0.02)
-    return m
-e.EXPORT_WITH_GRAD.add("vit_b_16_rh")
-print(e.export("vit_b_16_rh", sys.argv[1], {"vit_b_16_rh": (random_head, sample)}))' "$models"
+  step export_vit_rh 120 python3 bench/cpu_vs_ort/export_models.py --out "$models" vit_b_16_rh
   python3 -c '
 import sys, numpy as np
 rng = np.random.default_rng(0)

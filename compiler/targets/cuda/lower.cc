@@ -57,6 +57,8 @@ void set_window(Window2d& p, const Shape& x, const Shape& y, const WindowGeometr
   p.dw = g.dilations[1];
 }
 
+}  // namespace
+
 // The kernels' element type of a float tensor (f32, f16, bf16).
 std::optional<Elem> elem_of(DType dtype) {
   switch (dtype) {
@@ -71,6 +73,8 @@ std::optional<Elem> elem_of(const Value* v) {
   if (v == nullptr) return std::nullopt;
   return elem_of(v->tensor_type().dtype);
 }
+
+namespace {
 
 // An element type as kiln's, cuDNN's and cuBLAS's data types.
 DType dtype_of(Elem e) {
@@ -96,6 +100,8 @@ std::optional<Elem> common_elem(std::initializer_list<const Value*> values) {
   return e;
 }
 
+}  // namespace
+
 // A float constant's values as f32 (f16/bf16 widened), if `v` is one.
 std::optional<std::vector<float>> constant_floats(const Value* v) {
   const Tensor* t = v != nullptr ? v->constant_value() : nullptr;
@@ -109,6 +115,8 @@ std::optional<std::vector<float>> constant_floats(const Value* v) {
   });
   return out;
 }
+
+namespace {
 
 Shape shape_of(const Value* v) {
   return v->tensor_type().shape();
@@ -1246,6 +1254,8 @@ bool same_algo(const cublasLtMatmulAlgo_t& x, const cublasLtMatmulAlgo_t& y) {
   return std::memcmp(&x, &y, sizeof(x)) == 0;
 }
 
+std::optional<std::vector<const Node*>> gelu_reading(const Builder& b, const Value* x);
+
 // Row-major Y[M,N] = A[M,K] B[K,N] runs as column-major Y^T = B^T A^T: cuBLAS's A is our B.
 Result<bool> lower_matmul(Builder& b, const Node& node) {
   if (node.num_inputs() < 2) return false;
@@ -1350,6 +1360,9 @@ Result<bool> lower_matmul(Builder& b, const Node& node) {
   // ReLU and C is not relied on).
   const Node* relu = residual_add != nullptr ? nullptr : b.only_consumer(end->output(0));
   if (relu != nullptr && relu->kind() != OpKind::kRelu) relu = nullptr;
+  // A GELU after the bias (a transformer's MLP) runs as the epilogue too, in f16/bf16.
+  std::optional<std::vector<const Node*>> gelu;
+  if (bias && relu == nullptr && residual_add == nullptr) gelu = gelu_reading(b, end->output(0));
   auto p = std::make_shared<LtPlan>();
   KILN_RETURN_IF_ERROR(
       check_cublas(cublasLtMatmulDescCreate(&p->op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "matmul"));
@@ -1363,7 +1376,9 @@ Result<bool> lower_matmul(Builder& b, const Node& node) {
       "transb"));
   cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
   if (bias)
-    epilogue = relu != nullptr ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS;
+    epilogue = relu != nullptr ? CUBLASLT_EPILOGUE_RELU_BIAS
+               : gelu          ? CUBLASLT_EPILOGUE_GELU_BIAS
+                               : CUBLASLT_EPILOGUE_BIAS;
   else if (relu != nullptr)
     epilogue = CUBLASLT_EPILOGUE_RELU;
   KILN_RETURN_IF_ERROR(
@@ -1427,7 +1442,10 @@ Result<bool> lower_matmul(Builder& b, const Node& node) {
   b.need_workspace(std::max(p->workspace, p->fallback_workspace));
   const int ai = b.buffer_of(node.input(0));
   const int bi = b.buffer_of(node.input(1));
-  const Node* last = relu != nullptr ? relu : end;
+  const Node* last = relu != nullptr ? relu : gelu ? gelu->back() : end;
+  if (gelu) {
+    for (const Node* n : *gelu) b.mark_fused(n);
+  }
   if (tail != &node) b.mark_fused(tail);
   if (residual_add != nullptr) b.mark_fused(residual_add);
   if (relu != nullptr) b.mark_fused(relu);
@@ -1437,7 +1455,7 @@ Result<bool> lower_matmul(Builder& b, const Node& node) {
   if (residual >= 0) reads.push_back(residual);
   std::string kind = std::string(node.op().name()) + (bias ? "+Bias" : "") +
                      (alpha != 1.0f ? "+Scale" : "") + (residual >= 0 ? "+Residual" : "") +
-                     (relu != nullptr ? "+Relu" : "");
+                     (relu != nullptr ? "+Relu" : "") + (gelu ? "+Gelu" : "");
   add(b, node, kind, reads, {yi}, [=](Session& s) -> Status {
     std::unique_lock<std::mutex> lock(p->mutex, std::defer_lock);
     if (bias) {
@@ -1677,6 +1695,8 @@ bool lower_transpose(Builder& b, const Node& node) {
 
 // ---- views: Slice, Split, Gather (one index), Expand as strided copies ----
 
+}  // namespace
+
 // A constant integer tensor's values (i32 or i64), if `v` is one.
 std::optional<std::vector<int64_t>> constant_ints(const Value* v) {
   const Tensor* t = v != nullptr ? v->constant_value() : nullptr;
@@ -1691,6 +1711,8 @@ std::optional<std::vector<int64_t>> constant_ints(const Value* v) {
   }
   return out;
 }
+
+namespace {
 
 // Row-major element strides of `s`.
 std::vector<int64_t> plain_strides(const Shape& s) {
@@ -1968,16 +1990,16 @@ bool lower_in_half(Builder& b, const Node& cast) {
 }
 
 // The exact GELU as exported from PyTorch, x * (1 + erf(x / sqrt(2))) * 0.5, from its Div (or Mul
-// by 1/sqrt(2)), with the fp16/bf16 conversion's Casts around the Erf or without: one elementwise
-// step instead of five (seven with the casts).
-bool lower_gelu(Builder& b, const Node& scale) {
+// by 1/sqrt(2)) `scale`, with the fp16/bf16 conversion's Casts around the Erf or without: its nodes
+// (`scale` first, the final Mul last), else nothing.
+std::optional<std::vector<const Node*>> gelu_chain(const Builder& b, const Node& scale) {
   const Value* x = scale.input(0);
   if (scale.num_inputs() != 2 ||
       !(scale.kind() == OpKind::kDiv ? is_scalar(scale.input(1), 1.41421356f, 1e-3f)
                                      : is_scalar(scale.input(1), 0.70710678f, 1e-3f))) {
-    return false;
+    return std::nullopt;
   }
-  std::vector<const Node*> chain;
+  std::vector<const Node*> chain = {&scale};
   const Value* at = scale.output(0);
   const Node* to_f32 = consumer_as(b, at, OpKind::kCast);
   if (to_f32 != nullptr) {
@@ -1985,29 +2007,59 @@ bool lower_gelu(Builder& b, const Node& scale) {
     at = to_f32->output(0);
   }
   const Node* erf = consumer_as(b, at, OpKind::kErf);
-  if (erf == nullptr) return false;
+  if (erf == nullptr) return std::nullopt;
   chain.push_back(erf);
   at = erf->output(0);
   if (to_f32 != nullptr) {
     const Node* back = consumer_as(b, at, OpKind::kCast);
-    if (back == nullptr) return false;
+    if (back == nullptr) return std::nullopt;
     chain.push_back(back);
     at = back->output(0);
   }
   const Node* one = consumer_as(b, at, OpKind::kAdd);
-  if (one == nullptr || !is_scalar(other_operand(*one, at), 1.0f, 0.0f)) return false;
+  if (one == nullptr || !is_scalar(other_operand(*one, at), 1.0f, 0.0f)) return std::nullopt;
   const Node* times_x = consumer_as(b, one->output(0), OpKind::kMul);
-  if (times_x == nullptr || other_operand(*times_x, one->output(0)) != x) return false;
+  if (times_x == nullptr || other_operand(*times_x, one->output(0)) != x) return std::nullopt;
   const Node* half = consumer_as(b, times_x->output(0), OpKind::kMul);
   if (half == nullptr || !is_scalar(other_operand(*half, times_x->output(0)), 0.5f, 0.0f)) {
-    return false;
-  }
-  if (!add_unary(b, scale, "Gelu", {Unary::kGelu, {0.0f, 0.0f}}, x, half->output(0))) {
-    return false;
+    return std::nullopt;
   }
   chain.insert(chain.end(), {one, times_x, half});
-  for (const Node* n : chain) b.mark_fused(n);
+  return chain;
+}
+
+// The GELU of gelu_chain as one elementwise step instead of five (seven with the casts).
+bool lower_gelu(Builder& b, const Node& scale) {
+  std::optional<std::vector<const Node*>> chain = gelu_chain(b, scale);
+  if (!chain || !add_unary(b, scale, "Gelu", {Unary::kGelu, {0.0f, 0.0f}}, scale.input(0),
+                           chain->back()->output(0))) {
+    return false;
+  }
+  for (size_t i = 1; i < chain->size(); ++i) b.mark_fused((*chain)[i]);
   return true;
+}
+
+// The GELU that alone reads `x` (its Div and its Mul by x the only readers), as gelu_chain's
+// nodes, for cuBLASLt's GELU epilogue: only for f16/bf16 results (the epilogue is the tanh
+// approximation, at most 4.7e-4 from the exact GELU, at x = 2.7 where f16's spacing is 2e-3) and
+// unless KILN_CUDA_GELU_EPILOGUE=0.
+std::optional<std::vector<const Node*>> gelu_reading(const Builder& b, const Value* x) {
+  const char* env = std::getenv("KILN_CUDA_GELU_EPILOGUE");
+  if ((env != nullptr && std::strcmp(env, "0") == 0) || elem_of(x) == Elem::kF32 ||
+      x->uses().size() != 2) {
+    return std::nullopt;
+  }
+  for (const Value* out : b.graph().outputs()) {
+    if (out == x) return std::nullopt;
+  }
+  for (const auto& use : x->uses()) {
+    if (use.node->kind() != OpKind::kDiv && use.node->kind() != OpKind::kMul) continue;
+    std::optional<std::vector<const Node*>> chain = gelu_chain(b, *use.node);
+    if (!chain) continue;
+    const Node* other = x->uses()[0].node == use.node ? x->uses()[1].node : x->uses()[0].node;
+    if (std::find(chain->begin(), chain->end(), other) != chain->end()) return chain;
+  }
+  return std::nullopt;
 }
 
 }  // namespace
@@ -2054,6 +2106,7 @@ Result<bool> lower_device(Builder& b, const Node& node) {
   }
   KILN_ASSIGN_OR_RETURN(bool quantized, lower_quantized(b, node));
   if (quantized) return true;
+  if (lower_attention(b, node)) return true;
   switch (node.kind()) {
     case OpKind::kReshape:
     case OpKind::kFlatten:

@@ -557,6 +557,7 @@ Result<std::unique_ptr<Program>> Builder::build() {
     inputs.push_back(define(v));
     buffers_.back().first = 0;
   }
+  plan_attention(*this);
   for (const auto& node : graph_.nodes()) {
     if (std::find(fused_.begin(), fused_.end(), node.get()) != fused_.end()) continue;
     if (node->kind() == OpKind::kConstant) {

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -19,6 +20,7 @@
 
 #include "compiler/ir/graph.h"
 #include "compiler/runtime/memory_plan.h"
+#include "compiler/targets/cuda/kernels.h"
 #include "compiler/targets/cuda/tuning.h"
 #include "compiler/targets/ref/interpreter.h"
 #include "compiler/targets/target.h"
@@ -254,6 +256,22 @@ Result<bool> lower_device(Builder& builder, const Node& node);
 // Lowers the 8-bit ops (QuantizeLinear, DequantizeLinear, QLinearConv, the int8 residual Add and
 // MaxPool between Q/DQ) to int8 kernels when it can. Defined in quantized.cc.
 Result<bool> lower_quantized(Builder& builder, const Node& node);
+
+// Marks the nodes of every attention subgraph the fused attention step takes as fused, all but
+// the one whose lowering adds the step (lower_attention); called before any node is lowered.
+// Returns how many it found (none with KILN_CUDA_ATTENTION=0). Defined in attention.cc.
+int plan_attention(Builder& builder);
+
+// Adds the fused attention step when `node` ends an attention subgraph plan_attention marked;
+// false for any other node. Defined in attention.cc.
+bool lower_attention(Builder& builder, const Node& node);
+
+// The kernels' element type of a float dtype or value (f32, f16, bf16), a float constant's values
+// as f32 and an integer constant's as i64, when they are such. Defined in lower.cc.
+std::optional<Elem> elem_of(DType dtype);
+std::optional<Elem> elem_of(const Value* v);
+std::optional<std::vector<float>> constant_floats(const Value* v);
+std::optional<std::vector<int64_t>> constant_ints(const Value* v);
 
 // A 4-D constant's bytes reordered from NCHW (KCRS) to NHWC (KRSC), with `channels` (at least its
 // own) per pixel, the added ones zero. Defined in lower.cc.
