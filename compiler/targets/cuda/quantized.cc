@@ -18,14 +18,17 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <cstdlib>
 #include <functional>
 #include <memory>
 #include <optional>
+#include <string_view>
 
 #include "compiler/ops/all_ops.h"
 #include "compiler/ops/nn_util.h"
 #include "compiler/targets/cuda/program.h"
 #include "compiler/targets/cuda/quantized_kernels.h"
+#include "core/half.h"
 
 namespace kiln::compiler::cuda {
 
@@ -284,6 +287,28 @@ bool centered_readers(const Builder& b, const Value* v) {
   return true;
 }
 
+// Whether QuantizeLinear output `v` (an image of `shape`, f32 NCHW `x_layout`) feeds f16 tensor
+// cores instead: a first convolution on few channels (not a multiple of 4; 3 for RGB) whose only
+// readers are int8 convolutions. Its centered values are then held as f16 integers in 8 channels
+// (Buffer::centered, dtype f16), its filter too, and the convolution accumulates in f32: the same
+// integer sums as the s8 kernels (|sum| < 2^24), at f16 tensor-core speed. cuDNN's s8 engines
+// for a 16-channel 7x7/2 convolution were slow: ResNet-50's stem took 7.18 ms of 14.2 at batch 256
+// on an H200. KILN_CUDA_INT8_STEM=int8 keeps the s8 path (to compare the two on a GPU).
+bool half_stem(const Builder& b, const Value* v, const Shape& shape, const Int8Layout& x_layout) {
+  static const bool s8_stem = [] {
+    const char* e = std::getenv("KILN_CUDA_INT8_STEM");
+    return e != nullptr && std::string_view(e) == "int8";
+  }();
+  if (s8_stem || shape.rank() != 4 || shape[1] > 8 || shape[1] % 4 == 0 || x_layout.nhwc ||
+      !centered_readers(b, v)) {
+    return false;
+  }
+  for (const auto& use : v->uses()) {
+    if (use.node->kind() != OpKind::kQLinearConv) return false;
+  }
+  return true;
+}
+
 int64_t round_up(int64_t v, int64_t m) {
   return (v + m - 1) / m * m;
 }
@@ -397,6 +422,25 @@ bool lower_quantize(Builder& b, const Node& node) {
   bool y_u8 = false;
   int32_t y_off = 0;
   auto [lo, hi] = centered_bounds(*p, false);
+  if (*e == Elem::kF32 && half_stem(b, y, shape, xl)) {
+    Buffer buf;
+    buf.dtype = DType::kF16;
+    buf.shape = Shape{shape[0], 8, shape[2], shape[3]};
+    buf.nhwc = true;
+    buf.centered = true;
+    buf.bytes = static_cast<size_t>(buf.shape.numel()) * 2;
+    yi = b.define_buffer(y, std::move(buf));
+    const float scale = p->scale;
+    const int32_t zp = p->zp;
+    const int32_t q_lo = qmin(p->type);
+    const int32_t q_hi = qmax(p->type);
+    const int64_t n = shape[0], c = shape[1], s = shape[2] * shape[3];
+    add(b, node, "QuantizeLinear f16", {xi}, {yi}, [=](Session& ss) {
+      return launch_quantize_to_f16x8(static_cast<const float*>(ptr(ss, xi)), n, c, s, scale, zp,
+                                      q_lo, q_hi, ptr(ss, yi), ss.stream);
+    });
+    return true;
+  }
   if (centered_readers(b, y)) {
     // Channels that are not a multiple of 4 are padded for the int8 convolutions: an image's 3
     // to 16 (16-byte pixels; with 4 the stem convolution took 11.4 ms on an H200 at batch 256),
@@ -573,12 +617,20 @@ struct ConvProblem {
   bool residual = false;
   float residual_scale = 0.0f;
   int32_t lo = -128, hi = 127;
+  // f16 input and filter holding integers (half_stem), f32 accumulation; the output f16 (the
+  // scaled value before rounding, quantized by a step after) where no engine writes s8.
+  bool half = false;
+  bool half_out = false;
+
+  size_t x_bytes() const { return static_cast<size_t>(n * c * h * w) * (half ? 2 : 1); }
+  size_t w_bytes() const { return static_cast<size_t>(k * c * r * s) * (half ? 2 : 1); }
+  size_t y_bytes() const { return static_cast<size_t>(n * k * oh * ow) * (half_out ? 2 : 1); }
 
   std::string key() const {
     return fmt::format(
-        "qconv s8 nhwc x[{},{},{},{}] w[{},{},{},{}] pads{},{},{},{} strides{},{} "
+        "qconv {} nhwc x[{},{},{},{}] w[{},{},{},{}] pads{},{},{},{} strides{},{} "
         "dilations{},{} residual{} clamp{},{}",
-        n, c, h, w, k, c, r, s, pre[0], pre[1], post[0], post[1], strides[0], strides[1],
+        half ? (half_out ? "f16->f16" : "f16->s8") : "s8", n, c, h, w, k, c, r, s, pre[0], pre[1], post[0], post[1], strides[0], strides[1],
         dilations[0], dilations[1], residual ? 1 : 0, lo, hi);
   }
 };
@@ -641,20 +693,22 @@ Result<ConvGraph> conv_graph(cudnnHandle_t handle, const ConvProblem& p) {
   const std::vector<int64_t> yd = {p.n, p.k, p.oh, p.ow};
   const std::vector<int64_t> kd = {1, p.k, 1, 1};
   int64_t next_virtual = kVirtual;
-  KILN_ASSIGN_OR_RETURN(DescPtr x, tensor(cg, kX, CUDNN_DATA_INT8, xd, false));
-  KILN_ASSIGN_OR_RETURN(DescPtr w, tensor(cg, kW, CUDNN_DATA_INT8, wd, false));
+  const cudnnDataType_t in_type = p.half ? CUDNN_DATA_HALF : CUDNN_DATA_INT8;
+  KILN_ASSIGN_OR_RETURN(DescPtr x, tensor(cg, kX, in_type, xd, false));
+  KILN_ASSIGN_OR_RETURN(DescPtr w, tensor(cg, kW, in_type, wd, false));
   KILN_ASSIGN_OR_RETURN(DescPtr acc, tensor(cg, next_virtual++, CUDNN_DATA_FLOAT, yd, true));
   KILN_ASSIGN_OR_RETURN(DescPtr scale, tensor(cg, kScale, CUDNN_DATA_FLOAT, kd, false));
   KILN_ASSIGN_OR_RETURN(DescPtr bias, tensor(cg, kBias, CUDNN_DATA_FLOAT, kd, false));
   KILN_ASSIGN_OR_RETURN(DescPtr scaled, tensor(cg, next_virtual++, CUDNN_DATA_FLOAT, yd, true));
-  KILN_ASSIGN_OR_RETURN(DescPtr y, tensor(cg, kY, CUDNN_DATA_INT8, yd, false));
+  KILN_ASSIGN_OR_RETURN(
+      DescPtr y, tensor(cg, kY, p.half_out ? CUDNN_DATA_HALF : CUDNN_DATA_INT8, yd, false));
   // The s8 output saturates to [-128, 127]; a ReLU clamps tighter where the bounds say.
   const bool clamp = p.lo > -128 || p.hi < 127;
   KILN_ASSIGN_OR_RETURN(DescPtr biased, (clamp || p.residual)
                                             ? tensor(cg, next_virtual++, CUDNN_DATA_FLOAT, yd, true)
                                             : Result<DescPtr>(y));
   auto conv = std::make_shared<Desc>(CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR);
-  const cudnnDataType_t compute = CUDNN_DATA_INT32;
+  const cudnnDataType_t compute = p.half ? CUDNN_DATA_FLOAT : CUDNN_DATA_INT32;
   const cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
   const int64_t dims = 2;
   conv->set(CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &compute);
@@ -823,11 +877,11 @@ float plan_ms(cudnnHandle_t handle, const ConvPlan& plan, const ConvProblem& p) 
     return q;
   };
   ConvArgs a;
-  a.x = block(static_cast<size_t>(p.n * p.c * p.h * p.w), 0x1d);
-  a.w = block(static_cast<size_t>(p.k * p.c * p.r * p.s), 0x05);
+  a.x = block(p.x_bytes(), 0x1d);
+  a.w = block(p.w_bytes(), 0x05);
   a.scale = block(static_cast<size_t>(p.k) * 4, 0x3a);  // about 7e-4 as f32
   a.bias = block(static_cast<size_t>(p.k) * 4, 0x3a);
-  a.y = block(static_cast<size_t>(p.n * p.k * p.oh * p.ow), 0);
+  a.y = block(p.y_bytes(), 0);
   if (p.residual) a.z = block(static_cast<size_t>(p.n * p.k * p.oh * p.ow), 0x11);
   if (p.residual) a.rescale = block(static_cast<size_t>(p.k) * 4, 0x3f);
   a.workspace = block(plan.workspace, 0);
@@ -952,21 +1006,27 @@ Result<bool> lower_qlinear_conv(Builder& b, const Node& node) {
   p.post = c->g.pad_end;
   p.strides = c->g.strides;
   p.dilations = c->g.dilations;
-  // The plan, with the residual Add fused when an engine takes it, else alone.
-  std::optional<IntAdd> sum = fusable_add(b, node);
+  p.half = b.buffer(xi).dtype == DType::kF16;  // half_stem's input
+  // The plan, with the residual Add fused when an engine takes it (s8 input), else alone; an f16
+  // input's with an s8 output when an engine writes one, else f16 rounded by a step after.
+  std::optional<IntAdd> sum = p.half ? std::nullopt : fusable_add(b, node);
   std::shared_ptr<ConvPlan> plan;
   for (int fused = sum ? 1 : 0; fused >= 0 && plan == nullptr; --fused) {
-    p.residual = fused == 1;
-    if (p.residual) p.residual_scale = sum->in[1].scale / sum->out.scale;
-    std::tie(p.lo, p.hi) =
-        p.residual ? centered_bounds(sum->out, sum->relu != nullptr) : centered_bounds(c->y, false);
-    KILN_ASSIGN_OR_RETURN(plan, choose_plan(b, p));
-    if (plan == nullptr && p.lo < 0) {
-      // No engine takes a negative lower clip: the output's s8 saturation alone (values below
-      // the zero point's floor then stay unclipped, closer to the float model than ONNX's).
-      p.lo = -128;
-      p.hi = 127;
+    for (int f16_out = 0; f16_out <= (p.half ? 1 : 0) && plan == nullptr; ++f16_out) {
+      p.half_out = f16_out == 1;
+      p.residual = fused == 1;
+      if (p.residual) p.residual_scale = sum->in[1].scale / sum->out.scale;
+      std::tie(p.lo, p.hi) = p.residual ? centered_bounds(sum->out, sum->relu != nullptr)
+                                        : centered_bounds(c->y, false);
+      if (p.half_out) std::tie(p.lo, p.hi) = std::make_pair(-128, 127);  // the step clamps
       KILN_ASSIGN_OR_RETURN(plan, choose_plan(b, p));
+      if (plan == nullptr && p.lo < 0) {
+        // No engine takes a negative lower clip: the output's s8 saturation alone (values below
+        // the zero point's floor then stay unclipped, closer to the float model than ONNX's).
+        p.lo = -128;
+        p.hi = 127;
+        KILN_ASSIGN_OR_RETURN(plan, choose_plan(b, p));
+      }
     }
   }
   if (plan == nullptr) {
@@ -995,18 +1055,39 @@ Result<bool> lower_qlinear_conv(Builder& b, const Node& node) {
   const int ri =
       sum ? b.constant(std::vector<float>(static_cast<size_t>(p.k), p.residual_scale)) : -1;
   b.need_workspace(plan->workspace);
-  const int wi = b.constant_bytes(DType::kI8, Shape{p.k, p.c, p.r, p.s}, nhwc_bytes(*c->w, p.c));
+  std::vector<uint8_t> w_bytes = nhwc_bytes(*c->w, p.c);
+  if (p.half) {
+    // The s8 filter as f16 integers (exact).
+    std::vector<uint8_t> wide(w_bytes.size() * 2);
+    for (size_t i = 0; i < w_bytes.size(); ++i) {
+      const uint16_t h = Half(static_cast<float>(static_cast<int8_t>(w_bytes[i]))).bits;
+      std::memcpy(wide.data() + 2 * i, &h, 2);
+    }
+    w_bytes = std::move(wide);
+  }
+  const int wi = b.constant_bytes(p.half ? DType::kF16 : DType::kI8, Shape{p.k, p.c, p.r, p.s},
+                                  std::move(w_bytes));
   const int si = b.constant(std::move(scale));
   const int bi = b.constant(std::move(bias));
   const Value* yv = sum ? sum->q->output(0) : node.output(0);
   const Out o = define_output(b, yv, p.k);
-  const int yi = o.centered;
+  // The convolution writes `o.centered`, or an f16 scratch buffer that a step rounds into it.
+  int yi = o.centered;
+  if (p.half_out) {
+    Buffer buf;
+    buf.dtype = DType::kF16;
+    buf.shape = Shape{p.n, p.k, p.oh, p.ow};
+    buf.nhwc = true;
+    buf.bytes = p.y_bytes();
+    yi = b.define_buffer(nullptr, std::move(buf));
+  }
   std::vector<int> reads = {xi, wi, si, bi};
   if (zi >= 0) reads.push_back(zi);
   if (ri >= 0) reads.push_back(ri);
   std::string kind =
-      sum ? (sum->relu != nullptr ? "QLinearConv+Add+Relu int8" : "QLinearConv+Add int8")
-          : "QLinearConv int8";
+      sum     ? (sum->relu != nullptr ? "QLinearConv+Add+Relu int8" : "QLinearConv+Add int8")
+      : p.half ? "QLinearConv f16 int8"
+               : "QLinearConv int8";
   add(b, node, std::move(kind), reads, {yi}, [=](Session& s) {
     ConvArgs a;
     a.x = ptr(s, xi);
@@ -1020,6 +1101,21 @@ Result<bool> lower_qlinear_conv(Builder& b, const Node& node) {
     KILN_RETURN_IF_ERROR(check_cudnn(cudnnSetStream(s.cudnn, s.stream), "cudnnSetStream"));
     return execute(s.cudnn, *plan, a);
   });
+  if (p.half_out) {
+    const auto [lo, hi] = centered_bounds(c->y, false);
+    Int8Layout l;
+    l.n = p.n;
+    l.c = p.k;
+    l.s = p.oh * p.ow;
+    l.stored_c = p.k;
+    l.nhwc = true;
+    const int from = yi;
+    const int to = o.centered;
+    add(b, node, "Round f16 int8", {from}, {to}, [=, lo = lo, hi = hi](Session& s) {
+      return launch_quantize8(Elem::kF16, ptr(s, from), l, ptr(s, to), l, false, 1.0f, 0, lo, hi,
+                              s.stream);
+    });
+  }
   finish_output(b, o, yv, out);
   if (sum) {
     for (const Node* n : {sum->dq[0], sum->dq[1], sum->add, sum->relu, sum->q}) {

@@ -118,6 +118,60 @@ __global__ void requant8x4_kernel(Requant8 r, int64_t n4) {
   }
 }
 
+// One thread per pixel: c strided f32 loads (coalesced across the warp), one 16-byte store.
+__global__ void quantize_to_f16x8_kernel(const float* x, int64_t n, int64_t c, int64_t s,
+                                         float scale, int32_t zp, int32_t lo, int32_t hi,
+                                         uint4* y) {
+  const int64_t total = n * s;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t image = i / s;
+    const float* px = x + image * c * s + (i - image * s);
+    __align__(16) __half v[8];
+#pragma unroll
+    for (int k = 0; k < 8; ++k) {
+      float q = 0.0f;
+      if (k < c) {
+        q = fminf(fmaxf(rintf(px[k * s] / scale) + static_cast<float>(zp),
+                        static_cast<float>(lo)),
+                  static_cast<float>(hi)) -
+            static_cast<float>(zp);
+      }
+      v[k] = __float2half_rn(q);
+    }
+    y[i] = *reinterpret_cast<const uint4*>(v);
+  }
+}
+
+// Sixteen channels per thread (c % 16 == 0): 16-byte loads, four bytewise signed maxima per
+// word.
+__global__ void maxpool8x16_kernel(const uint4* x, uint4* y, Pool8 p) {
+  const int64_t c16 = p.c / 16;
+  const int64_t total = p.n * p.oh * p.ow * c16;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t c = i % c16;
+    const int64_t ox = (i / c16) % p.ow;
+    const int64_t oy = (i / (c16 * p.ow)) % p.oh;
+    const int64_t n = i / (c16 * p.ow * p.oh);
+    uint4 m = make_uint4(0x80808080u, 0x80808080u, 0x80808080u, 0x80808080u);
+    for (int r = 0; r < p.kh; ++r) {
+      const int64_t iy = oy * p.sh - p.ph + r;
+      if (iy < 0 || iy >= p.h) continue;
+      for (int q = 0; q < p.kw; ++q) {
+        const int64_t ix = ox * p.sw - p.pw + q;
+        if (ix < 0 || ix >= p.w) continue;
+        const uint4 v = x[((n * p.h + iy) * p.w + ix) * c16 + c];
+        m.x = __vmaxs4(m.x, v.x);
+        m.y = __vmaxs4(m.y, v.y);
+        m.z = __vmaxs4(m.z, v.z);
+        m.w = __vmaxs4(m.w, v.w);
+      }
+    }
+    y[i] = m;
+  }
+}
+
 // Four channels per thread (c % 4 == 0) as one 32-bit load.
 __global__ void maxpool8_kernel(const char4* x, char4* y, Pool8 p) {
   const int64_t c4 = p.c / 4;
@@ -194,6 +248,18 @@ Status launch_dequantize8(const void* x, const Int8Layout& xl, bool x_u8, int32_
   return launched("dequantize8");
 }
 
+Status launch_quantize_to_f16x8(const float* x, int64_t n, int64_t c, int64_t s, float scale,
+                                int32_t zp, int32_t lo, int32_t hi, void* y, void* stream) {
+  if (c < 1 || c > 8) {
+    return invalid_argument_error("cuda kernel quantize_to_f16x8: 1 to 8 channels expected");
+  }
+  const int64_t total = n * s;
+  if (total <= 0) return Status();
+  quantize_to_f16x8_kernel<<<blocks_for(total), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+      x, n, c, s, scale, zp, lo, hi, static_cast<uint4*>(y));
+  return launched("quantize_to_f16x8");
+}
+
 Status launch_requant8(const Requant8& r, int64_t n, void* stream) {
   if (n <= 0) return Status();
   auto s = static_cast<cudaStream_t>(stream);
@@ -211,6 +277,12 @@ Status launch_maxpool8(const void* x, void* y, const Pool8& p, void* stream) {
     return invalid_argument_error("cuda kernel maxpool8: channels not a multiple of 4");
   const int64_t total = p.n * p.oh * p.ow * (p.c / 4);
   if (total <= 0) return Status();
+  auto aligned = [](const void* q) { return reinterpret_cast<uintptr_t>(q) % 16 == 0; };
+  if (p.c % 16 == 0 && aligned(x) && aligned(y)) {
+    maxpool8x16_kernel<<<blocks_for(total / 4), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+        static_cast<const uint4*>(x), static_cast<uint4*>(y), p);
+    return launched("maxpool8");
+  }
   maxpool8_kernel<<<blocks_for(total), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
       static_cast<const char4*>(x), static_cast<char4*>(y), p);
   return launched("maxpool8");

@@ -25,6 +25,12 @@ Status launch_quantize8(Elem e, const void* x, const Int8Layout& xl, void* y, co
                         bool y_u8, float scale, int32_t y_off, int32_t lo, int32_t hi,
                         void* stream);
 
+// The first convolution's input on f16 tensor cores: y[n, s, 0..7] (f16, NHWC, 8 channels, the
+// ones past `c` zero) = clamp(round_half_even(x / scale) + zp, lo, hi) - zp, the centered 8-bit
+// value held exactly as an f16 integer, from f32 NCHW `x` [n, c, s] (c <= 8).
+Status launch_quantize_to_f16x8(const float* x, int64_t n, int64_t c, int64_t s, float scale,
+                                int32_t zp, int32_t lo, int32_t hi, void* y, void* stream);
+
 // y = scale * (x - x_off) as float type `e`, from 8-bit `x` stored as `xl` into `y` stored as `yl`
 // (padded channels of `x` skipped).
 Status launch_dequantize8(const void* x, const Int8Layout& xl, bool x_u8, int32_t x_off,
