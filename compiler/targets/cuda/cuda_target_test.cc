@@ -979,6 +979,36 @@ TEST(CudaInt8, FirstConvolutionOnF16TensorCoresMatchesRefWithinOneStep) {
   EXPECT_EQ(program->device_steps(), static_cast<int>(program->steps().size()));
 }
 
+TEST(CudaInt8, DequantizeAndGlobalAveragePoolRunAsOneMeanOfTheBytes) {
+  SKIP_WITHOUT_GPU();
+  // u8 [3, 64, 7, 7] with zero point 37 -> DequantizeLinear -> GlobalAveragePool -> f32: the mean
+  // of the centered bytes, scaled once (ResNet's head).
+  const Tensor x = random_ints<uint8_t>(Shape{3, 64, 7, 7}, 0, 255, 91);
+  auto build = [](GraphBuilder& b, Value* in) {
+    Value* dq = b.add(Op(ops::DequantizeLinear{}), {in, b.constant(Tensor::scalar(0.043f)),
+                                                    b.constant(Tensor::scalar<uint8_t>(37))});
+    return b.add(Op(ops::GlobalAveragePool{}), {dq});
+  };
+  auto run_on = [&](const char* name) -> std::pair<std::shared_ptr<Executable>, Tensor> {
+    auto graph = std::make_shared<Graph>("mean8");
+    GraphBuilder b(*graph);
+    b.output(build(b, b.input("x", TensorType(DType::kU8, x.shape()))));
+    std::shared_ptr<Executable> exe = compile_for(graph, name);
+    if (exe == nullptr) return {nullptr, Tensor()};
+    std::vector<Tensor> out = run(*exe, {x});
+    return {exe, out.empty() ? Tensor() : out[0]};
+  };
+  auto [ref_exe, want] = run_on("ref");
+  auto [exe, got] = run_on("cuda");
+  ASSERT_NE(exe, nullptr);
+  expect_close({want}, {got}, 1e-5f);
+  const cuda::Program* program = cuda_program(*exe);
+  ASSERT_NE(program, nullptr);
+  EXPECT_EQ(program->count_steps("DequantizeLinear+GlobalAveragePool int8"), 1);
+  EXPECT_EQ(program->count_steps("Center int8"), 1);
+  EXPECT_EQ(program->device_steps(), static_cast<int>(program->steps().size()));
+}
+
 TEST(CudaInt8, QdqResidualBlockRunsOnInt8KernelsAndMatchesRef) {
   SKIP_WITHOUT_GPU();
   // ResNet's stem and a bottleneck as PyTorch's FX quantization exports them (QDQ around every

@@ -206,12 +206,40 @@ std::optional<IntPool> int_pool(const Builder& b, const Node& pool) {
   return r;
 }
 
-// A DequantizeLinear whose step is its reader's (an int8 Add or MaxPool).
+// GlobalAveragePool(DQ(x)) with a per-tensor DQ, x 8-bit 4-D static, an f32 result: the mean of
+// the 8-bit values, scaled once (ResNet's head: the DequantizeLinear alone took 0.22 ms at batch
+// 256 on an H200, writing 103 MB of f32).
+struct IntMean {
+  const Node* dq = nullptr;
+  const Node* pool = nullptr;
+  QParams in;
+};
+
+std::optional<IntMean> int_mean(const Builder& b, const Node& pool) {
+  if (pool.kind() != OpKind::kGlobalAveragePool) return std::nullopt;
+  IntMean m;
+  m.pool = &pool;
+  m.dq = pool.input(0)->producer();
+  const Value* y = pool.output(0);
+  if (m.dq == nullptr || m.dq->kind() != OpKind::kDequantizeLinear ||
+      sole_reader(b, pool.input(0)) != &pool || !is_static4(m.dq->input(0)) ||
+      m.dq->output(0)->tensor_type().dtype != DType::kF32 || !is_static4(y) ||
+      y->tensor_type().dtype != DType::kF32) {
+    return std::nullopt;
+  }
+  std::optional<QParams> p = qdq_params(*m.dq);
+  if (!p) return std::nullopt;
+  m.in = *p;
+  return m;
+}
+
+// A DequantizeLinear whose step is its reader's (an int8 Add, MaxPool or GlobalAveragePool).
 bool deferred_dq(const Builder& b, const Node& dq) {
   const Node* reader = sole_reader(b, dq.output(0));
   if (reader == nullptr) return false;
   if (reader->kind() == OpKind::kAdd) return int_add(b, *reader).has_value();
   if (reader->kind() == OpKind::kMaxPool) return int_pool(b, *reader).has_value();
+  if (reader->kind() == OpKind::kGlobalAveragePool) return int_mean(b, *reader).has_value();
   return false;
 }
 
@@ -575,6 +603,20 @@ bool lower_int_pool(Builder& b, IntPool r) {
   return true;
 }
 
+bool lower_int_mean(Builder& b, const IntMean& m) {
+  const int xi = centered_input(b, m.dq->input(0), m.in);
+  const Shape x = m.dq->input(0)->tensor_type().shape();
+  const int64_t stored_c = b.buffer(xi).shape[1];
+  const int yi = b.define(m.pool->output(0));
+  const float scale = m.in.scale;
+  const int64_t n = x[0], c = x[1], s = x[2] * x[3];
+  add(b, *m.pool, "DequantizeLinear+GlobalAveragePool int8", {xi}, {yi}, [=](Session& ss) {
+    return launch_mean8(ptr(ss, xi), n, c, stored_c, s, scale,
+                        static_cast<float*>(ptr(ss, yi)), ss.stream);
+  });
+  return true;
+}
+
 // ---- QLinearConv on a cuDNN graph ----
 
 struct Desc {
@@ -920,12 +962,19 @@ float plan_ms(cudnnHandle_t handle, const ConvPlan& plan, const ConvProblem& p) 
 // Each candidate's plan finalization can compile kernels (about 0.4 s): with 6, ResNet-50's 53
 // convolutions took over 100 s to compile; the fastest was among the first 3 in every case of
 // bench/quant/gpu/int8_conv_micro.cu.
+// Graphs the first 3 were not measured on get more: the f16 first convolution (one of them, the
+// slowest step) and the residual ones.
 constexpr size_t kCandidates = 3;
+constexpr size_t kMoreCandidates = 8;
 constexpr size_t kMaxWorkspace = size_t{256} << 20;
 
 // The plan for `p`: the candidate stored for this GPU when it still finalizes, else the fastest
-// of cuDNN's first kCandidates heuristic candidates; null when none runs.
-Result<std::shared_ptr<ConvPlan>> choose_plan(Builder& b, const ConvProblem& p) {
+// of cuDNN's first kCandidates heuristic candidates (its time in `*ms`, else NaN there); null when
+// none runs.
+Result<std::shared_ptr<ConvPlan>> choose_plan(Builder& b, const ConvProblem& p,
+                                              float* ms = nullptr) {
+  const size_t limit = p.half || p.residual ? kMoreCandidates : kCandidates;
+  if (ms != nullptr) *ms = NAN;
   // A graph cuDNN does not accept (an op or type combination it lacks) has no plan either.
   Result<ConvGraph> cg = conv_graph(b.cudnn(), p);
   if (!cg.ok()) return std::shared_ptr<ConvPlan>();
@@ -933,7 +982,7 @@ Result<std::shared_ptr<ConvPlan>> choose_plan(Builder& b, const ConvProblem& p) 
   if (const std::vector<uint8_t>* known = b.known_choice(key)) {
     // Only the candidates up to the stored one are finalized (each can compile kernels).
     std::optional<int32_t> i = choice_value<int32_t>(*known);
-    if (i && *i >= 0 && static_cast<size_t>(*i) < kCandidates) {
+    if (i && *i >= 0 && static_cast<size_t>(*i) < limit) {
       std::vector<std::shared_ptr<ConvPlan>> plans =
           candidate_plans(b.cudnn(), *cg, static_cast<size_t>(*i) + 1);
       if (static_cast<size_t>(*i) < plans.size() && plans[*i] != nullptr &&
@@ -943,7 +992,7 @@ Result<std::shared_ptr<ConvPlan>> choose_plan(Builder& b, const ConvProblem& p) 
       }
     }
   }
-  std::vector<std::shared_ptr<ConvPlan>> plans = candidate_plans(b.cudnn(), *cg, kCandidates);
+  std::vector<std::shared_ptr<ConvPlan>> plans = candidate_plans(b.cudnn(), *cg, limit);
   int32_t best = -1;
   float best_ms = INFINITY;
   for (size_t i = 0; i < plans.size(); ++i) {
@@ -955,8 +1004,87 @@ Result<std::shared_ptr<ConvPlan>> choose_plan(Builder& b, const ConvProblem& p) 
     }
   }
   if (best < 0) return std::shared_ptr<ConvPlan>();
+  if (ms != nullptr) *ms = best_ms;
   b.record_choice(key, choice_bytes(best), true);
   return plans[static_cast<size_t>(best)];
+}
+
+// The GPU milliseconds of rounding an f16 output of `p` into s8 (the step after an f16-output
+// plan), over 3 launches after one; infinity when it fails.
+float round_ms(const ConvProblem& p) {
+  const int64_t count = p.n * p.k * p.oh * p.ow;
+  Int8Layout l;
+  l.n = p.n;
+  l.c = p.k;
+  l.s = p.oh * p.ow;
+  l.stored_c = p.k;
+  l.nhwc = true;
+  void* from = nullptr;
+  void* to = nullptr;
+  cudaEvent_t start = nullptr;
+  cudaEvent_t stop = nullptr;
+  float ms = INFINITY;
+  if (cudaMalloc(&from, static_cast<size_t>(count) * 2) == cudaSuccess &&
+      cudaMalloc(&to, static_cast<size_t>(count)) == cudaSuccess &&
+      cudaMemset(from, 0x1d, static_cast<size_t>(count) * 2) == cudaSuccess &&
+      cudaEventCreate(&start) == cudaSuccess && cudaEventCreate(&stop) == cudaSuccess) {
+    auto once = [&] { return launch_quantize8(Elem::kF16, from, l, to, l, false, 1.0f, 0, -128,
+                                              127, nullptr); };
+    bool ok = once().ok() && cudaEventRecord(start) == cudaSuccess;
+    for (int i = 0; i < 3 && ok; ++i) ok = once().ok();
+    float t = 0;
+    if (ok && cudaEventRecord(stop) == cudaSuccess && cudaEventSynchronize(stop) == cudaSuccess &&
+        cudaEventElapsedTime(&t, start, stop) == cudaSuccess) {
+      ms = t / 3;
+    }
+  }
+  cudaDeviceSynchronize();
+  if (start != nullptr) cudaEventDestroy(start);
+  if (stop != nullptr) cudaEventDestroy(stop);
+  if (from != nullptr) cudaFree(from);
+  if (to != nullptr) cudaFree(to);
+  cudaGetLastError();
+  return ms;
+}
+
+// The plan of an f16-input convolution (half_stem's; `y` its output's parameters): an s8 output
+// clamped in the graph, or an f16 output (p.half_out) that a step rounds, whichever runs faster
+// with that step counted (the answer stored as a choice too). Sets p's output type and clamp.
+Result<std::shared_ptr<ConvPlan>> choose_half_plan(Builder& b, ConvProblem& p, const QParams& y) {
+  auto variant = [&](bool f16_out, float* ms) -> Result<std::shared_ptr<ConvPlan>> {
+    p.half_out = f16_out;
+    std::tie(p.lo, p.hi) = f16_out ? std::make_pair(-128, 127) : centered_bounds(y, false);
+    KILN_ASSIGN_OR_RETURN(std::shared_ptr<ConvPlan> plan, choose_plan(b, p, ms));
+    if (plan == nullptr && p.lo < 0) {
+      // As in lower_qlinear_conv: the s8 saturation alone.
+      std::tie(p.lo, p.hi) = std::make_pair(-128, 127);
+      KILN_ASSIGN_OR_RETURN(plan, choose_plan(b, p, ms));
+    }
+    return plan;
+  };
+  p.half_out = false;
+  const std::string key = "qconv f16 output of " + p.key();
+  if (const std::vector<uint8_t>* known = b.known_choice(key)) {
+    if (std::optional<int32_t> f16_out = choice_value<int32_t>(*known)) {
+      KILN_ASSIGN_OR_RETURN(std::shared_ptr<ConvPlan> plan, variant(*f16_out != 0, nullptr));
+      if (plan != nullptr) {
+        b.record_choice(key, *known, false);
+        return plan;
+      }
+    }
+  }
+  float s8_ms = NAN;
+  float f16_ms = NAN;
+  KILN_ASSIGN_OR_RETURN(std::shared_ptr<ConvPlan> s8_plan, variant(false, &s8_ms));
+  const ConvProblem s8_problem = p;
+  KILN_ASSIGN_OR_RETURN(std::shared_ptr<ConvPlan> f16_plan, variant(true, &f16_ms));
+  if (f16_plan != nullptr) f16_ms += round_ms(p);
+  // NaN (a stored plan choice without its time) loses to a measured time.
+  const bool f16_out = f16_plan != nullptr && (s8_plan == nullptr || !(s8_ms <= f16_ms));
+  b.record_choice(key, choice_bytes(static_cast<int32_t>(f16_out ? 1 : 0)), true);
+  if (f16_out) return f16_plan;
+  p = s8_problem;
+  return s8_plan;
 }
 
 // The residual Add a convolution's output feeds, when its other operand is computed already.
@@ -1011,22 +1139,21 @@ Result<bool> lower_qlinear_conv(Builder& b, const Node& node) {
   // input's with an s8 output when an engine writes one, else f16 rounded by a step after.
   std::optional<IntAdd> sum = p.half ? std::nullopt : fusable_add(b, node);
   std::shared_ptr<ConvPlan> plan;
-  for (int fused = sum ? 1 : 0; fused >= 0 && plan == nullptr; --fused) {
-    for (int f16_out = 0; f16_out <= (p.half ? 1 : 0) && plan == nullptr; ++f16_out) {
-      p.half_out = f16_out == 1;
-      p.residual = fused == 1;
-      if (p.residual) p.residual_scale = sum->in[1].scale / sum->out.scale;
-      std::tie(p.lo, p.hi) = p.residual ? centered_bounds(sum->out, sum->relu != nullptr)
-                                        : centered_bounds(c->y, false);
-      if (p.half_out) std::tie(p.lo, p.hi) = std::make_pair(-128, 127);  // the step clamps
+  if (p.half) {
+    KILN_ASSIGN_OR_RETURN(plan, choose_half_plan(b, p, c->y));
+  }
+  for (int fused = sum ? 1 : 0; !p.half && fused >= 0 && plan == nullptr; --fused) {
+    p.residual = fused == 1;
+    if (p.residual) p.residual_scale = sum->in[1].scale / sum->out.scale;
+    std::tie(p.lo, p.hi) =
+        p.residual ? centered_bounds(sum->out, sum->relu != nullptr) : centered_bounds(c->y, false);
+    KILN_ASSIGN_OR_RETURN(plan, choose_plan(b, p));
+    if (plan == nullptr && p.lo < 0) {
+      // No engine takes a negative lower clip: the output's s8 saturation alone (values below
+      // the zero point's floor then stay unclipped, closer to the float model than ONNX's).
+      p.lo = -128;
+      p.hi = 127;
       KILN_ASSIGN_OR_RETURN(plan, choose_plan(b, p));
-      if (plan == nullptr && p.lo < 0) {
-        // No engine takes a negative lower clip: the output's s8 saturation alone (values below
-        // the zero point's floor then stay unclipped, closer to the float model than ONNX's).
-        p.lo = -128;
-        p.hi = 127;
-        KILN_ASSIGN_OR_RETURN(plan, choose_plan(b, p));
-      }
     }
   }
   if (plan == nullptr) {
@@ -1140,6 +1267,10 @@ Result<bool> lower_quantized(Builder& b, const Node& node) {
     case OpKind::kMaxPool: {
       std::optional<IntPool> p = int_pool(b, node);
       return p && lower_int_pool(b, *p);
+    }
+    case OpKind::kGlobalAveragePool: {
+      std::optional<IntMean> m = int_mean(b, node);
+      return m && lower_int_mean(b, *m);
     }
     default: return false;
   }

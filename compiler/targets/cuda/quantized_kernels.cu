@@ -143,6 +143,20 @@ __global__ void quantize_to_f16x8_kernel(const float* x, int64_t n, int64_t c, i
   }
 }
 
+// One thread per (image, channel): consecutive threads read consecutive channels of a pixel.
+__global__ void mean8_kernel(const int8_t* x, int64_t n, int64_t c, int64_t stored_c, int64_t s,
+                             float scale, float* y) {
+  const int64_t total = n * c;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t image = i / c;
+    const int8_t* px = x + image * s * stored_c + (i - image * c);
+    int32_t sum = 0;
+    for (int64_t p = 0; p < s; ++p) sum += px[p * stored_c];
+    y[i] = scale * static_cast<float>(sum) / static_cast<float>(s);
+  }
+}
+
 // Sixteen channels per thread (c % 16 == 0): 16-byte loads, four bytewise signed maxima per
 // word.
 __global__ void maxpool8x16_kernel(const uint4* x, uint4* y, Pool8 p) {
@@ -258,6 +272,15 @@ Status launch_quantize_to_f16x8(const float* x, int64_t n, int64_t c, int64_t s,
   quantize_to_f16x8_kernel<<<blocks_for(total), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
       x, n, c, s, scale, zp, lo, hi, static_cast<uint4*>(y));
   return launched("quantize_to_f16x8");
+}
+
+Status launch_mean8(const void* x, int64_t n, int64_t c, int64_t stored_c, int64_t s, float scale,
+                    float* y, void* stream) {
+  const int64_t total = n * c;
+  if (total <= 0 || s <= 0) return Status();
+  mean8_kernel<<<blocks_for(total), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+      static_cast<const int8_t*>(x), n, c, stored_c, s, scale, y);
+  return launched("mean8");
 }
 
 Status launch_requant8(const Requant8& r, int64_t n, void* stream) {

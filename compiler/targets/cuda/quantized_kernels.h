@@ -54,6 +54,11 @@ struct Requant8 {
 };
 Status launch_requant8(const Requant8& r, int64_t n, void* stream);
 
+// y[n, c] = scale * mean over the s pixels of s8 NHWC `x` [n, s, stored_c] (centered values): a
+// DequantizeLinear and the GlobalAveragePool after it in one pass over the 8-bit data.
+Status launch_mean8(const void* x, int64_t n, int64_t c, int64_t stored_c, int64_t s, float scale,
+                    float* y, void* stream);
+
 // Max pooling of s8 NHWC `x` [n, h, w, c] into `y` [n, oh, ow, c] (window kh x kw, strides,
 // leading pads; positions outside the image are skipped).
 struct Pool8 {
