@@ -922,8 +922,8 @@ TEST(CudaInt8, QLinearConvMatchesRefWithinOneStep) {
 
 TEST(CudaInt8, QuantizedStemAndMaxPoolMatchRef) {
   SKIP_WITHOUT_GPU();
-  // f32 image -> Q (u8, zero point 64; centered f16 integers in 8 channels on the device) -> conv
-  // 7x7/2 on f16 tensor cores with the Relu's saturation -> MaxPool between DQ and Q -> DQ -> f32.
+  // f32 image -> Q (u8, zero point 64; centered f16 integers on the device) -> conv 7x7/2 on f16
+  // tensor cores with the Relu's saturation -> MaxPool between DQ and Q -> DQ -> f32.
   const Tensor x = random_tensor(Shape{2, 3, 32, 32}, 71);
   // Output scales keep u8 results within 0..127, as PyTorch's reduce_range calibration does (the
   // device holds u8 activations as s8; above 127 they saturate).
@@ -949,7 +949,8 @@ TEST(CudaInt8, QuantizedStemAndMaxPoolMatchRef) {
   const cuda::Program* program = cuda_program(*exe);
   ASSERT_NE(program, nullptr);
   const std::string ir = print_graph(exe->graph());
-  EXPECT_EQ(program->count_steps("QuantizeLinear f16"), 1) << ir;
+  // Stride 2 on an even image: space-to-depth (16 channels of 2x2 blocks, a 4x4 stride-1 filter).
+  EXPECT_EQ(program->count_steps("QuantizeLinear f16 s2d"), 1) << ir;
   EXPECT_EQ(program->count_steps("QLinearConv f16 int8"), 1) << ir;
   EXPECT_EQ(program->count_steps("MaxPool int8"), 1) << ir;
   EXPECT_EQ(program->count_steps("DequantizeLinear"), 1) << ir;
@@ -958,8 +959,9 @@ TEST(CudaInt8, QuantizedStemAndMaxPoolMatchRef) {
 TEST(CudaInt8, FirstConvolutionOnF16TensorCoresMatchesRefWithinOneStep) {
   SKIP_WITHOUT_GPU();
   // A one-channel image (the digit classifier's) of odd size -> Q (u8, zero point 100) -> conv
-  // 3x3 1 -> 32 with outputs on both sides of the zero point 128 -> a u8 graph output: the f16
-  // input and filter hold the centered integers, so the f32 sums are the s8 kernels' exactly.
+  // 3x3/1 1 -> 32 with outputs on both sides of the zero point 128 -> a u8 graph output: the f16
+  // input (8 channels) and filter hold the centered integers, so the f32 sums are the s8 kernels'
+  // exactly.
   const Tensor x = random_tensor(Shape{3, 1, 17, 19}, 81);
   auto build = [&](GraphBuilder& b, const std::vector<Value*>& in) {
     Value* image = b.add(Op(ops::QuantizeLinear{}), {in[0], b.constant(Tensor::scalar(0.008f)),
@@ -1049,7 +1051,7 @@ TEST(CudaInt8, QdqResidualBlockRunsOnInt8KernelsAndMatchesRef) {
   const cuda::Program* program = cuda_program(*exe);
   ASSERT_NE(program, nullptr);
   const std::string ir = print_graph(exe->graph());
-  EXPECT_EQ(program->count_steps("QuantizeLinear f16"), 1) << ir;
+  EXPECT_EQ(program->count_steps("QuantizeLinear f16 s2d"), 1) << ir;
   // The Add runs in the last convolution where a cuDNN engine takes the fused graph, else as
   // its own int8 step.
   const int fused = program->count_steps("QLinearConv+Add+Relu int8");

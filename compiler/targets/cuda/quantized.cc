@@ -315,26 +315,71 @@ bool centered_readers(const Builder& b, const Value* v) {
   return true;
 }
 
+// A stride-2 convolution of an image with even height and width over its 2x2 blocks (space to
+// depth: 4x the channels, half the height and width) as a stride-1 one, per spatial dim: input
+// row 2 * oy - pad + r is row dy of block oy + b - pre, so filter tap (b, dy) is r = 2 * b + dy -
+// 2 * pre + pad (zero outside the filter). For ResNet's 7x7/2 stem with pads 3: 4x4 taps, pads
+// 2 and 1, 16 channels (12 used) instead of 8 (3 used): 0.65x the multiply-adds.
+struct S2d {
+  int64_t taps[2] = {0, 0};
+  int64_t pre[2] = {0, 0};
+  int64_t post[2] = {0, 0};
+};
+
+std::optional<S2d> s2d_geometry(const IntConv& c, const Shape& x, const Shape& y) {
+  if (c.g.strides != std::vector<int64_t>{2, 2} || c.g.dilations != std::vector<int64_t>{1, 1} ||
+      x[1] > 4 || x[2] % 2 != 0 || x[3] % 2 != 0) {
+    return std::nullopt;
+  }
+  S2d g;
+  for (int d = 0; d < 2; ++d) {
+    const int64_t pad = c.g.pad_begin[static_cast<size_t>(d)];
+    const int64_t r = c.w->shape()[2 + d];
+    g.pre[d] = (pad + 1) / 2;
+    g.taps[d] = (r - 1 + 2 * g.pre[d] - pad) / 2 + 1;
+    g.post[d] = y[2 + d] - x[2 + d] / 2 - g.pre[d] + g.taps[d] - 1;
+    if (g.post[d] < 0) return std::nullopt;
+  }
+  return g;
+}
+
+// How the first convolution (a QuantizeLinear's reader) runs.
+enum class Stem {
+  kS8,   // s8 input, channels padded to 16
+  kF16,  // f16 integers in 8 channels
+  kS2d,  // f16 integers space-to-depth (s2d_geometry), 16 channels
+};
+
 // Whether QuantizeLinear output `v` (an image of `shape`, f32 NCHW `x_layout`) feeds f16 tensor
-// cores instead: a first convolution on few channels (not a multiple of 4; 3 for RGB) whose only
-// readers are int8 convolutions. Its centered values are then held as f16 integers in 8 channels
+// cores instead of s8 ones: a first convolution on few channels (not a multiple of 4; 3 for RGB)
+// whose only readers are int8 convolutions. Its centered values are then held as f16 integers
 // (Buffer::centered, dtype f16), its filter too, and the convolution accumulates in f32: the same
 // integer sums as the s8 kernels (|sum| < 2^24), at f16 tensor-core speed. cuDNN's s8 engines
 // for a 16-channel 7x7/2 convolution were slow: ResNet-50's stem took 7.18 ms of 14.2 at batch 256
-// on an H200. KILN_CUDA_INT8_STEM=int8 keeps the s8 path (to compare the two on a GPU).
-bool half_stem(const Builder& b, const Value* v, const Shape& shape, const Int8Layout& x_layout) {
-  static const bool s8_stem = [] {
+// on an H200. A stride-2 one (one reader) runs space-to-depth. KILN_CUDA_INT8_STEM=int8, f16 or
+// s2d picks one (where it applies), to compare them on a GPU.
+Stem stem_of(const Builder& b, const Value* v, const Shape& shape, const Int8Layout& x_layout) {
+  static const std::string_view forced = [] {
     const char* e = std::getenv("KILN_CUDA_INT8_STEM");
-    return e != nullptr && std::string_view(e) == "int8";
+    return std::string_view(e == nullptr ? "" : e);
   }();
-  if (s8_stem || shape.rank() != 4 || shape[1] > 8 || shape[1] % 4 == 0 || x_layout.nhwc ||
-      !centered_readers(b, v)) {
-    return false;
+  if (forced == "int8" || shape.rank() != 4 || shape[1] > 8 || shape[1] % 4 == 0 ||
+      x_layout.nhwc || !centered_readers(b, v)) {
+    return Stem::kS8;
   }
   for (const auto& use : v->uses()) {
-    if (use.node->kind() != OpKind::kQLinearConv) return false;
+    if (use.node->kind() != OpKind::kQLinearConv) return Stem::kS8;
   }
-  return true;
+  if (forced == "f16" || v->uses().size() != 1) return Stem::kF16;
+  const Node* conv = v->uses().front().node;
+  std::optional<IntConv> c = int_conv(*conv);
+  const bool s2d = c && s2d_geometry(*c, shape, conv->output(0)->tensor_type().shape());
+  return s2d ? Stem::kS2d : Stem::kF16;
+}
+
+// Whether `buf`, an f16 centered input of logical shape `x`, is space-to-depth (Stem::kS2d).
+bool is_s2d(const Buffer& buf, const Shape& x) {
+  return buf.dtype == DType::kF16 && buf.shape[2] != x[2];
 }
 
 int64_t round_up(int64_t v, int64_t m) {
@@ -450,7 +495,27 @@ bool lower_quantize(Builder& b, const Node& node) {
   bool y_u8 = false;
   int32_t y_off = 0;
   auto [lo, hi] = centered_bounds(*p, false);
-  if (*e == Elem::kF32 && half_stem(b, y, shape, xl)) {
+  const Stem stem = *e == Elem::kF32 ? stem_of(b, y, shape, xl) : Stem::kS8;
+  if (stem == Stem::kS2d) {
+    Buffer buf;
+    buf.dtype = DType::kF16;
+    buf.shape = Shape{shape[0], 16, shape[2] / 2, shape[3] / 2};
+    buf.nhwc = true;
+    buf.centered = true;
+    buf.bytes = static_cast<size_t>(buf.shape.numel()) * 2;
+    yi = b.define_buffer(y, std::move(buf));
+    const float scale = p->scale;
+    const int32_t zp = p->zp;
+    const int32_t q_lo = qmin(p->type);
+    const int32_t q_hi = qmax(p->type);
+    const int64_t n = shape[0], c = shape[1], h = shape[2], w = shape[3];
+    add(b, node, "QuantizeLinear f16 s2d", {xi}, {yi}, [=](Session& ss) {
+      return launch_quantize_to_f16_s2d(static_cast<const float*>(ptr(ss, xi)), n, c, h, w, scale,
+                                        zp, q_lo, q_hi, ptr(ss, yi), ss.stream);
+    });
+    return true;
+  }
+  if (stem == Stem::kF16) {
     Buffer buf;
     buf.dtype = DType::kF16;
     buf.shape = Shape{shape[0], 8, shape[2], shape[3]};
@@ -1087,6 +1152,33 @@ Result<std::shared_ptr<ConvPlan>> choose_half_plan(Builder& b, ConvProblem& p, c
   return s8_plan;
 }
 
+// The s8 filter of `c` (on `channels` input channels) rearranged for the space-to-depth problem
+// `p` (s2d_geometry): s8 [K, taps, taps, 16] with channel (dy * 2 + dx) * channels + ci.
+std::vector<uint8_t> s2d_filter(const IntConv& c, int64_t channels, const ConvProblem& p) {
+  const Shape ws = c.w->shape();
+  const int64_t pad_h = c.g.pad_begin[0];
+  const int64_t pad_w = c.g.pad_begin[1];
+  std::vector<uint8_t> out(static_cast<size_t>(p.k * p.r * p.s * p.c), 0);
+  const auto* w = c.w->data<int8_t>();
+  for (int64_t k = 0; k < p.k; ++k) {
+    for (int64_t by = 0; by < p.r; ++by) {
+      for (int64_t bx = 0; bx < p.s; ++bx) {
+        for (int64_t d = 0; d < 4; ++d) {
+          const int64_t r = 2 * by + d / 2 - 2 * p.pre[0] + pad_h;
+          const int64_t q = 2 * bx + d % 2 - 2 * p.pre[1] + pad_w;
+          if (r < 0 || r >= ws[2] || q < 0 || q >= ws[3]) continue;
+          for (int64_t ci = 0; ci < channels; ++ci) {
+            const size_t at = static_cast<size_t>(((k * p.r + by) * p.s + bx) * p.c +
+                                                  d * channels + ci);
+            out[at] = static_cast<uint8_t>(w[((k * ws[1] + ci) * ws[2] + r) * ws[3] + q]);
+          }
+        }
+      }
+    }
+  }
+  return out;
+}
+
 // The residual Add a convolution's output feeds, when its other operand is computed already.
 std::optional<IntAdd> fusable_add(const Builder& b, const Node& node) {
   const Node* dq = sole_reader(b, node.output(0));
@@ -1134,7 +1226,18 @@ Result<bool> lower_qlinear_conv(Builder& b, const Node& node) {
   p.post = c->g.pad_end;
   p.strides = c->g.strides;
   p.dilations = c->g.dilations;
-  p.half = b.buffer(xi).dtype == DType::kF16;  // half_stem's input
+  p.half = b.buffer(xi).dtype == DType::kF16;  // stem_of's f16 input
+  const bool s2d = p.half && is_s2d(b.buffer(xi), x);
+  if (s2d) {
+    const S2d g = *s2d_geometry(*c, x, y);
+    p.h = x[2] / 2;
+    p.w = x[3] / 2;
+    p.r = g.taps[0];
+    p.s = g.taps[1];
+    p.pre = {g.pre[0], g.pre[1]};
+    p.post = {g.post[0], g.post[1]};
+    p.strides = {1, 1};
+  }
   // The plan, with the residual Add fused when an engine takes it (s8 input), else alone; an f16
   // input's with an s8 output when an engine writes one, else f16 rounded by a step after.
   std::optional<IntAdd> sum = p.half ? std::nullopt : fusable_add(b, node);
@@ -1182,7 +1285,7 @@ Result<bool> lower_qlinear_conv(Builder& b, const Node& node) {
   const int ri =
       sum ? b.constant(std::vector<float>(static_cast<size_t>(p.k), p.residual_scale)) : -1;
   b.need_workspace(plan->workspace);
-  std::vector<uint8_t> w_bytes = nhwc_bytes(*c->w, p.c);
+  std::vector<uint8_t> w_bytes = s2d ? s2d_filter(*c, x[1], p) : nhwc_bytes(*c->w, p.c);
   if (p.half) {
     // The s8 filter as f16 integers (exact).
     std::vector<uint8_t> wide(w_bytes.size() * 2);

@@ -118,6 +118,17 @@ __global__ void requant8x4_kernel(Requant8 r, int64_t n4) {
   }
 }
 
+// clamp(round_half_even(x / scale) + zp, lo, hi) - zp as an f16 integer (exact), 0 where not
+// `real` (padding).
+__device__ __forceinline__ __half centered_half(float x, bool real, float scale, int32_t zp,
+                                                int32_t lo, int32_t hi) {
+  if (!real) return __float2half_rn(0.0f);
+  return __float2half_rn(
+      fminf(fmaxf(rintf(x / scale) + static_cast<float>(zp), static_cast<float>(lo)),
+            static_cast<float>(hi)) -
+      static_cast<float>(zp));
+}
+
 // One thread per pixel: c strided f32 loads (coalesced across the warp), one 16-byte store.
 __global__ void quantize_to_f16x8_kernel(const float* x, int64_t n, int64_t c, int64_t s,
                                          float scale, int32_t zp, int32_t lo, int32_t hi,
@@ -129,17 +140,34 @@ __global__ void quantize_to_f16x8_kernel(const float* x, int64_t n, int64_t c, i
     const float* px = x + image * c * s + (i - image * s);
     __align__(16) __half v[8];
 #pragma unroll
-    for (int k = 0; k < 8; ++k) {
-      float q = 0.0f;
-      if (k < c) {
-        q = fminf(fmaxf(rintf(px[k * s] / scale) + static_cast<float>(zp),
-                        static_cast<float>(lo)),
-                  static_cast<float>(hi)) -
-            static_cast<float>(zp);
-      }
-      v[k] = __float2half_rn(q);
-    }
+    for (int k = 0; k < 8; ++k) v[k] = centered_half(k < c ? px[k * s] : 0.0f, k < c, scale, zp, lo, hi);
     y[i] = *reinterpret_cast<const uint4*>(v);
+  }
+}
+
+// One thread per 2x2 block: 4c f32 loads, two 16-byte stores.
+__global__ void quantize_to_f16_s2d_kernel(const float* x, int64_t n, int64_t c, int64_t h,
+                                           int64_t w, float scale, int32_t zp, int32_t lo,
+                                           int32_t hi, uint4* y) {
+  const int64_t h2 = h / 2, w2 = w / 2;
+  const int64_t total = n * h2 * w2;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t bx = i % w2;
+    const int64_t by = (i / w2) % h2;
+    const int64_t image = i / (w2 * h2);
+    __align__(16) __half v[16];
+#pragma unroll
+    for (int k = 0; k < 16; ++k) {
+      const int d = k / static_cast<int>(c);  // (dy, dx) = (d / 2, d % 2); c >= 1
+      const int64_t ci = k - d * c;
+      const bool real = k < 4 * c;
+      const float value =
+          real ? x[((image * c + ci) * h + 2 * by + d / 2) * w + 2 * bx + d % 2] : 0.0f;
+      v[k] = centered_half(value, real, scale, zp, lo, hi);
+    }
+    y[2 * i] = reinterpret_cast<const uint4*>(v)[0];
+    y[2 * i + 1] = reinterpret_cast<const uint4*>(v)[1];
   }
 }
 
@@ -272,6 +300,21 @@ Status launch_quantize_to_f16x8(const float* x, int64_t n, int64_t c, int64_t s,
   quantize_to_f16x8_kernel<<<blocks_for(total), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
       x, n, c, s, scale, zp, lo, hi, static_cast<uint4*>(y));
   return launched("quantize_to_f16x8");
+}
+
+Status launch_quantize_to_f16_s2d(const float* x, int64_t n, int64_t c, int64_t h, int64_t w,
+                                  float scale, int32_t zp, int32_t lo, int32_t hi, void* y,
+                                  void* stream) {
+  if (c < 1 || c > 4 || h % 2 != 0 || w % 2 != 0) {
+    return invalid_argument_error(
+        "cuda kernel quantize_to_f16_s2d: 1 to 4 channels and an even height and width expected");
+  }
+  const int64_t total = n * (h / 2) * (w / 2);
+  if (total <= 0) return Status();
+  quantize_to_f16_s2d_kernel<<<blocks_for(total), kThreads, 0,
+                               static_cast<cudaStream_t>(stream)>>>(x, n, c, h, w, scale, zp, lo,
+                                                                    hi, static_cast<uint4*>(y));
+  return launched("quantize_to_f16_s2d");
 }
 
 Status launch_mean8(const void* x, int64_t n, int64_t c, int64_t stored_c, int64_t s, float scale,
