@@ -17,8 +17,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -363,8 +363,8 @@ Stem stem_of(const Builder& b, const Value* v, const Shape& shape, const Int8Lay
     const char* e = std::getenv("KILN_CUDA_INT8_STEM");
     return std::string_view(e == nullptr ? "" : e);
   }();
-  if (forced == "int8" || shape.rank() != 4 || shape[1] > 8 || shape[1] % 4 == 0 ||
-      x_layout.nhwc || !centered_readers(b, v)) {
+  if (forced == "int8" || shape.rank() != 4 || shape[1] > 8 || shape[1] % 4 == 0 || x_layout.nhwc ||
+      !centered_readers(b, v)) {
     return Stem::kS8;
   }
   for (const auto& use : v->uses()) {
@@ -676,8 +676,8 @@ bool lower_int_mean(Builder& b, const IntMean& m) {
   const float scale = m.in.scale;
   const int64_t n = x[0], c = x[1], s = x[2] * x[3];
   add(b, *m.pool, "DequantizeLinear+GlobalAveragePool int8", {xi}, {yi}, [=](Session& ss) {
-    return launch_mean8(ptr(ss, xi), n, c, stored_c, s, scale,
-                        static_cast<float*>(ptr(ss, yi)), ss.stream);
+    return launch_mean8(ptr(ss, xi), n, c, stored_c, s, scale, static_cast<float*>(ptr(ss, yi)),
+                        ss.stream);
   });
   return true;
 }
@@ -737,8 +737,9 @@ struct ConvProblem {
     return fmt::format(
         "qconv {} nhwc x[{},{},{},{}] w[{},{},{},{}] pads{},{},{},{} strides{},{} "
         "dilations{},{} residual{} clamp{},{}",
-        half ? (half_out ? "f16->f16" : "f16->s8") : "s8", n, c, h, w, k, c, r, s, pre[0], pre[1], post[0], post[1], strides[0], strides[1],
-        dilations[0], dilations[1], residual ? 1 : 0, lo, hi);
+        half ? (half_out ? "f16->f16" : "f16->s8") : "s8", n, c, h, w, k, c, r, s, pre[0], pre[1],
+        post[0], post[1], strides[0], strides[1], dilations[0], dilations[1], residual ? 1 : 0, lo,
+        hi);
   }
 };
 
@@ -807,8 +808,8 @@ Result<ConvGraph> conv_graph(cudnnHandle_t handle, const ConvProblem& p) {
   KILN_ASSIGN_OR_RETURN(DescPtr scale, tensor(cg, kScale, CUDNN_DATA_FLOAT, kd, false));
   KILN_ASSIGN_OR_RETURN(DescPtr bias, tensor(cg, kBias, CUDNN_DATA_FLOAT, kd, false));
   KILN_ASSIGN_OR_RETURN(DescPtr scaled, tensor(cg, next_virtual++, CUDNN_DATA_FLOAT, yd, true));
-  KILN_ASSIGN_OR_RETURN(
-      DescPtr y, tensor(cg, kY, p.half_out ? CUDNN_DATA_HALF : CUDNN_DATA_INT8, yd, false));
+  KILN_ASSIGN_OR_RETURN(DescPtr y,
+                        tensor(cg, kY, p.half_out ? CUDNN_DATA_HALF : CUDNN_DATA_INT8, yd, false));
   // The s8 output saturates to [-128, 127]; a ReLU clamps tighter where the bounds say.
   const bool clamp = p.lo > -128 || p.hi < 127;
   KILN_ASSIGN_OR_RETURN(DescPtr biased, (clamp || p.residual)
@@ -1093,8 +1094,9 @@ float round_ms(const ConvProblem& p) {
       cudaMalloc(&to, static_cast<size_t>(count)) == cudaSuccess &&
       cudaMemset(from, 0x1d, static_cast<size_t>(count) * 2) == cudaSuccess &&
       cudaEventCreate(&start) == cudaSuccess && cudaEventCreate(&stop) == cudaSuccess) {
-    auto once = [&] { return launch_quantize8(Elem::kF16, from, l, to, l, false, 1.0f, 0, -128,
-                                              127, nullptr); };
+    auto once = [&] {
+      return launch_quantize8(Elem::kF16, from, l, to, l, false, 1.0f, 0, -128, 127, nullptr);
+    };
     bool ok = once().ok() && cudaEventRecord(start) == cudaSuccess;
     for (int i = 0; i < 3 && ok; ++i) ok = once().ok();
     float t = 0;
@@ -1168,8 +1170,8 @@ std::vector<uint8_t> s2d_filter(const IntConv& c, int64_t channels, const ConvPr
           const int64_t q = 2 * bx + d % 2 - 2 * p.pre[1] + pad_w;
           if (r < 0 || r >= ws[2] || q < 0 || q >= ws[3]) continue;
           for (int64_t ci = 0; ci < channels; ++ci) {
-            const size_t at = static_cast<size_t>(((k * p.r + by) * p.s + bx) * p.c +
-                                                  d * channels + ci);
+            const size_t at =
+                static_cast<size_t>(((k * p.r + by) * p.s + bx) * p.c + d * channels + ci);
             out[at] = static_cast<uint8_t>(w[((k * ws[1] + ci) * ws[2] + r) * ws[3] + q]);
           }
         }
@@ -1315,7 +1317,7 @@ Result<bool> lower_qlinear_conv(Builder& b, const Node& node) {
   if (zi >= 0) reads.push_back(zi);
   if (ri >= 0) reads.push_back(ri);
   std::string kind =
-      sum     ? (sum->relu != nullptr ? "QLinearConv+Add+Relu int8" : "QLinearConv+Add int8")
+      sum      ? (sum->relu != nullptr ? "QLinearConv+Add+Relu int8" : "QLinearConv+Add int8")
       : p.half ? "QLinearConv f16 int8"
                : "QLinearConv int8";
   add(b, node, std::move(kind), reads, {yi}, [=](Session& s) {

@@ -140,7 +140,8 @@ __global__ void quantize_to_f16x8_kernel(const float* x, int64_t n, int64_t c, i
     const float* px = x + image * c * s + (i - image * s);
     __align__(16) __half v[8];
 #pragma unroll
-    for (int k = 0; k < 8; ++k) v[k] = centered_half(k < c ? px[k * s] : 0.0f, k < c, scale, zp, lo, hi);
+    for (int k = 0; k < 8; ++k)
+      v[k] = centered_half(k < c ? px[k * s] : 0.0f, k < c, scale, zp, lo, hi);
     y[i] = *reinterpret_cast<const uint4*>(v);
   }
 }
@@ -311,9 +312,8 @@ Status launch_quantize_to_f16_s2d(const float* x, int64_t n, int64_t c, int64_t 
   }
   const int64_t total = n * (h / 2) * (w / 2);
   if (total <= 0) return Status();
-  quantize_to_f16_s2d_kernel<<<blocks_for(total), kThreads, 0,
-                               static_cast<cudaStream_t>(stream)>>>(x, n, c, h, w, scale, zp, lo,
-                                                                    hi, static_cast<uint4*>(y));
+  quantize_to_f16_s2d_kernel<<<blocks_for(total), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+      x, n, c, h, w, scale, zp, lo, hi, static_cast<uint4*>(y));
   return launched("quantize_to_f16_s2d");
 }
 
