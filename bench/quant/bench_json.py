@@ -20,8 +20,11 @@ def default_kiln():
 
 def write_record(path, **fields):
     """Writes fields plus the date, commit and host as JSON to `path`."""
-    commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
-                            capture_output=True, text=True).stdout.strip()
+    try:
+        commit = subprocess.run(["git", "-C", ROOT, "rev-parse", "--short", "HEAD"],
+                                capture_output=True, text=True).stdout.strip()
+    except OSError:  # no git (the GPU machine)
+        commit = ""
     record = {"date": datetime.datetime.now().isoformat(timespec="seconds"), "commit": commit,
               "host": platform.node(), **fields}
     with open(path, "w") as f:

@@ -6,6 +6,8 @@
 # calibration method (and fp16/bf16). Prints a Markdown table (docs/quantization.md holds one)
 # and writes JSON.
 #   bench/quant/calibration_table.py [--kiln build/ci/tools/kiln] [--target cpu]
+# On a machine without the digits (the GPU machine; bench/quant/gpu/pack.sh does this): write the
+# folders here with --data-only, then run there with --reuse-data --target cuda.
 import argparse
 import json
 import os
@@ -68,10 +70,22 @@ def main():
     p.add_argument("--calibration", type=int, default=128, help="calibration digits")
     p.add_argument("--work", default=os.path.join(ROOT, "build", "quant_digits"))
     p.add_argument("--json", default=None, help="where to write the figures (default: in --work)")
+    p.add_argument("--data-only", action="store_true",
+                   help="write the calibration and test folders into --work and stop")
+    p.add_argument("--reuse-data", action="store_true",
+                   help="use the folders an earlier --data-only wrote into --work")
     args = p.parse_args()
+    if args.reuse_data:
+        cal, test = os.path.join(args.work, "calibration"), os.path.join(args.work, "test")
+        with open(os.path.join(test, "labels.txt")) as f:
+            count = sum(len(line.split()) - 1 for line in f if not line.startswith("#"))
+    else:
+        cal, test, count = write_data(args.work, args.calibration, 16)
+    if args.data_only:
+        print(f"wrote {cal} and {test} ({count} test digits)")
+        return
     if args.kiln is None:
         sys.exit("calibration_table: no kiln binary; build one or pass --kiln")
-    cal, test, count = write_data(args.work, args.calibration, 16)
     rows = []
     for name, flags in CONFIGS:
         cmd = [args.kiln, "verify", args.model, "--target", args.target, *flags,
@@ -80,7 +94,9 @@ def main():
             cmd += ["--calibration", cal]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         if proc.returncode != 0:
-            sys.exit(f"calibration_table: {' '.join(cmd)} failed:\n{proc.stderr}")
+            # One configuration the target lacks does not stop the others.
+            print(f"calibration_table: {' '.join(cmd)} failed:\n{proc.stderr}", file=sys.stderr)
+            continue
         result = json.loads(proc.stdout.strip().splitlines()[-1])
         out = result["outputs"][0]
         rows.append({"config": name, "command": " ".join(cmd), **out})

@@ -1295,8 +1295,8 @@ TEST(CudaInt8, QLinearConvMatchesRefWithinOneStep) {
 
 TEST(CudaInt8, QuantizedStemAndMaxPoolMatchRef) {
   SKIP_WITHOUT_GPU();
-  // f32 image -> Q (u8, zero point 64; s8 with 16 channels on the device) -> conv 7x7/2 with the
-  // Relu's saturation -> MaxPool between DQ and Q -> DQ -> f32.
+  // f32 image -> Q (u8, zero point 64; centered f16 integers on the device) -> conv 7x7/2 on f16
+  // tensor cores with the Relu's saturation -> MaxPool between DQ and Q -> DQ -> f32.
   const Tensor x = random_tensor(Shape{2, 3, 32, 32}, 71);
   // Output scales keep u8 results within 0..127, as PyTorch's reduce_range calibration does (the
   // device holds u8 activations as s8; above 127 they saturate).
@@ -1322,16 +1322,73 @@ TEST(CudaInt8, QuantizedStemAndMaxPoolMatchRef) {
   const cuda::Program* program = cuda_program(*exe);
   ASSERT_NE(program, nullptr);
   const std::string ir = print_graph(exe->graph());
-  EXPECT_EQ(program->count_steps("QuantizeLinear"), 1) << ir;
-  EXPECT_EQ(program->count_steps("QLinearConv int8"), 1) << ir;
+  // Stride 2 on an even image: space-to-depth (16 channels of 2x2 blocks, a 4x4 stride-1 filter).
+  EXPECT_EQ(program->count_steps("QuantizeLinear f16 s2d"), 1) << ir;
+  EXPECT_EQ(program->count_steps("QLinearConv f16 int8"), 1) << ir;
   EXPECT_EQ(program->count_steps("MaxPool int8"), 1) << ir;
   EXPECT_EQ(program->count_steps("DequantizeLinear"), 1) << ir;
+}
+
+TEST(CudaInt8, FirstConvolutionOnF16TensorCoresMatchesRefWithinOneStep) {
+  SKIP_WITHOUT_GPU();
+  // A one-channel image (the digit classifier's) of odd size -> Q (u8, zero point 100) -> conv
+  // 3x3/1 1 -> 32 with outputs on both sides of the zero point 128 -> a u8 graph output: the f16
+  // input (8 channels) and filter hold the centered integers, so the f32 sums are the s8 kernels'
+  // exactly.
+  const Tensor x = random_tensor(Shape{3, 1, 17, 19}, 81);
+  auto build = [&](GraphBuilder& b, const std::vector<Value*>& in) {
+    Value* image = b.add(Op(ops::QuantizeLinear{}), {in[0], b.constant(Tensor::scalar(0.008f)),
+                                                     b.constant(Tensor::scalar<uint8_t>(100))});
+    b.output(qconv(b, image, 0.008f, 100, 32, 1, 3, 1, 0.05f, 128, 82));
+  };
+  std::shared_ptr<Executable> ref = compile_for(make_graph({x}, build), "ref");
+  std::shared_ptr<Executable> exe = compile_for(make_graph({x}, build), "cuda");
+  ASSERT_NE(exe, nullptr);
+  expect_within_steps(run(*ref, {x})[0], run(*exe, {x})[0], 1.0, 1.0);
+  const cuda::Program* program = cuda_program(*exe);
+  ASSERT_NE(program, nullptr);
+  const std::string ir = print_graph(exe->graph());
+  EXPECT_EQ(program->count_steps("QuantizeLinear f16"), 1) << ir;
+  EXPECT_EQ(program->count_steps("QLinearConv f16 int8"), 1) << ir;
+  EXPECT_EQ(program->count_steps("Uncenter int8"), 1) << ir;
+  EXPECT_EQ(program->device_steps(), static_cast<int>(program->steps().size()));
+}
+
+TEST(CudaInt8, DequantizeAndGlobalAveragePoolRunAsOneMeanOfTheBytes) {
+  SKIP_WITHOUT_GPU();
+  // u8 [3, 64, 7, 7] with zero point 37 -> DequantizeLinear -> GlobalAveragePool -> f32: the mean
+  // of the centered bytes, scaled once (ResNet's head). Values up to zero point + 127, which the
+  // centered s8 data holds exactly (above, they saturate: "On the GPU" in docs/quantization.md).
+  const Tensor x = random_ints<uint8_t>(Shape{3, 64, 7, 7}, 0, 37 + 127, 91);
+  auto build = [](GraphBuilder& b, Value* in) {
+    Value* dq = b.add(Op(ops::DequantizeLinear{}), {in, b.constant(Tensor::scalar(0.043f)),
+                                                    b.constant(Tensor::scalar<uint8_t>(37))});
+    return b.add(Op(ops::GlobalAveragePool{}), {dq});
+  };
+  auto run_on = [&](const char* name) -> std::pair<std::shared_ptr<Executable>, Tensor> {
+    auto graph = std::make_shared<Graph>("mean8");
+    GraphBuilder b(*graph);
+    b.output(build(b, b.input("x", TensorType(DType::kU8, x.shape()))));
+    std::shared_ptr<Executable> exe = compile_for(graph, name);
+    if (exe == nullptr) return {nullptr, Tensor()};
+    std::vector<Tensor> out = run(*exe, {x});
+    return {exe, out.empty() ? Tensor() : out[0]};
+  };
+  auto [ref_exe, want] = run_on("ref");
+  auto [exe, got] = run_on("cuda");
+  ASSERT_NE(exe, nullptr);
+  expect_close({want}, {got}, 1e-5f);
+  const cuda::Program* program = cuda_program(*exe);
+  ASSERT_NE(program, nullptr);
+  EXPECT_EQ(program->count_steps("DequantizeLinear+GlobalAveragePool int8"), 1);
+  EXPECT_EQ(program->count_steps("Center int8"), 1);
+  EXPECT_EQ(program->device_steps(), static_cast<int>(program->steps().size()));
 }
 
 TEST(CudaInt8, QdqResidualBlockRunsOnInt8KernelsAndMatchesRef) {
   SKIP_WITHOUT_GPU();
   // ResNet's stem and a bottleneck as PyTorch's FX quantization exports them (QDQ around every
-  // op): f32 image -> Q -> conv 7x7/2 (3 channels, padded to 4) -> MaxPool between DQ/Q ->
+  // op): f32 image -> Q -> conv 7x7/2 (3 channels, f16) -> MaxPool between DQ/Q ->
   // 1x1 -> 3x3 -> 1x1 whose DQ meets the identity's in Add -> Relu -> Q -> DQ -> f32.
   const Tensor x = random_tensor(Shape{2, 3, 32, 32}, 51);
   // Scales from the range of each layer's values (random weights; checked with a float model of
@@ -1368,12 +1425,13 @@ TEST(CudaInt8, QdqResidualBlockRunsOnInt8KernelsAndMatchesRef) {
   const cuda::Program* program = cuda_program(*exe);
   ASSERT_NE(program, nullptr);
   const std::string ir = print_graph(exe->graph());
-  EXPECT_EQ(program->count_steps("QuantizeLinear"), 1) << ir;
+  EXPECT_EQ(program->count_steps("QuantizeLinear f16 s2d"), 1) << ir;
   // The Add runs in the last convolution where a cuDNN engine takes the fused graph, else as
   // its own int8 step.
   const int fused = program->count_steps("QLinearConv+Add+Relu int8");
   EXPECT_EQ(fused + program->count_steps("Add+Relu int8"), 1) << ir;
-  EXPECT_EQ(program->count_steps("QLinearConv int8"), 4 - fused) << ir;
+  EXPECT_EQ(program->count_steps("QLinearConv f16 int8"), 1) << ir;
+  EXPECT_EQ(program->count_steps("QLinearConv int8"), 3 - fused) << ir;
   EXPECT_EQ(program->count_steps("MaxPool int8"), 1) << ir;
   EXPECT_EQ(program->count_steps("DequantizeLinear"), 1) << ir;
   EXPECT_EQ(program->device_steps(), static_cast<int>(program->steps().size()));

@@ -17,15 +17,18 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <memory>
 #include <optional>
+#include <string_view>
 
 #include "compiler/ops/all_ops.h"
 #include "compiler/ops/nn_util.h"
 #include "compiler/targets/cuda/program.h"
 #include "compiler/targets/cuda/quantized_kernels.h"
+#include "core/half.h"
 
 namespace kiln::compiler::cuda {
 
@@ -203,12 +206,40 @@ std::optional<IntPool> int_pool(const Builder& b, const Node& pool) {
   return r;
 }
 
-// A DequantizeLinear whose step is its reader's (an int8 Add or MaxPool).
+// GlobalAveragePool(DQ(x)) with a per-tensor DQ, x 8-bit 4-D static, an f32 result: the mean of
+// the 8-bit values, scaled once (ResNet's head: the DequantizeLinear alone took 0.22 ms at batch
+// 256 on an H200, writing 103 MB of f32).
+struct IntMean {
+  const Node* dq = nullptr;
+  const Node* pool = nullptr;
+  QParams in;
+};
+
+std::optional<IntMean> int_mean(const Builder& b, const Node& pool) {
+  if (pool.kind() != OpKind::kGlobalAveragePool) return std::nullopt;
+  IntMean m;
+  m.pool = &pool;
+  m.dq = pool.input(0)->producer();
+  const Value* y = pool.output(0);
+  if (m.dq == nullptr || m.dq->kind() != OpKind::kDequantizeLinear ||
+      sole_reader(b, pool.input(0)) != &pool || !is_static4(m.dq->input(0)) ||
+      m.dq->output(0)->tensor_type().dtype != DType::kF32 || !is_static4(y) ||
+      y->tensor_type().dtype != DType::kF32) {
+    return std::nullopt;
+  }
+  std::optional<QParams> p = qdq_params(*m.dq);
+  if (!p) return std::nullopt;
+  m.in = *p;
+  return m;
+}
+
+// A DequantizeLinear whose step is its reader's (an int8 Add, MaxPool or GlobalAveragePool).
 bool deferred_dq(const Builder& b, const Node& dq) {
   const Node* reader = sole_reader(b, dq.output(0));
   if (reader == nullptr) return false;
   if (reader->kind() == OpKind::kAdd) return int_add(b, *reader).has_value();
   if (reader->kind() == OpKind::kMaxPool) return int_pool(b, *reader).has_value();
+  if (reader->kind() == OpKind::kGlobalAveragePool) return int_mean(b, *reader).has_value();
   return false;
 }
 
@@ -282,6 +313,73 @@ bool centered_readers(const Builder& b, const Value* v) {
     return false;
   }
   return true;
+}
+
+// A stride-2 convolution of an image with even height and width over its 2x2 blocks (space to
+// depth: 4x the channels, half the height and width) as a stride-1 one, per spatial dim: input
+// row 2 * oy - pad + r is row dy of block oy + b - pre, so filter tap (b, dy) is r = 2 * b + dy -
+// 2 * pre + pad (zero outside the filter). For ResNet's 7x7/2 stem with pads 3: 4x4 taps, pads
+// 2 and 1, 16 channels (12 used) instead of 8 (3 used): 0.65x the multiply-adds.
+struct S2d {
+  int64_t taps[2] = {0, 0};
+  int64_t pre[2] = {0, 0};
+  int64_t post[2] = {0, 0};
+};
+
+std::optional<S2d> s2d_geometry(const IntConv& c, const Shape& x, const Shape& y) {
+  if (c.g.strides != std::vector<int64_t>{2, 2} || c.g.dilations != std::vector<int64_t>{1, 1} ||
+      x[1] > 4 || x[2] % 2 != 0 || x[3] % 2 != 0) {
+    return std::nullopt;
+  }
+  S2d g;
+  for (int d = 0; d < 2; ++d) {
+    const int64_t pad = c.g.pad_begin[static_cast<size_t>(d)];
+    const int64_t r = c.w->shape()[2 + d];
+    g.pre[d] = (pad + 1) / 2;
+    g.taps[d] = (r - 1 + 2 * g.pre[d] - pad) / 2 + 1;
+    g.post[d] = y[2 + d] - x[2 + d] / 2 - g.pre[d] + g.taps[d] - 1;
+    if (g.post[d] < 0) return std::nullopt;
+  }
+  return g;
+}
+
+// How the first convolution (a QuantizeLinear's reader) runs.
+enum class Stem {
+  kS8,   // s8 input, channels padded to 16
+  kF16,  // f16 integers in 8 channels
+  kS2d,  // f16 integers space-to-depth (s2d_geometry), 16 channels
+};
+
+// Whether QuantizeLinear output `v` (an image of `shape`, f32 NCHW `x_layout`) feeds f16 tensor
+// cores instead of s8 ones: a first convolution on few channels (not a multiple of 4; 3 for RGB)
+// whose only readers are int8 convolutions. Its centered values are then held as f16 integers
+// (Buffer::centered, dtype f16), its filter too, and the convolution accumulates in f32: the same
+// integer sums as the s8 kernels (|sum| < 2^24), at f16 tensor-core speed. cuDNN's s8 engines
+// for a 16-channel 7x7/2 convolution were slow: ResNet-50's stem took 7.18 ms of 14.2 at batch 256
+// on an H200. A stride-2 one (one reader) runs space-to-depth. KILN_CUDA_INT8_STEM=int8, f16 or
+// s2d picks one (where it applies), to compare them on a GPU.
+Stem stem_of(const Builder& b, const Value* v, const Shape& shape, const Int8Layout& x_layout) {
+  static const std::string_view forced = [] {
+    const char* e = std::getenv("KILN_CUDA_INT8_STEM");
+    return std::string_view(e == nullptr ? "" : e);
+  }();
+  if (forced == "int8" || shape.rank() != 4 || shape[1] > 8 || shape[1] % 4 == 0 || x_layout.nhwc ||
+      !centered_readers(b, v)) {
+    return Stem::kS8;
+  }
+  for (const auto& use : v->uses()) {
+    if (use.node->kind() != OpKind::kQLinearConv) return Stem::kS8;
+  }
+  if (forced == "f16" || v->uses().size() != 1) return Stem::kF16;
+  const Node* conv = v->uses().front().node;
+  std::optional<IntConv> c = int_conv(*conv);
+  const bool s2d = c && s2d_geometry(*c, shape, conv->output(0)->tensor_type().shape());
+  return s2d ? Stem::kS2d : Stem::kF16;
+}
+
+// Whether `buf`, an f16 centered input of logical shape `x`, is space-to-depth (Stem::kS2d).
+bool is_s2d(const Buffer& buf, const Shape& x) {
+  return buf.dtype == DType::kF16 && buf.shape[2] != x[2];
 }
 
 int64_t round_up(int64_t v, int64_t m) {
@@ -397,6 +495,45 @@ bool lower_quantize(Builder& b, const Node& node) {
   bool y_u8 = false;
   int32_t y_off = 0;
   auto [lo, hi] = centered_bounds(*p, false);
+  const Stem stem = *e == Elem::kF32 ? stem_of(b, y, shape, xl) : Stem::kS8;
+  if (stem == Stem::kS2d) {
+    Buffer buf;
+    buf.dtype = DType::kF16;
+    buf.shape = Shape{shape[0], 16, shape[2] / 2, shape[3] / 2};
+    buf.nhwc = true;
+    buf.centered = true;
+    buf.bytes = static_cast<size_t>(buf.shape.numel()) * 2;
+    yi = b.define_buffer(y, std::move(buf));
+    const float scale = p->scale;
+    const int32_t zp = p->zp;
+    const int32_t q_lo = qmin(p->type);
+    const int32_t q_hi = qmax(p->type);
+    const int64_t n = shape[0], c = shape[1], h = shape[2], w = shape[3];
+    add(b, node, "QuantizeLinear f16 s2d", {xi}, {yi}, [=](Session& ss) {
+      return launch_quantize_to_f16_s2d(static_cast<const float*>(ptr(ss, xi)), n, c, h, w, scale,
+                                        zp, q_lo, q_hi, ptr(ss, yi), ss.stream);
+    });
+    return true;
+  }
+  if (stem == Stem::kF16) {
+    Buffer buf;
+    buf.dtype = DType::kF16;
+    buf.shape = Shape{shape[0], 8, shape[2], shape[3]};
+    buf.nhwc = true;
+    buf.centered = true;
+    buf.bytes = static_cast<size_t>(buf.shape.numel()) * 2;
+    yi = b.define_buffer(y, std::move(buf));
+    const float scale = p->scale;
+    const int32_t zp = p->zp;
+    const int32_t q_lo = qmin(p->type);
+    const int32_t q_hi = qmax(p->type);
+    const int64_t n = shape[0], c = shape[1], s = shape[2] * shape[3];
+    add(b, node, "QuantizeLinear f16", {xi}, {yi}, [=](Session& ss) {
+      return launch_quantize_to_f16x8(static_cast<const float*>(ptr(ss, xi)), n, c, s, scale, zp,
+                                      q_lo, q_hi, ptr(ss, yi), ss.stream);
+    });
+    return true;
+  }
   if (centered_readers(b, y)) {
     // Channels that are not a multiple of 4 are padded for the int8 convolutions: an image's 3
     // to 16 (16-byte pixels; with 4 the stem convolution took 11.4 ms on an H200 at batch 256),
@@ -531,6 +668,20 @@ bool lower_int_pool(Builder& b, IntPool r) {
   return true;
 }
 
+bool lower_int_mean(Builder& b, const IntMean& m) {
+  const int xi = centered_input(b, m.dq->input(0), m.in);
+  const Shape x = m.dq->input(0)->tensor_type().shape();
+  const int64_t stored_c = b.buffer(xi).shape[1];
+  const int yi = b.define(m.pool->output(0));
+  const float scale = m.in.scale;
+  const int64_t n = x[0], c = x[1], s = x[2] * x[3];
+  add(b, *m.pool, "DequantizeLinear+GlobalAveragePool int8", {xi}, {yi}, [=](Session& ss) {
+    return launch_mean8(ptr(ss, xi), n, c, stored_c, s, scale, static_cast<float*>(ptr(ss, yi)),
+                        ss.stream);
+  });
+  return true;
+}
+
 // ---- QLinearConv on a cuDNN graph ----
 
 struct Desc {
@@ -573,13 +724,22 @@ struct ConvProblem {
   bool residual = false;
   float residual_scale = 0.0f;
   int32_t lo = -128, hi = 127;
+  // f16 input and filter holding integers (half_stem), f32 accumulation; the output f16 (the
+  // scaled value before rounding, quantized by a step after) where no engine writes s8.
+  bool half = false;
+  bool half_out = false;
+
+  size_t x_bytes() const { return static_cast<size_t>(n * c * h * w) * (half ? 2 : 1); }
+  size_t w_bytes() const { return static_cast<size_t>(k * c * r * s) * (half ? 2 : 1); }
+  size_t y_bytes() const { return static_cast<size_t>(n * k * oh * ow) * (half_out ? 2 : 1); }
 
   std::string key() const {
     return fmt::format(
-        "qconv s8 nhwc x[{},{},{},{}] w[{},{},{},{}] pads{},{},{},{} strides{},{} "
+        "qconv {} nhwc x[{},{},{},{}] w[{},{},{},{}] pads{},{},{},{} strides{},{} "
         "dilations{},{} residual{} clamp{},{}",
-        n, c, h, w, k, c, r, s, pre[0], pre[1], post[0], post[1], strides[0], strides[1],
-        dilations[0], dilations[1], residual ? 1 : 0, lo, hi);
+        half ? (half_out ? "f16->f16" : "f16->s8") : "s8", n, c, h, w, k, c, r, s, pre[0], pre[1],
+        post[0], post[1], strides[0], strides[1], dilations[0], dilations[1], residual ? 1 : 0, lo,
+        hi);
   }
 };
 
@@ -641,20 +801,22 @@ Result<ConvGraph> conv_graph(cudnnHandle_t handle, const ConvProblem& p) {
   const std::vector<int64_t> yd = {p.n, p.k, p.oh, p.ow};
   const std::vector<int64_t> kd = {1, p.k, 1, 1};
   int64_t next_virtual = kVirtual;
-  KILN_ASSIGN_OR_RETURN(DescPtr x, tensor(cg, kX, CUDNN_DATA_INT8, xd, false));
-  KILN_ASSIGN_OR_RETURN(DescPtr w, tensor(cg, kW, CUDNN_DATA_INT8, wd, false));
+  const cudnnDataType_t in_type = p.half ? CUDNN_DATA_HALF : CUDNN_DATA_INT8;
+  KILN_ASSIGN_OR_RETURN(DescPtr x, tensor(cg, kX, in_type, xd, false));
+  KILN_ASSIGN_OR_RETURN(DescPtr w, tensor(cg, kW, in_type, wd, false));
   KILN_ASSIGN_OR_RETURN(DescPtr acc, tensor(cg, next_virtual++, CUDNN_DATA_FLOAT, yd, true));
   KILN_ASSIGN_OR_RETURN(DescPtr scale, tensor(cg, kScale, CUDNN_DATA_FLOAT, kd, false));
   KILN_ASSIGN_OR_RETURN(DescPtr bias, tensor(cg, kBias, CUDNN_DATA_FLOAT, kd, false));
   KILN_ASSIGN_OR_RETURN(DescPtr scaled, tensor(cg, next_virtual++, CUDNN_DATA_FLOAT, yd, true));
-  KILN_ASSIGN_OR_RETURN(DescPtr y, tensor(cg, kY, CUDNN_DATA_INT8, yd, false));
+  KILN_ASSIGN_OR_RETURN(DescPtr y,
+                        tensor(cg, kY, p.half_out ? CUDNN_DATA_HALF : CUDNN_DATA_INT8, yd, false));
   // The s8 output saturates to [-128, 127]; a ReLU clamps tighter where the bounds say.
   const bool clamp = p.lo > -128 || p.hi < 127;
   KILN_ASSIGN_OR_RETURN(DescPtr biased, (clamp || p.residual)
                                             ? tensor(cg, next_virtual++, CUDNN_DATA_FLOAT, yd, true)
                                             : Result<DescPtr>(y));
   auto conv = std::make_shared<Desc>(CUDNN_BACKEND_CONVOLUTION_DESCRIPTOR);
-  const cudnnDataType_t compute = CUDNN_DATA_INT32;
+  const cudnnDataType_t compute = p.half ? CUDNN_DATA_FLOAT : CUDNN_DATA_INT32;
   const cudnnConvolutionMode_t mode = CUDNN_CROSS_CORRELATION;
   const int64_t dims = 2;
   conv->set(CUDNN_ATTR_CONVOLUTION_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &compute);
@@ -823,11 +985,11 @@ float plan_ms(cudnnHandle_t handle, const ConvPlan& plan, const ConvProblem& p) 
     return q;
   };
   ConvArgs a;
-  a.x = block(static_cast<size_t>(p.n * p.c * p.h * p.w), 0x1d);
-  a.w = block(static_cast<size_t>(p.k * p.c * p.r * p.s), 0x05);
+  a.x = block(p.x_bytes(), 0x1d);
+  a.w = block(p.w_bytes(), 0x05);
   a.scale = block(static_cast<size_t>(p.k) * 4, 0x3a);  // about 7e-4 as f32
   a.bias = block(static_cast<size_t>(p.k) * 4, 0x3a);
-  a.y = block(static_cast<size_t>(p.n * p.k * p.oh * p.ow), 0);
+  a.y = block(p.y_bytes(), 0);
   if (p.residual) a.z = block(static_cast<size_t>(p.n * p.k * p.oh * p.ow), 0x11);
   if (p.residual) a.rescale = block(static_cast<size_t>(p.k) * 4, 0x3f);
   a.workspace = block(plan.workspace, 0);
@@ -866,12 +1028,20 @@ float plan_ms(cudnnHandle_t handle, const ConvPlan& plan, const ConvProblem& p) 
 // Each candidate's plan finalization can compile kernels (about 0.4 s): with 6, ResNet-50's 53
 // convolutions took over 100 s to compile; the fastest was among the first 3 in every case of
 // bench/quant/gpu/int8_conv_micro.cu.
+// The f16 first convolution (one convolution, the slowest step) gets more. (8 for ResNet-50's
+// residual graphs too changed no step's time measurably on an H200 and took its compile from 28 to
+// 50 s.)
 constexpr size_t kCandidates = 3;
+constexpr size_t kMoreCandidates = 8;
 constexpr size_t kMaxWorkspace = size_t{256} << 20;
 
 // The plan for `p`: the candidate stored for this GPU when it still finalizes, else the fastest
-// of cuDNN's first kCandidates heuristic candidates; null when none runs.
-Result<std::shared_ptr<ConvPlan>> choose_plan(Builder& b, const ConvProblem& p) {
+// of cuDNN's first kCandidates heuristic candidates (its time in `*ms`, else NaN there); null when
+// none runs.
+Result<std::shared_ptr<ConvPlan>> choose_plan(Builder& b, const ConvProblem& p,
+                                              float* ms = nullptr) {
+  const size_t limit = p.half ? kMoreCandidates : kCandidates;
+  if (ms != nullptr) *ms = NAN;
   // A graph cuDNN does not accept (an op or type combination it lacks) has no plan either.
   Result<ConvGraph> cg = conv_graph(b.cudnn(), p);
   if (!cg.ok()) return std::shared_ptr<ConvPlan>();
@@ -879,7 +1049,7 @@ Result<std::shared_ptr<ConvPlan>> choose_plan(Builder& b, const ConvProblem& p) 
   if (const std::vector<uint8_t>* known = b.known_choice(key)) {
     // Only the candidates up to the stored one are finalized (each can compile kernels).
     std::optional<int32_t> i = choice_value<int32_t>(*known);
-    if (i && *i >= 0 && static_cast<size_t>(*i) < kCandidates) {
+    if (i && *i >= 0 && static_cast<size_t>(*i) < limit) {
       std::vector<std::shared_ptr<ConvPlan>> plans =
           candidate_plans(b.cudnn(), *cg, static_cast<size_t>(*i) + 1);
       if (static_cast<size_t>(*i) < plans.size() && plans[*i] != nullptr &&
@@ -889,7 +1059,7 @@ Result<std::shared_ptr<ConvPlan>> choose_plan(Builder& b, const ConvProblem& p) 
       }
     }
   }
-  std::vector<std::shared_ptr<ConvPlan>> plans = candidate_plans(b.cudnn(), *cg, kCandidates);
+  std::vector<std::shared_ptr<ConvPlan>> plans = candidate_plans(b.cudnn(), *cg, limit);
   int32_t best = -1;
   float best_ms = INFINITY;
   for (size_t i = 0; i < plans.size(); ++i) {
@@ -901,8 +1071,115 @@ Result<std::shared_ptr<ConvPlan>> choose_plan(Builder& b, const ConvProblem& p) 
     }
   }
   if (best < 0) return std::shared_ptr<ConvPlan>();
+  if (ms != nullptr) *ms = best_ms;
   b.record_choice(key, choice_bytes(best), true);
   return plans[static_cast<size_t>(best)];
+}
+
+// The GPU milliseconds of rounding an f16 output of `p` into s8 (the step after an f16-output
+// plan), over 3 launches after one; infinity when it fails.
+float round_ms(const ConvProblem& p) {
+  const int64_t count = p.n * p.k * p.oh * p.ow;
+  Int8Layout l;
+  l.n = p.n;
+  l.c = p.k;
+  l.s = p.oh * p.ow;
+  l.stored_c = p.k;
+  l.nhwc = true;
+  void* from = nullptr;
+  void* to = nullptr;
+  cudaEvent_t start = nullptr;
+  cudaEvent_t stop = nullptr;
+  float ms = INFINITY;
+  if (cudaMalloc(&from, static_cast<size_t>(count) * 2) == cudaSuccess &&
+      cudaMalloc(&to, static_cast<size_t>(count)) == cudaSuccess &&
+      cudaMemset(from, 0x1d, static_cast<size_t>(count) * 2) == cudaSuccess &&
+      cudaEventCreate(&start) == cudaSuccess && cudaEventCreate(&stop) == cudaSuccess) {
+    auto once = [&] {
+      return launch_quantize8(Elem::kF16, from, l, to, l, false, 1.0f, 0, -128, 127, nullptr);
+    };
+    bool ok = once().ok() && cudaEventRecord(start) == cudaSuccess;
+    for (int i = 0; i < 3 && ok; ++i) ok = once().ok();
+    float t = 0;
+    if (ok && cudaEventRecord(stop) == cudaSuccess && cudaEventSynchronize(stop) == cudaSuccess &&
+        cudaEventElapsedTime(&t, start, stop) == cudaSuccess) {
+      ms = t / 3;
+    }
+  }
+  cudaDeviceSynchronize();
+  if (start != nullptr) cudaEventDestroy(start);
+  if (stop != nullptr) cudaEventDestroy(stop);
+  if (from != nullptr) cudaFree(from);
+  if (to != nullptr) cudaFree(to);
+  cudaGetLastError();
+  return ms;
+}
+
+// The plan of an f16-input convolution (half_stem's; `y` its output's parameters): an s8 output
+// clamped in the graph, or an f16 output (p.half_out) that a step rounds, whichever runs faster
+// with that step counted (the answer stored as a choice too). Sets p's output type and clamp.
+Result<std::shared_ptr<ConvPlan>> choose_half_plan(Builder& b, ConvProblem& p, const QParams& y) {
+  auto variant = [&](bool f16_out, float* ms) -> Result<std::shared_ptr<ConvPlan>> {
+    p.half_out = f16_out;
+    std::tie(p.lo, p.hi) = f16_out ? std::make_pair(-128, 127) : centered_bounds(y, false);
+    KILN_ASSIGN_OR_RETURN(std::shared_ptr<ConvPlan> plan, choose_plan(b, p, ms));
+    if (plan == nullptr && p.lo < 0) {
+      // As in lower_qlinear_conv: the s8 saturation alone.
+      std::tie(p.lo, p.hi) = std::make_pair(-128, 127);
+      KILN_ASSIGN_OR_RETURN(plan, choose_plan(b, p, ms));
+    }
+    return plan;
+  };
+  p.half_out = false;
+  const std::string key = "qconv f16 output of " + p.key();
+  if (const std::vector<uint8_t>* known = b.known_choice(key)) {
+    if (std::optional<int32_t> f16_out = choice_value<int32_t>(*known)) {
+      KILN_ASSIGN_OR_RETURN(std::shared_ptr<ConvPlan> plan, variant(*f16_out != 0, nullptr));
+      if (plan != nullptr) {
+        b.record_choice(key, *known, false);
+        return plan;
+      }
+    }
+  }
+  float s8_ms = NAN;
+  float f16_ms = NAN;
+  KILN_ASSIGN_OR_RETURN(std::shared_ptr<ConvPlan> s8_plan, variant(false, &s8_ms));
+  const ConvProblem s8_problem = p;
+  KILN_ASSIGN_OR_RETURN(std::shared_ptr<ConvPlan> f16_plan, variant(true, &f16_ms));
+  if (f16_plan != nullptr) f16_ms += round_ms(p);
+  // NaN (a stored plan choice without its time) loses to a measured time.
+  const bool f16_out = f16_plan != nullptr && (s8_plan == nullptr || !(s8_ms <= f16_ms));
+  b.record_choice(key, choice_bytes(static_cast<int32_t>(f16_out ? 1 : 0)), true);
+  if (f16_out) return f16_plan;
+  p = s8_problem;
+  return s8_plan;
+}
+
+// The s8 filter of `c` (on `channels` input channels) rearranged for the space-to-depth problem
+// `p` (s2d_geometry): s8 [K, taps, taps, 16] with channel (dy * 2 + dx) * channels + ci.
+std::vector<uint8_t> s2d_filter(const IntConv& c, int64_t channels, const ConvProblem& p) {
+  const Shape ws = c.w->shape();
+  const int64_t pad_h = c.g.pad_begin[0];
+  const int64_t pad_w = c.g.pad_begin[1];
+  std::vector<uint8_t> out(static_cast<size_t>(p.k * p.r * p.s * p.c), 0);
+  const auto* w = c.w->data<int8_t>();
+  for (int64_t k = 0; k < p.k; ++k) {
+    for (int64_t by = 0; by < p.r; ++by) {
+      for (int64_t bx = 0; bx < p.s; ++bx) {
+        for (int64_t d = 0; d < 4; ++d) {
+          const int64_t r = 2 * by + d / 2 - 2 * p.pre[0] + pad_h;
+          const int64_t q = 2 * bx + d % 2 - 2 * p.pre[1] + pad_w;
+          if (r < 0 || r >= ws[2] || q < 0 || q >= ws[3]) continue;
+          for (int64_t ci = 0; ci < channels; ++ci) {
+            const size_t at =
+                static_cast<size_t>(((k * p.r + by) * p.s + bx) * p.c + d * channels + ci);
+            out[at] = static_cast<uint8_t>(w[((k * ws[1] + ci) * ws[2] + r) * ws[3] + q]);
+          }
+        }
+      }
+    }
+  }
+  return out;
 }
 
 // The residual Add a convolution's output feeds, when its other operand is computed already.
@@ -952,10 +1229,26 @@ Result<bool> lower_qlinear_conv(Builder& b, const Node& node) {
   p.post = c->g.pad_end;
   p.strides = c->g.strides;
   p.dilations = c->g.dilations;
-  // The plan, with the residual Add fused when an engine takes it, else alone.
-  std::optional<IntAdd> sum = fusable_add(b, node);
+  p.half = b.buffer(xi).dtype == DType::kF16;  // stem_of's f16 input
+  const bool s2d = p.half && is_s2d(b.buffer(xi), x);
+  if (s2d) {
+    const S2d g = *s2d_geometry(*c, x, y);
+    p.h = x[2] / 2;
+    p.w = x[3] / 2;
+    p.r = g.taps[0];
+    p.s = g.taps[1];
+    p.pre = {g.pre[0], g.pre[1]};
+    p.post = {g.post[0], g.post[1]};
+    p.strides = {1, 1};
+  }
+  // The plan, with the residual Add fused when an engine takes it (s8 input), else alone; an f16
+  // input's with an s8 output when an engine writes one, else f16 rounded by a step after.
+  std::optional<IntAdd> sum = p.half ? std::nullopt : fusable_add(b, node);
   std::shared_ptr<ConvPlan> plan;
-  for (int fused = sum ? 1 : 0; fused >= 0 && plan == nullptr; --fused) {
+  if (p.half) {
+    KILN_ASSIGN_OR_RETURN(plan, choose_half_plan(b, p, c->y));
+  }
+  for (int fused = sum ? 1 : 0; !p.half && fused >= 0 && plan == nullptr; --fused) {
     p.residual = fused == 1;
     if (p.residual) p.residual_scale = sum->in[1].scale / sum->out.scale;
     std::tie(p.lo, p.hi) =
@@ -995,18 +1288,39 @@ Result<bool> lower_qlinear_conv(Builder& b, const Node& node) {
   const int ri =
       sum ? b.constant(std::vector<float>(static_cast<size_t>(p.k), p.residual_scale)) : -1;
   b.need_workspace(plan->workspace);
-  const int wi = b.constant_bytes(DType::kI8, Shape{p.k, p.c, p.r, p.s}, nhwc_bytes(*c->w, p.c));
+  std::vector<uint8_t> w_bytes = s2d ? s2d_filter(*c, x[1], p) : nhwc_bytes(*c->w, p.c);
+  if (p.half) {
+    // The s8 filter as f16 integers (exact).
+    std::vector<uint8_t> wide(w_bytes.size() * 2);
+    for (size_t i = 0; i < w_bytes.size(); ++i) {
+      const uint16_t h = Half(static_cast<float>(static_cast<int8_t>(w_bytes[i]))).bits;
+      std::memcpy(wide.data() + 2 * i, &h, 2);
+    }
+    w_bytes = std::move(wide);
+  }
+  const int wi = b.constant_bytes(p.half ? DType::kF16 : DType::kI8, Shape{p.k, p.c, p.r, p.s},
+                                  std::move(w_bytes));
   const int si = b.constant(std::move(scale));
   const int bi = b.constant(std::move(bias));
   const Value* yv = sum ? sum->q->output(0) : node.output(0);
   const Out o = define_output(b, yv, p.k);
-  const int yi = o.centered;
+  // The convolution writes `o.centered`, or an f16 scratch buffer that a step rounds into it.
+  int yi = o.centered;
+  if (p.half_out) {
+    Buffer buf;
+    buf.dtype = DType::kF16;
+    buf.shape = Shape{p.n, p.k, p.oh, p.ow};
+    buf.nhwc = true;
+    buf.bytes = p.y_bytes();
+    yi = b.define_buffer(nullptr, std::move(buf));
+  }
   std::vector<int> reads = {xi, wi, si, bi};
   if (zi >= 0) reads.push_back(zi);
   if (ri >= 0) reads.push_back(ri);
   std::string kind =
-      sum ? (sum->relu != nullptr ? "QLinearConv+Add+Relu int8" : "QLinearConv+Add int8")
-          : "QLinearConv int8";
+      sum      ? (sum->relu != nullptr ? "QLinearConv+Add+Relu int8" : "QLinearConv+Add int8")
+      : p.half ? "QLinearConv f16 int8"
+               : "QLinearConv int8";
   add(b, node, std::move(kind), reads, {yi}, [=](Session& s) {
     ConvArgs a;
     a.x = ptr(s, xi);
@@ -1020,6 +1334,21 @@ Result<bool> lower_qlinear_conv(Builder& b, const Node& node) {
     KILN_RETURN_IF_ERROR(check_cudnn(cudnnSetStream(s.cudnn, s.stream), "cudnnSetStream"));
     return execute(s.cudnn, *plan, a);
   });
+  if (p.half_out) {
+    const auto [lo, hi] = centered_bounds(c->y, false);
+    Int8Layout l;
+    l.n = p.n;
+    l.c = p.k;
+    l.s = p.oh * p.ow;
+    l.stored_c = p.k;
+    l.nhwc = true;
+    const int from = yi;
+    const int to = o.centered;
+    add(b, node, "Round f16 int8", {from}, {to}, [=, lo = lo, hi = hi](Session& s) {
+      return launch_quantize8(Elem::kF16, ptr(s, from), l, ptr(s, to), l, false, 1.0f, 0, lo, hi,
+                              s.stream);
+    });
+  }
   finish_output(b, o, yv, out);
   if (sum) {
     for (const Node* n : {sum->dq[0], sum->dq[1], sum->add, sum->relu, sum->q}) {
@@ -1044,6 +1373,10 @@ Result<bool> lower_quantized(Builder& b, const Node& node) {
     case OpKind::kMaxPool: {
       std::optional<IntPool> p = int_pool(b, node);
       return p && lower_int_pool(b, *p);
+    }
+    case OpKind::kGlobalAveragePool: {
+      std::optional<IntMean> m = int_mean(b, node);
+      return m && lower_int_mean(b, *m);
     }
     default: return false;
   }

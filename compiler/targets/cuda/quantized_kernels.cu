@@ -118,6 +118,103 @@ __global__ void requant8x4_kernel(Requant8 r, int64_t n4) {
   }
 }
 
+// clamp(round_half_even(x / scale) + zp, lo, hi) - zp as an f16 integer (exact), 0 where not
+// `real` (padding).
+__device__ __forceinline__ __half centered_half(float x, bool real, float scale, int32_t zp,
+                                                int32_t lo, int32_t hi) {
+  if (!real) return __float2half_rn(0.0f);
+  return __float2half_rn(
+      fminf(fmaxf(rintf(x / scale) + static_cast<float>(zp), static_cast<float>(lo)),
+            static_cast<float>(hi)) -
+      static_cast<float>(zp));
+}
+
+// One thread per pixel: c strided f32 loads (coalesced across the warp), one 16-byte store.
+__global__ void quantize_to_f16x8_kernel(const float* x, int64_t n, int64_t c, int64_t s,
+                                         float scale, int32_t zp, int32_t lo, int32_t hi,
+                                         uint4* y) {
+  const int64_t total = n * s;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t image = i / s;
+    const float* px = x + image * c * s + (i - image * s);
+    __align__(16) __half v[8];
+#pragma unroll
+    for (int k = 0; k < 8; ++k)
+      v[k] = centered_half(k < c ? px[k * s] : 0.0f, k < c, scale, zp, lo, hi);
+    y[i] = *reinterpret_cast<const uint4*>(v);
+  }
+}
+
+// One thread per 2x2 block: 4c f32 loads, two 16-byte stores.
+__global__ void quantize_to_f16_s2d_kernel(const float* x, int64_t n, int64_t c, int64_t h,
+                                           int64_t w, float scale, int32_t zp, int32_t lo,
+                                           int32_t hi, uint4* y) {
+  const int64_t h2 = h / 2, w2 = w / 2;
+  const int64_t total = n * h2 * w2;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t bx = i % w2;
+    const int64_t by = (i / w2) % h2;
+    const int64_t image = i / (w2 * h2);
+    __align__(16) __half v[16];
+#pragma unroll
+    for (int k = 0; k < 16; ++k) {
+      const int d = k / static_cast<int>(c);  // (dy, dx) = (d / 2, d % 2); c >= 1
+      const int64_t ci = k - d * c;
+      const bool real = k < 4 * c;
+      const float value =
+          real ? x[((image * c + ci) * h + 2 * by + d / 2) * w + 2 * bx + d % 2] : 0.0f;
+      v[k] = centered_half(value, real, scale, zp, lo, hi);
+    }
+    y[2 * i] = reinterpret_cast<const uint4*>(v)[0];
+    y[2 * i + 1] = reinterpret_cast<const uint4*>(v)[1];
+  }
+}
+
+// One thread per (image, channel): consecutive threads read consecutive channels of a pixel.
+__global__ void mean8_kernel(const int8_t* x, int64_t n, int64_t c, int64_t stored_c, int64_t s,
+                             float scale, float* y) {
+  const int64_t total = n * c;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t image = i / c;
+    const int8_t* px = x + image * s * stored_c + (i - image * c);
+    int32_t sum = 0;
+    for (int64_t p = 0; p < s; ++p) sum += px[p * stored_c];
+    y[i] = scale * static_cast<float>(sum) / static_cast<float>(s);
+  }
+}
+
+// Sixteen channels per thread (c % 16 == 0): 16-byte loads, four bytewise signed maxima per
+// word.
+__global__ void maxpool8x16_kernel(const uint4* x, uint4* y, Pool8 p) {
+  const int64_t c16 = p.c / 16;
+  const int64_t total = p.n * p.oh * p.ow * c16;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t c = i % c16;
+    const int64_t ox = (i / c16) % p.ow;
+    const int64_t oy = (i / (c16 * p.ow)) % p.oh;
+    const int64_t n = i / (c16 * p.ow * p.oh);
+    uint4 m = make_uint4(0x80808080u, 0x80808080u, 0x80808080u, 0x80808080u);
+    for (int r = 0; r < p.kh; ++r) {
+      const int64_t iy = oy * p.sh - p.ph + r;
+      if (iy < 0 || iy >= p.h) continue;
+      for (int q = 0; q < p.kw; ++q) {
+        const int64_t ix = ox * p.sw - p.pw + q;
+        if (ix < 0 || ix >= p.w) continue;
+        const uint4 v = x[((n * p.h + iy) * p.w + ix) * c16 + c];
+        m.x = __vmaxs4(m.x, v.x);
+        m.y = __vmaxs4(m.y, v.y);
+        m.z = __vmaxs4(m.z, v.z);
+        m.w = __vmaxs4(m.w, v.w);
+      }
+    }
+    y[i] = m;
+  }
+}
+
 // Four channels per thread (c % 4 == 0) as one 32-bit load.
 __global__ void maxpool8_kernel(const char4* x, char4* y, Pool8 p) {
   const int64_t c4 = p.c / 4;
@@ -194,6 +291,41 @@ Status launch_dequantize8(const void* x, const Int8Layout& xl, bool x_u8, int32_
   return launched("dequantize8");
 }
 
+Status launch_quantize_to_f16x8(const float* x, int64_t n, int64_t c, int64_t s, float scale,
+                                int32_t zp, int32_t lo, int32_t hi, void* y, void* stream) {
+  if (c < 1 || c > 8) {
+    return invalid_argument_error("cuda kernel quantize_to_f16x8: 1 to 8 channels expected");
+  }
+  const int64_t total = n * s;
+  if (total <= 0) return Status();
+  quantize_to_f16x8_kernel<<<blocks_for(total), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+      x, n, c, s, scale, zp, lo, hi, static_cast<uint4*>(y));
+  return launched("quantize_to_f16x8");
+}
+
+Status launch_quantize_to_f16_s2d(const float* x, int64_t n, int64_t c, int64_t h, int64_t w,
+                                  float scale, int32_t zp, int32_t lo, int32_t hi, void* y,
+                                  void* stream) {
+  if (c < 1 || c > 4 || h % 2 != 0 || w % 2 != 0) {
+    return invalid_argument_error(
+        "cuda kernel quantize_to_f16_s2d: 1 to 4 channels and an even height and width expected");
+  }
+  const int64_t total = n * (h / 2) * (w / 2);
+  if (total <= 0) return Status();
+  quantize_to_f16_s2d_kernel<<<blocks_for(total), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+      x, n, c, h, w, scale, zp, lo, hi, static_cast<uint4*>(y));
+  return launched("quantize_to_f16_s2d");
+}
+
+Status launch_mean8(const void* x, int64_t n, int64_t c, int64_t stored_c, int64_t s, float scale,
+                    float* y, void* stream) {
+  const int64_t total = n * c;
+  if (total <= 0 || s <= 0) return Status();
+  mean8_kernel<<<blocks_for(total), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+      static_cast<const int8_t*>(x), n, c, stored_c, s, scale, y);
+  return launched("mean8");
+}
+
 Status launch_requant8(const Requant8& r, int64_t n, void* stream) {
   if (n <= 0) return Status();
   auto s = static_cast<cudaStream_t>(stream);
@@ -211,6 +343,12 @@ Status launch_maxpool8(const void* x, void* y, const Pool8& p, void* stream) {
     return invalid_argument_error("cuda kernel maxpool8: channels not a multiple of 4");
   const int64_t total = p.n * p.oh * p.ow * (p.c / 4);
   if (total <= 0) return Status();
+  auto aligned = [](const void* q) { return reinterpret_cast<uintptr_t>(q) % 16 == 0; };
+  if (p.c % 16 == 0 && aligned(x) && aligned(y)) {
+    maxpool8x16_kernel<<<blocks_for(total / 4), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+        static_cast<const uint4*>(x), static_cast<uint4*>(y), p);
+    return launched("maxpool8");
+  }
   maxpool8_kernel<<<blocks_for(total), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
       static_cast<const char4*>(x), static_cast<char4*>(y), p);
   return launched("maxpool8");

@@ -25,6 +25,19 @@ Status launch_quantize8(Elem e, const void* x, const Int8Layout& xl, void* y, co
                         bool y_u8, float scale, int32_t y_off, int32_t lo, int32_t hi,
                         void* stream);
 
+// The first convolution's input on f16 tensor cores: y[n, s, 0..7] (f16, NHWC, 8 channels, the
+// ones past `c` zero) = clamp(round_half_even(x / scale) + zp, lo, hi) - zp, the centered 8-bit
+// value held exactly as an f16 integer, from f32 NCHW `x` [n, c, s] (c <= 8).
+Status launch_quantize_to_f16x8(const float* x, int64_t n, int64_t c, int64_t s, float scale,
+                                int32_t zp, int32_t lo, int32_t hi, void* y, void* stream);
+
+// The same values rearranged space-to-depth for a stride-2 first convolution run as a stride-1
+// one: y[n, h/2, w/2, 16] (f16) holds at channel (dy * 2 + dx) * c + ci pixel (2 * i + dy,
+// 2 * j + dx) of channel ci (c <= 4, h and w even; channels past 4c zero).
+Status launch_quantize_to_f16_s2d(const float* x, int64_t n, int64_t c, int64_t h, int64_t w,
+                                  float scale, int32_t zp, int32_t lo, int32_t hi, void* y,
+                                  void* stream);
+
 // y = scale * (x - x_off) as float type `e`, from 8-bit `x` stored as `xl` into `y` stored as `yl`
 // (padded channels of `x` skipped).
 Status launch_dequantize8(const void* x, const Int8Layout& xl, bool x_u8, int32_t x_off,
@@ -47,6 +60,11 @@ struct Requant8 {
   int32_t lo = -128, hi = 127;
 };
 Status launch_requant8(const Requant8& r, int64_t n, void* stream);
+
+// y[n, c] = scale * mean over the s pixels of s8 NHWC `x` [n, s, stored_c] (centered values): a
+// DequantizeLinear and the GlobalAveragePool after it in one pass over the 8-bit data.
+Status launch_mean8(const void* x, int64_t n, int64_t c, int64_t stored_c, int64_t s, float scale,
+                    float* y, void* stream);
 
 // Max pooling of s8 NHWC `x` [n, h, w, c] into `y` [n, oh, ow, c] (window kh x kw, strides,
 // leading pads; positions outside the image are skipped).
