@@ -11,6 +11,7 @@
 #include "compiler/ops/all_ops.h"
 #include "compiler/passes/rewrite.h"
 #include "compiler/targets/cpu/dnnl_kernel.h"
+#include "compiler/targets/cpu/excitation.h"
 #include "compiler/targets/cpu/program.h"
 #include "compiler/targets/cpu/silu.h"
 #include "compiler/targets/cpu/squeeze_excite.h"
@@ -812,7 +813,7 @@ bool lower(ProgramBuilder& b, const Node& node) {
   switch (node.kind()) {
     case OpKind::kConv:
       if (b.sum_partner(&node) != nullptr) return true;  // lowered at its Add
-      return lower_conv(b, node, nullptr);
+      return lower_excitation(b, node) || lower_conv(b, node, nullptr);
     case OpKind::kAdd:
       if (const Node* conv = b.sum_partner(&node)) return lower_conv(b, *conv, &node);
       return lower_binary(b, node);

@@ -30,7 +30,7 @@ constexpr size_t kChunk = 4096;
 // polynomial (relative error under 2e-7), scaled by 2^k with vscalefps; the reciprocal by
 // vrcp14ps refined by one Newton step. 15 vector operations, no division. 16 floats at `data`
 // (those of mask `m`).
-__attribute__((target("avx512f"))) inline __m512 silu_ps(__m512 x) {
+__attribute__((target("avx512f"))) inline __m512 sigmoid_ps(__m512 x) {
   const __m512 t = _mm512_min_ps(_mm512_mul_ps(x, _mm512_set1_ps(-1.44269504088896341f)),
                                  _mm512_set1_ps(126.0f));
   const __m512 k = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
@@ -43,8 +43,11 @@ __attribute__((target("avx512f"))) inline __m512 silu_ps(__m512 x) {
   p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f));
   const __m512 den = _mm512_add_ps(_mm512_scalef_ps(p, k), _mm512_set1_ps(1.0f));
   __m512 r = _mm512_rcp14_ps(den);
-  r = _mm512_mul_ps(r, _mm512_fnmadd_ps(den, r, _mm512_set1_ps(2.0f)));
-  return _mm512_mul_ps(x, r);
+  return _mm512_mul_ps(r, _mm512_fnmadd_ps(den, r, _mm512_set1_ps(2.0f)));
+}
+
+__attribute__((target("avx512f"))) inline __m512 silu_ps(__m512 x) {
+  return _mm512_mul_ps(x, sigmoid_ps(x));
 }
 
 __attribute__((target("avx512f"))) inline void silu16(float* data, __mmask16 m) {
@@ -61,6 +64,16 @@ __attribute__((target("avx512f"))) void silu_chunk(float* data, size_t n) {
   size_t i = 0;
   for (; i + 16 <= n; i += 16) silu16(data + i, 0xffff);
   if (i < n) silu16(data + i, static_cast<__mmask16>((1u << (n - i)) - 1));
+  _mm_setcsr(csr);
+}
+
+__attribute__((target("avx512f"))) void sigmoid_chunk(float* data, size_t n) {
+  const unsigned csr = _mm_getcsr();
+  _mm_setcsr(csr | 0x8040);
+  for (size_t i = 0; i < n; i += 16) {
+    const auto m = static_cast<__mmask16>(n - i >= 16 ? 0xffff : (1u << (n - i)) - 1);
+    _mm512_mask_storeu_ps(data + i, m, sigmoid_ps(_mm512_maskz_loadu_ps(m, data + i)));
+  }
   _mm_setcsr(csr);
 }
 
@@ -100,6 +113,7 @@ __attribute__((target("avx512f"))) void pool_range(float* data, size_t vectors, 
 #pragma GCC diagnostic pop
 #else
 void silu_chunk(float*, size_t) {}
+void sigmoid_chunk(float*, size_t) {}
 void pool_range(float*, size_t, bool, float, float*) {}
 #endif
 
@@ -158,6 +172,11 @@ void silu_f32(float* data, size_t n) {
     const size_t first = static_cast<size_t>(c) * kChunk;
     silu_chunk(data + first, std::min(kChunk, n - first));
   }
+}
+
+void sigmoid_f32(float* data, size_t n) {
+  KILN_CHECK(has_fast_silu(), "sigmoid_f32 needs AVX-512 (check has_fast_silu() first)");
+  sigmoid_chunk(data, n);
 }
 
 std::unique_ptr<Step> silu_after(std::unique_ptr<Step> step, int dst, size_t elements) {

@@ -18,6 +18,10 @@ bool has_fast_silu();
 // batch 1 about 10% more time than this pass over the output (docs/performance.md).
 void silu_f32(float* data, size_t n);
 
+// 1 / (1 + exp(-x)) over `n` floats in place, on the calling thread, as accurate as silu_f32;
+// needs has_fast_silu().
+void sigmoid_f32(float* data, size_t n);
+
 // Wraps `step` so that each run applies silu_f32 over the first `elements` floats of buffer
 // `dst` after it: the step then computes what it would with a trailing swish post-op.
 std::unique_ptr<Step> silu_after(std::unique_ptr<Step> step, int dst, size_t elements);
