@@ -11,6 +11,7 @@
 #include "compiler/ops/all_ops.h"
 #include "compiler/passes/rewrite.h"
 #include "compiler/targets/cpu/dnnl_kernel.h"
+#include "compiler/targets/cpu/excitation.h"
 #include "compiler/targets/cpu/program.h"
 #include "compiler/targets/cpu/silu.h"
 #include "compiler/targets/cpu/squeeze_excite.h"
@@ -120,6 +121,35 @@ bool is_winograd_shape(const ConvSetup& s) {
 // 16: direct jit over nChw16c takes 0.6 of jit_wino_4x3's time).
 bool runs_winograd(const ConvSetup& s) {
   return is_winograd_shape(s) && s.weights[1] >= 32;
+}
+
+// The GlobalAveragePool reading `y` that the step writing it computes too (pool_after), and the
+// layout of the mean it defines: `y` is f32 in `layout`, channel-blocked by 16 (nChw16c, dense),
+// and the pool's own layout would be the same blocking. nullptr otherwise.
+const Node* pooled_by(ProgramBuilder& b, const Value* y, const memory::desc& layout,
+                      memory::desc* pooled) {
+  if (!has_fast_silu() || !is_f32(y) || y->tensor_type().shape().rank() != 4) return nullptr;
+  const memory::dims dims = to_dims(y->tensor_type().shape());
+  if (layout != memory::desc(dims, memory::data_type::f32, memory::format_tag::nChw16c)) {
+    return nullptr;
+  }
+  for (const Use& u : y->uses()) {
+    const Node& pool = *u.node;
+    if (pool.kind() != OpKind::kGlobalAveragePool || u.index != 0 || b.is_fused(&pool) ||
+        !same_float({y, pool.output(0)})) {
+      continue;
+    }
+    const memory::desc want({dims[0], dims[1], 1, 1}, memory::data_type::f32,
+                            memory::format_tag::nChw16c);
+    std::optional<dnnl::pooling_v2_forward::desc> desc =
+        pool_desc(pool, layout, any_desc(pool.output(0)->tensor_type().shape()));
+    if (!desc || dnnl::pooling_v2_forward::primitive_desc(*desc, b.engine()).dst_desc() != want) {
+      continue;
+    }
+    *pooled = want;
+    return &pool;
+  }
+  return nullptr;
 }
 
 // Conv (with its Relu), then the Add of `add` as a sum post-op, then the eltwise tail.
@@ -241,7 +271,18 @@ bool lower_conv(ProgramBuilder& b, const Node& conv, const Node* add) {
   std::unique_ptr<Step> step =
       primitive_step(b, conv, kind, dnnl::convolution_forward(pd), std::move(args), tail,
                      std::move(prefill), residual_buffer);
-  if (own_silu) step = silu_after(std::move(step), dst, pd.dst_desc().get_size() / sizeof(float));
+  // A GlobalAveragePool of the output (squeeze-and-excitation's, the classifier's) in the pass
+  // that applies SiLU (or in a pass of the step's own).
+  memory::desc pooled;
+  if (const Node* pool = pooled_by(b, tail.out, pd.dst_desc(), &pooled)) {
+    const memory::dims dims = pd.dst_desc().dims();
+    step = pool_after(std::move(step), dst, static_cast<size_t>(dims[0] * ((dims[1] + 15) / 16)),
+                      static_cast<size_t>(dims[2] * dims[3]), own_silu,
+                      b.define(pool->output(0), pooled));
+    b.mark_fused(pool);
+  } else if (own_silu) {
+    step = silu_after(std::move(step), dst, pd.dst_desc().get_size() / sizeof(float));
+  }
   if (gate) {
     step = gate_weights(b, *gate, s->user_weights, s->weights_const->raw_data(), pd.weights_desc(),
                         gated_weights, std::move(step));
@@ -780,7 +821,7 @@ bool lower(ProgramBuilder& b, const Node& node) {
   switch (node.kind()) {
     case OpKind::kConv:
       if (b.sum_partner(&node) != nullptr) return true;  // lowered at its Add
-      return lower_conv(b, node, nullptr);
+      return lower_excitation(b, node) || lower_conv(b, node, nullptr);
     case OpKind::kAdd:
       if (const Node* conv = b.sum_partner(&node)) return lower_conv(b, *conv, &node);
       return lower_binary(b, node);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <vector>
 
 #include "core/check.h"
 
@@ -16,6 +17,9 @@ namespace kiln::compiler::cpu {
 
 namespace {
 
+// Chunks of 16 KiB; below two of them the fork costs more than a second thread saves.
+constexpr size_t kChunk = 4096;
+
 #if KILN_SILU_X86
 // GCC 12's AVX-512 intrinsics start from _mm512_undefined_ps(), which it then reports as maybe
 // used uninitialized once inlined (a known false positive).
@@ -26,8 +30,7 @@ namespace {
 // polynomial (relative error under 2e-7), scaled by 2^k with vscalefps; the reciprocal by
 // vrcp14ps refined by one Newton step. 15 vector operations, no division. 16 floats at `data`
 // (those of mask `m`).
-__attribute__((target("avx512f"))) inline void silu16(float* data, __mmask16 m) {
-  const __m512 x = _mm512_maskz_loadu_ps(m, data);
+__attribute__((target("avx512f"))) inline __m512 sigmoid_ps(__m512 x) {
   const __m512 t = _mm512_min_ps(_mm512_mul_ps(x, _mm512_set1_ps(-1.44269504088896341f)),
                                  _mm512_set1_ps(126.0f));
   const __m512 k = _mm512_roundscale_ps(t, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
@@ -40,8 +43,15 @@ __attribute__((target("avx512f"))) inline void silu16(float* data, __mmask16 m) 
   p = _mm512_fmadd_ps(p, f, _mm512_set1_ps(1.0f));
   const __m512 den = _mm512_add_ps(_mm512_scalef_ps(p, k), _mm512_set1_ps(1.0f));
   __m512 r = _mm512_rcp14_ps(den);
-  r = _mm512_mul_ps(r, _mm512_fnmadd_ps(den, r, _mm512_set1_ps(2.0f)));
-  _mm512_mask_storeu_ps(data, m, _mm512_mul_ps(x, r));
+  return _mm512_mul_ps(r, _mm512_fnmadd_ps(den, r, _mm512_set1_ps(2.0f)));
+}
+
+__attribute__((target("avx512f"))) inline __m512 silu_ps(__m512 x) {
+  return _mm512_mul_ps(x, sigmoid_ps(x));
+}
+
+__attribute__((target("avx512f"))) inline void silu16(float* data, __mmask16 m) {
+  _mm512_mask_storeu_ps(data, m, silu_ps(_mm512_maskz_loadu_ps(m, data)));
 }
 
 // Denormal inputs and results flushed to zero (MXCSR DAZ and FTZ) while it runs: each arithmetic
@@ -56,15 +66,62 @@ __attribute__((target("avx512f"))) void silu_chunk(float* data, size_t n) {
   if (i < n) silu16(data + i, static_cast<__mmask16>((1u << (n - i)) - 1));
   _mm_setcsr(csr);
 }
+
+__attribute__((target("avx512f"))) void sigmoid_chunk(float* data, size_t n) {
+  const unsigned csr = _mm_getcsr();
+  _mm_setcsr(csr | 0x8040);
+  for (size_t i = 0; i < n; i += 16) {
+    const auto m = static_cast<__mmask16>(n - i >= 16 ? 0xffff : (1u << (n - i)) - 1);
+    _mm512_mask_storeu_ps(data + i, m, sigmoid_ps(_mm512_maskz_loadu_ps(m, data + i)));
+  }
+  _mm_setcsr(csr);
+}
+
+// The lane sums of `vectors` vectors of 16 floats at `data` (silu applied in place first when
+// `silu`), times `scale`, to out[0..16). Denormals flushed as in silu_chunk.
+__attribute__((target("avx512f"))) void pool_range(float* data, size_t vectors, bool silu,
+                                                   float scale, float* out) {
+  const unsigned csr = _mm_getcsr();
+  _mm_setcsr(csr | 0x8040);
+  __m512 even = _mm512_setzero_ps();
+  __m512 odd = _mm512_setzero_ps();
+  size_t i = 0;
+  if (silu) {
+    for (; i + 2 <= vectors; i += 2) {
+      const __m512 a = silu_ps(_mm512_loadu_ps(data + 16 * i));
+      const __m512 b = silu_ps(_mm512_loadu_ps(data + 16 * i + 16));
+      _mm512_storeu_ps(data + 16 * i, a);
+      _mm512_storeu_ps(data + 16 * i + 16, b);
+      even = _mm512_add_ps(even, a);
+      odd = _mm512_add_ps(odd, b);
+    }
+    if (i < vectors) {
+      const __m512 a = silu_ps(_mm512_loadu_ps(data + 16 * i));
+      _mm512_storeu_ps(data + 16 * i, a);
+      even = _mm512_add_ps(even, a);
+    }
+  } else {
+    for (; i + 2 <= vectors; i += 2) {
+      even = _mm512_add_ps(even, _mm512_loadu_ps(data + 16 * i));
+      odd = _mm512_add_ps(odd, _mm512_loadu_ps(data + 16 * i + 16));
+    }
+    if (i < vectors) even = _mm512_add_ps(even, _mm512_loadu_ps(data + 16 * i));
+  }
+  _mm512_storeu_ps(out, _mm512_mul_ps(_mm512_add_ps(even, odd), _mm512_set1_ps(scale)));
+  _mm_setcsr(csr);
+}
 #pragma GCC diagnostic pop
 #else
 void silu_chunk(float*, size_t) {}
+void sigmoid_chunk(float*, size_t) {}
+void pool_range(float*, size_t, bool, float, float*) {}
 #endif
 
-class SiluAfterStep final : public Step {
+// Runs `step`, then `after` over the step's buffers.
+template <typename After>
+class ThenStep final : public Step {
  public:
-  SiluAfterStep(std::unique_ptr<Step> step, int dst, size_t elements)
-      : step_(std::move(step)), dst_(dst), elements_(elements) {
+  ThenStep(std::unique_ptr<Step> step, After after) : step_(std::move(step)), after_(after) {
     node = step_->node;
     kind = step_->kind;
     reads = step_->reads;
@@ -74,15 +131,23 @@ class SiluAfterStep final : public Step {
 
   Status run(StepContext& ctx) const override {
     KILN_RETURN_IF_ERROR(step_->run(ctx));
-    silu_f32(static_cast<float*>(ctx.data[static_cast<size_t>(dst_)]), elements_);
+    after_(ctx.data);
     return Status();
   }
 
  private:
   std::unique_ptr<Step> step_;
-  int dst_;
-  size_t elements_;
+  After after_;
 };
+
+template <typename After>
+std::unique_ptr<Step> then(std::unique_ptr<Step> step, After after) {
+  return std::make_unique<ThenStep<After>>(std::move(step), after);
+}
+
+float* floats(const std::vector<void*>& data, int buffer) {
+  return static_cast<float*>(data[static_cast<size_t>(buffer)]);
+}
 
 }  // namespace
 
@@ -97,8 +162,6 @@ bool has_fast_silu() {
 
 void silu_f32(float* data, size_t n) {
   KILN_CHECK(has_fast_silu(), "silu_f32 needs AVX-512 (check has_fast_silu() first)");
-  // Chunks of 16 KiB; below two of them the fork costs more than a second thread saves.
-  constexpr size_t kChunk = 4096;
   const auto chunks = static_cast<int64_t>((n + kChunk - 1) / kChunk);
   if (chunks < 2) {
     silu_chunk(data, n);
@@ -111,8 +174,69 @@ void silu_f32(float* data, size_t n) {
   }
 }
 
+void sigmoid_f32(float* data, size_t n) {
+  KILN_CHECK(has_fast_silu(), "sigmoid_f32 needs AVX-512 (check has_fast_silu() first)");
+  sigmoid_chunk(data, n);
+}
+
 std::unique_ptr<Step> silu_after(std::unique_ptr<Step> step, int dst, size_t elements) {
-  return std::make_unique<SiluAfterStep>(std::move(step), dst, elements);
+  return then(std::move(step), [dst, elements](const std::vector<void*>& data) {
+    silu_f32(floats(data, dst), elements);
+  });
+}
+
+void pool16_f32(float* data, size_t blocks, size_t pixels, bool silu, float* pooled) {
+  KILN_CHECK(has_fast_silu(), "pool16_f32 needs AVX-512 (check has_fast_silu() first)");
+  const float scale = 1.0f / static_cast<float>(pixels);
+  const size_t block_floats = 16 * pixels;
+  // Work items of at most kChunk floats, each within one block; on one thread below two of them
+  // (as silu_f32).
+  constexpr size_t kVectors = kChunk / 16;
+  if (blocks * block_floats < 2 * kChunk) {
+    for (size_t b = 0; b < blocks; ++b) {
+      pool_range(data + b * block_floats, pixels, silu, scale, pooled + 16 * b);
+    }
+    return;
+  }
+  const auto nblocks = static_cast<int64_t>(blocks);
+  if (pixels <= kVectors) {
+#pragma omp parallel for schedule(static)
+    for (int64_t b = 0; b < nblocks; ++b) {
+      const auto u = static_cast<size_t>(b);
+      pool_range(data + u * block_floats, pixels, silu, scale, pooled + 16 * u);
+    }
+    return;
+  }
+  // Large blocks (the first layers' few channel blocks of many pixels) split into parts whose
+  // sums add up after.
+  const size_t parts = (pixels + kVectors - 1) / kVectors;
+  std::vector<float> partial(blocks * parts * 16);
+  const auto items = static_cast<int64_t>(blocks * parts);
+#pragma omp parallel for schedule(static)
+  for (int64_t item = 0; item < items; ++item) {
+    const auto u = static_cast<size_t>(item);
+    const size_t b = u / parts;
+    const size_t first = u % parts * kVectors;
+    pool_range(data + b * block_floats + 16 * first, std::min(kVectors, pixels - first), silu,
+               scale, partial.data() + 16 * u);
+  }
+  for (size_t b = 0; b < blocks; ++b) {
+    for (size_t lane = 0; lane < 16; ++lane) {
+      float sum = 0.0f;
+      for (size_t p = 0; p < parts; ++p) sum += partial[(b * parts + p) * 16 + lane];
+      pooled[16 * b + lane] = sum;
+    }
+  }
+}
+
+std::unique_ptr<Step> pool_after(std::unique_ptr<Step> step, int dst, size_t blocks, size_t pixels,
+                                 bool silu, int pooled) {
+  step = then(std::move(step), [=](const std::vector<void*>& data) {
+    pool16_f32(floats(data, dst), blocks, pixels, silu, floats(data, pooled));
+  });
+  step->writes.push_back(pooled);
+  step->kind += "+GlobalAveragePool";
+  return step;
 }
 
 }  // namespace kiln::compiler::cpu

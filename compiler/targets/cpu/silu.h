@@ -18,8 +18,24 @@ bool has_fast_silu();
 // batch 1 about 10% more time than this pass over the output (docs/performance.md).
 void silu_f32(float* data, size_t n);
 
+// 1 / (1 + exp(-x)) over `n` floats in place, on the calling thread, as accurate as silu_f32;
+// needs has_fast_silu().
+void sigmoid_f32(float* data, size_t n);
+
 // Wraps `step` so that each run applies silu_f32 over the first `elements` floats of buffer
 // `dst` after it: the step then computes what it would with a trailing swish post-op.
 std::unique_ptr<Step> silu_after(std::unique_ptr<Step> step, int dst, size_t elements);
+
+// The mean of each channel (GlobalAveragePool) of `blocks` blocks of `pixels` x 16 floats at
+// `data` (nChw16c: channel block after channel block), first applying silu_f32 to them in place
+// when `silu`, in one pass; the 16 means of block b go to pooled[16 b ...] (nChw16c [N, C, 1, 1]).
+// On the OpenMP team (one thread below 8192 floats); needs has_fast_silu().
+void pool16_f32(float* data, size_t blocks, size_t pixels, bool silu, float* pooled);
+
+// Wraps `step` so that each run then applies pool16_f32 to buffer `dst` (as above), writing
+// buffer `pooled`: a GlobalAveragePool of the step's output computed while SiLU reads it anyway
+// (or in the same OpenMP region otherwise), instead of a pooling step's own pass and region.
+std::unique_ptr<Step> pool_after(std::unique_ptr<Step> step, int dst, size_t blocks, size_t pixels,
+                                 bool silu, int pooled);
 
 }  // namespace kiln::compiler::cpu

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// silu_f32() against x / (1 + exp(-x)) in double precision, over every length's vector tail.
+// silu_f32() against x / (1 + exp(-x)) in double precision, over every length's vector tail;
+// pool16_f32() against per-channel means of the same, over one- and many-thread block splits.
 #include "compiler/targets/cpu/silu.h"
 
 #include <gtest/gtest.h>
@@ -48,6 +49,43 @@ TEST(Silu, ShortTailsAndExtremes) {
   EXPECT_EQ(y[6], 90.0f);
   EXPECT_EQ(y[7], 1000.0f);
   for (float v : y) EXPECT_FALSE(std::isnan(v));
+}
+
+// pool16_f32 over `blocks` nChw16c channel blocks of `pixels` pixels, against double sums.
+void expect_pool(size_t blocks, size_t pixels, bool with_silu) {
+  std::mt19937 rng(static_cast<unsigned>(blocks * 1000 + pixels));
+  std::uniform_real_distribution<float> dist(-6.0f, 6.0f);
+  std::vector<float> x(blocks * pixels * 16);
+  for (float& v : x) v = dist(rng);
+  std::vector<float> y = x;
+  std::vector<float> pooled(blocks * 16, -1.0f);
+  pool16_f32(y.data(), blocks, pixels, with_silu, pooled.data());
+  for (size_t b = 0; b < blocks; ++b) {
+    for (size_t lane = 0; lane < 16; ++lane) {
+      double sum = 0.0;
+      for (size_t p = 0; p < pixels; ++p) {
+        const size_t i = (b * pixels + p) * 16 + lane;
+        const double want = with_silu ? silu(x[i]) : x[i];
+        ASSERT_NEAR(y[i], want, 2e-6 * std::abs(want) + 1e-30) << "element " << i;
+        sum += want;
+      }
+      const double mean = sum / static_cast<double>(pixels);
+      EXPECT_NEAR(pooled[b * 16 + lane], mean, 1e-5 * (1.0 + std::abs(mean)))
+          << "block " << b << " lane " << lane << " of " << blocks << " x " << pixels;
+    }
+  }
+}
+
+TEST(Silu, PoolsChannelMeansInTheSamePass) {
+  if (!has_fast_silu()) GTEST_SKIP() << "no AVX-512 here";
+  for (bool with_silu : {true, false}) {
+    SCOPED_TRACE(with_silu ? "silu" : "identity");
+    expect_pool(1, 1, with_silu);      // one vector
+    expect_pool(3, 49, with_silu);     // one thread: under two chunks
+    expect_pool(72, 49, with_silu);    // EfficientNet's 7x7x1152: blocks split over threads
+    expect_pool(2, 12544, with_silu);  // 112x112x32: blocks split into parts
+    expect_pool(5, 257, with_silu);    // parts with a short last one
+  }
 }
 
 }  // namespace
