@@ -3,8 +3,11 @@
 #include "tools/verify_quantized.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "compiler/onnx/importer.h"
 #include "tools/command.h"
@@ -104,6 +107,31 @@ Result<std::shared_ptr<compiler::Executable>> build(const VerifyQuantizedOptions
   return compiler::compile(std::move(graph), target);
 }
 
+// `given` plus NAME=AxBxC for each graph input of unknown dims that `given` does not name and
+// whose tensors in `batches` all have that one shape.
+std::vector<std::string> open_input_shapes(const std::vector<std::string>& given,
+                                           const compiler::Graph& graph,
+                                           const std::vector<InputBatch>& batches) {
+  std::vector<std::string> shapes = given;
+  for (const compiler::Value* in : graph.inputs()) {
+    const bool named = std::any_of(given.begin(), given.end(), [&](const std::string& s) {
+      return s.starts_with(in->name() + "=");
+    });
+    if (named || !in->type().is_tensor() || in->tensor_type().is_static()) continue;
+    std::optional<Shape> shape;
+    for (const InputBatch& batch : batches) {
+      auto found = batch.tensors.find(in->name());
+      if (found == batch.tensors.end() || (shape && *shape != found->second.shape())) {
+        shape.reset();
+        break;
+      }
+      shape = found->second.shape();
+    }
+    if (shape) shapes.push_back(fmt::format("{}={}", in->name(), fmt::join(shape->dims(), "x")));
+  }
+  return shapes;
+}
+
 std::string json_number(double v) {
   return std::isfinite(v) ? fmt::format("{:.6g}", v) : "null";
 }
@@ -120,10 +148,21 @@ int verify_quantized(const VerifyQuantizedOptions& o) {
   if (!target.ok()) return report_error(target.status());
   auto fp32 = build(o, false, **target);
   if (!fp32.ok()) return report_error(fp32.status());
-  auto quantized = build(o, true, **target);
-  if (!quantized.ok()) return report_error(quantized.status());
   auto batches = load_input_folder(o.inputs, o.pipeline, (*fp32)->graph());
   if (!batches.ok()) return report_error(batches.status());
+  // Dims --input-shape leaves open take the batches' sizes when they all agree (int8 calibrates
+  // on batches of its own, which may differ): a program of unknown shapes cannot be planned for
+  // a device and would run off it, on the host.
+  VerifyQuantizedOptions fixed = o;
+  if (!o.quantize.int8) {
+    fixed.input_shapes = open_input_shapes(o.input_shapes, (*fp32)->graph(), *batches);
+  }
+  if (fixed.input_shapes.size() != o.input_shapes.size()) {
+    fp32 = build(fixed, false, **target);
+    if (!fp32.ok()) return report_error(fp32.status());
+  }
+  auto quantized = build(fixed, true, **target);
+  if (!quantized.ok()) return report_error(quantized.status());
   if (!o.labels.empty()) {
     Status s = attach_labels(o.labels, *batches);
     if (!s.ok()) return report_error(s);
