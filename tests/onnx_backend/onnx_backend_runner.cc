@@ -6,9 +6,14 @@
 #include <onnx/onnx-data_pb.h>
 #include <onnx/onnx_pb.h>
 
+#include <execinfo.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
+#include <csignal>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -179,6 +184,24 @@ std::string compare_random(const Argument& expected, const Argument& actual, boo
   return diff;
 }
 
+// The test each worker thread is running, for the crash report below.
+thread_local const char* running_test = nullptr;
+
+// On a crash: the test the crashing thread was running and a backtrace (addresses resolve with
+// `addr2line -Cfe onnx_backend_runner`), then the default action. Async-signal-safe calls only.
+void report_crash(int sig) {
+  const auto say = [](const char* text) { (void)!write(STDERR_FILENO, text, std::strlen(text)); };
+  say("onnx_backend: crashed (signal ");
+  say(sig == SIGSEGV ? "SIGSEGV" : sig == SIGBUS ? "SIGBUS" : sig == SIGFPE ? "SIGFPE" : "SIGABRT");
+  say(") while running ");
+  say(running_test != nullptr ? running_test : "no test");
+  say("\n");
+  void* frames[64];
+  backtrace_symbols_fd(frames, backtrace(frames, 64), STDERR_FILENO);
+  std::signal(sig, SIG_DFL);
+  std::raise(sig);
+}
+
 Outcome run_test(const fs::path& dir, const Target& target) {
   auto fail = [](std::string reason) { return Outcome{false, std::move(reason)}; };
   Result<std::unique_ptr<Model>> model = import_onnx_file((dir / "model.onnx").string());
@@ -303,9 +326,17 @@ int main(int argc, char** argv) {
     }
   }
 
+  for (int sig : {SIGSEGV, SIGBUS, SIGFPE, SIGABRT}) std::signal(sig, report_crash);
+  void* warm[1];
+  backtrace(warm, 1);  // loads libgcc's unwinder now, not inside the handler
   ThreadPool pool(threads);
   pool.parallel_for(static_cast<int64_t>(cases.size()), [&](int64_t begin, int64_t end) {
-    for (int64_t i = begin; i < end; ++i) cases[static_cast<size_t>(i)].outcome = run_test(cases[static_cast<size_t>(i)].dir, **target);
+    for (int64_t i = begin; i < end; ++i) {
+      Case& c = cases[static_cast<size_t>(i)];
+      running_test = c.name.c_str();
+      c.outcome = run_test(c.dir, **target);
+    }
+    running_test = nullptr;
   });
 
   struct Counts {
