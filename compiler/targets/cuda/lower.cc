@@ -454,6 +454,7 @@ float replay_ms(Scratch& s, Queue&& queue) {
   cudaGraph_t graph = nullptr;
   cudaGraphExec_t exec = nullptr;
   float ms = INFINITY;
+  std::shared_lock capturing(capture_mutex());
   if (cudaStreamBeginCapture(s.stream, cudaStreamCaptureModeThreadLocal) == cudaSuccess) {
     const bool queued = queue();
     const bool captured = cudaStreamEndCapture(s.stream, &graph) == cudaSuccess && queued;
@@ -468,6 +469,7 @@ float replay_ms(Scratch& s, Queue&& queue) {
       ms = t;
     }
   }
+  capturing.unlock();
   cudaStreamSynchronize(s.stream);
   if (exec != nullptr) cudaGraphExecDestroy(exec);
   if (graph != nullptr) cudaGraphDestroy(graph);

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <mutex>
 
 #include "compiler/targets/ref/kernel.h"
 #include "core/env.h"
@@ -119,11 +120,19 @@ Status check_cublas(cublasStatus_t status, std::string_view what) {
 
 // ---- Session ----
 
+std::shared_mutex& capture_mutex() {
+  static std::shared_mutex mutex;
+  return mutex;
+}
+
 Session::~Session() {
   if (stream != nullptr) cudaStreamSynchronize(stream);
   if (graph != nullptr) cudaGraphExecDestroy(graph);
-  if (cudnn != nullptr) cudnnDestroy(cudnn);
-  if (lt != nullptr) cublasLtDestroy(lt);
+  if (cudnn != nullptr || lt != nullptr) {
+    const std::unique_lock alone(capture_mutex());
+    if (cudnn != nullptr) cudnnDestroy(cudnn);
+    if (lt != nullptr) cublasLtDestroy(lt);
+  }
   if (arena != nullptr) cudaFree(arena);
   if (workspace != nullptr) cudaFree(workspace);
   if (pinned != nullptr) cudaFreeHost(pinned);
@@ -256,6 +265,7 @@ Status Program::enqueue(Session& session, RunProfile* profile) const {
 }
 
 Status Program::capture(Session& session) const {
+  const std::shared_lock capturing(capture_mutex());
   KILN_RETURN_IF_ERROR(
       check_cuda(cudaStreamBeginCapture(session.stream, cudaStreamCaptureModeThreadLocal),
                  "beginning a CUDA graph capture"));

@@ -13,6 +13,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <shared_mutex>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -49,6 +50,12 @@ struct Buffer {
   int first = -1;  // the step that writes it (arena buffers)
   int last = -1;   // the last step that reads it
 };
+
+// CUDA graph captures hold it shared; destroying cuBLASLt and cuDNN handles, which synchronize
+// the whole context, holds it alone. The driver can crash in that synchronization while another
+// thread captures (cublasLtDestroy -> cuCtxSynchronize: 4 ONNX backend suite runs in 40 on an
+// H200, each running tests on 16 threads), although captures run in thread-local mode.
+std::shared_mutex& capture_mutex();
 
 // The per-caller state: the arena, a stream, library handles, workspace and pinned staging. One
 // session runs one call at a time.
