@@ -2,17 +2,16 @@
 // Runs ONNX's backend test data (Debian's libonnx-testdata) on a kiln target and checks every
 // output against the expected-failures file: a failure outside it, or a pass inside it, fails.
 #include <CLI/CLI.hpp>
+#include <execinfo.h>
 #include <fmt/format.h>
 #include <onnx/onnx-data_pb.h>
 #include <onnx/onnx_pb.h>
-
-#include <execinfo.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
-#include <csignal>
 #include <cmath>
+#include <csignal>
 #include <cstring>
 #include <filesystem>
 #include <fstream>

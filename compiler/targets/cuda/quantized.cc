@@ -496,18 +496,22 @@ bool lower_quantize(Builder& b, const Node& node) {
   int32_t y_off = 0;
   auto [lo, hi] = centered_bounds(*p, false);
   const Stem stem = *e == Elem::kF32 ? stem_of(b, y, shape, xl) : Stem::kS8;
-  if (stem == Stem::kS2d) {
+  // The first convolution's f16 input: whole quantized values, centered, NHWC.
+  const auto define_f16 = [&](Shape f16_shape) {
     Buffer buf;
     buf.dtype = DType::kF16;
-    buf.shape = Shape{shape[0], 16, shape[2] / 2, shape[3] / 2};
+    buf.shape = std::move(f16_shape);
     buf.nhwc = true;
     buf.centered = true;
     buf.bytes = static_cast<size_t>(buf.shape.numel()) * 2;
-    yi = b.define_buffer(y, std::move(buf));
-    const float scale = p->scale;
-    const int32_t zp = p->zp;
-    const int32_t q_lo = qmin(p->type);
-    const int32_t q_hi = qmax(p->type);
+    return b.define_buffer(y, std::move(buf));
+  };
+  const float scale = p->scale;
+  const int32_t zp = p->zp;
+  const int32_t q_lo = qmin(p->type);
+  const int32_t q_hi = qmax(p->type);
+  if (stem == Stem::kS2d) {
+    yi = define_f16(Shape{shape[0], 16, shape[2] / 2, shape[3] / 2});
     const int64_t n = shape[0], c = shape[1], h = shape[2], w = shape[3];
     add(b, node, "QuantizeLinear f16 s2d", {xi}, {yi}, [=](Session& ss) {
       return launch_quantize_to_f16_s2d(static_cast<const float*>(ptr(ss, xi)), n, c, h, w, scale,
@@ -516,17 +520,7 @@ bool lower_quantize(Builder& b, const Node& node) {
     return true;
   }
   if (stem == Stem::kF16) {
-    Buffer buf;
-    buf.dtype = DType::kF16;
-    buf.shape = Shape{shape[0], 8, shape[2], shape[3]};
-    buf.nhwc = true;
-    buf.centered = true;
-    buf.bytes = static_cast<size_t>(buf.shape.numel()) * 2;
-    yi = b.define_buffer(y, std::move(buf));
-    const float scale = p->scale;
-    const int32_t zp = p->zp;
-    const int32_t q_lo = qmin(p->type);
-    const int32_t q_hi = qmax(p->type);
+    yi = define_f16(Shape{shape[0], 8, shape[2], shape[3]});
     const int64_t n = shape[0], c = shape[1], s = shape[2] * shape[3];
     add(b, node, "QuantizeLinear f16", {xi}, {yi}, [=](Session& ss) {
       return launch_quantize_to_f16x8(static_cast<const float*>(ptr(ss, xi)), n, c, s, scale, zp,
@@ -551,7 +545,6 @@ bool lower_quantize(Builder& b, const Node& node) {
     lo = qmin(p->type);
     hi = qmax(p->type);
   }
-  const float scale = p->scale;
   add(b, node, "QuantizeLinear", {xi}, {yi}, [=, e = *e, lo = lo, hi = hi](Session& s) {
     return launch_quantize8(e, ptr(s, xi), xl, ptr(s, yi), yl, y_u8, scale, y_off, lo, hi,
                             s.stream);
