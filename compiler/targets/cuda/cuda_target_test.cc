@@ -49,7 +49,7 @@ std::shared_ptr<Graph> make_graph(const std::vector<Tensor>& inputs, const Build
   GraphBuilder b(*graph);
   std::vector<Value*> values;
   for (size_t i = 0; i < inputs.size(); ++i) {
-    values.push_back(b.input("in" + std::to_string(i), TensorType(DType::kF32, inputs[i].shape())));
+    values.push_back(b.input("in" + std::to_string(i), TensorType(inputs[i].dtype(), inputs[i].shape())));
   }
   build(b, values);
   EXPECT_TRUE(b.status().ok()) << b.status().to_string();
@@ -94,6 +94,18 @@ void expect_close(const std::vector<Tensor>& want, const std::vector<Tensor>& go
       }
     }
   }
+}
+
+// Compiles the graph `build` makes of the one input `x` for target `name` and runs it on `x`:
+// the executable (null when it did not compile) and its output.
+std::pair<std::shared_ptr<Executable>, Tensor> run_one(
+    const char* name, const Tensor& x, const std::function<Value*(GraphBuilder&, Value*)>& build) {
+  std::shared_ptr<Executable> exe = compile_for(
+      make_graph({x}, [&](GraphBuilder& b, const std::vector<Value*>& in) { b.output(build(b, in[0])); }),
+      name);
+  if (exe == nullptr) return {nullptr, Tensor()};
+  std::vector<Tensor> out = run(*exe, {x});
+  return {exe, out.empty() ? Tensor() : out[0]};
 }
 
 // Compiles for ref and cuda, compares, and returns the cuda program's (device steps, steps).
@@ -1274,17 +1286,8 @@ TEST(CudaInt8, QLinearConvMatchesRefWithinOneStep) {
     Value* y = qconv(b, in, 0.02f, 0, 64, 64, 3, 1, 0.25f, 128, 42);
     return qconv(b, y, 0.25f, 128, 128, 64, 1, 2, 0.5f, 128, 45);
   };
-  auto run_on = [&](const char* name) -> std::pair<std::shared_ptr<Executable>, Tensor> {
-    auto graph = std::make_shared<Graph>("int8");
-    GraphBuilder b(*graph);
-    b.output(build(b, b.input("x", TensorType(DType::kU8, x.shape()))));
-    std::shared_ptr<Executable> exe = compile_for(graph, name);
-    if (exe == nullptr) return {nullptr, Tensor()};
-    std::vector<Tensor> out = run(*exe, {x});
-    return {exe, out.empty() ? Tensor() : out[0]};
-  };
-  auto [ref_exe, want] = run_on("ref");
-  auto [exe, got] = run_on("cuda");
+  auto [ref_exe, want] = run_one("ref", x, build);
+  auto [exe, got] = run_one("cuda", x, build);
   ASSERT_NE(exe, nullptr);
   expect_within_steps(want, got, 1.0, 1.0);
   const cuda::Program* program = cuda_program(*exe);
@@ -1365,17 +1368,8 @@ TEST(CudaInt8, DequantizeAndGlobalAveragePoolRunAsOneMeanOfTheBytes) {
                                                     b.constant(Tensor::scalar<uint8_t>(37))});
     return b.add(Op(ops::GlobalAveragePool{}), {dq});
   };
-  auto run_on = [&](const char* name) -> std::pair<std::shared_ptr<Executable>, Tensor> {
-    auto graph = std::make_shared<Graph>("mean8");
-    GraphBuilder b(*graph);
-    b.output(build(b, b.input("x", TensorType(DType::kU8, x.shape()))));
-    std::shared_ptr<Executable> exe = compile_for(graph, name);
-    if (exe == nullptr) return {nullptr, Tensor()};
-    std::vector<Tensor> out = run(*exe, {x});
-    return {exe, out.empty() ? Tensor() : out[0]};
-  };
-  auto [ref_exe, want] = run_on("ref");
-  auto [exe, got] = run_on("cuda");
+  auto [ref_exe, want] = run_one("ref", x, build);
+  auto [exe, got] = run_one("cuda", x, build);
   ASSERT_NE(exe, nullptr);
   expect_close({want}, {got}, 1e-5f);
   const cuda::Program* program = cuda_program(*exe);
