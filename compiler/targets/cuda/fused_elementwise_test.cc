@@ -16,6 +16,7 @@
 
 #include "core/gpu.h"
 #include "core/half.h"
+#include "core/logging.h"
 
 namespace kiln::compiler::cuda {
 namespace {
@@ -47,6 +48,17 @@ std::string fresh_dir(const std::string& name) {
   fs::remove_all(dir);
   return dir.string();
 }
+
+// The warnings logged while it lives.
+struct CapturedWarnings {
+  CapturedWarnings() {
+    set_log_sink([this](LogLevel level, std::string_view m) {
+      if (level == LogLevel::kWarning) text += std::string(m) + "\n";
+    });
+  }
+  ~CapturedWarnings() { set_log_sink({}); }
+  std::string text;
+};
 
 TEST(FusedElementwiseSource, NamesBothKernelsAndEveryOp) {
   auto src = fused_elementwise_source(sample_chain(Elem::kF16), "k");
@@ -119,9 +131,11 @@ TEST(FusedElementwiseNvrtc, DamagedCacheFilesAreRecompiled) {
   const std::string path = first->cache_path;
   const auto size = fs::file_size(path);
 
+  CapturedWarnings warnings;
   // Truncated.
   fs::resize_file(path, size / 2);
   auto truncated = compile_cubin(*src, options);
+  EXPECT_NE(warnings.text.find("truncated"), std::string::npos) << warnings.text;
   ASSERT_TRUE(truncated.ok()) << truncated.status().message();
   EXPECT_TRUE(truncated->compiled);
   EXPECT_EQ(truncated->image, first->image);
@@ -134,6 +148,7 @@ TEST(FusedElementwiseNvrtc, DamagedCacheFilesAreRecompiled) {
     f.put('\x5a' ^ static_cast<char>(first->image[first->image.size() - 10]));
   }
   auto corrupt = compile_cubin(*src, options);
+  EXPECT_NE(warnings.text.find("checksum mismatch"), std::string::npos) << warnings.text;
   ASSERT_TRUE(corrupt.ok()) << corrupt.status().message();
   EXPECT_TRUE(corrupt->compiled);
   EXPECT_EQ(corrupt->image, first->image);
@@ -159,6 +174,7 @@ TEST(FusedElementwiseNvrtc, UnwritableCacheDirStillCompiles) {
   ASSERT_TRUE(src.ok());
   CubinOptions options;
   options.cache_dir = (fs::path(blocker) / "nvrtc").string();
+  CapturedWarnings warnings;
   for (int i = 0; i < 2; ++i) {
     auto r = compile_cubin(*src, options);
     ASSERT_TRUE(r.ok()) << r.status().message();
@@ -166,6 +182,8 @@ TEST(FusedElementwiseNvrtc, UnwritableCacheDirStillCompiles) {
     EXPECT_TRUE(r->cache_path.empty());
     EXPECT_FALSE(r->image.empty());
   }
+  EXPECT_NE(warnings.text.find("cannot write the NVRTC cache file"), std::string::npos)
+      << warnings.text;
   fs::remove(blocker);
 }
 
