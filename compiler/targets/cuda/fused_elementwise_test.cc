@@ -83,6 +83,11 @@ TEST(FusedElementwiseSource, RejectsBadOperands) {
   c.ops[0].a = ChainOperand::value(0);  // its own value
   EXPECT_FALSE(fused_elementwise_source(c, "k").ok());
   EXPECT_FALSE(fused_elementwise_source(ElementwiseChain{}, "k").ok());
+  c = sample_chain(Elem::kF32);
+  c.ops[2].unary = static_cast<Unary>(99);
+  auto bad_op = fused_elementwise_source(c, "k");
+  ASSERT_FALSE(bad_op.ok());
+  EXPECT_NE(bad_op.status().message().find("unknown unary op"), std::string::npos);
 }
 
 TEST(FusedElementwiseNvrtc, CompilesEachElementTypeForSm90AndCaches) {
