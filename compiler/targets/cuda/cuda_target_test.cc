@@ -412,6 +412,52 @@ int steps_starting(const cuda::Program& program, std::string_view prefix) {
   return n;
 }
 
+// KILN_CUDA_NVRTC=1: a chain of elementwise ops (an input read twice, a scalar constant, a Unary
+// with an attribute) runs as one generated kernel, in f32 and between f16 Casts, matching ref.
+TEST(CudaTarget, ElementwiseChainsRunAsOneNvrtcKernel) {
+  SKIP_WITHOUT_GPU();
+  ::setenv("KILN_CUDA_NVRTC", "1", 1);
+  const std::string cache = testing::TempDir() + "kiln_nvrtc_chain_cache";
+  ::setenv("KILN_CACHE_DIR", cache.c_str(), 1);
+  for (int64_t pixels : {int64_t{8}, int64_t{7}}) {  // n = 240: 8 elements a thread; 210: one
+    const std::vector<Tensor> inputs = {random_tensor(Shape{2, 3, pixels, 5}, 70),
+                                        random_tensor(Shape{2, 3, pixels, 5}, 71)};
+    for (DType dt : {DType::kF32, DType::kF16}) {
+      SCOPED_TRACE(std::string(dtype_name(dt)) + " pixels " + std::to_string(pixels));
+      std::shared_ptr<Executable> ref, exe;
+      for (const char* target : {"ref", "cuda"}) {
+        const DType g = std::string(target) == "ref" ? DType::kF32 : dt;  // ref in f32
+        auto graph = make_graph(inputs, [&](GraphBuilder& b, const std::vector<Value*>& in) {
+          auto cast = [&](Value* v, DType to) { return g == DType::kF32 ? v : cast_to(b, v, to); };
+          Value* x = cast(in[0], g);
+          Value* two = b.constant(in_dtype(Tensor::scalar(2.0f), g));
+          Value* v = b.add(Op(ops::Mul{}), {x, two});
+          v = b.add(Op(ops::Add{}), {v, cast(in[1], g)});
+          v = b.add(Op(ops::Tanh{}), {v});
+          ops::LeakyRelu leaky;
+          leaky.alpha = 0.2f;
+          v = b.add(Op(leaky), {v});
+          v = b.add(Op(ops::Sub{}), {x, v});
+          b.output(cast(v, DType::kF32));
+        });
+        (std::string(target) == "ref" ? ref : exe) = compile_for(std::move(graph), target);
+      }
+      ASSERT_NE(ref, nullptr);
+      ASSERT_NE(exe, nullptr);
+      expect_close(run(*ref, inputs), run(*exe, inputs), dt == DType::kF32 ? 1e-5f : 1e-2f);
+      const cuda::Program* program = cuda_program(*exe);
+      ASSERT_NE(program, nullptr);
+      EXPECT_EQ(steps_starting(*program, "Fused elementwise"), 1);
+      if (dt == DType::kF32) {
+        EXPECT_EQ(program->steps().size(), 1u);
+      }
+    }
+  }
+  ::unsetenv("KILN_CUDA_NVRTC");
+  ::unsetenv("KILN_CACHE_DIR");
+  std::filesystem::remove_all(cache);
+}
+
 // Depthwise convolutions run on the own kernel (not cuDNN), in every layout and float type: the
 // vectorized NHWC kernel (channels a multiple of 16 bytes, kw 3 or 5, sw 1 or 2) and the one
 // element a thread kernel (NCHW, other channel counts, dilation), with bias and ReLU/ReLU6 fused.

@@ -17,9 +17,11 @@
 #include "compiler/ops/all_ops.h"
 #include "compiler/ops/nn_util.h"
 #include "compiler/targets/cuda/conv_mma.h"
+#include "compiler/targets/cuda/fused_elementwise.h"
 #include "compiler/targets/cuda/kernels.h"
 #include "compiler/targets/cuda/program.h"
 #include "compiler/targets/cuda/views.h"
+#include "core/env.h"
 #include "core/logging.h"
 
 namespace kiln::compiler::cuda {
@@ -379,6 +381,98 @@ bool lower_binary(Builder& b, const Node& node) {
         return launch_binary(e, kind, ptr(s, a), ptr(s, c), ptr(s, y), n, index, contiguous, fused,
                              s.stream);
       });
+  return true;
+}
+
+// ---- fused elementwise chains (KILN_CUDA_NVRTC=1) ----
+
+// A chain being gathered: its ops, the outside tensors it reads (its inputs) and their layout.
+struct ChainBuild {
+  ElementwiseChain chain;
+  Shape shape;
+  std::vector<const Value*> inputs;
+  std::optional<bool> nhwc;
+};
+
+// `v` as an operand of a chain op, `running` being the chain's last value (nullptr before the
+// first op): that value, a scalar constant, or an outside tensor of the chain's shape, type and
+// layout computed already (else std::nullopt).
+std::optional<ChainOperand> chain_operand(const Builder& b, ChainBuild& cb, const Value* v,
+                                          const Value* running) {
+  if (v == running) return ChainOperand::value(static_cast<int>(cb.chain.ops.size()) - 1);
+  if (auto k = constant_floats(v); k && k->size() == 1) return ChainOperand::constant((*k)[0]);
+  if (shape_of(v) != cb.shape || elem_of(v) != cb.chain.elem) return std::nullopt;
+  if (!b.has_buffer(v)) return std::nullopt;  // computed (or placed) after the chain's first op
+  const bool nhwc = b.is_nhwc(v);
+  if (cb.nhwc && *cb.nhwc != nhwc) return std::nullopt;
+  cb.nhwc = nhwc;
+  const auto at = std::find(cb.inputs.begin(), cb.inputs.end(), v);
+  if (at == cb.inputs.end()) cb.inputs.push_back(v);
+  cb.chain.inputs = static_cast<int>(cb.inputs.size());
+  return ChainOperand::input(
+      static_cast<int>(std::find(cb.inputs.begin(), cb.inputs.end(), v) - cb.inputs.begin()));
+}
+
+// Appends `node` (a Unary or Binary op reading the chain's value `running`) to the chain; false,
+// the chain unchanged, when it does not fit.
+bool append_chain_op(const Builder& b, ChainBuild& cb, const Node& node, const Value* running) {
+  if (node.num_outputs() != 1 || shape_of(node.output(0)) != cb.shape ||
+      elem_of(node.output(0)) != cb.chain.elem) {
+    return false;
+  }
+  ChainBuild next = cb;
+  if (const auto op = binary_of(node.kind())) {
+    if (node.num_inputs() != 2) return false;
+    const auto x = chain_operand(b, next, node.input(0), running);
+    const auto y = x ? chain_operand(b, next, node.input(1), running) : std::nullopt;
+    if (!y) return false;
+    next.chain.ops.push_back(ChainOp::of(*op, *x, *y));
+  } else {
+    const auto u = unary_of(node);
+    const auto x = u ? chain_operand(b, next, node.input(0), running) : std::nullopt;
+    if (!x) return false;
+    next.chain.ops.push_back(ChainOp::of(u->first, *x, u->second.first, u->second.second));
+  }
+  cb = std::move(next);
+  return true;
+}
+
+// `first` and the elementwise ops after it, each the only reader of the one before, as one step
+// running a kernel generated for them and compiled through NVRTC. False (the ops lowered one by
+// one) for a chain of one op or when NVRTC or the device cannot give the kernel.
+bool lower_fused_chain(Builder& b, const Node& first) {
+  if (first.num_outputs() != 1) return false;
+  ChainBuild cb;
+  const std::optional<Elem> e = elem_of(first.output(0));
+  if (!e) return false;
+  cb.chain.elem = *e;
+  cb.chain.inputs = 0;
+  cb.shape = shape_of(first.output(0));
+  if (!append_chain_op(b, cb, first, nullptr)) return false;
+  std::vector<const Node*> nodes = {&first};
+  while (const Node* next = b.only_consumer(nodes.back()->output(0))) {
+    if (!append_chain_op(b, cb, *next, nodes.back()->output(0))) break;
+    nodes.push_back(next);
+  }
+  if (nodes.size() < 2 || cb.inputs.empty()) return false;
+  auto created = FusedElementwiseKernel::create(cb.chain);
+  if (!created.ok()) {
+    log(LogLevel::kWarning, "target cuda: {} ops from {} run one by one: {}", nodes.size(),
+        first.name(), created.status().message());
+    return false;
+  }
+  const std::shared_ptr<const FusedElementwiseKernel> kernel = std::move(*created);
+  const bool nhwc = cb.nhwc.value_or(false);
+  std::vector<int> in;
+  for (const Value* v : cb.inputs) in.push_back(nhwc ? b.stored_buffer(v) : b.buffer_of(v));
+  for (size_t i = 1; i < nodes.size(); ++i) b.mark_fused(nodes[i]);
+  const int y = b.define(nodes.back()->output(0), nhwc);
+  const int64_t n = cb.shape.numel();
+  add(b, first, "Fused elementwise", in, {y}, [=](Session& s) {
+    std::vector<const void*> pointers;
+    for (int i : in) pointers.push_back(ptr(s, i));
+    return kernel->launch(pointers, ptr(s, y), n, s.stream);
+  });
   return true;
 }
 
@@ -2140,6 +2234,7 @@ Result<bool> lower_device(Builder& b, const Node& node) {
   if ((node.kind() == OpKind::kDiv || node.kind() == OpKind::kMul) && lower_gelu(b, node)) {
     return true;
   }
+  if (env_flag_bool(EnvFlag::kCudaNvrtc) && lower_fused_chain(b, node)) return true;
   if (binary_of(node.kind())) return lower_binary(b, node);
   return lower_unary(b, node);
 }

@@ -1,0 +1,116 @@
+// SPDX-License-Identifier: Apache-2.0
+// Elementwise chains fused into one kernel: CUDA C generated from the ops' formulas, compiled to a
+// CUBIN through NVRTC (dlopen'ed), cached on disk, loaded and launched through the CUDA runtime's
+// library API. Plain C++: no CUDA headers needed.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "compiler/targets/cuda/kernels.h"
+#include "core/status.h"
+
+namespace kiln::compiler::cuda {
+
+// One operand of a chain op: input tensor `index`, the value of earlier op `index`, or a constant.
+struct ChainOperand {
+  enum class Kind : int32_t { kInput, kValue, kScalar };
+  Kind kind = Kind::kInput;
+  int index = 0;
+  float scalar = 0.0f;
+
+  static ChainOperand input(int i) { return {Kind::kInput, i, 0.0f}; }
+  static ChainOperand value(int i) { return {Kind::kValue, i, 0.0f}; }
+  static ChainOperand constant(float v) { return {Kind::kScalar, 0, v}; }
+};
+
+// A Unary (on `a`, with its alpha/beta) or a Binary (a op b) of the chain.
+struct ChainOp {
+  bool is_binary = false;
+  Unary unary = Unary::kIdentity;
+  Binary binary = Binary::kAdd;
+  float alpha = 0.0f, beta = 0.0f;
+  ChainOperand a, b;
+
+  static ChainOp of(Unary op, ChainOperand x, float alpha = 0.0f, float beta = 0.0f) {
+    return {false, op, Binary::kAdd, alpha, beta, x, {}};
+  }
+  static ChainOp of(Binary op, ChainOperand x, ChainOperand y) {
+    return {true, Unary::kIdentity, op, 0.0f, 0.0f, x, y};
+  }
+};
+
+// `inputs` same-shape tensors of element type `elem` in, the last op's value out (computed in f32).
+struct ElementwiseChain {
+  Elem elem = Elem::kF32;
+  int inputs = 1;
+  std::vector<ChainOp> ops;
+};
+
+// Checks the chain (operand indices, at least one op) and returns the CUDA C source of two
+// `extern "C" __global__` kernels, `name` (an element a thread) and `name`_v8 (8 elements a thread,
+// for n % 8 == 0 and pointers aligned to 8 elements), each (in0, .., out, n). Self-contained: no
+// #include, so NVRTC needs no include path.
+Result<std::string> fused_elementwise_source(const ElementwiseChain& chain,
+                                             const std::string& name);
+
+// The CUDA C expression of an op on float `x` (Unary, attributes `alpha`/`beta`) or `a`, `b`
+// (Binary): the same formulas as kernels.cu's apply_unary / apply_binary.
+const char* unary_formula(Unary op);
+const char* binary_formula(Binary op);
+
+// NVRTC's version ("13.0"), or an error naming the library and what to install when it cannot be
+// loaded.
+Result<std::string> nvrtc_version();
+
+struct CubinOptions {
+  std::string arch = "sm_90";  // --gpu-architecture
+  std::string cache_dir;       // empty: nvrtc_cache_dir()
+  bool use_cache = true;
+};
+struct Cubin {
+  std::vector<char> image;
+  bool compiled = false;   // false: read from the disk cache
+  std::string cache_path;  // the file it was read from or written to; empty when not cached
+};
+
+// $KILN_CACHE_DIR/nvrtc, else $XDG_CACHE_HOME/kiln/nvrtc, else ~/.cache/kiln/nvrtc.
+std::string nvrtc_cache_dir();
+
+// The CUBIN of `source` for `options.arch`: from the disk cache (key: hash of source, arch and
+// NVRTC version) or compiled by NVRTC (-default-device, no fast math) and written there atomically.
+// A corrupt or truncated cache file is recompiled and an unwritable cache dir compiles without
+// caching, each with a warning logged. A failed compilation's error carries NVRTC's log.
+Result<Cubin> compile_cubin(const std::string& source, const CubinOptions& options);
+
+// "sm_<major><minor>" of the current CUDA device.
+Result<std::string> current_device_arch();
+
+// A chain's kernels loaded into the current device (cudaLibraryLoadData).
+class FusedElementwiseKernel {
+ public:
+  ~FusedElementwiseKernel();
+  FusedElementwiseKernel(const FusedElementwiseKernel&) = delete;
+  FusedElementwiseKernel& operator=(const FusedElementwiseKernel&) = delete;
+
+  // Generates, compiles (or reads from the cache) and loads the chain's kernels for the current
+  // device.
+  static Result<std::unique_ptr<FusedElementwiseKernel>> create(const ElementwiseChain& chain,
+                                                                const std::string& cache_dir = {});
+  // Queues out[i] = chain(inputs[..][i]) for i < n on `stream` (a cudaStream_t).
+  Status launch(const std::vector<const void*>& inputs, void* out, int64_t n, void* stream) const;
+  bool compiled() const { return compiled_; }
+
+ private:
+  FusedElementwiseKernel() = default;
+  void* library_ = nullptr;  // cudaLibrary_t
+  void* scalar_ = nullptr;   // cudaKernel_t
+  void* vec8_ = nullptr;
+  int inputs_ = 0;
+  int element_bytes_ = 4;
+  bool compiled_ = false;
+};
+
+}  // namespace kiln::compiler::cuda
