@@ -49,7 +49,8 @@ std::shared_ptr<Graph> make_graph(const std::vector<Tensor>& inputs, const Build
   GraphBuilder b(*graph);
   std::vector<Value*> values;
   for (size_t i = 0; i < inputs.size(); ++i) {
-    values.push_back(b.input("in" + std::to_string(i), TensorType(inputs[i].dtype(), inputs[i].shape())));
+    values.push_back(
+        b.input("in" + std::to_string(i), TensorType(inputs[i].dtype(), inputs[i].shape())));
   }
   build(b, values);
   EXPECT_TRUE(b.status().ok()) << b.status().to_string();
@@ -101,7 +102,8 @@ void expect_close(const std::vector<Tensor>& want, const std::vector<Tensor>& go
 std::pair<std::shared_ptr<Executable>, Tensor> run_one(
     const char* name, const Tensor& x, const std::function<Value*(GraphBuilder&, Value*)>& build) {
   std::shared_ptr<Executable> exe = compile_for(
-      make_graph({x}, [&](GraphBuilder& b, const std::vector<Value*>& in) { b.output(build(b, in[0])); }),
+      make_graph(
+          {x}, [&](GraphBuilder& b, const std::vector<Value*>& in) { b.output(build(b, in[0])); }),
       name);
   if (exe == nullptr) return {nullptr, Tensor()};
   std::vector<Tensor> out = run(*exe, {x});
