@@ -384,7 +384,7 @@ bool lower_binary(Builder& b, const Node& node) {
   return true;
 }
 
-// ---- fused elementwise chains (KILN_CUDA_NVRTC=1) ----
+// ---- fused elementwise chains (NVRTC; KILN_CUDA_NVRTC=0 turns them off) ----
 
 // A chain being gathered: its ops, the outside tensors it reads (its inputs) and their layout.
 struct ChainBuild {
@@ -455,6 +455,10 @@ bool lower_fused_chain(Builder& b, const Node& first) {
     nodes.push_back(next);
   }
   if (nodes.size() < 2 || cb.inputs.empty()) return false;
+  // A Binary op and the ReLU after it are one kernel already (lower_binary), with broadcasting.
+  if (nodes.size() == 2 && binary_of(first.kind()) && nodes[1]->kind() == OpKind::kRelu) {
+    return false;
+  }
   auto created = FusedElementwiseKernel::create(cb.chain);
   if (!created.ok()) {
     log(LogLevel::kWarning, "target cuda: {} ops from {} run one by one: {}", nodes.size(),
