@@ -1134,41 +1134,54 @@ TEST(CudaAttention, PlanFindsTheExportedForms) {
 // Each form as one fused Attention step in f16 and bf16 (no Transpose, Softmax or MatMul step left:
 // q, k and v read in place from the projection's output), the old path in f32 and with a mask;
 // sequence lengths 128 and 197 (BERT's and ViT's) and 5 (one partial tile); against ref in f32.
-TEST(CudaTarget, FusedAttentionMatchesRef) {
+// One test per exported form, so that a sanitizer run can pick forms (the projected form runs
+// cuBLASLt GEMMs too).
+class CudaFusedAttention : public ::testing::TestWithParam<AttentionForm> {};
+
+TEST_P(CudaFusedAttention, MatchesRef) {
   SKIP_WITHOUT_GPU();
-  for (const AttentionForm form : {AttentionForm::kBert, AttentionForm::kSdpa, AttentionForm::kBmm,
-                                   AttentionForm::kMasked, AttentionForm::kProjected}) {
-    for (const int64_t seq : {int64_t{128}, int64_t{197}, int64_t{5}}) {
-      if (form == AttentionForm::kMasked && seq != 5) continue;
-      const std::vector<Tensor> inputs = attention_inputs(form, seq);
-      std::shared_ptr<Executable> ref =
-          compile_for(make_graph(inputs, attention_graph(form, seq, DType::kF32)), "ref");
-      ASSERT_NE(ref, nullptr);
-      const std::vector<Tensor> want = run(*ref, inputs);
-      for (const DType dt : {DType::kF32, DType::kF16, DType::kBF16}) {
-        SCOPED_TRACE(std::string(dtype_name(dt)) + " form " +
-                     std::to_string(static_cast<int>(form)) + " seq " + std::to_string(seq));
-        std::shared_ptr<Executable> exe =
-            compile_for(make_graph(inputs, attention_graph(form, seq, dt)), "cuda");
-        ASSERT_NE(exe, nullptr);
-        const float tolerance = dt == DType::kF16 ? 1e-2f : dt == DType::kBF16 ? 6e-2f : 1e-4f;
-        expect_close(want, run(*exe, inputs), tolerance);
-        const cuda::Program* program = cuda_program(*exe);
-        ASSERT_NE(program, nullptr);
-        EXPECT_EQ(program->device_steps(), static_cast<int>(program->steps().size()));
-        const bool fused = dt != DType::kF32 && form != AttentionForm::kMasked;
-        EXPECT_EQ(program->count_steps("Attention"), fused ? 1 : 0);
-        if (fused && form == AttentionForm::kProjected) {
-          EXPECT_EQ(static_cast<int>(program->steps().size()), 5)
-              << "Cast, MatMul+Bias (on the untransposed rows), Attention, Gemm+Bias, Cast";
-          EXPECT_EQ(program->count_steps("Transpose"), 0);
-        } else if (fused) {
-          EXPECT_EQ(static_cast<int>(program->steps().size()), 3) << "Cast, Attention, Cast";
-        }
+  const AttentionForm form = GetParam();
+  for (const int64_t seq : {int64_t{128}, int64_t{197}, int64_t{5}}) {
+    if (form == AttentionForm::kMasked && seq != 5) continue;
+    const std::vector<Tensor> inputs = attention_inputs(form, seq);
+    std::shared_ptr<Executable> ref =
+        compile_for(make_graph(inputs, attention_graph(form, seq, DType::kF32)), "ref");
+    ASSERT_NE(ref, nullptr);
+    const std::vector<Tensor> want = run(*ref, inputs);
+    for (const DType dt : {DType::kF32, DType::kF16, DType::kBF16}) {
+      SCOPED_TRACE(std::string(dtype_name(dt)) + " form " +
+                   std::to_string(static_cast<int>(form)) + " seq " + std::to_string(seq));
+      std::shared_ptr<Executable> exe =
+          compile_for(make_graph(inputs, attention_graph(form, seq, dt)), "cuda");
+      ASSERT_NE(exe, nullptr);
+      const float tolerance = dt == DType::kF16 ? 1e-2f : dt == DType::kBF16 ? 6e-2f : 1e-4f;
+      expect_close(want, run(*exe, inputs), tolerance);
+      const cuda::Program* program = cuda_program(*exe);
+      ASSERT_NE(program, nullptr);
+      EXPECT_EQ(program->device_steps(), static_cast<int>(program->steps().size()));
+      const bool fused = dt != DType::kF32 && form != AttentionForm::kMasked;
+      EXPECT_EQ(program->count_steps("Attention"), fused ? 1 : 0);
+      if (fused && form == AttentionForm::kProjected) {
+        EXPECT_EQ(static_cast<int>(program->steps().size()), 5)
+            << "Cast, MatMul+Bias (on the untransposed rows), Attention, Gemm+Bias, Cast";
+        EXPECT_EQ(program->count_steps("Transpose"), 0);
+      } else if (fused) {
+        EXPECT_EQ(static_cast<int>(program->steps().size()), 3) << "Cast, Attention, Cast";
       }
     }
   }
 }
+
+std::string attention_form_name(const ::testing::TestParamInfo<AttentionForm>& info) {
+  static const char* const kNames[] = {"Bert", "Sdpa", "Bmm", "Masked", "Projected"};
+  return kNames[static_cast<int>(info.param)];
+}
+
+INSTANTIATE_TEST_SUITE_P(Forms, CudaFusedAttention,
+                         ::testing::Values(AttentionForm::kBert, AttentionForm::kSdpa,
+                                           AttentionForm::kBmm, AttentionForm::kMasked,
+                                           AttentionForm::kProjected),
+                         attention_form_name);
 
 // A transformer MLP (Linear, exact GELU as exported, Linear): in f16 and bf16 the GELU runs as
 // cuBLASLt's GELU_BIAS epilogue of the first matmul (the tanh approximation: within f16's
