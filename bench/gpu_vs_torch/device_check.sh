@@ -104,6 +104,13 @@ step sanitizer 90 "${kiln[0]}" "$sanitizer" --tool racecheck --error-exitcode 1 
   "$bin/compiler_cuda_test" "$filter"
 step sanitizer 90 "${kiln[0]}" "$sanitizer" --tool memcheck --error-exitcode 1 \
   "$bin/compiler_cuda_test" "$filter"
+# The fused attention kernel alone under racecheck (cuBLASLt's GEMMs of the projected form stop
+# racecheck with an internal sanitizer error; memcheck runs them clean).
+step sanitizer 90 "${kiln[0]}" "$sanitizer" --tool racecheck --error-exitcode 1 \
+  --kernel-name kns=attention_kernel "$bin/compiler_cuda_test" \
+  '--gtest_filter=Forms/CudaFusedAttention.MatchesRef/Bert:*/Sdpa:*/Bmm'
+step sanitizer 90 "${kiln[0]}" "$sanitizer" --tool memcheck --error-exitcode 1 \
+  "$bin/compiler_cuda_test" '--gtest_filter=Forms/CudaFusedAttention.*:*ElementwiseChains*'
 
 # ---- ONNX backend suite
 data=/tmp/onnx_backend_data
