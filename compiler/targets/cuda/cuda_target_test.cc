@@ -1696,12 +1696,19 @@ std::vector<int8_t> int8_gemm_on_host(const cuda::Int8Gemm& p, const std::vector
   for (int64_t n = 0; n < p.n; ++n) {
     for (int64_t i = 0; i < p.oh; ++i) {
       for (int64_t j = 0; j < p.ow; ++j) {
-        const int8_t* in =
-            &x[static_cast<size_t>(((n * p.h + i * p.stride) * p.w + j * p.stride) * p.c)];
         const size_t at = static_cast<size_t>(((n * p.oh + i) * p.ow + j) * p.k);
         for (int64_t k = 0; k < p.k; ++k) {
           int32_t acc = 0;
-          for (int64_t c = 0; c < p.c; ++c) acc += in[c] * w[static_cast<size_t>(k * p.c + c)];
+          for (int64_t ty = 0; ty < p.r; ++ty) {
+            for (int64_t tx = 0; tx < p.s; ++tx) {
+              const int64_t iy = i * p.stride - p.ph + ty;
+              const int64_t ix = j * p.stride - p.pw + tx;
+              if (iy < 0 || iy >= p.h || ix < 0 || ix >= p.w) continue;
+              const int8_t* in = &x[static_cast<size_t>(((n * p.h + iy) * p.w + ix) * p.c)];
+              const int8_t* f = &w[static_cast<size_t>(((k * p.r + ty) * p.s + tx) * p.c)];
+              for (int64_t c = 0; c < p.c; ++c) acc += in[c] * f[c];
+            }
+          }
           volatile float v = static_cast<float>(acc) * scale[static_cast<size_t>(k)];
           v = v + bias[static_cast<size_t>(k)];
           if (p.residual) {
@@ -1720,58 +1727,66 @@ std::vector<int8_t> int8_gemm_on_host(const cuda::Int8Gemm& p, const std::vector
 
 TEST(CudaInt8, OwnGemmMatchesTheHostForEveryTileConfiguration) {
   SKIP_WITHOUT_GPU();
-  // Stride 1 and 2 (odd input size: the last row and column unread), with and without a
-  // residual, a negative lower clamp and a ReLU's; 80 input channels (a partial 64-byte reduction
-  // step), 48 output channels and pixel counts that fill no tile.
-  for (const int stride : {1, 2}) {
-    for (const bool residual : {false, true}) {
-      SCOPED_TRACE(fmt::format("stride {} residual {}", stride, residual));
-      cuda::Int8Gemm p;
-      p.n = 3;
-      p.h = 13;
-      p.w = 11;
-      p.c = 80;
-      p.k = 48;
-      p.stride = stride;
-      p.oh = (p.h - 1) / stride + 1;
-      p.ow = (p.w - 1) / stride + 1;
-      p.residual = residual;
-      p.rescale = 0.75f;
-      p.lo = residual ? 0 : -100;
-      p.hi = 120;
-      ASSERT_TRUE(cuda::int8_gemm_supported(p));
-      const auto x =
-          random_values<int8_t>(static_cast<size_t>(p.n * p.h * p.w * p.c), -128, 127, 11 + stride);
-      const auto w = random_values<int8_t>(static_cast<size_t>(p.k * p.c), -127, 127, 12);
-      // Sums of 80 products reach about 3e5: scales that spread them over the s8 range.
-      const auto scale = random_values<float>(static_cast<size_t>(p.k), 1e-4f, 8e-4f, 13);
-      const auto bias = random_values<float>(static_cast<size_t>(p.k), -20.0f, 20.0f, 14);
-      const auto z =
-          random_values<int8_t>(static_cast<size_t>(p.n * p.oh * p.ow * p.k), -128, 127, 15);
-      const std::vector<int8_t> want = int8_gemm_on_host(p, x, w, scale, bias, z);
-      int lo = 127, hi = -128;
-      for (int8_t v : want) lo = std::min<int>(lo, v), hi = std::max<int>(hi, v);
-      EXPECT_LT(lo, residual ? 1 : -50) << "a degenerate case";
-      EXPECT_GT(hi, 60) << "a degenerate case";
-      DeviceBytes d;
-      void* xd = d.copy(x);
-      void* wd = d.copy(w);
-      void* sd = d.copy(scale);
-      void* bd = d.copy(bias);
-      void* zd = d.copy(z);
-      void* yd = d.copy(std::vector<int8_t>(want.size(), 0x55));
-      for (int config = 0; config < cuda::int8_gemm_configs(); ++config) {
-        SCOPED_TRACE(cuda::int8_gemm_config_name(config));
-        cudaMemset(yd, 0x55, want.size());
-        Status st = cuda::launch_int8_gemm(config, p, xd, wd, static_cast<const float*>(sd),
-                                           static_cast<const float*>(bd), zd, yd, nullptr);
-        ASSERT_TRUE(st.ok()) << st.to_string();
-        ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-        std::vector<int8_t> got(want.size());
-        cudaMemcpy(got.data(), yd, got.size(), cudaMemcpyDeviceToHost);
-        int64_t off = 0;
-        for (size_t i = 0; i < got.size(); ++i) off += got[i] != want[i] ? 1 : 0;
-        EXPECT_EQ(off, 0) << off << " of " << got.size() << " differ";
+  // 1x1 and 3x3 (pads 1), stride 1 and 2 (odd input size: the last row and column unread by a
+  // strided 1x1), with and without a residual, a negative lower clamp and a ReLU's; 80 input
+  // channels (a partial 64-byte reduction step), 48 output channels and pixel counts that fill
+  // no tile.
+  for (const int64_t window : {1, 3}) {
+    for (const int stride : {1, 2}) {
+      for (const bool residual : {false, true}) {
+        SCOPED_TRACE(fmt::format("{}x{} stride {} residual {}", window, window, stride, residual));
+        cuda::Int8Gemm p;
+        p.n = 3;
+        p.h = 13;
+        p.w = 11;
+        p.c = 80;
+        p.k = 48;
+        p.r = p.s = window;
+        p.ph = p.pw = window / 2;
+        p.stride = stride;
+        p.oh = (p.h + 2 * p.ph - p.r) / stride + 1;
+        p.ow = (p.w + 2 * p.pw - p.s) / stride + 1;
+        p.residual = residual;
+        p.rescale = 0.75f;
+        p.lo = residual ? 0 : -100;
+        p.hi = 120;
+        ASSERT_TRUE(cuda::int8_gemm_supported(p));
+        const auto x = random_values<int8_t>(static_cast<size_t>(p.n * p.h * p.w * p.c), -128, 127,
+                                             11 + stride);
+        const auto w =
+            random_values<int8_t>(static_cast<size_t>(p.k * p.r * p.s * p.c), -127, 127, 12);
+        // Sums of 80 (720) products reach about 3e5 (9e5): scales that spread them over s8.
+        const float spread = 1.0f / static_cast<float>(p.r);
+        const auto scale =
+            random_values<float>(static_cast<size_t>(p.k), 1e-4f * spread, 8e-4f * spread, 13);
+        const auto bias = random_values<float>(static_cast<size_t>(p.k), -20.0f, 20.0f, 14);
+        const auto z =
+            random_values<int8_t>(static_cast<size_t>(p.n * p.oh * p.ow * p.k), -128, 127, 15);
+        const std::vector<int8_t> want = int8_gemm_on_host(p, x, w, scale, bias, z);
+        int lo = 127, hi = -128;
+        for (int8_t v : want) lo = std::min<int>(lo, v), hi = std::max<int>(hi, v);
+        EXPECT_LT(lo, residual ? 1 : -50) << "a degenerate case";
+        EXPECT_GT(hi, 60) << "a degenerate case";
+        DeviceBytes d;
+        void* xd = d.copy(x);
+        void* wd = d.copy(w);
+        void* sd = d.copy(scale);
+        void* bd = d.copy(bias);
+        void* zd = d.copy(z);
+        void* yd = d.copy(std::vector<int8_t>(want.size(), 0x55));
+        for (int config = 0; config < cuda::int8_gemm_configs(); ++config) {
+          SCOPED_TRACE(cuda::int8_gemm_config_name(config));
+          cudaMemset(yd, 0x55, want.size());
+          Status st = cuda::launch_int8_gemm(config, p, xd, wd, static_cast<const float*>(sd),
+                                             static_cast<const float*>(bd), zd, yd, nullptr);
+          ASSERT_TRUE(st.ok()) << st.to_string();
+          ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+          std::vector<int8_t> got(want.size());
+          cudaMemcpy(got.data(), yd, got.size(), cudaMemcpyDeviceToHost);
+          int64_t off = 0;
+          for (size_t i = 0; i < got.size(); ++i) off += got[i] != want[i] ? 1 : 0;
+          EXPECT_EQ(off, 0) << off << " of " << got.size() << " differ";
+        }
       }
     }
   }
@@ -1792,7 +1807,8 @@ TEST(CudaInt8, OwnGemmRejectsWhatItDoesNotTake) {
   odd.oh = odd.ow = 3;
   EXPECT_FALSE(cuda::int8_gemm_supported(odd));
   odd = p;
-  odd.oh = 4;  // stride 1 with a smaller output: not a 1x1 convolution without padding
+  odd.r = odd.s = 3;
+  odd.ph = 3;  // a leading pad as large as the window
   EXPECT_FALSE(cuda::int8_gemm_supported(odd));
   // The launch says why.
   odd = p;

@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: Apache-2.0
-// The own int8 1x1 convolution (int8_gemm.h): a tiled GEMM on mma.sync.m16n8k32 (s8 x s8 ->
-// s32). Each block computes BM output pixels by BN output channels; the reduction goes through
-// shared memory in 64-byte steps, loaded by cp.async into a STAGES-deep pipeline (16-byte chunks
-// XOR-swizzled so that ldmatrix reads them without bank conflicts), the fragments by ldmatrix.
-// A stride-2 convolution gathers its rows (one input pixel per output pixel). The accumulators go
+// The own int8 convolution (int8_gemm.h): an implicit GEMM on mma.sync.m16n8k32 (s8 x s8 ->
+// s32). Each block computes BM output pixels by BN output channels; the reduction (filter taps x
+// channels) goes through shared memory in 64-byte steps of one tap, loaded by cp.async into a
+// STAGES-deep pipeline (16-byte chunks XOR-swizzled so that ldmatrix reads them without bank
+// conflicts; zeros for window positions outside the image), the fragments by ldmatrix. A 1x1
+// convolution is a plain GEMM (a stride-2 one gathers its rows). The accumulators go
 // through a shared-memory tile so each thread applies the epilogue to 16 channels of one pixel and
 // writes them (and reads the residual) as 16 contiguous bytes.
 #include <cuda_runtime.h>
@@ -22,8 +23,10 @@ constexpr int kBk = 64;  // reduction bytes per pipeline stage
 // The geometry in 32-bit ints (int8_gemm_supported keeps pixel counts within them).
 struct GemmArgs {
   int m;     // output pixels n * oh * ow
-  int c, k;  // input channels (the reduction), output channels
+  int c, k;  // input channels, output channels
   int h, w, oh, ow, stride;
+  int r, s, ph, pw;  // the filter window and its leading pads
+  int ctiles;        // 64-byte reduction steps per filter tap
   int residual;
   float rescale, lo, hi;
 };
@@ -116,44 +119,50 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32)
     s_bias[i] = in ? bias[n0 + i] : 0.0f;
   }
 
-  // The rows this thread loads (fixed over the reduction) and its chunk within them.
+  // The rows this thread loads (fixed over the reduction: the output pixel's image and window
+  // corner; iy0 = -2^20 for a row past the end) and its chunk within them.
   const int chunk = tid & 3;
-  const int8_t* a_src[kARows];
-  bool a_ok[kARows];
+  int a_img[kARows], a_iy[kARows], a_ix[kARows];
   for (int i = 0; i < kARows; ++i) {
     const int m = m0 + tid / 4 + i * kRowsPerPass;
-    a_ok[i] = m < a.m;
-    int64_t pixel = m;
-    if (a.stride != 1) {
-      const int per_image = a.oh * a.ow;
-      const int img = m / per_image;
-      const int rem = m - img * per_image;
-      const int oy = rem / a.ow;
-      const int ox = rem - oy * a.ow;
-      pixel = (static_cast<int64_t>(img) * a.h + oy * a.stride) * a.w + ox * a.stride;
-    }
-    a_src[i] = a_ok[i] ? x + pixel * a.c + chunk * 16 : x;
+    const int per_image = a.oh * a.ow;
+    const int img = m / per_image;
+    const int rem = m - img * per_image;
+    const int oy = rem / a.ow;
+    a_img[i] = img;
+    a_iy[i] = m < a.m ? oy * a.stride - a.ph : -(1 << 20);
+    a_ix[i] = (rem - oy * a.ow) * a.stride - a.pw;
   }
   const int8_t* b_src[kBRows];
   bool b_ok[kBRows];
+  const int w_row = a.r * a.s * a.c;  // KRSC
   for (int i = 0; i < kBRows; ++i) {
     const int n = n0 + tid / 4 + i * kRowsPerPass;
     b_ok[i] = n < a.k;
-    b_src[i] = b_ok[i] ? w + static_cast<int64_t>(n) * a.c + chunk * 16 : w;
+    b_src[i] = b_ok[i] ? w + static_cast<int64_t>(n) * w_row : w;
   }
-  const int tiles = (a.c + kBk - 1) / kBk;
+  const int tiles = a.r * a.s * a.ctiles;
+  // Reduction step `tile`: filter tap (ty, tx), this thread's 16 channels from c0 (zeros past c,
+  // and for window positions outside the image).
   auto load = [&](int tile, int slot) {
-    const int k0 = tile * kBk;
-    const bool k_ok = k0 + chunk * 16 < a.c;
+    const int tap = tile / a.ctiles;
+    const int c0 = (tile - tap * a.ctiles) * kBk + chunk * 16;
+    const int ty = tap / a.s;
+    const int tx = tap - ty * a.s;
+    const bool k_ok = c0 < a.c;
     const uint32_t as = smem_addr(a_tiles + slot * BM * kBk);
     const uint32_t bs = smem_addr(b_tiles + slot * BN * kBk);
     for (int i = 0; i < kARows; ++i) {
-      const bool ok = a_ok[i] && k_ok;
-      cp_async16(as + swizzle(tid / 4 + i * kRowsPerPass, chunk), ok ? a_src[i] + k0 : x, ok);
+      const int iy = a_iy[i] + ty;
+      const int ix = a_ix[i] + tx;
+      const bool ok = k_ok && iy >= 0 && iy < a.h && ix >= 0 && ix < a.w;
+      const int8_t* src = x + ((a_img[i] * a.h + iy) * a.w + ix) * a.c + c0;
+      cp_async16(as + swizzle(tid / 4 + i * kRowsPerPass, chunk), ok ? src : x, ok);
     }
     for (int i = 0; i < kBRows; ++i) {
       const bool ok = b_ok[i] && k_ok;
-      cp_async16(bs + swizzle(tid / 4 + i * kRowsPerPass, chunk), ok ? b_src[i] + k0 : w, ok);
+      cp_async16(bs + swizzle(tid / 4 + i * kRowsPerPass, chunk),
+                 ok ? b_src[i] + tap * a.c + c0 : w, ok);
     }
   };
 
@@ -321,9 +330,9 @@ bool int8_gemm_supported(const Int8Gemm& p) {
   const int64_t limit = int64_t{1} << 31;
   const int64_t m = p.n * p.oh * p.ow;
   return p.n > 0 && p.c > 0 && p.k > 0 && p.oh > 0 && p.ow > 0 && p.c % 16 == 0 && p.k % 16 == 0 &&
-         (p.stride == 1 || p.stride == 2) && (p.oh - 1) * p.stride < p.h &&
-         (p.ow - 1) * p.stride < p.w && (p.stride != 1 || (p.oh == p.h && p.ow == p.w)) &&
-         m * p.k < limit && p.n * p.h * p.w * p.c < limit && p.k * p.c < limit &&
+         (p.stride == 1 || p.stride == 2) && p.r >= 1 && p.s >= 1 && p.r <= 16 && p.s <= 16 &&
+         p.ph >= 0 && p.pw >= 0 && p.ph < p.r && p.pw < p.s && p.h < 16384 && p.w < 16384 &&
+         m * p.k < limit && p.n * p.h * p.w * p.c < limit && p.k * p.r * p.s * p.c < limit &&
          (m + 63) / 64 <= kMaxGridRows && p.lo >= -128 && p.hi <= 127 && p.lo <= p.hi;
 }
 
@@ -351,6 +360,11 @@ Status launch_int8_gemm(int config, const Int8Gemm& p, const void* x, const void
   a.oh = static_cast<int>(p.oh);
   a.ow = static_cast<int>(p.ow);
   a.stride = p.stride;
+  a.r = static_cast<int>(p.r);
+  a.s = static_cast<int>(p.s);
+  a.ph = static_cast<int>(p.ph);
+  a.pw = static_cast<int>(p.pw);
+  a.ctiles = static_cast<int>((p.c + kBk - 1) / kBk);
   a.residual = p.residual ? 1 : 0;
   a.rescale = p.rescale;
   a.lo = static_cast<float>(p.lo);

@@ -1080,14 +1080,12 @@ Result<std::shared_ptr<ConvPlan>> choose_plan(Builder& b, const ConvProblem& p,
   return plans[static_cast<size_t>(best)];
 }
 
-// ---- 1x1 convolutions on the own int8 GEMM (int8_gemm.h) ----
+// ---- convolutions on the own int8 implicit GEMM (int8_gemm.h) ----
 
-// `p` as the own kernel's problem when it is a 1x1 convolution of s8 input without padding, of
-// equal strides 1 or 2, that the kernel takes.
+// `p` as the own kernel's problem when it has s8 input, no dilation, equal strides 1 or 2, and
+// the kernel takes it.
 std::optional<Int8Gemm> gemm_problem(const ConvProblem& p) {
-  if (p.half || p.r != 1 || p.s != 1 || p.pre != std::vector<int64_t>{0, 0} ||
-      p.post != std::vector<int64_t>{0, 0} || p.dilations != std::vector<int64_t>{1, 1} ||
-      p.strides[0] != p.strides[1]) {
+  if (p.half || p.dilations != std::vector<int64_t>{1, 1} || p.strides[0] != p.strides[1]) {
     return std::nullopt;
   }
   Int8Gemm g;
@@ -1098,6 +1096,10 @@ std::optional<Int8Gemm> gemm_problem(const ConvProblem& p) {
   g.k = p.k;
   g.oh = p.oh;
   g.ow = p.ow;
+  g.r = p.r;
+  g.s = p.s;
+  g.ph = p.pre[0];
+  g.pw = p.pre[1];
   g.stride = static_cast<int>(p.strides[0]);
   g.residual = p.residual;
   g.rescale = p.residual_scale;
@@ -1112,9 +1114,9 @@ Status run_gemm(int config, const Int8Gemm& g, const ConvArgs& a, void* stream) 
                           static_cast<const float*>(a.bias), a.z, a.y, stream);
 }
 
-// How a 1x1 convolution runs: the own kernel's tile configuration (`config` >= 0), else cuDNN's
+// How a convolution runs: the own kernel's tile configuration (`config` >= 0), else cuDNN's
 // `plan` (null when cuDNN has none for `p`, which the caller then retries without the residual).
-struct PointwiseChoice {
+struct KernelChoice {
   int config = -1;
   std::shared_ptr<ConvPlan> plan;
 };
@@ -1122,10 +1124,10 @@ struct PointwiseChoice {
 // The fastest of cuDNN's plan and the own kernel's configurations for `g` (`p`'s), timed on
 // scratch operands, kept as a tuning choice. KILN_CUDA_INT8_GEMM=0 never takes the own kernel,
 // =1 always (its fastest configuration).
-Result<PointwiseChoice> choose_pointwise(Builder& b, const ConvProblem& p, const Int8Gemm& g) {
+Result<KernelChoice> choose_kernel(Builder& b, const ConvProblem& p, const Int8Gemm& g) {
   const char* env = std::getenv("KILN_CUDA_INT8_GEMM");
   const std::string_view forced(env == nullptr ? "" : env);
-  PointwiseChoice c;
+  KernelChoice c;
   if (forced == "0") {
     KILN_ASSIGN_OR_RETURN(c.plan, choose_plan(b, p));
     return c;
@@ -1348,14 +1350,14 @@ Result<bool> lower_qlinear_conv(Builder& b, const Node& node) {
   if (p.half) {
     KILN_ASSIGN_OR_RETURN(plan, choose_half_plan(b, p, c->y));
   } else {
-    // A 1x1 convolution: the own kernel (every residual and clamp) or cuDNN, whichever is faster.
+    // The own kernel (every residual and clamp) or cuDNN, whichever is faster.
     p.residual = sum.has_value();
     if (sum) p.residual_scale = sum->in[1].scale / sum->out.scale;
     std::tie(p.lo, p.hi) =
         sum ? centered_bounds(sum->out, sum->relu != nullptr) : centered_bounds(c->y, false);
     gemm = gemm_problem(p);
     if (gemm) {
-      KILN_ASSIGN_OR_RETURN(PointwiseChoice choice, choose_pointwise(b, p, *gemm));
+      KILN_ASSIGN_OR_RETURN(KernelChoice choice, choose_kernel(b, p, *gemm));
       gemm_config = choice.config;
       plan = std::move(choice.plan);
     }
