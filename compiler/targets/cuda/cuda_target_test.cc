@@ -1828,16 +1828,18 @@ TEST(CudaInt8, PointwiseConvolutionsOnTheOwnKernelMatchCudnnAndRef) {
   // 1x1 64 -> 64 whose DQ meets the strided one's in Add -> Relu -> Q (the residual fused), then
   // DQ -> f32; with KILN_CUDA_INT8_GEMM=1 (the own kernel) and =0 (cuDNN).
   const Tensor x = random_ints<uint8_t>(Shape{2, 64, 14, 14}, 0, 127, 141);
-  const float out_scale = 1.5f;
+  // Scales from each layer's spread (random weights), so that u8 results stay within 0..127 (as
+  // with PyTorch's reduce_range; the device saturates above).
+  const float out_scale = 6.0f;
   auto build = [&](GraphBuilder& b, const std::vector<Value*>& in) {
     auto dq = [&](Value* v, float s, uint8_t z) {
       return b.add(Op(ops::DequantizeLinear{}),
                    {v, b.constant(Tensor::scalar(s)), b.constant(Tensor::scalar<uint8_t>(z))});
     };
     Value* a = qconv(b, in[0], 0.02f, 0, 128, 64, 1, 1, 0.25f, 128, 142);
-    Value* s2 = qconv(b, a, 0.25f, 128, 64, 128, 1, 2, 0.5f, 0, 145);
-    Value* e = qconv(b, s2, 0.5f, 0, 64, 64, 1, 1, 1.0f, 128, 148);
-    Value* sum = b.add(Op(ops::Add{}), {dq(e, 1.0f, 128), dq(s2, 0.5f, 0)});
+    Value* s2 = qconv(b, a, 0.25f, 128, 64, 128, 1, 2, 2.0f, 0, 145);
+    Value* e = qconv(b, s2, 2.0f, 0, 64, 64, 1, 1, 4.0f, 128, 148);
+    Value* sum = b.add(Op(ops::Add{}), {dq(e, 4.0f, 128), dq(s2, 2.0f, 0)});
     Value* q = b.add(Op(ops::QuantizeLinear{}),
                      {b.add(Op(ops::Relu{}), {sum}), b.constant(Tensor::scalar(out_scale)),
                       b.constant(Tensor::scalar<uint8_t>(0))});

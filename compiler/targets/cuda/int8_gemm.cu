@@ -4,9 +4,9 @@
 // channels) goes through shared memory in 64-byte steps of one tap, loaded by cp.async into a
 // STAGES-deep pipeline (16-byte chunks XOR-swizzled so that ldmatrix reads them without bank
 // conflicts; zeros for window positions outside the image), the fragments by ldmatrix. A 1x1
-// convolution is a plain GEMM (a stride-2 one gathers its rows). The accumulators go
-// through a shared-memory tile so each thread applies the epilogue to 16 channels of one pixel and
-// writes them (and reads the residual) as 16 contiguous bytes.
+// convolution is a plain GEMM (a stride-2 one gathers its rows). The residual tile is fetched
+// into shared memory with the first reduction step; the epilogue runs on the accumulator
+// fragments and writes s8 into that tile, which goes out 16 contiguous bytes a thread.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -69,17 +69,21 @@ __device__ __forceinline__ int swizzle(int row, int chunk) {
   return row * kBk + ((chunk ^ ((row >> 1) & 3)) << 4);
 }
 
-// s32 accumulators staged per row: BN + 8 words (= 8 mod 32: conflict-free 8-byte stores).
+// The s8 output tile (the residual's first, read in place) per row: BN + 16 bytes, so that the
+// fragments' 2-byte accesses of 8 rows hit distinct banks and 16-byte chunks stay aligned.
 template <int BN>
-__host__ __device__ constexpr int stage_ld() {
-  return BN + 8;
+__host__ __device__ constexpr int out_ld() {
+  return BN + 16;
 }
 
+// Shared memory: the pipeline's stages, the s8 output tile after them, the scales and biases.
+template <int BM, int BN, int WARPS_M, int WARPS_N, int STAGES>
+__host__ __device__ constexpr int pipe_bytes() {
+  return STAGES * (BM + BN) * kBk;
+}
 template <int BM, int BN, int WARPS_M, int WARPS_N, int STAGES>
 __host__ __device__ constexpr int shared_bytes() {
-  const int pipe = STAGES * (BM + BN) * kBk;
-  const int staged = BM * stage_ld<BN>() * 4;
-  return (pipe > staged ? pipe : staged) + 2 * BN * 4;
+  return pipe_bytes<BM, BN, WARPS_M, WARPS_N, STAGES>() + BM * out_ld<BN>() + 2 * BN * 4;
 }
 
 template <int BM, int BN, int WARPS_M, int WARPS_N, int STAGES>
@@ -101,8 +105,9 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32)
   extern __shared__ __align__(128) uint8_t smem[];
   uint8_t* a_tiles = smem;
   uint8_t* b_tiles = smem + STAGES * BM * kBk;
-  float* s_scale = reinterpret_cast<float*>(
-      smem + (shared_bytes<BM, BN, WARPS_M, WARPS_N, STAGES>() - 2 * BN * 4));
+  uint8_t* out_tile = smem + pipe_bytes<BM, BN, WARPS_M, WARPS_N, STAGES>();
+  constexpr int kOutLd = out_ld<BN>();
+  float* s_scale = reinterpret_cast<float*>(out_tile + BM * kOutLd);
   float* s_bias = s_scale + BN;
 
   const int tid = threadIdx.x;
@@ -173,6 +178,17 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32)
     }
   }
 
+  // The residual tile, fetched with the first reduction step (in the first group).
+  constexpr int kChunks = BM * BN / 16;
+  if (a.residual) {
+    for (int e = tid; e < kChunks; e += kThreadsPerBlock) {
+      const int row = e / (BN / 16);
+      const int col = (e - row * (BN / 16)) * 16;
+      const bool ok = m0 + row < a.m && n0 + col < a.k;
+      const int8_t* src = ok ? z + static_cast<int64_t>(m0 + row) * a.k + n0 + col : z;
+      cp_async16(smem_addr(out_tile + row * kOutLd + col), src, ok);
+    }
+  }
   for (int s = 0; s < STAGES - 1; ++s) {
     if (s < tiles) load(s, s);
     cp_async_commit();
@@ -221,64 +237,46 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32)
   cp_async_wait<0>();
   __syncthreads();
 
-  // The accumulators into the shared tile (c0, c1 at row g, c2, c3 at row g + 8).
-  int* staged = reinterpret_cast<int*>(smem);
-  constexpr int kLd = stage_ld<BN>();
+  // The epilogue on the fragments (c0, c1: row g, columns 2 tig and 2 tig + 1; c2, c3: row
+  // g + 8): two channels of one pixel at a time, the residual read from and the s8 result
+  // written to the same two bytes of the output tile.
   const int g = lane >> 2;
   const int tig = lane & 3;
 #pragma unroll
-  for (int i = 0; i < kMf; ++i) {
+  for (int j = 0; j < kNf; ++j) {
+    const int col = warp_n * kWarpN + j * 8 + tig * 2;
+    const float2 sc = *reinterpret_cast<const float2*>(s_scale + col);
+    const float2 bi = *reinterpret_cast<const float2*>(s_bias + col);
 #pragma unroll
-    for (int j = 0; j < kNf; ++j) {
-      const int row = warp_m * kWarpM + i * 16 + g;
-      const int col = warp_n * kWarpN + j * 8 + tig * 2;
-      *reinterpret_cast<int2*>(staged + row * kLd + col) = make_int2(acc[i][j][0], acc[i][j][1]);
-      *reinterpret_cast<int2*>(staged + (row + 8) * kLd + col) =
-          make_int2(acc[i][j][2], acc[i][j][3]);
+    for (int i = 0; i < kMf; ++i) {
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const int row = warp_m * kWarpM + i * 16 + g + half * 8;
+        auto* at = reinterpret_cast<uint16_t*>(out_tile + row * kOutLd + col);
+        float v0 = __fadd_rn(__fmul_rn(static_cast<float>(acc[i][j][2 * half]), sc.x), bi.x);
+        float v1 = __fadd_rn(__fmul_rn(static_cast<float>(acc[i][j][2 * half + 1]), sc.y), bi.y);
+        if (a.residual) {
+          const uint16_t zz = *at;
+          v0 = __fmul_rn(__fadd_rn(v0, static_cast<float>(static_cast<int8_t>(zz & 0xff))),
+                         a.rescale);
+          v1 =
+              __fmul_rn(__fadd_rn(v1, static_cast<float>(static_cast<int8_t>(zz >> 8))), a.rescale);
+        }
+        const int q0 = __float2int_rn(fminf(fmaxf(v0, a.lo), a.hi));
+        const int q1 = __float2int_rn(fminf(fmaxf(v1, a.lo), a.hi));
+        *at = static_cast<uint16_t>((q0 & 0xff) | ((q1 & 0xff) << 8));
+      }
     }
   }
   __syncthreads();
-
-  // The epilogue, 16 channels of one pixel per thread and pass.
-  constexpr int kGroups = BN / 16;
-  for (int e = tid; e < BM * kGroups; e += kThreadsPerBlock) {
-    const int row = e / kGroups;
-    const int group = e - row * kGroups;
-    const int m = m0 + row;
-    const int col0 = group * 16;
-    if (m >= a.m || n0 + col0 >= a.k) continue;
-    const int64_t at = static_cast<int64_t>(m) * a.k + n0 + col0;
-    const int4 res = a.residual ? *reinterpret_cast<const int4*>(z + at) : make_int4(0, 0, 0, 0);
-    // The four 16-byte reads rotated by the group, so that the 8 threads of a phase spread over
-    // the banks (selects, not indexing: the values stay in registers).
-    const int rot = group & 3;
-    int4 got[4];
-#pragma unroll
-    for (int q = 0; q < 4; ++q) {
-      got[q] = *reinterpret_cast<const int4*>(staged + row * kLd + col0 + ((q + rot) & 3) * 4);
+  // The tile out, 16 bytes a thread.
+  for (int e = tid; e < kChunks; e += kThreadsPerBlock) {
+    const int row = e / (BN / 16);
+    const int col = (e - row * (BN / 16)) * 16;
+    if (m0 + row < a.m && n0 + col < a.k) {
+      *reinterpret_cast<uint4*>(y + static_cast<int64_t>(m0 + row) * a.k + n0 + col) =
+          *reinterpret_cast<const uint4*>(out_tile + row * kOutLd + col);
     }
-    uint32_t out[4];
-#pragma unroll
-    for (int part = 0; part < 4; ++part) {
-      const int q = (part - rot) & 3;
-      const int4 v4 = q == 0 ? got[0] : q == 1 ? got[1] : q == 2 ? got[2] : got[3];
-      const int vals[4] = {v4.x, v4.y, v4.z, v4.w};
-      const int r4 = part == 0 ? res.x : part == 1 ? res.y : part == 2 ? res.z : res.w;
-      uint32_t word = 0;
-#pragma unroll
-      for (int u = 0; u < 4; ++u) {
-        const int col = col0 + part * 4 + u;
-        float v = __fadd_rn(__fmul_rn(static_cast<float>(vals[u]), s_scale[col]), s_bias[col]);
-        if (a.residual) {
-          const int zv = static_cast<int8_t>((r4 >> (8 * u)) & 0xff);
-          v = __fmul_rn(__fadd_rn(v, static_cast<float>(zv)), a.rescale);
-        }
-        v = fminf(fmaxf(v, a.lo), a.hi);
-        word |= (static_cast<uint32_t>(__float2int_rn(v)) & 0xffu) << (8 * u);
-      }
-      out[part] = word;
-    }
-    *reinterpret_cast<uint4*>(y + at) = make_uint4(out[0], out[1], out[2], out[3]);
   }
 }
 
@@ -312,6 +310,8 @@ constexpr Config kConfigs[] = {
     {"64x64x64/4", launch_config<64, 64, 2, 2, 4>},
     {"256x128x64/3", launch_config<256, 128, 4, 2, 3>},
     {"64x128x64/4", launch_config<64, 128, 2, 2, 4>},
+    {"128x128x64/2", launch_config<128, 128, 2, 4, 2>},
+    {"128x256x64/3", launch_config<128, 256, 2, 4, 3>},
 };
 constexpr int kConfigCount = static_cast<int>(sizeof(kConfigs) / sizeof(kConfigs[0]));
 constexpr int kMaxGridRows = 65535;
