@@ -1372,17 +1372,29 @@ TEST(CudaInt8, QuantizedStemAndMaxPoolMatchRef) {
     b.output(b.add(Op(ops::DequantizeLinear{}), {q, s, z}));
   };
   std::shared_ptr<Executable> ref = compile_for(make_graph({x}, build), "ref");
-  std::shared_ptr<Executable> exe = compile_for(make_graph({x}, build), "cuda");
-  ASSERT_NE(exe, nullptr);
-  expect_within_steps(run(*ref, {x})[0], run(*exe, {x})[0], scale, 1.0);
-  const cuda::Program* program = cuda_program(*exe);
-  ASSERT_NE(program, nullptr);
-  const std::string ir = print_graph(exe->graph());
-  // Stride 2 on an even image: space-to-depth (16 channels of 2x2 blocks, a 4x4 stride-1 filter).
-  EXPECT_EQ(program->count_steps("QuantizeLinear f16 s2d"), 1) << ir;
-  EXPECT_EQ(program->count_steps("QLinearConv f16 int8"), 1) << ir;
-  EXPECT_EQ(program->count_steps("MaxPool int8"), 1) << ir;
-  EXPECT_EQ(program->count_steps("DequantizeLinear"), 1) << ir;
+  ASSERT_NE(ref, nullptr);
+  const Tensor want = run(*ref, {x})[0];
+  // On cuDNN's f16 graph (KILN_CUDA_INT8_GEMM=0) and on the own s8 kernel (=1).
+  for (const char* mode : {"0", "1"}) {
+    SCOPED_TRACE(fmt::format("KILN_CUDA_INT8_GEMM={}", mode));
+    ::setenv("KILN_CUDA_INT8_GEMM", mode, 1);
+    std::shared_ptr<Executable> exe = compile_for(make_graph({x}, build), "cuda");
+    ::unsetenv("KILN_CUDA_INT8_GEMM");
+    ASSERT_NE(exe, nullptr);
+    expect_within_steps(want, run(*exe, {x})[0], scale, 1.0);
+    const cuda::Program* program = cuda_program(*exe);
+    ASSERT_NE(program, nullptr);
+    const std::string ir = print_graph(exe->graph());
+    const bool own = std::string_view(mode) == "1";
+    // Stride 2 on an even image: space-to-depth (16 channels of 2x2 blocks, a 4x4 stride-1
+    // filter), on the own kernel after a step converting the f16 integers to s8.
+    EXPECT_EQ(program->count_steps("QuantizeLinear f16 s2d"), 1) << ir;
+    EXPECT_EQ(program->count_steps("QLinearConv f16 int8"), own ? 0 : 1) << ir;
+    EXPECT_EQ(program->count_steps("Center f16 int8"), own ? 1 : 0) << ir;
+    EXPECT_EQ(program->count_steps("QLinearConv stem int8 gemm"), own ? 1 : 0) << ir;
+    EXPECT_EQ(program->count_steps("MaxPool int8"), 1) << ir;
+    EXPECT_EQ(program->count_steps("DequantizeLinear"), 1) << ir;
+  }
 }
 
 TEST(CudaInt8, FirstConvolutionOnF16TensorCoresMatchesRefWithinOneStep) {
@@ -1477,7 +1489,11 @@ TEST(CudaInt8, QdqResidualBlockRunsOnInt8KernelsAndMatchesRef) {
   // its own int8 step; each 1x1 on cuDNN or the own kernel ("... gemm").
   const int fused = steps_starting(*program, "QLinearConv+Add+Relu int8");
   EXPECT_EQ(fused + program->count_steps("Add+Relu int8"), 1) << ir;
-  EXPECT_EQ(program->count_steps("QLinearConv f16 int8"), 1) << ir;
+  // The stem on cuDNN's f16 graph or the own s8 kernel, whichever tuning measured faster.
+  EXPECT_EQ(program->count_steps("QLinearConv f16 int8") +
+                program->count_steps("QLinearConv stem int8 gemm"),
+            1)
+      << ir;
   EXPECT_EQ(steps_starting(*program, "QLinearConv int8"), 3 - fused) << ir;
   EXPECT_EQ(program->count_steps("MaxPool int8"), 1) << ir;
   EXPECT_EQ(program->count_steps("DequantizeLinear"), 1) << ir;
@@ -1727,11 +1743,11 @@ std::vector<int8_t> int8_gemm_on_host(const cuda::Int8Gemm& p, const std::vector
 
 TEST(CudaInt8, OwnGemmMatchesTheHostForEveryTileConfiguration) {
   SKIP_WITHOUT_GPU();
-  // 1x1 and 3x3 (pads 1), stride 1 and 2 (odd input size: the last row and column unread by a
-  // strided 1x1), with and without a residual, a negative lower clamp and a ReLU's; 80 input
-  // channels (a partial 64-byte reduction step), 48 output channels and pixel counts that fill
-  // no tile.
-  for (const int64_t window : {1, 3}) {
+  // 1x1 and 3x3 (pads 1) on 80 input channels (a partial 64-byte reduction step), 4x4 (pads 2)
+  // on 16 (the space-to-depth stem's: several taps in one step); stride 1 and 2 (odd input size:
+  // the last row and column unread by a strided 1x1), with and without a residual, a negative
+  // lower clamp and a ReLU's; 48 output channels and pixel counts that fill no tile.
+  for (const int64_t window : {1, 3, 4}) {
     for (const int stride : {1, 2}) {
       for (const bool residual : {false, true}) {
         SCOPED_TRACE(fmt::format("{}x{} stride {} residual {}", window, window, stride, residual));
@@ -1739,13 +1755,13 @@ TEST(CudaInt8, OwnGemmMatchesTheHostForEveryTileConfiguration) {
         p.n = 3;
         p.h = 13;
         p.w = 11;
-        p.c = 80;
+        p.c = window == 4 ? 16 : 80;
         p.k = 48;
         p.r = p.s = window;
-        p.ph = p.pw = window / 2;
+        p.ph = p.pw = window / 2;  // 4x4: pads 2 before, 1 after
         p.stride = stride;
-        p.oh = (p.h + 2 * p.ph - p.r) / stride + 1;
-        p.ow = (p.w + 2 * p.pw - p.s) / stride + 1;
+        p.oh = (p.h + 2 * p.ph - (window == 4 ? 1 : 0) - p.r) / stride + 1;
+        p.ow = (p.w + 2 * p.pw - (window == 4 ? 1 : 0) - p.s) / stride + 1;
         p.residual = residual;
         p.rescale = 0.75f;
         p.lo = residual ? 0 : -100;
@@ -1755,8 +1771,9 @@ TEST(CudaInt8, OwnGemmMatchesTheHostForEveryTileConfiguration) {
                                              11 + stride);
         const auto w =
             random_values<int8_t>(static_cast<size_t>(p.k * p.r * p.s * p.c), -127, 127, 12);
-        // Sums of 80 (720) products reach about 3e5 (9e5): scales that spread them over s8.
-        const float spread = 1.0f / static_cast<float>(p.r);
+        // Sums of 80 products spread about 5e4 (more for longer windows, as the square root):
+        // scales that spread them over s8.
+        const float spread = std::sqrt(80.0f / static_cast<float>(p.r * p.s * p.c));
         const auto scale =
             random_values<float>(static_cast<size_t>(p.k), 1e-4f * spread, 8e-4f * spread, 13);
         const auto bias = random_values<float>(static_cast<size_t>(p.k), -20.0f, 20.0f, 14);

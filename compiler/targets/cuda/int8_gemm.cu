@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // The own int8 convolution (int8_gemm.h): an implicit GEMM on mma.sync.m16n8k32 (s8 x s8 ->
 // s32). Each block computes BM output pixels by BN output channels; the reduction (filter taps x
-// channels) goes through shared memory in 64-byte steps of one tap, loaded by cp.async into a
+// channels, 16-channel pieces of several taps in one step where c < 64: the 16-channel
+// space-to-depth stem) goes through shared memory in 64-byte steps, loaded by cp.async into a
 // STAGES-deep pipeline (16-byte chunks XOR-swizzled so that ldmatrix reads them without bank
 // conflicts; zeros for window positions outside the image), the fragments by ldmatrix. A 1x1
 // convolution is a plain GEMM (a stride-2 one gathers its rows). The residual tile is fetched
@@ -26,7 +27,7 @@ struct GemmArgs {
   int c, k;  // input channels, output channels
   int h, w, oh, ow, stride;
   int r, s, ph, pw;  // the filter window and its leading pads
-  int ctiles;        // 64-byte reduction steps per filter tap
+  int depth;         // the reduction: r * s * c
   int residual;
   float rescale, lo, hi;
 };
@@ -140,21 +141,23 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32)
   }
   const int8_t* b_src[kBRows];
   bool b_ok[kBRows];
-  const int w_row = a.r * a.s * a.c;  // KRSC
+  const int w_row = a.depth;  // KRSC
   for (int i = 0; i < kBRows; ++i) {
     const int n = n0 + tid / 4 + i * kRowsPerPass;
     b_ok[i] = n < a.k;
     b_src[i] = b_ok[i] ? w + static_cast<int64_t>(n) * w_row : w;
   }
-  const int tiles = a.r * a.s * a.ctiles;
-  // Reduction step `tile`: filter tap (ty, tx), this thread's 16 channels from c0 (zeros past c,
-  // and for window positions outside the image).
+  const int tiles = (a.depth + kBk - 1) / kBk;
+  // Reduction step `tile`: entries tile * 64 .. + 63 of the window (r, s, c order, as the KRSC
+  // filter's rows), this thread's 16 of them at `r0`: tap (ty, tx), channels c0 .. c0 + 15 (c a
+  // multiple of 16: one tap). Zeros past the end and for window positions outside the image.
   auto load = [&](int tile, int slot) {
-    const int tap = tile / a.ctiles;
-    const int c0 = (tile - tap * a.ctiles) * kBk + chunk * 16;
+    const int r0 = tile * kBk + chunk * 16;
+    const int tap = r0 / a.c;
+    const int c0 = r0 - tap * a.c;
     const int ty = tap / a.s;
     const int tx = tap - ty * a.s;
-    const bool k_ok = c0 < a.c;
+    const bool k_ok = r0 < a.depth;
     const uint32_t as = smem_addr(a_tiles + slot * BM * kBk);
     const uint32_t bs = smem_addr(b_tiles + slot * BN * kBk);
     for (int i = 0; i < kARows; ++i) {
@@ -166,8 +169,7 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32)
     }
     for (int i = 0; i < kBRows; ++i) {
       const bool ok = b_ok[i] && k_ok;
-      cp_async16(bs + swizzle(tid / 4 + i * kRowsPerPass, chunk),
-                 ok ? b_src[i] + tap * a.c + c0 : w, ok);
+      cp_async16(bs + swizzle(tid / 4 + i * kRowsPerPass, chunk), ok ? b_src[i] + r0 : w, ok);
     }
   };
 
@@ -364,7 +366,7 @@ Status launch_int8_gemm(int config, const Int8Gemm& p, const void* x, const void
   a.s = static_cast<int>(p.s);
   a.ph = static_cast<int>(p.ph);
   a.pw = static_cast<int>(p.pw);
-  a.ctiles = static_cast<int>((p.c + kBk - 1) / kBk);
+  a.depth = static_cast<int>(p.r * p.s * p.c);
   a.residual = p.residual ? 1 : 0;
   a.rescale = p.rescale;
   a.lo = static_cast<float>(p.lo);

@@ -1176,16 +1176,22 @@ Result<KernelChoice> choose_kernel(Builder& b, const ConvProblem& p, const Int8G
   return c;
 }
 
-// The GPU milliseconds of rounding an f16 output of `p` into s8 (the step after an f16-output
-// plan), over 3 launches after one; infinity when it fails.
-float round_ms(const ConvProblem& p) {
-  const int64_t count = p.n * p.k * p.oh * p.ow;
+// The NHWC layout of [n, c, s] with c channels stored.
+Int8Layout nhwc_layout(int64_t n, int64_t c, int64_t s) {
   Int8Layout l;
-  l.n = p.n;
-  l.c = p.k;
-  l.s = p.oh * p.ow;
-  l.stored_c = p.k;
+  l.n = n;
+  l.c = c;
+  l.s = s;
+  l.stored_c = c;
   l.nhwc = true;
+  return l;
+}
+
+// The GPU milliseconds of rounding f16 NHWC [n, c, s] into s8 (launch_quantize8 with scale 1),
+// over 3 launches after one; infinity when it fails.
+float f16_to_s8_ms(int64_t n, int64_t c, int64_t s) {
+  const int64_t count = n * c * s;
+  const Int8Layout l = nhwc_layout(n, c, s);
   void* from = nullptr;
   void* to = nullptr;
   cudaEvent_t start = nullptr;
@@ -1213,6 +1219,11 @@ float round_ms(const ConvProblem& p) {
   if (to != nullptr) cudaFree(to);
   cudaGetLastError();
   return ms;
+}
+
+// The same for an f16 output of `p` (the step after an f16-output plan).
+float round_ms(const ConvProblem& p) {
+  return f16_to_s8_ms(p.n, p.k, p.oh * p.ow);
 }
 
 // The plan of an f16-input convolution (half_stem's; `y` its output's parameters): an s8 output
@@ -1253,6 +1264,46 @@ Result<std::shared_ptr<ConvPlan>> choose_half_plan(Builder& b, ConvProblem& p, c
   if (f16_out) return f16_plan;
   p = s8_problem;
   return s8_plan;
+}
+
+// Whether the space-to-depth first convolution runs faster on the own s8 kernel (its f16 input
+// converted to s8 by a step, exact: whole numbers) than on cuDNN's f16 `plan` for `half` (with
+// its rounding step): the own kernel's configuration, or -1. Timed on scratch operands, kept as a
+// tuning choice; KILN_CUDA_INT8_GEMM=0 or 1 as in choose_kernel.
+Result<int> choose_stem(Builder& b, const ConvProblem& half, const ConvPlan* plan,
+                        const ConvProblem& s8, const Int8Gemm& g) {
+  const char* env = std::getenv("KILN_CUDA_INT8_GEMM");
+  const std::string_view forced(env == nullptr ? "" : env);
+  if (forced == "0") return -1;
+  const std::string key = "int8 gemm stem of " + s8.key();
+  if (const std::vector<uint8_t>* known = b.known_choice(key); known != nullptr && forced != "1") {
+    std::optional<int32_t> config = choice_value<int32_t>(*known);
+    if (config && *config >= -1 && *config < int8_gemm_configs() && (*config >= 0 || plan)) {
+      b.record_choice(key, *known, false);
+      return *config;
+    }
+  }
+  float cudnn_ms = INFINITY;
+  if (plan != nullptr && forced != "1") {
+    cudnn_ms = plan_ms(b.cudnn(), *plan, half) + (half.half_out ? round_ms(half) : 0.0f);
+  }
+  int best = -1;
+  float best_ms = INFINITY;
+  for (int config = 0; config < int8_gemm_configs(); ++config) {
+    const float ms = scratch_ms(
+        s8, 0, [&](const ConvArgs& a, cudaStream_t st) { return run_gemm(config, g, a, st); });
+    if (ms < best_ms) {
+      best_ms = ms;
+      best = config;
+    }
+  }
+  best_ms += f16_to_s8_ms(s8.n, s8.c, s8.h * s8.w);
+  if (!(best_ms < cudnn_ms)) best = -1;
+  log(LogLevel::kDebug, "cuda target: {}: own {:.4f} ms (with the conversion), cuDNN {:.4f} ms: {}",
+      key, best_ms, cudnn_ms, best >= 0 ? int8_gemm_config_name(best) : "cuDNN");
+  if (best >= 0 || plan != nullptr)
+    b.record_choice(key, choice_bytes(static_cast<int32_t>(best)), true);
+  return best;
 }
 
 // The s8 filter of `c` (on `channels` input channels) rearranged for the space-to-depth problem
@@ -1345,10 +1396,24 @@ Result<bool> lower_qlinear_conv(Builder& b, const Node& node) {
   // input's with an s8 output when an engine writes one, else f16 rounded by a step after.
   std::optional<IntAdd> sum = p.half ? std::nullopt : fusable_add(b, node);
   std::shared_ptr<ConvPlan> plan;
-  int gemm_config = -1;  // the own 1x1 kernel's tile configuration, when it runs
+  int gemm_config = -1;  // the own kernel's tile configuration, when it runs
   std::optional<Int8Gemm> gemm;
+  bool s8_stem = false;  // the space-to-depth stem on the own kernel, its input converted to s8
   if (p.half) {
     KILN_ASSIGN_OR_RETURN(plan, choose_half_plan(b, p, c->y));
+    ConvProblem q = p;
+    q.half = false;
+    q.half_out = false;
+    std::tie(q.lo, q.hi) = centered_bounds(c->y, false);
+    gemm = s2d ? gemm_problem(q) : std::nullopt;
+    if (gemm) {
+      KILN_ASSIGN_OR_RETURN(gemm_config, choose_stem(b, p, plan.get(), q, *gemm));
+      if (gemm_config >= 0) {
+        p = q;
+        plan.reset();
+        s8_stem = true;
+      }
+    }
   } else {
     // The own kernel (every residual and clamp) or cuDNN, whichever is faster.
     p.residual = sum.has_value();
@@ -1376,6 +1441,16 @@ Result<bool> lower_qlinear_conv(Builder& b, const Node& node) {
       p.hi = 127;
       KILN_ASSIGN_OR_RETURN(plan, choose_plan(b, p));
     }
+  }
+  // The stem's f16 integers as s8 for the own kernel.
+  int xin = xi;
+  if (s8_stem) {
+    xin = new_centered(b, nullptr, Shape{p.n, p.c, p.h, p.w}, p.c);
+    const Int8Layout l = nhwc_layout(p.n, p.c, p.h * p.w);
+    add(b, node, "Center f16 int8", {xi}, {xin}, [=, from = xi, to = xin](Session& s) {
+      return launch_quantize8(Elem::kF16, ptr(s, from), l, ptr(s, to), l, false, 1.0f, 0, -128, 127,
+                              s.stream);
+    });
   }
   if (plan == nullptr && gemm_config < 0) {
     return unavailable_error(fmt::format(
@@ -1430,7 +1505,7 @@ Result<bool> lower_qlinear_conv(Builder& b, const Node& node) {
     buf.bytes = p.y_bytes();
     yi = b.define_buffer(nullptr, std::move(buf));
   }
-  std::vector<int> reads = {xi, wi, si, bi};
+  std::vector<int> reads = {xin, wi, si, bi};
   if (zi >= 0) reads.push_back(zi);
   if (ri >= 0) reads.push_back(ri);
   std::string kind =
@@ -1438,11 +1513,11 @@ Result<bool> lower_qlinear_conv(Builder& b, const Node& node) {
       : p.half ? "QLinearConv f16 int8"
                : "QLinearConv int8";
   if (gemm_config >= 0) {
-    kind += " gemm";
+    kind = s8_stem ? "QLinearConv stem int8 gemm" : kind + " gemm";
     const Int8Gemm g = *gemm;
     add(b, node, std::move(kind), reads, {yi}, [=](Session& s) {
       ConvArgs a;
-      a.x = ptr(s, xi);
+      a.x = ptr(s, xin);
       a.w = ptr(s, wi);
       a.scale = ptr(s, si);
       a.bias = ptr(s, bi);
@@ -1453,7 +1528,7 @@ Result<bool> lower_qlinear_conv(Builder& b, const Node& node) {
   } else {
     add(b, node, std::move(kind), reads, {yi}, [=](Session& s) {
       ConvArgs a;
-      a.x = ptr(s, xi);
+      a.x = ptr(s, xin);
       a.w = ptr(s, wi);
       a.scale = ptr(s, si);
       a.bias = ptr(s, bi);
