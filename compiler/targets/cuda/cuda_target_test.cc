@@ -24,9 +24,11 @@
 #include "compiler/ops/all_ops.h"
 #include "compiler/targets/cuda/int8_gemm.h"
 #include "compiler/targets/cuda/program.h"
+#include "compiler/targets/cuda/quantized_kernels.h"
 #include "compiler/targets/cuda/tuning.h"
 #include "compiler/targets/cuda/views.h"
 #include "core/gpu.h"
+#include "core/half.h"
 
 namespace kiln::compiler {
 namespace {
@@ -1806,6 +1808,56 @@ TEST(CudaInt8, OwnGemmMatchesTheHostForEveryTileConfiguration) {
         }
       }
     }
+  }
+}
+
+TEST(CudaInt8, DenseF16QuantizeMatchesTheHost) {
+  SKIP_WITHOUT_GPU();
+  // launch_quantize8 from f16 where x and y share one dense layout (the 8-a-thread path: the
+  // stem's `Center f16 int8` and `Round f16 int8`), with halves (ties to even), values beyond the
+  // bounds, u8 and s8 outputs; against the host formula clamp(rint(x / scale) + off, lo, hi).
+  const int64_t n = 3, c = 16, pixels = 35;  // 1680 elements: 210 groups of 8
+  std::vector<uint16_t> bits(static_cast<size_t>(n * c * pixels));
+  std::vector<float> values(bits.size());
+  std::mt19937 rng(171);
+  std::uniform_int_distribution<int> halves(-400, 400);
+  for (size_t i = 0; i < bits.size(); ++i) {
+    bits[i] = Half(static_cast<float>(halves(rng)) * 0.5f).bits;
+    values[i] = static_cast<float>(Half::from_bits(bits[i]));
+  }
+  cuda::Int8Layout l;
+  l.n = n;
+  l.c = c;
+  l.s = pixels;
+  l.stored_c = c;
+  l.nhwc = true;
+  DeviceBytes d;
+  void* xd = d.copy(bits);
+  void* yd = d.copy(std::vector<uint8_t>(bits.size(), 0x55));
+  struct Case {
+    bool u8;
+    float scale;
+    int32_t off, lo, hi;
+  };
+  for (const Case k : {Case{false, 1.0f, 0, -128, 127}, Case{true, 0.5f, 100, 0, 255},
+                       Case{false, 2.0f, -3, -100, 90}}) {
+    SCOPED_TRACE(fmt::format("u8 {} scale {} off {}", k.u8, k.scale, k.off));
+    Status st = cuda::launch_quantize8(cuda::Elem::kF16, xd, l, yd, l, k.u8, k.scale, k.off, k.lo,
+                                       k.hi, nullptr);
+    ASSERT_TRUE(st.ok()) << st.to_string();
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    std::vector<uint8_t> got(bits.size());
+    cudaMemcpy(got.data(), yd, got.size(), cudaMemcpyDeviceToHost);
+    int64_t off = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      const float q =
+          std::min(std::max(std::nearbyint(values[i] / k.scale) + k.off, static_cast<float>(k.lo)),
+                   static_cast<float>(k.hi));
+      const int want = static_cast<int>(q);
+      const int have = k.u8 ? got[i] : static_cast<int8_t>(got[i]);
+      off += want != have ? 1 : 0;
+    }
+    EXPECT_EQ(off, 0) << off << " of " << got.size() << " differ";
   }
 }
 
