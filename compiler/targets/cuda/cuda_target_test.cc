@@ -3,6 +3,8 @@
 // case skips where no GPU is present (CI), after checking that make_target says why.
 #include "compiler/targets/cuda/cuda_target.h"
 
+#include <cuda_runtime.h>
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -10,6 +12,7 @@
 #include <cmath>
 #include <filesystem>
 #include <functional>
+#include <map>
 #include <numeric>
 #include <random>
 #include <thread>
@@ -19,10 +22,13 @@
 #include "compiler/ir/printer.h"
 #include "compiler/onnx/importer.h"
 #include "compiler/ops/all_ops.h"
+#include "compiler/targets/cuda/int8_gemm.h"
 #include "compiler/targets/cuda/program.h"
+#include "compiler/targets/cuda/quantized_kernels.h"
 #include "compiler/targets/cuda/tuning.h"
 #include "compiler/targets/cuda/views.h"
 #include "core/gpu.h"
+#include "core/half.h"
 
 namespace kiln::compiler {
 namespace {
@@ -1353,7 +1359,8 @@ TEST(CudaInt8, QLinearConvMatchesRefWithinOneStep) {
   expect_within_steps(want, got, 1.0, 1.0);
   const cuda::Program* program = cuda_program(*exe);
   ASSERT_NE(program, nullptr);
-  EXPECT_EQ(program->count_steps("QLinearConv int8"), 2) << print_graph(exe->graph());
+  // cuDNN's or, for the 1x1, the own kernel's ("QLinearConv int8 gemm").
+  EXPECT_EQ(steps_starting(*program, "QLinearConv int8"), 2) << print_graph(exe->graph());
   EXPECT_EQ(program->device_steps(), static_cast<int>(program->steps().size()));
 }
 
@@ -1380,17 +1387,29 @@ TEST(CudaInt8, QuantizedStemAndMaxPoolMatchRef) {
     b.output(b.add(Op(ops::DequantizeLinear{}), {q, s, z}));
   };
   std::shared_ptr<Executable> ref = compile_for(make_graph({x}, build), "ref");
-  std::shared_ptr<Executable> exe = compile_for(make_graph({x}, build), "cuda");
-  ASSERT_NE(exe, nullptr);
-  expect_within_steps(run(*ref, {x})[0], run(*exe, {x})[0], scale, 1.0);
-  const cuda::Program* program = cuda_program(*exe);
-  ASSERT_NE(program, nullptr);
-  const std::string ir = print_graph(exe->graph());
-  // Stride 2 on an even image: space-to-depth (16 channels of 2x2 blocks, a 4x4 stride-1 filter).
-  EXPECT_EQ(program->count_steps("QuantizeLinear f16 s2d"), 1) << ir;
-  EXPECT_EQ(program->count_steps("QLinearConv f16 int8"), 1) << ir;
-  EXPECT_EQ(program->count_steps("MaxPool int8"), 1) << ir;
-  EXPECT_EQ(program->count_steps("DequantizeLinear"), 1) << ir;
+  ASSERT_NE(ref, nullptr);
+  const Tensor want = run(*ref, {x})[0];
+  // On cuDNN's f16 graph (KILN_CUDA_INT8_GEMM=0) and on the own s8 kernel (=1).
+  for (const char* mode : {"0", "1"}) {
+    SCOPED_TRACE(fmt::format("KILN_CUDA_INT8_GEMM={}", mode));
+    ::setenv("KILN_CUDA_INT8_GEMM", mode, 1);
+    std::shared_ptr<Executable> exe = compile_for(make_graph({x}, build), "cuda");
+    ::unsetenv("KILN_CUDA_INT8_GEMM");
+    ASSERT_NE(exe, nullptr);
+    expect_within_steps(want, run(*exe, {x})[0], scale, 1.0);
+    const cuda::Program* program = cuda_program(*exe);
+    ASSERT_NE(program, nullptr);
+    const std::string ir = print_graph(exe->graph());
+    const bool own = std::string_view(mode) == "1";
+    // Stride 2 on an even image: space-to-depth (16 channels of 2x2 blocks, a 4x4 stride-1
+    // filter), on the own kernel after a step converting the f16 integers to s8.
+    EXPECT_EQ(program->count_steps("QuantizeLinear f16 s2d"), 1) << ir;
+    EXPECT_EQ(program->count_steps("QLinearConv f16 int8"), own ? 0 : 1) << ir;
+    EXPECT_EQ(program->count_steps("Center f16 int8"), own ? 1 : 0) << ir;
+    EXPECT_EQ(program->count_steps("QLinearConv stem int8 gemm"), own ? 1 : 0) << ir;
+    EXPECT_EQ(program->count_steps("MaxPool int8"), 1) << ir;
+    EXPECT_EQ(program->count_steps("DequantizeLinear"), 1) << ir;
+  }
 }
 
 TEST(CudaInt8, FirstConvolutionOnF16TensorCoresMatchesRefWithinOneStep) {
@@ -1482,11 +1501,15 @@ TEST(CudaInt8, QdqResidualBlockRunsOnInt8KernelsAndMatchesRef) {
   const std::string ir = print_graph(exe->graph());
   EXPECT_EQ(program->count_steps("QuantizeLinear f16 s2d"), 1) << ir;
   // The Add runs in the last convolution where a cuDNN engine takes the fused graph, else as
-  // its own int8 step.
-  const int fused = program->count_steps("QLinearConv+Add+Relu int8");
+  // its own int8 step; each 1x1 on cuDNN or the own kernel ("... gemm").
+  const int fused = steps_starting(*program, "QLinearConv+Add+Relu int8");
   EXPECT_EQ(fused + program->count_steps("Add+Relu int8"), 1) << ir;
-  EXPECT_EQ(program->count_steps("QLinearConv f16 int8"), 1) << ir;
-  EXPECT_EQ(program->count_steps("QLinearConv int8"), 3 - fused) << ir;
+  // The stem on cuDNN's f16 graph or the own s8 kernel, whichever tuning measured faster.
+  EXPECT_EQ(program->count_steps("QLinearConv f16 int8") +
+                program->count_steps("QLinearConv stem int8 gemm"),
+            1)
+      << ir;
+  EXPECT_EQ(steps_starting(*program, "QLinearConv int8"), 3 - fused) << ir;
   EXPECT_EQ(program->count_steps("MaxPool int8"), 1) << ir;
   EXPECT_EQ(program->count_steps("DequantizeLinear"), 1) << ir;
   EXPECT_EQ(program->device_steps(), static_cast<int>(program->steps().size()));
@@ -1657,6 +1680,277 @@ std::shared_ptr<Graph> tuned_graph(const std::vector<Tensor>& inputs) {
     Value* g = b.add(Op(ops::Flatten{}), {b.add(Op(ops::GlobalAveragePool{}), {y})});
     b.output(b.add(Op(ops::Gemm{}), {g, b.constant(fc, "fc")}));
   });
+}
+
+// ---- the own int8 1x1 kernel (int8_gemm.h) ----
+
+// Device copies of host bytes, freed on scope exit.
+struct DeviceBytes {
+  DeviceBytes() = default;
+  DeviceBytes(const DeviceBytes&) = delete;
+  DeviceBytes& operator=(const DeviceBytes&) = delete;
+  ~DeviceBytes() {
+    for (void* p : blocks) cudaFree(p);
+  }
+  template <class T>
+  void* copy(const std::vector<T>& host) {
+    void* p = nullptr;
+    EXPECT_EQ(cudaMalloc(&p, std::max<size_t>(host.size() * sizeof(T), 1)), cudaSuccess);
+    blocks.push_back(p);
+    cudaMemcpy(p, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice);
+    return p;
+  }
+  std::vector<void*> blocks;
+};
+
+template <class T>
+std::vector<T> random_values(size_t n, T lo, T hi, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<T> v(n);
+  if constexpr (std::is_floating_point_v<T>) {
+    std::uniform_real_distribution<T> dist(lo, hi);
+    for (T& x : v) x = dist(rng);
+  } else {
+    std::uniform_int_distribution<int> dist(lo, hi);
+    for (T& x : v) x = static_cast<T>(dist(rng));
+  }
+  return v;
+}
+
+// The kernel's result on the host: the s32 sums, then its epilogue in f32 steps rounded to
+// nearest (volatile: no contraction into fused multiply-adds).
+std::vector<int8_t> int8_gemm_on_host(const cuda::Int8Gemm& p, const std::vector<int8_t>& x,
+                                      const std::vector<int8_t>& w, const std::vector<float>& scale,
+                                      const std::vector<float>& bias,
+                                      const std::vector<int8_t>& z) {
+  std::vector<int8_t> y(static_cast<size_t>(p.n * p.oh * p.ow * p.k));
+  for (int64_t n = 0; n < p.n; ++n) {
+    for (int64_t i = 0; i < p.oh; ++i) {
+      for (int64_t j = 0; j < p.ow; ++j) {
+        const size_t at = static_cast<size_t>(((n * p.oh + i) * p.ow + j) * p.k);
+        for (int64_t k = 0; k < p.k; ++k) {
+          int32_t acc = 0;
+          for (int64_t ty = 0; ty < p.r; ++ty) {
+            for (int64_t tx = 0; tx < p.s; ++tx) {
+              const int64_t iy = i * p.stride - p.ph + ty;
+              const int64_t ix = j * p.stride - p.pw + tx;
+              if (iy < 0 || iy >= p.h || ix < 0 || ix >= p.w) continue;
+              const int8_t* in = &x[static_cast<size_t>(((n * p.h + iy) * p.w + ix) * p.c)];
+              const int8_t* f = &w[static_cast<size_t>(((k * p.r + ty) * p.s + tx) * p.c)];
+              for (int64_t c = 0; c < p.c; ++c) acc += in[c] * f[c];
+            }
+          }
+          volatile float v = static_cast<float>(acc) * scale[static_cast<size_t>(k)];
+          v = v + bias[static_cast<size_t>(k)];
+          if (p.residual) {
+            v = v + static_cast<float>(z[at + static_cast<size_t>(k)]);
+            v = v * p.rescale;
+          }
+          const float clamped = std::min(std::max(static_cast<float>(v), static_cast<float>(p.lo)),
+                                         static_cast<float>(p.hi));
+          y[at + static_cast<size_t>(k)] = static_cast<int8_t>(std::nearbyint(clamped));
+        }
+      }
+    }
+  }
+  return y;
+}
+
+TEST(CudaInt8, OwnGemmMatchesTheHostForEveryTileConfiguration) {
+  SKIP_WITHOUT_GPU();
+  // 1x1 and 3x3 (pads 1) on 80 input channels (a partial 64-byte reduction step), 4x4 (pads 2)
+  // on 16 (the space-to-depth stem's: several taps in one step); stride 1 and 2 (odd input size:
+  // the last row and column unread by a strided 1x1), with and without a residual, a negative
+  // lower clamp and a ReLU's; 48 output channels and pixel counts that fill no tile.
+  for (const int64_t window : {1, 3, 4}) {
+    for (const int stride : {1, 2}) {
+      for (const bool residual : {false, true}) {
+        SCOPED_TRACE(fmt::format("{}x{} stride {} residual {}", window, window, stride, residual));
+        cuda::Int8Gemm p;
+        p.n = 3;
+        p.h = 13;
+        p.w = 11;
+        p.c = window == 4 ? 16 : 80;
+        p.k = 48;
+        p.r = p.s = window;
+        p.ph = p.pw = window / 2;  // 4x4: pads 2 before, 1 after
+        p.stride = stride;
+        p.oh = (p.h + 2 * p.ph - (window == 4 ? 1 : 0) - p.r) / stride + 1;
+        p.ow = (p.w + 2 * p.pw - (window == 4 ? 1 : 0) - p.s) / stride + 1;
+        p.residual = residual;
+        p.rescale = 0.75f;
+        p.lo = residual ? 0 : -100;
+        p.hi = 120;
+        ASSERT_TRUE(cuda::int8_gemm_supported(p));
+        const auto x = random_values<int8_t>(static_cast<size_t>(p.n * p.h * p.w * p.c), -128, 127,
+                                             11 + stride);
+        const auto w =
+            random_values<int8_t>(static_cast<size_t>(p.k * p.r * p.s * p.c), -127, 127, 12);
+        // Sums of 80 products spread about 5e4 (more for longer windows, as the square root):
+        // scales that spread them over s8.
+        const float spread = std::sqrt(80.0f / static_cast<float>(p.r * p.s * p.c));
+        const auto scale =
+            random_values<float>(static_cast<size_t>(p.k), 1e-4f * spread, 8e-4f * spread, 13);
+        const auto bias = random_values<float>(static_cast<size_t>(p.k), -20.0f, 20.0f, 14);
+        const auto z =
+            random_values<int8_t>(static_cast<size_t>(p.n * p.oh * p.ow * p.k), -128, 127, 15);
+        const std::vector<int8_t> want = int8_gemm_on_host(p, x, w, scale, bias, z);
+        int lo = 127, hi = -128;
+        for (int8_t v : want) lo = std::min<int>(lo, v), hi = std::max<int>(hi, v);
+        EXPECT_LT(lo, residual ? 1 : -50) << "a degenerate case";
+        EXPECT_GT(hi, 60) << "a degenerate case";
+        DeviceBytes d;
+        void* xd = d.copy(x);
+        void* wd = d.copy(w);
+        void* sd = d.copy(scale);
+        void* bd = d.copy(bias);
+        void* zd = d.copy(z);
+        void* yd = d.copy(std::vector<int8_t>(want.size(), 0x55));
+        for (int config = 0; config < cuda::int8_gemm_configs(); ++config) {
+          SCOPED_TRACE(cuda::int8_gemm_config_name(config));
+          cudaMemset(yd, 0x55, want.size());
+          Status st = cuda::launch_int8_gemm(config, p, xd, wd, static_cast<const float*>(sd),
+                                             static_cast<const float*>(bd), zd, yd, nullptr);
+          ASSERT_TRUE(st.ok()) << st.to_string();
+          ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+          std::vector<int8_t> got(want.size());
+          cudaMemcpy(got.data(), yd, got.size(), cudaMemcpyDeviceToHost);
+          int64_t off = 0;
+          for (size_t i = 0; i < got.size(); ++i) off += got[i] != want[i] ? 1 : 0;
+          EXPECT_EQ(off, 0) << off << " of " << got.size() << " differ";
+        }
+      }
+    }
+  }
+}
+
+TEST(CudaInt8, DenseF16QuantizeMatchesTheHost) {
+  SKIP_WITHOUT_GPU();
+  // launch_quantize8 from f16 where x and y share one dense layout (the 8-a-thread path: the
+  // stem's `Center f16 int8` and `Round f16 int8`), with halves (ties to even), values beyond the
+  // bounds, u8 and s8 outputs; against the host formula clamp(rint(x / scale) + off, lo, hi).
+  const int64_t n = 3, c = 16, pixels = 35;  // 1680 elements: 210 groups of 8
+  std::vector<uint16_t> bits(static_cast<size_t>(n * c * pixels));
+  std::vector<float> values(bits.size());
+  std::mt19937 rng(171);
+  std::uniform_int_distribution<int> halves(-400, 400);
+  for (size_t i = 0; i < bits.size(); ++i) {
+    bits[i] = Half(static_cast<float>(halves(rng)) * 0.5f).bits;
+    values[i] = static_cast<float>(Half::from_bits(bits[i]));
+  }
+  cuda::Int8Layout l;
+  l.n = n;
+  l.c = c;
+  l.s = pixels;
+  l.stored_c = c;
+  l.nhwc = true;
+  DeviceBytes d;
+  void* xd = d.copy(bits);
+  void* yd = d.copy(std::vector<uint8_t>(bits.size(), 0x55));
+  struct Case {
+    bool u8;
+    float scale;
+    int32_t off, lo, hi;
+  };
+  for (const Case k : {Case{false, 1.0f, 0, -128, 127}, Case{true, 0.5f, 100, 0, 255},
+                       Case{false, 2.0f, -3, -100, 90}}) {
+    SCOPED_TRACE(fmt::format("u8 {} scale {} off {}", k.u8, k.scale, k.off));
+    Status st = cuda::launch_quantize8(cuda::Elem::kF16, xd, l, yd, l, k.u8, k.scale, k.off, k.lo,
+                                       k.hi, nullptr);
+    ASSERT_TRUE(st.ok()) << st.to_string();
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+    std::vector<uint8_t> got(bits.size());
+    cudaMemcpy(got.data(), yd, got.size(), cudaMemcpyDeviceToHost);
+    int64_t off = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      const float q =
+          std::min(std::max(std::nearbyint(values[i] / k.scale) + k.off, static_cast<float>(k.lo)),
+                   static_cast<float>(k.hi));
+      const int want = static_cast<int>(q);
+      const int have = k.u8 ? got[i] : static_cast<int8_t>(got[i]);
+      off += want != have ? 1 : 0;
+    }
+    EXPECT_EQ(off, 0) << off << " of " << got.size() << " differ";
+  }
+}
+
+TEST(CudaInt8, OwnGemmRejectsWhatItDoesNotTake) {
+  cuda::Int8Gemm p;
+  p.n = 2, p.h = 8, p.w = 8, p.c = 64, p.k = 64, p.oh = 8, p.ow = 8;
+  EXPECT_TRUE(cuda::int8_gemm_supported(p));
+  cuda::Int8Gemm odd = p;
+  odd.c = 36;  // channels padded to a multiple of 4 only: cuDNN runs it
+  EXPECT_FALSE(cuda::int8_gemm_supported(odd));
+  odd = p;
+  odd.k = 40;
+  EXPECT_FALSE(cuda::int8_gemm_supported(odd));
+  odd = p;
+  odd.stride = 3;
+  odd.oh = odd.ow = 3;
+  EXPECT_FALSE(cuda::int8_gemm_supported(odd));
+  odd = p;
+  odd.r = odd.s = 3;
+  odd.ph = 3;  // a leading pad as large as the window
+  EXPECT_FALSE(cuda::int8_gemm_supported(odd));
+  // The launch says why.
+  odd = p;
+  odd.c = 36;
+  Status st =
+      cuda::launch_int8_gemm(0, odd, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, nullptr);
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.to_string().find("multiples of 16"), std::string::npos) << st.to_string();
+  st = cuda::launch_int8_gemm(cuda::int8_gemm_configs(), p, nullptr, nullptr, nullptr, nullptr,
+                              nullptr, nullptr, nullptr);
+  EXPECT_NE(st.to_string().find("no tile configuration"), std::string::npos) << st.to_string();
+}
+
+TEST(CudaInt8, PointwiseConvolutionsOnTheOwnKernelMatchCudnnAndRef) {
+  SKIP_WITHOUT_GPU();
+  // 1x1 64 -> 128 (output zero point 128: a negative lower clamp), a strided 1x1 128 -> 64, and a
+  // 1x1 64 -> 64 whose DQ meets the strided one's in Add -> Relu -> Q (the residual fused), then
+  // DQ -> f32; with KILN_CUDA_INT8_GEMM=1 (the own kernel) and =0 (cuDNN).
+  const Tensor x = random_ints<uint8_t>(Shape{2, 64, 14, 14}, 0, 127, 141);
+  // Scales from each layer's spread (random weights), so that u8 results stay within 0..127 (as
+  // with PyTorch's reduce_range; the device saturates above).
+  const float out_scale = 6.0f;
+  auto build = [&](GraphBuilder& b, const std::vector<Value*>& in) {
+    auto dq = [&](Value* v, float s, uint8_t z) {
+      return b.add(Op(ops::DequantizeLinear{}),
+                   {v, b.constant(Tensor::scalar(s)), b.constant(Tensor::scalar<uint8_t>(z))});
+    };
+    Value* a = qconv(b, in[0], 0.02f, 0, 128, 64, 1, 1, 0.25f, 128, 142);
+    Value* s2 = qconv(b, a, 0.25f, 128, 64, 128, 1, 2, 2.0f, 0, 145);
+    Value* e = qconv(b, s2, 2.0f, 0, 64, 64, 1, 1, 4.0f, 128, 148);
+    Value* sum = b.add(Op(ops::Add{}), {dq(e, 4.0f, 128), dq(s2, 2.0f, 0)});
+    Value* q = b.add(Op(ops::QuantizeLinear{}),
+                     {b.add(Op(ops::Relu{}), {sum}), b.constant(Tensor::scalar(out_scale)),
+                      b.constant(Tensor::scalar<uint8_t>(0))});
+    b.output(dq(q, out_scale, 0));
+  };
+  std::shared_ptr<Executable> ref = compile_for(make_graph({x}, build), "ref");
+  ASSERT_NE(ref, nullptr);
+  const Tensor want = run(*ref, {x})[0];
+  std::map<std::string, Tensor> got;
+  for (const char* mode : {"1", "0"}) {
+    SCOPED_TRACE(fmt::format("KILN_CUDA_INT8_GEMM={}", mode));
+    ::setenv("KILN_CUDA_INT8_GEMM", mode, 1);
+    std::shared_ptr<Executable> exe = compile_for(make_graph({x}, build), "cuda");
+    ::unsetenv("KILN_CUDA_INT8_GEMM");
+    ASSERT_NE(exe, nullptr);
+    got[mode] = run(*exe, {x})[0];
+    // As in QdqResidualBlockRunsOnInt8KernelsAndMatchesRef: the fused residual rounds once.
+    expect_within_steps(want, got[mode], out_scale, 2.0, 0.5);
+    const cuda::Program* program = cuda_program(*exe);
+    ASSERT_NE(program, nullptr);
+    const std::string ir = print_graph(exe->graph());
+    const bool own = std::string_view(mode) == "1";
+    EXPECT_EQ(program->count_steps("QLinearConv int8 gemm"), own ? 2 : 0) << ir;
+    EXPECT_EQ(program->count_steps("QLinearConv+Add+Relu int8 gemm"), own ? 1 : 0) << ir;
+    EXPECT_EQ(program->device_steps(), static_cast<int>(program->steps().size()));
+  }
+  // The same epilogue as cuDNN's graph: equal but where cuDNN clamps no negative lower bound (the
+  // first convolution's; a value below it stays unclipped there) or rounds a tie differently.
+  expect_within_steps(got["0"], got["1"], out_scale, 1.0, 0.05);
 }
 
 // The bytes of the executable's one artifact section, its tuning.

@@ -26,9 +26,11 @@
 
 #include "compiler/ops/all_ops.h"
 #include "compiler/ops/nn_util.h"
+#include "compiler/targets/cuda/int8_gemm.h"
 #include "compiler/targets/cuda/program.h"
 #include "compiler/targets/cuda/quantized_kernels.h"
 #include "core/half.h"
+#include "core/logging.h"
 
 namespace kiln::compiler::cuda {
 
@@ -966,9 +968,10 @@ Status execute(cudnnHandle_t handle, const ConvPlan& plan, const ConvArgs& a) {
   return check_cudnn(cudnnBackendExecute(handle, plan.plan->d, pack.d), "int8 convolution");
 }
 
-// The GPU milliseconds of 3 executions of `plan` after one trial, on scratch operands; infinity
-// when it fails.
-float plan_ms(cudnnHandle_t handle, const ConvPlan& plan, const ConvProblem& p) {
+// The GPU milliseconds of 3 runs of `run` after one trial on scratch operands of `p` (with
+// `workspace` bytes), on a stream of its own; infinity when it fails.
+float scratch_ms(const ConvProblem& p, size_t workspace,
+                 const std::function<Status(const ConvArgs&, cudaStream_t)>& run) {
   std::vector<void*> blocks;
   auto block = [&](size_t bytes, int fill) -> void* {
     void* q = nullptr;
@@ -985,7 +988,7 @@ float plan_ms(cudnnHandle_t handle, const ConvPlan& plan, const ConvProblem& p) 
   a.y = block(p.y_bytes(), 0);
   if (p.residual) a.z = block(static_cast<size_t>(p.n * p.k * p.oh * p.ow), 0x11);
   if (p.residual) a.rescale = block(static_cast<size_t>(p.k) * 4, 0x3f);
-  a.workspace = block(plan.workspace, 0);
+  a.workspace = block(workspace, 0);
   float ms = INFINITY;
   cudaStream_t stream = nullptr;
   cudaEvent_t start = nullptr;
@@ -995,10 +998,9 @@ float plan_ms(cudnnHandle_t handle, const ConvPlan& plan, const ConvProblem& p) 
                      cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking) == cudaSuccess &&
                      cudaEventCreate(&start) == cudaSuccess &&
                      cudaEventCreate(&stop) == cudaSuccess;
-  if (ready && cudnnSetStream(handle, stream) == CUDNN_STATUS_SUCCESS &&
-      execute(handle, plan, a).ok() && cudaStreamSynchronize(stream) == cudaSuccess) {
+  if (ready && run(a, stream).ok() && cudaStreamSynchronize(stream) == cudaSuccess) {
     bool ok = cudaEventRecord(start, stream) == cudaSuccess;
-    for (int i = 0; i < 3 && ok; ++i) ok = execute(handle, plan, a).ok();
+    for (int i = 0; i < 3 && ok; ++i) ok = run(a, stream).ok();
     float t = 0;
     if (ok && cudaEventRecord(stop, stream) == cudaSuccess &&
         cudaEventSynchronize(stop) == cudaSuccess &&
@@ -1007,7 +1009,6 @@ float plan_ms(cudnnHandle_t handle, const ConvPlan& plan, const ConvProblem& p) 
     }
   }
   if (stream != nullptr) cudaStreamSynchronize(stream);
-  cudnnSetStream(handle, nullptr);
   if (start != nullptr) cudaEventDestroy(start);
   if (stop != nullptr) cudaEventDestroy(stop);
   if (stream != nullptr) cudaStreamDestroy(stream);
@@ -1015,6 +1016,16 @@ float plan_ms(cudnnHandle_t handle, const ConvPlan& plan, const ConvProblem& p) 
     if (q != nullptr) cudaFree(q);
   }
   cudaGetLastError();
+  return ms;
+}
+
+// The GPU milliseconds of one execution of `plan` (scratch_ms).
+float plan_ms(cudnnHandle_t handle, const ConvPlan& plan, const ConvProblem& p) {
+  const float ms = scratch_ms(p, plan.workspace, [&](const ConvArgs& a, cudaStream_t stream) {
+    KILN_RETURN_IF_ERROR(check_cudnn(cudnnSetStream(handle, stream), "cudnnSetStream"));
+    return execute(handle, plan, a);
+  });
+  cudnnSetStream(handle, nullptr);
   return ms;
 }
 
@@ -1069,16 +1080,118 @@ Result<std::shared_ptr<ConvPlan>> choose_plan(Builder& b, const ConvProblem& p,
   return plans[static_cast<size_t>(best)];
 }
 
-// The GPU milliseconds of rounding an f16 output of `p` into s8 (the step after an f16-output
-// plan), over 3 launches after one; infinity when it fails.
-float round_ms(const ConvProblem& p) {
-  const int64_t count = p.n * p.k * p.oh * p.ow;
+// ---- convolutions on the own int8 implicit GEMM (int8_gemm.h) ----
+
+// `p` as the own kernel's problem when it has s8 input, no dilation, equal strides 1 or 2, and
+// the kernel takes it.
+std::optional<Int8Gemm> gemm_problem(const ConvProblem& p) {
+  if (p.half || p.dilations != std::vector<int64_t>{1, 1} || p.strides[0] != p.strides[1]) {
+    return std::nullopt;
+  }
+  Int8Gemm g;
+  g.n = p.n;
+  g.h = p.h;
+  g.w = p.w;
+  g.c = p.c;
+  g.k = p.k;
+  g.oh = p.oh;
+  g.ow = p.ow;
+  g.r = p.r;
+  g.s = p.s;
+  g.ph = p.pre[0];
+  g.pw = p.pre[1];
+  g.stride = static_cast<int>(p.strides[0]);
+  g.residual = p.residual;
+  g.rescale = p.residual_scale;
+  g.lo = p.lo;
+  g.hi = p.hi;
+  if (!int8_gemm_supported(g)) return std::nullopt;
+  return g;
+}
+
+Status run_gemm(int config, const Int8Gemm& g, const ConvArgs& a, void* stream) {
+  return launch_int8_gemm(config, g, a.x, a.w, static_cast<const float*>(a.scale),
+                          static_cast<const float*>(a.bias), a.z, a.y, stream);
+}
+
+// How a convolution runs: the own kernel's tile configuration (`config` >= 0), else cuDNN's
+// `plan` (null when cuDNN has none for `p`, which the caller then retries without the residual).
+struct KernelChoice {
+  int config = -1;
+  std::shared_ptr<ConvPlan> plan;
+};
+
+// The fastest of cuDNN's plan and the own kernel's configurations for `g` (`p`'s), timed on
+// scratch operands, kept as a tuning choice. KILN_CUDA_INT8_GEMM=0 never takes the own kernel,
+// =1 always (its fastest configuration).
+Result<KernelChoice> choose_kernel(Builder& b, const ConvProblem& p, const Int8Gemm& g) {
+  const char* env = std::getenv("KILN_CUDA_INT8_GEMM");
+  const std::string_view forced(env == nullptr ? "" : env);
+  KernelChoice c;
+  if (forced == "0") {
+    KILN_ASSIGN_OR_RETURN(c.plan, choose_plan(b, p));
+    return c;
+  }
+  const std::string key = "int8 gemm of " + p.key();
+  if (const std::vector<uint8_t>* known = b.known_choice(key); known != nullptr && forced != "1") {
+    std::optional<int32_t> config = choice_value<int32_t>(*known);
+    if (config && *config >= 0 && *config < int8_gemm_configs()) {
+      b.record_choice(key, *known, false);
+      c.config = *config;
+      return c;
+    }
+    if (config && *config == -1) {
+      KILN_ASSIGN_OR_RETURN(c.plan, choose_plan(b, p));
+      if (c.plan != nullptr) {
+        b.record_choice(key, *known, false);
+        return c;
+      }
+    }
+  }
+  float cudnn_ms = INFINITY;
+  if (forced != "1") {
+    float ms = NAN;
+    KILN_ASSIGN_OR_RETURN(c.plan, choose_plan(b, p, &ms));
+    // A plan chosen from stored tuning comes without its time.
+    if (c.plan != nullptr) cudnn_ms = std::isnan(ms) ? plan_ms(b.cudnn(), *c.plan, p) : ms;
+  }
+  float best_ms = INFINITY;
+  for (int config = 0; config < int8_gemm_configs(); ++config) {
+    const float ms = scratch_ms(
+        p, 0, [&](const ConvArgs& a, cudaStream_t s) { return run_gemm(config, g, a, s); });
+    log(LogLevel::kDebug, "cuda target: {}: own {} {:.4f} ms", key, int8_gemm_config_name(config),
+        ms);
+    if (ms < best_ms) {
+      best_ms = ms;
+      c.config = config;
+    }
+  }
+  if (!(best_ms < cudnn_ms)) c.config = -1;
+  log(LogLevel::kDebug, "cuda target: {}: own {:.4f} ms, cuDNN {:.4f} ms: {}", key, best_ms,
+      cudnn_ms, c.config >= 0 ? int8_gemm_config_name(c.config) : "cuDNN");
+  if (c.config >= 0) c.plan.reset();
+  if (c.config >= 0 || c.plan != nullptr) {
+    b.record_choice(key, choice_bytes(static_cast<int32_t>(c.config)), true);
+  }
+  return c;
+}
+
+// The NHWC layout of [n, c, s] with c channels stored.
+Int8Layout nhwc_layout(int64_t n, int64_t c, int64_t s) {
   Int8Layout l;
-  l.n = p.n;
-  l.c = p.k;
-  l.s = p.oh * p.ow;
-  l.stored_c = p.k;
+  l.n = n;
+  l.c = c;
+  l.s = s;
+  l.stored_c = c;
   l.nhwc = true;
+  return l;
+}
+
+// The GPU milliseconds of rounding f16 NHWC [n, c, s] into s8 (launch_quantize8 with scale 1),
+// over 3 launches after one; infinity when it fails.
+float f16_to_s8_ms(int64_t n, int64_t c, int64_t s) {
+  const int64_t count = n * c * s;
+  const Int8Layout l = nhwc_layout(n, c, s);
   void* from = nullptr;
   void* to = nullptr;
   cudaEvent_t start = nullptr;
@@ -1106,6 +1219,11 @@ float round_ms(const ConvProblem& p) {
   if (to != nullptr) cudaFree(to);
   cudaGetLastError();
   return ms;
+}
+
+// The same for an f16 output of `p` (the step after an f16-output plan).
+float round_ms(const ConvProblem& p) {
+  return f16_to_s8_ms(p.n, p.k, p.oh * p.ow);
 }
 
 // The plan of an f16-input convolution (half_stem's; `y` its output's parameters): an s8 output
@@ -1146,6 +1264,46 @@ Result<std::shared_ptr<ConvPlan>> choose_half_plan(Builder& b, ConvProblem& p, c
   if (f16_out) return f16_plan;
   p = s8_problem;
   return s8_plan;
+}
+
+// Whether the space-to-depth first convolution runs faster on the own s8 kernel (its f16 input
+// converted to s8 by a step, exact: whole numbers) than on cuDNN's f16 `plan` for `half` (with
+// its rounding step): the own kernel's configuration, or -1. Timed on scratch operands, kept as a
+// tuning choice; KILN_CUDA_INT8_GEMM=0 or 1 as in choose_kernel.
+Result<int> choose_stem(Builder& b, const ConvProblem& half, const ConvPlan* plan,
+                        const ConvProblem& s8, const Int8Gemm& g) {
+  const char* env = std::getenv("KILN_CUDA_INT8_GEMM");
+  const std::string_view forced(env == nullptr ? "" : env);
+  if (forced == "0") return -1;
+  const std::string key = "int8 gemm stem of " + s8.key();
+  if (const std::vector<uint8_t>* known = b.known_choice(key); known != nullptr && forced != "1") {
+    std::optional<int32_t> config = choice_value<int32_t>(*known);
+    if (config && *config >= -1 && *config < int8_gemm_configs() && (*config >= 0 || plan)) {
+      b.record_choice(key, *known, false);
+      return *config;
+    }
+  }
+  float cudnn_ms = INFINITY;
+  if (plan != nullptr && forced != "1") {
+    cudnn_ms = plan_ms(b.cudnn(), *plan, half) + (half.half_out ? round_ms(half) : 0.0f);
+  }
+  int best = -1;
+  float best_ms = INFINITY;
+  for (int config = 0; config < int8_gemm_configs(); ++config) {
+    const float ms = scratch_ms(
+        s8, 0, [&](const ConvArgs& a, cudaStream_t st) { return run_gemm(config, g, a, st); });
+    if (ms < best_ms) {
+      best_ms = ms;
+      best = config;
+    }
+  }
+  best_ms += f16_to_s8_ms(s8.n, s8.c, s8.h * s8.w);
+  if (!(best_ms < cudnn_ms)) best = -1;
+  log(LogLevel::kDebug, "cuda target: {}: own {:.4f} ms (with the conversion), cuDNN {:.4f} ms: {}",
+      key, best_ms, cudnn_ms, best >= 0 ? int8_gemm_config_name(best) : "cuDNN");
+  if (best >= 0 || plan != nullptr)
+    b.record_choice(key, choice_bytes(static_cast<int32_t>(best)), true);
+  return best;
 }
 
 // The s8 filter of `c` (on `channels` input channels) rearranged for the space-to-depth problem
@@ -1238,10 +1396,39 @@ Result<bool> lower_qlinear_conv(Builder& b, const Node& node) {
   // input's with an s8 output when an engine writes one, else f16 rounded by a step after.
   std::optional<IntAdd> sum = p.half ? std::nullopt : fusable_add(b, node);
   std::shared_ptr<ConvPlan> plan;
+  int gemm_config = -1;  // the own kernel's tile configuration, when it runs
+  std::optional<Int8Gemm> gemm;
+  bool s8_stem = false;  // the space-to-depth stem on the own kernel, its input converted to s8
   if (p.half) {
     KILN_ASSIGN_OR_RETURN(plan, choose_half_plan(b, p, c->y));
+    ConvProblem q = p;
+    q.half = false;
+    q.half_out = false;
+    std::tie(q.lo, q.hi) = centered_bounds(c->y, false);
+    gemm = s2d ? gemm_problem(q) : std::nullopt;
+    if (gemm) {
+      KILN_ASSIGN_OR_RETURN(gemm_config, choose_stem(b, p, plan.get(), q, *gemm));
+      if (gemm_config >= 0) {
+        p = q;
+        plan.reset();
+        s8_stem = true;
+      }
+    }
+  } else {
+    // The own kernel (every residual and clamp) or cuDNN, whichever is faster.
+    p.residual = sum.has_value();
+    if (sum) p.residual_scale = sum->in[1].scale / sum->out.scale;
+    std::tie(p.lo, p.hi) =
+        sum ? centered_bounds(sum->out, sum->relu != nullptr) : centered_bounds(c->y, false);
+    gemm = gemm_problem(p);
+    if (gemm) {
+      KILN_ASSIGN_OR_RETURN(KernelChoice choice, choose_kernel(b, p, *gemm));
+      gemm_config = choice.config;
+      plan = std::move(choice.plan);
+    }
   }
-  for (int fused = sum ? 1 : 0; !p.half && fused >= 0 && plan == nullptr; --fused) {
+  for (int fused = sum ? 1 : 0; !p.half && gemm_config < 0 && fused >= 0 && plan == nullptr;
+       --fused) {
     p.residual = fused == 1;
     if (p.residual) p.residual_scale = sum->in[1].scale / sum->out.scale;
     std::tie(p.lo, p.hi) =
@@ -1255,7 +1442,17 @@ Result<bool> lower_qlinear_conv(Builder& b, const Node& node) {
       KILN_ASSIGN_OR_RETURN(plan, choose_plan(b, p));
     }
   }
-  if (plan == nullptr) {
+  // The stem's f16 integers as s8 for the own kernel.
+  int xin = xi;
+  if (s8_stem) {
+    xin = new_centered(b, nullptr, Shape{p.n, p.c, p.h, p.w}, p.c);
+    const Int8Layout l = nhwc_layout(p.n, p.c, p.h * p.w);
+    add(b, node, "Center f16 int8", {xi}, {xin}, [=, from = xi, to = xin](Session& s) {
+      return launch_quantize8(Elem::kF16, ptr(s, from), l, ptr(s, to), l, false, 1.0f, 0, -128, 127,
+                              s.stream);
+    });
+  }
+  if (plan == nullptr && gemm_config < 0) {
     return unavailable_error(fmt::format(
         "cuda target: {}: cuDNN has no int8 engine for this convolution ({}); run it on the cpu "
         "target or as a float model",
@@ -1278,9 +1475,10 @@ Result<bool> lower_qlinear_conv(Builder& b, const Node& node) {
   }
   const QParams out = sum ? sum->out : c->y;
   const int zi = sum ? centered_input(b, sum->dq[1]->input(0), sum->in[1]) : -1;  // K % 4 == 0
-  const int ri =
-      sum ? b.constant(std::vector<float>(static_cast<size_t>(p.k), p.residual_scale)) : -1;
-  b.need_workspace(plan->workspace);
+  const int ri = sum && gemm_config < 0
+                     ? b.constant(std::vector<float>(static_cast<size_t>(p.k), p.residual_scale))
+                     : -1;
+  if (plan != nullptr) b.need_workspace(plan->workspace);
   std::vector<uint8_t> w_bytes = s2d ? s2d_filter(*c, x[1], p) : nhwc_bytes(*c->w, p.c);
   if (p.half) {
     // The s8 filter as f16 integers (exact).
@@ -1307,26 +1505,41 @@ Result<bool> lower_qlinear_conv(Builder& b, const Node& node) {
     buf.bytes = p.y_bytes();
     yi = b.define_buffer(nullptr, std::move(buf));
   }
-  std::vector<int> reads = {xi, wi, si, bi};
+  std::vector<int> reads = {xin, wi, si, bi};
   if (zi >= 0) reads.push_back(zi);
   if (ri >= 0) reads.push_back(ri);
   std::string kind =
       sum      ? (sum->relu != nullptr ? "QLinearConv+Add+Relu int8" : "QLinearConv+Add int8")
       : p.half ? "QLinearConv f16 int8"
                : "QLinearConv int8";
-  add(b, node, std::move(kind), reads, {yi}, [=](Session& s) {
-    ConvArgs a;
-    a.x = ptr(s, xi);
-    a.w = ptr(s, wi);
-    a.scale = ptr(s, si);
-    a.bias = ptr(s, bi);
-    a.z = zi >= 0 ? ptr(s, zi) : nullptr;
-    a.rescale = ri >= 0 ? ptr(s, ri) : nullptr;
-    a.y = ptr(s, yi);
-    a.workspace = s.workspace;
-    KILN_RETURN_IF_ERROR(check_cudnn(cudnnSetStream(s.cudnn, s.stream), "cudnnSetStream"));
-    return execute(s.cudnn, *plan, a);
-  });
+  if (gemm_config >= 0) {
+    kind = s8_stem ? "QLinearConv stem int8 gemm" : kind + " gemm";
+    const Int8Gemm g = *gemm;
+    add(b, node, std::move(kind), reads, {yi}, [=](Session& s) {
+      ConvArgs a;
+      a.x = ptr(s, xin);
+      a.w = ptr(s, wi);
+      a.scale = ptr(s, si);
+      a.bias = ptr(s, bi);
+      a.z = zi >= 0 ? ptr(s, zi) : nullptr;
+      a.y = ptr(s, yi);
+      return run_gemm(gemm_config, g, a, s.stream);
+    });
+  } else {
+    add(b, node, std::move(kind), reads, {yi}, [=](Session& s) {
+      ConvArgs a;
+      a.x = ptr(s, xin);
+      a.w = ptr(s, wi);
+      a.scale = ptr(s, si);
+      a.bias = ptr(s, bi);
+      a.z = zi >= 0 ? ptr(s, zi) : nullptr;
+      a.rescale = ri >= 0 ? ptr(s, ri) : nullptr;
+      a.y = ptr(s, yi);
+      a.workspace = s.workspace;
+      KILN_RETURN_IF_ERROR(check_cudnn(cudnnSetStream(s.cudnn, s.stream), "cudnnSetStream"));
+      return execute(s.cudnn, *plan, a);
+    });
+  }
   if (p.half_out) {
     const auto [lo, hi] = centered_bounds(c->y, false);
     Int8Layout l;

@@ -67,6 +67,30 @@ __global__ void quantize8_kernel(const T* x, Int8Layout xl, void* y, Int8Layout 
   }
 }
 
+// quantize8_kernel where x and y have one dense layout (element i of x is element i of y), from
+// f16: 8 elements a thread, a 16-byte load and an 8-byte store. (The generic kernel's per-element
+// index arithmetic took 0.41 ms for ResNet-50's 51 MB space-to-depth stem input at batch 256 on
+// an H200.)
+__global__ void quantize8_dense_f16x8_kernel(const uint4* x, uint2* y, int64_t n8, float scale,
+                                             int32_t y_off, int32_t lo, int32_t hi) {
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n8;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const uint4 v = x[i];
+    const uint32_t words[4] = {v.x, v.y, v.z, v.w};
+    uint32_t out[2] = {0u, 0u};
+#pragma unroll
+    for (int k = 0; k < 8; ++k) {
+      const auto bits = static_cast<unsigned short>(words[k / 2] >> (16 * (k % 2)));
+      const float f = __half2float(__ushort_as_half(bits));
+      const float c =
+          fminf(fmaxf(rintf(f / scale) + static_cast<float>(y_off), static_cast<float>(lo)),
+                static_cast<float>(hi));
+      out[k / 4] |= (static_cast<uint32_t>(static_cast<int32_t>(c)) & 0xffu) << (8 * (k % 4));
+    }
+    y[i] = make_uint2(out[0], out[1]);
+  }
+}
+
 // One thread per logical element.
 template <class T>
 __global__ void dequantize8_kernel(const void* x, Int8Layout xl, bool x_u8, int32_t x_off,
@@ -257,10 +281,19 @@ Status launch_quantize8(Elem e, const void* x, const Int8Layout& xl, void* y, co
       quantize8_kernel<<<blocks_for(total), kThreads, 0, s>>>(static_cast<const float*>(x), xl, y,
                                                               yl, y_u8, scale, y_off, lo, hi);
       break;
-    case Elem::kF16:
+    case Elem::kF16: {
+      const bool dense = xl.nhwc == yl.nhwc && xl.n == yl.n && xl.c == yl.c && xl.s == yl.s &&
+                         xl.stored_c == xl.c && yl.stored_c == yl.c;
+      if (dense && total % 8 == 0 && reinterpret_cast<uintptr_t>(x) % 16 == 0 &&
+          reinterpret_cast<uintptr_t>(y) % 8 == 0) {
+        quantize8_dense_f16x8_kernel<<<blocks_for(total / 8), kThreads, 0, s>>>(
+            static_cast<const uint4*>(x), static_cast<uint2*>(y), total / 8, scale, y_off, lo, hi);
+        break;
+      }
       quantize8_kernel<<<blocks_for(total), kThreads, 0, s>>>(static_cast<const __half*>(x), xl, y,
                                                               yl, y_u8, scale, y_off, lo, hi);
       break;
+    }
     case Elem::kBF16:
       quantize8_kernel<<<blocks_for(total), kThreads, 0, s>>>(
           static_cast<const __nv_bfloat16*>(x), xl, y, yl, y_u8, scale, y_off, lo, hi);
