@@ -495,8 +495,7 @@ std::vector<FusedCase> fused_cases() {
   const Tensor gamma = random_tensor(Shape{96}, 180);
   const Tensor beta = random_tensor(Shape{96}, 181);
   auto layernorm = [=](const InDtype& h, Value* x) {
-    return h.in_f32(Op(ops::LayerNormalization{}), x,
-                    {h.b.constant(gamma), h.b.constant(beta)});
+    return h.in_f32(Op(ops::LayerNormalization{}), x, {h.b.constant(gamma), h.b.constant(beta)});
   };
   std::vector<FusedCase> cases;
   // A transformer's residual Add before LayerNorm.
@@ -508,7 +507,8 @@ std::vector<FusedCase> fused_cases() {
                      Value* sum = b.add(Op(ops::Add{}), {in[0], in[1]});
                      b.output(h.cast(layernorm(h, sum), DType::kF32));
                    },
-                   "Add+LayerNormalization", 1});
+                   "Add+LayerNormalization",
+                   1});
   // Pre-LN ViT: the residual sum also feeds the next residual Add (and is an output).
   cases.push_back({"add_layernorm_sum_read_too",
                    {random_tensor(Shape{3, 7, 96}, 184), random_tensor(Shape{3, 7, 96}, 185)},
@@ -520,7 +520,8 @@ std::vector<FusedCase> fused_cases() {
                      b.output(h.cast(b.add(Op(ops::Add{}), {sum, ln}), DType::kF32));
                      b.output(h.cast(sum, DType::kF32));
                    },
-                   "Add+LayerNormalization", 2});
+                   "Add+LayerNormalization",
+                   2});
   // Attention scores scaled and masked (the mask broadcast over heads and rows), then Softmax.
   {
     Tensor mask = random_tensor(Shape{2, 1, 1, 40}, 186);
@@ -534,7 +535,8 @@ std::vector<FusedCase> fused_cases() {
                        s = b.add(Op(ops::Add{}), {s, in[1]});
                        b.output(h.cast(h.in_f32(Op(ops::Softmax{}), s), DType::kF32));
                      },
-                     "Mul+Add+Softmax", 1});
+                     "Mul+Add+Softmax",
+                     1});
   }
   // A mean over the last axis of a sum, wide rows (several warps a row).
   cases.push_back({"add_reducemean",
@@ -547,7 +549,8 @@ std::vector<FusedCase> fused_cases() {
                      mean.axes = std::vector<int64_t>{-1};
                      b.output(h.cast(h.in_f32(Op(mean), sum), DType::kF32));
                    },
-                   "Add+ReduceMean", 1});
+                   "Add+ReduceMean",
+                   1});
   // LayerNorm with a chain after it (epilogue): scaled and offset by another input.
   cases.push_back({"layernorm_mul_add",
                    {random_tensor(Shape{6, 96}, 190), random_tensor(Shape{6, 96}, 191)},
@@ -559,7 +562,8 @@ std::vector<FusedCase> fused_cases() {
                      y = b.add(Op(ops::Add{}), {y, in[1]});
                      b.output(h.cast(y, DType::kF32));
                    },
-                   "LayerNormalization+Mul+Add", 1});
+                   "LayerNormalization+Mul+Add",
+                   1});
   // A chain written transposed, and a transpose read by a chain.
   cases.push_back({"chain_transpose",
                    {random_tensor(Shape{2, 9, 24}, 192), random_tensor(Shape{9, 24}, 193)},
@@ -572,7 +576,8 @@ std::vector<FusedCase> fused_cases() {
                      t.perm = std::vector<int64_t>{0, 2, 1};
                      b.output(h.cast(b.add(Op(t), {v}), DType::kF32));
                    },
-                   "Add+Tanh+Transpose", 1});
+                   "Add+Tanh+Transpose",
+                   1});
   cases.push_back({"transpose_chain",
                    {random_tensor(Shape{2, 9, 24}, 194), random_tensor(Shape{24, 1, 9}, 195)},
                    [=](GraphBuilder& b, const std::vector<Value*>& graph_in, DType dt) {
@@ -584,7 +589,8 @@ std::vector<FusedCase> fused_cases() {
                      v = b.add(Op(ops::Mul{}), {v, in[1]});
                      b.output(h.cast(b.add(Op(ops::Sigmoid{}), {v}), DType::kF32));
                    },
-                   "Transpose+Mul+Sigmoid", 1});
+                   "Transpose+Mul+Sigmoid",
+                   1});
   return cases;
 }
 
@@ -597,10 +603,8 @@ TEST(CudaTarget, ChainsFuseIntoRowKernelsAndTransposes) {
   ::setenv("KILN_CACHE_DIR", cache.c_str(), 1);
   for (const FusedCase& c : fused_cases()) {
     std::shared_ptr<Executable> ref = compile_for(
-        make_graph(c.inputs,
-                   [&](GraphBuilder& b, const std::vector<Value*>& in) {
-                     c.build(b, in, DType::kF32);
-                   }),
+        make_graph(c.inputs, [&](GraphBuilder& b,
+                                 const std::vector<Value*>& in) { c.build(b, in, DType::kF32); }),
         "ref");
     ASSERT_NE(ref, nullptr) << c.name;
     const std::vector<Tensor> want = run(*ref, c.inputs);
@@ -610,9 +614,7 @@ TEST(CudaTarget, ChainsFuseIntoRowKernelsAndTransposes) {
         SCOPED_TRACE(c.name + " " + std::string(dtype_name(dt)) + " KILN_CUDA_NVRTC=" + nvrtc);
         std::shared_ptr<Executable> exe = compile_for(
             make_graph(c.inputs,
-                       [&](GraphBuilder& b, const std::vector<Value*>& in) {
-                         c.build(b, in, dt);
-                       }),
+                       [&](GraphBuilder& b, const std::vector<Value*>& in) { c.build(b, in, dt); }),
             "cuda");
         ASSERT_NE(exe, nullptr);
         expect_close(want, run(*exe, c.inputs), dt == DType::kF32 ? 1e-4f : 1e-2f);

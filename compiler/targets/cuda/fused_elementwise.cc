@@ -193,7 +193,8 @@ Result<std::string> fused_elementwise_source(const ElementwiseChain& chain,
   params += "T* __restrict__ out, long long n";
 
   std::string src = kernel_prelude(chain.elem);
-  src += fmt::format("struct __align__({}) P8 {{ T v[8]; }};\n", chain.elem == Elem::kF32 ? 32 : 16);
+  src +=
+      fmt::format("struct __align__({}) P8 {{ T v[8]; }};\n", chain.elem == Elem::kF32 ? 32 : 16);
   src += function;
   // The chain on element `i` of the result, input k read at `operand(k, offset)`.
   auto call = [&](const std::function<std::string(int)>& operand) {
@@ -495,10 +496,9 @@ Result<std::unique_ptr<NvrtcModule>> NvrtcModule::load(const std::string& source
 Status NvrtcModule::launch(size_t k, int64_t blocks, int x, int y, void** args,
                            void* stream) const {
   KILN_CHECK(k < kernels_.size());
-  const cudaError_t err = cudaLaunchKernel(
-      kernels_[k], dim3(static_cast<unsigned>(blocks)),
-      dim3(static_cast<unsigned>(x), static_cast<unsigned>(y)), args, 0,
-      static_cast<cudaStream_t>(stream));
+  const cudaError_t err = cudaLaunchKernel(kernels_[k], dim3(static_cast<unsigned>(blocks)),
+                                           dim3(static_cast<unsigned>(x), static_cast<unsigned>(y)),
+                                           args, 0, static_cast<cudaStream_t>(stream));
   if (err != cudaSuccess) return cuda_error(err, "cudaLaunchKernel");
   return Status();
 }

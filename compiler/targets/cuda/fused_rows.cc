@@ -82,9 +82,9 @@ __device__ __forceinline__ float warp_max(float v) {
 
 Result<std::string> fused_row_source(const RowKernelSpec& spec, const std::string& name) {
   if (spec.rows <= 0 || spec.cols <= 0 || spec.cols > kMaxGeneratedRow) {
-    return invalid_argument_error(
-        fmt::format("fused {} kernel: {} rows of {} columns (rows must be positive, columns 1 to {})",
-                    row_op_name(spec.op), spec.rows, spec.cols, kMaxGeneratedRow));
+    return invalid_argument_error(fmt::format(
+        "fused {} kernel: {} rows of {} columns (rows must be positive, columns 1 to {})",
+        row_op_name(spec.op), spec.rows, spec.cols, kMaxGeneratedRow));
   }
   if (spec.prologue.elem != spec.elem || spec.epilogue.elem != spec.elem ||
       spec.prologue.inputs < 1 || spec.epilogue.inputs < 1) {
@@ -100,7 +100,8 @@ Result<std::string> fused_row_source(const RowKernelSpec& spec, const std::strin
   const bool layernorm = spec.op == RowOp::kLayerNorm;
 
   std::string params;
-  for (int i = 0; i < prologue.inputs; ++i) params += fmt::format("const T* __restrict__ in{}, ", i);
+  for (int i = 0; i < prologue.inputs; ++i)
+    params += fmt::format("const T* __restrict__ in{}, ", i);
   if (layernorm) params += "const float* __restrict__ scale, const float* __restrict__ bias, ";
   params += "T* __restrict__ out";
   if (spec.write_prologue) params += ", T* __restrict__ mid";
@@ -110,8 +111,8 @@ Result<std::string> fused_row_source(const RowKernelSpec& spec, const std::strin
   auto store_result = [&](const std::string& at, const std::string& y) {
     std::string args = y;
     for (int i = 1; i < epilogue.inputs; ++i) {
-      args += ", " + load_code(spec.elem, fmt::format("e{}", i),
-                               access_offset(epilogue.access_of(i), at));
+      args += ", " +
+              load_code(spec.elem, fmt::format("e{}", i), access_offset(epilogue.access_of(i), at));
     }
     return fmt::format("out[{}] = {};", at, store_code(spec.elem, "epilogue(" + args + ")"));
   };
@@ -145,8 +146,8 @@ Result<std::string> fused_row_source(const RowKernelSpec& spec, const std::strin
   std::string read = fmt::format("const long long i = row * {}LL + j;\n      v[k] = prologue({});",
                                  spec.cols, loads);
   if (spec.write_prologue) read += "\n      mid[i] = " + store_code(spec.elem, "v[k]") + ";";
-  const bool max_pad = spec.op == RowOp::kSoftmax || spec.op == RowOp::kLogSoftmax ||
-                       spec.op == RowOp::kReduceMax;
+  const bool max_pad =
+      spec.op == RowOp::kSoftmax || spec.op == RowOp::kLogSoftmax || spec.op == RowOp::kReduceMax;
   src += "  " + each(read, max_pad ? "v[k] = NEG_MAX;" : "v[k] = 0.0f;");
   const std::string write_row =
       fmt::format("const long long i = row * {}LL + j;\n      ", spec.cols);
@@ -156,8 +157,9 @@ Result<std::string> fused_row_source(const RowKernelSpec& spec, const std::strin
       src += "  float s = 0.0f;\n  " + each("s += v[k];");
       src += fmt::format("  const float mean = row_sum(s) / {};\n  float q = 0.0f;\n  ", cols_f);
       src += each("const float d = v[k] - mean;\n      q += d * d;");
-      src += fmt::format("  const float inv = rsqrtf(row_sum(q) / {} + __int_as_float(0x{:08x}));\n  ",
-                         cols_f, std::bit_cast<uint32_t>(spec.epsilon));
+      src +=
+          fmt::format("  const float inv = rsqrtf(row_sum(q) / {} + __int_as_float(0x{:08x}));\n  ",
+                      cols_f, std::bit_cast<uint32_t>(spec.epsilon));
       src += each(write_row + "const float y = (v[k] - mean) * inv * scale[j]" +
                   (spec.has_bias ? " + bias[j]" : "") + ";\n      " + store_result("i", "y"));
       break;

@@ -14,7 +14,14 @@
 
 namespace kiln::compiler::cuda {
 
-enum class RowOp : int32_t { kLayerNorm, kSoftmax, kLogSoftmax, kReduceSum, kReduceMean, kReduceMax };
+enum class RowOp : int32_t {
+  kLayerNorm,
+  kSoftmax,
+  kLogSoftmax,
+  kReduceSum,
+  kReduceMean,
+  kReduceMax
+};
 
 // "LayerNormalization", "Softmax", .. (the ONNX op's name).
 const char* row_op_name(RowOp op);

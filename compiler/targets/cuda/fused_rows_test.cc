@@ -49,8 +49,8 @@ RowKernelSpec spec_of(RowOp op, Elem e, int64_t rows, int64_t cols) {
   return s;
 }
 
-constexpr RowOp kAllOps[] = {RowOp::kLayerNorm,  RowOp::kSoftmax,    RowOp::kLogSoftmax,
-                             RowOp::kReduceSum,  RowOp::kReduceMean, RowOp::kReduceMax};
+constexpr RowOp kAllOps[] = {RowOp::kLayerNorm, RowOp::kSoftmax,    RowOp::kLogSoftmax,
+                             RowOp::kReduceSum, RowOp::kReduceMean, RowOp::kReduceMax};
 
 TEST(TensorAccess, OffsetsOfBroadcastAndTransposedInputs) {
   EXPECT_EQ(access_offset(TensorAccess{}, "i"), "i");
@@ -141,8 +141,8 @@ TEST(FusedRowNvrtc, EveryOpAndElementTypeCompilesForSm90) {
   for (RowOp op : kAllOps) {
     for (Elem e : {Elem::kF32, Elem::kF16, Elem::kBF16}) {
       for (int64_t cols : {int64_t{100}, int64_t{3000}}) {
-        SCOPED_TRACE(std::string(row_op_name(op)) + " elem " +
-                     std::to_string(static_cast<int>(e)) + " cols " + std::to_string(cols));
+        SCOPED_TRACE(std::string(row_op_name(op)) + " elem " + std::to_string(static_cast<int>(e)) +
+                     " cols " + std::to_string(cols));
         RowKernelSpec s = spec_of(op, e, 7, cols);
         s.write_prologue = op == RowOp::kLayerNorm || op == RowOp::kReduceSum;
         auto src = fused_row_source(s, "kiln_fused_row");

@@ -2137,7 +2137,8 @@ Result<bool> lower_device(Builder& b, const Node& node) {
     case OpKind::kBatchNormalization: return lower_batchnorm(b, node);
     case OpKind::kConcat: return lower_concat(b, node);
     case OpKind::kTranspose: return lower_fused(b, node) || lower_transpose(b, node);
-    case OpKind::kCast: return lower_fused(b, node) || lower_in_half(b, node) || lower_cast(b, node);
+    case OpKind::kCast:
+      return lower_fused(b, node) || lower_in_half(b, node) || lower_cast(b, node);
     case OpKind::kSlice: return lower_slice(b, node);
     case OpKind::kSplit: return lower_split(b, node);
     case OpKind::kGather: return lower_gather(b, node);

@@ -364,9 +364,8 @@ bool lower_row(Builder& b, const ChainBuild& prologue, const std::vector<const N
     if (n->kind() != OpKind::kCast) named.push_back(n);
   }
   named.insert(named.end(), epi_nodes.begin(), epi_nodes.end());
-  add_step(b, b.current(), names_of(named), reads, writes, [=](Session& s) {
-    return kernel->launch(pointers_of(s, pointers), s.stream);
-  });
+  add_step(b, b.current(), names_of(named), reads, writes,
+           [=](Session& s) { return kernel->launch(pointers_of(s, pointers), s.stream); });
   return true;
 }
 
@@ -388,8 +387,7 @@ std::optional<std::vector<int64_t>> perm_of(const Node& node) {
 // writing the transposed result.
 bool lower_chain_transpose(Builder& b, ChainBuild cb, std::vector<const Node*> nodes) {
   const Node* t = b.only_consumer(nodes.back()->output(0));
-  if (t == nullptr || t->kind() != OpKind::kTranspose || b.is_fused(t) ||
-      cb.nhwc.value_or(false)) {
+  if (t == nullptr || t->kind() != OpKind::kTranspose || b.is_fused(t) || cb.nhwc.value_or(false)) {
     return false;
   }
   const std::optional<std::vector<int64_t>> perm = perm_of(*t);
