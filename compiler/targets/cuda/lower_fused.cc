@@ -223,7 +223,8 @@ std::optional<RowTarget> row_target(const Builder& b, const Node& node, const Va
                                     const Value* out) {
   if (b.is_fused(&node) || node.num_outputs() != 1 || !node.has_input(0)) return std::nullopt;
   const std::optional<Elem> e = elem_of(in);
-  if (!e || elem_of(out) != e || b.is_nhwc(in)) return std::nullopt;
+  // `in` is a chain's value not computed yet (its layout the chain's), or a computed tensor.
+  if (!e || elem_of(out) != e || (b.has_buffer(in) && b.is_nhwc(in))) return std::nullopt;
   const Shape x = shape_of(node.input(0));
   if (x.rank() == 0 || x.numel() == 0) return std::nullopt;
   RowTarget t;
