@@ -6,9 +6,17 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
+#include <cstring>
 #include <filesystem>
+#include <random>
 #include <set>
 #include <string>
+#include <vector>
+
+#include "core/gpu.h"
+#include "core/half.h"
 
 namespace kiln::compiler::cuda {
 namespace {
@@ -189,6 +197,136 @@ TEST(FusedRowNvrtc, CacheKeysDifferPerChain) {
   ASSERT_TRUE(again.ok());
   EXPECT_FALSE(again->compiled);
   fs::remove_all(dir);
+}
+
+// ---- Launches (GPU) -----------------------------------------------------------------------------
+
+// `v` as stored in element type `e` (f32 or f16): its bytes, and the value rounded.
+std::vector<uint8_t> stored(Elem e, std::vector<float>& v) {
+  std::vector<uint8_t> bytes(v.size() * (e == Elem::kF32 ? 4 : 2));
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (e == Elem::kF32) {
+      std::memcpy(bytes.data() + 4 * i, &v[i], 4);
+    } else {
+      const uint16_t h = Half(v[i]).bits;
+      std::memcpy(bytes.data() + 2 * i, &h, 2);
+      v[i] = Half::from_bits(h);
+    }
+  }
+  return bytes;
+}
+
+std::vector<float> loaded(Elem e, const std::vector<uint8_t>& bytes) {
+  std::vector<float> v(bytes.size() / (e == Elem::kF32 ? 4 : 2));
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (e == Elem::kF32) {
+      std::memcpy(&v[i], bytes.data() + 4 * i, 4);
+    } else {
+      uint16_t h = 0;
+      std::memcpy(&h, bytes.data() + 2 * i, 2);
+      v[i] = Half::from_bits(h);
+    }
+  }
+  return v;
+}
+
+std::shared_ptr<void> on_device(const void* host, size_t bytes) {
+  auto d = gpu_alloc(bytes);
+  EXPECT_TRUE(d.ok());
+  if (!d.ok()) return nullptr;
+  EXPECT_TRUE(gpu_upload(d->get(), host, bytes).ok());
+  return *d;
+}
+
+// spec_of's kernel (prologue (x + r) * 0.125 also written out, epilogue y * 2 + z) on random rows,
+// against the same arithmetic on the host.
+void check_row_launch(RowOp op, Elem e, int64_t rows, int64_t cols) {
+  SCOPED_TRACE(std::string(row_op_name(op)) + " elem " + std::to_string(static_cast<int>(e)) +
+               " cols " + std::to_string(cols));
+  RowKernelSpec spec = spec_of(op, e, rows, cols);
+  spec.write_prologue = true;
+  const std::string dir = (fs::temp_directory_path() / ("kiln_rows_launch_" +
+                                                         std::to_string(getpid()))).string();
+  auto kernel = FusedRowKernel::create(spec, dir);
+  ASSERT_TRUE(kernel.ok()) << kernel.status().message();
+  const bool reduces = row_op_reduces(op);
+  const int64_t outs = reduces ? rows : rows * cols;
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> dist(-4.0f, 4.0f);
+  auto random = [&](int64_t n) {
+    std::vector<float> v(static_cast<size_t>(n));
+    for (float& x : v) x = dist(rng);
+    return v;
+  };
+  std::vector<float> x = random(rows * cols), r = random(cols), z = random(outs);
+  std::vector<float> scale = random(cols), bias = random(cols);
+  const std::vector<uint8_t> xb = stored(e, x), rb = stored(e, r), zb = stored(e, z);
+  const size_t es = e == Elem::kF32 ? 4 : 2;
+  auto dx = on_device(xb.data(), xb.size()), dr = on_device(rb.data(), rb.size());
+  auto dz = on_device(zb.data(), zb.size());
+  auto ds = on_device(scale.data(), scale.size() * 4), db = on_device(bias.data(), bias.size() * 4);
+  auto dout = gpu_alloc(static_cast<size_t>(outs) * es);
+  auto dmid = gpu_alloc(x.size() * es);
+  ASSERT_TRUE(dout.ok() && dmid.ok());
+  std::vector<const void*> pointers = {dx.get(), dr.get()};
+  if (op == RowOp::kLayerNorm) pointers.insert(pointers.end(), {ds.get(), db.get()});
+  pointers.insert(pointers.end(), {dout->get(), dmid->get(), dz.get()});
+  ASSERT_TRUE((*kernel)->launch(pointers, nullptr).ok());
+  std::vector<uint8_t> out_bytes(static_cast<size_t>(outs) * es), mid_bytes(x.size() * es);
+  ASSERT_TRUE(gpu_download(out_bytes.data(), dout->get(), out_bytes.size()).ok());
+  ASSERT_TRUE(gpu_download(mid_bytes.data(), dmid->get(), mid_bytes.size()).ok());
+  const std::vector<float> out = loaded(e, out_bytes), mid = loaded(e, mid_bytes);
+  const float tol = e == Elem::kF32 ? 1e-4f : 1e-2f;
+  for (int64_t row = 0; row < rows; ++row) {
+    std::vector<double> p(static_cast<size_t>(cols));
+    for (int64_t j = 0; j < cols; ++j) {
+      const size_t i = static_cast<size_t>(row * cols + j);
+      p[j] = static_cast<float>((x[i] + r[j]) * 0.125f);
+      ASSERT_NEAR(mid[i], p[j], tol * (1 + std::fabs(p[j]))) << "prologue at " << i;
+    }
+    double sum = 0, max = -INFINITY;
+    for (double v : p) {
+      sum += v;
+      max = std::max(max, v);
+    }
+    const double mean = sum / static_cast<double>(cols);
+    double var = 0, exps = 0;
+    for (double v : p) {
+      var += (v - mean) * (v - mean);
+      exps += std::exp(v - max);
+    }
+    var /= static_cast<double>(cols);
+    auto check = [&](int64_t at, double y) {
+      const double want = y * 2 + z[static_cast<size_t>(at)];
+      ASSERT_NEAR(out[static_cast<size_t>(at)], want, tol * (1 + std::fabs(want))) << "at " << at;
+    };
+    if (reduces) {
+      check(row, op == RowOp::kReduceSum ? sum : op == RowOp::kReduceMean ? mean : max);
+      continue;
+    }
+    for (int64_t j = 0; j < cols; ++j) {
+      const double v = p[static_cast<size_t>(j)];
+      double y = 0;
+      if (op == RowOp::kLayerNorm) {
+        y = (v - mean) / std::sqrt(var + spec.epsilon) * scale[j] + bias[j];
+      } else if (op == RowOp::kSoftmax) {
+        y = std::exp(v - max) / exps;
+      } else {
+        y = v - max - std::log(exps);
+      }
+      check(row * cols + j, y);
+    }
+  }
+  fs::remove_all(dir);
+}
+
+TEST(FusedRowLaunch, MatchesTheHostReference) {
+  if (list_gpus().empty()) GTEST_SKIP() << "no GPU on this machine";
+  for (RowOp op : kAllOps) {
+    for (Elem e : {Elem::kF32, Elem::kF16}) {
+      for (int64_t cols : {int64_t{40}, int64_t{768}, int64_t{3000}}) check_row_launch(op, e, 7, cols);
+    }
+  }
 }
 
 }  // namespace
