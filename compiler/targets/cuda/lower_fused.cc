@@ -176,8 +176,8 @@ bool add_chain_step(Builder& b, const ChainBuild& cb, const std::vector<const No
                     const Value* out, std::string kind) {
   auto created = FusedElementwiseKernel::create(cb.chain);
   if (!created.ok()) {
-    log(LogLevel::kWarning, "target cuda: {} ops from {} run one by one: {}", nodes.size(),
-        nodes.front()->name(), created.status().message());
+    log(LogLevel::kWarning, "target cuda: {} ({} ops from \"{}\") runs unfused: {}", kind,
+        nodes.size(), nodes.front()->name(), created.status().message());
     return false;
   }
   const std::shared_ptr<const FusedElementwiseKernel> kernel = std::move(*created);
@@ -331,10 +331,17 @@ bool lower_row(Builder& b, const ChainBuild& prologue, const std::vector<const N
     if (b.only_consumer(mid) != nullptr) mid = nullptr;
   }
   t.spec.write_prologue = mid != nullptr;
+  std::vector<const Node*> named = pro_nodes;
+  for (const Node* n : t.nodes) {
+    if (n->kind() != OpKind::kCast) named.push_back(n);
+  }
+  named.insert(named.end(), epi_nodes.begin(), epi_nodes.end());
+  const std::string kind = names_of(named);
   auto created = FusedRowKernel::create(t.spec);
   if (!created.ok()) {
-    log(LogLevel::kWarning, "target cuda: {} ({} fused ops) runs unfused: {}",
-        t.nodes.front()->name(), pro_nodes.size() + epi_nodes.size(), created.status().message());
+    log(LogLevel::kWarning, "target cuda: {} ({} ops from \"{}\"{}) runs unfused: {}", kind,
+        named.size(), named.front()->name(), mid != nullptr ? ", its prologue also written" : "",
+        created.status().message());
     return false;
   }
   const std::shared_ptr<const FusedRowKernel> kernel = std::move(*created);
@@ -360,12 +367,7 @@ bool lower_row(Builder& b, const ChainBuild& prologue, const std::vector<const N
   if (mid != nullptr) writes.push_back(b.define(mid));
   pointers.insert(pointers.end(), writes.begin(), writes.end());
   pointers.insert(pointers.end(), epi_inputs.begin(), epi_inputs.end());
-  std::vector<const Node*> named = pro_nodes;
-  for (const Node* n : t.nodes) {
-    if (n->kind() != OpKind::kCast) named.push_back(n);
-  }
-  named.insert(named.end(), epi_nodes.begin(), epi_nodes.end());
-  add_step(b, b.current(), names_of(named), reads, writes,
+  add_step(b, b.current(), kind, reads, writes,
            [=](Session& s) { return kernel->launch(pointers_of(s, pointers), s.stream); });
   return true;
 }
