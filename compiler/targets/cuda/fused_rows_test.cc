@@ -243,8 +243,8 @@ void check_row_launch(RowOp op, Elem e, int64_t rows, int64_t cols) {
                " cols " + std::to_string(cols));
   RowKernelSpec spec = spec_of(op, e, rows, cols);
   spec.write_prologue = true;
-  const std::string dir = (fs::temp_directory_path() / ("kiln_rows_launch_" +
-                                                         std::to_string(getpid()))).string();
+  const std::string dir =
+      (fs::temp_directory_path() / ("kiln_rows_launch_" + std::to_string(getpid()))).string();
   auto kernel = FusedRowKernel::create(spec, dir);
   ASSERT_TRUE(kernel.ok()) << kernel.status().message();
   const bool reduces = row_op_reduces(op);
@@ -322,7 +322,8 @@ TEST(FusedRowLaunch, MatchesTheHostReference) {
   if (list_gpus().empty()) GTEST_SKIP() << "no GPU on this machine";
   for (RowOp op : kAllOps) {
     for (Elem e : {Elem::kF32, Elem::kF16}) {
-      for (int64_t cols : {int64_t{40}, int64_t{768}, int64_t{3000}}) check_row_launch(op, e, 7, cols);
+      for (int64_t cols : {int64_t{40}, int64_t{768}, int64_t{3000}})
+        check_row_launch(op, e, 7, cols);
     }
   }
 }
