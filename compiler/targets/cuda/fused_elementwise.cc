@@ -13,8 +13,10 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iterator>
 
+#include "core/check.h"
 #include "core/env.h"
 #include "core/logging.h"
 
@@ -117,8 +119,41 @@ std::string operand_code(const ChainOperand& o) {
 
 }  // namespace
 
-Result<std::string> fused_elementwise_source(const ElementwiseChain& chain,
-                                             const std::string& name) {
+const TensorAccess& ElementwiseChain::access_of(int input) const {
+  static const TensorAccess kContiguous;
+  return static_cast<size_t>(input) < access.size() ? access[static_cast<size_t>(input)]
+                                                    : kContiguous;
+}
+
+std::string kernel_prelude(Elem elem) {
+  return std::string(kPrelude) + fmt::format("typedef {} T;\n", elem_code(elem).type);
+}
+
+std::string access_offset(const TensorAccess& access, const std::string& index) {
+  if (access.contiguous()) return index;
+  std::string sum;
+  int64_t inner = 1;
+  for (size_t d = access.dims.size(); d-- > 0;) {
+    const int64_t dim = access.dims[d];
+    if (access.strides[d] != 0 && dim != 1) {
+      std::string term = inner == 1 ? index : fmt::format("{} / {}LL", index, inner);
+      if (d > 0) term = fmt::format("({} % {}LL)", term, dim);
+      sum += fmt::format("{}{} * {}LL", sum.empty() ? "" : " + ", term, access.strides[d]);
+    }
+    inner *= dim;
+  }
+  return sum.empty() ? "0" : "(" + sum + ")";
+}
+
+std::string load_code(Elem elem, const std::string& pointer, const std::string& offset) {
+  return fmt::format("{}({}[{}])", elem_code(elem).load, pointer, offset);
+}
+
+std::string store_code(Elem elem, const std::string& value) {
+  return fmt::format("{}({})", elem_code(elem).store, value);
+}
+
+Result<std::string> chain_function_source(const ElementwiseChain& chain, const std::string& fn) {
   if (chain.ops.empty() || chain.inputs < 1) {
     return invalid_argument_error("fused elementwise chain: needs at least one input and one op");
   }
@@ -142,41 +177,48 @@ Result<std::string> fused_elementwise_source(const ElementwiseChain& chain,
           k, operand_code(op.a), float_literal(op.alpha), float_literal(op.beta), k, f);
     }
   }
-  const ElemCode ec = elem_code(chain.elem);
+  std::string src = fmt::format("__device__ __forceinline__ float {}(", fn);
+  for (int i = 0; i < chain.inputs; ++i) src += fmt::format("{}float x{}", i > 0 ? ", " : "", i);
+  src += ") {\n" + body + fmt::format("  return v{};\n}}\n", chain.ops.size() - 1);
+  return src;
+}
+
+Result<std::string> fused_elementwise_source(const ElementwiseChain& chain,
+                                             const std::string& name) {
+  KILN_ASSIGN_OR_RETURN(std::string function, chain_function_source(chain, "chain"));
+  bool contiguous = true;
+  for (int i = 0; i < chain.inputs; ++i) contiguous = contiguous && chain.access_of(i).contiguous();
   std::string params;
   for (int i = 0; i < chain.inputs; ++i) params += fmt::format("const T* __restrict__ in{}, ", i);
   params += "T* __restrict__ out, long long n";
 
-  std::string src = kPrelude;
-  src += fmt::format("typedef {} T;\nstruct __align__({}) P8 {{ T v[8]; }};\n", ec.type,
-                     chain.elem == Elem::kF32 ? 32 : 16);
-  // The chain on one element: inputs x<i> in f32, result in v<last>.
-  src += "__device__ __forceinline__ float chain(";
-  for (int i = 0; i < chain.inputs; ++i) src += fmt::format("{}float x{}", i > 0 ? ", " : "", i);
-  src += ") {\n" + body + fmt::format("  return v{};\n}}\n", chain.ops.size() - 1);
-
-  // The chain on the elements `operand` names (a format taking the input's number).
-  auto call = [&](const char* operand) {
+  std::string src = kernel_prelude(chain.elem);
+  src +=
+      fmt::format("struct __align__({}) P8 {{ T v[8]; }};\n", chain.elem == Elem::kF32 ? 32 : 16);
+  src += function;
+  // The chain on element `i` of the result, input k read at `operand(k, offset)`.
+  auto call = [&](const std::function<std::string(int)>& operand) {
     std::string args;
-    for (int i = 0; i < chain.inputs; ++i) {
-      args += fmt::format("{}{}({})", i > 0 ? ", " : "", ec.load,
-                          fmt::format(fmt::runtime(operand), i));
-    }
-    return fmt::format("{}(chain({}))", ec.store, args);
+    for (int k = 0; k < chain.inputs; ++k) args += (k > 0 ? ", " : "") + operand(k);
+    return store_code(chain.elem, fmt::format("chain({})", args));
   };
   const char* stride =
       "blockIdx.x * (long long)blockDim.x + threadIdx.x; i < {}; "
       "i += (long long)blockDim.x * gridDim.x";
   src += fmt::format("extern \"C\" __global__ void {}({}) {{\n  for (long long i = {}) {{\n", name,
                      params, fmt::format(fmt::runtime(stride), "n"));
-  src += fmt::format("    out[i] = {};\n  }}\n}}\n", call("in{}[i]"));
+  src += fmt::format("    out[i] = {};\n  }}\n}}\n", call([&](int k) {
+                       return load_code(chain.elem, fmt::format("in{}", k),
+                                        access_offset(chain.access_of(k), "i"));
+                     }));
+  if (!contiguous) return src;
   src += fmt::format("extern \"C\" __global__ void {}_v8({}) {{\n  for (long long i = {}) {{\n",
                      name, params, fmt::format(fmt::runtime(stride), "n / 8"));
   for (int i = 0; i < chain.inputs; ++i) {
     src += fmt::format("    const P8 p{} = reinterpret_cast<const P8*>(in{})[i];\n", i, i);
   }
   src += "    P8 r;\n#pragma unroll\n    for (int k = 0; k < 8; ++k) r.v[k] = ";
-  src += call("p{}.v[k]");
+  src += call([&](int k) { return fmt::format("{}(p{}.v[k])", elem_code(chain.elem).load, k); });
   src += ";\n    reinterpret_cast<P8*>(out)[i] = r;\n  }\n}\n";
   return src;
 }
@@ -424,33 +466,56 @@ Result<std::string> current_device_arch() {
   return fmt::format("sm_{}{}", major, minor);
 }
 
-FusedElementwiseKernel::~FusedElementwiseKernel() {
+NvrtcModule::~NvrtcModule() {
   if (library_ != nullptr) (void)cudaLibraryUnload(static_cast<cudaLibrary_t>(library_));
 }
 
-Result<std::unique_ptr<FusedElementwiseKernel>> FusedElementwiseKernel::create(
-    const ElementwiseChain& chain, const std::string& cache_dir) {
-  KILN_ASSIGN_OR_RETURN(const std::string source,
-                        fused_elementwise_source(chain, "kiln_fused_elementwise"));
+Result<std::unique_ptr<NvrtcModule>> NvrtcModule::load(const std::string& source,
+                                                       const std::vector<std::string>& kernels,
+                                                       const std::string& cache_dir) {
   CubinOptions options;
   KILN_ASSIGN_OR_RETURN(options.arch, current_device_arch());
   options.cache_dir = cache_dir;
   KILN_ASSIGN_OR_RETURN(const Cubin cubin, compile_cubin(source, options));
-  std::unique_ptr<FusedElementwiseKernel> k(new FusedElementwiseKernel());
-  k->inputs_ = chain.inputs;
-  k->element_bytes_ = chain.elem == Elem::kF32 ? 4 : 2;
-  k->compiled_ = cubin.compiled;
+  std::unique_ptr<NvrtcModule> m(new NvrtcModule());
+  m->compiled_ = cubin.compiled;
   cudaLibrary_t lib = nullptr;
   cudaError_t err =
       cudaLibraryLoadData(&lib, cubin.image.data(), nullptr, nullptr, 0, nullptr, nullptr, 0);
   if (err != cudaSuccess) return cuda_error(err, "cudaLibraryLoadData of the NVRTC CUBIN");
-  k->library_ = lib;
-  cudaKernel_t scalar = nullptr, vec8 = nullptr;
-  err = cudaLibraryGetKernel(&scalar, lib, "kiln_fused_elementwise");
-  if (err == cudaSuccess) err = cudaLibraryGetKernel(&vec8, lib, "kiln_fused_elementwise_v8");
-  if (err != cudaSuccess) return cuda_error(err, "cudaLibraryGetKernel");
-  k->scalar_ = scalar;
-  k->vec8_ = vec8;
+  m->library_ = lib;
+  for (const std::string& name : kernels) {
+    cudaKernel_t kernel = nullptr;
+    err = cudaLibraryGetKernel(&kernel, lib, name.c_str());
+    if (err != cudaSuccess) return cuda_error(err, "cudaLibraryGetKernel " + name);
+    m->kernels_.push_back(kernel);
+  }
+  return m;
+}
+
+Status NvrtcModule::launch(size_t k, int64_t blocks, int x, int y, void** args,
+                           void* stream) const {
+  KILN_CHECK(k < kernels_.size());
+  const cudaError_t err = cudaLaunchKernel(kernels_[k], dim3(static_cast<unsigned>(blocks)),
+                                           dim3(static_cast<unsigned>(x), static_cast<unsigned>(y)),
+                                           args, 0, static_cast<cudaStream_t>(stream));
+  if (err != cudaSuccess) return cuda_error(err, "cudaLaunchKernel");
+  return Status();
+}
+
+FusedElementwiseKernel::~FusedElementwiseKernel() = default;
+
+Result<std::unique_ptr<FusedElementwiseKernel>> FusedElementwiseKernel::create(
+    const ElementwiseChain& chain, const std::string& cache_dir) {
+  const std::string name = "kiln_fused_elementwise";
+  KILN_ASSIGN_OR_RETURN(const std::string source, fused_elementwise_source(chain, name));
+  std::unique_ptr<FusedElementwiseKernel> k(new FusedElementwiseKernel());
+  k->vec8_ = source.find(name + "_v8(") != std::string::npos;
+  std::vector<std::string> names = {name};
+  if (k->vec8_) names.push_back(name + "_v8");
+  KILN_ASSIGN_OR_RETURN(k->module_, NvrtcModule::load(source, names, cache_dir));
+  k->inputs_ = chain.inputs;
+  k->element_bytes_ = chain.elem == Elem::kF32 ? 4 : 2;
   return k;
 }
 
@@ -463,7 +528,7 @@ Status FusedElementwiseKernel::launch(const std::vector<const void*>& inputs, vo
   if (n <= 0) return Status();
   // 8 elements a thread where n and every pointer allow the pack's alignment.
   const uintptr_t align = 8 * static_cast<uintptr_t>(element_bytes_);
-  bool vec = n % 8 == 0 && reinterpret_cast<uintptr_t>(out) % align == 0;
+  bool vec = vec8_ && n % 8 == 0 && reinterpret_cast<uintptr_t>(out) % align == 0;
   for (const void* p : inputs) vec = vec && reinterpret_cast<uintptr_t>(p) % align == 0;
   const int64_t units = vec ? n / 8 : n;
   const int64_t blocks = std::min<int64_t>((units + kThreads - 1) / kThreads, 65535 * 16);
@@ -474,11 +539,7 @@ Status FusedElementwiseKernel::launch(const std::vector<const void*>& inputs, vo
   for (const void*& p : pointers) args.push_back(static_cast<void*>(&p));
   args.push_back(&out);
   args.push_back(&count);
-  const cudaError_t err =
-      cudaLaunchKernel(vec ? vec8_ : scalar_, dim3(static_cast<unsigned>(blocks)), dim3(kThreads),
-                       args.data(), 0, static_cast<cudaStream_t>(stream));
-  if (err != cudaSuccess) return cuda_error(err, "cudaLaunchKernel");
-  return Status();
+  return module_->launch(vec ? 1 : 0, blocks, kThreads, 1, args.data(), stream);
 }
 
 }  // namespace kiln::compiler::cuda

@@ -42,19 +42,44 @@ struct ChainOp {
   }
 };
 
-// `inputs` same-shape tensors of element type `elem` in, the last op's value out (computed in f32).
+// How a chain input is read at element i of the chain's row-major result: at i (empty `dims`), or
+// at the sum over result dims d of index_d * strides[d] (0 where it broadcasts), for a broadcast or
+// transposed input. Baked into the generated source.
+struct TensorAccess {
+  std::vector<int64_t> dims;
+  std::vector<int64_t> strides;
+  bool contiguous() const { return dims.empty(); }
+};
+
+// `inputs` tensors of element type `elem` in (each read at `access[i]`; contiguous where `access`
+// is shorter), the last op's value out (computed in f32).
 struct ElementwiseChain {
   Elem elem = Elem::kF32;
   int inputs = 1;
   std::vector<ChainOp> ops;
+  std::vector<TensorAccess> access;
+  const TensorAccess& access_of(int input) const;
 };
 
 // Checks the chain (operand indices, at least one op) and returns the CUDA C source of two
 // `extern "C" __global__` kernels, `name` (an element a thread) and `name`_v8 (8 elements a thread,
-// for n % 8 == 0 and pointers aligned to 8 elements), each (in0, .., out, n). Self-contained: no
-// #include, so NVRTC needs no include path.
+// for n % 8 == 0 and pointers aligned to 8 elements; only when every input is contiguous), each
+// (in0, .., out, n). Self-contained: no #include, so NVRTC needs no include path.
 Result<std::string> fused_elementwise_source(const ElementwiseChain& chain,
                                              const std::string& name);
+
+// ---- pieces of generated kernels, shared by fused_rows.cc ----
+
+// The element loads and stores (ld_f16, st_bf16, ..) and `T`, the element type.
+std::string kernel_prelude(Elem elem);
+// `__device__ float fn(float x0, .., float x<inputs-1>)`: the chain's last value, after checking
+// it (as fused_elementwise_source).
+Result<std::string> chain_function_source(const ElementwiseChain& chain, const std::string& fn);
+// The expression of element `index`'s offset into an input read through `access`.
+std::string access_offset(const TensorAccess& access, const std::string& index);
+// The expressions loading `pointer`[`offset`] as f32, and converting f32 `value` to the element.
+std::string load_code(Elem elem, const std::string& pointer, const std::string& offset);
+std::string store_code(Elem elem, const std::string& value);
 
 // The CUDA C expression of an op on float `x` (Unary, attributes `alpha`/`beta`) or `a`, `b`
 // (Binary): the same formulas as kernels.cu's apply_unary / apply_binary.
@@ -88,7 +113,31 @@ Result<Cubin> compile_cubin(const std::string& source, const CubinOptions& optio
 // "sm_<major><minor>" of the current CUDA device.
 Result<std::string> current_device_arch();
 
-// A chain's kernels loaded into the current device (cudaLibraryLoadData).
+// Kernels of a generated source, compiled (or read from the cache) for the current device and
+// loaded into it (cudaLibraryLoadData).
+class NvrtcModule {
+ public:
+  ~NvrtcModule();
+  NvrtcModule(const NvrtcModule&) = delete;
+  NvrtcModule& operator=(const NvrtcModule&) = delete;
+
+  // `kernels` are the `extern "C"` names to look up; a missing one is an error.
+  static Result<std::unique_ptr<NvrtcModule>> load(const std::string& source,
+                                                   const std::vector<std::string>& kernels,
+                                                   const std::string& cache_dir = {});
+  // Queues kernel `k` on `stream` (a cudaStream_t) with grid.x `blocks`, block (`x`, `y`) and the
+  // addresses of its arguments.
+  Status launch(size_t k, int64_t blocks, int x, int y, void** args, void* stream) const;
+  bool compiled() const { return compiled_; }
+
+ private:
+  NvrtcModule() = default;
+  void* library_ = nullptr;     // cudaLibrary_t
+  std::vector<void*> kernels_;  // cudaKernel_t
+  bool compiled_ = false;
+};
+
+// A chain's kernels loaded into the current device.
 class FusedElementwiseKernel {
  public:
   ~FusedElementwiseKernel();
@@ -101,16 +150,14 @@ class FusedElementwiseKernel {
                                                                 const std::string& cache_dir = {});
   // Queues out[i] = chain(inputs[..][i]) for i < n on `stream` (a cudaStream_t).
   Status launch(const std::vector<const void*>& inputs, void* out, int64_t n, void* stream) const;
-  bool compiled() const { return compiled_; }
+  bool compiled() const { return module_->compiled(); }
 
  private:
   FusedElementwiseKernel() = default;
-  void* library_ = nullptr;  // cudaLibrary_t
-  void* scalar_ = nullptr;   // cudaKernel_t
-  void* vec8_ = nullptr;
+  std::unique_ptr<NvrtcModule> module_;
+  bool vec8_ = false;  // module_ has the 8-elements-a-thread kernel
   int inputs_ = 0;
   int element_bytes_ = 4;
-  bool compiled_ = false;
 };
 
 }  // namespace kiln::compiler::cuda

@@ -17,7 +17,6 @@
 #include "compiler/ops/all_ops.h"
 #include "compiler/ops/nn_util.h"
 #include "compiler/targets/cuda/conv_mma.h"
-#include "compiler/targets/cuda/fused_elementwise.h"
 #include "compiler/targets/cuda/kernels.h"
 #include "compiler/targets/cuda/program.h"
 #include "compiler/targets/cuda/views.h"
@@ -164,6 +163,8 @@ bool lower_alias(Builder& b, const Node& node) {
 
 // ---- elementwise ----
 
+}  // namespace
+
 std::optional<std::pair<Unary, std::pair<float, float>>> unary_of(const Node& node) {
   auto plain = [](Unary u) { return std::make_pair(u, std::make_pair(0.0f, 0.0f)); };
   switch (node.kind()) {
@@ -201,6 +202,8 @@ std::optional<std::pair<Unary, std::pair<float, float>>> unary_of(const Node& no
     default: return std::nullopt;
   }
 }
+
+namespace {
 
 // Unary `u` from value `in` to value `out` as one step of `node` named `kind`.
 bool add_unary(Builder& b, const Node& node, std::string kind,
@@ -275,6 +278,8 @@ bool lower_unary(Builder& b, const Node& node) {
   return lower_unary(b, node, node.input(0), node.output(0));
 }
 
+}  // namespace
+
 std::optional<Binary> binary_of(OpKind kind) {
   switch (kind) {
     case OpKind::kAdd: return Binary::kAdd;
@@ -288,7 +293,6 @@ std::optional<Binary> binary_of(OpKind kind) {
   }
 }
 
-// Strides of `in` (right-aligned against `out`) per output dim, 0 where it broadcasts.
 void broadcast_strides(const Shape& in, const Shape& out, int64_t* strides) {
   const int offset = out.rank() - in.rank();
   int64_t stride = 1;
@@ -302,6 +306,8 @@ void broadcast_strides(const Shape& in, const Shape& out, int64_t* strides) {
     stride *= in[i];
   }
 }
+
+namespace {
 
 // Strides per logical output dim of an operand of shape `in`: its plain row-major layout
 // (broadcast_strides), or NHWC storage (a 4-D operand: n HWC, c 1, h WC, w C), 0 where it
@@ -381,102 +387,6 @@ bool lower_binary(Builder& b, const Node& node) {
         return launch_binary(e, kind, ptr(s, a), ptr(s, c), ptr(s, y), n, index, contiguous, fused,
                              s.stream);
       });
-  return true;
-}
-
-// ---- fused elementwise chains (NVRTC; KILN_CUDA_NVRTC=0 turns them off) ----
-
-// A chain being gathered: its ops, the outside tensors it reads (its inputs) and their layout.
-struct ChainBuild {
-  ElementwiseChain chain;
-  Shape shape;
-  std::vector<const Value*> inputs;
-  std::optional<bool> nhwc;
-};
-
-// `v` as an operand of a chain op, `running` being the chain's last value (nullptr before the
-// first op): that value, a scalar constant, or an outside tensor of the chain's shape, type and
-// layout computed already (else std::nullopt).
-std::optional<ChainOperand> chain_operand(const Builder& b, ChainBuild& cb, const Value* v,
-                                          const Value* running) {
-  if (v == running) return ChainOperand::value(static_cast<int>(cb.chain.ops.size()) - 1);
-  if (auto k = constant_floats(v); k && k->size() == 1) return ChainOperand::constant((*k)[0]);
-  if (shape_of(v) != cb.shape || elem_of(v) != cb.chain.elem) return std::nullopt;
-  if (!b.has_buffer(v)) return std::nullopt;  // computed (or placed) after the chain's first op
-  const bool nhwc = b.is_nhwc(v);
-  if (cb.nhwc && *cb.nhwc != nhwc) return std::nullopt;
-  cb.nhwc = nhwc;
-  const auto at = std::find(cb.inputs.begin(), cb.inputs.end(), v);
-  if (at == cb.inputs.end()) cb.inputs.push_back(v);
-  cb.chain.inputs = static_cast<int>(cb.inputs.size());
-  return ChainOperand::input(
-      static_cast<int>(std::find(cb.inputs.begin(), cb.inputs.end(), v) - cb.inputs.begin()));
-}
-
-// Appends `node` (a Unary or Binary op reading the chain's value `running`) to the chain; false,
-// the chain unchanged, when it does not fit.
-bool append_chain_op(const Builder& b, ChainBuild& cb, const Node& node, const Value* running) {
-  if (node.num_outputs() != 1 || shape_of(node.output(0)) != cb.shape ||
-      elem_of(node.output(0)) != cb.chain.elem) {
-    return false;
-  }
-  ChainBuild next = cb;
-  if (const auto op = binary_of(node.kind())) {
-    if (node.num_inputs() != 2) return false;
-    const auto x = chain_operand(b, next, node.input(0), running);
-    const auto y = x ? chain_operand(b, next, node.input(1), running) : std::nullopt;
-    if (!y) return false;
-    next.chain.ops.push_back(ChainOp::of(*op, *x, *y));
-  } else {
-    const auto u = unary_of(node);
-    const auto x = u ? chain_operand(b, next, node.input(0), running) : std::nullopt;
-    if (!x) return false;
-    next.chain.ops.push_back(ChainOp::of(u->first, *x, u->second.first, u->second.second));
-  }
-  cb = std::move(next);
-  return true;
-}
-
-// `first` and the elementwise ops after it, each the only reader of the one before, as one step
-// running a kernel generated for them and compiled through NVRTC. False (the ops lowered one by
-// one) for a chain of one op or when NVRTC or the device cannot give the kernel.
-bool lower_fused_chain(Builder& b, const Node& first) {
-  if (first.num_outputs() != 1) return false;
-  ChainBuild cb;
-  const std::optional<Elem> e = elem_of(first.output(0));
-  if (!e) return false;
-  cb.chain.elem = *e;
-  cb.chain.inputs = 0;
-  cb.shape = shape_of(first.output(0));
-  if (!append_chain_op(b, cb, first, nullptr)) return false;
-  std::vector<const Node*> nodes = {&first};
-  while (const Node* next = b.only_consumer(nodes.back()->output(0))) {
-    if (!append_chain_op(b, cb, *next, nodes.back()->output(0))) break;
-    nodes.push_back(next);
-  }
-  if (nodes.size() < 2 || cb.inputs.empty()) return false;
-  // A Binary op and the ReLU after it are one kernel already (lower_binary), with broadcasting.
-  if (nodes.size() == 2 && binary_of(first.kind()) && nodes[1]->kind() == OpKind::kRelu) {
-    return false;
-  }
-  auto created = FusedElementwiseKernel::create(cb.chain);
-  if (!created.ok()) {
-    log(LogLevel::kWarning, "target cuda: {} ops from {} run one by one: {}", nodes.size(),
-        first.name(), created.status().message());
-    return false;
-  }
-  const std::shared_ptr<const FusedElementwiseKernel> kernel = std::move(*created);
-  const bool nhwc = cb.nhwc.value_or(false);
-  std::vector<int> in;
-  for (const Value* v : cb.inputs) in.push_back(nhwc ? b.stored_buffer(v) : b.buffer_of(v));
-  for (size_t i = 1; i < nodes.size(); ++i) b.mark_fused(nodes[i]);
-  const int y = b.define(nodes.back()->output(0), nhwc);
-  const int64_t n = cb.shape.numel();
-  add(b, first, "Fused elementwise", in, {y}, [=](Session& s) {
-    std::vector<const void*> pointers;
-    for (int i : in) pointers.push_back(ptr(s, i));
-    return kernel->launch(pointers, ptr(s, y), n, s.stream);
-  });
   return true;
 }
 
@@ -2223,22 +2133,26 @@ Result<bool> lower_device(Builder& b, const Node& node) {
     case OpKind::kGlobalAveragePool:
     case OpKind::kGlobalMaxPool: return lower_global_pool(b, node);
     case OpKind::kSoftmax:
-    case OpKind::kLogSoftmax: return lower_softmax(b, node);
+    case OpKind::kLogSoftmax: return lower_fused(b, node) || lower_softmax(b, node);
     case OpKind::kBatchNormalization: return lower_batchnorm(b, node);
     case OpKind::kConcat: return lower_concat(b, node);
-    case OpKind::kTranspose: return lower_transpose(b, node);
-    case OpKind::kCast: return lower_in_half(b, node) || lower_cast(b, node);
+    case OpKind::kTranspose: return lower_fused(b, node) || lower_transpose(b, node);
+    case OpKind::kCast:
+      return lower_fused(b, node) || lower_in_half(b, node) || lower_cast(b, node);
     case OpKind::kSlice: return lower_slice(b, node);
     case OpKind::kSplit: return lower_split(b, node);
     case OpKind::kGather: return lower_gather(b, node);
     case OpKind::kExpand: return lower_expand(b, node);
-    case OpKind::kLayerNormalization: return lower_layernorm(b, node);
+    case OpKind::kLayerNormalization: return lower_fused(b, node) || lower_layernorm(b, node);
+    case OpKind::kReduceSum:
+    case OpKind::kReduceMean:
+    case OpKind::kReduceMax: return lower_fused(b, node);
     default: break;
   }
   if ((node.kind() == OpKind::kDiv || node.kind() == OpKind::kMul) && lower_gelu(b, node)) {
     return true;
   }
-  if (env_flag_bool(EnvFlag::kCudaNvrtc) && lower_fused_chain(b, node)) return true;
+  if (lower_fused(b, node)) return true;
   if (binary_of(node.kind())) return lower_binary(b, node);
   return lower_unary(b, node);
 }

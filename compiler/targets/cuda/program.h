@@ -230,6 +230,9 @@ class Builder {
   // The only node reading `v` when `v` is not a graph output, else nullptr.
   const Node* only_consumer(const Value* v) const;
   void mark_fused(const Node* node) { fused_.push_back(node); }
+  bool is_fused(const Node* node) const {
+    return std::find(fused_.begin(), fused_.end(), node) != fused_.end();
+  }
   // The choice for problem `key` made earlier in this compile or stored for this GPU, or nullptr.
   const std::vector<uint8_t>* known_choice(const std::string& key) const;
   // Records the choice for `key` (a progress step); `measured` when it was timed now.
@@ -279,6 +282,19 @@ std::optional<Elem> elem_of(DType dtype);
 std::optional<Elem> elem_of(const Value* v);
 std::optional<std::vector<float>> constant_floats(const Value* v);
 std::optional<std::vector<int64_t>> constant_ints(const Value* v);
+
+// The Unary (with its alpha, beta) or Binary of an elementwise node, when it is one; the strides
+// of `in` (right-aligned against `out`) per output dim, 0 where it broadcasts. Defined in lower.cc.
+std::optional<std::pair<Unary, std::pair<float, float>>> unary_of(const Node& node);
+std::optional<Binary> binary_of(OpKind kind);
+void broadcast_strides(const Shape& in, const Shape& out, int64_t* strides);
+
+// With KILN_CUDA_NVRTC (default on), lowers `node` and the nodes around it to one kernel generated
+// and compiled through NVRTC: an elementwise chain starting at `node`, with a row op (LayerNorm,
+// Softmax, LogSoftmax, trailing-axis ReduceSum/Mean/Max) or a Transpose after it, or the row op or
+// Transpose `node` with a chain after it. False when none applies or NVRTC fails (a warning
+// logged). Defined in lower_fused.cc.
+bool lower_fused(Builder& builder, const Node& node);
 
 // A 4-D constant's bytes reordered from NCHW (KCRS) to NHWC (KRSC), with `channels` (at least its
 // own) per pixel, the added ones zero. Defined in lower.cc.
