@@ -10,6 +10,7 @@
 
 #include "compiler/ops/all_ops.h"
 #include "compiler/passes/rewrite.h"
+#include "compiler/targets/cpu/conv1x1.h"
 #include "compiler/targets/cpu/dnnl_kernel.h"
 #include "compiler/targets/cpu/excitation.h"
 #include "compiler/targets/cpu/program.h"
@@ -156,6 +157,7 @@ const Node* pooled_by(ProgramBuilder& b, const Value* y, const memory::desc& lay
 // A bf16 Conv (src, weights and dst bf16) runs on oneDNN's bf16 kernels (AVX-512 BF16, AMX) with
 // an f32 bias.
 bool lower_conv(ProgramBuilder& b, const Node& conv, const Node* add) {
+  if (lower_conv1x1(b, conv, add)) return true;
   std::optional<ConvSetup> s = conv_setup(conv, /*allow_bf16=*/true);
   // A squeeze-and-excitation gate scales the weights; the convolution reads the ungated input.
   const std::optional<ConvGate> gate = absorbed_gate(conv);

@@ -1,0 +1,309 @@
+// SPDX-License-Identifier: Apache-2.0
+// 1x1 stride-1 convolutions of a batch of one over nChw16c: an AVX-512 GEMM [out, in] x [in, pixels]
+// with bias, residual and Relu applied in registers, on the OpenMP team oneDNN runs on.
+#include "compiler/targets/cpu/conv1x1.h"
+
+#include <fmt/format.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <array>
+#include <utility>
+#include <vector>
+
+#include "compiler/passes/rewrite.h"
+#include "compiler/targets/cpu/dnnl_kernel.h"
+#include "compiler/targets/cpu/dnnl_steps.h"
+#include "compiler/targets/cpu/silu.h"
+#include "compiler/targets/cpu/squeeze_excite.h"
+#include "core/check.h"
+#include "core/env.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#define KILN_CONV1X1_X86 1
+#endif
+
+namespace kiln::compiler::cpu {
+
+namespace {
+
+using dnnl::memory;
+
+constexpr int kTileBlocks = 4;       // output channel blocks of 16 in a tile
+constexpr int kTilePixels = 7;       // pixels in a tile: 28 accumulators and 4 weight vectors
+constexpr int64_t kChunkBlocks = 8;  // input channel blocks per pass: 32 KiB of weights in L1
+
+// One tile's work: `blocks` input channel blocks from `x` (a block every `x_stride` floats) and
+// `w` (an output block every `w_stride` floats), into `y` (an output block every `y_stride`).
+struct Tile {
+  const float* w;
+  int64_t w_stride;
+  const float* x;
+  int64_t x_stride;
+  int64_t blocks;
+  const float* bias;      // first pass: added (null: none)
+  const float* residual;  // first pass: added (null: none), with y's strides
+  float* y;
+  int64_t y_stride;
+  bool first;  // starts from bias and residual, else from y (a previous chunk's sums)
+  bool relu;   // last pass: max(0, .)
+};
+
+#if KILN_CONV1X1_X86
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // as in silu.cc
+template <int kBlocks, int kPixels>
+__attribute__((target("avx512f"))) void run_tile(const Tile& t) {
+  __m512 acc[kBlocks][kPixels];
+#pragma GCC unroll 4
+  for (int j = 0; j < kBlocks; ++j) {
+    const __m512 bias = t.bias != nullptr ? _mm512_loadu_ps(t.bias + 16 * j) : _mm512_setzero_ps();
+#pragma GCC unroll 8
+    for (int p = 0; p < kPixels; ++p) {
+      const int64_t at = j * t.y_stride + p * 16;
+      if (!t.first) {
+        acc[j][p] = _mm512_loadu_ps(t.y + at);
+      } else if (t.residual != nullptr) {
+        acc[j][p] = _mm512_add_ps(bias, _mm512_loadu_ps(t.residual + at));
+      } else {
+        acc[j][p] = bias;
+      }
+    }
+  }
+  for (int64_t cb = 0; cb < t.blocks; ++cb) {
+    const float* x = t.x + cb * t.x_stride;
+    const float* w = t.w + cb * 256;
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; ++i) {
+      __m512 wv[kBlocks];
+#pragma GCC unroll 4
+      for (int j = 0; j < kBlocks; ++j) wv[j] = _mm512_loadu_ps(w + j * t.w_stride + i * 16);
+#pragma GCC unroll 8
+      for (int p = 0; p < kPixels; ++p) {
+        const __m512 v = _mm512_set1_ps(x[p * 16 + i]);
+#pragma GCC unroll 4
+        for (int j = 0; j < kBlocks; ++j) acc[j][p] = _mm512_fmadd_ps(wv[j], v, acc[j][p]);
+      }
+    }
+  }
+#pragma GCC unroll 4
+  for (int j = 0; j < kBlocks; ++j) {
+#pragma GCC unroll 8
+    for (int p = 0; p < kPixels; ++p) {
+      __m512 v = acc[j][p];
+      if (t.relu) v = _mm512_max_ps(v, _mm512_setzero_ps());
+      _mm512_storeu_ps(t.y + j * t.y_stride + p * 16, v);
+    }
+  }
+}
+#pragma GCC diagnostic pop
+
+using TileFn = void (*)(const Tile&);
+
+template <int kBlocks, size_t... kPixels>
+constexpr std::array<TileFn, sizeof...(kPixels)> tile_row(std::index_sequence<kPixels...>) {
+  return {run_tile<kBlocks, static_cast<int>(kPixels) + 1>...};
+}
+
+// kTiles[blocks - 1][pixels - 1]: the tile of that many output blocks and pixels.
+constexpr auto kPixelSeq = std::make_index_sequence<kTilePixels>();
+constexpr std::array<std::array<TileFn, kTilePixels>, kTileBlocks> kTiles = {
+    tile_row<1>(kPixelSeq), tile_row<2>(kPixelSeq), tile_row<3>(kPixelSeq),
+    tile_row<4>(kPixelSeq)};
+
+// Output blocks [block, block + blocks) for pixels [first, last), every input chunk.
+void run_part(const Conv1x1Shape& s, const float* x, const float* weights, const float* bias,
+              const float* residual, bool relu, float* y, int64_t block, int64_t blocks,
+              int64_t first, int64_t last) {
+  const int64_t in_blocks = s.in / 16;
+  const int64_t plane = s.pixels * 16;
+  for (int64_t c0 = 0; c0 < in_blocks; c0 += kChunkBlocks) {
+    const int64_t chunk = std::min(kChunkBlocks, in_blocks - c0);
+    for (int64_t p = first; p < last; p += kTilePixels) {
+      const int64_t pixels = std::min<int64_t>(kTilePixels, last - p);
+      const int64_t at = block * plane + p * 16;
+      const Tile t{weights + block * s.in * 16 + c0 * 256,
+                   s.in * 16,
+                   x + c0 * plane + p * 16,
+                   plane,
+                   chunk,
+                   bias != nullptr ? bias + block * 16 : nullptr,
+                   residual != nullptr ? residual + at : nullptr,
+                   y + at,
+                   plane,
+                   c0 == 0,
+                   relu && c0 + chunk == in_blocks};
+      kTiles[static_cast<size_t>(blocks - 1)][static_cast<size_t>(pixels - 1)](t);
+    }
+  }
+}
+#endif
+
+}  // namespace
+
+void conv1x1_f32(const Conv1x1Shape& s, const float* x, const float* weights, const float* bias,
+                 const float* residual, bool relu, float* y) {
+  KILN_CHECK(has_fast_silu(), "conv1x1_f32 needs AVX-512 (check has_fast_silu() first)");
+  KILN_CHECK(s.in % 16 == 0 && s.out % 16 == 0 && s.in > 0 && s.out > 0 && s.pixels > 0,
+             "conv1x1_f32: channels must be positive multiples of 16");
+#if KILN_CONV1X1_X86
+  const int64_t groups = (s.out / 16 + kTileBlocks - 1) / kTileBlocks;
+#pragma omp parallel
+  {
+    const int64_t threads = omp_get_num_threads();
+    const int64_t thread = omp_get_thread_num();
+    // Each thread takes whole groups of output channels (reading their weights once) when there
+    // are enough of them to share; otherwise each group's pixels are split over the threads.
+    int64_t part = s.pixels;
+    if (groups < 2 * threads) {
+      part = ((s.pixels + threads - 1) / threads + kTilePixels - 1) / kTilePixels * kTilePixels;
+    }
+    const int64_t parts = (s.pixels + part - 1) / part;
+    const int64_t items = groups * parts;
+    const unsigned csr = _mm_getcsr();
+    _mm_setcsr(csr | 0x8040);
+    for (int64_t item = items * thread / threads; item < items * (thread + 1) / threads; ++item) {
+      const int64_t group = item / parts;
+      const int64_t first = item % parts * part;
+      const int64_t block = group * kTileBlocks;
+      run_part(s, x, weights, bias, residual, relu, y, block,
+               std::min<int64_t>(kTileBlocks, s.out / 16 - block), first,
+               std::min(s.pixels, first + part));
+    }
+    _mm_setcsr(csr);
+  }
+#endif
+}
+
+namespace {
+
+enum class Choice { kAuto, kOwn, kOneDnn };
+
+Result<Choice> forced_choice() {
+  const std::string v = env_flag_string(EnvFlag::kCpuConv1x1);
+  if (v == "auto") return Choice::kAuto;
+  if (v == "own") return Choice::kOwn;
+  if (v == "onednn") return Choice::kOneDnn;
+  return invalid_argument_error(
+      fmt::format("KILN_CPU_CONV1X1 is \"{}\"; use auto, own or onednn (or unset it)", v));
+}
+
+// Where conv1x1_f32 is faster than oneDNN's jit_1x1 (2 threads, ResNet-50's shapes,
+// docs/performance.md "Branch cpu-b1c").
+bool prefer_own(const Conv1x1Shape& s) {
+  return s.in >= 512 && s.pixels <= 28 * 28;
+}
+
+class Conv1x1Step final : public Step {
+ public:
+  Conv1x1Step(Conv1x1Shape shape, memory weights, std::vector<float> bias, bool relu, int x,
+              int residual, int y)
+      : shape_(shape),
+        weights_(std::move(weights)),
+        bias_(std::move(bias)),
+        relu_(relu),
+        x_(x),
+        residual_(residual),
+        y_(y) {}
+
+  Status run(StepContext& ctx) const override {
+    auto at = [&](int buffer) { return static_cast<float*>(ctx.data[static_cast<size_t>(buffer)]); };
+    conv1x1_f32(shape_, at(x_), static_cast<const float*>(weights_.get_data_handle()),
+                bias_.empty() ? nullptr : bias_.data(), residual_ >= 0 ? at(residual_) : nullptr,
+                relu_, at(y_));
+    return Status();
+  }
+
+ private:
+  Conv1x1Shape shape_;
+  memory weights_;  // Oihw16o
+  std::vector<float> bias_;
+  bool relu_;
+  int x_;
+  int residual_;  // -1: none
+  int y_;
+};
+
+}  // namespace
+
+Status check_conv1x1_flag() {
+  return forced_choice().status();
+}
+
+bool lower_conv1x1(ProgramBuilder& b, const Node& conv, const Node* add) {
+  if (!has_fast_silu() || b.conv_layout() != ConvLayout::kBlocked16) return false;
+  Result<Choice> choice = forced_choice();
+  if (!choice.ok() || *choice == Choice::kOneDnn) return false;
+  std::optional<ConvSetup> s = conv_setup(conv);
+  if (!s || s->weights_const == nullptr || s->weights_const->dtype() != DType::kF32 ||
+      s->weights.size() != 4 || s->weights[2] != 1 || s->weights[3] != 1 || s->src.size() != 4 ||
+      s->src[0] != 1 || s->strides[0] != 1 || s->strides[1] != 1 || s->pad_begin[0] != 0 ||
+      s->pad_begin[1] != 0 || s->pad_end[0] != 0 || s->pad_end[1] != 0 ||
+      s->weights[0] % 16 != 0 || s->weights[1] % 16 != 0 || absorbed_gate(conv)) {
+    return false;
+  }
+  if (s->has_bias && (s->bias_const == nullptr || s->bias_const->dtype() != DType::kF32)) {
+    return false;
+  }
+  const Value* x = conv.input(0);
+  const Value* y = add != nullptr ? add->output(0) : conv.output(0);
+  if (!b.has_buffer(x) || !same_float({x, conv.output(0), y}) ||
+      y->tensor_type().dtype != DType::kF32) {
+    return false;
+  }
+  const Conv1x1Shape shape{s->weights[1], s->weights[0], s->src[2] * s->src[3]};
+  if (*choice == Choice::kAuto && !prefer_own(shape)) return false;
+  const memory::desc src(s->src, memory::data_type::f32, memory::format_tag::nChw16c);
+  const memory::desc dst(s->dst, memory::data_type::f32, memory::format_tag::nChw16c);
+  if (b.layout_of(x) != src) return false;
+  // A Relu of the convolution's own comes before the residual; the kernel applies one at the end.
+  if (s->relu && add != nullptr) return false;
+  const Tail tail = trailing_eltwise(y, 1);
+  if (!tail.ops.empty() && (tail.ops[0].algorithm != dnnl::algorithm::eltwise_relu ||
+                            tail.ops[0].alpha != 0.0f)) {
+    return false;
+  }
+  const Value* residual = nullptr;
+  if (add != nullptr) {
+    residual = other_input(*add, conv.output(0));
+    if (residual == nullptr || residual == conv.output(0) || !b.has_buffer(residual) ||
+        b.layout_of(residual) != dst) {
+      return false;
+    }
+  }
+
+  memory weights = pack(b.engine(), s->user_weights, s->weights_const->raw_data(),
+                        memory::desc(s->weights, memory::data_type::f32, memory::format_tag::Oihw16o));
+  std::vector<float> bias;
+  if (s->has_bias) {
+    const float* from = s->bias_const->data<float>();
+    bias.assign(from, from + shape.out);
+  }
+  int residual_buffer = residual != nullptr ? b.buffer_of(residual) : -1;
+  int out = -1;
+  // The residual is dead after the Add: the sums go into its buffer.
+  const bool in_place = residual != nullptr && b.can_overwrite(residual, *add) &&
+                        !is_graph_output(tail.out);
+  if (in_place) {
+    out = residual_buffer;
+  } else {
+    out = b.define(tail.out, dst);
+  }
+  const bool relu = s->relu || !tail.ops.empty();
+  auto step = std::make_unique<Conv1x1Step>(shape, std::move(weights), std::move(bias), relu,
+                                            b.buffer_of(x), residual_buffer, out);
+  step->node = &conv;
+  step->kind = std::string(s->relu ? "Conv+Relu" : "Conv") + (add != nullptr ? "+Add" : "") +
+               tail.kinds;
+  step->reads.push_back(b.buffer_of(x));
+  if (!in_place && residual_buffer >= 0) step->reads.push_back(residual_buffer);
+  step->writes.push_back(out);
+  b.add_step(std::move(step));
+  for (const Node* n : tail.nodes) b.mark_fused(n);
+  if (in_place) b.rebind(tail.out, out);
+  b.mark_fused(&conv);
+  return true;
+}
+
+}  // namespace kiln::compiler::cpu
