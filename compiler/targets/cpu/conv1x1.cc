@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// 1x1 stride-1 convolutions of a batch of one over nChw16c: an AVX-512 GEMM [out, in] x [in, pixels]
-// with bias, residual and Relu applied in registers, on the OpenMP team oneDNN runs on.
+// 1x1 stride-1 convolutions of a batch of one over nChw16c: an AVX-512 GEMM [out, in] x [in,
+// pixels] with bias, residual and Relu applied in registers, on the OpenMP team oneDNN runs on.
 #include "compiler/targets/cpu/conv1x1.h"
 
 #include <fmt/format.h>
@@ -35,10 +35,10 @@ constexpr int kTilePixels = 7;       // pixels in a tile: 28 accumulators and 4 
 constexpr int64_t kChunkBlocks = 8;  // input channel blocks per pass: 32 KiB of weights in L1
 
 // One tile's work: `blocks` input channel blocks from `x` (a block every `x_stride` floats) and
-// `w` (an output block every `w_stride` floats), into `y` (an output block every `y_stride`).
+// `w` (OIhw16i64o: 64 output channels for each input channel), into `y` (an output block every
+// `y_stride` floats).
 struct Tile {
   const float* w;
-  int64_t w_stride;
   const float* x;
   int64_t x_stride;
   int64_t blocks;
@@ -46,13 +46,23 @@ struct Tile {
   const float* residual;  // first pass: added (null: none), with y's strides
   float* y;
   int64_t y_stride;
-  bool first;  // starts from bias and residual, else from y (a previous chunk's sums)
-  bool relu;   // last pass: max(0, .)
+  bool first;              // starts from bias and residual, else from y (a previous chunk's sums)
+  bool relu;               // last pass: max(0, .)
+  const char* prefetch;    // lines to bring into L2 meanwhile (the next chunk's weights)
+  int64_t prefetch_lines;  // at most 16 x blocks
 };
 
 #if KILN_CONV1X1_X86
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // as in silu.cc
+// acc + w * (*x broadcast), with the broadcast as the FMA's memory operand: with 28 accumulators
+// and 4 weight vectors live, a broadcast into a register would spill (GCC does not fold it).
+__attribute__((target("avx512f"))) inline __m512 fmadd_broadcast(__m512 w, const float* x,
+                                                                 __m512 acc) {
+  asm("vfmadd231ps %[x]%{1to16%}, %[w], %[acc]" : [acc] "+v"(acc) : [w] "v"(w), [x] "m"(*x));
+  return acc;
+}
+
 template <int kBlocks, int kPixels>
 __attribute__((target("avx512f"))) void run_tile(const Tile& t) {
   __m512 acc[kBlocks][kPixels];
@@ -73,17 +83,19 @@ __attribute__((target("avx512f"))) void run_tile(const Tile& t) {
   }
   for (int64_t cb = 0; cb < t.blocks; ++cb) {
     const float* x = t.x + cb * t.x_stride;
-    const float* w = t.w + cb * 256;
+    const float* w = t.w + cb * 16 * 64;
 #pragma GCC unroll 16
     for (int i = 0; i < 16; ++i) {
+      if (cb * 16 + i < t.prefetch_lines)
+        _mm_prefetch(t.prefetch + (cb * 16 + i) * 64, _MM_HINT_T1);
       __m512 wv[kBlocks];
 #pragma GCC unroll 4
-      for (int j = 0; j < kBlocks; ++j) wv[j] = _mm512_loadu_ps(w + j * t.w_stride + i * 16);
+      for (int j = 0; j < kBlocks; ++j) wv[j] = _mm512_loadu_ps(w + i * 64 + j * 16);
 #pragma GCC unroll 8
       for (int p = 0; p < kPixels; ++p) {
-        const __m512 v = _mm512_set1_ps(x[p * 16 + i]);
 #pragma GCC unroll 4
-        for (int j = 0; j < kBlocks; ++j) acc[j][p] = _mm512_fmadd_ps(wv[j], v, acc[j][p]);
+        for (int j = 0; j < kBlocks; ++j)
+          acc[j][p] = fmadd_broadcast(wv[j], x + p * 16 + i, acc[j][p]);
       }
     }
   }
@@ -109,8 +121,7 @@ constexpr std::array<TileFn, sizeof...(kPixels)> tile_row(std::index_sequence<kP
 // kTiles[blocks - 1][pixels - 1]: the tile of that many output blocks and pixels.
 constexpr auto kPixelSeq = std::make_index_sequence<kTilePixels>();
 constexpr std::array<std::array<TileFn, kTilePixels>, kTileBlocks> kTiles = {
-    tile_row<1>(kPixelSeq), tile_row<2>(kPixelSeq), tile_row<3>(kPixelSeq),
-    tile_row<4>(kPixelSeq)};
+    tile_row<1>(kPixelSeq), tile_row<2>(kPixelSeq), tile_row<3>(kPixelSeq), tile_row<4>(kPixelSeq)};
 
 // Output blocks [block, block + blocks) for pixels [first, last), every input chunk.
 void run_part(const Conv1x1Shape& s, const float* x, const float* weights, const float* bias,
@@ -118,22 +129,32 @@ void run_part(const Conv1x1Shape& s, const float* x, const float* weights, const
               int64_t first, int64_t last) {
   const int64_t in_blocks = s.in / 16;
   const int64_t plane = s.pixels * 16;
+  const int64_t tiles = (last - first + kTilePixels - 1) / kTilePixels;
   for (int64_t c0 = 0; c0 < in_blocks; c0 += kChunkBlocks) {
     const int64_t chunk = std::min(kChunkBlocks, in_blocks - c0);
-    for (int64_t p = first; p < last; p += kTilePixels) {
+    const bool more = c0 + chunk < in_blocks;
+    // The next chunk's weights (64 floats, a line each 16) spread over the tiles.
+    const int64_t next_lines = std::min(kChunkBlocks, in_blocks - c0 - chunk) * 16 * 4;
+    const int64_t per_tile = (next_lines + tiles - 1) / tiles;
+    int64_t tile = 0;
+    for (int64_t p = first; p < last; p += kTilePixels, ++tile) {
+      const int64_t from = std::min(next_lines, tile * per_tile);
       const int64_t pixels = std::min<int64_t>(kTilePixels, last - p);
       const int64_t at = block * plane + p * 16;
-      const Tile t{weights + block * s.in * 16 + c0 * 256,
-                   s.in * 16,
-                   x + c0 * plane + p * 16,
-                   plane,
-                   chunk,
-                   bias != nullptr ? bias + block * 16 : nullptr,
-                   residual != nullptr ? residual + at : nullptr,
-                   y + at,
-                   plane,
-                   c0 == 0,
-                   relu && c0 + chunk == in_blocks};
+      const Tile t{
+          weights + block / 4 * s.in * 64 + block % 4 * 16 + c0 * 16 * 64,
+          x + c0 * plane + p * 16,
+          plane,
+          chunk,
+          bias != nullptr ? bias + block * 16 : nullptr,
+          residual != nullptr ? residual + at : nullptr,
+          y + at,
+          plane,
+          c0 == 0,
+          relu && c0 + chunk == in_blocks,
+          reinterpret_cast<const char*>(weights + block / 4 * s.in * 64 + (c0 + chunk) * 16 * 64) +
+              from * 64,
+          more ? std::min(per_tile, next_lines - from) : 0};
       kTiles[static_cast<size_t>(blocks - 1)][static_cast<size_t>(pixels - 1)](t);
     }
   }
@@ -189,10 +210,12 @@ Result<Choice> forced_choice() {
       fmt::format("KILN_CPU_CONV1X1 is \"{}\"; use auto, own or onednn (or unset it)", v));
 }
 
-// Where conv1x1_f32 is faster than oneDNN's jit_1x1 (2 threads, ResNet-50's shapes,
+// Where conv1x1_f32 is faster than oneDNN's jit_1x1: at 7x7 and less, where the weights outweigh
+// the activations and prefetching the next chunk's weights pays (ResNet-50's 512 <-> 2048 at 7x7:
+// 0.88 of jit_1x1's time on 2 threads; level at 14x14, 1.15 at 28x28 and 56x56;
 // docs/performance.md "Branch cpu-b1c").
 bool prefer_own(const Conv1x1Shape& s) {
-  return s.in >= 512 && s.pixels <= 28 * 28;
+  return s.pixels <= 7 * 7;
 }
 
 class Conv1x1Step final : public Step {
@@ -208,7 +231,9 @@ class Conv1x1Step final : public Step {
         y_(y) {}
 
   Status run(StepContext& ctx) const override {
-    auto at = [&](int buffer) { return static_cast<float*>(ctx.data[static_cast<size_t>(buffer)]); };
+    auto at = [&](int buffer) {
+      return static_cast<float*>(ctx.data[static_cast<size_t>(buffer)]);
+    };
     conv1x1_f32(shape_, at(x_), static_cast<const float*>(weights_.get_data_handle()),
                 bias_.empty() ? nullptr : bias_.data(), residual_ >= 0 ? at(residual_) : nullptr,
                 relu_, at(y_));
@@ -217,7 +242,7 @@ class Conv1x1Step final : public Step {
 
  private:
   Conv1x1Shape shape_;
-  memory weights_;  // Oihw16o
+  memory weights_;  // OIhw16i64o
   std::vector<float> bias_;
   bool relu_;
   int x_;
@@ -239,8 +264,8 @@ bool lower_conv1x1(ProgramBuilder& b, const Node& conv, const Node* add) {
   if (!s || s->weights_const == nullptr || s->weights_const->dtype() != DType::kF32 ||
       s->weights.size() != 4 || s->weights[2] != 1 || s->weights[3] != 1 || s->src.size() != 4 ||
       s->src[0] != 1 || s->strides[0] != 1 || s->strides[1] != 1 || s->pad_begin[0] != 0 ||
-      s->pad_begin[1] != 0 || s->pad_end[0] != 0 || s->pad_end[1] != 0 ||
-      s->weights[0] % 16 != 0 || s->weights[1] % 16 != 0 || absorbed_gate(conv)) {
+      s->pad_begin[1] != 0 || s->pad_end[0] != 0 || s->pad_end[1] != 0 || s->weights[0] % 16 != 0 ||
+      s->weights[1] % 16 != 0 || absorbed_gate(conv)) {
     return false;
   }
   if (s->has_bias && (s->bias_const == nullptr || s->bias_const->dtype() != DType::kF32)) {
@@ -260,21 +285,22 @@ bool lower_conv1x1(ProgramBuilder& b, const Node& conv, const Node* add) {
   // A Relu of the convolution's own comes before the residual; the kernel applies one at the end.
   if (s->relu && add != nullptr) return false;
   const Tail tail = trailing_eltwise(y, 1);
-  if (!tail.ops.empty() && (tail.ops[0].algorithm != dnnl::algorithm::eltwise_relu ||
-                            tail.ops[0].alpha != 0.0f)) {
+  if (!tail.ops.empty() &&
+      (tail.ops[0].algorithm != dnnl::algorithm::eltwise_relu || tail.ops[0].alpha != 0.0f)) {
     return false;
   }
   const Value* residual = nullptr;
   if (add != nullptr) {
     residual = other_input(*add, conv.output(0));
-    if (residual == nullptr || residual == conv.output(0) || !b.has_buffer(residual) ||
-        b.layout_of(residual) != dst) {
+    if (residual == nullptr || residual == conv.output(0) || residual == x ||
+        !b.has_buffer(residual) || b.layout_of(residual) != dst) {
       return false;
     }
   }
 
-  memory weights = pack(b.engine(), s->user_weights, s->weights_const->raw_data(),
-                        memory::desc(s->weights, memory::data_type::f32, memory::format_tag::Oihw16o));
+  memory weights =
+      pack(b.engine(), s->user_weights, s->weights_const->raw_data(),
+           memory::desc(s->weights, memory::data_type::f32, memory::format_tag::OIhw16i64o));
   std::vector<float> bias;
   if (s->has_bias) {
     const float* from = s->bias_const->data<float>();
@@ -283,8 +309,8 @@ bool lower_conv1x1(ProgramBuilder& b, const Node& conv, const Node* add) {
   int residual_buffer = residual != nullptr ? b.buffer_of(residual) : -1;
   int out = -1;
   // The residual is dead after the Add: the sums go into its buffer.
-  const bool in_place = residual != nullptr && b.can_overwrite(residual, *add) &&
-                        !is_graph_output(tail.out);
+  const bool in_place =
+      residual != nullptr && b.can_overwrite(residual, *add) && !is_graph_output(tail.out);
   if (in_place) {
     out = residual_buffer;
   } else {
@@ -294,12 +320,21 @@ bool lower_conv1x1(ProgramBuilder& b, const Node& conv, const Node* add) {
   auto step = std::make_unique<Conv1x1Step>(shape, std::move(weights), std::move(bias), relu,
                                             b.buffer_of(x), residual_buffer, out);
   step->node = &conv;
-  step->kind = std::string(s->relu ? "Conv+Relu" : "Conv") + (add != nullptr ? "+Add" : "") +
-               tail.kinds;
+  step->kind =
+      std::string(s->relu ? "Conv+Relu" : "Conv") + (add != nullptr ? "+Add" : "") + tail.kinds;
   step->reads.push_back(b.buffer_of(x));
   if (!in_place && residual_buffer >= 0) step->reads.push_back(residual_buffer);
   step->writes.push_back(out);
-  b.add_step(std::move(step));
+  std::unique_ptr<Step> wrapped = std::move(step);
+  // A GlobalAveragePool of the output (ResNet's classifier's) in a pass of the step's own.
+  memory::desc pooled;
+  if (const Node* pool = pooled_by(b, tail.out, dst, &pooled)) {
+    wrapped = pool_after(std::move(wrapped), out, static_cast<size_t>(shape.out / 16),
+                         static_cast<size_t>(shape.pixels), /*silu=*/false,
+                         b.define(pool->output(0), pooled));
+    b.mark_fused(pool);
+  }
+  b.add_step(std::move(wrapped));
   for (const Node* n : tail.nodes) b.mark_fused(n);
   if (in_place) b.rebind(tail.out, out);
   b.mark_fused(&conv);

@@ -16,13 +16,14 @@ struct Conv1x1Shape {
 };
 
 // y = W x + bias + residual, then max(0, .) when `relu`, for x [in/16][pixels][16] (nChw16c of a
-// batch of one), W packed Oihw16o ([out/16][in][16]) and y, residual [out/16][pixels][16].
-// `bias` (out floats) and `residual` may be null; `residual` may be `y` (adding in place). Tiles
-// of 4 output channel blocks by 7 pixels in registers, input channels in chunks of 128 (their
-// weights stay in L1 while the tile walks the pixels), split over the OpenMP team by output
-// channels first. Needs has_fast_silu() (AVX-512); denormals flushed while it runs.
-void conv1x1_f32(const Conv1x1Shape& shape, const float* x, const float* weights,
-                 const float* bias, const float* residual, bool relu, float* y);
+// batch of one), W packed OIhw16i64o ([out/64][in/16][16][64], output channels padded to 64) and y,
+// residual [out/16][pixels][16]. `bias` (out floats) and `residual` may be null; `residual` may be
+// `y` (adding in place). Tiles of 4 output channel blocks by 7 pixels in registers, input channels
+// in chunks of 128 (their weights stay in L1 while the tile walks the pixels), split over the
+// OpenMP team by output channels first. Needs has_fast_silu() (AVX-512); denormals flushed while it
+// runs.
+void conv1x1_f32(const Conv1x1Shape& shape, const float* x, const float* weights, const float* bias,
+                 const float* residual, bool relu, float* y);
 
 // Lowers a Conv (1x1, stride 1, no padding, one group, batch 1, f32, constant weights, its input
 // in nChw16c) with its Relu, or with the residual Add `add` (the other input in nChw16c) and a

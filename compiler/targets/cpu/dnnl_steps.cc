@@ -108,25 +108,6 @@ void finish(ProgramBuilder& b, const Node& node, std::string kind, dnnl::primiti
          tail);
 }
 
-namespace {
-
-// A dense 3x3 stride-1 2-D convolution: oneDNN runs it as Winograd over nChw16c (F(2x2, 3x3),
-// or F(4x4, 3x3) at larger batches).
-bool is_winograd_shape(const ConvSetup& s) {
-  return s.weights.size() == 4 && s.weights[2] == 3 && s.weights[3] == 3 && s.strides[0] == 1 &&
-         s.strides[1] == 1 && s.dilates[0] == 0 && s.dilates[1] == 0;
-}
-
-// Whether a blocked model runs `s` as Winograd: not from fewer than 32 input channels, where the
-// transforms outweigh the saved multiplications (SqueezeNet's 16 -> 64 expands at 55x55, batch
-// 16: direct jit over nChw16c takes 0.6 of jit_wino_4x3's time).
-bool runs_winograd(const ConvSetup& s) {
-  return is_winograd_shape(s) && s.weights[1] >= 32;
-}
-
-// The GlobalAveragePool reading `y` that the step writing it computes too (pool_after), and the
-// layout of the mean it defines: `y` is f32 in `layout`, channel-blocked by 16 (nChw16c, dense),
-// and the pool's own layout would be the same blocking. nullptr otherwise.
 const Node* pooled_by(ProgramBuilder& b, const Value* y, const memory::desc& layout,
                       memory::desc* pooled) {
   if (!has_fast_silu() || !is_f32(y) || y->tensor_type().shape().rank() != 4) return nullptr;
@@ -151,6 +132,22 @@ const Node* pooled_by(ProgramBuilder& b, const Value* y, const memory::desc& lay
     return &pool;
   }
   return nullptr;
+}
+
+namespace {
+
+// A dense 3x3 stride-1 2-D convolution: oneDNN runs it as Winograd over nChw16c (F(2x2, 3x3),
+// or F(4x4, 3x3) at larger batches).
+bool is_winograd_shape(const ConvSetup& s) {
+  return s.weights.size() == 4 && s.weights[2] == 3 && s.weights[3] == 3 && s.strides[0] == 1 &&
+         s.strides[1] == 1 && s.dilates[0] == 0 && s.dilates[1] == 0;
+}
+
+// Whether a blocked model runs `s` as Winograd: not from fewer than 32 input channels, where the
+// transforms outweigh the saved multiplications (SqueezeNet's 16 -> 64 expands at 55x55, batch
+// 16: direct jit over nChw16c takes 0.6 of jit_wino_4x3's time).
+bool runs_winograd(const ConvSetup& s) {
+  return is_winograd_shape(s) && s.weights[1] >= 32;
 }
 
 // Conv (with its Relu), then the Add of `add` as a sum post-op, then the eltwise tail.
