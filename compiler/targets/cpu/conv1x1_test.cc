@@ -8,7 +8,9 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <ostream>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "compiler/ir/builder.h"
@@ -45,6 +47,17 @@ struct Case {
   bool bias, residual, in_place, relu;
   int threads;
 };
+
+std::string name(const Case& c) {
+  return "in" + std::to_string(c.in) + "_out" + std::to_string(c.out) + "_px" +
+         std::to_string(c.pixels) + (c.bias ? "_bias" : "") +
+         (c.residual ? (c.in_place ? "_inplace" : "_residual") : "") + (c.relu ? "_relu" : "") +
+         "_t" + std::to_string(c.threads);
+}
+
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << name(c);
+}
 
 class Conv1x1Kernel : public testing::TestWithParam<Case> {};
 
@@ -102,7 +115,8 @@ INSTANTIATE_TEST_SUITE_P(Shapes, Conv1x1Kernel,
                                          Case{256, 64, 49, false, true, true, false, 1},
                                          Case{16, 16, 3, false, false, false, false, 2},
                                          Case{144, 320, 14, true, true, true, true, 2},
-                                         Case{64, 128, 196, false, false, false, true, 3}));
+                                         Case{64, 128, 196, false, false, false, true, 3}),
+                         [](const testing::TestParamInfo<Case>& info) { return name(info.param); });
 
 // Sets an environment variable for one scope.
 class ScopedEnv {
