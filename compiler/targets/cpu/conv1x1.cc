@@ -63,7 +63,8 @@ __attribute__((target("avx512f"))) inline __m512 fmadd_broadcast(__m512 w, const
   return acc;
 }
 
-template <int kBlocks, int kPixels>
+// kStep: floats from one pixel of the tile's input to the next (16, or 32 for stride 2).
+template <int kStep, int kBlocks, int kPixels>
 __attribute__((target("avx512f"))) void run_tile(const Tile& t) {
   __m512 acc[kBlocks][kPixels];
 #pragma GCC unroll 4
@@ -95,7 +96,7 @@ __attribute__((target("avx512f"))) void run_tile(const Tile& t) {
       for (int p = 0; p < kPixels; ++p) {
 #pragma GCC unroll 4
         for (int j = 0; j < kBlocks; ++j)
-          acc[j][p] = fmadd_broadcast(wv[j], x + p * 16 + i, acc[j][p]);
+          acc[j][p] = fmadd_broadcast(wv[j], x + p * kStep + i, acc[j][p]);
       }
     }
   }
@@ -113,22 +114,31 @@ __attribute__((target("avx512f"))) void run_tile(const Tile& t) {
 
 using TileFn = void (*)(const Tile&);
 
-template <int kBlocks, size_t... kPixels>
+template <int kStep, int kBlocks, size_t... kPixels>
 constexpr std::array<TileFn, sizeof...(kPixels)> tile_row(std::index_sequence<kPixels...>) {
-  return {run_tile<kBlocks, static_cast<int>(kPixels) + 1>...};
+  return {run_tile<kStep, kBlocks, static_cast<int>(kPixels) + 1>...};
 }
 
-// kTiles[blocks - 1][pixels - 1]: the tile of that many output blocks and pixels.
-constexpr auto kPixelSeq = std::make_index_sequence<kTilePixels>();
-constexpr std::array<std::array<TileFn, kTilePixels>, kTileBlocks> kTiles = {
-    tile_row<1>(kPixelSeq), tile_row<2>(kPixelSeq), tile_row<3>(kPixelSeq), tile_row<4>(kPixelSeq)};
+using TileTable = std::array<std::array<TileFn, kTilePixels>, kTileBlocks>;
+template <int kStep>
+constexpr TileTable tile_table() {
+  constexpr auto pixels = std::make_index_sequence<kTilePixels>();
+  return {tile_row<kStep, 1>(pixels), tile_row<kStep, 2>(pixels), tile_row<kStep, 3>(pixels),
+          tile_row<kStep, 4>(pixels)};
+}
 
-// Output blocks [block, block + blocks) for pixels [first, last), every input chunk.
+// kTiles[stride - 1][blocks - 1][pixels - 1]: the tile of that many output blocks and pixels.
+constexpr std::array<TileTable, 2> kTiles = {tile_table<16>(), tile_table<32>()};
+
+// Output blocks [block, block + blocks) for pixels [first, last), every input chunk. With stride
+// 2 a tile stays within an output row (its input pixels are 2 apart).
 void run_part(const Conv1x1Shape& s, const float* x, const float* weights, const float* bias,
               const float* residual, bool relu, float* y, int64_t block, int64_t blocks,
               int64_t first, int64_t last) {
   const int64_t in_blocks = s.in / 16;
   const int64_t plane = s.pixels * 16;
+  const int64_t in_plane = s.in_pixels * 16;
+  const TileTable& table = kTiles[static_cast<size_t>(s.stride - 1)];
   const int64_t tiles = (last - first + kTilePixels - 1) / kTilePixels;
   for (int64_t c0 = 0; c0 < in_blocks; c0 += kChunkBlocks) {
     const int64_t chunk = std::min(kChunkBlocks, in_blocks - c0);
@@ -137,14 +147,19 @@ void run_part(const Conv1x1Shape& s, const float* x, const float* weights, const
     const int64_t next_lines = std::min(kChunkBlocks, in_blocks - c0 - chunk) * 16 * 4;
     const int64_t per_tile = (next_lines + tiles - 1) / tiles;
     int64_t tile = 0;
-    for (int64_t p = first; p < last; p += kTilePixels, ++tile) {
+    for (int64_t p = first, pixels = 0; p < last; p += pixels, ++tile) {
+      pixels = std::min<int64_t>(kTilePixels, last - p);
+      int64_t in_at = p;
+      if (s.stride == 2) {
+        pixels = std::min(pixels, s.width - p % s.width);
+        in_at = (p / s.width * s.in_width + p % s.width) * 2;
+      }
       const int64_t from = std::min(next_lines, tile * per_tile);
-      const int64_t pixels = std::min<int64_t>(kTilePixels, last - p);
       const int64_t at = block * plane + p * 16;
       const Tile t{
           weights + block / 4 * s.in * 64 + block % 4 * 16 + c0 * 16 * 64,
-          x + c0 * plane + p * 16,
-          plane,
+          x + c0 * in_plane + in_at * 16,
+          in_plane,
           chunk,
           bias != nullptr ? bias + block * 16 : nullptr,
           residual != nullptr ? residual + at : nullptr,
@@ -154,8 +169,8 @@ void run_part(const Conv1x1Shape& s, const float* x, const float* weights, const
           relu && c0 + chunk == in_blocks,
           reinterpret_cast<const char*>(weights + block / 4 * s.in * 64 + (c0 + chunk) * 16 * 64) +
               from * 64,
-          more ? std::min(per_tile, next_lines - from) : 0};
-      kTiles[static_cast<size_t>(blocks - 1)][static_cast<size_t>(pixels - 1)](t);
+          more ? std::max<int64_t>(0, std::min(per_tile, next_lines - from)) : 0};
+      table[static_cast<size_t>(blocks - 1)][static_cast<size_t>(pixels - 1)](t);
     }
   }
 }
@@ -168,6 +183,11 @@ void conv1x1_f32(const Conv1x1Shape& s, const float* x, const float* weights, co
   KILN_CHECK(has_fast_silu(), "conv1x1_f32 needs AVX-512 (check has_fast_silu() first)");
   KILN_CHECK(s.in % 16 == 0 && s.out % 16 == 0 && s.in > 0 && s.out > 0 && s.pixels > 0,
              "conv1x1_f32: channels must be positive multiples of 16");
+  KILN_CHECK(s.stride == 1
+                 ? s.in_pixels == s.pixels
+                 : s.stride == 2 && s.width > 0 && s.pixels % s.width == 0 &&
+                       (s.pixels / s.width - 1) * 2 * s.in_width + (s.width - 1) * 2 < s.in_pixels,
+             "conv1x1_f32: stride 1 reads `pixels` input pixels, stride 2 a wide enough input");
 #if KILN_CONV1X1_X86
   const int64_t groups = (s.out / 16 + kTileBlocks - 1) / kTileBlocks;
 #pragma omp parallel
@@ -263,9 +283,9 @@ bool lower_conv1x1(ProgramBuilder& b, const Node& conv, const Node* add) {
   std::optional<ConvSetup> s = conv_setup(conv);
   if (!s || s->weights_const == nullptr || s->weights_const->dtype() != DType::kF32 ||
       s->weights.size() != 4 || s->weights[2] != 1 || s->weights[3] != 1 || s->src.size() != 4 ||
-      s->src[0] != 1 || s->strides[0] != 1 || s->strides[1] != 1 || s->pad_begin[0] != 0 ||
-      s->pad_begin[1] != 0 || s->pad_end[0] != 0 || s->pad_end[1] != 0 || s->weights[0] % 16 != 0 ||
-      s->weights[1] % 16 != 0 || absorbed_gate(conv)) {
+      s->src[0] != 1 || s->strides[0] != s->strides[1] || s->strides[0] < 1 || s->strides[0] > 2 ||
+      s->pad_begin[0] != 0 || s->pad_begin[1] != 0 || s->pad_end[0] != 0 || s->pad_end[1] != 0 ||
+      s->weights[0] % 16 != 0 || s->weights[1] % 16 != 0 || absorbed_gate(conv)) {
     return false;
   }
   if (s->has_bias && (s->bias_const == nullptr || s->bias_const->dtype() != DType::kF32)) {
@@ -277,7 +297,8 @@ bool lower_conv1x1(ProgramBuilder& b, const Node& conv, const Node* add) {
       y->tensor_type().dtype != DType::kF32) {
     return false;
   }
-  const Conv1x1Shape shape{s->weights[1], s->weights[0], s->src[2] * s->src[3]};
+  const Conv1x1Shape shape{s->weights[1], s->weights[0], s->dst[2] * s->dst[3], s->strides[0],
+                           s->dst[3],     s->src[3],     s->src[2] * s->src[3]};
   if (*choice == Choice::kAuto && !prefer_own(shape)) return false;
   const memory::desc src(s->src, memory::data_type::f32, memory::format_tag::nChw16c);
   const memory::desc dst(s->dst, memory::data_type::f32, memory::format_tag::nChw16c);

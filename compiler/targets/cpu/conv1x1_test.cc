@@ -43,14 +43,16 @@ std::vector<float> pack_oi16i64o(const std::vector<float>& w, int64_t out, int64
 }
 
 struct Case {
-  int64_t in, out, pixels;
+  int64_t in, out, height, width;  // the input's H and W
+  int64_t stride;
   bool bias, residual, in_place, relu;
   int threads;
 };
 
 std::string name(const Case& c) {
-  return "in" + std::to_string(c.in) + "_out" + std::to_string(c.out) + "_px" +
-         std::to_string(c.pixels) + (c.bias ? "_bias" : "") +
+  return "in" + std::to_string(c.in) + "_out" + std::to_string(c.out) + "_" +
+         std::to_string(c.height) + "x" + std::to_string(c.width) + "_s" +
+         std::to_string(c.stride) + (c.bias ? "_bias" : "") +
          (c.residual ? (c.in_place ? "_inplace" : "_residual") : "") + (c.relu ? "_relu" : "") +
          "_t" + std::to_string(c.threads);
 }
@@ -64,27 +66,32 @@ class Conv1x1Kernel : public testing::TestWithParam<Case> {};
 TEST_P(Conv1x1Kernel, MatchesPlainLoop) {
   if (!cpu::has_fast_silu()) GTEST_SKIP() << "needs AVX-512";
   const Case c = GetParam();
-  const auto n_in = static_cast<size_t>(c.in * c.pixels);
-  const auto n_out = static_cast<size_t>(c.out * c.pixels);
+  const int64_t out_h = (c.height - 1) / c.stride + 1;
+  const int64_t out_w = (c.width - 1) / c.stride + 1;
+  const cpu::Conv1x1Shape shape{c.in,  c.out,   out_h * out_w,     c.stride,
+                                out_w, c.width, c.height * c.width};
+  const auto n_in = static_cast<size_t>(c.in * shape.in_pixels);
+  const auto n_out = static_cast<size_t>(c.out * shape.pixels);
   // x and y in nChw16c of a batch of one with channels a multiple of 16: [C/16][pixels][16].
   const std::vector<float> x = random_floats(n_in, 1, 1.0f);
   const std::vector<float> w =
       random_floats(static_cast<size_t>(c.out * c.in), 2, 1.0f / std::sqrt(float(c.in)));
   const std::vector<float> bias = random_floats(static_cast<size_t>(c.out), 3, 0.5f);
   const std::vector<float> residual = random_floats(n_out, 4, 1.0f);
-  auto at = [&](int64_t channel, int64_t pixel) {
-    return static_cast<size_t>((channel / 16 * c.pixels + pixel) * 16 + channel % 16);
+  auto at = [&](int64_t channel, int64_t pixel, int64_t pixels) {
+    return static_cast<size_t>((channel / 16 * pixels + pixel) * 16 + channel % 16);
   };
   std::vector<float> want(n_out);
   for (int64_t o = 0; o < c.out; ++o) {
-    for (int64_t p = 0; p < c.pixels; ++p) {
+    for (int64_t p = 0; p < shape.pixels; ++p) {
+      const int64_t from = p / out_w * c.stride * c.width + p % out_w * c.stride;
       double sum = c.bias ? bias[static_cast<size_t>(o)] : 0.0;
       for (int64_t i = 0; i < c.in; ++i) {
-        sum += double(w[static_cast<size_t>(o * c.in + i)]) * x[at(i, p)];
+        sum += double(w[static_cast<size_t>(o * c.in + i)]) * x[at(i, from, shape.in_pixels)];
       }
-      if (c.residual) sum += residual[at(o, p)];
+      if (c.residual) sum += residual[at(o, p, shape.pixels)];
       if (c.relu) sum = std::max(sum, 0.0);
-      want[at(o, p)] = static_cast<float>(sum);
+      want[at(o, p, shape.pixels)] = static_cast<float>(sum);
     }
   }
   const std::vector<float> packed = pack_oi16i64o(w, c.out, c.in);
@@ -92,7 +99,7 @@ TEST_P(Conv1x1Kernel, MatchesPlainLoop) {
   if (c.in_place) y = residual;
   const int saved = omp_get_max_threads();
   omp_set_num_threads(c.threads);
-  cpu::conv1x1_f32({c.in, c.out, c.pixels}, x.data(), packed.data(), c.bias ? bias.data() : nullptr,
+  cpu::conv1x1_f32(shape, x.data(), packed.data(), c.bias ? bias.data() : nullptr,
                    !c.residual  ? nullptr
                    : c.in_place ? y.data()
                                 : residual.data(),
@@ -107,15 +114,19 @@ TEST_P(Conv1x1Kernel, MatchesPlainLoop) {
   }
 }
 
-// Remainder tiles of fewer than 4 output blocks (48, 16) and 7 pixels (25, 3), chunks of input
-// channels (256 = two of 128), each post-op alone and together, one and two threads.
+// Remainder tiles of fewer than 4 output blocks (48, 16) and 7 pixels (5x5, 3x1), chunks of input
+// channels (256 = two of 128), each post-op alone and together, one to three threads; stride 2
+// with tiles cut at the ends of rows (5 and 4 wide), from even and odd input sizes.
 INSTANTIATE_TEST_SUITE_P(Shapes, Conv1x1Kernel,
-                         testing::Values(Case{32, 48, 25, true, false, false, true, 2},
-                                         Case{256, 64, 49, true, true, false, true, 2},
-                                         Case{256, 64, 49, false, true, true, false, 1},
-                                         Case{16, 16, 3, false, false, false, false, 2},
-                                         Case{144, 320, 14, true, true, true, true, 2},
-                                         Case{64, 128, 196, false, false, false, true, 3}),
+                         testing::Values(Case{32, 48, 5, 5, 1, true, false, false, true, 2},
+                                         Case{256, 64, 7, 7, 1, true, true, false, true, 2},
+                                         Case{256, 64, 7, 7, 1, false, true, true, false, 1},
+                                         Case{16, 16, 3, 1, 1, false, false, false, false, 2},
+                                         Case{144, 320, 2, 7, 1, true, true, true, true, 2},
+                                         Case{64, 128, 14, 14, 1, false, false, false, true, 3},
+                                         Case{160, 64, 14, 14, 2, true, false, false, true, 2},
+                                         Case{32, 80, 9, 10, 2, true, true, false, false, 2},
+                                         Case{256, 48, 13, 7, 2, false, false, false, false, 1}),
                          [](const testing::TestParamInfo<Case>& info) { return name(info.param); });
 
 // Sets an environment variable for one scope.
@@ -147,7 +158,7 @@ Value* conv(GraphBuilder& b, Value* x, int64_t in, int64_t out, int64_t k, int64
 }
 
 // A ResNet bottleneck at 7x7 in nChw16c: 3x3 stem (oneDNN), 1x1 64 -> 48 + Relu, 1x1 48 -> 64
-// with the stem's output as residual + Relu, a strided 1x1 (oneDNN), then a 1x1 whose output is
+// with the stem's output as residual + Relu, a strided 1x1 (to 4x4), then a 1x1 whose output is
 // pooled.
 std::shared_ptr<Graph> bottleneck() {
   auto graph = std::make_shared<Graph>("bottleneck");
@@ -202,9 +213,9 @@ TEST(Conv1x1Network, OwnStepsMatchRef) {
     ScopedEnv conv1x1("KILN_CPU_CONV1X1", choice);
     int own = -1;
     const std::vector<Tensor> got = run(bottleneck(), "cpu", inputs, &own);
-    // The three stride-1 1x1s at 7x7 (the strided one and the 3x3 stay on oneDNN); on oneDNN
-    // only the last, whose pool wraps its primitive.
-    EXPECT_EQ(own, std::string(choice) == "onednn" ? 1 : 3) << choice;
+    // The four 1x1s, the strided one too (the 3x3 stays on oneDNN); on oneDNN only the last,
+    // whose pool wraps its primitive.
+    EXPECT_EQ(own, std::string(choice) == "onednn" ? 1 : 4) << choice;
     ASSERT_EQ(got.size(), want.size());
     for (size_t o = 0; o < want.size(); ++o) {
       ASSERT_EQ(got[o].shape(), want[o].shape());
