@@ -17,6 +17,7 @@
 #include "compiler/ops/all_ops.h"
 #include "compiler/targets/cpu/cpu_target.h"
 #include "compiler/targets/cpu/silu.h"
+#include "core/testing/scoped_env.h"
 
 namespace kiln::compiler {
 namespace {
@@ -129,15 +130,7 @@ INSTANTIATE_TEST_SUITE_P(Shapes, Conv1x1Kernel,
                                          Case{256, 48, 13, 7, 2, false, false, false, false, 1}),
                          [](const testing::TestParamInfo<Case>& info) { return name(info.param); });
 
-// Sets an environment variable for one scope.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) { setenv(name, value, 1); }
-  ~ScopedEnv() { unsetenv(name_); }
-
- private:
-  const char* name_;
-};
+using kiln::test::ScopedEnv;
 
 Tensor random_tensor(Shape shape, uint32_t seed, float scale) {
   Tensor t(DType::kF32, std::move(shape));
