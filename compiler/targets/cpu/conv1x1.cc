@@ -302,7 +302,6 @@ bool lower_conv1x1(ProgramBuilder& b, const Node& conv, const Node* add) {
   if (*choice == Choice::kAuto && !prefer_own(shape)) return false;
   const memory::desc src(s->src, memory::data_type::f32, memory::format_tag::nChw16c);
   const memory::desc dst(s->dst, memory::data_type::f32, memory::format_tag::nChw16c);
-  if (b.layout_of(x) != src) return false;
   // A Relu of the convolution's own comes before the residual; the kernel applies one at the end.
   if (s->relu && add != nullptr) return false;
   const Tail tail = trailing_eltwise(y, 1);
@@ -327,6 +326,8 @@ bool lower_conv1x1(ProgramBuilder& b, const Node& conv, const Node* add) {
     const float* from = s->bias_const->data<float>();
     bias.assign(from, from + shape.out);
   }
+  // An input in another layout (a stride-2 3x3's NHWC output) is reordered into nChw16c.
+  const int x_buffer = b.in_layout(x, src);
   int residual_buffer = residual != nullptr ? b.buffer_of(residual) : -1;
   int out = -1;
   // The residual is dead after the Add: the sums go into its buffer.
@@ -339,11 +340,11 @@ bool lower_conv1x1(ProgramBuilder& b, const Node& conv, const Node* add) {
   }
   const bool relu = s->relu || !tail.ops.empty();
   auto step = std::make_unique<Conv1x1Step>(shape, std::move(weights), std::move(bias), relu,
-                                            b.buffer_of(x), residual_buffer, out);
+                                            x_buffer, residual_buffer, out);
   step->node = &conv;
   step->kind =
       std::string(s->relu ? "Conv+Relu" : "Conv") + (add != nullptr ? "+Add" : "") + tail.kinds;
-  step->reads.push_back(b.buffer_of(x));
+  step->reads.push_back(x_buffer);
   if (!in_place && residual_buffer >= 0) step->reads.push_back(residual_buffer);
   step->writes.push_back(out);
   std::unique_ptr<Step> wrapped = std::move(step);

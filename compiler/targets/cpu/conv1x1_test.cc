@@ -151,8 +151,8 @@ Value* conv(GraphBuilder& b, Value* x, int64_t in, int64_t out, int64_t k, int64
 }
 
 // A ResNet bottleneck at 7x7 in nChw16c: 3x3 stem (oneDNN), 1x1 64 -> 48 + Relu, 1x1 48 -> 64
-// with the stem's output as residual + Relu, a strided 1x1 (to 4x4), then a 1x1 whose output is
-// pooled.
+// with the stem's output as residual + Relu, then a strided 1x1 (to 4x4), a 1x1 whose output is
+// pooled, and a stride-2 3x3 (oneDNN, NHWC) followed by a 1x1.
 std::shared_ptr<Graph> bottleneck() {
   auto graph = std::make_shared<Graph>("bottleneck");
   GraphBuilder b(*graph);
@@ -163,6 +163,8 @@ std::shared_ptr<Graph> bottleneck() {
   h = b.add(Op(ops::Relu{}), {sum}, "out");
   Value* strided = conv(b, h, 64, 32, 1, 2, 40);
   b.output(strided);
+  Value* down = b.add(Op(ops::Relu{}), {conv(b, h, 64, 32, 3, 2, 60)}, "down_relu");
+  b.output(b.add(Op(ops::Relu{}), {conv(b, down, 32, 32, 1, 1, 70)}, "after_down_relu"));
   Value* last = b.add(Op(ops::Relu{}), {conv(b, h, 64, 96, 1, 1, 50)}, "last_relu");
   b.output(b.add(Op(ops::GlobalAveragePool{}), {last}, "gap"));
   EXPECT_TRUE(b.status().ok()) << b.status().to_string();
@@ -187,6 +189,18 @@ std::vector<Tensor> run(const std::shared_ptr<Graph>& graph, const char* target,
       }
     }
     EXPECT_EQ(program->count_steps("GlobalAveragePool"), 0) << "pooled by the last convolution";
+    // The stride-2 3x3 of a batch of one writes NHWC (oneDNN's brgconv), reordered into nChw16c
+    // for the 1x1 after it.
+    int nhwc = 0;
+    for (const auto& step : program->steps()) {
+      if (step->node == nullptr || step->node->name() != "conv60" || step->kind != "Conv+Relu")
+        continue;
+      const dnnl::memory::desc want({1, 32, 4, 4}, dnnl::memory::data_type::f32,
+                                    dnnl::memory::format_tag::nhwc);
+      for (int id : step->writes)
+        nhwc += program->buffers()[static_cast<size_t>(id)].layout == want;
+    }
+    EXPECT_EQ(nhwc, 1);
   }
   auto out = (*exe)->run(std::vector<Argument>(inputs.begin(), inputs.end()));
   EXPECT_TRUE(out.ok()) << out.status().to_string();
@@ -206,9 +220,9 @@ TEST(Conv1x1Network, OwnStepsMatchRef) {
     ScopedEnv conv1x1("KILN_CPU_CONV1X1", choice);
     int own = -1;
     const std::vector<Tensor> got = run(bottleneck(), "cpu", inputs, &own);
-    // The four 1x1s, the strided one too (the 3x3 stays on oneDNN); on oneDNN only the last,
-    // whose pool wraps its primitive.
-    EXPECT_EQ(own, std::string(choice) == "onednn" ? 1 : 4) << choice;
+    // The five 1x1s, the strided one too (the 3x3s stay on oneDNN); on oneDNN only the pooled
+    // one, whose pool wraps its primitive.
+    EXPECT_EQ(own, std::string(choice) == "onednn" ? 1 : 5) << choice;
     ASSERT_EQ(got.size(), want.size());
     for (size_t o = 0; o < want.size(); ++o) {
       ASSERT_EQ(got[o].shape(), want[o].shape());

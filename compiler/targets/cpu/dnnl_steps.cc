@@ -184,7 +184,14 @@ bool lower_conv(ProgramBuilder& b, const Node& conv, const Node* add) {
   if (add != nullptr) post.append_sum(1.0f);
   append(post, post_tail);
   attr.set_post_ops(post);
-  const bool blocked = b.conv_layout() == ConvLayout::kBlocked16;
+  // A channel-blocked model's 3x3 stride-2 convolutions of a batch of one run in the layouts
+  // oneDNN picks (NHWC brgconv), reorders on both sides included: ResNet-50's three took 0.6-0.8
+  // of the time of jit:avx512_core over nChw16c (docs/performance.md, "Branch cpu-b1c").
+  const bool nhwc_s2 = b.conv_layout() == ConvLayout::kBlocked16 && s->src.size() == 4 &&
+                       s->src[0] == 1 && s->weights.size() == 4 && s->weights[2] == 3 &&
+                       s->weights[3] == 3 && s->strides[0] == 2 && s->strides[1] == 2 &&
+                       dtype(y) == DType::kF32;
+  const bool blocked = b.conv_layout() == ConvLayout::kBlocked16 && !nhwc_s2;
   const memory::desc blocked_dst(s->dst, memory::data_type::f32, memory::format_tag::nChw16c);
   const bool wino = blocked && runs_winograd(*s);
   auto make = [&](const memory::desc& src0) {
@@ -212,7 +219,7 @@ bool lower_conv(ProgramBuilder& b, const Node& conv, const Node* add) {
   // and for plain inputs, oneDNN picks.
   const memory::desc x_layout = b.layout_of(x);
   std::optional<dnnl::convolution_forward::primitive_desc> picked;
-  if (!is_row_major(x_layout)) {
+  if (!is_row_major(x_layout) && !nhwc_s2) {
     try {
       picked = make(x_layout);
       const std::string impl = picked->impl_info_str();
