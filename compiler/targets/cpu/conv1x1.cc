@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// 1x1 stride-1 convolutions of a batch of one over nChw16c: an AVX-512 GEMM [out, in] x [in,
-// pixels] with bias, residual and Relu applied in registers, on the OpenMP team oneDNN runs on.
+// 1x1 convolutions of a batch of one over nChw16c: an AVX-512 GEMM [out, in] x [in, pixels] with
+// bias, residual and Relu applied in registers, on the OpenMP team oneDNN runs on.
 #include "compiler/targets/cpu/conv1x1.h"
 
 #include <fmt/format.h>

@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// 1x1 stride-1 convolutions of a batch of one over nChw16c as kiln's own AVX-512 GEMM (cpu target).
+// 1x1 convolutions (stride 1 or 2) of a batch of one over nChw16c as kiln's own AVX-512 GEMM.
 #pragma once
 
 #include <cstdint>
