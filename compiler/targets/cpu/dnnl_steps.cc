@@ -10,6 +10,7 @@
 
 #include "compiler/ops/all_ops.h"
 #include "compiler/passes/rewrite.h"
+#include "compiler/targets/cpu/conv1x1.h"
 #include "compiler/targets/cpu/dnnl_kernel.h"
 #include "compiler/targets/cpu/excitation.h"
 #include "compiler/targets/cpu/program.h"
@@ -107,25 +108,6 @@ void finish(ProgramBuilder& b, const Node& node, std::string kind, dnnl::primiti
          tail);
 }
 
-namespace {
-
-// A dense 3x3 stride-1 2-D convolution: oneDNN runs it as Winograd over nChw16c (F(2x2, 3x3),
-// or F(4x4, 3x3) at larger batches).
-bool is_winograd_shape(const ConvSetup& s) {
-  return s.weights.size() == 4 && s.weights[2] == 3 && s.weights[3] == 3 && s.strides[0] == 1 &&
-         s.strides[1] == 1 && s.dilates[0] == 0 && s.dilates[1] == 0;
-}
-
-// Whether a blocked model runs `s` as Winograd: not from fewer than 32 input channels, where the
-// transforms outweigh the saved multiplications (SqueezeNet's 16 -> 64 expands at 55x55, batch
-// 16: direct jit over nChw16c takes 0.6 of jit_wino_4x3's time).
-bool runs_winograd(const ConvSetup& s) {
-  return is_winograd_shape(s) && s.weights[1] >= 32;
-}
-
-// The GlobalAveragePool reading `y` that the step writing it computes too (pool_after), and the
-// layout of the mean it defines: `y` is f32 in `layout`, channel-blocked by 16 (nChw16c, dense),
-// and the pool's own layout would be the same blocking. nullptr otherwise.
 const Node* pooled_by(ProgramBuilder& b, const Value* y, const memory::desc& layout,
                       memory::desc* pooled) {
   if (!has_fast_silu() || !is_f32(y) || y->tensor_type().shape().rank() != 4) return nullptr;
@@ -152,10 +134,27 @@ const Node* pooled_by(ProgramBuilder& b, const Value* y, const memory::desc& lay
   return nullptr;
 }
 
+namespace {
+
+// A dense 3x3 stride-1 2-D convolution: oneDNN runs it as Winograd over nChw16c (F(2x2, 3x3),
+// or F(4x4, 3x3) at larger batches).
+bool is_winograd_shape(const ConvSetup& s) {
+  return s.weights.size() == 4 && s.weights[2] == 3 && s.weights[3] == 3 && s.strides[0] == 1 &&
+         s.strides[1] == 1 && s.dilates[0] == 0 && s.dilates[1] == 0;
+}
+
+// Whether a blocked model runs `s` as Winograd: not from fewer than 32 input channels, where the
+// transforms outweigh the saved multiplications (SqueezeNet's 16 -> 64 expands at 55x55, batch
+// 16: direct jit over nChw16c takes 0.6 of jit_wino_4x3's time).
+bool runs_winograd(const ConvSetup& s) {
+  return is_winograd_shape(s) && s.weights[1] >= 32;
+}
+
 // Conv (with its Relu), then the Add of `add` as a sum post-op, then the eltwise tail.
 // A bf16 Conv (src, weights and dst bf16) runs on oneDNN's bf16 kernels (AVX-512 BF16, AMX) with
 // an f32 bias.
 bool lower_conv(ProgramBuilder& b, const Node& conv, const Node* add) {
+  if (lower_conv1x1(b, conv, add)) return true;
   std::optional<ConvSetup> s = conv_setup(conv, /*allow_bf16=*/true);
   // A squeeze-and-excitation gate scales the weights; the convolution reads the ungated input.
   const std::optional<ConvGate> gate = absorbed_gate(conv);
@@ -185,7 +184,14 @@ bool lower_conv(ProgramBuilder& b, const Node& conv, const Node* add) {
   if (add != nullptr) post.append_sum(1.0f);
   append(post, post_tail);
   attr.set_post_ops(post);
-  const bool blocked = b.conv_layout() == ConvLayout::kBlocked16;
+  // A channel-blocked model's 3x3 stride-2 convolutions of a batch of one run in the layouts
+  // oneDNN picks (NHWC brgconv), reorders on both sides included: ResNet-50's three took 0.6-0.8
+  // of the time of jit:avx512_core over nChw16c (docs/performance.md, "Branch cpu-b1c").
+  const bool nhwc_s2 = b.conv_layout() == ConvLayout::kBlocked16 && s->src.size() == 4 &&
+                       s->src[0] == 1 && s->weights.size() == 4 && s->weights[2] == 3 &&
+                       s->weights[3] == 3 && s->strides[0] == 2 && s->strides[1] == 2 &&
+                       dtype(y) == DType::kF32;
+  const bool blocked = b.conv_layout() == ConvLayout::kBlocked16 && !nhwc_s2;
   const memory::desc blocked_dst(s->dst, memory::data_type::f32, memory::format_tag::nChw16c);
   const bool wino = blocked && runs_winograd(*s);
   auto make = [&](const memory::desc& src0) {
@@ -213,7 +219,7 @@ bool lower_conv(ProgramBuilder& b, const Node& conv, const Node* add) {
   // and for plain inputs, oneDNN picks.
   const memory::desc x_layout = b.layout_of(x);
   std::optional<dnnl::convolution_forward::primitive_desc> picked;
-  if (!is_row_major(x_layout)) {
+  if (!is_row_major(x_layout) && !nhwc_s2) {
     try {
       picked = make(x_layout);
       const std::string impl = picked->impl_info_str();

@@ -51,6 +51,12 @@ void finish(ProgramBuilder& b, const Node& node, std::string kind, dnnl::primiti
             std::vector<PrimitiveStep::Arg> args, const Tail& tail,
             std::optional<PrimitiveStep::Prefill> prefill = std::nullopt, int prefill_from = -1);
 
+// The GlobalAveragePool reading `y` that the step writing it computes too (pool_after), and the
+// layout of the mean it defines: `y` is f32 in `layout`, channel-blocked by 16 (nChw16c, dense),
+// and the pool's own layout would be the same blocking. nullptr otherwise.
+const Node* pooled_by(ProgramBuilder& b, const Value* y, const dnnl::memory::desc& layout,
+                      dnnl::memory::desc* pooled);
+
 // MatMul of two activations (attention's Q·Kᵀ and P·V) as one oneDNN matmul reading strided
 // views as they are, writing its output transposed when a Transpose is its only reader, with a
 // scale, a mask Add and eltwise nodes after it as post-ops; false when oneDNN cannot run it.

@@ -21,6 +21,7 @@
 #include "compiler/targets/cpu/dnnl_kernel.h"
 #include "compiler/targets/cpu/packed_constants.h"
 #include "compiler/targets/cpu/silu.h"
+#include "core/testing/scoped_env.h"
 
 namespace kiln::compiler {
 namespace {
@@ -149,15 +150,7 @@ std::shared_ptr<Graph> tiny_resnet(int64_t batch) {
   return graph;
 }
 
-// Sets an environment variable for one scope.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) { setenv(name, value, 1); }
-  ~ScopedEnv() { unsetenv(name_); }
-
- private:
-  const char* name_;
-};
+using kiln::test::ScopedEnv;
 
 class CpuProgramLayouts : public testing::TestWithParam<const char*> {};
 

@@ -1,0 +1,366 @@
+// SPDX-License-Identifier: Apache-2.0
+// 1x1 convolutions of a batch of one over nChw16c: an AVX-512 GEMM [out, in] x [in, pixels] with
+// bias, residual and Relu applied in registers, on the OpenMP team oneDNN runs on.
+#include "compiler/targets/cpu/conv1x1.h"
+
+#include <fmt/format.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <array>
+#include <utility>
+#include <vector>
+
+#include "compiler/passes/rewrite.h"
+#include "compiler/targets/cpu/dnnl_kernel.h"
+#include "compiler/targets/cpu/dnnl_steps.h"
+#include "compiler/targets/cpu/silu.h"
+#include "compiler/targets/cpu/squeeze_excite.h"
+#include "core/check.h"
+#include "core/env.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#define KILN_CONV1X1_X86 1
+#endif
+
+namespace kiln::compiler::cpu {
+
+namespace {
+
+using dnnl::memory;
+
+constexpr int kTileBlocks = 4;       // output channel blocks of 16 in a tile
+constexpr int kTilePixels = 7;       // pixels in a tile: 28 accumulators and 4 weight vectors
+constexpr int64_t kChunkBlocks = 8;  // input channel blocks per pass: 32 KiB of weights in L1
+
+// One tile's work: `blocks` input channel blocks from `x` (a block every `x_stride` floats) and
+// `w` (OIhw16i64o: 64 output channels for each input channel), into `y` (an output block every
+// `y_stride` floats).
+struct Tile {
+  const float* w;
+  const float* x;
+  int64_t x_stride;
+  int64_t blocks;
+  const float* bias;      // first pass: added (null: none)
+  const float* residual;  // first pass: added (null: none), with y's strides
+  float* y;
+  int64_t y_stride;
+  bool first;              // starts from bias and residual, else from y (a previous chunk's sums)
+  bool relu;               // last pass: max(0, .)
+  const char* prefetch;    // lines to bring into L2 meanwhile (the next chunk's weights)
+  int64_t prefetch_lines;  // at most 16 x blocks
+};
+
+#if KILN_CONV1X1_X86
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // as in silu.cc
+// acc + w * (*x broadcast), with the broadcast as the FMA's memory operand: with 28 accumulators
+// and 4 weight vectors live, a broadcast into a register would spill (GCC does not fold it).
+__attribute__((target("avx512f"))) inline __m512 fmadd_broadcast(__m512 w, const float* x,
+                                                                 __m512 acc) {
+  asm("vfmadd231ps %[x]%{1to16%}, %[w], %[acc]" : [acc] "+v"(acc) : [w] "v"(w), [x] "m"(*x));
+  return acc;
+}
+
+// kStep: floats from one pixel of the tile's input to the next (16, or 32 for stride 2).
+template <int kStep, int kBlocks, int kPixels>
+__attribute__((target("avx512f"))) void run_tile(const Tile& t) {
+  __m512 acc[kBlocks][kPixels];
+#pragma GCC unroll 4
+  for (int j = 0; j < kBlocks; ++j) {
+    const __m512 bias = t.bias != nullptr ? _mm512_loadu_ps(t.bias + 16 * j) : _mm512_setzero_ps();
+#pragma GCC unroll 8
+    for (int p = 0; p < kPixels; ++p) {
+      const int64_t at = j * t.y_stride + p * 16;
+      if (!t.first) {
+        acc[j][p] = _mm512_loadu_ps(t.y + at);
+      } else if (t.residual != nullptr) {
+        acc[j][p] = _mm512_add_ps(bias, _mm512_loadu_ps(t.residual + at));
+      } else {
+        acc[j][p] = bias;
+      }
+    }
+  }
+  for (int64_t cb = 0; cb < t.blocks; ++cb) {
+    const float* x = t.x + cb * t.x_stride;
+    const float* w = t.w + cb * 16 * 64;
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; ++i) {
+      if (cb * 16 + i < t.prefetch_lines)
+        _mm_prefetch(t.prefetch + (cb * 16 + i) * 64, _MM_HINT_T1);
+      __m512 wv[kBlocks];
+#pragma GCC unroll 4
+      for (int j = 0; j < kBlocks; ++j) wv[j] = _mm512_loadu_ps(w + i * 64 + j * 16);
+#pragma GCC unroll 8
+      for (int p = 0; p < kPixels; ++p) {
+#pragma GCC unroll 4
+        for (int j = 0; j < kBlocks; ++j)
+          acc[j][p] = fmadd_broadcast(wv[j], x + p * kStep + i, acc[j][p]);
+      }
+    }
+  }
+#pragma GCC unroll 4
+  for (int j = 0; j < kBlocks; ++j) {
+#pragma GCC unroll 8
+    for (int p = 0; p < kPixels; ++p) {
+      __m512 v = acc[j][p];
+      if (t.relu) v = _mm512_max_ps(v, _mm512_setzero_ps());
+      _mm512_storeu_ps(t.y + j * t.y_stride + p * 16, v);
+    }
+  }
+}
+#pragma GCC diagnostic pop
+
+using TileFn = void (*)(const Tile&);
+
+template <int kStep, int kBlocks, size_t... kPixels>
+constexpr std::array<TileFn, sizeof...(kPixels)> tile_row(std::index_sequence<kPixels...>) {
+  return {run_tile<kStep, kBlocks, static_cast<int>(kPixels) + 1>...};
+}
+
+using TileTable = std::array<std::array<TileFn, kTilePixels>, kTileBlocks>;
+template <int kStep>
+constexpr TileTable tile_table() {
+  constexpr auto pixels = std::make_index_sequence<kTilePixels>();
+  return {tile_row<kStep, 1>(pixels), tile_row<kStep, 2>(pixels), tile_row<kStep, 3>(pixels),
+          tile_row<kStep, 4>(pixels)};
+}
+
+// kTiles[stride - 1][blocks - 1][pixels - 1]: the tile of that many output blocks and pixels.
+constexpr std::array<TileTable, 2> kTiles = {tile_table<16>(), tile_table<32>()};
+
+// Output blocks [block, block + blocks) for pixels [first, last), every input chunk. With stride
+// 2 a tile stays within an output row (its input pixels are 2 apart).
+void run_part(const Conv1x1Shape& s, const float* x, const float* weights, const float* bias,
+              const float* residual, bool relu, float* y, int64_t block, int64_t blocks,
+              int64_t first, int64_t last) {
+  const int64_t in_blocks = s.in / 16;
+  const int64_t plane = s.pixels * 16;
+  const int64_t in_plane = s.in_pixels * 16;
+  const TileTable& table = kTiles[static_cast<size_t>(s.stride - 1)];
+  const int64_t tiles = (last - first + kTilePixels - 1) / kTilePixels;
+  for (int64_t c0 = 0; c0 < in_blocks; c0 += kChunkBlocks) {
+    const int64_t chunk = std::min(kChunkBlocks, in_blocks - c0);
+    const bool more = c0 + chunk < in_blocks;
+    // The next chunk's weights (64 floats, a line each 16) spread over the tiles.
+    const int64_t next_lines = std::min(kChunkBlocks, in_blocks - c0 - chunk) * 16 * 4;
+    const int64_t per_tile = (next_lines + tiles - 1) / tiles;
+    int64_t tile = 0;
+    for (int64_t p = first, pixels = 0; p < last; p += pixels, ++tile) {
+      pixels = std::min<int64_t>(kTilePixels, last - p);
+      int64_t in_at = p;
+      if (s.stride == 2) {
+        pixels = std::min(pixels, s.width - p % s.width);
+        in_at = (p / s.width * s.in_width + p % s.width) * 2;
+      }
+      const int64_t from = std::min(next_lines, tile * per_tile);
+      const int64_t at = block * plane + p * 16;
+      const Tile t{
+          weights + block / 4 * s.in * 64 + block % 4 * 16 + c0 * 16 * 64,
+          x + c0 * in_plane + in_at * 16,
+          in_plane,
+          chunk,
+          bias != nullptr ? bias + block * 16 : nullptr,
+          residual != nullptr ? residual + at : nullptr,
+          y + at,
+          plane,
+          c0 == 0,
+          relu && c0 + chunk == in_blocks,
+          reinterpret_cast<const char*>(weights + block / 4 * s.in * 64 + (c0 + chunk) * 16 * 64) +
+              from * 64,
+          more ? std::max<int64_t>(0, std::min(per_tile, next_lines - from)) : 0};
+      table[static_cast<size_t>(blocks - 1)][static_cast<size_t>(pixels - 1)](t);
+    }
+  }
+}
+#endif
+
+}  // namespace
+
+void conv1x1_f32(const Conv1x1Shape& s, const float* x, const float* weights, const float* bias,
+                 const float* residual, bool relu, float* y) {
+  KILN_CHECK(has_fast_silu(), "conv1x1_f32 needs AVX-512 (check has_fast_silu() first)");
+  KILN_CHECK(s.in % 16 == 0 && s.out % 16 == 0 && s.in > 0 && s.out > 0 && s.pixels > 0,
+             "conv1x1_f32: channels must be positive multiples of 16");
+  KILN_CHECK(s.stride == 1
+                 ? s.in_pixels == s.pixels
+                 : s.stride == 2 && s.width > 0 && s.pixels % s.width == 0 &&
+                       (s.pixels / s.width - 1) * 2 * s.in_width + (s.width - 1) * 2 < s.in_pixels,
+             "conv1x1_f32: stride 1 reads `pixels` input pixels, stride 2 a wide enough input");
+#if KILN_CONV1X1_X86
+  const int64_t groups = (s.out / 16 + kTileBlocks - 1) / kTileBlocks;
+#pragma omp parallel
+  {
+    const int64_t threads = omp_get_num_threads();
+    const int64_t thread = omp_get_thread_num();
+    // Each thread takes whole groups of output channels (reading their weights once) when there
+    // are enough of them to share; otherwise each group's pixels are split over the threads.
+    int64_t part = s.pixels;
+    if (groups < 2 * threads) {
+      part = ((s.pixels + threads - 1) / threads + kTilePixels - 1) / kTilePixels * kTilePixels;
+    }
+    const int64_t parts = (s.pixels + part - 1) / part;
+    const int64_t items = groups * parts;
+    const unsigned csr = _mm_getcsr();
+    _mm_setcsr(csr | 0x8040);
+    for (int64_t item = items * thread / threads; item < items * (thread + 1) / threads; ++item) {
+      const int64_t group = item / parts;
+      const int64_t first = item % parts * part;
+      const int64_t block = group * kTileBlocks;
+      run_part(s, x, weights, bias, residual, relu, y, block,
+               std::min<int64_t>(kTileBlocks, s.out / 16 - block), first,
+               std::min(s.pixels, first + part));
+    }
+    _mm_setcsr(csr);
+  }
+#endif
+}
+
+namespace {
+
+enum class Choice { kAuto, kOwn, kOneDnn };
+
+Result<Choice> forced_choice() {
+  const std::string v = env_flag_string(EnvFlag::kCpuConv1x1);
+  if (v == "auto") return Choice::kAuto;
+  if (v == "own") return Choice::kOwn;
+  if (v == "onednn") return Choice::kOneDnn;
+  return invalid_argument_error(
+      fmt::format("KILN_CPU_CONV1X1 is \"{}\"; use auto, own or onednn (or unset it)", v));
+}
+
+// Where conv1x1_f32 is faster than oneDNN's jit_1x1: at 7x7 and less, where the weights outweigh
+// the activations and prefetching the next chunk's weights pays (ResNet-50's 512 <-> 2048 at 7x7:
+// 0.88 of jit_1x1's time on 2 threads; level at 14x14, 1.15 at 28x28 and 56x56;
+// docs/performance.md "Branch cpu-b1c").
+bool prefer_own(const Conv1x1Shape& s) {
+  return s.pixels <= 7 * 7;
+}
+
+class Conv1x1Step final : public Step {
+ public:
+  Conv1x1Step(Conv1x1Shape shape, memory weights, std::vector<float> bias, bool relu, int x,
+              int residual, int y)
+      : shape_(shape),
+        weights_(std::move(weights)),
+        bias_(std::move(bias)),
+        relu_(relu),
+        x_(x),
+        residual_(residual),
+        y_(y) {}
+
+  Status run(StepContext& ctx) const override {
+    auto at = [&](int buffer) {
+      return static_cast<float*>(ctx.data[static_cast<size_t>(buffer)]);
+    };
+    conv1x1_f32(shape_, at(x_), static_cast<const float*>(weights_.get_data_handle()),
+                bias_.empty() ? nullptr : bias_.data(), residual_ >= 0 ? at(residual_) : nullptr,
+                relu_, at(y_));
+    return Status();
+  }
+
+ private:
+  Conv1x1Shape shape_;
+  memory weights_;  // OIhw16i64o
+  std::vector<float> bias_;
+  bool relu_;
+  int x_;
+  int residual_;  // -1: none
+  int y_;
+};
+
+}  // namespace
+
+Status check_conv1x1_flag() {
+  return forced_choice().status();
+}
+
+bool lower_conv1x1(ProgramBuilder& b, const Node& conv, const Node* add) {
+  if (!has_fast_silu() || b.conv_layout() != ConvLayout::kBlocked16) return false;
+  Result<Choice> choice = forced_choice();
+  if (!choice.ok() || *choice == Choice::kOneDnn) return false;
+  std::optional<ConvSetup> s = conv_setup(conv);
+  if (!s || s->weights_const == nullptr || s->weights_const->dtype() != DType::kF32 ||
+      s->weights.size() != 4 || s->weights[2] != 1 || s->weights[3] != 1 || s->src.size() != 4 ||
+      s->src[0] != 1 || s->strides[0] != s->strides[1] || s->strides[0] < 1 || s->strides[0] > 2 ||
+      s->pad_begin[0] != 0 || s->pad_begin[1] != 0 || s->pad_end[0] != 0 || s->pad_end[1] != 0 ||
+      s->weights[0] % 16 != 0 || s->weights[1] % 16 != 0 || absorbed_gate(conv)) {
+    return false;
+  }
+  if (s->has_bias && (s->bias_const == nullptr || s->bias_const->dtype() != DType::kF32)) {
+    return false;
+  }
+  const Value* x = conv.input(0);
+  const Value* y = add != nullptr ? add->output(0) : conv.output(0);
+  if (!b.has_buffer(x) || !same_float({x, conv.output(0), y}) ||
+      y->tensor_type().dtype != DType::kF32) {
+    return false;
+  }
+  const Conv1x1Shape shape{s->weights[1], s->weights[0], s->dst[2] * s->dst[3], s->strides[0],
+                           s->dst[3],     s->src[3],     s->src[2] * s->src[3]};
+  if (*choice == Choice::kAuto && !prefer_own(shape)) return false;
+  const memory::desc src(s->src, memory::data_type::f32, memory::format_tag::nChw16c);
+  const memory::desc dst(s->dst, memory::data_type::f32, memory::format_tag::nChw16c);
+  // A Relu of the convolution's own comes before the residual; the kernel applies one at the end.
+  if (s->relu && add != nullptr) return false;
+  const Tail tail = trailing_eltwise(y, 1);
+  if (!tail.ops.empty() &&
+      (tail.ops[0].algorithm != dnnl::algorithm::eltwise_relu || tail.ops[0].alpha != 0.0f)) {
+    return false;
+  }
+  const Value* residual = nullptr;
+  if (add != nullptr) {
+    residual = other_input(*add, conv.output(0));
+    if (residual == nullptr || residual == conv.output(0) || residual == x ||
+        !b.has_buffer(residual) || b.layout_of(residual) != dst) {
+      return false;
+    }
+  }
+
+  memory weights =
+      pack(b.engine(), s->user_weights, s->weights_const->raw_data(),
+           memory::desc(s->weights, memory::data_type::f32, memory::format_tag::OIhw16i64o));
+  std::vector<float> bias;
+  if (s->has_bias) {
+    const float* from = s->bias_const->data<float>();
+    bias.assign(from, from + shape.out);
+  }
+  // An input in another layout (a stride-2 3x3's NHWC output) is reordered into nChw16c.
+  const int x_buffer = b.in_layout(x, src);
+  int residual_buffer = residual != nullptr ? b.buffer_of(residual) : -1;
+  int out = -1;
+  // The residual is dead after the Add: the sums go into its buffer.
+  const bool in_place =
+      residual != nullptr && b.can_overwrite(residual, *add) && !is_graph_output(tail.out);
+  if (in_place) {
+    out = residual_buffer;
+  } else {
+    out = b.define(tail.out, dst);
+  }
+  const bool relu = s->relu || !tail.ops.empty();
+  auto step = std::make_unique<Conv1x1Step>(shape, std::move(weights), std::move(bias), relu,
+                                            x_buffer, residual_buffer, out);
+  step->node = &conv;
+  step->kind =
+      std::string(s->relu ? "Conv+Relu" : "Conv") + (add != nullptr ? "+Add" : "") + tail.kinds;
+  step->reads.push_back(x_buffer);
+  if (!in_place && residual_buffer >= 0) step->reads.push_back(residual_buffer);
+  step->writes.push_back(out);
+  std::unique_ptr<Step> wrapped = std::move(step);
+  // A GlobalAveragePool of the output (ResNet's classifier's) in a pass of the step's own.
+  memory::desc pooled;
+  if (const Node* pool = pooled_by(b, tail.out, dst, &pooled)) {
+    wrapped = pool_after(std::move(wrapped), out, static_cast<size_t>(shape.out / 16),
+                         static_cast<size_t>(shape.pixels), /*silu=*/false,
+                         b.define(pool->output(0), pooled));
+    b.mark_fused(pool);
+  }
+  b.add_step(std::move(wrapped));
+  for (const Node* n : tail.nodes) b.mark_fused(n);
+  if (in_place) b.rebind(tail.out, out);
+  b.mark_fused(&conv);
+  return true;
+}
+
+}  // namespace kiln::compiler::cpu

@@ -1,0 +1,250 @@
+// SPDX-License-Identifier: Apache-2.0
+// kiln's own 1x1 convolution (conv1x1.h): the kernel against a plain loop, and networks using it
+// against ref.
+#include "compiler/targets/cpu/conv1x1.h"
+
+#include <gtest/gtest.h>
+#include <omp.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <ostream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "compiler/ir/builder.h"
+#include "compiler/ops/all_ops.h"
+#include "compiler/targets/cpu/cpu_target.h"
+#include "compiler/targets/cpu/silu.h"
+#include "core/testing/scoped_env.h"
+
+namespace kiln::compiler {
+namespace {
+
+std::vector<float> random_floats(size_t n, uint32_t seed, float scale) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-scale, scale);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+// W [out, in] packed as OIhw16i64o: [out/64][in/16][16][64], output channels padded with zeros.
+std::vector<float> pack_oi16i64o(const std::vector<float>& w, int64_t out, int64_t in) {
+  const int64_t groups = (out + 63) / 64;
+  std::vector<float> packed(static_cast<size_t>(groups * in * 64), 0.0f);
+  for (int64_t o = 0; o < out; ++o) {
+    for (int64_t i = 0; i < in; ++i) {
+      packed[static_cast<size_t>((o / 64 * in + i) * 64 + o % 64)] =
+          w[static_cast<size_t>(o * in + i)];
+    }
+  }
+  return packed;
+}
+
+struct Case {
+  int64_t in, out, height, width;  // the input's H and W
+  int64_t stride;
+  bool bias, residual, in_place, relu;
+  int threads;
+};
+
+std::string name(const Case& c) {
+  return "in" + std::to_string(c.in) + "_out" + std::to_string(c.out) + "_" +
+         std::to_string(c.height) + "x" + std::to_string(c.width) + "_s" +
+         std::to_string(c.stride) + (c.bias ? "_bias" : "") +
+         (c.residual ? (c.in_place ? "_inplace" : "_residual") : "") + (c.relu ? "_relu" : "") +
+         "_t" + std::to_string(c.threads);
+}
+
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << name(c);
+}
+
+class Conv1x1Kernel : public testing::TestWithParam<Case> {};
+
+TEST_P(Conv1x1Kernel, MatchesPlainLoop) {
+  if (!cpu::has_fast_silu()) GTEST_SKIP() << "needs AVX-512";
+  const Case c = GetParam();
+  const int64_t out_h = (c.height - 1) / c.stride + 1;
+  const int64_t out_w = (c.width - 1) / c.stride + 1;
+  const cpu::Conv1x1Shape shape{c.in,  c.out,   out_h * out_w,     c.stride,
+                                out_w, c.width, c.height * c.width};
+  const auto n_in = static_cast<size_t>(c.in * shape.in_pixels);
+  const auto n_out = static_cast<size_t>(c.out * shape.pixels);
+  // x and y in nChw16c of a batch of one with channels a multiple of 16: [C/16][pixels][16].
+  const std::vector<float> x = random_floats(n_in, 1, 1.0f);
+  const std::vector<float> w =
+      random_floats(static_cast<size_t>(c.out * c.in), 2, 1.0f / std::sqrt(float(c.in)));
+  const std::vector<float> bias = random_floats(static_cast<size_t>(c.out), 3, 0.5f);
+  const std::vector<float> residual = random_floats(n_out, 4, 1.0f);
+  auto at = [&](int64_t channel, int64_t pixel, int64_t pixels) {
+    return static_cast<size_t>((channel / 16 * pixels + pixel) * 16 + channel % 16);
+  };
+  std::vector<float> want(n_out);
+  for (int64_t o = 0; o < c.out; ++o) {
+    for (int64_t p = 0; p < shape.pixels; ++p) {
+      const int64_t from = p / out_w * c.stride * c.width + p % out_w * c.stride;
+      double sum = c.bias ? bias[static_cast<size_t>(o)] : 0.0;
+      for (int64_t i = 0; i < c.in; ++i) {
+        sum += double(w[static_cast<size_t>(o * c.in + i)]) * x[at(i, from, shape.in_pixels)];
+      }
+      if (c.residual) sum += residual[at(o, p, shape.pixels)];
+      if (c.relu) sum = std::max(sum, 0.0);
+      want[at(o, p, shape.pixels)] = static_cast<float>(sum);
+    }
+  }
+  const std::vector<float> packed = pack_oi16i64o(w, c.out, c.in);
+  std::vector<float> y(n_out, -7.0f);
+  if (c.in_place) y = residual;
+  const int saved = omp_get_max_threads();
+  omp_set_num_threads(c.threads);
+  cpu::conv1x1_f32(shape, x.data(), packed.data(), c.bias ? bias.data() : nullptr,
+                   !c.residual  ? nullptr
+                   : c.in_place ? y.data()
+                                : residual.data(),
+                   c.relu, y.data());
+  omp_set_num_threads(saved);
+  int bad = 0;
+  for (size_t i = 0; i < n_out && bad < 5; ++i) {
+    if (!(std::abs(y[i] - want[i]) <= 1e-4f + 1e-4f * std::abs(want[i]))) {
+      ADD_FAILURE() << "element " << i << ": want " << want[i] << ", got " << y[i];
+      ++bad;
+    }
+  }
+}
+
+// Remainder tiles of fewer than 4 output blocks (48, 16) and 7 pixels (5x5, 3x1), chunks of input
+// channels (256 = two of 128), each post-op alone and together, one to three threads; stride 2
+// with tiles cut at the ends of rows (5 and 4 wide), from even and odd input sizes.
+INSTANTIATE_TEST_SUITE_P(Shapes, Conv1x1Kernel,
+                         testing::Values(Case{32, 48, 5, 5, 1, true, false, false, true, 2},
+                                         Case{256, 64, 7, 7, 1, true, true, false, true, 2},
+                                         Case{256, 64, 7, 7, 1, false, true, true, false, 1},
+                                         Case{16, 16, 3, 1, 1, false, false, false, false, 2},
+                                         Case{144, 320, 2, 7, 1, true, true, true, true, 2},
+                                         Case{64, 128, 14, 14, 1, false, false, false, true, 3},
+                                         Case{160, 64, 14, 14, 2, true, false, false, true, 2},
+                                         Case{32, 80, 9, 10, 2, true, true, false, false, 2},
+                                         Case{256, 48, 13, 7, 2, false, false, false, false, 1}),
+                         [](const testing::TestParamInfo<Case>& info) { return name(info.param); });
+
+using kiln::test::ScopedEnv;
+
+Tensor random_tensor(Shape shape, uint32_t seed, float scale) {
+  Tensor t(DType::kF32, std::move(shape));
+  const std::vector<float> v = random_floats(static_cast<size_t>(t.numel()), seed, scale);
+  std::copy(v.begin(), v.end(), t.data<float>());
+  return t;
+}
+
+Value* conv(GraphBuilder& b, Value* x, int64_t in, int64_t out, int64_t k, int64_t stride,
+            uint32_t seed) {
+  ops::Conv op;
+  op.strides = std::vector<int64_t>{stride, stride};
+  op.pads = std::vector<int64_t>{k / 2, k / 2, k / 2, k / 2};
+  const float scale = 1.0f / std::sqrt(static_cast<float>(in * k * k));
+  Value* w = b.constant(random_tensor(Shape{out, in, k, k}, seed, scale));
+  Value* bias = b.constant(random_tensor(Shape{out}, seed + 1, 0.1f));
+  return b.add(Op(op), {x, w, bias}, "conv" + std::to_string(seed));
+}
+
+// A ResNet bottleneck at 7x7 in nChw16c: 3x3 stem (oneDNN), 1x1 64 -> 48 + Relu, 1x1 48 -> 64
+// with the stem's output as residual + Relu, then a strided 1x1 (to 4x4), a 1x1 whose output is
+// pooled, and a stride-2 3x3 (oneDNN, NHWC) followed by a 1x1.
+std::shared_ptr<Graph> bottleneck() {
+  auto graph = std::make_shared<Graph>("bottleneck");
+  GraphBuilder b(*graph);
+  Value* x = b.input("image", TensorType(DType::kF32, Shape{1, 16, 7, 7}));
+  Value* stem = b.add(Op(ops::Relu{}), {conv(b, x, 16, 64, 3, 1, 10)}, "stem_relu");
+  Value* h = b.add(Op(ops::Relu{}), {conv(b, stem, 64, 48, 1, 1, 20)}, "squeeze_relu");
+  Value* sum = b.add(Op(ops::Add{}), {conv(b, h, 48, 64, 1, 1, 30), stem}, "add");
+  h = b.add(Op(ops::Relu{}), {sum}, "out");
+  Value* strided = conv(b, h, 64, 32, 1, 2, 40);
+  b.output(strided);
+  Value* down = b.add(Op(ops::Relu{}), {conv(b, h, 64, 32, 3, 2, 60)}, "down_relu");
+  b.output(b.add(Op(ops::Relu{}), {conv(b, down, 32, 32, 1, 1, 70)}, "after_down_relu"));
+  Value* last = b.add(Op(ops::Relu{}), {conv(b, h, 64, 96, 1, 1, 50)}, "last_relu");
+  b.output(b.add(Op(ops::GlobalAveragePool{}), {last}, "gap"));
+  EXPECT_TRUE(b.status().ok()) << b.status().to_string();
+  return graph;
+}
+
+std::vector<Tensor> run(const std::shared_ptr<Graph>& graph, const char* target,
+                        const std::vector<Tensor>& inputs, int* own_steps = nullptr) {
+  auto t = make_target(target);
+  EXPECT_TRUE(t.ok()) << t.status().to_string();
+  auto exe = compile(graph, **t);
+  EXPECT_TRUE(exe.ok()) << exe.status().to_string();
+  if (!exe.ok()) return {};
+  if (own_steps != nullptr) {
+    const cpu::Program* program = cpu_program(**exe);
+    EXPECT_NE(program, nullptr);
+    *own_steps = 0;
+    for (const auto& step : program->steps()) {
+      if (step->node != nullptr && step->node->kind() == OpKind::kConv &&
+          dynamic_cast<const cpu::PrimitiveStep*>(step.get()) == nullptr) {
+        ++*own_steps;
+      }
+    }
+    EXPECT_EQ(program->count_steps("GlobalAveragePool"), 0) << "pooled by the last convolution";
+    // The stride-2 3x3 of a batch of one writes NHWC (oneDNN's brgconv), reordered into nChw16c
+    // for the 1x1 after it.
+    int nhwc = 0;
+    for (const auto& step : program->steps()) {
+      if (step->node == nullptr || step->node->name() != "conv60" || step->kind != "Conv+Relu")
+        continue;
+      const dnnl::memory::desc want({1, 32, 4, 4}, dnnl::memory::data_type::f32,
+                                    dnnl::memory::format_tag::nhwc);
+      for (int id : step->writes)
+        nhwc += program->buffers()[static_cast<size_t>(id)].layout == want;
+    }
+    EXPECT_EQ(nhwc, 1);
+  }
+  auto out = (*exe)->run(std::vector<Argument>(inputs.begin(), inputs.end()));
+  EXPECT_TRUE(out.ok()) << out.status().to_string();
+  std::vector<Tensor> tensors;
+  if (out.ok()) {
+    for (const Argument& a : *out) tensors.push_back(a.tensor());
+  }
+  return tensors;
+}
+
+TEST(Conv1x1Network, OwnStepsMatchRef) {
+  if (!cpu::has_fast_silu()) GTEST_SKIP() << "needs AVX-512";
+  ScopedEnv layout("KILN_CPU_CONV_LAYOUT", "blocked16");
+  const std::vector<Tensor> inputs = {random_tensor(Shape{1, 16, 7, 7}, 1, 1.0f)};
+  const std::vector<Tensor> want = run(bottleneck(), "ref", inputs);
+  for (const char* choice : {"auto", "own", "onednn"}) {
+    ScopedEnv conv1x1("KILN_CPU_CONV1X1", choice);
+    int own = -1;
+    const std::vector<Tensor> got = run(bottleneck(), "cpu", inputs, &own);
+    // The five 1x1s, the strided one too (the 3x3s stay on oneDNN); on oneDNN only the pooled
+    // one, whose pool wraps its primitive.
+    EXPECT_EQ(own, std::string(choice) == "onednn" ? 1 : 5) << choice;
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t o = 0; o < want.size(); ++o) {
+      ASSERT_EQ(got[o].shape(), want[o].shape());
+      for (int64_t i = 0; i < want[o].numel(); ++i) {
+        const float a = want[o].data<float>()[i];
+        const float g = got[o].data<float>()[i];
+        ASSERT_LE(std::abs(a - g), 1e-4f + 1e-4f * std::abs(a))
+            << choice << ": output " << o << " element " << i;
+      }
+    }
+  }
+}
+
+TEST(Conv1x1Network, UnknownChoiceIsAClearError) {
+  ScopedEnv conv1x1("KILN_CPU_CONV1X1", "fast");
+  auto t = make_target("cpu");
+  ASSERT_TRUE(t.ok());
+  auto exe = compile(bottleneck(), **t);
+  ASSERT_FALSE(exe.ok());
+  EXPECT_NE(exe.status().to_string().find("KILN_CPU_CONV1X1 is \"fast\""), std::string::npos)
+      << exe.status().to_string();
+}
+
+}  // namespace
+}  // namespace kiln::compiler
