@@ -504,32 +504,40 @@ std::vector<FusedCase> fused_cases() {
     return h.in_f32(Op(ops::LayerNormalization{}), x, {h.b.constant(gamma), h.b.constant(beta)});
   };
   std::vector<FusedCase> cases;
-  // A transformer's residual Add before LayerNorm.
-  cases.push_back({"add_layernorm",
-                   {random_tensor(Shape{2, 5, 96}, 182), random_tensor(Shape{2, 5, 96}, 183)},
-                   [=](GraphBuilder& b, const std::vector<Value*>& graph_in, DType dt) {
-                     InDtype h{b, dt};
-                     const std::vector<Value*> in = h.inputs(graph_in);
-                     Value* sum = b.add(Op(ops::Add{}), {in[0], in[1]});
-                     b.output(h.cast(layernorm(h, sum), DType::kF32));
-                   },
-                   "Add+LayerNormalization",
-                   1});
-  // Pre-LN ViT: the residual sum also feeds the next residual Add (and a Neg). (Not a Cast of the
-  // sum as an output: in f16 it would be the same node as LayerNorm's Cast to f32, which then has
-  // two readers and is not fused.)
-  cases.push_back({"add_layernorm_sum_read_too",
-                   {random_tensor(Shape{3, 7, 96}, 184), random_tensor(Shape{3, 7, 96}, 185)},
-                   [=](GraphBuilder& b, const std::vector<Value*>& graph_in, DType dt) {
-                     InDtype h{b, dt};
-                     const std::vector<Value*> in = h.inputs(graph_in);
-                     Value* sum = b.add(Op(ops::Add{}), {in[0], in[1]});
-                     Value* ln = layernorm(h, sum);
-                     b.output(h.cast(b.add(Op(ops::Add{}), {sum, ln}), DType::kF32));
-                     b.output(h.cast(b.add(Op(ops::Neg{}), {sum}), DType::kF32));
-                   },
-                   "Add+LayerNormalization",
-                   3});
+  // 96 columns, and ViT-B's 768 (f16 rows in 16-byte chunks), the LayerNorm's own scale and bias.
+  for (int64_t cols : {int64_t{96}, int64_t{768}}) {
+    const std::string wide = cols == 96 ? "" : "_" + std::to_string(cols);
+    const Tensor g = random_tensor(Shape{cols}, 192), bt = random_tensor(Shape{cols}, 193);
+    auto norm = [=](const InDtype& h, Value* x) {
+      return h.in_f32(Op(ops::LayerNormalization{}), x, {h.b.constant(g), h.b.constant(bt)});
+    };
+    // A transformer's residual Add before LayerNorm.
+    cases.push_back({"add_layernorm" + wide,
+                     {random_tensor(Shape{2, 5, cols}, 182), random_tensor(Shape{2, 5, cols}, 183)},
+                     [=](GraphBuilder& b, const std::vector<Value*>& graph_in, DType dt) {
+                       InDtype h{b, dt};
+                       const std::vector<Value*> in = h.inputs(graph_in);
+                       Value* sum = b.add(Op(ops::Add{}), {in[0], in[1]});
+                       b.output(h.cast(norm(h, sum), DType::kF32));
+                     },
+                     "Add+LayerNormalization",
+                     1});
+    // Pre-LN ViT: the residual sum also feeds the next residual Add (and a Neg): the kernel's
+    // second output. (Not a Cast of the sum as an output: in f16 it would be the same node as
+    // LayerNorm's Cast to f32, which then has two readers and is not fused.)
+    cases.push_back({"add_layernorm_sum_read_too" + wide,
+                     {random_tensor(Shape{3, 7, cols}, 184), random_tensor(Shape{3, 7, cols}, 185)},
+                     [=](GraphBuilder& b, const std::vector<Value*>& graph_in, DType dt) {
+                       InDtype h{b, dt};
+                       const std::vector<Value*> in = h.inputs(graph_in);
+                       Value* sum = b.add(Op(ops::Add{}), {in[0], in[1]});
+                       Value* ln = norm(h, sum);
+                       b.output(h.cast(b.add(Op(ops::Add{}), {sum, ln}), DType::kF32));
+                       b.output(h.cast(b.add(Op(ops::Neg{}), {sum}), DType::kF32));
+                     },
+                     "Add+LayerNormalization",
+                     3});
+  }
   // Attention scores scaled and masked (the mask broadcast over heads and rows), then Softmax.
   {
     Tensor mask = random_tensor(Shape{2, 1, 1, 40}, 186);

@@ -49,8 +49,18 @@ struct RowKernelSpec {
 // The widest row the generated kernels hold (in registers, 32 elements a thread at most).
 constexpr int64_t kMaxGeneratedRow = 32768;
 
-// Checks the spec and returns the source of one `extern "C" __global__` kernel `name` taking, in
-// this order: the prologue's inputs, for LayerNorm scale and bias (const float*, bias may be
+// Whether a chain input read through `access` (over [rows, cols]) is contiguous along each row,
+// with each row's start a multiple of 8 elements (a contiguous input, a bias [cols] broadcast over
+// the rows).
+bool row_access_vectorizes(const TensorAccess& access, int64_t cols);
+// Whether the kernel gets a vectorized variant: cols % 8 == 0 and every input and output read or
+// written along the rows does so contiguously (row_access_vectorizes).
+bool row_kernel_vectorizes(const RowKernelSpec& spec);
+
+// Checks the spec and returns the source of `extern "C" __global__` kernel `name` (an element a
+// thread at a time, columns j = lane + k * threads) and, where row_kernel_vectorizes, `name`_v8
+// (16-byte chunks of 8 elements, chunk c = lane + k * threads; every pointer 16-byte aligned), each
+// taking, in this order: the prologue's inputs, for LayerNorm scale and bias (const float*, bias may be
 // null), out, with write_prologue the prologue's output, then epilogue inputs 1.. (T*, const T*).
 // Rows and columns are baked in; see row_launch_shape for its launch.
 Result<std::string> fused_row_source(const RowKernelSpec& spec, const std::string& name);
@@ -76,7 +86,8 @@ class FusedRowKernel {
   FusedRowKernel() = default;
   std::unique_ptr<NvrtcModule> module_;
   RowLaunch shape_;
-  size_t pointers_ = 0;
+  bool vec8_ = false;          // module_ has the 8-elements-a-chunk kernel
+  std::vector<bool> packed_;  // a pointer each: read or written in 16-byte packs by that kernel
 };
 
 }  // namespace kiln::compiler::cuda

@@ -122,6 +122,57 @@ TEST(FusedRowSource, BakesTheShapeAndOrdersTheParameters) {
       << *src;
 }
 
+// Rows of a multiple of 8 columns whose inputs and outputs run along the rows get a second kernel
+// reading and writing 16-byte chunks of 8 elements; others only the scalar one.
+TEST(FusedRowSource, VectorizesRowsOfEightElementChunks) {
+  RowKernelSpec s = spec_of(RowOp::kLayerNorm, Elem::kF16, 10, 768);
+  s.write_prologue = true;
+  ASSERT_TRUE(row_kernel_vectorizes(s));
+  auto src = fused_row_source(s, "k");
+  ASSERT_TRUE(src.ok()) << src.status().message();
+  const size_t v8 = src->find("void __launch_bounds__(128) k_v8(const T* __restrict__ in0");
+  ASSERT_NE(v8, std::string::npos) << *src;
+  const std::string vec = src->substr(v8);
+  EXPECT_NE(vec.find("float v[24]"), std::string::npos) << "3 chunks of 8 a lane";
+  EXPECT_NE(vec.find("const int ch = threadIdx.x + c * 32;"), std::string::npos) << vec;
+  EXPECT_NE(vec.find("const P8 p0 = *reinterpret_cast<const P8*>(in0 + i0);"), std::string::npos);
+  // The residual [cols] broadcast over the rows is read at the chunk's column.
+  EXPECT_NE(vec.find("const P8 p1 = *reinterpret_cast<const P8*>(in1 + ((i0 % 768LL) * 1LL));"),
+            std::string::npos)
+      << vec;
+  EXPECT_NE(vec.find("*reinterpret_cast<P8*>(mid + i0) = m;"), std::string::npos);
+  EXPECT_NE(vec.find("const F8 sc = *reinterpret_cast<const F8*>(scale + ch * 8);"),
+            std::string::npos);
+  EXPECT_NE(vec.find("*reinterpret_cast<P8*>(out + i0) = o;"), std::string::npos);
+  EXPECT_EQ(vec.find("out[i]"), std::string::npos) << "no scalar stores";
+  EXPECT_NE(src->find("struct __align__(16) P8 { T v[8]; };"), std::string::npos);
+
+  // 100 columns, or a transposed input: the scalar kernel only.
+  s = spec_of(RowOp::kLayerNorm, Elem::kF16, 10, 100);
+  EXPECT_FALSE(row_kernel_vectorizes(s));
+  src = fused_row_source(s, "k");
+  ASSERT_TRUE(src.ok());
+  EXPECT_EQ(src->find("k_v8"), std::string::npos);
+  EXPECT_EQ(src->find("P8"), std::string::npos);
+  s = spec_of(RowOp::kSoftmax, Elem::kF32, 16, 16);
+  s.prologue.access[1] = TensorAccess{{16, 16}, {1, 16}};
+  EXPECT_FALSE(row_kernel_vectorizes(s));
+  s = spec_of(RowOp::kSoftmax, Elem::kF32, 16, 16);
+  s.epilogue.access = {TensorAccess{}, TensorAccess{{16, 16}, {1, 16}}};
+  EXPECT_FALSE(row_kernel_vectorizes(s));
+  // A reduction's epilogue reads one value a row: it does not stop the chunked reads.
+  s.op = RowOp::kReduceMax;
+  EXPECT_TRUE(row_kernel_vectorizes(s));
+
+  EXPECT_TRUE(row_access_vectorizes(TensorAccess{}, 8));
+  EXPECT_TRUE(row_access_vectorizes(TensorAccess{{4, 12, 64}, {0, 64, 1}}, 768));
+  EXPECT_TRUE(row_access_vectorizes(TensorAccess{{3, 4, 16}, {128, 16, 1}}, 16));
+  EXPECT_FALSE(row_access_vectorizes(TensorAccess{{3, 4, 16}, {68, 17, 1}}, 16)) << "row stride";
+  EXPECT_FALSE(row_access_vectorizes(TensorAccess{{3, 4, 16}, {100, 16, 1}}, 16)) << "not % 8";
+  EXPECT_FALSE(row_access_vectorizes(TensorAccess{{4, 16}, {1, 4}}, 16)) << "transposed";
+  EXPECT_FALSE(row_access_vectorizes(TensorAccess{{4, 16}, {16, 0}}, 16)) << "one value a row";
+}
+
 TEST(FusedRowSource, RejectsRowsItCannotHold) {
   auto wide = fused_row_source(spec_of(RowOp::kSoftmax, Elem::kF32, 2, kMaxGeneratedRow + 1), "k");
   ASSERT_FALSE(wide.ok());
@@ -163,6 +214,30 @@ TEST(FusedRowNvrtc, EveryOpAndElementTypeCompilesForSm90) {
     }
   }
   EXPECT_EQ(images.size(), std::size(kAllOps) * 3);
+}
+
+// ViT's rows (768 columns) take the 16-byte-chunk kernel: LayerNorm in every element type, with
+// and without the prologue written out, and the other ops in f16 compile with it.
+TEST(FusedRowNvrtc, VectorizedKernelsCompileForSm90) {
+  SKIP_WITHOUT_NVRTC();
+  CubinOptions options;
+  options.use_cache = false;
+  for (RowOp op : kAllOps) {
+    for (Elem e : {Elem::kF32, Elem::kF16, Elem::kBF16}) {
+      for (bool mid : {false, true}) {
+        if (op != RowOp::kLayerNorm && (e != Elem::kF16 || mid)) continue;
+        SCOPED_TRACE(std::string(row_op_name(op)) + " elem " +
+                     std::to_string(static_cast<int>(e)) + (mid ? " mid" : ""));
+        RowKernelSpec s = spec_of(op, e, 197 * 4, 768);
+        s.write_prologue = mid;
+        auto src = fused_row_source(s, "kiln_fused_row");
+        ASSERT_TRUE(src.ok()) << src.status().message();
+        ASSERT_NE(src->find("kiln_fused_row_v8("), std::string::npos);
+        auto cubin = compile_cubin(*src, options);
+        ASSERT_TRUE(cubin.ok()) << cubin.status().message() << "\n" << *src;
+      }
+    }
+  }
 }
 
 // The cache key follows the chain: another prologue, epilogue or shape is another CUBIN file.
@@ -238,11 +313,15 @@ std::shared_ptr<void> on_device(const void* host, size_t bytes) {
 
 // spec_of's kernel (prologue (x + r) * 0.125 also written out, epilogue y * 2 + z) on random rows,
 // against the same arithmetic on the host.
-void check_row_launch(RowOp op, Elem e, int64_t rows, int64_t cols) {
+// Without `write_prologue` the prologue is not written out; `misaligned` reads x one element past
+// an aligned address (the scalar kernel's fallback).
+void check_row_launch(RowOp op, Elem e, int64_t rows, int64_t cols, bool write_prologue = true,
+                      bool misaligned = false) {
   SCOPED_TRACE(std::string(row_op_name(op)) + " elem " + std::to_string(static_cast<int>(e)) +
-               " cols " + std::to_string(cols));
+               " cols " + std::to_string(cols) + (write_prologue ? " mid" : "") +
+               (misaligned ? " misaligned" : ""));
   RowKernelSpec spec = spec_of(op, e, rows, cols);
-  spec.write_prologue = true;
+  spec.write_prologue = write_prologue;
   const std::string dir =
       (fs::temp_directory_path() / ("kiln_rows_launch_" + std::to_string(getpid()))).string();
   auto kernel = FusedRowKernel::create(spec, dir);
@@ -260,15 +339,20 @@ void check_row_launch(RowOp op, Elem e, int64_t rows, int64_t cols) {
   std::vector<float> scale = random(cols), bias = random(cols);
   const std::vector<uint8_t> xb = stored(e, x), rb = stored(e, r), zb = stored(e, z);
   const size_t es = e == Elem::kF32 ? 4 : 2;
-  auto dx = on_device(xb.data(), xb.size()), dr = on_device(rb.data(), rb.size());
+  std::vector<uint8_t> xs(misaligned ? es : 0);
+  xs.insert(xs.end(), xb.begin(), xb.end());
+  auto dx = on_device(xs.data(), xs.size()), dr = on_device(rb.data(), rb.size());
+  const void* x_at = static_cast<const char*>(dx.get()) + (misaligned ? es : 0);
   auto dz = on_device(zb.data(), zb.size());
   auto ds = on_device(scale.data(), scale.size() * 4), db = on_device(bias.data(), bias.size() * 4);
   auto dout = gpu_alloc(static_cast<size_t>(outs) * es);
   auto dmid = gpu_alloc(x.size() * es);
   ASSERT_TRUE(dout.ok() && dmid.ok());
-  std::vector<const void*> pointers = {dx.get(), dr.get()};
+  std::vector<const void*> pointers = {x_at, dr.get()};
   if (op == RowOp::kLayerNorm) pointers.insert(pointers.end(), {ds.get(), db.get()});
-  pointers.insert(pointers.end(), {dout->get(), dmid->get(), dz.get()});
+  pointers.push_back(dout->get());
+  if (write_prologue) pointers.push_back(dmid->get());
+  pointers.push_back(dz.get());
   ASSERT_TRUE((*kernel)->launch(pointers, nullptr).ok());
   std::vector<uint8_t> out_bytes(static_cast<size_t>(outs) * es), mid_bytes(x.size() * es);
   ASSERT_TRUE(gpu_download(out_bytes.data(), dout->get(), out_bytes.size()).ok());
@@ -280,7 +364,9 @@ void check_row_launch(RowOp op, Elem e, int64_t rows, int64_t cols) {
     for (int64_t j = 0; j < cols; ++j) {
       const size_t i = static_cast<size_t>(row * cols + j);
       p[j] = static_cast<float>((x[i] + r[j]) * 0.125f);
-      ASSERT_NEAR(mid[i], p[j], tol * (1 + std::fabs(p[j]))) << "prologue at " << i;
+      if (write_prologue) {
+        ASSERT_NEAR(mid[i], p[j], tol * (1 + std::fabs(p[j]))) << "prologue at " << i;
+      }
     }
     double sum = 0, max = -INFINITY;
     for (double v : p) {
@@ -325,6 +411,20 @@ TEST(FusedRowLaunch, MatchesTheHostReference) {
       for (int64_t cols : {int64_t{40}, int64_t{768}, int64_t{3000}})
         check_row_launch(op, e, 7, cols);
     }
+  }
+}
+
+// ViT's Add+LayerNormalization rows (768 f16 columns) through the 16-byte-chunk kernel, with and
+// without the sum written out, rows spanning several blocks, and the scalar fallback on a
+// misaligned input; the other ops' chunked kernels too.
+TEST(FusedRowLaunch, VectorizedRowsMatchTheHostReference) {
+  if (list_gpus().empty()) GTEST_SKIP() << "no GPU on this machine";
+  for (bool mid : {false, true}) {
+    check_row_launch(RowOp::kLayerNorm, Elem::kF16, 197 * 2, 768, mid);
+    check_row_launch(RowOp::kLayerNorm, Elem::kF16, 9, 768, mid, /*misaligned=*/true);
+  }
+  for (RowOp op : kAllOps) {
+    for (Elem e : {Elem::kF32, Elem::kF16}) check_row_launch(op, e, 13, 1024, false);
   }
 }
 

@@ -231,6 +231,10 @@ template <class T>
 bool aligned16(const T* p) {
   return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 }
+// Whether `p` is a multiple of `bytes` (a power of two).
+bool aligned_to(const void* p, size_t bytes) {
+  return reinterpret_cast<uintptr_t>(p) % bytes == 0;
+}
 
 // channel_affine_kernel over 16-byte vectors: one channel per lane (NHWC: channels a multiple of
 // the lanes), or one channel for the whole vector (NCHW: inner a multiple of the lanes).
@@ -718,68 +722,125 @@ __device__ __forceinline__ float warp_max(float v) {
   return v;
 }
 
-// Each lane holds elements lane, lane + 32, ... (kPer of them, coalesced across the warp).
-template <int kPer, class T>
+// A lane's unit u of a row: element u (kW 1) or elements 8u .. 8u + 7 (kW 8, one Pack8: a
+// 16-byte load for f16/bf16, two for f32) as f32 in v[0 .. kW).
+template <int kW, class T>
+__device__ __forceinline__ void load_unit(const T* row, int u, float* v) {
+  if constexpr (kW == 8) {
+    const Pack8<T> p = reinterpret_cast<const Pack8<T>*>(row)[u];
+#pragma unroll
+    for (int e = 0; e < 8; ++e) v[e] = ld(p.v[e]);
+  } else {
+    v[0] = ld(row[u]);
+  }
+}
+template <int kW, class T>
+__device__ __forceinline__ void store_unit(T* row, int u, const float* v) {
+  if constexpr (kW == 8) {
+    Pack8<T> p;
+#pragma unroll
+    for (int e = 0; e < 8; ++e) p.v[e] = from_f32<T>(v[e]);
+    reinterpret_cast<Pack8<T>*>(row)[u] = p;
+  } else {
+    row[u] = from_f32<T>(v[0]);
+  }
+}
+
+// Each lane holds units lane, lane + 32, ... (coalesced across the warp) of kW elements each
+// (kW 8 where cols % 8 == 0 and the pointers are Pack8-aligned), kPer elements in all.
+template <int kPer, int kW, class T>
 __global__ void softmax_warp_kernel(const T* x, T* y, int64_t rows, int cols) {
+  constexpr int kUnits = (kPer + kW - 1) / kW;
   const int64_t row = blockIdx.x * int64_t{kRowsPerBlock} + threadIdx.y;
   if (row >= rows) return;  // the whole warp: its lanes share the row
   const T* in = x + row * cols;
   T* out = y + row * cols;
-  float v[kPer];
+  const int units = cols / kW;
+  float v[kUnits * kW];
   float m = -FLT_MAX;
 #pragma unroll
-  for (int i = 0; i < kPer; ++i) {
-    const int j = static_cast<int>(threadIdx.x) + i * 32;
-    v[i] = j < cols ? ld(in[j]) : -FLT_MAX;
-    m = fmaxf(m, v[i]);
+  for (int i = 0; i < kUnits; ++i) {
+    const int u = static_cast<int>(threadIdx.x) + i * 32;
+    if (u < units) {
+      load_unit<kW>(in, u, v + i * kW);
+    } else {
+#pragma unroll
+      for (int e = 0; e < kW; ++e) v[i * kW + e] = -FLT_MAX;
+    }
+#pragma unroll
+    for (int e = 0; e < kW; ++e) m = fmaxf(m, v[i * kW + e]);
   }
   m = warp_max(m);
   float s = 0.0f;
 #pragma unroll
-  for (int i = 0; i < kPer; ++i) {
-    const int j = static_cast<int>(threadIdx.x) + i * 32;
-    v[i] = j < cols ? expf(v[i] - m) : 0.0f;
-    s += v[i];
+  for (int i = 0; i < kUnits; ++i) {
+    const int u = static_cast<int>(threadIdx.x) + i * 32;
+#pragma unroll
+    for (int e = 0; e < kW; ++e) {
+      float& w = v[i * kW + e];
+      w = u < units ? expf(w - m) : 0.0f;
+      s += w;
+    }
   }
   s = warp_sum(s);
 #pragma unroll
-  for (int i = 0; i < kPer; ++i) {
-    const int j = static_cast<int>(threadIdx.x) + i * 32;
-    if (j < cols) out[j] = from_f32<T>(v[i] / s);
+  for (int i = 0; i < kUnits; ++i) {
+    const int u = static_cast<int>(threadIdx.x) + i * 32;
+    if (u >= units) continue;
+#pragma unroll
+    for (int e = 0; e < kW; ++e) v[i * kW + e] /= s;
+    store_unit<kW>(out, u, v + i * kW);
   }
 }
 
-template <int kPer, class T>
+template <int kPer, int kW, class T>
 __global__ void layernorm_warp_kernel(const T* x, T* y, const float* scale, const float* bias,
                                       int64_t rows, int cols, float epsilon) {
+  constexpr int kUnits = (kPer + kW - 1) / kW;
   const int64_t row = blockIdx.x * int64_t{kRowsPerBlock} + threadIdx.y;
   if (row >= rows) return;
   const T* in = x + row * cols;
   T* out = y + row * cols;
-  float v[kPer];
+  const int units = cols / kW;
+  float v[kUnits * kW];
   float s = 0.0f;
 #pragma unroll
-  for (int i = 0; i < kPer; ++i) {
-    const int j = static_cast<int>(threadIdx.x) + i * 32;
-    v[i] = j < cols ? ld(in[j]) : 0.0f;
-    s += v[i];
+  for (int i = 0; i < kUnits; ++i) {
+    const int u = static_cast<int>(threadIdx.x) + i * 32;
+    if (u < units) {
+      load_unit<kW>(in, u, v + i * kW);
+    } else {
+#pragma unroll
+      for (int e = 0; e < kW; ++e) v[i * kW + e] = 0.0f;
+    }
+#pragma unroll
+    for (int e = 0; e < kW; ++e) s += v[i * kW + e];
   }
   const float mean = warp_sum(s) / static_cast<float>(cols);
   float q = 0.0f;
 #pragma unroll
-  for (int i = 0; i < kPer; ++i) {
-    const int j = static_cast<int>(threadIdx.x) + i * 32;
-    const float d = v[i] - mean;
-    q += j < cols ? d * d : 0.0f;
+  for (int i = 0; i < kUnits; ++i) {
+    const int u = static_cast<int>(threadIdx.x) + i * 32;
+#pragma unroll
+    for (int e = 0; e < kW; ++e) {
+      const float d = v[i * kW + e] - mean;
+      q += u < units ? d * d : 0.0f;
+    }
   }
   const float inv = rsqrtf(warp_sum(q) / static_cast<float>(cols) + epsilon);
 #pragma unroll
-  for (int i = 0; i < kPer; ++i) {
-    const int j = static_cast<int>(threadIdx.x) + i * 32;
-    if (j < cols) {
-      const float r = (v[i] - mean) * inv * scale[j];
-      out[j] = from_f32<T>(bias != nullptr ? r + bias[j] : r);
+  for (int i = 0; i < kUnits; ++i) {
+    const int u = static_cast<int>(threadIdx.x) + i * 32;
+    if (u >= units) continue;
+    float sc[kW], bi[kW];
+    load_unit<kW>(scale, u, sc);
+    if (bias != nullptr) load_unit<kW>(bias, u, bi);
+#pragma unroll
+    for (int e = 0; e < kW; ++e) {
+      const float r = (v[i * kW + e] - mean) * inv * sc[e];
+      v[i * kW + e] = bias != nullptr ? r + bi[e] : r;
     }
+    store_unit<kW>(out, u, v + i * kW);
   }
 }
 
@@ -1080,11 +1141,16 @@ Status launch_layernorm(Elem e, const void* x, void* y, const float* scale, cons
     using T = decltype(tag);
     auto s = static_cast<cudaStream_t>(stream);
     if (cols <= kMaxWarpRow) {
+      // 8 elements a unit where the rows and every pointer allow 16-byte packs.
+      const bool vec = cols % 8 == 0 && aligned_to(x, sizeof(Pack8<T>)) &&
+                       aligned_to(y, sizeof(Pack8<T>)) && aligned_to(scale, sizeof(Pack8<float>)) &&
+                       (bias == nullptr || aligned_to(bias, sizeof(Pack8<float>)));
       with_row_width(cols, [&](auto per) {
-        layernorm_warp_kernel<decltype(per)::value, T>
-            <<<row_blocks(rows), dim3(32, kRowsPerBlock), 0, s>>>(
-                static_cast<const T*>(x), static_cast<T*>(y), scale, bias, rows,
-                static_cast<int>(cols), epsilon);
+        auto kernel = vec ? layernorm_warp_kernel<decltype(per)::value, 8, T>
+                          : layernorm_warp_kernel<decltype(per)::value, 1, T>;
+        kernel<<<row_blocks(rows), dim3(32, kRowsPerBlock), 0, s>>>(
+            static_cast<const T*>(x), static_cast<T*>(y), scale, bias, rows,
+            static_cast<int>(cols), epsilon);
       });
     } else {
       layernorm_kernel<<<static_cast<unsigned>(rows), kThreads, 0, s>>>(
@@ -1101,10 +1167,13 @@ Status launch_softmax(Elem e, const void* x, void* y, int64_t rows, int64_t cols
     using T = decltype(tag);
     auto s = static_cast<cudaStream_t>(stream);
     if (!log && cols <= kMaxWarpRow) {
+      const bool vec =
+          cols % 8 == 0 && aligned_to(x, sizeof(Pack8<T>)) && aligned_to(y, sizeof(Pack8<T>));
       with_row_width(cols, [&](auto per) {
-        softmax_warp_kernel<decltype(per)::value, T>
-            <<<row_blocks(rows), dim3(32, kRowsPerBlock), 0, s>>>(
-                static_cast<const T*>(x), static_cast<T*>(y), rows, static_cast<int>(cols));
+        auto kernel = vec ? softmax_warp_kernel<decltype(per)::value, 8, T>
+                          : softmax_warp_kernel<decltype(per)::value, 1, T>;
+        kernel<<<row_blocks(rows), dim3(32, kRowsPerBlock), 0, s>>>(
+            static_cast<const T*>(x), static_cast<T*>(y), rows, static_cast<int>(cols));
       });
     } else {
       softmax_kernel<<<static_cast<unsigned>(rows), kThreads, 0, s>>>(
