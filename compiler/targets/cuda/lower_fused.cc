@@ -331,6 +331,15 @@ bool lower_row(Builder& b, const ChainBuild& prologue, const std::vector<const N
     if (b.only_consumer(mid) != nullptr) mid = nullptr;
   }
   t.spec.write_prologue = mid != nullptr;
+  // Writing the prologue's value too, the kernel moves four row tensors; measured on an H200 (ViT-B
+  // f16's residual Add + LayerNorm, bench/gpu_vs_torch/rows_bench.py) it beats the separate Add and
+  // LayerNorm only while launches dominate: at batch 1 (0.3 MB a tensor), not at 64 (19 MB) or
+  // 256 (77 MB). Above kFusedRowWriteBytes the ops run unfused.
+  constexpr int64_t kFusedRowWriteBytes = int64_t{4} << 20;
+  if (mid != nullptr &&
+      t.spec.rows * t.spec.cols * (t.spec.elem == Elem::kF32 ? 4 : 2) > kFusedRowWriteBytes) {
+    return false;
+  }
   std::vector<const Node*> named = pro_nodes;
   for (const Node* n : t.nodes) {
     if (n->kind() != OpKind::kCast) named.push_back(n);
