@@ -1402,10 +1402,11 @@ TEST(CudaInt8, QuantizedStemAndMaxPoolMatchRef) {
     const std::string ir = print_graph(exe->graph());
     const bool own = std::string_view(mode) == "1";
     // Stride 2 on an even image: space-to-depth (16 channels of 2x2 blocks, a 4x4 stride-1
-    // filter), on the own kernel after a step converting the f16 integers to s8.
-    EXPECT_EQ(program->count_steps("QuantizeLinear f16 s2d"), 1) << ir;
+    // filter), quantized straight to s8 for the own kernel (no conversion step), to f16 integers
+    // for cuDNN.
+    EXPECT_EQ(program->count_steps("QuantizeLinear f16 s2d"), own ? 0 : 1) << ir;
+    EXPECT_EQ(program->count_steps("QuantizeLinear s2d int8"), own ? 1 : 0) << ir;
     EXPECT_EQ(program->count_steps("QLinearConv f16 int8"), own ? 0 : 1) << ir;
-    EXPECT_EQ(program->count_steps("Center f16 int8"), own ? 1 : 0) << ir;
     EXPECT_EQ(program->count_steps("QLinearConv stem int8 gemm"), own ? 1 : 0) << ir;
     EXPECT_EQ(program->count_steps("MaxPool int8"), 1) << ir;
     EXPECT_EQ(program->count_steps("DequantizeLinear"), 1) << ir;
@@ -1499,7 +1500,10 @@ TEST(CudaInt8, QdqResidualBlockRunsOnInt8KernelsAndMatchesRef) {
   const cuda::Program* program = cuda_program(*exe);
   ASSERT_NE(program, nullptr);
   const std::string ir = print_graph(exe->graph());
-  EXPECT_EQ(program->count_steps("QuantizeLinear f16 s2d"), 1) << ir;
+  // The stem's input quantized to s8 for the own kernel, to f16 integers for cuDNN.
+  const int own_stem = program->count_steps("QLinearConv stem int8 gemm");
+  EXPECT_EQ(program->count_steps("QuantizeLinear s2d int8"), own_stem) << ir;
+  EXPECT_EQ(program->count_steps("QuantizeLinear f16 s2d"), 1 - own_stem) << ir;
   // The Add runs in the last convolution where a cuDNN engine takes the fused graph, else as
   // its own int8 step; each 1x1 on cuDNN or the own kernel ("... gemm").
   const int fused = steps_starting(*program, "QLinearConv+Add+Relu int8");
@@ -1827,7 +1831,7 @@ TEST(CudaInt8, OwnGemmMatchesTheHostForEveryTileConfiguration) {
 TEST(CudaInt8, DenseF16QuantizeMatchesTheHost) {
   SKIP_WITHOUT_GPU();
   // launch_quantize8 from f16 where x and y share one dense layout (the 8-a-thread path: the
-  // stem's `Center f16 int8` and `Round f16 int8`), with halves (ties to even), values beyond the
+  // `Round f16 int8` step after an f16-output stem), with halves (ties to even), values beyond the
   // bounds, u8 and s8 outputs; against the host formula clamp(rint(x / scale) + off, lo, hi).
   const int64_t n = 3, c = 16, pixels = 35;  // 1680 elements: 210 groups of 8
   std::vector<uint16_t> bits(static_cast<size_t>(n * c * pixels));

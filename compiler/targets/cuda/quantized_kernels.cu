@@ -142,15 +142,20 @@ __global__ void requant8x4_kernel(Requant8 r, int64_t n4) {
   }
 }
 
-// clamp(round_half_even(x / scale) + zp, lo, hi) - zp as an f16 integer (exact), 0 where not
+// clamp(round_half_even(x / scale) + zp, lo, hi) - zp as a float (a whole number), 0 where not
 // `real` (padding).
+__device__ __forceinline__ float centered_value(float x, bool real, float scale, int32_t zp,
+                                                int32_t lo, int32_t hi) {
+  if (!real) return 0.0f;
+  return fminf(fmaxf(rintf(x / scale) + static_cast<float>(zp), static_cast<float>(lo)),
+               static_cast<float>(hi)) -
+         static_cast<float>(zp);
+}
+
+// centered_value as an f16 integer (exact).
 __device__ __forceinline__ __half centered_half(float x, bool real, float scale, int32_t zp,
                                                 int32_t lo, int32_t hi) {
-  if (!real) return __float2half_rn(0.0f);
-  return __float2half_rn(
-      fminf(fmaxf(rintf(x / scale) + static_cast<float>(zp), static_cast<float>(lo)),
-            static_cast<float>(hi)) -
-      static_cast<float>(zp));
+  return __float2half_rn(centered_value(x, real, scale, zp, lo, hi));
 }
 
 // One thread per pixel: c strided f32 loads (coalesced across the warp), one 16-byte store.
@@ -170,10 +175,27 @@ __global__ void quantize_to_f16x8_kernel(const float* x, int64_t n, int64_t c, i
   }
 }
 
-// One thread per 2x2 block: 4c f32 loads, two 16-byte stores.
-__global__ void quantize_to_f16_s2d_kernel(const float* x, int64_t n, int64_t c, int64_t h,
-                                           int64_t w, float scale, int32_t zp, int32_t lo,
-                                           int32_t hi, uint4* y) {
+__device__ __forceinline__ void store_s2d(const float (&v)[16], __half* y) {
+  __align__(16) __half h[16];
+#pragma unroll
+  for (int k = 0; k < 16; ++k) h[k] = __float2half_rn(v[k]);
+  reinterpret_cast<uint4*>(y)[0] = reinterpret_cast<const uint4*>(h)[0];
+  reinterpret_cast<uint4*>(y)[1] = reinterpret_cast<const uint4*>(h)[1];
+}
+
+__device__ __forceinline__ void store_s2d(const float (&v)[16], int8_t* y) {
+  uint32_t words[4] = {0u, 0u, 0u, 0u};
+#pragma unroll
+  for (int k = 0; k < 16; ++k) {
+    words[k / 4] |= (static_cast<uint32_t>(static_cast<int32_t>(v[k])) & 0xffu) << (8 * (k % 4));
+  }
+  *reinterpret_cast<uint4*>(y) = make_uint4(words[0], words[1], words[2], words[3]);
+}
+
+// One thread per 2x2 block: 4c f32 loads, 16 channels stored (f16: two 16-byte stores; s8: one).
+template <class T>
+__global__ void quantize_s2d_kernel(const float* x, int64_t n, int64_t c, int64_t h, int64_t w,
+                                    float scale, int32_t zp, int32_t lo, int32_t hi, T* y) {
   const int64_t h2 = h / 2, w2 = w / 2;
   const int64_t total = n * h2 * w2;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
@@ -181,7 +203,7 @@ __global__ void quantize_to_f16_s2d_kernel(const float* x, int64_t n, int64_t c,
     const int64_t bx = i % w2;
     const int64_t by = (i / w2) % h2;
     const int64_t image = i / (w2 * h2);
-    __align__(16) __half v[16];
+    float v[16];
 #pragma unroll
     for (int k = 0; k < 16; ++k) {
       const int d = k / static_cast<int>(c);  // (dy, dx) = (d / 2, d % 2); c >= 1
@@ -189,10 +211,9 @@ __global__ void quantize_to_f16_s2d_kernel(const float* x, int64_t n, int64_t c,
       const bool real = k < 4 * c;
       const float value =
           real ? x[((image * c + ci) * h + 2 * by + d / 2) * w + 2 * bx + d % 2] : 0.0f;
-      v[k] = centered_half(value, real, scale, zp, lo, hi);
+      v[k] = centered_value(value, real, scale, zp, lo, hi);
     }
-    y[2 * i] = reinterpret_cast<const uint4*>(v)[0];
-    y[2 * i + 1] = reinterpret_cast<const uint4*>(v)[1];
+    store_s2d(v, y + 16 * i);
   }
 }
 
@@ -336,18 +357,24 @@ Status launch_quantize_to_f16x8(const float* x, int64_t n, int64_t c, int64_t s,
   return launched("quantize_to_f16x8");
 }
 
-Status launch_quantize_to_f16_s2d(const float* x, int64_t n, int64_t c, int64_t h, int64_t w,
-                                  float scale, int32_t zp, int32_t lo, int32_t hi, void* y,
-                                  void* stream) {
+Status launch_quantize_s2d(const float* x, int64_t n, int64_t c, int64_t h, int64_t w,
+                           float scale, int32_t zp, int32_t lo, int32_t hi, bool s8, void* y,
+                           void* stream) {
   if (c < 1 || c > 4 || h % 2 != 0 || w % 2 != 0) {
     return invalid_argument_error(
-        "cuda kernel quantize_to_f16_s2d: 1 to 4 channels and an even height and width expected");
+        "cuda kernel quantize_s2d: 1 to 4 channels and an even height and width expected");
   }
   const int64_t total = n * (h / 2) * (w / 2);
   if (total <= 0) return Status();
-  quantize_to_f16_s2d_kernel<<<blocks_for(total), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
-      x, n, c, h, w, scale, zp, lo, hi, static_cast<uint4*>(y));
-  return launched("quantize_to_f16_s2d");
+  auto s = static_cast<cudaStream_t>(stream);
+  if (s8) {
+    quantize_s2d_kernel<<<blocks_for(total), kThreads, 0, s>>>(x, n, c, h, w, scale, zp, lo, hi,
+                                                               static_cast<int8_t*>(y));
+  } else {
+    quantize_s2d_kernel<<<blocks_for(total), kThreads, 0, s>>>(x, n, c, h, w, scale, zp, lo, hi,
+                                                               static_cast<__half*>(y));
+  }
+  return launched("quantize_s2d");
 }
 
 Status launch_mean8(const void* x, int64_t n, int64_t c, int64_t stored_c, int64_t s, float scale,
