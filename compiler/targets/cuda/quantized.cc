@@ -529,8 +529,8 @@ Result<bool> lower_quantize(Builder& b, const Node& node) {
     const int32_t s_hi = s8 ? std::min(q_hi, zp + 127) : q_hi;
     add(b, node, s8 ? "QuantizeLinear s2d int8" : "QuantizeLinear f16 s2d", {xi}, {yi},
         [=](Session& ss) {
-          return launch_quantize_s2d(static_cast<const float*>(ptr(ss, xi)), n, c, h, w, scale,
-                                     zp, s_lo, s_hi, s8, ptr(ss, yi), ss.stream);
+          return launch_quantize_s2d(static_cast<const float*>(ptr(ss, xi)), n, c, h, w, scale, zp,
+                                     s_lo, s_hi, s8, ptr(ss, yi), ss.stream);
         });
     return true;
   }
@@ -1311,8 +1311,8 @@ Result<int> choose_stem(Builder& b, const ConvProblem& half, const ConvPlan* pla
     }
   }
   if (!(best_ms < cudnn_ms)) best = -1;
-  log(LogLevel::kDebug, "cuda target: {}: own {:.4f} ms, cuDNN {:.4f} ms: {}",
-      key, best_ms, cudnn_ms, best >= 0 ? int8_gemm_config_name(best) : "cuDNN");
+  log(LogLevel::kDebug, "cuda target: {}: own {:.4f} ms, cuDNN {:.4f} ms: {}", key, best_ms,
+      cudnn_ms, best >= 0 ? int8_gemm_config_name(best) : "cuDNN");
   if (best >= 0 || plan != nullptr)
     b.record_choice(key, choice_bytes(static_cast<int32_t>(best)), true);
   return best;
