@@ -1385,10 +1385,16 @@ TEST(CudaInt8, QuantizedStemAndMaxPoolMatchRef) {
     Value* pooled = b.add(Op(mp), {b.add(Op(ops::DequantizeLinear{}), {stem, s, z})});
     Value* q = b.add(Op(ops::QuantizeLinear{}), {pooled, s, z});
     b.output(b.add(Op(ops::DequantizeLinear{}), {q, s, z}));
-    // A 2x2/1 pool too (the kernel's runtime window; 3x3 is unrolled).
+    // A 2x2/1 pool too (the kernel's runtime window; 3x3 is unrolled), after a 3x3/1
+    // convolution of its own (f16, 8 channels): an int8 MaxPool needs its convolution's output
+    // to have one reader.
+    // Other parameters than the first QuantizeLinear's, which it would otherwise merge with.
+    Value* image2 = b.add(Op(ops::QuantizeLinear{}), {in[0], b.constant(Tensor::scalar(0.0156f)),
+                                                      b.constant(Tensor::scalar<uint8_t>(60))});
+    Value* conv2 = qconv(b, image2, 0.0156f, 60, 64, 3, 3, 1, scale, 0, 73);
     ops::MaxPool mp2;
     mp2.kernel_shape = std::vector<int64_t>{2, 2};
-    Value* pooled2 = b.add(Op(mp2), {b.add(Op(ops::DequantizeLinear{}), {stem, s, z})});
+    Value* pooled2 = b.add(Op(mp2), {b.add(Op(ops::DequantizeLinear{}), {conv2, s, z})});
     Value* q2 = b.add(Op(ops::QuantizeLinear{}), {pooled2, s, z});
     b.output(b.add(Op(ops::DequantizeLinear{}), {q2, s, z}));
   };
@@ -1414,7 +1420,7 @@ TEST(CudaInt8, QuantizedStemAndMaxPoolMatchRef) {
     // for cuDNN.
     EXPECT_EQ(program->count_steps("QuantizeLinear f16 s2d"), own ? 0 : 1) << ir;
     EXPECT_EQ(program->count_steps("QuantizeLinear s2d int8"), own ? 1 : 0) << ir;
-    EXPECT_EQ(program->count_steps("QLinearConv f16 int8"), own ? 0 : 1) << ir;
+    EXPECT_EQ(program->count_steps("QLinearConv f16 int8"), own ? 1 : 2) << ir;
     EXPECT_EQ(program->count_steps("QLinearConv stem int8 gemm"), own ? 1 : 0) << ir;
     EXPECT_EQ(program->count_steps("MaxPool int8"), 2) << ir;
     EXPECT_EQ(program->count_steps("DequantizeLinear"), 2) << ir;

@@ -192,10 +192,12 @@ __device__ __forceinline__ void store_s2d(const float (&v)[16], int8_t* y) {
   *reinterpret_cast<uint4*>(y) = make_uint4(words[0], words[1], words[2], words[3]);
 }
 
-// One thread per 2x2 block: 4c f32 loads, 16 channels stored (f16: two 16-byte stores; s8: one).
-template <class T>
-__global__ void quantize_s2d_kernel(const float* x, int64_t n, int64_t c, int64_t h, int64_t w,
-                                    float scale, int32_t zp, int32_t lo, int32_t hi, T* y) {
+// One thread per 2x2 block: 2C 8-byte loads (a row's two pixels; a warp's are contiguous), 16
+// channels stored (f16: two 16-byte stores; s8: one). C compile-time, so `v` stays in registers.
+template <int C, class T>
+__global__ void quantize_s2d_kernel(const float* __restrict__ x, int64_t n, int64_t h, int64_t w,
+                                    float scale, int32_t zp, int32_t lo, int32_t hi,
+                                    T* __restrict__ y) {
   const int64_t h2 = h / 2, w2 = w / 2;
   const int64_t total = n * h2 * w2;
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
@@ -205,15 +207,38 @@ __global__ void quantize_s2d_kernel(const float* x, int64_t n, int64_t c, int64_
     const int64_t image = i / (w2 * h2);
     float v[16];
 #pragma unroll
-    for (int k = 0; k < 16; ++k) {
-      const int d = k / static_cast<int>(c);  // (dy, dx) = (d / 2, d % 2); c >= 1
-      const int64_t ci = k - d * c;
-      const bool real = k < 4 * c;
-      const float value =
-          real ? x[((image * c + ci) * h + 2 * by + d / 2) * w + 2 * bx + d % 2] : 0.0f;
-      v[k] = centered_value(value, real, scale, zp, lo, hi);
+    for (int k = 4 * C; k < 16; ++k) v[k] = 0.0f;
+#pragma unroll
+    for (int ci = 0; ci < C; ++ci) {
+#pragma unroll
+      for (int dy = 0; dy < 2; ++dy) {
+        const float2 p =
+            *reinterpret_cast<const float2*>(x + ((image * C + ci) * h + 2 * by + dy) * w + 2 * bx);
+        v[(dy * 2) * C + ci] = centered_value(p.x, true, scale, zp, lo, hi);
+        v[(dy * 2 + 1) * C + ci] = centered_value(p.y, true, scale, zp, lo, hi);
+      }
     }
     store_s2d(v, y + 16 * i);
+  }
+}
+
+template <class T>
+void launch_s2d(const float* x, int64_t n, int64_t c, int64_t h, int64_t w, float scale, int32_t zp,
+                int32_t lo, int32_t hi, T* y, cudaStream_t s) {
+  const unsigned blocks = blocks_for(n * (h / 2) * (w / 2));
+  switch (c) {
+    case 1:
+      quantize_s2d_kernel<1><<<blocks, kThreads, 0, s>>>(x, n, h, w, scale, zp, lo, hi, y);
+      break;
+    case 2:
+      quantize_s2d_kernel<2><<<blocks, kThreads, 0, s>>>(x, n, h, w, scale, zp, lo, hi, y);
+      break;
+    case 3:
+      quantize_s2d_kernel<3><<<blocks, kThreads, 0, s>>>(x, n, h, w, scale, zp, lo, hi, y);
+      break;
+    default:
+      quantize_s2d_kernel<4><<<blocks, kThreads, 0, s>>>(x, n, h, w, scale, zp, lo, hi, y);
+      break;
   }
 }
 
@@ -369,19 +394,18 @@ Status launch_quantize_to_f16x8(const float* x, int64_t n, int64_t c, int64_t s,
 
 Status launch_quantize_s2d(const float* x, int64_t n, int64_t c, int64_t h, int64_t w, float scale,
                            int32_t zp, int32_t lo, int32_t hi, bool s8, void* y, void* stream) {
-  if (c < 1 || c > 4 || h % 2 != 0 || w % 2 != 0) {
+  if (c < 1 || c > 4 || h % 2 != 0 || w % 2 != 0 || reinterpret_cast<uintptr_t>(x) % 8 != 0) {
     return invalid_argument_error(
-        "cuda kernel quantize_s2d: 1 to 4 channels and an even height and width expected");
+        "cuda kernel quantize_s2d: 1 to 4 channels, an even height and width and an 8-byte "
+        "aligned input expected");
   }
   const int64_t total = n * (h / 2) * (w / 2);
   if (total <= 0) return Status();
   auto s = static_cast<cudaStream_t>(stream);
   if (s8) {
-    quantize_s2d_kernel<<<blocks_for(total), kThreads, 0, s>>>(x, n, c, h, w, scale, zp, lo, hi,
-                                                               static_cast<int8_t*>(y));
+    launch_s2d(x, n, c, h, w, scale, zp, lo, hi, static_cast<int8_t*>(y), s);
   } else {
-    quantize_s2d_kernel<<<blocks_for(total), kThreads, 0, s>>>(x, n, c, h, w, scale, zp, lo, hi,
-                                                               static_cast<__half*>(y));
+    launch_s2d(x, n, c, h, w, scale, zp, lo, hi, static_cast<__half*>(y), s);
   }
   return launched("quantize_s2d");
 }
