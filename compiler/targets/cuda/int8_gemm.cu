@@ -318,6 +318,7 @@ constexpr Config kConfigs[] = {
     // deeper pipelines (added last: tuning choices store the index).
     {"128x64x64/2", launch_config<128, 64, 2, 2, 2>},
     {"256x64x64/3", launch_config<256, 64, 4, 2, 3>},
+    {"64x64x64/2", launch_config<64, 64, 2, 2, 2>},
 };
 constexpr int kConfigCount = static_cast<int>(sizeof(kConfigs) / sizeof(kConfigs[0]));
 constexpr int kMaxGridRows = 65535;
