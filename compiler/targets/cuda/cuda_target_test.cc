@@ -1571,10 +1571,22 @@ TEST(CudaInt8, QuantizedStemAndMaxPoolMatchRef) {
     Value* pooled = b.add(Op(mp), {b.add(Op(ops::DequantizeLinear{}), {stem, s, z})});
     Value* q = b.add(Op(ops::QuantizeLinear{}), {pooled, s, z});
     b.output(b.add(Op(ops::DequantizeLinear{}), {q, s, z}));
+    // A 2x2/1 pool too (the kernel's runtime window; 3x3 is unrolled), after a 3x3/1
+    // convolution of its own (f16, 8 channels): an int8 MaxPool needs its convolution's output
+    // to have one reader.
+    // Other parameters than the first QuantizeLinear's, which it would otherwise merge with.
+    Value* image2 = b.add(Op(ops::QuantizeLinear{}), {in[0], b.constant(Tensor::scalar(0.0156f)),
+                                                      b.constant(Tensor::scalar<uint8_t>(60))});
+    Value* conv2 = qconv(b, image2, 0.0156f, 60, 64, 3, 3, 1, scale, 0, 73);
+    ops::MaxPool mp2;
+    mp2.kernel_shape = std::vector<int64_t>{2, 2};
+    Value* pooled2 = b.add(Op(mp2), {b.add(Op(ops::DequantizeLinear{}), {conv2, s, z})});
+    Value* q2 = b.add(Op(ops::QuantizeLinear{}), {pooled2, s, z});
+    b.output(b.add(Op(ops::DequantizeLinear{}), {q2, s, z}));
   };
   std::shared_ptr<Executable> ref = compile_for(make_graph({x}, build), "ref");
   ASSERT_NE(ref, nullptr);
-  const Tensor want = run(*ref, {x})[0];
+  const std::vector<Tensor> want = run(*ref, {x});
   // On cuDNN's f16 graph (KILN_CUDA_INT8_GEMM=0) and on the own s8 kernel (=1).
   for (const char* mode : {"0", "1"}) {
     SCOPED_TRACE(fmt::format("KILN_CUDA_INT8_GEMM={}", mode));
@@ -1582,19 +1594,22 @@ TEST(CudaInt8, QuantizedStemAndMaxPoolMatchRef) {
     std::shared_ptr<Executable> exe = compile_for(make_graph({x}, build), "cuda");
     ::unsetenv("KILN_CUDA_INT8_GEMM");
     ASSERT_NE(exe, nullptr);
-    expect_within_steps(want, run(*exe, {x})[0], scale, 1.0);
+    const std::vector<Tensor> got = run(*exe, {x});
+    expect_within_steps(want[0], got[0], scale, 1.0);
+    expect_within_steps(want[1], got[1], scale, 1.0);
     const cuda::Program* program = cuda_program(*exe);
     ASSERT_NE(program, nullptr);
     const std::string ir = print_graph(exe->graph());
     const bool own = std::string_view(mode) == "1";
     // Stride 2 on an even image: space-to-depth (16 channels of 2x2 blocks, a 4x4 stride-1
-    // filter), on the own kernel after a step converting the f16 integers to s8.
-    EXPECT_EQ(program->count_steps("QuantizeLinear f16 s2d"), 1) << ir;
-    EXPECT_EQ(program->count_steps("QLinearConv f16 int8"), own ? 0 : 1) << ir;
-    EXPECT_EQ(program->count_steps("Center f16 int8"), own ? 1 : 0) << ir;
+    // filter), quantized straight to s8 for the own kernel (no conversion step), to f16 integers
+    // for cuDNN.
+    EXPECT_EQ(program->count_steps("QuantizeLinear f16 s2d"), own ? 0 : 1) << ir;
+    EXPECT_EQ(program->count_steps("QuantizeLinear s2d int8"), own ? 1 : 0) << ir;
+    EXPECT_EQ(program->count_steps("QLinearConv f16 int8"), own ? 1 : 2) << ir;
     EXPECT_EQ(program->count_steps("QLinearConv stem int8 gemm"), own ? 1 : 0) << ir;
-    EXPECT_EQ(program->count_steps("MaxPool int8"), 1) << ir;
-    EXPECT_EQ(program->count_steps("DequantizeLinear"), 1) << ir;
+    EXPECT_EQ(program->count_steps("MaxPool int8"), 2) << ir;
+    EXPECT_EQ(program->count_steps("DequantizeLinear"), 2) << ir;
   }
 }
 
@@ -1685,7 +1700,10 @@ TEST(CudaInt8, QdqResidualBlockRunsOnInt8KernelsAndMatchesRef) {
   const cuda::Program* program = cuda_program(*exe);
   ASSERT_NE(program, nullptr);
   const std::string ir = print_graph(exe->graph());
-  EXPECT_EQ(program->count_steps("QuantizeLinear f16 s2d"), 1) << ir;
+  // The stem's input quantized to s8 for the own kernel, to f16 integers for cuDNN.
+  const int own_stem = program->count_steps("QLinearConv stem int8 gemm");
+  EXPECT_EQ(program->count_steps("QuantizeLinear s2d int8"), own_stem) << ir;
+  EXPECT_EQ(program->count_steps("QuantizeLinear f16 s2d"), 1 - own_stem) << ir;
   // The Add runs in the last convolution where a cuDNN engine takes the fused graph, else as
   // its own int8 step; each 1x1 on cuDNN or the own kernel ("... gemm").
   const int fused = steps_starting(*program, "QLinearConv+Add+Relu int8");
@@ -2013,7 +2031,7 @@ TEST(CudaInt8, OwnGemmMatchesTheHostForEveryTileConfiguration) {
 TEST(CudaInt8, DenseF16QuantizeMatchesTheHost) {
   SKIP_WITHOUT_GPU();
   // launch_quantize8 from f16 where x and y share one dense layout (the 8-a-thread path: the
-  // stem's `Center f16 int8` and `Round f16 int8`), with halves (ties to even), values beyond the
+  // `Round f16 int8` step after an f16-output stem), with halves (ties to even), values beyond the
   // bounds, u8 and s8 outputs; against the host formula clamp(rint(x / scale) + off, lo, hi).
   const int64_t n = 3, c = 16, pixels = 35;  // 1680 elements: 210 groups of 8
   std::vector<uint16_t> bits(static_cast<size_t>(n * c * pixels));

@@ -314,6 +314,11 @@ constexpr Config kConfigs[] = {
     {"64x128x64/4", launch_config<64, 128, 2, 2, 4>},
     {"128x128x64/2", launch_config<128, 128, 2, 4, 2>},
     {"128x256x64/3", launch_config<128, 256, 2, 4, 3>},
+    // Short reductions (the stem's 256, a 1x1's 64): more blocks a multiprocessor instead of
+    // deeper pipelines (added last: tuning choices store the index).
+    {"128x64x64/2", launch_config<128, 64, 2, 2, 2>},
+    {"256x64x64/3", launch_config<256, 64, 4, 2, 3>},
+    {"64x64x64/2", launch_config<64, 64, 2, 2, 2>},
 };
 constexpr int kConfigCount = static_cast<int>(sizeof(kConfigs) / sizeof(kConfigs[0]));
 constexpr int kMaxGridRows = 65535;

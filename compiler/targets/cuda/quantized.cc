@@ -379,9 +379,10 @@ Stem stem_of(const Builder& b, const Value* v, const Shape& shape, const Int8Lay
   return s2d ? Stem::kS2d : Stem::kF16;
 }
 
-// Whether `buf`, an f16 centered input of logical shape `x`, is space-to-depth (Stem::kS2d).
+// Whether `buf`, a centered input (f16 or s8) of logical shape `x`, is space-to-depth
+// (Stem::kS2d).
 bool is_s2d(const Buffer& buf, const Shape& x) {
-  return buf.dtype == DType::kF16 && buf.shape[2] != x[2];
+  return buf.shape.rank() == 4 && buf.shape[2] != x[2];
 }
 
 int64_t round_up(int64_t v, int64_t m) {
@@ -480,7 +481,11 @@ std::optional<Elem> float_elem(const Value* v) {
 
 // ---- QuantizeLinear, DequantizeLinear ----
 
-bool lower_quantize(Builder& b, const Node& node) {
+// The own kernel's configuration for the space-to-depth first convolution `conv` of an image of
+// `x` (its s8 input written by the QuantizeLinear), or -1 where cuDNN's f16 engines run it.
+Result<int> s2d_stem_config(Builder& b, const Node& conv, const Shape& x);
+
+Result<bool> lower_quantize(Builder& b, const Node& node) {
   std::optional<QParams> p = qdq_params(node);
   const Value* x = node.input(0);
   const Value* y = node.output(0);
@@ -513,12 +518,20 @@ bool lower_quantize(Builder& b, const Node& node) {
   const int32_t q_lo = qmin(p->type);
   const int32_t q_hi = qmax(p->type);
   if (stem == Stem::kS2d) {
-    yi = define_f16(Shape{shape[0], 16, shape[2] / 2, shape[3] / 2});
+    // s8 straight away where the own kernel runs the convolution (its clamp keeping the centered
+    // values in s8, as the s8 path's), else f16 integers for cuDNN.
+    KILN_ASSIGN_OR_RETURN(const int config, s2d_stem_config(b, *y->uses().front().node, shape));
+    const bool s8 = config >= 0;
     const int64_t n = shape[0], c = shape[1], h = shape[2], w = shape[3];
-    add(b, node, "QuantizeLinear f16 s2d", {xi}, {yi}, [=](Session& ss) {
-      return launch_quantize_to_f16_s2d(static_cast<const float*>(ptr(ss, xi)), n, c, h, w, scale,
-                                        zp, q_lo, q_hi, ptr(ss, yi), ss.stream);
-    });
+    const Shape s2d_shape{n, 16, h / 2, w / 2};
+    yi = s8 ? new_centered(b, y, s2d_shape, 16) : define_f16(s2d_shape);
+    const int32_t s_lo = s8 ? std::max(q_lo, zp - 128) : q_lo;
+    const int32_t s_hi = s8 ? std::min(q_hi, zp + 127) : q_hi;
+    add(b, node, s8 ? "QuantizeLinear s2d int8" : "QuantizeLinear f16 s2d", {xi}, {yi},
+        [=](Session& ss) {
+          return launch_quantize_s2d(static_cast<const float*>(ptr(ss, xi)), n, c, h, w, scale, zp,
+                                     s_lo, s_hi, s8, ptr(ss, yi), ss.stream);
+        });
     return true;
   }
   if (stem == Stem::kF16) {
@@ -1266,9 +1279,9 @@ Result<std::shared_ptr<ConvPlan>> choose_half_plan(Builder& b, ConvProblem& p, c
   return s8_plan;
 }
 
-// Whether the space-to-depth first convolution runs faster on the own s8 kernel (its f16 input
-// converted to s8 by a step, exact: whole numbers) than on cuDNN's f16 `plan` for `half` (with
-// its rounding step): the own kernel's configuration, or -1. Timed on scratch operands, kept as a
+// Whether the space-to-depth first convolution runs faster on the own s8 kernel (its input
+// quantized to s8 by lower_quantize) than on cuDNN's f16 `plan` for `half` (with its rounding
+// step): the own kernel's configuration, or -1. Timed on scratch operands, kept as a
 // tuning choice; KILN_CUDA_INT8_GEMM=0 or 1 as in choose_kernel.
 Result<int> choose_stem(Builder& b, const ConvProblem& half, const ConvPlan* plan,
                         const ConvProblem& s8, const Int8Gemm& g) {
@@ -1297,10 +1310,9 @@ Result<int> choose_stem(Builder& b, const ConvProblem& half, const ConvPlan* pla
       best = config;
     }
   }
-  best_ms += f16_to_s8_ms(s8.n, s8.c, s8.h * s8.w);
   if (!(best_ms < cudnn_ms)) best = -1;
-  log(LogLevel::kDebug, "cuda target: {}: own {:.4f} ms (with the conversion), cuDNN {:.4f} ms: {}",
-      key, best_ms, cudnn_ms, best >= 0 ? int8_gemm_config_name(best) : "cuDNN");
+  log(LogLevel::kDebug, "cuda target: {}: own {:.4f} ms, cuDNN {:.4f} ms: {}", key, best_ms,
+      cudnn_ms, best >= 0 ? int8_gemm_config_name(best) : "cuDNN");
   if (best >= 0 || plan != nullptr)
     b.record_choice(key, choice_bytes(static_cast<int32_t>(best)), true);
   return best;
@@ -1331,6 +1343,53 @@ std::vector<uint8_t> s2d_filter(const IntConv& c, int64_t channels, const ConvPr
     }
   }
   return out;
+}
+
+// The problem of convolution `c` (input `x`, output `y`) on `stored_c` input channels: f16
+// integers when `half`, space-to-depth (s2d_geometry) when `s2d`.
+ConvProblem conv_problem(const IntConv& c, const Shape& x, const Shape& y, int64_t stored_c,
+                         bool half, bool s2d) {
+  const Shape w = c.w->shape();
+  ConvProblem p;
+  p.n = x[0];
+  p.c = stored_c;
+  p.h = x[2];
+  p.w = x[3];
+  p.k = w[0];
+  p.r = w[2];
+  p.s = w[3];
+  p.oh = y[2];
+  p.ow = y[3];
+  p.pre = c.g.pad_begin;
+  p.post = c.g.pad_end;
+  p.strides = c.g.strides;
+  p.dilations = c.g.dilations;
+  p.half = half;
+  if (s2d) {
+    const S2d g = *s2d_geometry(c, x, y);
+    p.h = x[2] / 2;
+    p.w = x[3] / 2;
+    p.r = g.taps[0];
+    p.s = g.taps[1];
+    p.pre = {g.pre[0], g.pre[1]};
+    p.post = {g.post[0], g.post[1]};
+    p.strides = {1, 1};
+  }
+  return p;
+}
+
+Result<int> s2d_stem_config(Builder& b, const Node& conv, const Shape& x) {
+  std::optional<IntConv> c = int_conv(conv);
+  if (!c) return -1;
+  ConvProblem half = conv_problem(*c, x, conv.output(0)->tensor_type().shape(), 16, true, true);
+  KILN_ASSIGN_OR_RETURN(std::shared_ptr<ConvPlan> plan, choose_half_plan(b, half, c->y));
+  ConvProblem q = half;
+  q.half = false;
+  q.half_out = false;
+  std::tie(q.lo, q.hi) = centered_bounds(c->y, false);
+  std::optional<Int8Gemm> gemm = gemm_problem(q);
+  if (!gemm) return -1;
+  return choose_stem(b, half, plan.get(), q, *gemm);
 }
 
 // The residual Add a convolution's output feeds, when its other operand is computed already.
@@ -1366,54 +1425,23 @@ Result<bool> lower_qlinear_conv(Builder& b, const Node& node) {
         "quantize the input with a QuantizeLinear, which pads it",
         node.describe(), stored_c));
   }
-  ConvProblem p;
-  p.n = x[0];
-  p.c = stored_c;
-  p.h = x[2];
-  p.w = x[3];
-  p.k = w[0];
-  p.r = w[2];
-  p.s = w[3];
-  p.oh = y[2];
-  p.ow = y[3];
-  p.pre = c->g.pad_begin;
-  p.post = c->g.pad_end;
-  p.strides = c->g.strides;
-  p.dilations = c->g.dilations;
-  p.half = b.buffer(xi).dtype == DType::kF16;  // stem_of's f16 input
-  const bool s2d = p.half && is_s2d(b.buffer(xi), x);
-  if (s2d) {
-    const S2d g = *s2d_geometry(*c, x, y);
-    p.h = x[2] / 2;
-    p.w = x[3] / 2;
-    p.r = g.taps[0];
-    p.s = g.taps[1];
-    p.pre = {g.pre[0], g.pre[1]};
-    p.post = {g.post[0], g.post[1]};
-    p.strides = {1, 1};
-  }
+  const bool s2d = is_s2d(b.buffer(xi), x);
+  // stem_of's f16 input
+  ConvProblem p = conv_problem(*c, x, y, stored_c, b.buffer(xi).dtype == DType::kF16, s2d);
   // The plan, with the residual Add fused when an engine takes it (s8 input), else alone; an f16
   // input's with an s8 output when an engine writes one, else f16 rounded by a step after.
   std::optional<IntAdd> sum = p.half ? std::nullopt : fusable_add(b, node);
   std::shared_ptr<ConvPlan> plan;
   int gemm_config = -1;  // the own kernel's tile configuration, when it runs
   std::optional<Int8Gemm> gemm;
-  bool s8_stem = false;  // the space-to-depth stem on the own kernel, its input converted to s8
   if (p.half) {
     KILN_ASSIGN_OR_RETURN(plan, choose_half_plan(b, p, c->y));
-    ConvProblem q = p;
-    q.half = false;
-    q.half_out = false;
-    std::tie(q.lo, q.hi) = centered_bounds(c->y, false);
-    gemm = s2d ? gemm_problem(q) : std::nullopt;
-    if (gemm) {
-      KILN_ASSIGN_OR_RETURN(gemm_config, choose_stem(b, p, plan.get(), q, *gemm));
-      if (gemm_config >= 0) {
-        p = q;
-        plan.reset();
-        s8_stem = true;
-      }
-    }
+  } else if (s2d) {
+    // The s8 space-to-depth stem (lower_quantize wrote it so for the own kernel).
+    std::tie(p.lo, p.hi) = centered_bounds(c->y, false);
+    gemm = gemm_problem(p);
+    KILN_ASSIGN_OR_RETURN(gemm_config, s2d_stem_config(b, node, x));
+    if (!gemm) gemm_config = -1;
   } else {
     // The own kernel (every residual and clamp) or cuDNN, whichever is faster.
     p.residual = sum.has_value();
@@ -1427,7 +1455,7 @@ Result<bool> lower_qlinear_conv(Builder& b, const Node& node) {
       plan = std::move(choice.plan);
     }
   }
-  for (int fused = sum ? 1 : 0; !p.half && gemm_config < 0 && fused >= 0 && plan == nullptr;
+  for (int fused = sum ? 1 : 0; !p.half && !s2d && gemm_config < 0 && fused >= 0 && plan == nullptr;
        --fused) {
     p.residual = fused == 1;
     if (p.residual) p.residual_scale = sum->in[1].scale / sum->out.scale;
@@ -1441,16 +1469,6 @@ Result<bool> lower_qlinear_conv(Builder& b, const Node& node) {
       p.hi = 127;
       KILN_ASSIGN_OR_RETURN(plan, choose_plan(b, p));
     }
-  }
-  // The stem's f16 integers as s8 for the own kernel.
-  int xin = xi;
-  if (s8_stem) {
-    xin = new_centered(b, nullptr, Shape{p.n, p.c, p.h, p.w}, p.c);
-    const Int8Layout l = nhwc_layout(p.n, p.c, p.h * p.w);
-    add(b, node, "Center f16 int8", {xi}, {xin}, [=, from = xi, to = xin](Session& s) {
-      return launch_quantize8(Elem::kF16, ptr(s, from), l, ptr(s, to), l, false, 1.0f, 0, -128, 127,
-                              s.stream);
-    });
   }
   if (plan == nullptr && gemm_config < 0) {
     return unavailable_error(fmt::format(
@@ -1505,7 +1523,7 @@ Result<bool> lower_qlinear_conv(Builder& b, const Node& node) {
     buf.bytes = p.y_bytes();
     yi = b.define_buffer(nullptr, std::move(buf));
   }
-  std::vector<int> reads = {xin, wi, si, bi};
+  std::vector<int> reads = {xi, wi, si, bi};
   if (zi >= 0) reads.push_back(zi);
   if (ri >= 0) reads.push_back(ri);
   std::string kind =
@@ -1513,11 +1531,11 @@ Result<bool> lower_qlinear_conv(Builder& b, const Node& node) {
       : p.half ? "QLinearConv f16 int8"
                : "QLinearConv int8";
   if (gemm_config >= 0) {
-    kind = s8_stem ? "QLinearConv stem int8 gemm" : kind + " gemm";
+    kind = s2d ? "QLinearConv stem int8 gemm" : kind + " gemm";
     const Int8Gemm g = *gemm;
     add(b, node, std::move(kind), reads, {yi}, [=](Session& s) {
       ConvArgs a;
-      a.x = ptr(s, xin);
+      a.x = ptr(s, xi);
       a.w = ptr(s, wi);
       a.scale = ptr(s, si);
       a.bias = ptr(s, bi);
@@ -1528,7 +1546,7 @@ Result<bool> lower_qlinear_conv(Builder& b, const Node& node) {
   } else {
     add(b, node, std::move(kind), reads, {yi}, [=](Session& s) {
       ConvArgs a;
-      a.x = ptr(s, xin);
+      a.x = ptr(s, xi);
       a.w = ptr(s, wi);
       a.scale = ptr(s, si);
       a.bias = ptr(s, bi);

@@ -32,11 +32,11 @@ Status launch_quantize_to_f16x8(const float* x, int64_t n, int64_t c, int64_t s,
                                 int32_t zp, int32_t lo, int32_t hi, void* y, void* stream);
 
 // The same values rearranged space-to-depth for a stride-2 first convolution run as a stride-1
-// one: y[n, h/2, w/2, 16] (f16) holds at channel (dy * 2 + dx) * c + ci pixel (2 * i + dy,
-// 2 * j + dx) of channel ci (c <= 4, h and w even; channels past 4c zero).
-Status launch_quantize_to_f16_s2d(const float* x, int64_t n, int64_t c, int64_t h, int64_t w,
-                                  float scale, int32_t zp, int32_t lo, int32_t hi, void* y,
-                                  void* stream);
+// one: y[n, h/2, w/2, 16] (f16 integers, or s8 when `s8`: lo and hi then keep them in s8) holds at
+// channel (dy * 2 + dx) * c + ci pixel (2 * i + dy, 2 * j + dx) of channel ci (c <= 4, h and w
+// even, x 8-byte aligned; channels past 4c zero).
+Status launch_quantize_s2d(const float* x, int64_t n, int64_t c, int64_t h, int64_t w, float scale,
+                           int32_t zp, int32_t lo, int32_t hi, bool s8, void* y, void* stream);
 
 // y = scale * (x - x_off) as float type `e`, from 8-bit `x` stored as `xl` into `y` stored as `yl`
 // (padded channels of `x` skipped).
