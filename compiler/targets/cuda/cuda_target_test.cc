@@ -1341,8 +1341,8 @@ TEST_P(CudaFusedAttention, MatchesRef) {
     ASSERT_NE(ref, nullptr);
     const std::vector<Tensor> want = run(*ref, inputs);
     for (const DType dt : {DType::kF32, DType::kF16, DType::kBF16}) {
-      SCOPED_TRACE(std::string(dtype_name(dt)) + " form " +
-                   std::to_string(static_cast<int>(form)) + " seq " + std::to_string(seq));
+      SCOPED_TRACE(std::string(dtype_name(dt)) + " form " + std::to_string(static_cast<int>(form)) +
+                   " seq " + std::to_string(seq));
       std::shared_ptr<Executable> exe =
           compile_for(make_graph(inputs, attention_graph(form, seq, dt)), "cuda");
       ASSERT_NE(exe, nullptr);

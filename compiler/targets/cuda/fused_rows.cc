@@ -164,7 +164,7 @@ std::string row_kernel(const RowKernelSpec& spec, const ElementwiseChain& prolog
   };
   // Element `e` of input `pointer` read through `access` (vec: from the chunk loaded as `pack`).
   auto element = [&](Elem elem, const std::string& pointer, const TensorAccess& access,
-                      const std::string& pack) {
+                     const std::string& pack) {
     if (vec) return load_code(elem, pack + ".v", "e");
     return load_code(elem, pointer, access_offset(access, "i"));
   };
@@ -193,7 +193,8 @@ std::string row_kernel(const RowKernelSpec& spec, const ElementwiseChain& prolog
     }
     if (layernorm) {
       head += "const F8 sc = *reinterpret_cast<const F8*>(scale + ch * 8);\n      ";
-      if (spec.has_bias) head += "const F8 bi = *reinterpret_cast<const F8*>(bias + ch * 8);\n      ";
+      if (spec.has_bias)
+        head += "const F8 bi = *reinterpret_cast<const F8*>(bias + ch * 8);\n      ";
     }
     head += "P8 o;";
     return chunks(head, "o.v[e] = " + epilogue_of("i", y) + ";",
@@ -210,8 +211,8 @@ std::string row_kernel(const RowKernelSpec& spec, const ElementwiseChain& prolog
   for (int i = 0; i < prologue.inputs; ++i) {
     const std::string in = fmt::format("in{}", i);
     if (vec) head += pack_load(fmt::format("p{}", i), in, prologue.access_of(i));
-    loads += (i > 0 ? ", " : "") +
-             element(spec.elem, in, prologue.access_of(i), fmt::format("p{}", i));
+    loads +=
+        (i > 0 ? ", " : "") + element(spec.elem, in, prologue.access_of(i), fmt::format("p{}", i));
   }
   std::string body = fmt::format("v[k] = prologue({});", loads);
   std::string tail;
@@ -332,8 +333,9 @@ Result<std::unique_ptr<FusedRowKernel>> FusedRowKernel::create(const RowKernelSp
 
 Status FusedRowKernel::launch(const std::vector<const void*>& pointers, void* stream) const {
   if (pointers.size() != packed_.size()) {
-    return invalid_argument_error(fmt::format("fused row kernel: {} pointers given, the kernel takes {}",
-                                              pointers.size(), packed_.size()));
+    return invalid_argument_error(
+        fmt::format("fused row kernel: {} pointers given, the kernel takes {}", pointers.size(),
+                    packed_.size()));
   }
   // The vectorized kernel where every packed pointer is 16-byte aligned (the arena aligns buffers
   // to 64 bytes; views into them may not be).
@@ -344,7 +346,8 @@ Status FusedRowKernel::launch(const std::vector<const void*>& pointers, void* st
   std::vector<const void*> values = pointers;
   std::vector<void*> args;
   for (const void*& p : values) args.push_back(static_cast<void*>(&p));
-  return module_->launch(vec ? 1 : 0, shape_.blocks, shape_.threads_x, shape_.threads_y, args.data(), stream);
+  return module_->launch(vec ? 1 : 0, shape_.blocks, shape_.threads_x, shape_.threads_y,
+                         args.data(), stream);
 }
 
 }  // namespace kiln::compiler::cuda

@@ -60,9 +60,9 @@ bool row_kernel_vectorizes(const RowKernelSpec& spec);
 // Checks the spec and returns the source of `extern "C" __global__` kernel `name` (an element a
 // thread at a time, columns j = lane + k * threads) and, where row_kernel_vectorizes, `name`_v8
 // (16-byte chunks of 8 elements, chunk c = lane + k * threads; every pointer 16-byte aligned), each
-// taking, in this order: the prologue's inputs, for LayerNorm scale and bias (const float*, bias may be
-// null), out, with write_prologue the prologue's output, then epilogue inputs 1.. (T*, const T*).
-// Rows and columns are baked in; see row_launch_shape for its launch.
+// taking, in this order: the prologue's inputs, for LayerNorm scale and bias (const float*, bias
+// may be null), out, with write_prologue the prologue's output, then epilogue inputs 1.. (T*, const
+// T*). Rows and columns are baked in; see row_launch_shape for its launch.
 Result<std::string> fused_row_source(const RowKernelSpec& spec, const std::string& name);
 
 struct RowLaunch {
@@ -86,7 +86,7 @@ class FusedRowKernel {
   FusedRowKernel() = default;
   std::unique_ptr<NvrtcModule> module_;
   RowLaunch shape_;
-  bool vec8_ = false;          // module_ has the 8-elements-a-chunk kernel
+  bool vec8_ = false;         // module_ has the 8-elements-a-chunk kernel
   std::vector<bool> packed_;  // a pointer each: read or written in 16-byte packs by that kernel
 };
 

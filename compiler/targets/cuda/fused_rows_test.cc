@@ -226,8 +226,8 @@ TEST(FusedRowNvrtc, VectorizedKernelsCompileForSm90) {
     for (Elem e : {Elem::kF32, Elem::kF16, Elem::kBF16}) {
       for (bool mid : {false, true}) {
         if (op != RowOp::kLayerNorm && (e != Elem::kF16 || mid)) continue;
-        SCOPED_TRACE(std::string(row_op_name(op)) + " elem " +
-                     std::to_string(static_cast<int>(e)) + (mid ? " mid" : ""));
+        SCOPED_TRACE(std::string(row_op_name(op)) + " elem " + std::to_string(static_cast<int>(e)) +
+                     (mid ? " mid" : ""));
         RowKernelSpec s = spec_of(op, e, 197 * 4, 768);
         s.write_prologue = mid;
         auto src = fused_row_source(s, "kiln_fused_row");

@@ -746,6 +746,21 @@ __device__ __forceinline__ void store_unit(T* row, int u, const float* v) {
   }
 }
 
+// This lane's units of a row (u = lane + 32 i) into v, `pad` in the places past its end.
+template <int kUnits, int kW, class T>
+__device__ __forceinline__ void load_row_units(const T* row, int units, float* v, float pad) {
+#pragma unroll
+  for (int i = 0; i < kUnits; ++i) {
+    const int u = static_cast<int>(threadIdx.x) + i * 32;
+    if (u < units) {
+      load_unit<kW>(row, u, v + i * kW);
+    } else {
+#pragma unroll
+      for (int e = 0; e < kW; ++e) v[i * kW + e] = pad;
+    }
+  }
+}
+
 // Each lane holds units lane, lane + 32, ... (coalesced across the warp) of kW elements each
 // (kW 8 where cols % 8 == 0 and the pointers are Pack8-aligned), kPer elements in all.
 template <int kPer, int kW, class T>
@@ -757,19 +772,10 @@ __global__ void softmax_warp_kernel(const T* x, T* y, int64_t rows, int cols) {
   T* out = y + row * cols;
   const int units = cols / kW;
   float v[kUnits * kW];
+  load_row_units<kUnits, kW>(in, units, v, -FLT_MAX);
   float m = -FLT_MAX;
 #pragma unroll
-  for (int i = 0; i < kUnits; ++i) {
-    const int u = static_cast<int>(threadIdx.x) + i * 32;
-    if (u < units) {
-      load_unit<kW>(in, u, v + i * kW);
-    } else {
-#pragma unroll
-      for (int e = 0; e < kW; ++e) v[i * kW + e] = -FLT_MAX;
-    }
-#pragma unroll
-    for (int e = 0; e < kW; ++e) m = fmaxf(m, v[i * kW + e]);
-  }
+  for (int e = 0; e < kUnits * kW; ++e) m = fmaxf(m, v[e]);
   m = warp_max(m);
   float s = 0.0f;
 #pragma unroll
@@ -803,19 +809,10 @@ __global__ void layernorm_warp_kernel(const T* x, T* y, const float* scale, cons
   T* out = y + row * cols;
   const int units = cols / kW;
   float v[kUnits * kW];
+  load_row_units<kUnits, kW>(in, units, v, 0.0f);
   float s = 0.0f;
 #pragma unroll
-  for (int i = 0; i < kUnits; ++i) {
-    const int u = static_cast<int>(threadIdx.x) + i * 32;
-    if (u < units) {
-      load_unit<kW>(in, u, v + i * kW);
-    } else {
-#pragma unroll
-      for (int e = 0; e < kW; ++e) v[i * kW + e] = 0.0f;
-    }
-#pragma unroll
-    for (int e = 0; e < kW; ++e) s += v[i * kW + e];
-  }
+  for (int e = 0; e < kUnits * kW; ++e) s += v[e];
   const float mean = warp_sum(s) / static_cast<float>(cols);
   float q = 0.0f;
 #pragma unroll
@@ -1149,8 +1146,8 @@ Status launch_layernorm(Elem e, const void* x, void* y, const float* scale, cons
         auto kernel = vec ? layernorm_warp_kernel<decltype(per)::value, 8, T>
                           : layernorm_warp_kernel<decltype(per)::value, 1, T>;
         kernel<<<row_blocks(rows), dim3(32, kRowsPerBlock), 0, s>>>(
-            static_cast<const T*>(x), static_cast<T*>(y), scale, bias, rows,
-            static_cast<int>(cols), epsilon);
+            static_cast<const T*>(x), static_cast<T*>(y), scale, bias, rows, static_cast<int>(cols),
+            epsilon);
       });
     } else {
       layernorm_kernel<<<static_cast<unsigned>(rows), kThreads, 0, s>>>(

@@ -1530,29 +1530,26 @@ Result<bool> lower_qlinear_conv(Builder& b, const Node& node) {
       sum      ? (sum->relu != nullptr ? "QLinearConv+Add+Relu int8" : "QLinearConv+Add int8")
       : p.half ? "QLinearConv f16 int8"
                : "QLinearConv int8";
+  // The step's operands in this session's arena.
+  auto args = [=](Session& s) {
+    ConvArgs a;
+    a.x = ptr(s, xi);
+    a.w = ptr(s, wi);
+    a.scale = ptr(s, si);
+    a.bias = ptr(s, bi);
+    a.z = zi >= 0 ? ptr(s, zi) : nullptr;
+    a.y = ptr(s, yi);
+    return a;
+  };
   if (gemm_config >= 0) {
     kind = s2d ? "QLinearConv stem int8 gemm" : kind + " gemm";
     const Int8Gemm g = *gemm;
-    add(b, node, std::move(kind), reads, {yi}, [=](Session& s) {
-      ConvArgs a;
-      a.x = ptr(s, xi);
-      a.w = ptr(s, wi);
-      a.scale = ptr(s, si);
-      a.bias = ptr(s, bi);
-      a.z = zi >= 0 ? ptr(s, zi) : nullptr;
-      a.y = ptr(s, yi);
-      return run_gemm(gemm_config, g, a, s.stream);
-    });
+    add(b, node, std::move(kind), reads, {yi},
+        [=](Session& s) { return run_gemm(gemm_config, g, args(s), s.stream); });
   } else {
     add(b, node, std::move(kind), reads, {yi}, [=](Session& s) {
-      ConvArgs a;
-      a.x = ptr(s, xi);
-      a.w = ptr(s, wi);
-      a.scale = ptr(s, si);
-      a.bias = ptr(s, bi);
-      a.z = zi >= 0 ? ptr(s, zi) : nullptr;
+      ConvArgs a = args(s);
       a.rescale = ri >= 0 ? ptr(s, ri) : nullptr;
-      a.y = ptr(s, yi);
       a.workspace = s.workspace;
       KILN_RETURN_IF_ERROR(check_cudnn(cudnnSetStream(s.cudnn, s.stream), "cudnnSetStream"));
       return execute(s.cudnn, *plan, a);
