@@ -29,6 +29,7 @@
 #include "compiler/targets/cuda/views.h"
 #include "core/gpu.h"
 #include "core/half.h"
+#include "core/testing/scoped_env.h"
 
 namespace kiln::compiler {
 namespace {
@@ -70,6 +71,14 @@ std::shared_ptr<Executable> compile_for(std::shared_ptr<Graph> graph, const char
   auto exe = compile(std::move(graph), **target);
   EXPECT_TRUE(exe.ok()) << exe.status().to_string();
   return exe.ok() ? *exe : nullptr;
+}
+
+// `graph` compiled for cuda with the environment variable `flag` set to `value` while it compiles
+// (a KILN_CUDA_* choice made at lowering).
+std::shared_ptr<Executable> compile_cuda_with(std::shared_ptr<Graph> graph, const char* flag,
+                                              const char* value) {
+  test::ScopedEnv env(flag, value);
+  return compile_for(std::move(graph), "cuda");
 }
 
 std::vector<Tensor> run(const Executable& exe, const std::vector<Tensor>& inputs) {
@@ -1590,9 +1599,8 @@ TEST(CudaInt8, QuantizedStemAndMaxPoolMatchRef) {
   // On cuDNN's f16 graph (KILN_CUDA_INT8_GEMM=0) and on the own s8 kernel (=1).
   for (const char* mode : {"0", "1"}) {
     SCOPED_TRACE(fmt::format("KILN_CUDA_INT8_GEMM={}", mode));
-    ::setenv("KILN_CUDA_INT8_GEMM", mode, 1);
-    std::shared_ptr<Executable> exe = compile_for(make_graph({x}, build), "cuda");
-    ::unsetenv("KILN_CUDA_INT8_GEMM");
+    std::shared_ptr<Executable> exe =
+        compile_cuda_with(make_graph({x}, build), "KILN_CUDA_INT8_GEMM", mode);
     ASSERT_NE(exe, nullptr);
     const std::vector<Tensor> got = run(*exe, {x});
     expect_within_steps(want[0], got[0], scale, 1.0);
@@ -2137,9 +2145,8 @@ TEST(CudaInt8, PointwiseConvolutionsOnTheOwnKernelMatchCudnnAndRef) {
   std::map<std::string, Tensor> got;
   for (const char* mode : {"1", "0"}) {
     SCOPED_TRACE(fmt::format("KILN_CUDA_INT8_GEMM={}", mode));
-    ::setenv("KILN_CUDA_INT8_GEMM", mode, 1);
-    std::shared_ptr<Executable> exe = compile_for(make_graph({x}, build), "cuda");
-    ::unsetenv("KILN_CUDA_INT8_GEMM");
+    std::shared_ptr<Executable> exe =
+        compile_cuda_with(make_graph({x}, build), "KILN_CUDA_INT8_GEMM", mode);
     ASSERT_NE(exe, nullptr);
     got[mode] = run(*exe, {x})[0];
     // As in QdqResidualBlockRunsOnInt8KernelsAndMatchesRef: the fused residual rounds once.
