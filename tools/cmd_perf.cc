@@ -6,10 +6,12 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 
 #include "compiler/artifact/artifact.h"
 #include "compiler/targets/target.h"
@@ -35,6 +37,7 @@ struct Options {
   int profile_runs = -1;  // -1: 5, or --iterations where fewer
   bool json = false;
   bool device_io = false;
+  std::string ab;  // NAME=VALUE: also compile with that environment variable, runs alternating
   ModelInputOptions inputs;
   QuantizeFlags quantize;
 };
@@ -162,6 +165,65 @@ Result<std::shared_ptr<compiler::Executable>> load_for_perf(const Options& opts,
   return std::move(loaded.executable);
 }
 
+// --ab NAME=VALUE: compiles the model a second time with NAME=VALUE set (a KILN_* choice read at
+// compile time) and times the two executables alternately, run by run, so that both see the same
+// moments of a machine whose speed drifts; prints each one's median and the median of the
+// per-pair time ratios (with / without).
+Result<std::string> run_ab(const Options& opts, compiler::Executable& as_is,
+                           const compiler::Target& target,
+                           const std::vector<compiler::Argument>& inputs) {
+  const size_t eq = opts.ab.find('=');
+  if (eq == std::string::npos || eq == 0) {
+    return invalid_argument_error(
+        fmt::format("perf: --ab \"{}\" is not NAME=VALUE (e.g. KILN_CPU_CONV1X1=onednn)", opts.ab));
+  }
+  const std::string name = opts.ab.substr(0, eq);
+  const char* old = std::getenv(name.c_str());
+  const std::optional<std::string> saved = old ? std::optional<std::string>(old) : std::nullopt;
+  setenv(name.c_str(), opts.ab.c_str() + eq + 1, 1);
+  Result<std::shared_ptr<compiler::Executable>> with = invalid_argument_error("not compiled");
+  Result<PreparedModel> prepared = prepare_model(opts.model, opts.inputs);
+  if (prepared.ok() && prepared->model) {
+    std::shared_ptr<compiler::Graph> graph(std::move(prepared->model->graph));
+    Status quantized = apply_quantization(*graph, opts.quantize, target);
+    compiler::CompileOptions compile_options;
+    compile_options.threads = opts.threads;
+    with = quantized.ok() ? compiler::compile(graph, target, compile_options)
+                          : Result<std::shared_ptr<compiler::Executable>>(quantized);
+  } else if (prepared.ok()) {
+    with = invalid_argument_error("perf: --ab compiles an .onnx model, not a .kiln artifact");
+  } else {
+    with = prepared.status();
+  }
+  if (saved) {
+    setenv(name.c_str(), saved->c_str(), 1);
+  } else {
+    unsetenv(name.c_str());
+  }
+  KILN_RETURN_IF_ERROR(with.status());
+  for (int i = 0; i < std::max(opts.warmup, 1); ++i) {
+    KILN_RETURN_IF_ERROR((*with)->run(inputs).status());
+  }
+  std::vector<double> a, b, ratio;
+  for (int i = 0; i < opts.iterations; ++i) {
+    for (int side = 0; side < 2; ++side) {
+      compiler::Executable& exe = (side == 0) == (i % 2 == 0) ? as_is : **with;
+      const auto start = Clock::now();
+      KILN_RETURN_IF_ERROR(exe.run(inputs).status());
+      ((&exe == &as_is) ? a : b).push_back(Ms(Clock::now() - start).count());
+    }
+    ratio.push_back(b.back() / a.back());
+  }
+  std::sort(a.begin(), a.end());
+  std::sort(b.begin(), b.end());
+  std::sort(ratio.begin(), ratio.end());
+  return fmt::format(
+      "--ab {}: median {:.3f} ms as is, {:.3f} ms with it; per-pair ratio (with / as is) median "
+      "{:.3f}, p10 {:.3f}, p90 {:.3f} over {} pairs\n",
+      opts.ab, quantile(a, 0.5), quantile(b, 0.5), quantile(ratio, 0.5), quantile(ratio, 0.1),
+      quantile(ratio, 0.9), ratio.size());
+}
+
 int run_perf(const Options& opts) {
   if (opts.iterations < 1 || opts.warmup < 0 || opts.threads < 0) {
     return report_error(invalid_argument_error(
@@ -255,6 +317,15 @@ int run_perf(const Options& opts) {
     if (!out.ok()) return report_error(out.status());
     profiles.push_back(std::move(profile));
   }
+  std::string ab_line;
+  if (!opts.ab.empty()) {
+    if (opts.json || opts.device_io) {
+      return report_error(invalid_argument_error("perf: --ab prints a table; leave out --json and --device-io"));
+    }
+    Result<std::string> ab = run_ab(opts, **exe, **target, inputs);
+    if (!ab.ok()) return report_error(ab.status());
+    ab_line = std::move(ab).value();
+  }
   const std::vector<double> in_order = times;
   std::sort(times.begin(), times.end());
   const double median = quantile(times, 0.5);
@@ -306,6 +377,7 @@ int run_perf(const Options& opts) {
              median, p90, times.front(), throughput);
   fmt::print("cpu time {:.3f} ms per run (all threads)\n", cpu_ms_per_run);
   fmt::print("peak RSS {:.1f} MiB\n", static_cast<double>(peak_rss_bytes()) / (1 << 20));
+  fmt::print("{}", ab_line);
   if (profile_runs == 0) return 0;
   if (steps.empty()) {
     fmt::print("(the {} target does not time its steps)\n", target_name);
@@ -360,6 +432,10 @@ CommandAction add_perf_command(CLI::App& app) {
   cmd->add_flag("--device-io", opts->device_io,
                 "cuda: time runs on inputs and outputs already in GPU memory (run_device), as "
                 "frameworks are timed; the default copies host tensors in and out");
+  cmd->add_option("--ab", opts->ab,
+                  "NAME=VALUE: also compile with this environment variable set (e.g. "
+                  "KILN_CPU_CONV1X1=onednn) and time both alternately, run by run: each one's "
+                  "median and the median per-pair ratio, steady on a machine whose speed drifts");
   add_quantize_flags(cmd, &opts->quantize, false);
   return [opts] { return run_perf(*opts); };
 }

@@ -358,6 +358,38 @@ TEST_F(Cli, PerfStepMinimumsAndProfileRuns) {
   EXPECT_EQ(none.output.find("time by kind"), std::string::npos) << none.output;
 }
 
+// --ab compiles a second executable with an environment variable set and times the two in
+// alternation; a malformed setting, --json and an artifact are refused with what to do.
+TEST_F(Cli, PerfAbTimesBothExecutablesAlternately) {
+  KilnRun r = run_kiln("perf " + model_ +
+                       " --target cpu --batch 1 --iterations 6 --profile-runs 0 "
+                       "--ab KILN_CPU_CONV1X1=onednn");
+  if (r.output.find("unknown target") != std::string::npos) GTEST_SKIP() << "no cpu target";
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::regex line(
+      "--ab KILN_CPU_CONV1X1=onednn: median ([0-9.]+) ms as is, ([0-9.]+) ms with it; per-pair "
+      "ratio \\(with / as is\\) median ([0-9.]+), p10 ([0-9.]+), p90 ([0-9.]+) over 6 pairs");
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.output, m, line)) << r.output;
+  EXPECT_GT(std::stod(m[1]), 0.0);
+  EXPECT_GT(std::stod(m[2]), 0.0);
+  EXPECT_LE(std::stod(m[4]), std::stod(m[3]));
+  EXPECT_LE(std::stod(m[3]), std::stod(m[5]));
+  // The variable is back as it was: the second compile does not leak into the process.
+  KilnRun bad = run_kiln("perf " + model_ + " --target cpu --batch 1 --iterations 2 --ab NOEQUALS");
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.output.find("is not NAME=VALUE"), std::string::npos) << bad.output;
+  KilnRun json = run_kiln("perf " + model_ +
+                          " --target cpu --batch 1 --iterations 2 --json --ab KILN_CPU_CONV1X1=own");
+  EXPECT_NE(json.exit_code, 0);
+  EXPECT_NE(json.output.find("leave out --json"), std::string::npos) << json.output;
+  // A bad value of the variable fails the second compile with the variable's own error.
+  KilnRun value = run_kiln("perf " + model_ +
+                           " --target cpu --batch 1 --iterations 2 --ab KILN_CPU_CONV1X1=fast");
+  EXPECT_NE(value.exit_code, 0);
+  EXPECT_NE(value.output.find("KILN_CPU_CONV1X1"), std::string::npos) << value.output;
+}
+
 // `kiln perf` of a .kiln artifact times the loaded executable and reports its load time.
 TEST_F(Cli, PerfOfAnArtifactReportsItsLoadTime) {
   using namespace std::string_literals;

@@ -31,7 +31,7 @@ namespace {
 using dnnl::memory;
 
 constexpr int kTileBlocks = 4;       // output channel blocks of 16 in a tile
-constexpr int kTilePixels = 7;       // pixels in a tile: 28 accumulators and 4 weight vectors
+constexpr int kTilePixels = 6;       // pixels in a tile: 24 accumulators, 4 weights, a broadcast
 constexpr int64_t kChunkBlocks = 8;  // input channel blocks per pass: 32 KiB of weights in L1
 
 // One tile's work: `blocks` input channel blocks from `x` (a block every `x_stride` floats) and
@@ -55,13 +55,6 @@ struct Tile {
 #if KILN_CONV1X1_X86
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // as in silu.cc
-// acc + w * (*x broadcast), with the broadcast as the FMA's memory operand: with 28 accumulators
-// and 4 weight vectors live, a broadcast into a register would spill (GCC does not fold it).
-__attribute__((target("avx512f"))) inline __m512 fmadd_broadcast(__m512 w, const float* x,
-                                                                 __m512 acc) {
-  asm("vfmadd231ps %[x]%{1to16%}, %[w], %[acc]" : [acc] "+v"(acc) : [w] "v"(w), [x] "m"(*x));
-  return acc;
-}
 
 // kStep: floats from one pixel of the tile's input to the next (16, or 32 for stride 2).
 template <int kStep, int kBlocks, int kPixels>
@@ -92,11 +85,14 @@ __attribute__((target("avx512f"))) void run_tile(const Tile& t) {
       __m512 wv[kBlocks];
 #pragma GCC unroll 4
       for (int j = 0; j < kBlocks; ++j) wv[j] = _mm512_loadu_ps(w + i * 64 + j * 16);
+      // Each input value is broadcast into a register once for the tile's 4 output blocks: an
+      // FMA with a broadcast memory operand per block would need more loads than the two load
+      // ports give for two FMAs a cycle (4 + 28 against 28 FMAs for the 4 x 7 tile this was).
 #pragma GCC unroll 8
       for (int p = 0; p < kPixels; ++p) {
+        const __m512 xb = _mm512_set1_ps(x[p * kStep + i]);
 #pragma GCC unroll 4
-        for (int j = 0; j < kBlocks; ++j)
-          acc[j][p] = fmadd_broadcast(wv[j], x + p * kStep + i, acc[j][p]);
+        for (int j = 0; j < kBlocks; ++j) acc[j][p] = _mm512_fmadd_ps(wv[j], xb, acc[j][p]);
       }
     }
   }
@@ -194,10 +190,10 @@ void conv1x1_f32(const Conv1x1Shape& s, const float* x, const float* weights, co
   {
     const int64_t threads = omp_get_num_threads();
     const int64_t thread = omp_get_thread_num();
-    // Each thread takes whole groups of output channels (reading their weights once) when there
-    // are enough of them to share; otherwise each group's pixels are split over the threads.
+    // Each thread takes whole groups of output channels (reading their weights once) when they
+    // share out evenly; otherwise each group's pixels are split over the threads too.
     int64_t part = s.pixels;
-    if (groups < 2 * threads) {
+    if (groups < 2 * threads || groups % threads != 0) {
       part = ((s.pixels + threads - 1) / threads + kTilePixels - 1) / kTilePixels * kTilePixels;
     }
     const int64_t parts = (s.pixels + part - 1) / part;
@@ -230,12 +226,16 @@ Result<Choice> forced_choice() {
       fmt::format("KILN_CPU_CONV1X1 is \"{}\"; use auto, own or onednn (or unset it)", v));
 }
 
-// Where conv1x1_f32 is faster than oneDNN's jit_1x1: at 7x7 and less, where the weights outweigh
-// the activations and prefetching the next chunk's weights pays (ResNet-50's 512 <-> 2048 at 7x7:
-// 0.88 of jit_1x1's time on 2 threads; level at 14x14, 1.15 at 28x28 and 56x56;
-// docs/performance.md "Branch cpu-b1c").
+// Where conv1x1_f32 is faster than oneDNN's jit_1x1 (its time over jit_1x1's, alone, 2 threads,
+// docs/performance.md "Branch cpu-b1d"): at stride 1 from 64 input channels to whole groups of 64
+// output channels (ResNet-50's 1x1s 0.75-0.95, MobileNetV2's wide ones 0.80-0.97; from 16 or 32
+// channels, or to 96, it is memory- or balance-bound and loses), at stride 2 where rows fill the
+// 6-pixel tiles (0.94 at 28x28; 1.17 at 14x14) and at 7x7 and less, where the weights outweigh
+// the activations and prefetching the next chunk's weights pays (0.84-0.90).
 bool prefer_own(const Conv1x1Shape& s) {
-  return s.pixels <= 7 * 7;
+  if (s.pixels <= 7 * 7) return true;
+  if (s.stride == 2) return s.width >= 28;
+  return s.in >= 64 && s.out % 64 == 0;
 }
 
 class Conv1x1Step final : public Step {

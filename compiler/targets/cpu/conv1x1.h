@@ -22,7 +22,7 @@ struct Conv1x1Shape {
 // y = W x + bias + residual, then max(0, .) when `relu`, for x [in/16][in_pixels][16] (nChw16c of a
 // batch of one), W packed OIhw16i64o ([out/64][in/16][16][64], output channels padded to 64) and y,
 // residual [out/16][pixels][16]. `bias` (out floats) and `residual` may be null; `residual` may be
-// `y` (adding in place). Tiles of 4 output channel blocks by 7 pixels in registers, input channels
+// `y` (adding in place). Tiles of 4 output channel blocks by 6 pixels in registers, input channels
 // in chunks of 128 (their weights stay in L1 while the tile walks the pixels), split over the
 // OpenMP team by output channels first. Needs has_fast_silu() (AVX-512); denormals flushed while it
 // runs.

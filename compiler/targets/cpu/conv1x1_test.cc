@@ -127,7 +127,8 @@ INSTANTIATE_TEST_SUITE_P(Shapes, Conv1x1Kernel,
                                          Case{64, 128, 14, 14, 1, false, false, false, true, 3},
                                          Case{160, 64, 14, 14, 2, true, false, false, true, 2},
                                          Case{32, 80, 9, 10, 2, true, true, false, false, 2},
-                                         Case{256, 48, 13, 7, 2, false, false, false, false, 1}),
+                                         Case{256, 48, 13, 7, 2, false, false, false, false, 1},
+                                         Case{96, 576, 6, 7, 1, true, true, false, true, 2}),
                          [](const testing::TestParamInfo<Case>& info) { return name(info.param); });
 
 using kiln::test::ScopedEnv;
