@@ -226,16 +226,19 @@ Result<Choice> forced_choice() {
       fmt::format("KILN_CPU_CONV1X1 is \"{}\"; use auto, own or onednn (or unset it)", v));
 }
 
-// Where conv1x1_f32 is faster than oneDNN's jit_1x1 (its time over jit_1x1's, alone, 2 threads,
-// docs/performance.md "Branch cpu-b1d"): at stride 1 from 64 input channels to whole groups of 64
-// output channels (ResNet-50's 1x1s 0.75-0.95, MobileNetV2's wide ones 0.80-0.97; from 16 or 32
-// channels, or to 96, it is memory- or balance-bound and loses), at stride 2 where rows fill the
-// 6-pixel tiles (0.94 at 28x28; 1.17 at 14x14) and at 7x7 and less, where the weights outweigh
-// the activations and prefetching the next chunk's weights pays (0.84-0.90).
+// Where conv1x1_f32 is faster than oneDNN's jit_1x1 in a model. Alone (its time over jit_1x1's,
+// 2 threads, docs/performance.md "Branch cpu-b1d") it wins from 64 input channels to whole
+// groups of 64 output channels at every size: ResNet-50's 1x1s 0.75-0.95, DenseNet's and
+// MobileNetV2's wide ones 0.80-0.97; from 16 or 32 channels, or to 96, it is memory- or
+// balance-bound and loses. In a model, up to 128 output channels split by pixels over the
+// threads, which leaves the next oneDNN step reading the other core's cache: DenseNet-121 ran
+// 1.044x slower so, and level to 1.5% faster with those left to oneDNN. At stride 2 it wins
+// where rows fill the 6-pixel tiles (0.94 at 28x28; 1.17 at 14x14); at 7x7 and less everywhere
+// (0.84-0.90), the weights outweighing the activations, the next chunk's prefetched.
 bool prefer_own(const Conv1x1Shape& s) {
   if (s.pixels <= 7 * 7) return true;
   if (s.stride == 2) return s.width >= 28;
-  return s.in >= 64 && s.out % 64 == 0;
+  return s.in >= 64 && s.out % 64 == 0 && s.out >= 256;
 }
 
 class Conv1x1Step final : public Step {
