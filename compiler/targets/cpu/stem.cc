@@ -1,0 +1,396 @@
+// SPDX-License-Identifier: Apache-2.0
+// A network's first convolution as kiln's own AVX-512 kernel: it reads the NCHW image as it comes
+// (oneDNN's brgconv wants NHWC, a reorder of the whole image first), applies the Relu in
+// registers, and pools bands of its output rows while they are in cache (oneDNN writes the whole
+// convolution output, and its MaxPool reads it back).
+#include "compiler/targets/cpu/stem.h"
+
+#include <fmt/format.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <utility>
+#include <limits>
+#include <vector>
+
+#include "compiler/ops/all_ops.h"
+#include "compiler/ops/nn_util.h"
+#include "compiler/passes/rewrite.h"
+#include "compiler/targets/cpu/dnnl_kernel.h"
+#include "compiler/targets/cpu/dnnl_steps.h"
+#include "compiler/targets/cpu/silu.h"
+#include "core/check.h"
+#include "core/env.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#define KILN_STEM_X86 1
+#endif
+
+namespace kiln::compiler::cpu {
+
+namespace {
+
+constexpr int kTilePixels = 6;  // 6 pixels by 4 blocks of 16 channels: 24 accumulators
+constexpr int64_t kBandRows = 8;  // pooled rows per band: the convolution rows they read in cache
+
+#if KILN_STEM_X86
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // as in silu.cc
+
+// Output pixels [x0, x0 + kPixels) of convolution row `oy`, output channels [64 g, 64 g + 16
+// blocks), into `row` (a pixel every `pixel_stride` floats, a block of 16 channels every
+// `block_stride`). kEdge: some taps of these pixels fall outside the image (they read zero).
+template <int kBlocks, int kPixels, bool kEdge>
+__attribute__((target("avx512f"))) void stem_tile(const StemShape& s, const float* x,
+                                                  const float* w, const float* bias, bool relu,
+                                                  int64_t oy, int64_t x0, float* out,
+                                                  int64_t pixel_stride, int64_t block_stride) {
+  __m512 acc[kPixels][kBlocks];
+#pragma GCC unroll 4
+  for (int j = 0; j < kBlocks; ++j) {
+    const __m512 b = bias != nullptr ? _mm512_loadu_ps(bias + 16 * j) : _mm512_setzero_ps();
+#pragma GCC unroll 8
+    for (int p = 0; p < kPixels; ++p) acc[p][j] = b;
+  }
+  const int64_t k = s.kernel;
+  for (int64_t c = 0; c < s.in; ++c) {
+    for (int64_t ky = 0; ky < k; ++ky) {
+      const int64_t iy = oy * s.stride - s.pad + ky;
+      if (iy < 0 || iy >= s.in_h) continue;
+      const float* in_row = x + (c * s.in_h + iy) * s.in_w;
+      const float* wk = w + ((c * k + ky) * k) * 64;
+      for (int64_t kx = 0; kx < k; ++kx) {
+        __m512 wv[kBlocks];
+#pragma GCC unroll 4
+        for (int j = 0; j < kBlocks; ++j) wv[j] = _mm512_loadu_ps(wk + kx * 64 + 16 * j);
+        const int64_t ix0 = x0 * s.stride - s.pad + kx;
+#pragma GCC unroll 8
+        for (int p = 0; p < kPixels; ++p) {
+          const int64_t ix = ix0 + p * s.stride;
+          float v = 0.0f;
+          if (!kEdge || (ix >= 0 && ix < s.in_w)) v = in_row[ix];
+          const __m512 xb = _mm512_set1_ps(v);
+#pragma GCC unroll 4
+          for (int j = 0; j < kBlocks; ++j) acc[p][j] = _mm512_fmadd_ps(wv[j], xb, acc[p][j]);
+        }
+      }
+    }
+  }
+#pragma GCC unroll 8
+  for (int p = 0; p < kPixels; ++p) {
+#pragma GCC unroll 4
+    for (int j = 0; j < kBlocks; ++j) {
+      __m512 v = acc[p][j];
+      if (relu) v = _mm512_max_ps(v, _mm512_setzero_ps());
+      _mm512_storeu_ps(out + p * pixel_stride + j * block_stride, v);
+    }
+  }
+}
+
+using TileFn = void (*)(const StemShape&, const float*, const float*, const float*, bool, int64_t,
+                        int64_t, float*, int64_t, int64_t);
+
+template <int kBlocks, bool kEdge, size_t... kPixels>
+constexpr std::array<TileFn, sizeof...(kPixels)> tile_row(std::index_sequence<kPixels...>) {
+  return {stem_tile<kBlocks, static_cast<int>(kPixels) + 1, kEdge>...};
+}
+
+template <bool kEdge>
+constexpr std::array<std::array<TileFn, kTilePixels>, 4> tile_table() {
+  constexpr auto pixels = std::make_index_sequence<kTilePixels>();
+  return {tile_row<1, kEdge>(pixels), tile_row<2, kEdge>(pixels), tile_row<3, kEdge>(pixels),
+          tile_row<4, kEdge>(pixels)};
+}
+
+// kTiles[edge][blocks - 1][pixels - 1].
+constexpr std::array<std::array<std::array<TileFn, kTilePixels>, 4>, 2> kTiles = {
+    tile_table<false>(), tile_table<true>()};
+
+// Convolution row `oy`, every output channel, into `out` (pixel and block strides as stem_tile).
+void conv_row(const StemShape& s, const float* x, const float* weights, const float* bias,
+              bool relu, int64_t oy, float* out, int64_t pixel_stride, int64_t block_stride) {
+  const int64_t blocks = s.out / 16;
+  const int64_t per_group = s.in * s.kernel * s.kernel * 64;
+  for (int64_t g = 0; g * 4 < blocks; ++g) {
+    const int64_t n = std::min<int64_t>(4, blocks - g * 4);
+    for (int64_t x0 = 0; x0 < s.out_w; x0 += kTilePixels) {
+      const int64_t pixels = std::min<int64_t>(kTilePixels, s.out_w - x0);
+      const int64_t first = x0 * s.stride - s.pad;
+      const int64_t last = (x0 + pixels - 1) * s.stride - s.pad + s.kernel - 1;
+      const bool edge = first < 0 || last >= s.in_w;
+      kTiles[edge ? 1 : 0][static_cast<size_t>(n - 1)][static_cast<size_t>(pixels - 1)](
+          s, x, weights + g * per_group, bias != nullptr ? bias + g * 64 : nullptr, relu, oy, x0,
+          out + x0 * pixel_stride + g * 4 * block_stride, pixel_stride, block_stride);
+    }
+  }
+}
+
+// Pooled row `py` from the convolution rows in `rows` (NHWC rows, row `first` at the start), into
+// y (NHWC or nChw16c).
+__attribute__((target("avx512f"))) void pool_row(const StemShape& s, const float* rows,
+                                                 int64_t first, int64_t py, float* y) {
+  const StemPool& p = s.pool;
+  const int64_t row_floats = s.out_w * s.out;
+  const int64_t y0 = std::max<int64_t>(0, py * p.stride - p.pad);
+  const int64_t y1 = std::min(s.out_h, py * p.stride - p.pad + p.kernel);
+  const int64_t plane = p.out_h * p.out_w * 16;
+  for (int64_t px = 0; px < p.out_w; ++px) {
+    const int64_t x0 = std::max<int64_t>(0, px * p.stride - p.pad);
+    const int64_t x1 = std::min(s.out_w, px * p.stride - p.pad + p.kernel);
+    for (int64_t c = 0; c < s.out; c += 16) {
+      __m512 m = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+      for (int64_t iy = y0; iy < y1; ++iy) {
+        const float* r = rows + (iy - first) * row_floats + c;
+        for (int64_t ix = x0; ix < x1; ++ix) m = _mm512_max_ps(m, _mm512_loadu_ps(r + ix * s.out));
+      }
+      float* to = s.blocked ? y + c / 16 * plane + (py * p.out_w + px) * 16
+                            : y + (py * p.out_w + px) * s.out + c;
+      _mm512_storeu_ps(to, m);
+    }
+  }
+}
+#pragma GCC diagnostic pop
+#endif
+
+// The convolution rows pooled rows [py0, py1) read.
+std::pair<int64_t, int64_t> rows_for(const StemShape& s, int64_t py0, int64_t py1) {
+  const StemPool& p = s.pool;
+  return {std::max<int64_t>(0, py0 * p.stride - p.pad),
+          std::min(s.out_h, (py1 - 1) * p.stride - p.pad + p.kernel)};
+}
+
+}  // namespace
+
+int64_t stem_scratch_floats(const StemShape& s) {
+  if (s.pool.kernel == 0) return 0;
+  return std::min(s.out_h, (kBandRows - 1) * s.pool.stride + s.pool.kernel) * s.out_w * s.out;
+}
+
+std::vector<float> pack_stem_weights(const StemShape& s, const float* oihw) {
+  const int64_t groups = (s.out + 63) / 64;
+  const int64_t taps = s.in * s.kernel * s.kernel;
+  std::vector<float> packed(static_cast<size_t>(groups * taps * 64), 0.0f);
+  for (int64_t o = 0; o < s.out; ++o) {
+    for (int64_t t = 0; t < taps; ++t) {
+      packed[static_cast<size_t>((o / 64 * taps + t) * 64 + o % 64)] =
+          oihw[static_cast<size_t>(o * taps + t)];
+    }
+  }
+  return packed;
+}
+
+void stem_conv_f32(const StemShape& s, const float* x, const float* weights, const float* bias,
+                   bool relu, float* y, float* scratch, int threads) {
+  KILN_CHECK(has_fast_silu(), "stem_conv_f32 needs AVX-512 (check has_fast_silu() first)");
+  KILN_CHECK(s.out % 16 == 0 && s.out > 0 && s.in > 0 && s.kernel > 0 && threads > 0,
+             "stem_conv_f32: output channels must be a positive multiple of 16");
+#if KILN_STEM_X86
+  // Without pooling: the output's rows shared out; NHWC pixels are `out` floats apart, nChw16c
+  // ones 16 with a block every plane.
+  const int64_t plane = s.out_h * s.out_w * 16;
+  const int64_t pixel_stride = s.blocked ? 16 : s.out;
+  const int64_t block_stride = s.blocked ? plane : 16;
+#pragma omp parallel num_threads(threads)
+  {
+    const int64_t team = omp_get_num_threads();
+    const int64_t thread = omp_get_thread_num();
+    const unsigned csr = _mm_getcsr();
+    _mm_setcsr(csr | 0x8040);
+    if (s.pool.kernel == 0) {
+      for (int64_t oy = s.out_h * thread / team; oy < s.out_h * (thread + 1) / team; ++oy) {
+        conv_row(s, x, weights, bias, relu, oy, y + oy * s.out_w * pixel_stride, pixel_stride,
+                 block_stride);
+      }
+    } else {
+      // Bands of pooled rows; the convolution rows a band reads go to this thread's scratch (NHWC
+      // rows), the last one kept when the next band starts on it.
+      float* rows = scratch + thread * stem_scratch_floats(s);
+      const int64_t row_floats = s.out_w * s.out;
+      const int64_t py_end = s.pool.out_h * (thread + 1) / team;
+      int64_t have_first = 0;
+      int64_t have_last = 0;  // rows [have_first, have_last) are in `rows`
+      for (int64_t py = s.pool.out_h * thread / team; py < py_end; py += kBandRows) {
+        const int64_t band_end = std::min(py_end, py + kBandRows);
+        const auto [first, last] = rows_for(s, py, band_end);
+        int64_t from = first;
+        if (have_last > first && have_first <= first) {
+          std::memmove(rows, rows + (first - have_first) * row_floats,
+                       static_cast<size_t>((have_last - first) * row_floats) * sizeof(float));
+          from = have_last;
+        }
+        for (int64_t oy = from; oy < last; ++oy) {
+          conv_row(s, x, weights, bias, relu, oy, rows + (oy - first) * row_floats, s.out, 16);
+        }
+        have_first = first;
+        have_last = last;
+        for (int64_t r = py; r < band_end; ++r) pool_row(s, rows, first, r, y);
+      }
+    }
+    _mm_setcsr(csr);
+  }
+#else
+  (void)x, (void)weights, (void)bias, (void)relu, (void)y, (void)scratch;
+#endif
+}
+
+namespace {
+
+enum class Choice { kAuto, kOneDnn };
+
+Result<Choice> forced_choice() {
+  const std::string v = env_flag_string(EnvFlag::kCpuStem);
+  if (v == "auto") return Choice::kAuto;
+  if (v == "onednn") return Choice::kOneDnn;
+  return invalid_argument_error(
+      fmt::format("KILN_CPU_STEM is \"{}\"; use auto or onednn (or unset it)", v));
+}
+
+class StemStep final : public Step {
+ public:
+  StemStep(StemShape shape, std::vector<float> weights, std::vector<float> bias, bool relu, int x,
+           int y, int scratch, int threads)
+      : shape_(shape),
+        weights_(std::move(weights)),
+        bias_(std::move(bias)),
+        relu_(relu),
+        x_(x),
+        y_(y),
+        scratch_(scratch),
+        threads_(threads) {}
+
+  Status run(StepContext& ctx) const override {
+    auto at = [&](int buffer) {
+      return static_cast<float*>(ctx.data[static_cast<size_t>(buffer)]);
+    };
+    stem_conv_f32(shape_, at(x_), weights_.data(), bias_.empty() ? nullptr : bias_.data(), relu_,
+                  at(y_), scratch_ >= 0 ? at(scratch_) : nullptr, threads_);
+    return Status();
+  }
+
+ private:
+  StemShape shape_;
+  std::vector<float> weights_;  // pack_stem_weights
+  std::vector<float> bias_;
+  bool relu_;
+  int x_;
+  int y_;
+  int scratch_;  // -1: none (no pooling)
+  int threads_;
+};
+
+// The MaxPool that is `v`'s only reader, as StemPool over a `h` x `w` input: a square window of
+// at most 3 with equal strides, no dilation, the same pads on both sides or ceil_mode's extra
+// bottom/right (windows cut at the edges either way, as a max ignores padding).
+std::optional<StemPool> sole_max_pool(const Value* v, int64_t h, int64_t w, const Node** pool) {
+  if (v->uses().size() != 1 || is_graph_output(v)) return std::nullopt;
+  const Node* p = v->uses()[0].node;
+  if (p->kind() != OpKind::kMaxPool || p->graph() != v->producer()->graph()) return std::nullopt;
+  for (int i = 1; i < p->num_outputs(); ++i) {
+    if (!p->output(i)->uses().empty() || is_graph_output(p->output(i))) return std::nullopt;
+  }
+  const auto& op = p->attrs<ops::MaxPool>();
+  if (!op.kernel_shape || op.storage_order != 0) return std::nullopt;
+  const std::vector<int64_t> in = {h, w};
+  Result<WindowGeometry> g =
+      forward_window(in, *op.kernel_shape,
+                     {op.auto_pad, op.strides, op.dilations, op.pads, op.ceil_mode != 0});
+  if (!g.ok() || g->rank() != 2 || g->kernel[0] != g->kernel[1] || g->kernel[0] > 3 ||
+      g->strides[0] != g->strides[1] || g->dilations[0] != 1 || g->dilations[1] != 1 ||
+      g->pad_begin[0] != g->pad_begin[1] || g->pad_begin[0] >= g->kernel[0]) {
+    return std::nullopt;
+  }
+  const Shape& y = p->output(0)->tensor_type().shape();
+  if (y.rank() != 4 || y[2] != g->out[0] || y[3] != g->out[1]) return std::nullopt;
+  // Every window holds at least one input pixel (ceil_mode's last one may hang over the edge).
+  for (int a = 0; a < 2; ++a) {
+    if ((g->out[static_cast<size_t>(a)] - 1) * g->strides[0] - g->pad_begin[0] >= in[static_cast<size_t>(a)]) {
+      return std::nullopt;
+    }
+  }
+  *pool = p;
+  return StemPool{g->kernel[0], g->strides[0], g->pad_begin[0], g->out[0], g->out[1]};
+}
+
+}  // namespace
+
+Status check_stem_flag() {
+  return forced_choice().status();
+}
+
+bool lower_stem(ProgramBuilder& b, const Node& conv) {
+  if (!has_fast_silu()) return false;
+  Result<Choice> choice = forced_choice();
+  if (!choice.ok() || *choice == Choice::kOneDnn) return false;
+  std::optional<ConvSetup> s = conv_setup(conv);
+  if (!s || s->weights_const == nullptr || s->weights_const->dtype() != DType::kF32 ||
+      s->weights.size() != 4 || s->src.size() != 4 || s->src[0] != 1 || s->src[1] > 4 ||
+      s->weights[2] != s->weights[3] || s->weights[2] > 11 || s->strides[0] != s->strides[1] ||
+      s->dilates[0] != 0 || s->dilates[1] != 0 || s->pad_begin[0] != s->pad_begin[1] ||
+      s->pad_begin[0] >= s->weights[2] || s->weights[0] % 16 != 0) {
+    return false;
+  }
+  if (s->has_bias && (s->bias_const == nullptr || s->bias_const->dtype() != DType::kF32)) {
+    return false;
+  }
+  const Value* x = conv.input(0);
+  if (!b.has_buffer(x) || !is_row_major(b.layout_of(x)) ||
+      x->tensor_type().dtype != DType::kF32 || conv.output(0)->tensor_type().dtype != DType::kF32) {
+    return false;
+  }
+  const Tail tail = trailing_eltwise(conv.output(0), 1);
+  if (!tail.ops.empty() &&
+      (tail.ops[0].algorithm != dnnl::algorithm::eltwise_relu || tail.ops[0].alpha != 0.0f)) {
+    return false;
+  }
+  const bool relu = s->relu || !tail.ops.empty();
+  StemShape shape{s->src[1],     s->src[2],     s->src[3], s->weights[2], s->strides[0],
+                  s->pad_begin[0], s->weights[0], s->dst[2], s->dst[3]};
+  shape.blocked = b.conv_layout() == ConvLayout::kBlocked16;
+  // The window of the last output pixel ends inside the padded input.
+  if ((shape.out_h - 1) * shape.stride - shape.pad >= shape.in_h ||
+      (shape.out_w - 1) * shape.stride - shape.pad >= shape.in_w) {
+    return false;
+  }
+  const Node* pool = nullptr;
+  // Pooling needs the Relu's output (or the convolution's) to have the pool as its only reader.
+  if (std::optional<StemPool> p = sole_max_pool(tail.out, shape.out_h, shape.out_w, &pool)) {
+    shape.pool = *p;
+  }
+  const Value* y = pool != nullptr ? pool->output(0) : tail.out;
+  const dnnl::memory::dims dims = to_dims(y->tensor_type().shape());
+  const dnnl::memory::desc layout(
+      dims, dnnl::memory::data_type::f32,
+      shape.blocked ? dnnl::memory::format_tag::nChw16c : dnnl::memory::format_tag::nhwc);
+
+  std::vector<float> bias;
+  if (s->has_bias) {
+    const float* from = s->bias_const->data<float>();
+    bias.assign(from, from + shape.out);
+    bias.resize(static_cast<size_t>((shape.out + 63) / 64 * 64), 0.0f);
+  }
+  const int threads = std::max(1, omp_get_max_threads());
+  const int x_buffer = b.buffer_of(x);
+  const int scratch =
+      shape.pool.kernel != 0
+          ? b.scratch(static_cast<size_t>(stem_scratch_floats(shape) * threads) * sizeof(float))
+          : -1;
+  const int out = b.define(y, layout);
+  auto step = std::make_unique<StemStep>(
+      shape, pack_stem_weights(shape, s->weights_const->data<float>()), std::move(bias), relu,
+      x_buffer, out, scratch, threads);
+  step->node = &conv;
+  step->kind = std::string(relu ? "Conv+Relu" : "Conv") + (pool != nullptr ? "+MaxPool" : "");
+  step->reads.push_back(x_buffer);
+  step->writes.push_back(out);
+  if (scratch >= 0) step->writes.push_back(scratch);
+  b.add_step(std::move(step));
+  for (const Node* n : tail.nodes) b.mark_fused(n);
+  if (pool != nullptr) b.mark_fused(pool);
+  b.mark_fused(&conv);
+  return true;
+}
+
+}  // namespace kiln::compiler::cpu
