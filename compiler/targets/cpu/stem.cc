@@ -43,7 +43,8 @@ constexpr int64_t kBandRows = 8;  // pooled rows per band: the convolution rows 
 // Output pixels [x0, x0 + kPixels) of convolution row `oy`, output channels [64 g, 64 g + 16
 // blocks), into `row` (a pixel every `pixel_stride` floats, a block of 16 channels every
 // `block_stride`). kEdge: some taps of these pixels fall outside the image (they read zero).
-template <int kBlocks, int kPixels, bool kEdge>
+// kKernel: the window's size where it is known here (its loops unrolled), 0 where it is not.
+template <int kBlocks, int kPixels, bool kEdge, int kKernel = 0>
 __attribute__((target("avx512f"))) void stem_tile(const StemShape& s, const float* x,
                                                   const float* w, const float* bias, bool relu,
                                                   int64_t oy, int64_t x0, float* out,
@@ -55,13 +56,15 @@ __attribute__((target("avx512f"))) void stem_tile(const StemShape& s, const floa
 #pragma GCC unroll 8
     for (int p = 0; p < kPixels; ++p) acc[p][j] = b;
   }
-  const int64_t k = s.kernel;
+  const int64_t k = kKernel > 0 ? kKernel : s.kernel;
   for (int64_t c = 0; c < s.in; ++c) {
+#pragma GCC unroll 7
     for (int64_t ky = 0; ky < k; ++ky) {
       const int64_t iy = oy * s.stride - s.pad + ky;
       if (iy < 0 || iy >= s.in_h) continue;
       const float* in_row = x + (c * s.in_h + iy) * s.in_w;
       const float* wk = w + ((c * k + ky) * k) * 64;
+#pragma GCC unroll 7
       for (int64_t kx = 0; kx < k; ++kx) {
         __m512 wv[kBlocks];
 #pragma GCC unroll 4
@@ -121,9 +124,14 @@ void conv_row(const StemShape& s, const float* x, const float* weights, const fl
       const int64_t first = x0 * s.stride - s.pad;
       const int64_t last = (x0 + pixels - 1) * s.stride - s.pad + s.kernel - 1;
       const bool edge = first < 0 || last >= s.in_w;
-      kTiles[edge ? 1 : 0][static_cast<size_t>(n - 1)][static_cast<size_t>(pixels - 1)](
-          s, x, weights + g * per_group, bias != nullptr ? bias + g * 64 : nullptr, relu, oy, x0,
-          out + x0 * pixel_stride + g * 4 * block_stride, pixel_stride, block_stride);
+      TileFn tile =
+          kTiles[edge ? 1 : 0][static_cast<size_t>(n - 1)][static_cast<size_t>(pixels - 1)];
+      // The whole tiles of SqueezeNet's and ResNet's stems (nearly all of the work), unrolled.
+      if (!edge && n == 4 && pixels == kTilePixels && (s.kernel == 3 || s.kernel == 7)) {
+        tile = s.kernel == 3 ? stem_tile<4, kTilePixels, false, 3> : stem_tile<4, kTilePixels, false, 7>;
+      }
+      tile(s, x, weights + g * per_group, bias != nullptr ? bias + g * 64 : nullptr, relu, oy, x0,
+           out + x0 * pixel_stride + g * 4 * block_stride, pixel_stride, block_stride);
     }
   }
 }
