@@ -320,7 +320,8 @@ int run_perf(const Options& opts) {
   std::string ab_line;
   if (!opts.ab.empty()) {
     if (opts.json || opts.device_io) {
-      return report_error(invalid_argument_error("perf: --ab prints a table; leave out --json and --device-io"));
+      return report_error(
+          invalid_argument_error("perf: --ab prints a table; leave out --json and --device-io"));
     }
     Result<std::string> ab = run_ab(opts, **exe, **target, inputs);
     if (!ab.ok()) return report_error(ab.status());

@@ -379,8 +379,8 @@ TEST_F(Cli, PerfAbTimesBothExecutablesAlternately) {
   KilnRun bad = run_kiln("perf " + model_ + " --target cpu --batch 1 --iterations 2 --ab NOEQUALS");
   EXPECT_NE(bad.exit_code, 0);
   EXPECT_NE(bad.output.find("is not NAME=VALUE"), std::string::npos) << bad.output;
-  KilnRun json = run_kiln("perf " + model_ +
-                          " --target cpu --batch 1 --iterations 2 --json --ab KILN_CPU_CONV1X1=own");
+  KilnRun json = run_kiln(
+      "perf " + model_ + " --target cpu --batch 1 --iterations 2 --json --ab KILN_CPU_CONV1X1=own");
   EXPECT_NE(json.exit_code, 0);
   EXPECT_NE(json.output.find("leave out --json"), std::string::npos) << json.output;
   // A bad value of the variable fails the second compile with the variable's own error.

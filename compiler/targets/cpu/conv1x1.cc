@@ -85,9 +85,9 @@ __attribute__((target("avx512f"))) void run_tile(const Tile& t) {
       __m512 wv[kBlocks];
 #pragma GCC unroll 4
       for (int j = 0; j < kBlocks; ++j) wv[j] = _mm512_loadu_ps(w + i * 64 + j * 16);
-      // Each input value is broadcast into a register once for the tile's 4 output blocks: an
-      // FMA with a broadcast memory operand per block would need more loads than the two load
-      // ports give for two FMAs a cycle (4 + 28 against 28 FMAs for the 4 x 7 tile this was).
+        // Each input value is broadcast into a register once for the tile's 4 output blocks: an
+        // FMA with a broadcast memory operand per block would need more loads than the two load
+        // ports give for two FMAs a cycle (4 + 28 against 28 FMAs for the 4 x 7 tile this was).
 #pragma GCC unroll 8
       for (int p = 0; p < kPixels; ++p) {
         const __m512 xb = _mm512_set1_ps(x[p * kStep + i]);

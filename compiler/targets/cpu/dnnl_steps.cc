@@ -11,12 +11,12 @@
 #include "compiler/ops/all_ops.h"
 #include "compiler/passes/rewrite.h"
 #include "compiler/targets/cpu/conv1x1.h"
-#include "compiler/targets/cpu/stem.h"
 #include "compiler/targets/cpu/dnnl_kernel.h"
 #include "compiler/targets/cpu/excitation.h"
 #include "compiler/targets/cpu/program.h"
 #include "compiler/targets/cpu/silu.h"
 #include "compiler/targets/cpu/squeeze_excite.h"
+#include "compiler/targets/cpu/stem.h"
 #include "core/env.h"
 
 namespace kiln::compiler::cpu {
@@ -190,7 +190,7 @@ bool lower_conv(ProgramBuilder& b, const Node& conv, const Node* add) {
   // oneDNN picks (NHWC brgconv), reorders on both sides included: ResNet-50's three took 0.6-0.8
   // of the time of jit:avx512_core over nChw16c (docs/performance.md, "Branch cpu-b1c").
   const bool nhwc_s2 = b.conv_layout() == ConvLayout::kBlocked16 && s->src.size() == 4 &&
-                       s->src[0] == 1 && (getenv("KILN_TMP_STEM") == nullptr || s->src[1] >= 16) && s->weights.size() == 4 && s->weights[2] == 3 &&
+                       s->src[0] == 1 && s->weights.size() == 4 && s->weights[2] == 3 &&
                        s->weights[3] == 3 && s->strides[0] == 2 && s->strides[1] == 2 &&
                        dtype(y) == DType::kF32;
   const bool blocked = b.conv_layout() == ConvLayout::kBlocked16 && !nhwc_s2;
@@ -886,7 +886,7 @@ Result<ConvLayout> choose_conv_layout(const Graph& graph) {
     all += macs;
     // From batch 8 oneDNN runs F(4x4, 3x3) (jit_wino_4x3), which pays from 32 input channels
     // (SqueezeNet's 27x27 and 13x13 expands at batch 16: 0.4 of brgconv's time in NHWC).
-    const memory::dim min_in = s->dst[0] >= 8 || getenv("KILN_TMP_WINO") ? 32 : 64;
+    const memory::dim min_in = s->dst[0] >= 8 ? 32 : 64;
     if (is_winograd_shape(*s) && s->weights[0] >= 32 && s->weights[1] >= min_in) {
       winograd += macs;
     }

@@ -12,9 +12,9 @@
 #include "compiler/ops/all_ops.h"
 #include "compiler/passes/rewrite.h"
 #include "compiler/targets/cpu/conv1x1.h"
-#include "compiler/targets/cpu/stem.h"
 #include "compiler/targets/cpu/dnnl_kernel.h"
 #include "compiler/targets/cpu/squeeze_excite.h"
+#include "compiler/targets/cpu/stem.h"
 #include "compiler/targets/ref/kernel.h"
 #include "core/logging.h"
 

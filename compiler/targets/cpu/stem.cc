@@ -11,8 +11,8 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
-#include <utility>
 #include <limits>
+#include <utility>
 #include <vector>
 
 #include "compiler/ops/all_ops.h"
@@ -33,7 +33,7 @@ namespace kiln::compiler::cpu {
 
 namespace {
 
-constexpr int kTilePixels = 6;  // 6 pixels by 4 blocks of 16 channels: 24 accumulators
+constexpr int kTilePixels = 6;    // 6 pixels by 4 blocks of 16 channels: 24 accumulators
 constexpr int64_t kBandRows = 8;  // pooled rows per band: the convolution rows they read in cache
 
 #if KILN_STEM_X86
@@ -128,7 +128,8 @@ void conv_row(const StemShape& s, const float* x, const float* weights, const fl
           kTiles[edge ? 1 : 0][static_cast<size_t>(n - 1)][static_cast<size_t>(pixels - 1)];
       // The whole tiles of SqueezeNet's and ResNet's stems (nearly all of the work), unrolled.
       if (!edge && n == 4 && pixels == kTilePixels && (s.kernel == 3 || s.kernel == 7)) {
-        tile = s.kernel == 3 ? stem_tile<4, kTilePixels, false, 3> : stem_tile<4, kTilePixels, false, 7>;
+        tile = s.kernel == 3 ? stem_tile<4, kTilePixels, false, 3>
+                             : stem_tile<4, kTilePixels, false, 7>;
       }
       tile(s, x, weights + g * per_group, bias != nullptr ? bias + g * 64 : nullptr, relu, oy, x0,
            out + x0 * pixel_stride + g * 4 * block_stride, pixel_stride, block_stride);
@@ -302,9 +303,8 @@ std::optional<StemPool> sole_max_pool(const Value* v, int64_t h, int64_t w, cons
   const auto& op = p->attrs<ops::MaxPool>();
   if (!op.kernel_shape || op.storage_order != 0) return std::nullopt;
   const std::vector<int64_t> in = {h, w};
-  Result<WindowGeometry> g =
-      forward_window(in, *op.kernel_shape,
-                     {op.auto_pad, op.strides, op.dilations, op.pads, op.ceil_mode != 0});
+  Result<WindowGeometry> g = forward_window(
+      in, *op.kernel_shape, {op.auto_pad, op.strides, op.dilations, op.pads, op.ceil_mode != 0});
   if (!g.ok() || g->rank() != 2 || g->kernel[0] != g->kernel[1] || g->kernel[0] > 3 ||
       g->strides[0] != g->strides[1] || g->dilations[0] != 1 || g->dilations[1] != 1 ||
       g->pad_begin[0] != g->pad_begin[1] || g->pad_begin[0] >= g->kernel[0]) {
@@ -314,7 +314,8 @@ std::optional<StemPool> sole_max_pool(const Value* v, int64_t h, int64_t w, cons
   if (y.rank() != 4 || y[2] != g->out[0] || y[3] != g->out[1]) return std::nullopt;
   // Every window holds at least one input pixel (ceil_mode's last one may hang over the edge).
   for (int a = 0; a < 2; ++a) {
-    if ((g->out[static_cast<size_t>(a)] - 1) * g->strides[0] - g->pad_begin[0] >= in[static_cast<size_t>(a)]) {
+    if ((g->out[static_cast<size_t>(a)] - 1) * g->strides[0] - g->pad_begin[0] >=
+        in[static_cast<size_t>(a)]) {
       return std::nullopt;
     }
   }
@@ -344,8 +345,8 @@ bool lower_stem(ProgramBuilder& b, const Node& conv) {
     return false;
   }
   const Value* x = conv.input(0);
-  if (!b.has_buffer(x) || !is_row_major(b.layout_of(x)) ||
-      x->tensor_type().dtype != DType::kF32 || conv.output(0)->tensor_type().dtype != DType::kF32) {
+  if (!b.has_buffer(x) || !is_row_major(b.layout_of(x)) || x->tensor_type().dtype != DType::kF32 ||
+      conv.output(0)->tensor_type().dtype != DType::kF32) {
     return false;
   }
   const Tail tail = trailing_eltwise(conv.output(0), 1);
@@ -354,7 +355,7 @@ bool lower_stem(ProgramBuilder& b, const Node& conv) {
     return false;
   }
   const bool relu = s->relu || !tail.ops.empty();
-  StemShape shape{s->src[1],     s->src[2],     s->src[3], s->weights[2], s->strides[0],
+  StemShape shape{s->src[1],       s->src[2],     s->src[3], s->weights[2], s->strides[0],
                   s->pad_begin[0], s->weights[0], s->dst[2], s->dst[3]};
   shape.blocked = b.conv_layout() == ConvLayout::kBlocked16;
   // The window of the last output pixel ends inside the padded input.
@@ -386,9 +387,9 @@ bool lower_stem(ProgramBuilder& b, const Node& conv) {
           ? b.scratch(static_cast<size_t>(stem_scratch_floats(shape) * threads) * sizeof(float))
           : -1;
   const int out = b.define(y, layout);
-  auto step = std::make_unique<StemStep>(
-      shape, pack_stem_weights(shape, s->weights_const->data<float>()), std::move(bias), relu,
-      x_buffer, out, scratch, threads);
+  auto step =
+      std::make_unique<StemStep>(shape, pack_stem_weights(shape, s->weights_const->data<float>()),
+                                 std::move(bias), relu, x_buffer, out, scratch, threads);
   step->node = &conv;
   step->kind = std::string(relu ? "Conv+Relu" : "Conv") + (pool != nullptr ? "+MaxPool" : "");
   step->reads.push_back(x_buffer);

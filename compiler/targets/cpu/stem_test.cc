@@ -79,9 +79,9 @@ TEST_P(StemKernel, MatchesPlainLoop) {
   }
   const std::vector<float> x =
       random_floats(static_cast<size_t>(c.in * c.height * c.width), 1, 1.0f);
-  const std::vector<float> w = random_floats(
-      static_cast<size_t>(c.out * c.in * c.kernel * c.kernel), 2,
-      1.0f / std::sqrt(static_cast<float>(c.in * c.kernel * c.kernel)));
+  const std::vector<float> w =
+      random_floats(static_cast<size_t>(c.out * c.in * c.kernel * c.kernel), 2,
+                    1.0f / std::sqrt(static_cast<float>(c.in * c.kernel * c.kernel)));
   std::vector<float> bias = random_floats(static_cast<size_t>(c.out), 3, 0.5f);
   // The convolution (and Relu) in NCHW, in double.
   std::vector<double> conv(static_cast<size_t>(c.out * s.out_h * s.out_w));
@@ -95,9 +95,9 @@ TEST_P(StemKernel, MatchesPlainLoop) {
               const int64_t iy = oy * c.stride - c.pad + ky;
               const int64_t ix = ox * c.stride - c.pad + kx;
               if (iy < 0 || iy >= c.height || ix < 0 || ix >= c.width) continue;
-              sum += double(w[static_cast<size_t>(((o * c.in + i) * c.kernel + ky) * c.kernel +
-                                                  kx)]) *
-                     x[static_cast<size_t>((i * c.height + iy) * c.width + ix)];
+              sum +=
+                  double(w[static_cast<size_t>(((o * c.in + i) * c.kernel + ky) * c.kernel + kx)]) *
+                  x[static_cast<size_t>((i * c.height + iy) * c.width + ix)];
             }
           }
         }
@@ -138,8 +138,8 @@ TEST_P(StemKernel, MatchesPlainLoop) {
   std::vector<float> scratch(static_cast<size_t>(cpu::stem_scratch_floats(s) * c.threads) + 1,
                              std::nanf(""));
   std::vector<float> y(want.size(), -7.0f);
-  cpu::stem_conv_f32(s, x.data(), packed.data(), c.bias ? bias.data() : nullptr, c.relu,
-                     y.data(), scratch.data(), c.threads);
+  cpu::stem_conv_f32(s, x.data(), packed.data(), c.bias ? bias.data() : nullptr, c.relu, y.data(),
+                     scratch.data(), c.threads);
   int bad = 0;
   for (size_t i = 0; i < want.size() && bad < 5; ++i) {
     if (!(std::abs(y[i] - want[i]) <= 1e-4f + 1e-4f * std::abs(want[i]))) {
