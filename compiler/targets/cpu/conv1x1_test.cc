@@ -17,18 +17,15 @@
 #include "compiler/ops/all_ops.h"
 #include "compiler/targets/cpu/cpu_target.h"
 #include "compiler/targets/cpu/silu.h"
+#include "core/testing/random.h"
 #include "core/testing/scoped_env.h"
 
 namespace kiln::compiler {
 namespace {
 
-std::vector<float> random_floats(size_t n, uint32_t seed, float scale) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(-scale, scale);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(rng);
-  return v;
-}
+using kiln::test::random_floats;
+using kiln::test::random_tensor;
+
 
 // W [out, in] packed as OIhw16i64o: [out/64][in/16][16][64], output channels padded with zeros.
 std::vector<float> pack_oi16i64o(const std::vector<float>& w, int64_t out, int64_t in) {
@@ -133,12 +130,6 @@ INSTANTIATE_TEST_SUITE_P(Shapes, Conv1x1Kernel,
 
 using kiln::test::ScopedEnv;
 
-Tensor random_tensor(Shape shape, uint32_t seed, float scale) {
-  Tensor t(DType::kF32, std::move(shape));
-  const std::vector<float> v = random_floats(static_cast<size_t>(t.numel()), seed, scale);
-  std::copy(v.begin(), v.end(), t.data<float>());
-  return t;
-}
 
 Value* conv(GraphBuilder& b, Value* x, int64_t in, int64_t out, int64_t k, int64_t stride,
             uint32_t seed) {

@@ -17,20 +17,17 @@
 #include "compiler/ops/all_ops.h"
 #include "compiler/targets/cpu/cpu_target.h"
 #include "compiler/targets/cpu/silu.h"
+#include "core/testing/random.h"
 #include "core/testing/scoped_env.h"
 
 namespace kiln::compiler {
 namespace {
 
+using kiln::test::random_floats;
+using kiln::test::random_tensor;
+
 using kiln::test::ScopedEnv;
 
-std::vector<float> random_floats(size_t n, uint32_t seed, float scale) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> dist(-scale, scale);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(rng);
-  return v;
-}
 
 struct Case {
   int64_t in, height, width, kernel, stride, pad, out;
@@ -163,12 +160,6 @@ INSTANTIATE_TEST_SUITE_P(
                     Case{2, 10, 10, 3, 1, 1, 16, 3, 2, 1, true, false, true, 4}),
     [](const testing::TestParamInfo<Case>& info) { return name(info.param); });
 
-Tensor random_tensor(Shape shape, uint32_t seed, float scale) {
-  Tensor t(DType::kF32, std::move(shape));
-  const std::vector<float> v = random_floats(static_cast<size_t>(t.numel()), seed, scale);
-  std::copy(v.begin(), v.end(), t.data<float>());
-  return t;
-}
 
 // A stem (conv k/stride 2 with pad, Relu, MaxPool 3/2 with pool_pad and ceil_mode) and one 3x3
 // convolution after it.
