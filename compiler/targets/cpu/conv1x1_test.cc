@@ -26,7 +26,6 @@ namespace {
 using kiln::test::random_floats;
 using kiln::test::random_tensor;
 
-
 // W [out, in] packed as OIhw16i64o: [out/64][in/16][16][64], output channels padded with zeros.
 std::vector<float> pack_oi16i64o(const std::vector<float>& w, int64_t out, int64_t in) {
   const int64_t groups = (out + 63) / 64;
@@ -129,7 +128,6 @@ INSTANTIATE_TEST_SUITE_P(Shapes, Conv1x1Kernel,
                          [](const testing::TestParamInfo<Case>& info) { return name(info.param); });
 
 using kiln::test::ScopedEnv;
-
 
 Value* conv(GraphBuilder& b, Value* x, int64_t in, int64_t out, int64_t k, int64_t stride,
             uint32_t seed) {

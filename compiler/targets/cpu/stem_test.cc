@@ -28,7 +28,6 @@ using kiln::test::random_tensor;
 
 using kiln::test::ScopedEnv;
 
-
 struct Case {
   int64_t in, height, width, kernel, stride, pad, out;
   int64_t pool_kernel, pool_stride, pool_pad;  // pool_kernel 0: none
@@ -159,7 +158,6 @@ INSTANTIATE_TEST_SUITE_P(
                     Case{3, 64, 40, 3, 2, 1, 32, 3, 2, 1, false, true, true, 1},
                     Case{2, 10, 10, 3, 1, 1, 16, 3, 2, 1, true, false, true, 4}),
     [](const testing::TestParamInfo<Case>& info) { return name(info.param); });
-
 
 // A stem (conv k/stride 2 with pad, Relu, MaxPool 3/2 with pool_pad and ceil_mode) and one 3x3
 // convolution after it.
