@@ -4,8 +4,10 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "compiler/ops/all_ops.h"
@@ -288,6 +290,69 @@ class ConcatScaleShiftStep final : public Step {
 };
 
 }  // namespace
+
+namespace {
+
+// Copies each input of a blocked channel Concat into its run of the output, on the OpenMP team.
+class BlockedConcatStep final : public Step {
+ public:
+  BlockedConcatStep(std::vector<int> inputs, std::vector<size_t> bytes, int out)
+      : inputs_(std::move(inputs)), bytes_(std::move(bytes)), out_(out) {}
+
+  Status run(StepContext& ctx) const override {
+    auto* out = static_cast<uint8_t*>(ctx.data[static_cast<size_t>(out_)]);
+    // Pieces of at most 64 KiB, shared out over the threads.
+    constexpr size_t kPart = 64 * 1024;
+    std::vector<std::pair<size_t, size_t>> parts;  // (input, offset in it)
+    for (size_t i = 0; i < inputs_.size(); ++i) {
+      for (size_t at = 0; at < bytes_[i]; at += kPart) parts.emplace_back(i, at);
+    }
+    std::vector<size_t> starts(inputs_.size(), 0);
+    for (size_t i = 1; i < inputs_.size(); ++i) starts[i] = starts[i - 1] + bytes_[i - 1];
+    const auto n = static_cast<int64_t>(parts.size());
+#pragma omp parallel for schedule(static)
+    for (int64_t p = 0; p < n; ++p) {
+      const auto [i, at] = parts[static_cast<size_t>(p)];
+      const auto* from = static_cast<const uint8_t*>(ctx.data[static_cast<size_t>(inputs_[i])]);
+      std::memcpy(out + starts[i] + at, from + at, std::min(kPart, bytes_[i] - at));
+    }
+    return Status();
+  }
+
+ private:
+  std::vector<int> inputs_;
+  std::vector<size_t> bytes_;
+  int out_;
+};
+
+}  // namespace
+
+bool lower_blocked_concat(ProgramBuilder& b, const Node& concat) {
+  if (!is_channel_concat(concat)) return false;
+  const Shape& y = concat.output(0)->tensor_type().shape();
+  if (y[0] != 1) return false;
+  std::vector<int> inputs;
+  std::vector<size_t> bytes;
+  for (const Value* x : concat.inputs()) {
+    const Shape& s = x->tensor_type().shape();
+    if (s[1] % kBlock != 0 || !b.has_buffer(x) ||
+        b.layout_of(x) != memory::desc(to_dims(s), memory::data_type::f32,
+                                       memory::format_tag::nChw16c)) {
+      return false;
+    }
+    inputs.push_back(b.buffer_of(x));
+    bytes.push_back(static_cast<size_t>(s.numel()) * sizeof(float));
+  }
+  const int out = b.define(concat.output(0), memory::desc(to_dims(y), memory::data_type::f32,
+                                                          memory::format_tag::nChw16c));
+  auto step = std::make_unique<BlockedConcatStep>(inputs, std::move(bytes), out);
+  step->node = &concat;
+  step->kind = "Concat";
+  step->reads = inputs;
+  step->writes.push_back(out);
+  b.add_step(std::move(step));
+  return true;
+}
 
 bool lower_deferred_concat(ProgramBuilder& b, const Node& concat) {
   std::optional<Pieces> pieces = concat_pieces(b, concat);

@@ -841,7 +841,9 @@ bool lower(ProgramBuilder& b, const Node& node) {
     case OpKind::kMaxPool:
     case OpKind::kAveragePool:
     case OpKind::kGlobalAveragePool: return lower_pool(b, node);
-    case OpKind::kConcat: return lower_deferred_concat(b, node) || lower_concat(b, node);
+    case OpKind::kConcat:
+      return lower_deferred_concat(b, node) || lower_blocked_concat(b, node) ||
+             lower_concat(b, node);
     case OpKind::kBatchNormalization:
       return lower_concat_batch_norm(b, node) || lower_batch_norm(b, node);
     case OpKind::kLayerNormalization: return lower_layer_norm(b, node);
@@ -865,11 +867,10 @@ Result<ConvLayout> choose_conv_layout(const Graph& graph) {
     return invalid_argument_error(fmt::format(
         "KILN_CPU_CONV_LAYOUT is \"{}\"; use auto, any or blocked16 (or unset it)", forced));
   }
-  // Winograd pays where most of the work is in 3x3 stride-1 convolutions with 64 or more input
-  // and 32 or more output channels: ResNet's, and DenseNet's 128 -> 32 growth convolutions (35%
-  // less CPU time than NHWC brgconv at 56x56 and 28x28, batch 16; their Concats read nChw16c
-  // pieces in place, concat.cc). At batch 1 thin-input ones (SqueezeNet's 16- to 64-channel
-  // squeezes) run faster on the layouts oneDNN picks. Depthwise-separable networks (MobileNetV2,
+  // Winograd pays where a quarter of the work or more is in 3x3 stride-1 convolutions with 32 or
+  // more input and output channels: ResNet's, SqueezeNet's expands, and DenseNet's 128 -> 32
+  // growth convolutions (35% less CPU time than NHWC brgconv at 56x56 and 28x28, batch 16; their
+  // Concats read nChw16c pieces in place, concat.cc). Depthwise-separable networks (MobileNetV2,
   // EfficientNet) run faster blocked: oneDNN's jit_1x1 and jit_dw kernels over nChw16c move less
   // memory than brgconv over NHWC (10 to 20% less CPU time).
   double all = 0;
@@ -884,10 +885,11 @@ Result<ConvLayout> choose_conv_layout(const Graph& graph) {
     for (memory::dim d : s->dst) macs *= static_cast<double>(d);
     for (size_t i = 1; i < s->weights.size(); ++i) macs *= static_cast<double>(s->weights[i]);
     all += macs;
-    // From batch 8 oneDNN runs F(4x4, 3x3) (jit_wino_4x3), which pays from 32 input channels
-    // (SqueezeNet's 27x27 and 13x13 expands at batch 16: 0.4 of brgconv's time in NHWC).
-    const memory::dim min_in = s->dst[0] >= 8 ? 32 : 64;
-    if (is_winograd_shape(*s) && s->weights[0] >= 32 && s->weights[1] >= min_in) {
+    // Winograd pays from 32 input channels: SqueezeNet's 27x27 and 13x13 expands at batch 16
+    // (F(4x4, 3x3), jit_wino_4x3) took 0.4 of brgconv's time in NHWC, and at batch 1 the
+    // network runs 0.94-0.95 of its NHWC time blocked, with its stem on kiln's kernel and its
+    // Concat copied as blocks (docs/performance.md, "Session 8's main").
+    if (is_winograd_shape(*s) && s->weights[0] >= 32 && s->weights[1] >= 32) {
       winograd += macs;
     }
     ++convs;
