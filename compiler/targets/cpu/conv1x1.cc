@@ -226,19 +226,19 @@ Result<Choice> forced_choice() {
       fmt::format("KILN_CPU_CONV1X1 is \"{}\"; use auto, own or onednn (or unset it)", v));
 }
 
-// Where conv1x1_f32 is faster than oneDNN's jit_1x1 in a model. Alone (its time over jit_1x1's,
-// 2 threads, docs/performance.md "Branch cpu-b1d") it wins from 64 input channels to whole
-// groups of 64 output channels at every size: ResNet-50's 1x1s 0.75-0.95, DenseNet's and
-// MobileNetV2's wide ones 0.80-0.97; from 16 or 32 channels, or to 96, it is memory- or
-// balance-bound and loses. In a model, up to 128 output channels split by pixels over the
-// threads, which leaves the next oneDNN step reading the other core's cache: DenseNet-121 ran
-// 1.044x slower so, and level to 1.5% faster with those left to oneDNN. At stride 2 it wins
-// where rows fill the 6-pixel tiles (0.94 at 28x28; 1.17 at 14x14); at 7x7 and less everywhere
-// (0.84-0.90), the weights outweighing the activations, the next chunk's prefetched.
+// Where conv1x1_f32 is faster than oneDNN's jit_1x1 in a model (docs/performance.md, "Session 8's
+// main"). Alone (its time over jit_1x1's, 2 threads) it wins from 64 input channels at every
+// size: ResNet-50's 1x1s 0.75-0.95, DenseNet's and MobileNetV2's wide ones 0.80-0.97; from 16 or
+// 32 channels, or to 96, it is memory- or balance-bound and loses. In a model, up to 128 output
+// channels split by pixels over the threads, which leaves the next oneDNN step reading the other
+// core's cache: DenseNet-121 ran 1.044x slower so, and level to 1.5% faster with those left to
+// oneDNN. From 256 outputs (SqueezeNet's 1000-way classifier too) it splits by channels. At
+// stride 2 it wins where rows fill the 6-pixel tiles (0.94 at 28x28; 1.17 at 14x14); at 7x7 and
+// less everywhere (0.84-0.90), the weights outweighing the activations.
 bool prefer_own(const Conv1x1Shape& s) {
   if (s.pixels <= 7 * 7) return true;
   if (s.stride == 2) return s.width >= 28;
-  return s.in >= 64 && s.out % 64 == 0 && s.out >= 256;
+  return s.in >= 64 && s.out >= 256;
 }
 
 class Conv1x1Step final : public Step {
@@ -288,7 +288,7 @@ bool lower_conv1x1(ProgramBuilder& b, const Node& conv, const Node* add) {
       s->weights.size() != 4 || s->weights[2] != 1 || s->weights[3] != 1 || s->src.size() != 4 ||
       s->src[0] != 1 || s->strides[0] != s->strides[1] || s->strides[0] < 1 || s->strides[0] > 2 ||
       s->pad_begin[0] != 0 || s->pad_begin[1] != 0 || s->pad_end[0] != 0 || s->pad_end[1] != 0 ||
-      s->weights[0] % 16 != 0 || s->weights[1] % 16 != 0 || absorbed_gate(conv)) {
+      s->weights[1] % 16 != 0 || absorbed_gate(conv)) {
     return false;
   }
   if (s->has_bias && (s->bias_const == nullptr || s->bias_const->dtype() != DType::kF32)) {
@@ -300,7 +300,10 @@ bool lower_conv1x1(ProgramBuilder& b, const Node& conv, const Node* add) {
       y->tensor_type().dtype != DType::kF32) {
     return false;
   }
-  const Conv1x1Shape shape{s->weights[1], s->weights[0], s->dst[2] * s->dst[3], s->strides[0],
+  // Output channels past a multiple of 16 fill the last block of nChw16c's padding (zero weights
+  // and bias: zeros there, as oneDNN leaves them): SqueezeNet's 1000-way classifier.
+  const int64_t out_padded = (s->weights[0] + 15) / 16 * 16;
+  const Conv1x1Shape shape{s->weights[1], out_padded, s->dst[2] * s->dst[3], s->strides[0],
                            s->dst[3],     s->src[3],     s->src[2] * s->src[3]};
   if (*choice == Choice::kAuto && !prefer_own(shape)) return false;
   const memory::desc src(s->src, memory::data_type::f32, memory::format_tag::nChw16c);
@@ -327,7 +330,8 @@ bool lower_conv1x1(ProgramBuilder& b, const Node& conv, const Node* add) {
   std::vector<float> bias;
   if (s->has_bias) {
     const float* from = s->bias_const->data<float>();
-    bias.assign(from, from + shape.out);
+    bias.assign(from, from + s->weights[0]);
+    bias.resize(static_cast<size_t>(shape.out), 0.0f);
   }
   // An input in another layout (a stride-2 3x3's NHWC output) is reordered into nChw16c.
   const int x_buffer = b.in_layout(x, src);

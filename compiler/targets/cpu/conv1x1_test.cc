@@ -226,6 +226,59 @@ TEST(Conv1x1Network, OwnStepsMatchRef) {
   }
 }
 
+// A classifier's 1x1 to a channel count that is no multiple of 16 (SqueezeNet's 512 -> 1000):
+// the last block is nChw16c's padding, zero; with its Relu, and with a GlobalAveragePool after
+// it (summed by the step's own pass) or without.
+TEST(Conv1x1Network, PaddedOutputChannelsMatchRef) {
+  if (!cpu::has_fast_silu()) GTEST_SKIP() << "needs AVX-512";
+  ScopedEnv layout("KILN_CPU_CONV_LAYOUT", "blocked16");
+  for (bool pooled : {false, true}) {
+    auto make = [pooled] {
+      auto graph = std::make_shared<Graph>("classifier");
+      GraphBuilder b(*graph);
+      Value* x = b.input("features", TensorType(DType::kF32, Shape{1, 64, 13, 13}));
+      Value* h = b.add(Op(ops::Relu{}), {conv(b, x, 64, 1000, 1, 1, 80)}, "classifier_relu");
+      b.output(pooled ? b.add(Op(ops::GlobalAveragePool{}), {h}, "gap") : h);
+      EXPECT_TRUE(b.status().ok()) << b.status().to_string();
+      return graph;
+    };
+    const std::vector<Argument> inputs = {Argument(random_tensor(Shape{1, 64, 13, 13}, 2, 1.0f))};
+    auto ref = make_target("ref");
+    ASSERT_TRUE(ref.ok());
+    auto want = (*compile(make(), **ref))->run(inputs);
+    ASSERT_TRUE(want.ok()) << want.status().to_string();
+    for (const char* choice : {"auto", "onednn"}) {
+      SCOPED_TRACE(std::string(choice) + (pooled ? " pooled" : ""));
+      ScopedEnv conv1x1("KILN_CPU_CONV1X1", choice);
+      auto cpu_target = make_target("cpu");
+      ASSERT_TRUE(cpu_target.ok());
+      auto exe = compile(make(), **cpu_target);
+      ASSERT_TRUE(exe.ok()) << exe.status().to_string();
+      const cpu::Program* program = cpu_program(**exe);
+      ASSERT_NE(program, nullptr);
+      if (!pooled) {
+        int primitives = 0;
+        for (const auto& step : program->steps()) {
+          primitives += dynamic_cast<const cpu::PrimitiveStep*>(step.get()) != nullptr &&
+                        step->node != nullptr && step->node->kind() == OpKind::kConv &&
+                        step->kind.rfind("Conv", 0) == 0;
+        }
+        EXPECT_EQ(primitives, std::string(choice) == "auto" ? 0 : 1);
+      }
+      auto got = (*exe)->run(inputs);
+      ASSERT_TRUE(got.ok()) << got.status().to_string();
+      const Tensor& a = (*want)[0].tensor();
+      const Tensor& g = (*got)[0].tensor();
+      ASSERT_EQ(a.shape(), g.shape());
+      for (int64_t i = 0; i < a.numel(); ++i) {
+        ASSERT_LE(std::abs(a.data<float>()[i] - g.data<float>()[i]),
+                  1e-4f + 1e-4f * std::abs(a.data<float>()[i]))
+            << "element " << i;
+      }
+    }
+  }
+}
+
 TEST(Conv1x1Network, UnknownChoiceIsAClearError) {
   ScopedEnv conv1x1("KILN_CPU_CONV1X1", "fast");
   auto t = make_target("cpu");
