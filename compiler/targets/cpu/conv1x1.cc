@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <array>
+#include <optional>
+#include <cstring>
 #include <utility>
 #include <vector>
 
@@ -241,23 +243,71 @@ bool prefer_own(const Conv1x1Shape& s) {
   return s.in >= 64 && s.out >= 256;
 }
 
+// A k x k convolution's input as the 1x1 convolution's: for each tap (ky, kx) and block of 16
+// input channels, the pixels the tap reads for every output pixel (zeros outside the image), so
+// that channel block t * channels / 16 + c of `cols` ([k k channels / 16][out pixels][16]) is tap
+// t of block c of the input (nChw16c).
+struct Im2col {
+  int64_t channels = 0;
+  int64_t in_h = 0;
+  int64_t in_w = 0;
+  int64_t kernel = 1;
+  int64_t stride = 1;
+  int64_t pad_top = 0;
+  int64_t pad_left = 0;
+  int64_t out_h = 0;
+  int64_t out_w = 0;
+};
+
+void im2col_blocked(const Im2col& g, const float* x, float* cols) {
+  const int64_t blocks = g.channels / 16;
+  const int64_t taps = g.kernel * g.kernel;
+  const int64_t pixels = g.out_h * g.out_w;
+#pragma omp parallel for schedule(static)
+  for (int64_t tb = 0; tb < taps * blocks; ++tb) {
+    const int64_t t = tb / blocks;
+    const int64_t ky = t / g.kernel;
+    const int64_t kx = t % g.kernel;
+    const float* plane = x + tb % blocks * g.in_h * g.in_w * 16;
+    float* to = cols + tb * pixels * 16;
+    for (int64_t oy = 0; oy < g.out_h; ++oy) {
+      const int64_t iy = oy * g.stride - g.pad_top + ky;
+      for (int64_t ox = 0; ox < g.out_w; ++ox, to += 16) {
+        const int64_t ix = ox * g.stride - g.pad_left + kx;
+        if (iy < 0 || iy >= g.in_h || ix < 0 || ix >= g.in_w) {
+          std::memset(to, 0, 16 * sizeof(float));
+        } else {
+          std::memcpy(to, plane + (iy * g.in_w + ix) * 16, 16 * sizeof(float));
+        }
+      }
+    }
+  }
+}
+
 class Conv1x1Step final : public Step {
  public:
   Conv1x1Step(Conv1x1Shape shape, memory weights, std::vector<float> bias, bool relu, int x,
-              int residual, int y)
+              int residual, int y, std::optional<Im2col> im2col = std::nullopt, int cols = -1)
       : shape_(shape),
         weights_(std::move(weights)),
         bias_(std::move(bias)),
         relu_(relu),
         x_(x),
         residual_(residual),
-        y_(y) {}
+        y_(y),
+        im2col_(im2col),
+        cols_(cols) {}
 
   Status run(StepContext& ctx) const override {
     auto at = [&](int buffer) {
       return static_cast<float*>(ctx.data[static_cast<size_t>(buffer)]);
     };
-    conv1x1_f32(shape_, at(x_), static_cast<const float*>(weights_.get_data_handle()),
+    const float* x = at(x_);
+    if (im2col_) {
+      im2col_blocked(*im2col_, x, at(cols_));
+      x = at(cols_);
+    }
+    conv1x1_f32(shape_, x, static_cast<const float*>(weights_.get_data_handle()),
                 bias_.empty() ? nullptr : bias_.data(), residual_ >= 0 ? at(residual_) : nullptr,
                 relu_, at(y_));
     return Status();
@@ -265,13 +315,28 @@ class Conv1x1Step final : public Step {
 
  private:
   Conv1x1Shape shape_;
-  memory weights_;  // OIhw16i64o
+  memory weights_;  // OIhw16i64o (k x k: [out][tap][in] as a 1x1's)
   std::vector<float> bias_;
   bool relu_;
   int x_;
   int residual_;  // -1: none
   int y_;
+  std::optional<Im2col> im2col_;  // a k x k convolution: its input spread by taps into cols_
+  int cols_;
 };
+
+// W [out][in][k][k] as a 1x1 convolution's over the taps' blocks: [out][k k in], tap-major.
+std::vector<float> tap_major(const float* w, int64_t out, int64_t in, int64_t taps) {
+  std::vector<float> m(static_cast<size_t>(out * taps * in));
+  for (int64_t o = 0; o < out; ++o) {
+    for (int64_t c = 0; c < in; ++c) {
+      for (int64_t t = 0; t < taps; ++t) {
+        m[static_cast<size_t>((o * taps + t) * in + c)] = w[(o * in + c) * taps + t];
+      }
+    }
+  }
+  return m;
+}
 
 }  // namespace
 
@@ -285,12 +350,20 @@ bool lower_conv1x1(ProgramBuilder& b, const Node& conv, const Node* add) {
   if (!choice.ok() || *choice == Choice::kOneDnn) return false;
   std::optional<ConvSetup> s = conv_setup(conv);
   if (!s || s->weights_const == nullptr || s->weights_const->dtype() != DType::kF32 ||
-      s->weights.size() != 4 || s->weights[2] != 1 || s->weights[3] != 1 || s->src.size() != 4 ||
-      s->src[0] != 1 || s->strides[0] != s->strides[1] || s->strides[0] < 1 || s->strides[0] > 2 ||
-      s->pad_begin[0] != 0 || s->pad_begin[1] != 0 || s->pad_end[0] != 0 || s->pad_end[1] != 0 ||
+      s->weights.size() != 4 || s->src.size() != 4 || s->src[0] != 1 ||
+      s->strides[0] != s->strides[1] || s->strides[0] < 1 || s->strides[0] > 2 ||
       s->weights[1] % 16 != 0 || absorbed_gate(conv)) {
     return false;
   }
+  const int64_t k = s->weights[2];
+  const bool pointwise = k == 1 && s->weights[3] == 1 && s->pad_begin[0] == 0 &&
+                         s->pad_begin[1] == 0 && s->pad_end[0] == 0 && s->pad_end[1] == 0;
+  // A k x k convolution to 7x7 or less runs as the 1x1 over its input spread by taps (im2col):
+  // there the weights outweigh the activations, and the kernel prefetches them where oneDNN's
+  // Winograd F(2x2, 3x3) streams 16/9 as many (ResNet-50's layer-4 3x3s: 512 x 512 x 3 x 3).
+  const bool spread = !pointwise && k == s->weights[3] && k <= 7 && s->dilates[0] == 0 &&
+                      s->dilates[1] == 0 && s->dst[2] * s->dst[3] <= 7 * 7 && s->weights[0] >= 256;
+  if (!pointwise && !spread) return false;
   if (s->has_bias && (s->bias_const == nullptr || s->bias_const->dtype() != DType::kF32)) {
     return false;
   }
@@ -303,9 +376,13 @@ bool lower_conv1x1(ProgramBuilder& b, const Node& conv, const Node* add) {
   // Output channels past a multiple of 16 fill the last block of nChw16c's padding (zero weights
   // and bias: zeros there, as oneDNN leaves them): SqueezeNet's 1000-way classifier.
   const int64_t out_padded = (s->weights[0] + 15) / 16 * 16;
-  const Conv1x1Shape shape{s->weights[1], out_padded, s->dst[2] * s->dst[3], s->strides[0],
-                           s->dst[3],     s->src[3],     s->src[2] * s->src[3]};
-  if (*choice == Choice::kAuto && !prefer_own(shape)) return false;
+  const int64_t pixels = s->dst[2] * s->dst[3];
+  const Conv1x1Shape shape =
+      pointwise ? Conv1x1Shape{s->weights[1], out_padded, pixels, s->strides[0],
+                               s->dst[3],     s->src[3],  s->src[2] * s->src[3]}
+                : Conv1x1Shape{k * k * s->weights[1], out_padded, pixels, 1, s->dst[3], s->dst[3],
+                               pixels};
+  if (pointwise && *choice == Choice::kAuto && !prefer_own(shape)) return false;
   const memory::desc src(s->src, memory::data_type::f32, memory::format_tag::nChw16c);
   const memory::desc dst(s->dst, memory::data_type::f32, memory::format_tag::nChw16c);
   // A Relu of the convolution's own comes before the residual; the kernel applies one at the end.
@@ -324,9 +401,23 @@ bool lower_conv1x1(ProgramBuilder& b, const Node& conv, const Node* add) {
     }
   }
 
-  memory weights =
-      pack(b.engine(), s->user_weights, s->weights_const->raw_data(),
-           memory::desc(s->weights, memory::data_type::f32, memory::format_tag::OIhw16i64o));
+  memory weights;
+  if (pointwise) {
+    weights = pack(b.engine(), s->user_weights, s->weights_const->raw_data(),
+                   memory::desc(s->weights, memory::data_type::f32, memory::format_tag::OIhw16i64o));
+  } else {
+    // The tap-major matrix reordered here (not pack(): it is no constant's bytes).
+    std::vector<float> m =
+        tap_major(s->weights_const->data<float>(), s->weights[0], s->weights[1], k * k);
+    const memory::dims dims = {s->weights[0], shape.in, 1, 1};
+    memory from(memory::desc(dims, memory::data_type::f32, memory::format_tag::oihw), b.engine(),
+                m.data());
+    weights = memory(memory::desc(dims, memory::data_type::f32, memory::format_tag::OIhw16i64o),
+                     b.engine());
+    dnnl::stream stream(b.engine());
+    dnnl::reorder(from, weights).execute(stream, from, weights);
+    stream.wait();
+  }
   std::vector<float> bias;
   if (s->has_bias) {
     const float* from = s->bias_const->data<float>();
@@ -346,14 +437,22 @@ bool lower_conv1x1(ProgramBuilder& b, const Node& conv, const Node* add) {
     out = b.define(tail.out, dst);
   }
   const bool relu = s->relu || !tail.ops.empty();
+  std::optional<Im2col> im2col;
+  int cols = -1;
+  if (spread) {
+    im2col = Im2col{s->weights[1], s->src[2],       s->src[3],   k,         s->strides[0],
+                    s->pad_begin[0], s->pad_begin[1], s->dst[2], s->dst[3]};
+    cols = b.scratch(static_cast<size_t>(shape.in * pixels) * sizeof(float));
+  }
   auto step = std::make_unique<Conv1x1Step>(shape, std::move(weights), std::move(bias), relu,
-                                            x_buffer, residual_buffer, out);
+                                            x_buffer, residual_buffer, out, im2col, cols);
   step->node = &conv;
   step->kind =
       std::string(s->relu ? "Conv+Relu" : "Conv") + (add != nullptr ? "+Add" : "") + tail.kinds;
   step->reads.push_back(x_buffer);
   if (!in_place && residual_buffer >= 0) step->reads.push_back(residual_buffer);
   step->writes.push_back(out);
+  if (cols >= 0) step->writes.push_back(cols);
   std::unique_ptr<Step> wrapped = std::move(step);
   // A GlobalAveragePool of the output (ResNet's classifier's) in a pass of the step's own.
   memory::desc pooled;

@@ -32,8 +32,9 @@ void conv1x1_f32(const Conv1x1Shape& shape, const float* x, const float* weights
 // Lowers a Conv (1x1, stride 1 or 2, no padding, one group, batch 1, f32, constant weights, its
 // input in nChw16c) with its Relu, or with the residual Add `add` (the other input in nChw16c) and
 // a Relu after it, to a step running conv1x1_f32, where that is faster than oneDNN's jit_1x1
-// (conv1x1.cc says where) or KILN_CPU_CONV1X1=own asks for it. false, and nothing added,
-// otherwise.
+// (conv1x1.cc says where) or KILN_CPU_CONV1X1=own asks for it. A k x k Conv (k <= 7, stride 1 or
+// 2, any padding) to 7x7 or less with 256 or more outputs runs the same way over its input spread
+// by taps (im2col into a scratch buffer first). false, and nothing added, otherwise.
 bool lower_conv1x1(ProgramBuilder& b, const Node& conv, const Node* add);
 
 // An error naming KILN_CPU_CONV1X1 when it is set to something other than auto, own or onednn.

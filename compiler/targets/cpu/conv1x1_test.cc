@@ -279,6 +279,57 @@ TEST(Conv1x1Network, PaddedOutputChannelsMatchRef) {
   }
 }
 
+// k x k convolutions to 7x7 and less with 256 or more outputs run as the 1x1 over their input
+// spread by taps (ResNet-50's layer-4 3x3s): stride 1 padded by 1, and stride 2 from 14x14 with
+// a residual Add and Relu after it.
+TEST(Conv1x1Network, SmallKxKConvolutionsRunAsSpreadOneByOnes) {
+  if (!cpu::has_fast_silu()) GTEST_SKIP() << "needs AVX-512";
+  ScopedEnv layout("KILN_CPU_CONV_LAYOUT", "blocked16");
+  auto make = [] {
+    auto graph = std::make_shared<Graph>("spread");
+    GraphBuilder b(*graph);
+    Value* x = b.input("features", TensorType(DType::kF32, Shape{1, 32, 14, 14}));
+    Value* down = b.add(Op(ops::Relu{}), {conv(b, x, 32, 256, 3, 2, 90)}, "down_relu");
+    Value* h = b.add(Op(ops::Relu{}), {conv(b, down, 256, 256, 3, 1, 92)}, "h_relu");
+    Value* sum = b.add(Op(ops::Add{}), {conv(b, h, 256, 256, 5, 1, 94), down}, "sum");
+    b.output(b.add(Op(ops::Relu{}), {sum}, "out"));
+    EXPECT_TRUE(b.status().ok()) << b.status().to_string();
+    return graph;
+  };
+  const std::vector<Argument> inputs = {Argument(random_tensor(Shape{1, 32, 14, 14}, 3, 1.0f))};
+  auto ref = make_target("ref");
+  ASSERT_TRUE(ref.ok());
+  auto want = (*compile(make(), **ref))->run(inputs);
+  ASSERT_TRUE(want.ok()) << want.status().to_string();
+  for (const char* choice : {"auto", "onednn"}) {
+    SCOPED_TRACE(choice);
+    ScopedEnv conv1x1("KILN_CPU_CONV1X1", choice);
+    auto cpu_target = make_target("cpu");
+    ASSERT_TRUE(cpu_target.ok());
+    auto exe = compile(make(), **cpu_target);
+    ASSERT_TRUE(exe.ok()) << exe.status().to_string();
+    const cpu::Program* program = cpu_program(**exe);
+    ASSERT_NE(program, nullptr);
+    int own = 0;
+    for (const auto& step : program->steps()) {
+      own += step->node != nullptr && step->node->kind() == OpKind::kConv &&
+             step->kind.rfind("Conv", 0) == 0 &&
+             dynamic_cast<const cpu::PrimitiveStep*>(step.get()) == nullptr;
+    }
+    EXPECT_EQ(own, std::string(choice) == "auto" ? 3 : 0);
+    auto got = (*exe)->run(inputs);
+    ASSERT_TRUE(got.ok()) << got.status().to_string();
+    const Tensor& a = (*want)[0].tensor();
+    const Tensor& g = (*got)[0].tensor();
+    ASSERT_EQ(a.shape(), g.shape());
+    for (int64_t i = 0; i < a.numel(); ++i) {
+      ASSERT_LE(std::abs(a.data<float>()[i] - g.data<float>()[i]),
+                1e-4f + 1e-4f * std::abs(a.data<float>()[i]))
+          << "element " << i;
+    }
+  }
+}
+
 TEST(Conv1x1Network, UnknownChoiceIsAClearError) {
   ScopedEnv conv1x1("KILN_CPU_CONV1X1", "fast");
   auto t = make_target("cpu");
