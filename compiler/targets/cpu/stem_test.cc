@@ -17,6 +17,7 @@
 #include "compiler/ops/all_ops.h"
 #include "compiler/targets/cpu/cpu_target.h"
 #include "compiler/targets/cpu/silu.h"
+#include "core/testing/compare.h"
 #include "core/testing/random.h"
 #include "core/testing/scoped_env.h"
 
@@ -213,14 +214,7 @@ TEST(StemNetwork, OwnStepMatchesRef) {
       EXPECT_EQ(program->count_steps("MaxPool"), own ? 0 : 1) << choice;
       auto got = (*exe)->run(inputs);
       ASSERT_TRUE(got.ok()) << got.status().to_string();
-      const Tensor& a = (*want)[0].tensor();
-      const Tensor& g = (*got)[0].tensor();
-      ASSERT_EQ(a.shape(), g.shape());
-      for (int64_t i = 0; i < a.numel(); ++i) {
-        ASSERT_LE(std::abs(a.data<float>()[i] - g.data<float>()[i]),
-                  1e-4f + 1e-4f * std::abs(a.data<float>()[i]))
-            << choice << ": element " << i;
-      }
+      EXPECT_TRUE(kiln::test::all_close((*want)[0].tensor(), (*got)[0].tensor(), 1e-4f)) << choice;
     }
   }
 }
