@@ -336,8 +336,8 @@ bool lower_blocked_concat(ProgramBuilder& b, const Node& concat) {
   for (const Value* x : concat.inputs()) {
     const Shape& s = x->tensor_type().shape();
     if (s[1] % kBlock != 0 || !b.has_buffer(x) ||
-        b.layout_of(x) != memory::desc(to_dims(s), memory::data_type::f32,
-                                       memory::format_tag::nChw16c)) {
+        b.layout_of(x) !=
+            memory::desc(to_dims(s), memory::data_type::f32, memory::format_tag::nChw16c)) {
       return false;
     }
     inputs.push_back(b.buffer_of(x));

@@ -8,8 +8,8 @@
 
 #include <algorithm>
 #include <array>
-#include <optional>
 #include <cstring>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -378,10 +378,11 @@ bool lower_conv1x1(ProgramBuilder& b, const Node& conv, const Node* add) {
   const int64_t out_padded = (s->weights[0] + 15) / 16 * 16;
   const int64_t pixels = s->dst[2] * s->dst[3];
   const Conv1x1Shape shape =
-      pointwise ? Conv1x1Shape{s->weights[1], out_padded, pixels, s->strides[0],
-                               s->dst[3],     s->src[3],  s->src[2] * s->src[3]}
-                : Conv1x1Shape{k * k * s->weights[1], out_padded, pixels, 1, s->dst[3], s->dst[3],
-                               pixels};
+      pointwise
+          ? Conv1x1Shape{s->weights[1], out_padded,           pixels, s->strides[0], s->dst[3],
+                         s->src[3],     s->src[2] * s->src[3]}
+          : Conv1x1Shape{
+                k * k * s->weights[1], out_padded, pixels, 1, s->dst[3], s->dst[3], pixels};
   if (pointwise && *choice == Choice::kAuto && !prefer_own(shape)) return false;
   const memory::desc src(s->src, memory::data_type::f32, memory::format_tag::nChw16c);
   const memory::desc dst(s->dst, memory::data_type::f32, memory::format_tag::nChw16c);
@@ -403,8 +404,9 @@ bool lower_conv1x1(ProgramBuilder& b, const Node& conv, const Node* add) {
 
   memory weights;
   if (pointwise) {
-    weights = pack(b.engine(), s->user_weights, s->weights_const->raw_data(),
-                   memory::desc(s->weights, memory::data_type::f32, memory::format_tag::OIhw16i64o));
+    weights =
+        pack(b.engine(), s->user_weights, s->weights_const->raw_data(),
+             memory::desc(s->weights, memory::data_type::f32, memory::format_tag::OIhw16i64o));
   } else {
     // The tap-major matrix reordered here (not pack(): it is no constant's bytes).
     std::vector<float> m =
@@ -440,7 +442,7 @@ bool lower_conv1x1(ProgramBuilder& b, const Node& conv, const Node* add) {
   std::optional<Im2col> im2col;
   int cols = -1;
   if (spread) {
-    im2col = Im2col{s->weights[1], s->src[2],       s->src[3],   k,         s->strides[0],
+    im2col = Im2col{s->weights[1],   s->src[2],       s->src[3], k,        s->strides[0],
                     s->pad_begin[0], s->pad_begin[1], s->dst[2], s->dst[3]};
     cols = b.scratch(static_cast<size_t>(shape.in * pixels) * sizeof(float));
   }
