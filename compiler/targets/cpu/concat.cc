@@ -296,33 +296,42 @@ namespace {
 // Copies each input of a blocked channel Concat into its run of the output, on the OpenMP team.
 class BlockedConcatStep final : public Step {
  public:
-  BlockedConcatStep(std::vector<int> inputs, std::vector<size_t> bytes, int out)
-      : inputs_(std::move(inputs)), bytes_(std::move(bytes)), out_(out) {}
+  // Pieces of at most 64 KiB, planned once and shared out over the threads at each run.
+  BlockedConcatStep(std::vector<int> inputs, const std::vector<size_t>& bytes, int out)
+      : inputs_(std::move(inputs)), out_(out) {
+    constexpr size_t kPart = 64 * 1024;
+    size_t start = 0;
+    for (size_t i = 0; i < inputs_.size(); ++i) {
+      for (size_t at = 0; at < bytes[i]; at += kPart) {
+        parts_.push_back({i, at, start + at, std::min(kPart, bytes[i] - at)});
+      }
+      start += bytes[i];
+    }
+  }
 
   Status run(StepContext& ctx) const override {
     auto* out = static_cast<uint8_t*>(ctx.data[static_cast<size_t>(out_)]);
-    // Pieces of at most 64 KiB, shared out over the threads.
-    constexpr size_t kPart = 64 * 1024;
-    std::vector<std::pair<size_t, size_t>> parts;  // (input, offset in it)
-    for (size_t i = 0; i < inputs_.size(); ++i) {
-      for (size_t at = 0; at < bytes_[i]; at += kPart) parts.emplace_back(i, at);
-    }
-    std::vector<size_t> starts(inputs_.size(), 0);
-    for (size_t i = 1; i < inputs_.size(); ++i) starts[i] = starts[i - 1] + bytes_[i - 1];
-    const auto n = static_cast<int64_t>(parts.size());
+    const auto n = static_cast<int64_t>(parts_.size());
 #pragma omp parallel for schedule(static)
     for (int64_t p = 0; p < n; ++p) {
-      const auto [i, at] = parts[static_cast<size_t>(p)];
-      const auto* from = static_cast<const uint8_t*>(ctx.data[static_cast<size_t>(inputs_[i])]);
-      std::memcpy(out + starts[i] + at, from + at, std::min(kPart, bytes_[i] - at));
+      const Part& part = parts_[static_cast<size_t>(p)];
+      const auto* from =
+          static_cast<const uint8_t*>(ctx.data[static_cast<size_t>(inputs_[part.input])]);
+      std::memcpy(out + part.to, from + part.from, part.bytes);
     }
     return Status();
   }
 
  private:
+  struct Part {
+    size_t input;  // index into inputs_
+    size_t from;   // byte offset in that input
+    size_t to;     // byte offset in the output
+    size_t bytes;
+  };
   std::vector<int> inputs_;
-  std::vector<size_t> bytes_;
   int out_;
+  std::vector<Part> parts_;
 };
 
 }  // namespace
@@ -345,7 +354,7 @@ bool lower_blocked_concat(ProgramBuilder& b, const Node& concat) {
   }
   const int out = b.define(concat.output(0), memory::desc(to_dims(y), memory::data_type::f32,
                                                           memory::format_tag::nChw16c));
-  auto step = std::make_unique<BlockedConcatStep>(inputs, std::move(bytes), out);
+  auto step = std::make_unique<BlockedConcatStep>(inputs, bytes, out);
   step->node = &concat;
   step->kind = "Concat";
   step->reads = inputs;
