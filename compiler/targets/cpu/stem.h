@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // A network's first convolution (a few input channels, read as they come: NCHW) of a batch of one
-// as kiln's own AVX-512 kernel, with its Relu and the MaxPool after it in the same pass.
+// as kiln's own AVX-512 kernel, with its activation and the MaxPool after it in the same pass.
 #pragma once
 
 #include <cstdint>
@@ -17,6 +17,14 @@ struct StemPool {
   int64_t pad = 0;  // top and left; windows are cut at the bottom and right edges
   int64_t out_h = 0;
   int64_t out_w = 0;
+};
+
+// The activation applied in registers before pooling and storing.
+struct StemActivation {
+  enum class Kind { kNone, kRelu, kClip, kSilu };
+  Kind kind = Kind::kNone;
+  float lo = 0.0f;  // kClip's bounds (MobileNetV2's ReLU6: 0 and 6)
+  float hi = 0.0f;
 };
 
 struct StemShape {
@@ -36,19 +44,18 @@ struct StemShape {
 // The floats of scratch the kernel needs per thread (the convolution rows a pooled band reads).
 int64_t stem_scratch_floats(const StemShape& s);
 
-// y = maxpool(max(0, conv(x, W) + bias)) (no pool when s.pool.kernel is 0; no Relu when `relu` is
-// false) for x NCHW [in][in_h][in_w], W packed [out/64][in][kernel][kernel][64] (output channels
+// y = maxpool(act(conv(x, W) + bias)) (no pool when s.pool.kernel is 0) for x NCHW [in][in_h][in_w], W packed [out/64][in][kernel][kernel][64] (output channels
 // padded to 64 with zeros), bias `out` floats (may be null), y NHWC or nChw16c of the pooled (or
 // convolution) size. `scratch` holds stem_scratch_floats() per thread for `threads` threads (the
 // OpenMP team the kernel starts). Needs has_fast_silu() (AVX-512).
 void stem_conv_f32(const StemShape& s, const float* x, const float* weights, const float* bias,
-                   bool relu, float* y, float* scratch, int threads);
+                   StemActivation act, float* y, float* scratch, int threads);
 
 // Packs ONNX Conv weights [out][in][k][k] as stem_conv_f32 reads them.
 std::vector<float> pack_stem_weights(const StemShape& s, const float* oihw);
 
 // Lowers a Conv of a batch of one from a plain (NCHW) input of at most 4 channels with its Relu,
-// and the MaxPool that is its output's only reader, to one step running stem_conv_f32 (output
+// Clip or SiLU, and the MaxPool that is its output's only reader, to one step running stem_conv_f32 (output
 // NHWC, or nChw16c in channel-blocked programs). false, and nothing added, where it does not
 // apply or KILN_CPU_STEM=onednn.
 bool lower_stem(ProgramBuilder& b, const Node& conv);

@@ -29,12 +29,40 @@ using kiln::test::random_tensor;
 
 using kiln::test::ScopedEnv;
 
+using Act = cpu::StemActivation::Kind;
+
 struct Case {
   int64_t in, height, width, kernel, stride, pad, out;
   int64_t pool_kernel, pool_stride, pool_pad;  // pool_kernel 0: none
-  bool blocked, bias, relu;
+  bool blocked, bias;
+  Act act;
   int threads;
 };
+
+const char* act_name(Act a) {
+  switch (a) {
+    case Act::kNone: return "";
+    case Act::kRelu: return "_relu";
+    case Act::kClip: return "_clip";
+    case Act::kSilu: return "_silu";
+  }
+  return "?";
+}
+
+// The activation as the lowering passes it: Clip as ReLU6, MobileNetV2's.
+cpu::StemActivation activation(Act a) {
+  return a == Act::kClip ? cpu::StemActivation{a, 0.0f, 6.0f} : cpu::StemActivation{a};
+}
+
+double activate(Act a, double v) {
+  switch (a) {
+    case Act::kNone: return v;
+    case Act::kRelu: return std::max(v, 0.0);
+    case Act::kClip: return std::min(std::max(v, 0.0), 6.0);
+    case Act::kSilu: return v / (1.0 + std::exp(-v));
+  }
+  return v;
+}
 
 std::string name(const Case& c) {
   return "in" + std::to_string(c.in) + "_" + std::to_string(c.height) + "x" +
@@ -43,7 +71,7 @@ std::string name(const Case& c) {
          (c.pool_kernel != 0 ? "_pool" + std::to_string(c.pool_kernel) + "s" +
                                    std::to_string(c.pool_stride) + "p" + std::to_string(c.pool_pad)
                              : "") +
-         (c.blocked ? "_blocked" : "_nhwc") + (c.bias ? "_bias" : "") + (c.relu ? "_relu" : "") +
+         (c.blocked ? "_blocked" : "_nhwc") + (c.bias ? "_bias" : "") + act_name(c.act) +
          "_t" + std::to_string(c.threads);
 }
 
@@ -75,7 +103,7 @@ TEST_P(StemKernel, MatchesPlainLoop) {
     s.pool = {c.pool_kernel, c.pool_stride, c.pool_pad, pooled(s.out_h), pooled(s.out_w)};
   }
   const std::vector<float> x =
-      random_floats(static_cast<size_t>(c.in * c.height * c.width), 1, 1.0f);
+      random_floats(static_cast<size_t>(c.in * c.height * c.width), 1, c.act == Act::kClip ? 20.0f : 1.0f);
   const std::vector<float> w =
       random_floats(static_cast<size_t>(c.out * c.in * c.kernel * c.kernel), 2,
                     1.0f / std::sqrt(static_cast<float>(c.in * c.kernel * c.kernel)));
@@ -98,7 +126,7 @@ TEST_P(StemKernel, MatchesPlainLoop) {
             }
           }
         }
-        if (c.relu) sum = std::max(sum, 0.0);
+        sum = activate(c.act, sum);
         conv[static_cast<size_t>((o * s.out_h + oy) * s.out_w + ox)] = sum;
       }
     }
@@ -135,8 +163,8 @@ TEST_P(StemKernel, MatchesPlainLoop) {
   std::vector<float> scratch(static_cast<size_t>(cpu::stem_scratch_floats(s) * c.threads) + 1,
                              std::nanf(""));
   std::vector<float> y(want.size(), -7.0f);
-  cpu::stem_conv_f32(s, x.data(), packed.data(), c.bias ? bias.data() : nullptr, c.relu, y.data(),
-                     scratch.data(), c.threads);
+  cpu::stem_conv_f32(s, x.data(), packed.data(), c.bias ? bias.data() : nullptr,
+                     activation(c.act), y.data(), scratch.data(), c.threads);
   int bad = 0;
   for (size_t i = 0; i < want.size() && bad < 5; ++i) {
     if (!(std::abs(y[i] - want[i]) <= 1e-4f + 1e-4f * std::abs(want[i]))) {
@@ -149,15 +177,20 @@ TEST_P(StemKernel, MatchesPlainLoop) {
 // SqueezeNet's stem (3x3/2, no padding, a ceil_mode 3x3/2 pool), ResNet's (7x7/2 padded by 3, a
 // 3x3/2 pool padded by 1), in both layouts; tiles cut at the row's end (widths 11, 9, 19), two
 // groups of output channels (80, 128), several bands of pooled rows on one thread (the shared
-// convolution row kept), more threads than pooled rows, a 2x2 pool, no pool.
+// convolution row kept), more threads than pooled rows, a 2x2 pool, no pool; MobileNetV2's stem
+// (3x3/2 padded by 1 to 32 channels, Clip(0, 6), no pool) and EfficientNet's (the same with SiLU),
+// with inputs up to 20 for Clip: values on both sides of its bounds.
 INSTANTIATE_TEST_SUITE_P(
     Shapes, StemKernel,
-    testing::Values(Case{3, 23, 23, 3, 2, 0, 64, 3, 2, 0, false, true, true, 2},
-                    Case{3, 30, 30, 7, 2, 3, 64, 3, 2, 1, true, true, true, 3},
-                    Case{1, 17, 19, 5, 1, 2, 80, 0, 1, 0, false, false, false, 1},
-                    Case{4, 41, 37, 3, 2, 1, 128, 2, 2, 0, true, true, true, 2},
-                    Case{3, 64, 40, 3, 2, 1, 32, 3, 2, 1, false, true, true, 1},
-                    Case{2, 10, 10, 3, 1, 1, 16, 3, 2, 1, true, false, true, 4}),
+    testing::Values(Case{3, 23, 23, 3, 2, 0, 64, 3, 2, 0, false, true, Act::kRelu, 2},
+                    Case{3, 30, 30, 7, 2, 3, 64, 3, 2, 1, true, true, Act::kRelu, 3},
+                    Case{1, 17, 19, 5, 1, 2, 80, 0, 1, 0, false, false, Act::kNone, 1},
+                    Case{4, 41, 37, 3, 2, 1, 128, 2, 2, 0, true, true, Act::kRelu, 2},
+                    Case{3, 64, 40, 3, 2, 1, 32, 3, 2, 1, false, true, Act::kRelu, 1},
+                    Case{2, 10, 10, 3, 1, 1, 16, 3, 2, 1, true, false, Act::kRelu, 4},
+                    Case{3, 35, 33, 3, 2, 1, 32, 0, 1, 0, true, true, Act::kClip, 2},
+                    Case{3, 35, 33, 3, 2, 1, 32, 0, 1, 0, true, true, Act::kSilu, 2},
+                    Case{3, 20, 26, 3, 2, 1, 48, 3, 2, 1, false, true, Act::kSilu, 1}),
     [](const testing::TestParamInfo<Case>& info) { return name(info.param); });
 
 // A stem (conv k/stride 2 with pad, Relu, MaxPool 3/2 with pool_pad and ceil_mode) and one 3x3
@@ -212,6 +245,62 @@ TEST(StemNetwork, OwnStepMatchesRef) {
       const bool own = std::string(choice) == "auto";
       EXPECT_EQ(program->count_steps("Conv+Relu+MaxPool"), own ? 1 : 0) << choice;
       EXPECT_EQ(program->count_steps("MaxPool"), own ? 0 : 1) << choice;
+      auto got = (*exe)->run(inputs);
+      ASSERT_TRUE(got.ok()) << got.status().to_string();
+      EXPECT_TRUE(kiln::test::all_close((*want)[0].tensor(), (*got)[0].tensor(), 1e-4f)) << choice;
+    }
+  }
+}
+
+// MobileNetV2's stem (Conv 3x3/2 to 32 channels, Clip(0, 6)) or EfficientNet's (SiLU as
+// x * Sigmoid(x)), then a depthwise 3x3 convolution: a channel-blocked program.
+std::shared_ptr<Graph> mobile_stem_network(bool silu) {
+  auto graph = std::make_shared<Graph>("mobile_stem");
+  GraphBuilder b(*graph);
+  Value* x = b.input("image", TensorType(DType::kF32, Shape{1, 3, 35, 33}));
+  ops::Conv op;
+  op.strides = std::vector<int64_t>{2, 2};
+  op.pads = std::vector<int64_t>{1, 1, 1, 1};
+  Value* c = b.add(Op(op),
+                   {x, b.constant(random_tensor(Shape{32, 3, 3, 3}, 5, 1.0f)),
+                    b.constant(random_tensor(Shape{32}, 6, 0.5f))},
+                   "stem");
+  Value* h = silu ? b.add(Op(ops::Mul{}), {c, b.add(Op(ops::Sigmoid{}), {c}, "sig")}, "silu")
+                  : b.add(Op(ops::Clip{}),
+                          {c, b.constant(Tensor::scalar(0.0f)), b.constant(Tensor::scalar(6.0f))},
+                          "relu6");
+  ops::Conv dw;
+  dw.pads = std::vector<int64_t>{1, 1, 1, 1};
+  dw.group = 32;
+  b.output(b.add(Op(dw), {h, b.constant(random_tensor(Shape{32, 1, 3, 3}, 7, 0.3f))}, "dw"));
+  EXPECT_TRUE(b.status().ok()) << b.status().to_string();
+  return graph;
+}
+
+TEST(StemNetwork, ClipAndSiluStemsMatchRefWithoutReorders) {
+  if (!cpu::has_fast_silu()) GTEST_SKIP() << "needs AVX-512";
+  // Inputs up to 3: the convolution's outputs reach past 6 (Clip's upper bound) and below 0.
+  const std::vector<Argument> inputs = {Argument(random_tensor(Shape{1, 3, 35, 33}, 1, 3.0f))};
+  for (bool silu : {false, true}) {
+    SCOPED_TRACE(silu ? "silu" : "clip");
+    auto ref = make_target("ref");
+    ASSERT_TRUE(ref.ok());
+    auto want = (*compile(mobile_stem_network(silu), **ref))->run(inputs);
+    ASSERT_TRUE(want.ok()) << want.status().to_string();
+    const std::string kind = silu ? "Conv+SiLU" : "Conv+Clip";
+    for (const char* choice : {"auto", "onednn"}) {
+      ScopedEnv stem("KILN_CPU_STEM", choice);
+      auto cpu_target = make_target("cpu");
+      ASSERT_TRUE(cpu_target.ok());
+      auto exe = compile(mobile_stem_network(silu), **cpu_target);
+      ASSERT_TRUE(exe.ok()) << exe.status().to_string();
+      const cpu::Program* program = cpu_program(**exe);
+      ASSERT_NE(program, nullptr);
+      EXPECT_EQ(program->count_steps(kind), 1) << choice;
+      // The own step reads the NCHW image and writes nChw16c for the depthwise step, whose
+      // output alone is reordered (to NCHW, the graph's); oneDNN's brgconv has the image
+      // reordered to NHWC and its own output to nChw16c too.
+      EXPECT_EQ(program->count_steps("Reorder"), std::string(choice) == "auto" ? 1 : 3) << choice;
       auto got = (*exe)->run(inputs);
       ASSERT_TRUE(got.ok()) << got.status().to_string();
       EXPECT_TRUE(kiln::test::all_close((*want)[0].tensor(), (*got)[0].tensor(), 1e-4f)) << choice;
