@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <iostream>
 #include <map>
 #include <memory>
 #include <optional>
@@ -38,6 +39,7 @@ struct Options {
   bool json = false;
   bool device_io = false;
   std::string ab;  // NAME=VALUE: also compile with that environment variable, runs alternating
+  bool turns = false;  // timed runs in turns asked for on standard input
   ModelInputOptions inputs;
   QuantizeFlags quantize;
 };
@@ -224,6 +226,33 @@ Result<std::string> run_ab(const Options& opts, compiler::Executable& as_is,
       quantile(ratio, 0.9), ratio.size());
 }
 
+// --turns: reads a count of runs per line from standard input and has `turn` time that many (it
+// prints their times), until the input ends; at least one turn.
+Status run_turns(const std::function<Status(int)>& turn) {
+  std::string line;
+  int turns = 0;
+  while (std::getline(std::cin, line)) {
+    if (line.empty()) continue;
+    char* end = nullptr;
+    const long n = std::strtol(line.c_str(), &end, 10);
+    if (end == line.c_str() || *end != '\0' || n < 1 || n > 1000000) {
+      return invalid_argument_error(fmt::format(
+          "perf --turns: \"{}\" on standard input is no count of runs; write a positive number "
+          "per line (e.g. 10), and end the input to finish",
+          line));
+    }
+    Status ran = turn(static_cast<int>(n));
+    if (!ran.ok()) return ran;
+    ++turns;
+  }
+  if (turns == 0) {
+    return invalid_argument_error(
+        "perf --turns: standard input ended before the first turn; write a count of runs per "
+        "line (e.g. 10)");
+  }
+  return Status();
+}
+
 int run_perf(const Options& opts) {
   if (opts.iterations < 1 || opts.warmup < 0 || opts.threads < 0) {
     return report_error(invalid_argument_error(
@@ -299,18 +328,41 @@ int run_perf(const Options& opts) {
   }
   std::vector<double> times;
   const double cpu_start = process_cpu_ms();
-  for (int i = 0; i < opts.iterations; ++i) {
-    const auto start = Clock::now();
-    Status ran = run_once();
+  auto time_runs = [&](int n) -> Status {
+    for (int i = 0; i < n; ++i) {
+      const auto start = Clock::now();
+      Status ran = run_once();
+      if (!ran.ok()) return ran;
+      times.push_back(Ms(Clock::now() - start).count());
+    }
+    return Status();
+  };
+  if (opts.turns) {
+    // A driver alternating this process with another runtime's asks for each turn's runs.
+    Status turned = run_turns([&](int n) {
+      const size_t before = times.size();
+      const double turn_cpu = process_cpu_ms();
+      Status ran = time_runs(n);
+      if (ran.ok()) {
+        fmt::print("{{\"turn_times_ms\":[{:.4f}],\"cpu_ms_per_run\":{:.4f}}}\n",
+                   fmt::join(times.begin() + static_cast<std::ptrdiff_t>(before), times.end(), ","),
+                   (process_cpu_ms() - turn_cpu) / n);
+        std::fflush(stdout);
+      }
+      return ran;
+    });
+    if (!turned.ok()) return report_error(turned);
+  } else {
+    Status ran = time_runs(opts.iterations);
     if (!ran.ok()) return report_error(ran);
-    times.push_back(Ms(Clock::now() - start).count());
   }
+  const int iterations = static_cast<int>(times.size());
   // CPU time per run: the work done, which other load on the machine changes far less than the
   // latency (while idle threads block rather than spin, OMP_WAIT_POLICY=PASSIVE).
-  const double cpu_ms_per_run = (process_cpu_ms() - cpu_start) / opts.iterations;
+  const double cpu_ms_per_run = (process_cpu_ms() - cpu_start) / iterations;
   std::vector<compiler::RunProfile> profiles;
   const int profile_runs =
-      opts.profile_runs >= 0 ? opts.profile_runs : std::min(opts.iterations, 5);
+      opts.profile_runs >= 0 ? opts.profile_runs : std::min(iterations, 5);
   for (int i = 0; i < profile_runs; ++i) {
     compiler::RunProfile profile;
     auto out = (*exe)->run_profiled(inputs, profile);
@@ -319,9 +371,9 @@ int run_perf(const Options& opts) {
   }
   std::string ab_line;
   if (!opts.ab.empty()) {
-    if (opts.json || opts.device_io) {
+    if (opts.json || opts.device_io || opts.turns) {
       return report_error(
-          invalid_argument_error("perf: --ab prints a table; leave out --json and --device-io"));
+          invalid_argument_error("perf: --ab prints a table; leave out --json, --device-io and --turns"));
     }
     Result<std::string> ab = run_ab(opts, **exe, **target, inputs);
     if (!ab.ok()) return report_error(ab.status());
@@ -364,7 +416,7 @@ int run_perf(const Options& opts) {
         "\"cpu_ms_per_run\":{:.4f},"
         "\"times_ms\":[{:.4f}],\"peak_rss_bytes\":{},\"kinds\":[{}],\"steps\":[{}]}}\n",
         json_escape(opts.model), json_escape(target_name), json_escape(device), batch,
-        opts.device_io ? "true" : "false", opts.threads, opts.iterations, opts.warmup, compile_what,
+        opts.device_io ? "true" : "false", opts.threads, iterations, opts.warmup, compile_what,
         compile_ms, first_ms, median, p90, times.front(), throughput, cpu_ms_per_run,
         fmt::join(in_order, ","), peak_rss_bytes(), kinds_json, steps_json);
     return 0;
@@ -372,7 +424,7 @@ int run_perf(const Options& opts) {
   fmt::print(
       "{} on {} ({}): batch {}, threads {}, {} runs after {} warm-up{}\n", opts.model, target_name,
       device, batch, opts.threads == 0 ? std::string("default") : std::to_string(opts.threads),
-      opts.iterations, opts.warmup, opts.device_io ? ", inputs and outputs in GPU memory" : "");
+      iterations, opts.warmup, opts.device_io ? ", inputs and outputs in GPU memory" : "");
   fmt::print("{} {:.1f} ms, first run {:.2f} ms\n", compile_what, compile_ms, first_ms);
   fmt::print("latency median {:.3f} ms, p90 {:.3f} ms, min {:.3f} ms; throughput {:.1f}/s\n",
              median, p90, times.front(), throughput);
@@ -437,6 +489,11 @@ CommandAction add_perf_command(CLI::App& app) {
                   "NAME=VALUE: also compile with this environment variable set (e.g. "
                   "KILN_CPU_CONV1X1=onednn) and time both alternately, run by run: each one's "
                   "median and the median per-pair ratio, steady on a machine whose speed drifts");
+  cmd->add_flag("--turns", opts->turns,
+                "time runs in turns instead of --iterations: read a count per line from standard "
+                "input, run that many and print their times as a line of JSON, until the input "
+                "ends (then the usual report over all of them); for a driver alternating kiln "
+                "with another runtime (bench/cpu_vs_ort)");
   add_quantize_flags(cmd, &opts->quantize, false);
   return [opts] { return run_perf(*opts); };
 }

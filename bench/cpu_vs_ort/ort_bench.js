@@ -1,12 +1,15 @@
 // SPDX-License-Identifier: Apache-2.0
 // Times one ONNX model on ONNX Runtime (onnxruntime-node) and prints one JSON line of figures.
 // usage: node ort_bench.js MODULE_DIR MODEL.onnx --batch N --threads N --iterations N --warmup N
-//        [--spinning 0|1]
+//        [--spinning 0|1] [--turns 1]
+// With --turns 1 the timed runs come in turns, as kiln perf --turns: a count per line on standard
+// input, that many runs, a line of JSON with their times; the usual line when the input ends.
 'use strict';
 const path = require('path');
+const readline = require('readline');
 
 function parseArgs(argv) {
-  const opts = {batch: 1, threads: 2, iterations: 10, warmup: 2, spinning: 1};
+  const opts = {batch: 1, threads: 2, iterations: 10, warmup: 2, spinning: 1, turns: 0};
   if (argv.length < 2) throw new Error('usage: ort_bench.js MODULE_DIR MODEL.onnx [--batch N] ...');
   opts.moduleDir = argv[0];
   opts.model = argv[1];
@@ -49,10 +52,32 @@ async function main() {
   for (let i = 0; i < opts.warmup; ++i) await session.run(feeds);
   const times = [];
   const cpuStart = process.cpuUsage();
-  for (let i = 0; i < opts.iterations; ++i) {
-    const start = process.hrtime.bigint();
-    await session.run(feeds);
-    times.push(Number(process.hrtime.bigint() - start) / 1e6);
+  const timeRuns = async (n) => {
+    for (let i = 0; i < n; ++i) {
+      const start = process.hrtime.bigint();
+      await session.run(feeds);
+      times.push(Number(process.hrtime.bigint() - start) / 1e6);
+    }
+  };
+  if (opts.turns) {
+    for await (const line of readline.createInterface({input: process.stdin})) {
+      if (line.trim() === '') continue;
+      const n = Number(line);
+      if (!Number.isInteger(n) || n < 1) {
+        throw new Error(`--turns: "${line}" on standard input is no count of runs`);
+      }
+      const before = times.length;
+      const turnCpu = process.cpuUsage();
+      await timeRuns(n);
+      const c = process.cpuUsage(turnCpu);
+      console.log(JSON.stringify({
+        turn_times_ms: times.slice(before),
+        cpu_ms_per_run: (c.user + c.system) / 1000 / n,
+      }));
+    }
+    if (times.length === 0) throw new Error('--turns: standard input ended before the first turn');
+  } else {
+    await timeRuns(opts.iterations);
   }
   const cpu = process.cpuUsage(cpuStart);
   times.sort((a, b) => a - b);
@@ -64,12 +89,12 @@ async function main() {
     batch: opts.batch,
     threads: opts.threads,
     spinning: opts.spinning,
-    iterations: opts.iterations,
+    iterations: times.length,
     median_ms: median,
     p90_ms: quantile(times, 0.9),
     throughput_per_s: (1000 * opts.batch) / median,
     // user + system CPU time of every thread per run (comparable with kiln's when both block)
-    cpu_ms_per_run: (cpu.user + cpu.system) / 1000 / opts.iterations,
+    cpu_ms_per_run: (cpu.user + cpu.system) / 1000 / times.length,
     times_ms: times,
     peak_rss_bytes: process.resourceUsage().maxRSS * 1024,
   }));

@@ -3,6 +3,7 @@
 // input gets one clear error line and a non-zero exit.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -10,6 +11,7 @@
 #include <random>
 #include <regex>
 #include <string>
+#include <vector>
 
 #include "core/mapped_file.h"
 #include "core/npy.h"
@@ -388,6 +390,35 @@ TEST_F(Cli, PerfAbTimesBothExecutablesAlternately) {
                            " --target cpu --batch 1 --iterations 2 --ab KILN_CPU_CONV1X1=fast");
   EXPECT_NE(value.exit_code, 0);
   EXPECT_NE(value.output.find("KILN_CPU_CONV1X1"), std::string::npos) << value.output;
+}
+
+// `kiln perf --turns` times as many runs as each line of its input asks for, answers each with
+// their times, and reports over all of them when the input ends (bench/cpu_vs_ort's driver).
+TEST_F(Cli, PerfTurnsTimeTheRunsEachLineAsksFor) {
+  const std::string turns = (dir_ / "turns.txt").string();
+  std::ofstream(turns) << "3\n\n2\n";
+  KilnRun r = run_kiln("perf " + model_ +
+                       " --target cpu --batch 1 --turns --json --profile-runs 0 < " + turns);
+  if (r.output.find("unknown target") != std::string::npos) GTEST_SKIP() << "no cpu target";
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::regex turn("\\{\"turn_times_ms\":\\[([0-9.,]+)\\],\"cpu_ms_per_run\":[0-9.]+\\}");
+  std::vector<size_t> counts;
+  for (auto it = std::sregex_iterator(r.output.begin(), r.output.end(), turn);
+       it != std::sregex_iterator(); ++it) {
+    const std::string times = (*it)[1];
+    counts.push_back(static_cast<size_t>(std::count(times.begin(), times.end(), ',')) + 1);
+  }
+  EXPECT_EQ(counts, (std::vector<size_t>{3, 2})) << r.output;
+  EXPECT_NE(r.output.find("\"iterations\":5,"), std::string::npos) << r.output;
+  // Anything but a count, or no turn at all, is a clear error.
+  std::ofstream(turns) << "2\nten\n";
+  KilnRun bad = run_kiln("perf " + model_ + " --target cpu --batch 1 --turns < " + turns);
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.output.find("\"ten\" on standard input is no count of runs"), std::string::npos)
+      << bad.output;
+  KilnRun none = run_kiln("perf " + model_ + " --target cpu --batch 1 --turns < /dev/null");
+  EXPECT_NE(none.exit_code, 0);
+  EXPECT_NE(none.output.find("ended before the first turn"), std::string::npos) << none.output;
 }
 
 // `kiln perf` of a .kiln artifact times the loaded executable and reports its load time.
