@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cstring>
 #include <optional>
 #include <utility>
@@ -188,21 +189,24 @@ void conv1x1_f32(const Conv1x1Shape& s, const float* x, const float* weights, co
              "conv1x1_f32: stride 1 reads `pixels` input pixels, stride 2 a wide enough input");
 #if KILN_CONV1X1_X86
   const int64_t groups = (s.out / 16 + kTileBlocks - 1) / kTileBlocks;
+  std::atomic<int64_t> next{0};
 #pragma omp parallel
   {
+    // Items of a group of output channels over a range of pixels, about 4 a thread, claimed one at
+    // a time: a thread on a slower core takes fewer. This VM's two cores often run at different
+    // speeds (134 and 77 GFLOP/s at once while another tenant loads one), and an even static
+    // split waits for the slower (docs/performance.md, "Session 9"). Pixels are split only where
+    // there are fewer groups than that, into parts of at least two tiles.
     const int64_t threads = omp_get_num_threads();
-    const int64_t thread = omp_get_thread_num();
-    // Each thread takes whole groups of output channels (reading their weights once) when they
-    // share out evenly; otherwise each group's pixels are split over the threads too.
-    int64_t part = s.pixels;
-    if (groups < 2 * threads || groups % threads != 0) {
-      part = ((s.pixels + threads - 1) / threads + kTilePixels - 1) / kTilePixels * kTilePixels;
-    }
+    const int64_t want = (4 * threads + groups - 1) / groups;
+    const int64_t splits = std::max<int64_t>(1, std::min(want, s.pixels / (2 * kTilePixels)));
+    const int64_t part =
+        ((s.pixels + splits - 1) / splits + kTilePixels - 1) / kTilePixels * kTilePixels;
     const int64_t parts = (s.pixels + part - 1) / part;
     const int64_t items = groups * parts;
     const unsigned csr = _mm_getcsr();
     _mm_setcsr(csr | 0x8040);
-    for (int64_t item = items * thread / threads; item < items * (thread + 1) / threads; ++item) {
+    for (int64_t item = next++; item < items; item = next++) {
       const int64_t group = item / parts;
       const int64_t first = item % parts * part;
       const int64_t block = group * kTileBlocks;
