@@ -361,8 +361,7 @@ int run_perf(const Options& opts) {
   // latency (while idle threads block rather than spin, OMP_WAIT_POLICY=PASSIVE).
   const double cpu_ms_per_run = (process_cpu_ms() - cpu_start) / iterations;
   std::vector<compiler::RunProfile> profiles;
-  const int profile_runs =
-      opts.profile_runs >= 0 ? opts.profile_runs : std::min(iterations, 5);
+  const int profile_runs = opts.profile_runs >= 0 ? opts.profile_runs : std::min(iterations, 5);
   for (int i = 0; i < profile_runs; ++i) {
     compiler::RunProfile profile;
     auto out = (*exe)->run_profiled(inputs, profile);
@@ -372,8 +371,8 @@ int run_perf(const Options& opts) {
   std::string ab_line;
   if (!opts.ab.empty()) {
     if (opts.json || opts.device_io || opts.turns) {
-      return report_error(
-          invalid_argument_error("perf: --ab prints a table; leave out --json, --device-io and --turns"));
+      return report_error(invalid_argument_error(
+          "perf: --ab prints a table; leave out --json, --device-io and --turns"));
     }
     Result<std::string> ab = run_ab(opts, **exe, **target, inputs);
     if (!ab.ok()) return report_error(ab.status());
@@ -421,10 +420,10 @@ int run_perf(const Options& opts) {
         fmt::join(in_order, ","), peak_rss_bytes(), kinds_json, steps_json);
     return 0;
   }
-  fmt::print(
-      "{} on {} ({}): batch {}, threads {}, {} runs after {} warm-up{}\n", opts.model, target_name,
-      device, batch, opts.threads == 0 ? std::string("default") : std::to_string(opts.threads),
-      iterations, opts.warmup, opts.device_io ? ", inputs and outputs in GPU memory" : "");
+  fmt::print("{} on {} ({}): batch {}, threads {}, {} runs after {} warm-up{}\n", opts.model,
+             target_name, device, batch,
+             opts.threads == 0 ? std::string("default") : std::to_string(opts.threads), iterations,
+             opts.warmup, opts.device_io ? ", inputs and outputs in GPU memory" : "");
   fmt::print("{} {:.1f} ms, first run {:.2f} ms\n", compile_what, compile_ms, first_ms);
   fmt::print("latency median {:.3f} ms, p90 {:.3f} ms, min {:.3f} ms; throughput {:.1f}/s\n",
              median, p90, times.front(), throughput);

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
 // A network's first convolution as kiln's own AVX-512 kernel: it reads the NCHW image as it comes
 // (oneDNN's brgconv wants NHWC, a reorder of the whole image first), applies the activation
-// (Relu, Clip, SiLU) in registers, writes the layout the next step reads (no reorder after), and pools bands of its output rows while they are in cache (oneDNN writes the whole
-// convolution output, and its MaxPool reads it back).
+// (Relu, Clip, SiLU) in registers, writes the layout the next step reads (no reorder after), and
+// pools bands of its output rows while they are in cache (oneDNN writes the whole convolution
+// output, and its MaxPool reads it back).
 #include "compiler/targets/cpu/stem.h"
 
 #include <fmt/format.h>
@@ -82,9 +83,9 @@ __attribute__((target("avx512f"), always_inline)) inline void stem_tap(
 template <int kBlocks, int kPixels, bool kEdge, int kKernel = 0, int kStride = 0>
 __attribute__((target("avx512f"))) void stem_tile(const StemShape& s, const float* x,
                                                   const float* w, const float* bias,
-                                                  const StemActivation& act,
-                                                  int64_t oy, int64_t x0, float* out,
-                                                  int64_t pixel_stride, int64_t block_stride) {
+                                                  const StemActivation& act, int64_t oy, int64_t x0,
+                                                  float* out, int64_t pixel_stride,
+                                                  int64_t block_stride) {
   __m512 acc[kPixels][kBlocks];
 #pragma GCC unroll 4
   for (int j = 0; j < kBlocks; ++j) {
@@ -156,7 +157,8 @@ constexpr std::array<std::array<std::array<TileFn, kTilePixels>, 4>, 2> kTiles =
 
 // Convolution row `oy`, every output channel, into `out` (pixel and block strides as stem_tile).
 void conv_row(const StemShape& s, const float* x, const float* weights, const float* bias,
-              const StemActivation& act, int64_t oy, float* out, int64_t pixel_stride, int64_t block_stride) {
+              const StemActivation& act, int64_t oy, float* out, int64_t pixel_stride,
+              int64_t block_stride) {
   const int64_t blocks = s.out / 16;
   const int64_t per_group = s.in * s.kernel * s.kernel * 64;
   for (int64_t g = 0; g * 4 < blocks; ++g) {
@@ -332,8 +334,8 @@ Result<Choice> forced_choice() {
 
 class StemStep final : public Step {
  public:
-  StemStep(StemShape shape, std::vector<float> weights, std::vector<float> bias,
-           StemActivation act, int x, int y, int scratch, int threads)
+  StemStep(StemShape shape, std::vector<float> weights, std::vector<float> bias, StemActivation act,
+           int x, int y, int scratch, int threads)
       : shape_(shape),
         weights_(std::move(weights)),
         bias_(std::move(bias)),

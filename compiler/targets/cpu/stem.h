@@ -44,10 +44,11 @@ struct StemShape {
 // The floats of scratch the kernel needs per thread (the convolution rows a pooled band reads).
 int64_t stem_scratch_floats(const StemShape& s);
 
-// y = maxpool(act(conv(x, W) + bias)) (no pool when s.pool.kernel is 0) for x NCHW [in][in_h][in_w], W packed [out/64][in][kernel][kernel][64] (output channels
-// padded to 64 with zeros), bias `out` floats (may be null), y NHWC or nChw16c of the pooled (or
-// convolution) size. `scratch` holds stem_scratch_floats() per thread for `threads` threads (the
-// OpenMP team the kernel starts). Needs has_fast_silu() (AVX-512).
+// y = maxpool(act(conv(x, W) + bias)) (no pool when s.pool.kernel is 0) for x NCHW
+// [in][in_h][in_w], W packed [out/64][in][kernel][kernel][64] (output channels padded to 64 with
+// zeros), bias `out` floats (may be null), y NHWC or nChw16c of the pooled (or convolution) size.
+// `scratch` holds stem_scratch_floats() per thread for `threads` threads (the OpenMP team the
+// kernel starts). Needs has_fast_silu() (AVX-512).
 void stem_conv_f32(const StemShape& s, const float* x, const float* weights, const float* bias,
                    StemActivation act, float* y, float* scratch, int threads);
 
@@ -55,9 +56,9 @@ void stem_conv_f32(const StemShape& s, const float* x, const float* weights, con
 std::vector<float> pack_stem_weights(const StemShape& s, const float* oihw);
 
 // Lowers a Conv of a batch of one from a plain (NCHW) input of at most 4 channels with its Relu,
-// Clip or SiLU, and the MaxPool that is its output's only reader, to one step running stem_conv_f32 (output
-// NHWC, or nChw16c in channel-blocked programs). false, and nothing added, where it does not
-// apply or KILN_CPU_STEM=onednn.
+// Clip or SiLU, and the MaxPool that is its output's only reader, to one step running stem_conv_f32
+// (output NHWC, or nChw16c in channel-blocked programs). false, and nothing added, where it does
+// not apply or KILN_CPU_STEM=onednn.
 bool lower_stem(ProgramBuilder& b, const Node& conv);
 
 // An error naming KILN_CPU_STEM when it is set to something other than auto or onednn.

@@ -71,8 +71,8 @@ std::string name(const Case& c) {
          (c.pool_kernel != 0 ? "_pool" + std::to_string(c.pool_kernel) + "s" +
                                    std::to_string(c.pool_stride) + "p" + std::to_string(c.pool_pad)
                              : "") +
-         (c.blocked ? "_blocked" : "_nhwc") + (c.bias ? "_bias" : "") + act_name(c.act) +
-         "_t" + std::to_string(c.threads);
+         (c.blocked ? "_blocked" : "_nhwc") + (c.bias ? "_bias" : "") + act_name(c.act) + "_t" +
+         std::to_string(c.threads);
 }
 
 void PrintTo(const Case& c, std::ostream* os) {
@@ -102,8 +102,8 @@ TEST_P(StemKernel, MatchesPlainLoop) {
     };
     s.pool = {c.pool_kernel, c.pool_stride, c.pool_pad, pooled(s.out_h), pooled(s.out_w)};
   }
-  const std::vector<float> x =
-      random_floats(static_cast<size_t>(c.in * c.height * c.width), 1, c.act == Act::kClip ? 20.0f : 1.0f);
+  const std::vector<float> x = random_floats(static_cast<size_t>(c.in * c.height * c.width), 1,
+                                             c.act == Act::kClip ? 20.0f : 1.0f);
   const std::vector<float> w =
       random_floats(static_cast<size_t>(c.out * c.in * c.kernel * c.kernel), 2,
                     1.0f / std::sqrt(static_cast<float>(c.in * c.kernel * c.kernel)));
@@ -163,8 +163,8 @@ TEST_P(StemKernel, MatchesPlainLoop) {
   std::vector<float> scratch(static_cast<size_t>(cpu::stem_scratch_floats(s) * c.threads) + 1,
                              std::nanf(""));
   std::vector<float> y(want.size(), -7.0f);
-  cpu::stem_conv_f32(s, x.data(), packed.data(), c.bias ? bias.data() : nullptr,
-                     activation(c.act), y.data(), scratch.data(), c.threads);
+  cpu::stem_conv_f32(s, x.data(), packed.data(), c.bias ? bias.data() : nullptr, activation(c.act),
+                     y.data(), scratch.data(), c.threads);
   int bad = 0;
   for (size_t i = 0; i < want.size() && bad < 5; ++i) {
     if (!(std::abs(y[i] - want[i]) <= 1e-4f + 1e-4f * std::abs(want[i]))) {
