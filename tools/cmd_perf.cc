@@ -38,7 +38,8 @@ struct Options {
   int profile_runs = -1;  // -1: 5, or --iterations where fewer
   bool json = false;
   bool device_io = false;
-  std::string ab;  // NAME=VALUE: also compile with that environment variable, runs alternating
+  // NAME=VALUE: also compile with that environment variable, runs alternating.
+  std::string ab;
   bool turns = false;  // timed runs in turns asked for on standard input
   ModelInputOptions inputs;
   QuantizeFlags quantize;

@@ -9,7 +9,7 @@ const path = require('path');
 
 function parseArgs(argv) {
   const opts = {batch: 1, threads: 2, runs: 35, skip: 5};
-  if (argv.length < 2) throw new Error('usage: ort_profile.js MODULE_DIR MODEL.onnx [--runs N] ...');
+  if (argv.length < 2) throw new Error('usage: ort_profile.js MODULE_DIR MODEL.onnx [...]');
   opts.moduleDir = argv[0];
   opts.model = argv[1];
   for (let i = 2; i < argv.length; i += 2) {
