@@ -59,8 +59,7 @@ struct Tile {
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // as in silu.cc
 
-// kStep: floats from one pixel of the tile's input to the next (16, or 32 for stride 2).
-template <int kStep, int kBlocks, int kPixels>
+template <int kBlocks, int kPixels>
 __attribute__((target("avx512f"))) void run_tile(const Tile& t) {
   __m512 acc[kBlocks][kPixels];
 #pragma GCC unroll 4
@@ -93,7 +92,7 @@ __attribute__((target("avx512f"))) void run_tile(const Tile& t) {
         // ports give for two FMAs a cycle (4 + 28 against 28 FMAs for the 4 x 7 tile this was).
 #pragma GCC unroll 8
       for (int p = 0; p < kPixels; ++p) {
-        const __m512 xb = _mm512_set1_ps(x[p * kStep + i]);
+        const __m512 xb = _mm512_set1_ps(x[p * 16 + i]);
 #pragma GCC unroll 4
         for (int j = 0; j < kBlocks; ++j) acc[j][p] = _mm512_fmadd_ps(wv[j], xb, acc[j][p]);
       }
@@ -113,31 +112,27 @@ __attribute__((target("avx512f"))) void run_tile(const Tile& t) {
 
 using TileFn = void (*)(const Tile&);
 
-template <int kStep, int kBlocks, size_t... kPixels>
+template <int kBlocks, size_t... kPixels>
 constexpr std::array<TileFn, sizeof...(kPixels)> tile_row(std::index_sequence<kPixels...>) {
-  return {run_tile<kStep, kBlocks, static_cast<int>(kPixels) + 1>...};
+  return {run_tile<kBlocks, static_cast<int>(kPixels) + 1>...};
 }
 
 using TileTable = std::array<std::array<TileFn, kTilePixels>, kTileBlocks>;
-template <int kStep>
 constexpr TileTable tile_table() {
   constexpr auto pixels = std::make_index_sequence<kTilePixels>();
-  return {tile_row<kStep, 1>(pixels), tile_row<kStep, 2>(pixels), tile_row<kStep, 3>(pixels),
-          tile_row<kStep, 4>(pixels)};
+  return {tile_row<1>(pixels), tile_row<2>(pixels), tile_row<3>(pixels), tile_row<4>(pixels)};
 }
 
-// kTiles[stride - 1][blocks - 1][pixels - 1]: the tile of that many output blocks and pixels.
-constexpr std::array<TileTable, 2> kTiles = {tile_table<16>(), tile_table<32>()};
+// kTiles[blocks - 1][pixels - 1]: the tile of that many output blocks and pixels.
+constexpr TileTable kTiles = tile_table();
 
-// Output blocks [block, block + blocks) for pixels [first, last), every input chunk. With stride
-// 2 a tile stays within an output row (its input pixels are 2 apart).
+// Output blocks [block, block + blocks) for pixels [first, last), every input chunk.
 void run_part(const Conv1x1Shape& s, const float* x, const float* weights, const float* bias,
               const float* residual, bool relu, float* y, int64_t block, int64_t blocks,
               int64_t first, int64_t last) {
   const int64_t in_blocks = s.in / 16;
   const int64_t plane = s.pixels * 16;
-  const int64_t in_plane = s.in_pixels * 16;
-  const TileTable& table = kTiles[static_cast<size_t>(s.stride - 1)];
+  const TileTable& table = kTiles;
   const int64_t tiles = (last - first + kTilePixels - 1) / kTilePixels;
   for (int64_t c0 = 0; c0 < in_blocks; c0 += kChunkBlocks) {
     const int64_t chunk = std::min(kChunkBlocks, in_blocks - c0);
@@ -148,17 +143,12 @@ void run_part(const Conv1x1Shape& s, const float* x, const float* weights, const
     int64_t tile = 0;
     for (int64_t p = first, pixels = 0; p < last; p += pixels, ++tile) {
       pixels = std::min<int64_t>(kTilePixels, last - p);
-      int64_t in_at = p;
-      if (s.stride == 2) {
-        pixels = std::min(pixels, s.width - p % s.width);
-        in_at = (p / s.width * s.in_width + p % s.width) * 2;
-      }
       const int64_t from = std::min(next_lines, tile * per_tile);
       const int64_t at = block * plane + p * 16;
       const Tile t{
           weights + block / 4 * s.in * 64 + block % 4 * 16 + c0 * 16 * 64,
-          x + c0 * in_plane + in_at * 16,
-          in_plane,
+          x + c0 * plane + p * 16,
+          plane,
           chunk,
           bias != nullptr ? bias + block * 16 : nullptr,
           residual != nullptr ? residual + at : nullptr,
@@ -182,11 +172,6 @@ void conv1x1_f32(const Conv1x1Shape& s, const float* x, const float* weights, co
   KILN_CHECK(has_fast_silu(), "conv1x1_f32 needs AVX-512 (check has_fast_silu() first)");
   KILN_CHECK(s.in % 16 == 0 && s.out % 16 == 0 && s.in > 0 && s.out > 0 && s.pixels > 0,
              "conv1x1_f32: channels must be positive multiples of 16");
-  KILN_CHECK(s.stride == 1
-                 ? s.in_pixels == s.pixels
-                 : s.stride == 2 && s.width > 0 && s.pixels % s.width == 0 &&
-                       (s.pixels / s.width - 1) * 2 * s.in_width + (s.width - 1) * 2 < s.in_pixels,
-             "conv1x1_f32: stride 1 reads `pixels` input pixels, stride 2 a wide enough input");
 #if KILN_CONV1X1_X86
   const int64_t groups = (s.out / 16 + kTileBlocks - 1) / kTileBlocks;
   std::atomic<int64_t> next{0};
@@ -238,12 +223,11 @@ Result<Choice> forced_choice() {
 // 32 channels, or to 96, it is memory- or balance-bound and loses. In a model, up to 128 output
 // channels split by pixels over the threads, which leaves the next oneDNN step reading the other
 // core's cache: DenseNet-121 ran 1.044x slower so, and level to 1.5% faster with those left to
-// oneDNN. From 256 outputs (SqueezeNet's 1000-way classifier too) it splits by channels. At
-// stride 2 it wins where rows fill the 6-pixel tiles (0.94 at 28x28; 1.17 at 14x14); at 7x7 and
-// less everywhere (0.84-0.90), the weights outweighing the activations.
+// oneDNN. From 256 outputs (SqueezeNet's 1000-way classifier too) it splits by channels. At 7x7
+// and less it wins everywhere (0.84-0.90), the weights outweighing the activations. A stride-2
+// 1x1 is judged as the stride-1 one over its compacted input, which is how it runs.
 bool prefer_own(const Conv1x1Shape& s) {
   if (s.pixels <= 7 * 7) return true;
-  if (s.stride == 2) return s.width >= 28;
   return s.in >= 64 && s.out >= 256;
 }
 
@@ -381,12 +365,7 @@ bool lower_conv1x1(ProgramBuilder& b, const Node& conv, const Node* add) {
   // and bias: zeros there, as oneDNN leaves them): SqueezeNet's 1000-way classifier.
   const int64_t out_padded = (s->weights[0] + 15) / 16 * 16;
   const int64_t pixels = s->dst[2] * s->dst[3];
-  const Conv1x1Shape shape =
-      pointwise
-          ? Conv1x1Shape{s->weights[1], out_padded,           pixels, s->strides[0], s->dst[3],
-                         s->src[3],     s->src[2] * s->src[3]}
-          : Conv1x1Shape{
-                k * k * s->weights[1], out_padded, pixels, 1, s->dst[3], s->dst[3], pixels};
+  const Conv1x1Shape shape{pointwise ? s->weights[1] : k * k * s->weights[1], out_padded, pixels};
   if (pointwise && *choice == Choice::kAuto && !prefer_own(shape)) return false;
   const memory::desc src(s->src, memory::data_type::f32, memory::format_tag::nChw16c);
   const memory::desc dst(s->dst, memory::data_type::f32, memory::format_tag::nChw16c);
@@ -445,7 +424,12 @@ bool lower_conv1x1(ProgramBuilder& b, const Node& conv, const Node* add) {
   const bool relu = s->relu || !tail.ops.empty();
   std::optional<Im2col> im2col;
   int cols = -1;
-  if (spread) {
+  // A k x k convolution's input spread by taps; a stride-2 1x1's compacted the same way (every
+  // other pixel of every other row: ResNet-50's downsamples), so that the kernel reads whole
+  // lines from L2 instead of every other line of an input that is four times as large (paired
+  // against the strided kernel it replaced: 0.989, 0.990; with layer 3's on it too, a further
+  // 0.990, 0.991).
+  if (spread || s->strides[0] == 2) {
     im2col = Im2col{s->weights[1],   s->src[2],       s->src[3], k,        s->strides[0],
                     s->pad_begin[0], s->pad_begin[1], s->dst[2], s->dst[3]};
     cols = b.scratch(static_cast<size_t>(shape.in * pixels) * sizeof(float));

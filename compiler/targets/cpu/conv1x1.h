@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// 1x1 convolutions (stride 1 or 2) of a batch of one over nChw16c as kiln's own AVX-512 GEMM.
+// 1x1 convolutions of a batch of one over nChw16c as kiln's own AVX-512 GEMM.
 #pragma once
 
 #include <cstdint>
@@ -10,16 +10,12 @@
 namespace kiln::compiler::cpu {
 
 struct Conv1x1Shape {
-  int64_t in = 0;         // input channels, a multiple of 16
-  int64_t out = 0;        // output channels, a multiple of 16
-  int64_t pixels = 0;     // output H x W
-  int64_t stride = 1;     // 1, or 2: output pixel (y, x) reads input pixel (2y, 2x)
-  int64_t width = 0;      // output W (stride 2)
-  int64_t in_width = 0;   // input W (stride 2)
-  int64_t in_pixels = 0;  // input H x W (stride 2; `pixels` for stride 1)
+  int64_t in = 0;      // input channels, a multiple of 16
+  int64_t out = 0;     // output channels, a multiple of 16
+  int64_t pixels = 0;  // H x W, of the input and the output
 };
 
-// y = W x + bias + residual, then max(0, .) when `relu`, for x [in/16][in_pixels][16] (nChw16c of a
+// y = W x + bias + residual, then max(0, .) when `relu`, for x [in/16][pixels][16] (nChw16c of a
 // batch of one), W packed OIhw16i64o ([out/64][in/16][16][64], output channels padded to 64) and y,
 // residual [out/16][pixels][16]. `bias` (out floats) and `residual` may be null; `residual` may be
 // `y` (adding in place). Tiles of 4 output channel blocks by 6 pixels in registers, input channels
@@ -32,9 +28,10 @@ void conv1x1_f32(const Conv1x1Shape& shape, const float* x, const float* weights
 // Lowers a Conv (1x1, stride 1 or 2, no padding, one group, batch 1, f32, constant weights, its
 // input in nChw16c) with its Relu, or with the residual Add `add` (the other input in nChw16c) and
 // a Relu after it, to a step running conv1x1_f32, where that is faster than oneDNN's jit_1x1
-// (conv1x1.cc says where) or KILN_CPU_CONV1X1=own asks for it. A k x k Conv (k <= 7, stride 1 or
-// 2, any padding) to 7x7 or less with 256 or more outputs runs the same way over its input spread
-// by taps (im2col into a scratch buffer first). false, and nothing added, otherwise.
+// (conv1x1.cc says where) or KILN_CPU_CONV1X1=own asks for it; a stride-2 one over its input
+// compacted into a scratch buffer first. A k x k Conv (k <= 7, stride 1 or 2, any padding) to 7x7
+// or less with 256 or more outputs runs the same way over its input spread by taps (im2col). false,
+// and nothing added, otherwise.
 bool lower_conv1x1(ProgramBuilder& b, const Node& conv, const Node* add);
 
 // An error naming KILN_CPU_CONV1X1 when it is set to something other than auto, own or onednn.
