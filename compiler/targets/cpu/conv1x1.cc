@@ -132,7 +132,6 @@ void run_part(const Conv1x1Shape& s, const float* x, const float* weights, const
               int64_t first, int64_t last) {
   const int64_t in_blocks = s.in / 16;
   const int64_t plane = s.pixels * 16;
-  const TileTable& table = kTiles;
   const int64_t tiles = (last - first + kTilePixels - 1) / kTilePixels;
   for (int64_t c0 = 0; c0 < in_blocks; c0 += kChunkBlocks) {
     const int64_t chunk = std::min(kChunkBlocks, in_blocks - c0);
@@ -159,7 +158,7 @@ void run_part(const Conv1x1Shape& s, const float* x, const float* weights, const
           reinterpret_cast<const char*>(weights + block / 4 * s.in * 64 + (c0 + chunk) * 16 * 64) +
               from * 64,
           more ? std::max<int64_t>(0, std::min(per_tile, next_lines - from)) : 0};
-      table[static_cast<size_t>(blocks - 1)][static_cast<size_t>(pixels - 1)](t);
+      kTiles[static_cast<size_t>(blocks - 1)][static_cast<size_t>(pixels - 1)](t);
     }
   }
 }
@@ -309,7 +308,7 @@ class Conv1x1Step final : public Step {
   int x_;
   int residual_;  // -1: none
   int y_;
-  std::optional<Im2col> im2col_;  // a k x k convolution: its input spread by taps into cols_
+  std::optional<Im2col> im2col_;  // a k x k or stride-2 convolution: its input spread into cols_
   int cols_;
 };
 
