@@ -35,7 +35,9 @@ using dnnl::memory;
 
 constexpr int kTileBlocks = 4;       // output channel blocks of 16 in a tile
 constexpr int kTilePixels = 6;       // pixels in a tile: 24 accumulators, 4 weights, a broadcast
-constexpr int64_t kChunkBlocks = 8;  // input channel blocks per pass: 32 KiB of weights in L1
+// Input channel blocks per pass, at most: 24 KiB of weights, which stay in a 32 KiB L1 beside the
+// tile's inputs (a 32 KiB chunk filled it: ResNet-50 ran 2.5% slower, paired).
+constexpr int64_t kChunkBlocks = 6;
 
 // One tile's work: `blocks` input channel blocks from `x` (a block every `x_stride` floats) and
 // `w` (OIhw16i64o: 64 output channels for each input channel), into `y` (an output block every
@@ -133,11 +135,14 @@ void run_part(const Conv1x1Shape& s, const float* x, const float* weights, const
   const int64_t in_blocks = s.in / 16;
   const int64_t plane = s.pixels * 16;
   const int64_t tiles = (last - first + kTilePixels - 1) / kTilePixels;
-  for (int64_t c0 = 0; c0 < in_blocks; c0 += kChunkBlocks) {
-    const int64_t chunk = std::min(kChunkBlocks, in_blocks - c0);
+  // Passes of about equal size: 16 blocks as 6, 6 and 4, 8 as 4 and 4.
+  const int64_t chunks = (in_blocks + kChunkBlocks - 1) / kChunkBlocks;
+  const int64_t even = (in_blocks + chunks - 1) / chunks;
+  for (int64_t c0 = 0; c0 < in_blocks; c0 += even) {
+    const int64_t chunk = std::min(even, in_blocks - c0);
     const bool more = c0 + chunk < in_blocks;
     // The next chunk's weights (64 floats, a line each 16) spread over the tiles.
-    const int64_t next_lines = std::min(kChunkBlocks, in_blocks - c0 - chunk) * 16 * 4;
+    const int64_t next_lines = std::min(even, in_blocks - c0 - chunk) * 16 * 4;
     const int64_t per_tile = (next_lines + tiles - 1) / tiles;
     int64_t tile = 0;
     for (int64_t p = first, pixels = 0; p < last; p += pixels, ++tile) {
@@ -217,17 +222,18 @@ Result<Choice> forced_choice() {
 }
 
 // Where conv1x1_f32 is faster than oneDNN's jit_1x1 in a model (docs/performance.md, "Session 8's
-// main"). Alone (its time over jit_1x1's, 2 threads) it wins from 64 input channels at every
-// size: ResNet-50's 1x1s 0.75-0.95, DenseNet's and MobileNetV2's wide ones 0.80-0.97; from 16 or
-// 32 channels, or to 96, it is memory- or balance-bound and loses. In a model, up to 128 output
-// channels split by pixels over the threads, which leaves the next oneDNN step reading the other
-// core's cache: DenseNet-121 ran 1.044x slower so, and level to 1.5% faster with those left to
-// oneDNN. From 256 outputs (SqueezeNet's 1000-way classifier too) it splits by channels. At 7x7
-// and less it wins everywhere (0.84-0.90), the weights outweighing the activations. A stride-2
-// 1x1 is judged as the stride-1 one over its compacted input, which is how it runs.
+// main" and "Session 10"). From 64 input channels to 256 outputs or more it splits by channels and
+// wins at every size (ResNet-50's expanding 1x1s, SqueezeNet's 1000-way classifier). To fewer
+// outputs it split by pixels and lost in a model while its passes filled L1 (DenseNet-121 1.044x
+// slower); with passes of at most 96 input channels it wins there as well, paired against
+// jit_1x1: ResNet-50 0.973-0.979, DenseNet-121 0.980, SqueezeNet 0.980, MobileNetV2 0.993-0.998,
+// EfficientNet-B0 0.996. Outputs not a multiple of 64 (MobileNetV2's 24, 32, 96, 160) leave a tile
+// of one to three blocks and stay with oneDNN; from 16 or 32 channels it is memory-bound. At 7x7
+// and less it wins everywhere (0.84-0.90), the weights outweighing the activations. A stride-2 1x1
+// is judged as the stride-1 one over its compacted input, which is how it runs.
 bool prefer_own(const Conv1x1Shape& s) {
   if (s.pixels <= 7 * 7) return true;
-  return s.in >= 64 && s.out >= 256;
+  return s.in >= 64 && (s.out >= 256 || s.out % 64 == 0);
 }
 
 // A k x k convolution's input as the 1x1 convolution's: for each tap (ky, kx) and block of 16
