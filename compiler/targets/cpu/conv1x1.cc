@@ -33,8 +33,8 @@ namespace {
 
 using dnnl::memory;
 
-constexpr int kTileBlocks = 4;       // output channel blocks of 16 in a tile
-constexpr int kTilePixels = 6;       // pixels in a tile: 24 accumulators, 4 weights, a broadcast
+constexpr int kTileBlocks = 4;  // output channel blocks of 16 in a tile
+constexpr int kTilePixels = 6;  // pixels in a tile: 24 accumulators, 4 weights, a broadcast
 // Input channel blocks per pass, at most: 24 KiB of weights, which stay in a 32 KiB L1 beside the
 // tile's inputs (a 32 KiB chunk filled it: ResNet-50 ran 2.5% slower, paired).
 constexpr int64_t kChunkBlocks = 6;

@@ -19,9 +19,9 @@ struct Conv1x1Shape {
 // batch of one), W packed OIhw16i64o ([out/64][in/16][16][64], output channels padded to 64) and y,
 // residual [out/16][pixels][16]. `bias` (out floats) and `residual` may be null; `residual` may be
 // `y` (adding in place). Tiles of 4 output channel blocks by 6 pixels in registers, input channels
-// in passes of at most 96 (their weights stay in L1 while the tile walks the pixels). The OpenMP team
-// claims items (64 output channels over a range of pixels) one at a time. Needs has_fast_silu()
-// (AVX-512); denormals flushed while it runs.
+// in passes of at most 96 (their weights stay in L1 while the tile walks the pixels). The OpenMP
+// team claims items (64 output channels over a range of pixels) one at a time. Needs
+// has_fast_silu() (AVX-512); denormals flushed while it runs.
 void conv1x1_f32(const Conv1x1Shape& shape, const float* x, const float* weights, const float* bias,
                  const float* residual, bool relu, float* y);
 

@@ -293,6 +293,29 @@ TEST(Conv1x1Network, SmallKxKConvolutionsRunAsSpreadOneByOnes) {
   EXPECT_EQ(own_steps_matching_ref(make, inputs, "onednn"), 0);
 }
 
+// Past 7x7, a 1x1 from 64 input channels runs on the own kernel when its outputs are a multiple of
+// 64 (ResNet-50's reduce 1x1s: 256 -> 64 and 512 -> 128, here at 15x15 with 288 input channels,
+// which the kernel takes in three passes of 96) or 256 and more; to 96 outputs (MobileNetV2's
+// projections) it stays on oneDNN's jit_1x1.
+TEST(Conv1x1Network, ReduceConvolutionsRunOnTheOwnKernel) {
+  if (!cpu::has_fast_silu()) GTEST_SKIP() << "needs AVX-512";
+  auto make = [] {
+    auto graph = std::make_shared<Graph>("reduce");
+    GraphBuilder b(*graph);
+    Value* x = b.input("features", TensorType(DType::kF32, Shape{1, 288, 15, 15}));
+    Value* h = b.add(Op(ops::Relu{}), {conv(b, x, 288, 64, 1, 1, 100)}, "reduce_relu");
+    Value* wide = b.add(Op(ops::Relu{}), {conv(b, h, 64, 128, 1, 1, 102)}, "wide_relu");
+    Value* narrow = conv(b, wide, 128, 96, 1, 1, 104);
+    b.output(b.add(Op(ops::Relu{}), {conv(b, narrow, 96, 288, 1, 1, 106)}, "out"));
+    EXPECT_TRUE(b.status().ok()) << b.status().to_string();
+    return graph;
+  };
+  const std::vector<Argument> inputs = {Argument(random_tensor(Shape{1, 288, 15, 15}, 4, 1.0f))};
+  EXPECT_EQ(own_steps_matching_ref(make, inputs, "auto"), 3);
+  EXPECT_EQ(own_steps_matching_ref(make, inputs, "own"), 4);
+  EXPECT_EQ(own_steps_matching_ref(make, inputs, "onednn"), 0);
+}
+
 TEST(Conv1x1Network, UnknownChoiceIsAClearError) {
   ScopedEnv conv1x1("KILN_CPU_CONV1X1", "fast");
   auto t = make_target("cpu");
