@@ -67,9 +67,15 @@ __attribute__((target("avx512f"), always_inline)) inline void stem_tap(
 #pragma GCC unroll 8
   for (int p = 0; p < kPixels; ++p) {
     const int64_t ix = ix0 + p * stride;
-    float v = 0.0f;
-    if (!kEdge || (ix >= 0 && ix < in_w)) v = in_row[ix];
-    const __m512 xb = _mm512_set1_ps(v);
+    __m512 xb;
+    if constexpr (kEdge) {
+      xb = _mm512_set1_ps(ix >= 0 && ix < in_w ? in_row[ix] : 0.0f);
+    } else {
+      // A broadcast from memory: one load. From _mm512_set1_ps, GCC kept the pixels that a
+      // stride-2 window's next tap reads again in registers (spilling some to the stack) and
+      // broadcast them on port 5, which the FMAs need too.
+      __asm__("vbroadcastss %1, %0" : "=v"(xb) : "m"(in_row[ix]));
+    }
 #pragma GCC unroll 4
     for (int j = 0; j < kBlocks; ++j) acc[p][j] = _mm512_fmadd_ps(wv[j], xb, acc[p][j]);
   }
