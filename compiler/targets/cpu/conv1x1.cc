@@ -402,8 +402,8 @@ bool lower_conv1x1(ProgramBuilder& b, const Node& conv, const Node* add) {
     const memory::dims dims = {s->weights[0], shape.in, 1, 1};
     memory from(memory::desc(dims, memory::data_type::f32, memory::format_tag::oihw), b.engine(),
                 m.data());
-    weights = memory(memory::desc(dims, memory::data_type::f32, memory::format_tag::OIhw16i64o),
-                     b.engine());
+    weights = packed_memory(
+        memory::desc(dims, memory::data_type::f32, memory::format_tag::OIhw16i64o), b.engine());
     dnnl::stream stream(b.engine());
     dnnl::reorder(from, weights).execute(stream, from, weights);
     stream.wait();

@@ -53,14 +53,16 @@ void add_kernels(const Graph& graph, const dnnl::engine& engine, ref::KernelTabl
 class CpuExecutable final : public Executable {
  public:
   CpuExecutable(std::shared_ptr<Graph> graph, uint64_t seed, int threads, dnnl::engine engine,
-                ref::KernelTable kernels, std::unique_ptr<cpu::Program> program,
-                cpu::DroppedConstants dropped, std::shared_ptr<const void> mapping,
+                std::unique_ptr<cpu::WeightArena> weights, ref::KernelTable kernels,
+                std::unique_ptr<cpu::Program> program, cpu::DroppedConstants dropped,
+                std::shared_ptr<const void> mapping,
                 ShapeProfiles::Compile compile_profile = nullptr)
       : graph_(std::move(graph)),
         mapping_(std::move(mapping)),
         seed_(seed),
         threads_(threads),
         engine_(std::move(engine)),
+        weights_(std::move(weights)),
         kernels_(std::move(kernels)),
         program_(std::move(program)),
         dropped_(std::move(dropped)),
@@ -115,6 +117,8 @@ class CpuExecutable final : public Executable {
   uint64_t seed_;
   int threads_;
   dnnl::engine engine_;
+  // The packed weights of kernels_, program_ and dropped_ (destroyed after them).
+  std::unique_ptr<cpu::WeightArena> weights_;
   ref::KernelTable kernels_;
   std::unique_ptr<cpu::Program> program_;
   // The graph's constants that program_ holds only packed (their values dropped from graph_).
@@ -170,6 +174,9 @@ class CpuTarget final : public Target {
     // interpreter runs the graph; weights are packed once, for whichever runs them.
     ref::KernelTable kernels;
     std::unique_ptr<cpu::Program> program;
+    // Every weight packed here goes into one arena on huge pages, which the executable keeps.
+    auto weights = std::make_unique<cpu::WeightArena>();
+    const cpu::PackInto pack_into(weights.get());
     // A loaded artifact's plain weights are read once, to pack them: their pages of the file's
     // mapping leave resident memory as they are packed, so a loaded model holds its weights once.
     cpu::ReleaseAfterPacking packed(options.loaded != nullptr && options.loaded->mapped
@@ -217,8 +224,9 @@ class CpuTarget final : public Target {
           graph->num_nodes(), nodes);
       log(LogLevel::kDebug,
           "cpu target: {} weights packed ({} bytes of them released, {} dropped from the graph: "
-          "{} bytes)",
-          packed.packed(), packed.released_bytes(), dropped.count(), dropped.bytes());
+          "{} bytes; {} bytes of packed weights in {} bytes of blocks)",
+          packed.packed(), packed.released_bytes(), dropped.count(), dropped.bytes(),
+          weights->used_bytes(), weights->reserved_bytes());
       if (program != nullptr) {
         log(LogLevel::kDebug, "cpu target: {} steps, {} reorders, arena {} bytes ({} unplanned)",
             program->steps().size(), program->count_steps("Reorder"), program->arena_bytes(),
@@ -226,8 +234,8 @@ class CpuTarget final : public Target {
       }
     }
     return std::shared_ptr<Executable>(std::make_shared<CpuExecutable>(
-        std::move(graph), options.seed, threads, std::move(engine), std::move(kernels),
-        std::move(program), std::move(dropped),
+        std::move(graph), options.seed, threads, std::move(engine), std::move(weights),
+        std::move(kernels), std::move(program), std::move(dropped),
         options.loaded != nullptr ? options.loaded->owner : nullptr, std::move(compile_profile)));
   }
 };

@@ -4,7 +4,11 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cstdlib>
+
 #include "compiler/targets/cpu/winograd_weights.h"
+#include "core/huge_pages.h"
 #include "core/mapped_file.h"
 
 namespace kiln::compiler::cpu {
@@ -130,9 +134,61 @@ const ReleaseAfterPacking::Packing* ReleaseAfterPacking::packing_of(const void* 
   return it != packings_.end() ? &it->second : nullptr;
 }
 
+namespace {
+thread_local WeightArena* current_arena = nullptr;
+constexpr size_t kFirstBlockBytes = kHugePageBytes;
+constexpr size_t kLargestBlockBytes = 16 * kHugePageBytes;
+}  // namespace
+
+WeightArena::~WeightArena() {
+  for (const Block& b : blocks_) std::free(b.data);
+}
+
+size_t WeightArena::reserved_bytes() const {
+  size_t n = 0;
+  for (const Block& b : blocks_) n += b.size;
+  return n;
+}
+
+void* WeightArena::allocate(size_t bytes) {
+  constexpr size_t kAlign = 64;
+  bytes = (bytes + kAlign - 1) / kAlign * kAlign;
+  if (blocks_.empty() || blocks_.back().size - blocks_.back().used < bytes) {
+    // Each block twice the last, up to 32 MiB, and large enough for this request.
+    const size_t next =
+        blocks_.empty() ? kFirstBlockBytes : std::min(2 * blocks_.back().size, kLargestBlockBytes);
+    const size_t size =
+        std::max(next, (bytes + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes);
+    auto* data = static_cast<uint8_t*>(std::aligned_alloc(kHugePageBytes, size));
+    if (data == nullptr) return nullptr;
+    // Huge pages from the second block on, or a first one past 2 MiB; before anything touches it.
+    if (!blocks_.empty() || size > kFirstBlockBytes) advise_huge_pages(data, size);
+    blocks_.push_back({data, size, 0});
+  }
+  Block& b = blocks_.back();
+  void* p = b.data + b.used;
+  b.used += bytes;
+  used_ += bytes;
+  return p;
+}
+
+PackInto::PackInto(WeightArena* arena) : previous_(current_arena) {
+  current_arena = arena;
+}
+PackInto::~PackInto() {
+  current_arena = previous_;
+}
+
+dnnl::memory packed_memory(const dnnl::memory::desc& layout, const dnnl::engine& engine) {
+  if (WeightArena* arena = current_arena) {
+    if (void* p = arena->allocate(layout.get_size())) return dnnl::memory(layout, engine, p);
+  }
+  return dnnl::memory(layout, engine);
+}
+
 dnnl::memory pack(const dnnl::engine& engine, const dnnl::memory::desc& src_layout, const void* src,
                   const dnnl::memory::desc& layout) {
-  dnnl::memory to(layout, engine);
+  dnnl::memory to = packed_memory(layout, engine);
   if (can_pack_winograd(src_layout, layout)) {
     pack_winograd(src_layout, static_cast<const float*>(src), layout,
                   static_cast<float*>(to.get_data_handle()));

@@ -4,6 +4,8 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <span>
@@ -83,6 +85,50 @@ class ReleaseAfterPacking {
   size_t released_bytes_ = 0;
   std::unordered_map<const void*, Packing> packings_;
 };
+
+// An executable's packed weights, side by side in large blocks on transparent huge pages
+// (core/huge_pages.h): a batch-1 run reads every weight once, and on 4 KiB pages each 4 KiB of
+// them needs a TLB entry of its own. Paired against oneDNN's allocations (docs/performance.md,
+// "Session 11"), the models ran 0.980-0.995 of the time with it. Blocks grow from 2 MiB (left on
+// small pages, so that a small model's weights stay a few pages) to 32 MiB. The memory lives as
+// long as the arena.
+class WeightArena {
+ public:
+  WeightArena() = default;
+  ~WeightArena();
+  WeightArena(const WeightArena&) = delete;
+  WeightArena& operator=(const WeightArena&) = delete;
+  // `bytes` of uninitialized memory, 64-byte aligned; nullptr when out of memory.
+  void* allocate(size_t bytes);
+  // The bytes handed out, and those reserved in blocks.
+  size_t used_bytes() const { return used_; }
+  size_t reserved_bytes() const;
+
+ private:
+  struct Block {
+    uint8_t* data;
+    size_t size;
+    size_t used;
+  };
+  std::vector<Block> blocks_;
+  size_t used_ = 0;
+};
+
+// While alive, packed_memory() (and so pack()) on this thread takes its memory from `arena`.
+class PackInto {
+ public:
+  explicit PackInto(WeightArena* arena);
+  ~PackInto();
+  PackInto(const PackInto&) = delete;
+  PackInto& operator=(const PackInto&) = delete;
+
+ private:
+  WeightArena* previous_;
+};
+
+// A new memory of `layout` for weights packed at compile time: in the arena of the PackInto scope
+// on this thread, or oneDNN's own allocation outside one (or when the arena is out of memory).
+dnnl::memory packed_memory(const dnnl::memory::desc& layout, const dnnl::engine& engine);
 
 // A node kernel backed by oneDNN primitives built for the node's static shapes. run() hands the
 // node to its ref kernel when the runtime inputs are not the compiled shapes, and turns a

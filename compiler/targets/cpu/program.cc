@@ -16,6 +16,7 @@
 #include "compiler/targets/cpu/squeeze_excite.h"
 #include "compiler/targets/cpu/stem.h"
 #include "compiler/targets/ref/kernel.h"
+#include "core/huge_pages.h"
 #include "core/logging.h"
 
 namespace kiln::compiler::cpu {
@@ -174,7 +175,8 @@ int Program::count_steps(std::string_view kind) const {
 Result<std::unique_ptr<Session>> Program::new_session() const {
   auto session = std::make_unique<Session>();
   if (plan_.arena_bytes != 0) {
-    void* p = std::aligned_alloc(kAlignment, plan_.arena_bytes);
+    // On huge pages where it spans them (core/huge_pages.h), as the weights are.
+    void* p = alloc_huge_aligned(kAlignment, plan_.arena_bytes);
     if (p == nullptr) {
       return resource_exhausted_error(
           fmt::format("cpu target: cannot allocate the {} MiB scratch arena of a session",
