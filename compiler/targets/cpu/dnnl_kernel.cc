@@ -159,10 +159,11 @@ void* WeightArena::allocate(size_t bytes) {
         blocks_.empty() ? kFirstBlockBytes : std::min(2 * blocks_.back().size, kLargestBlockBytes);
     const size_t size =
         std::max(next, (bytes + kHugePageBytes - 1) / kHugePageBytes * kHugePageBytes);
-    auto* data = static_cast<uint8_t*>(std::aligned_alloc(kHugePageBytes, size));
+    // Huge pages from the second block on, or a first one past 2 MiB.
+    const bool small_pages = blocks_.empty() && size == kFirstBlockBytes;
+    auto* data = static_cast<uint8_t*>(small_pages ? std::aligned_alloc(kHugePageBytes, size)
+                                                   : alloc_huge_aligned(kHugePageBytes, size));
     if (data == nullptr) return nullptr;
-    // Huge pages from the second block on, or a first one past 2 MiB; before anything touches it.
-    if (!blocks_.empty() || size > kFirstBlockBytes) advise_huge_pages(data, size);
     blocks_.push_back({data, size, 0});
   }
   Block& b = blocks_.back();
