@@ -17,6 +17,7 @@
 #include "compiler/artifact/byte_io.h"
 #include "compiler/artifact/checksum.h"
 #include "compiler/artifact/graph_codec.h"
+#include "core/huge_pages.h"
 #include "core/logging.h"
 
 namespace kiln::compiler {
@@ -269,7 +270,7 @@ Result<std::vector<uint8_t>> serialize_artifact(const ArtifactHeader& header, co
 Status save_artifact(const std::string& path, const Executable& executable,
                      const CompileOptions& options, const ArtifactSource& source,
                      const std::vector<TargetSection>& extra) {
-  KILN_ASSIGN_OR_RETURN(std::shared_ptr<const Graph> graph, executable.graph_with_constants());
+  KILN_ASSIGN_OR_RETURN(Executable::ArtifactContents contents, executable.artifact_contents());
   // Written to a temporary file renamed into place, so readers never see half an artifact.
   static std::atomic<uint64_t> counter{0};
   const std::string tmp = fmt::format("{}.tmp.{}.{}", path, ::getpid(), counter.fetch_add(1));
@@ -280,22 +281,41 @@ Status save_artifact(const std::string& path, const Executable& executable,
   }
   // The executable's own sections (e.g. the cuda target's tuning) follow the caller's.
   std::vector<TargetSection> sections = extra;
-  for (TargetSection& s : executable.artifact_sections()) sections.push_back(std::move(s));
-  Status status =
-      emit_artifact(make_artifact_header(executable, options, source), *graph, sections,
-                    [&](std::span<const uint8_t> b) {
-                      size_t done = 0;
-                      while (done < b.size()) {
-                        const ssize_t n = ::write(fd, b.data() + done, b.size() - done);
-                        if (n < 0) {
-                          const int err = errno;
-                          if (err == EINTR) continue;
-                          return errno_error(err, fmt::format("cannot write \"{}\"", path));
-                        }
-                        done += static_cast<size_t>(n);
-                      }
-                      return Status();
-                    });
+  for (TargetSection& s : contents.sections) sections.push_back(std::move(s));
+  auto write_all = [&](std::span<const uint8_t> b) {
+    size_t done = 0;
+    while (done < b.size()) {
+      const ssize_t n = ::write(fd, b.data() + done, b.size() - done);
+      if (n < 0) {
+        const int err = errno;
+        if (err == EINTR) continue;
+        return errno_error(err, fmt::format("cannot write \"{}\"", path));
+      }
+      done += static_cast<size_t>(n);
+    }
+    return Status();
+  };
+  // Written in whole aligned pieces of 2 MiB: where the page cache keeps large folios (ext4 on
+  // Linux 6.18 here), the file then lies in 2 MiB folios, which a loading process maps one huge
+  // page at a time, weights used in place included. Written piece by piece as the weights come,
+  // 27% of ResNet-50's artifact was mapped so; written this way, 95%.
+  std::vector<uint8_t> piece;
+  piece.reserve(kHugePageBytes);
+  Status status = emit_artifact(
+      make_artifact_header(executable, options, source), *contents.graph, sections,
+      [&](std::span<const uint8_t> b) {
+        while (!b.empty()) {
+          const size_t n = std::min(b.size(), kHugePageBytes - piece.size());
+          piece.insert(piece.end(), b.begin(), b.begin() + static_cast<std::ptrdiff_t>(n));
+          b = b.subspan(n);
+          if (piece.size() == kHugePageBytes) {
+            KILN_RETURN_IF_ERROR(write_all(piece));
+            piece.clear();
+          }
+        }
+        return Status();
+      });
+  if (status.ok()) status = write_all(piece);
   if (::close(fd) != 0 && status.ok()) {
     const int err = errno;
     status = errno_error(err, fmt::format("cannot write \"{}\"", path));
@@ -495,9 +515,29 @@ Status Artifact::check_source(std::span<const uint8_t> source_bytes) const {
       hash, recompile_hint()));
 }
 
-Result<std::shared_ptr<Graph>> Artifact::graph() const {
+Result<std::shared_ptr<Graph>> Artifact::stored_graph() const {
   return decode_graph(section_bytes(*find_section("graph")),
                       section_bytes(*find_section("weights")), owner_, name_);
+}
+
+Result<std::shared_ptr<Graph>> Artifact::graph() const {
+  KILN_ASSIGN_OR_RETURN(std::shared_ptr<Graph> graph, stored_graph());
+  Result<std::unique_ptr<Target>> target = make_target(header_.target);
+  if (!target.ok()) {
+    // Only a target that stored its own layouts could unpack them.
+    for (const ArtifactSection& s : sections_) {
+      if (s.kind == SectionKind::kTargetData && s.name.starts_with(header_.target + ".packed")) {
+        return failed_precondition_error(fmt::format(
+            "{} stores weights in the layouts of target {}, which this kiln was built without: "
+            "{}; {}",
+            name_, header_.target, target.status().message(), recompile_hint()));
+      }
+    }
+    return graph;
+  }
+  Status unpacked = (*target)->unpack_stored_constants(*graph, *loaded_sections());
+  if (!unpacked.ok()) return unpacked.with_context(name_);
+  return graph;
 }
 
 Result<LoadedArtifact> load_artifact(const Artifact& artifact, int threads) {
@@ -506,7 +546,7 @@ Result<LoadedArtifact> load_artifact(const Artifact& artifact, int threads) {
   const Clock::time_point start = Clock::now();
   KILN_RETURN_IF_ERROR(artifact.check_compatible());
   const Clock::time_point checked = Clock::now();
-  KILN_ASSIGN_OR_RETURN(std::shared_ptr<Graph> graph, artifact.graph());
+  KILN_ASSIGN_OR_RETURN(std::shared_ptr<Graph> graph, artifact.stored_graph());
   const Clock::time_point decoded = Clock::now();
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<Target> target, make_target(artifact.header().target));
   CompileOptions options = artifact.header().options;

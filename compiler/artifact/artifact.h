@@ -7,8 +7,10 @@
 //   [64, ...)   header: kiln version, target, device fingerprint, compile options, input/output
 //               signature, source model name/size/hash, recompile command, section table
 //   sections    each 64-byte aligned with its own XXH64 checksum: "graph" (the optimized graph),
-//               "weights" (every constant, 64-byte aligned, memory-mapped on load), and any
-//               target sections (kind kTargetData, found by name: e.g. "cuda.tuning")
+//               "weights" (every constant, 64-byte aligned, memory-mapped on load; a target may
+//               store constants in its packed layouts), and any target sections (kind
+//               kTargetData, found by name: e.g. "cuda.tuning"; "<target>.packed" lists the
+//               constants stored in the target's layouts, e.g. "cpu.packed")
 #pragma once
 
 #include <cstdint>
@@ -76,7 +78,7 @@ ArtifactHeader make_artifact_header(const Executable& executable, const CompileO
 Result<std::vector<uint8_t>> serialize_artifact(const ArtifactHeader& header, const Graph& graph,
                                                 const std::vector<TargetSection>& extra = {});
 
-// Writes `executable`'s graph and weights, `extra` and the executable's own artifact_sections() to
+// Writes `executable`'s artifact_contents() (its graph, weights and own sections) and `extra` to
 // `path` (atomically: readers never see half a file).
 Status save_artifact(const std::string& path, const Executable& executable,
                      const CompileOptions& options, const ArtifactSource& source,
@@ -100,8 +102,11 @@ class Artifact {
   // Whether the artifact was compiled from exactly `source_bytes` (size and xxhash64 of the
   // model file), so a cache can tell a stale artifact from a current one. The error names both.
   Status check_source(std::span<const uint8_t> source_bytes) const;
-  // Decodes the optimized graph; its constants point into the file's mapped weight section.
+  // Decodes the optimized graph; its constants point into the file's mapped weight section
+  // (those the target stores in its own layouts are unpacked into plain values).
   Result<std::shared_ptr<Graph>> graph() const;
+  // The same as stored, for the target's finalize(): constants may be in the target's layouts.
+  Result<std::shared_ptr<Graph>> stored_graph() const;
   // Its target sections (kind kTargetData), for the target's finalize().
   std::shared_ptr<const LoadedSections> loaded_sections() const;
   // "recompile it with: kiln compile ..." for error messages.

@@ -112,6 +112,18 @@ class Executable {
   virtual Result<std::shared_ptr<const Graph>> graph_with_constants() const {
     return std::shared_ptr<const Graph>(std::shared_ptr<const Graph>(), &graph());
   }
+  // What an artifact of this executable stores: its graph with the bytes of every constant, and
+  // its sections. By default graph_with_constants() and artifact_sections(); a target that holds
+  // constants in another form (the cpu target's packed weights) may store them in that form and
+  // list them in a section of its own.
+  struct ArtifactContents {
+    std::shared_ptr<const Graph> graph;
+    std::vector<TargetSection> sections;
+  };
+  virtual Result<ArtifactContents> artifact_contents() const {
+    KILN_ASSIGN_OR_RETURN(std::shared_ptr<const Graph> graph, graph_with_constants());
+    return ArtifactContents{std::move(graph), artifact_sections()};
+  }
 };
 
 class Target {
@@ -125,6 +137,15 @@ class Target {
   // Turns an optimized graph into an executable.
   virtual Result<std::shared_ptr<Executable>> finalize(std::shared_ptr<Graph> graph,
                                                        const CompileOptions& options) const = 0;
+  // Turns the constants of `graph`, a loaded artifact's graph as stored (`loaded` its sections),
+  // into plain values for any other reader (ref, printing): a target that stores constants in
+  // layouts of its own (the cpu target's packed weights) unpacks them. finalize() takes the graph
+  // as stored.
+  virtual Status unpack_stored_constants(Graph& graph, const LoadedSections& loaded) const {
+    (void)graph;
+    (void)loaded;
+    return Status();
+  }
 };
 
 // Checks run() arguments against the graph's inputs: their number, kind, dtype, rank and every

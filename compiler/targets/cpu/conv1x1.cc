@@ -331,6 +331,23 @@ std::vector<float> tap_major(const float* w, int64_t out, int64_t in, int64_t ta
   return m;
 }
 
+// The same bytes as tap_major() reordered into OIhw16i64o, described as a layout of W's own dims
+// [out][in][k][k] (blocks of 64 outputs, then taps, then blocks of 16 inputs): pack() reaches it
+// from W in one reorder, and it is an exact packing of W (the constant can leave the graph, and an
+// artifact stores it as it is). Needs whole blocks of 16 inputs; a zero desc otherwise.
+memory::desc tap_major_layout(const memory::dims& w) {
+  if (w.size() != 4 || w[1] % 16 != 0) return memory::desc();
+  memory::desc layout(w, memory::data_type::f32, memory::format_tag::OIhw16i64o);
+  dnnl_blocking_desc_t& blocking = layout.data.format_desc.blocking;
+  const int64_t block = 16 * 64;
+  const int64_t in_blocks = w[1] / 16;
+  blocking.strides[1] = block;
+  blocking.strides[3] = in_blocks * block;
+  blocking.strides[2] = w[3] * in_blocks * block;
+  blocking.strides[0] = w[2] * w[3] * in_blocks * block;
+  return layout;
+}
+
 }  // namespace
 
 Status check_conv1x1_flag() {
@@ -395,6 +412,8 @@ bool lower_conv1x1(ProgramBuilder& b, const Node& conv, const Node* add) {
     weights =
         pack(b.engine(), s->user_weights, s->weights_const->raw_data(),
              memory::desc(s->weights, memory::data_type::f32, memory::format_tag::OIhw16i64o));
+  } else if (const memory::desc layout = tap_major_layout(s->weights); !layout.is_zero()) {
+    weights = pack(b.engine(), s->user_weights, s->weights_const->raw_data(), layout);
   } else {
     // The tap-major matrix reordered here (not pack(): it is no constant's bytes).
     std::vector<float> m =

@@ -8,6 +8,7 @@
 #include <omp.h>
 
 #include <mutex>
+#include <optional>
 
 #include "compiler/passes/passes.h"
 #include "compiler/runtime/session_pool.h"
@@ -83,6 +84,18 @@ class CpuExecutable final : public Executable {
   Result<std::shared_ptr<const Graph>> graph_with_constants() const override {
     if (dropped_.empty()) return Executable::graph_with_constants();
     return dropped_.restore(*graph_, engine_);
+  }
+  // The weights the program holds packed are stored packed, where a file can say how.
+  Result<ArtifactContents> artifact_contents() const override {
+    if (dropped_.empty()) return Executable::artifact_contents();
+    KILN_ASSIGN_OR_RETURN(cpu::DroppedConstants::ArtifactForm form,
+                          dropped_.artifact_form(*graph_, engine_));
+    ArtifactContents contents{std::move(form.graph), {}};
+    if (!form.section.empty()) {
+      contents.sections.push_back(
+          TargetSection::of(std::string(cpu::kPackedSection), std::move(form.section)));
+    }
+    return contents;
   }
   int dnnl_node_count() const {
     return program_ != nullptr ? program_->dnnl_nodes() : static_cast<int>(kernels_.size());
@@ -182,6 +195,16 @@ class CpuTarget final : public Target {
     cpu::ReleaseAfterPacking packed(options.loaded != nullptr && options.loaded->mapped
                                         ? options.loaded->file
                                         : std::span<const uint8_t>());
+    // Those it stores already packed are taken where they are, in the file's mapping.
+    std::optional<cpu::StoredPackings> stored;
+    if (options.loaded != nullptr) {
+      if (const std::span<const uint8_t>* section = options.loaded->find(cpu::kPackedSection)) {
+        KILN_ASSIGN_OR_RETURN(cpu::StoredPackings read,
+                              cpu::StoredPackings::read(*section, *graph, options.loaded->artifact,
+                                                        options.loaded->recompile_hint, &packed));
+        stored = std::move(read);
+      }
+    }
     // Weights the program holds only packed leave the graph as they are packed (they are unpacked
     // again for an artifact): the model holds its weights once, at its peak too.
     cpu::DroppedConstants dropped;
@@ -204,7 +227,15 @@ class CpuTarget final : public Target {
         }
         program = std::move(built).value();
       }
-      if (program == nullptr) add_kernels(*graph, engine, kernels);
+      if (stored && program != nullptr) {
+        KILN_RETURN_IF_ERROR(
+            stored->check_packed(options.loaded->artifact, options.loaded->recompile_hint));
+      }
+      if (program == nullptr) {
+        // The interpreter reads plain values.
+        if (stored) KILN_RETURN_IF_ERROR(stored->unpack(engine));
+        add_kernels(*graph, engine, kernels);
+      }
     }
     // A graph with dynamic input dims is compiled again for each input shape it is run with.
     ShapeProfiles::Compile compile_profile;
@@ -227,6 +258,12 @@ class CpuTarget final : public Target {
           "{} bytes; {} bytes of packed weights in {} bytes of blocks)",
           packed.packed(), packed.released_bytes(), dropped.count(), dropped.bytes(),
           weights->used_bytes(), weights->reserved_bytes());
+      if (stored) {
+        log(LogLevel::kDebug,
+            "cpu target: {} weights stored packed in the artifact ({} bytes, {} of them used in "
+            "place)",
+            stored->count(), stored->bytes(), stored->in_place_bytes(packed));
+      }
       if (program != nullptr) {
         log(LogLevel::kDebug, "cpu target: {} steps, {} reorders, arena {} bytes ({} unplanned)",
             program->steps().size(), program->count_steps("Reorder"), program->arena_bytes(),
@@ -237,6 +274,18 @@ class CpuTarget final : public Target {
         std::move(graph), options.seed, threads, std::move(engine), std::move(weights),
         std::move(kernels), std::move(program), std::move(dropped),
         options.loaded != nullptr ? options.loaded->owner : nullptr, std::move(compile_profile)));
+  }
+  Status unpack_stored_constants(Graph& graph, const LoadedSections& loaded) const override {
+    const std::span<const uint8_t>* section = loaded.find(cpu::kPackedSection);
+    if (section == nullptr) return Status();
+    KILN_ASSIGN_OR_RETURN(cpu::StoredPackings stored,
+                          cpu::StoredPackings::read(*section, graph, loaded.artifact,
+                                                    loaded.recompile_hint, nullptr));
+    try {
+      return stored.unpack(dnnl::engine(dnnl::engine::kind::cpu, 0));
+    } catch (const dnnl::error& e) {
+      return internal_error(fmt::format("cpu target: oneDNN has no CPU engine: {}", e.what()));
+    }
   }
 };
 

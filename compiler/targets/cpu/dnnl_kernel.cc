@@ -134,6 +134,15 @@ const ReleaseAfterPacking::Packing* ReleaseAfterPacking::packing_of(const void* 
   return it != packings_.end() ? &it->second : nullptr;
 }
 
+void ReleaseAfterPacking::add_stored(const void* bytes, const dnnl::memory::desc& layout) {
+  stored_[bytes] = Stored{layout, {}};
+}
+
+ReleaseAfterPacking::StoredUse ReleaseAfterPacking::stored_use(const void* bytes) const {
+  auto it = stored_.find(bytes);
+  return it != stored_.end() ? it->second.use : StoredUse{};
+}
+
 namespace {
 thread_local WeightArena* current_arena = nullptr;
 constexpr size_t kFirstBlockBytes = kHugePageBytes;
@@ -189,24 +198,53 @@ dnnl::memory packed_memory(const dnnl::memory::desc& layout, const dnnl::engine&
 
 dnnl::memory pack(const dnnl::engine& engine, const dnnl::memory::desc& src_layout, const void* src,
                   const dnnl::memory::desc& layout) {
-  dnnl::memory to = packed_memory(layout, engine);
-  if (can_pack_winograd(src_layout, layout)) {
-    pack_winograd(src_layout, static_cast<const float*>(src), layout,
-                  static_cast<float*>(to.get_data_handle()));
-  } else {
-    dnnl::memory from(src_layout, engine, const_cast<void*>(src));
-    dnnl::stream stream(engine);
-    dnnl::reorder(from, to).execute(stream, from, to);
-    stream.wait();
+  ReleaseAfterPacking* release = current_release;
+  ReleaseAfterPacking::Stored* stored = nullptr;
+  if (release != nullptr) {
+    auto it = release->stored_.find(src);
+    if (it != release->stored_.end()) stored = &it->second;
   }
-  if (ReleaseAfterPacking* release = current_release) {
+  dnnl::memory to;
+  dnnl::stream stream(engine);
+  if (stored != nullptr && stored->layout == layout) {
+    // An artifact's weights stored as packed here: the file's bytes are the packed weights.
+    to = dnnl::memory(layout, engine, const_cast<void*>(src));
+    ++stored->use.in_place;
+  } else {
+    const void* plain = src;
+    std::vector<uint8_t> unpacked;
+    if (stored != nullptr) {
+      // Stored in a layout this build does not pick: unpacked first, then packed as asked.
+      // Row-major in the stored layout's dims: the same bytes as in `src_layout`'s.
+      unpacked.resize(src_layout.get_size());
+      dnnl::memory from(stored->layout, engine, const_cast<void*>(src));
+      dnnl::memory into(plain_desc(stored->layout.dims(), dtype_of(stored->layout.data_type())),
+                        engine, unpacked.data());
+      dnnl::reorder(from, into).execute(stream, from, into);
+      stream.wait();
+      plain = unpacked.data();
+      ++stored->use.repacked;
+    }
+    to = packed_memory(layout, engine);
+    if (can_pack_winograd(src_layout, layout)) {
+      pack_winograd(src_layout, static_cast<const float*>(plain), layout,
+                    static_cast<float*>(to.get_data_handle()));
+    } else {
+      dnnl::memory from(src_layout, engine, const_cast<void*>(plain));
+      dnnl::reorder(from, to).execute(stream, from, to);
+      stream.wait();
+    }
+  }
+  if (release != nullptr) {
     ++release->packed_;
     if (!can_pack_winograd(src_layout, layout) && src_layout.data_type() == layout.data_type()) {
       release->packings_.try_emplace(src, ReleaseAfterPacking::Packing{src_layout, to});
     }
     const std::span<const uint8_t> bytes(static_cast<const uint8_t*>(src), src_layout.get_size());
     const std::span<const uint8_t> m = release->mapping_;
-    if (bytes.data() >= m.data() && bytes.data() + bytes.size() <= m.data() + m.size()) {
+    const bool in_place = stored != nullptr && stored->use.in_place > 0;
+    if (!in_place && bytes.data() >= m.data() &&
+        bytes.data() + bytes.size() <= m.data() + m.size()) {
       release_file_pages(bytes);
       release->released_bytes_ += bytes.size();
     }

@@ -49,7 +49,8 @@ std::optional<StaticShapes> static_float_shapes(const Node& node);
 
 // `src` copied into a new memory of layout `layout` (a reorder when they differ; Winograd weights
 // through pack_winograd()), at compile time. Within a ReleaseAfterPacking scope whose mapping holds
-// `src`, its pages are dropped from resident memory once packed.
+// `src`, its pages are dropped from resident memory once packed; when the scope knows `src` as
+// bytes an artifact stores already packed in `layout`, the memory is those bytes, where they are.
 dnnl::memory pack(const dnnl::engine& engine, const dnnl::memory::desc& src_layout, const void* src,
                   const dnnl::memory::desc& layout);
 
@@ -76,6 +77,17 @@ class ReleaseAfterPacking {
   // The first exact packing of the data at `src`, or nullptr.
   const Packing* packing_of(const void* src) const;
 
+  // Declares the `bytes` of a constant (in the mapping) as stored already packed in `layout`:
+  // pack() of them into `layout` takes them in place, with no copy; into another layout, it
+  // unpacks them first.
+  void add_stored(const void* bytes, const dnnl::memory::desc& layout);
+  // How pack() took the stored bytes at `bytes`: in place, or unpacked and packed again.
+  struct StoredUse {
+    int in_place = 0;
+    int repacked = 0;
+  };
+  StoredUse stored_use(const void* bytes) const;
+
  private:
   friend dnnl::memory pack(const dnnl::engine&, const dnnl::memory::desc&, const void*,
                            const dnnl::memory::desc&);
@@ -84,6 +96,11 @@ class ReleaseAfterPacking {
   int packed_ = 0;
   size_t released_bytes_ = 0;
   std::unordered_map<const void*, Packing> packings_;
+  struct Stored {
+    dnnl::memory::desc layout;
+    StoredUse use;
+  };
+  std::unordered_map<const void*, Stored> stored_;
 };
 
 // An executable's packed weights, side by side in large blocks on transparent huge pages

@@ -5,8 +5,12 @@
 
 #include <oneapi/dnnl/dnnl.hpp>
 
+#include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
+#include <string>
+#include <string_view>
 #include <vector>
 
 #include "compiler/ir/graph.h"
@@ -33,16 +37,67 @@ class DroppedConstants {
   // its graph as it found it); the packed copies must still be alive.
   Status undo(const dnnl::engine& engine);
 
+  // What an artifact stores of `graph` (as restore()): a copy whose dropped values keep their
+  // packed bytes, listed in a kPackedSection, wherever a file can describe the packed layout
+  // (oneDNN's blocked layouts with no extra data, as large as the plain one), so that loading it
+  // packs nothing again; the others unpacked. The copy's constants point into the packed
+  // weights, which must outlive it.
+  struct ArtifactForm {
+    std::shared_ptr<const Graph> graph;
+    std::vector<uint8_t> section;  // empty when no value is stored packed
+    int stored = 0;                // the values stored packed
+  };
+  Result<ArtifactForm> artifact_form(const Graph& graph, const dnnl::engine& engine) const;
+
  private:
   static constexpr size_t kTrimBytes = size_t{1} << 20;
-  // Unpacks each dropped value into the Constant node `node_of` gives for it.
-  Status unpack(const dnnl::engine& engine,
-                const std::function<Node*(const Value*)>& node_of) const;
+  // Unpacks each dropped value that `keep_packed` does not claim into the Constant node
+  // `node_of` gives for it.
+  using Packing = ReleaseAfterPacking::Packing;
+  Status unpack(
+      const dnnl::engine& engine, const std::function<Node*(const Value*)>& node_of,
+      const std::function<bool(const Value*, const Packing&)>& keep_packed = nullptr) const;
   struct Dropped {
     const Value* value;
     ReleaseAfterPacking::Packing packing;
   };
   std::vector<Dropped> dropped_;
+  size_t bytes_ = 0;
+};
+
+// The artifact section that lists the constants an artifact stores already packed (a target's
+// section named "<target>.packed" holds constants in its own layouts: artifact.h).
+inline constexpr std::string_view kPackedSection = "cpu.packed";
+
+// The constants a loaded artifact stores already packed, as its kPackedSection lists them.
+class StoredPackings {
+ public:
+  // Reads `section` (of artifact `artifact`; `hint` says how to recompile it) for `graph`, the
+  // artifact's decoded graph, and declares every listed constant's bytes to `scope` (when given),
+  // so that pack() takes them in place. A section that does not match the graph is a data-loss
+  // error.
+  static Result<StoredPackings> read(std::span<const uint8_t> section, const Graph& graph,
+                                     const std::string& artifact, const std::string& hint,
+                                     ReleaseAfterPacking* scope);
+
+  int count() const { return static_cast<int>(entries_.size()); }
+  size_t bytes() const { return bytes_; }
+  // The bytes pack() took in place.
+  size_t in_place_bytes(const ReleaseAfterPacking& scope) const;
+  // Once a program is built: whether every listed constant left the graph packed (its bytes are
+  // no plain values to anything). The error names the first that did not.
+  Status check_packed(const std::string& artifact, const std::string& hint) const;
+  // Unpacks every listed constant back into its node: for the interpreter, which reads plain
+  // values, when no program was built.
+  Status unpack(const dnnl::engine& engine) const;
+
+ private:
+  struct Entry {
+    Node* node;
+    const void* bytes;
+    dnnl::memory::desc layout;
+  };
+  std::vector<Entry> entries_;
   size_t bytes_ = 0;
 };
 

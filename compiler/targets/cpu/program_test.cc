@@ -4,9 +4,13 @@
 #include "compiler/targets/cpu/program.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
 #include <random>
 #include <thread>
 
@@ -917,6 +921,113 @@ TEST(CpuProgram, PackedWeightsLeaveTheGraphAndComeBackInItsArtifact) {
   Result<LoadedArtifact> loaded = load_artifact(*artifact);
   ASSERT_TRUE(loaded.ok()) << loaded.status().to_string();
   expect_close(want, run(*loaded->executable, inputs));
+}
+
+// The constants of `graph` by their values' names.
+std::map<std::string, const Tensor*> constants_of(const Graph& graph) {
+  std::map<std::string, const Tensor*> out;
+  for (const auto& node : graph.nodes()) {
+    if (node->kind() == OpKind::kConstant)
+      out[node->output(0)->name()] = node->output(0)->constant_value();
+  }
+  return out;
+}
+
+std::vector<uint8_t> file_bytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::vector<uint8_t>(std::istreambuf_iterator<char>(in), {});
+}
+
+TEST(CpuProgram, AnArtifactStoresPackedWeightsThatLoadInPlace) {
+  // The weights the program holds packed go into the artifact as packed bytes, listed in its
+  // "cpu.packed" section: loading uses them in place, readers of the graph get plain values back,
+  // and the interpreter unpacks them.
+  const std::vector<Tensor> inputs = {random_tensor(Shape{1, 3, 32, 32}, 60)};
+  std::vector<Tensor> want = run(*compile_for(tiny_resnet(1), "ref"), inputs);
+  std::shared_ptr<Executable> exe = compile_for(tiny_resnet(1), "cpu");
+  ASSERT_NE(exe, nullptr);
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("kiln_stored_packed_" + std::to_string(::getpid()) + ".kiln"))
+                               .string();
+  ArtifactSource source;
+  source.name = "tiny_resnet.onnx";
+  ASSERT_TRUE(save_artifact(path, *exe, {}, source).ok());
+  Result<Artifact> artifact = open_artifact(path);
+  ASSERT_TRUE(artifact.ok()) << artifact.status().to_string();
+  ASSERT_NE(artifact->find_section("cpu.packed"), nullptr);
+
+  // graph() has every value as the executable's plain graph has it, bit for bit; the stored
+  // graph has some of them in packed layouts.
+  Result<std::shared_ptr<const Graph>> plain = exe->graph_with_constants();
+  Result<std::shared_ptr<Graph>> graph = artifact->graph();
+  Result<std::shared_ptr<Graph>> stored = artifact->stored_graph();
+  ASSERT_TRUE(plain.ok() && graph.ok() && stored.ok());
+  const std::map<std::string, const Tensor*> want_values = constants_of(**plain);
+  const std::map<std::string, const Tensor*> got_values = constants_of(**graph);
+  const std::map<std::string, const Tensor*> stored_values = constants_of(**stored);
+  ASSERT_EQ(got_values.size(), want_values.size());
+  int packed = 0;
+  for (const auto& [name, t] : want_values) {
+    ASSERT_NE(t, nullptr) << name;
+    ASSERT_NE(got_values.at(name), nullptr) << name;
+    EXPECT_TRUE(got_values.at(name)->equals(*t)) << name;
+    if (!stored_values.at(name)->equals(*t)) ++packed;
+  }
+  EXPECT_GE(packed, 3);  // the 3x3 and 1x1 convolutions' weights at least
+
+  Result<LoadedArtifact> loaded = load_artifact(*artifact);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().to_string();
+  expect_close(want, run(*loaded->executable, inputs));
+  {
+    const ScopedEnv interpret("KILN_CPU_INTERPRET", "1");
+    Result<LoadedArtifact> interpreted = load_artifact(*artifact);
+    ASSERT_TRUE(interpreted.ok()) << interpreted.status().to_string();
+    EXPECT_EQ(cpu_program(*interpreted->executable), nullptr);
+    expect_close(want, run(*interpreted->executable, inputs));
+  }
+  // Saved again from the loaded executable, whose weights are the file's bytes: the same file.
+  const std::string again = path + ".again";
+  ASSERT_TRUE(save_artifact(again, *loaded->executable, {}, source).ok());
+  EXPECT_TRUE(file_bytes(again) == file_bytes(path));
+  std::filesystem::remove(path);
+  std::filesystem::remove(again);
+}
+
+TEST(CpuProgram, AMalformedPackedSectionIsADataLossError) {
+  std::shared_ptr<Executable> exe = compile_for(tiny_resnet(1), "cpu");
+  ASSERT_NE(exe, nullptr);
+  Result<Executable::ArtifactContents> contents = exe->artifact_contents();
+  ASSERT_TRUE(contents.ok()) << contents.status().to_string();
+  ASSERT_EQ(contents->sections.size(), 1u);
+  ASSERT_EQ(contents->sections[0].name, "cpu.packed");
+  const std::span<const uint8_t> good = contents->sections[0].pieces.at(0);
+  const Graph& graph = *contents->graph;
+  ASSERT_TRUE(cpu::StoredPackings::read(good, graph, "t.kiln", "recompile", nullptr).ok());
+
+  auto error_of = [&](std::vector<uint8_t> bytes) {
+    Result<cpu::StoredPackings> r =
+        cpu::StoredPackings::read(bytes, graph, "t.kiln", "recompile", nullptr);
+    EXPECT_FALSE(r.ok());
+    return r.ok() ? Status() : r.status();
+  };
+  const std::vector<uint8_t> all(good.begin(), good.end());
+  Status truncated = error_of(std::vector<uint8_t>(all.begin(), all.end() - 5));
+  EXPECT_EQ(truncated.code(), StatusCode::kDataLoss);
+  EXPECT_NE(truncated.message().find("t.kiln"), std::string::npos) << truncated.message();
+  std::vector<uint8_t> wrong_node = all;
+  wrong_node[8] ^= 0x7f;  // the first entry's node index
+  Status node = error_of(wrong_node);
+  EXPECT_EQ(node.code(), StatusCode::kDataLoss);
+  EXPECT_NE(node.message().find("no constant of the graph"), std::string::npos) << node.message();
+  std::vector<uint8_t> version = all;
+  version[0] = 9;
+  EXPECT_EQ(error_of(version).code(), StatusCode::kFailedPrecondition);
+  // Every shorter prefix fails cleanly.
+  for (size_t n = 0; n < all.size(); n += 7) {
+    EXPECT_FALSE(cpu::StoredPackings::read(std::span<const uint8_t>(all.data(), n), graph, "t.kiln",
+                                           "recompile", nullptr)
+                     .ok());
+  }
 }
 
 TEST(CpuProgram, DroppedConstantsComeBackInPlaceWhenABuildIsUndone) {
