@@ -9,6 +9,7 @@
 
 #include <mutex>
 #include <optional>
+#include <unordered_set>
 
 #include "compiler/passes/passes.h"
 #include "compiler/runtime/session_pool.h"
@@ -208,6 +209,7 @@ class CpuTarget final : public Target {
     // Weights the program holds only packed leave the graph as they are packed (they are unpacked
     // again for an artifact): the model holds its weights once, at its peak too.
     cpu::DroppedConstants dropped;
+    std::unordered_set<const Value*> unread;  // constants no step reads
     const int threads = options.threads > 0 ? options.threads : physical_core_count();
     {
       // Primitives take the OpenMP team size of the thread that makes them (oneDNN's jit 1x1
@@ -217,8 +219,10 @@ class CpuTarget final : public Target {
       if (!env_flag_bool(EnvFlag::kCpuInterpret)) {
         auto factory = [&engine](const Node& node) { return make_kernel(node, engine); };
         cpu::ProgramBuilder builder(*graph, engine, &kernels, factory, options.seed);
-        builder.set_constant_release(
-            [&dropped, &packed](const Value* v) { return dropped.drop(v, packed); });
+        builder.set_constant_release([&dropped, &packed, &unread](const Value* v) {
+          unread.insert(v);
+          return dropped.drop(v, packed);
+        });
         Result<std::unique_ptr<cpu::Program>> built = builder.build();
         if (!built.ok()) {
           // The graph keeps its weights: `dropped` holds the packed copies to unpack.
@@ -228,8 +232,27 @@ class CpuTarget final : public Target {
         program = std::move(built).value();
       }
       if (stored && program != nullptr) {
-        KILN_RETURN_IF_ERROR(
-            stored->check_packed(options.loaded->artifact, options.loaded->recompile_hint));
+        KILN_ASSIGN_OR_RETURN(bool settled, stored->settle(engine, [&unread](const Value* v) {
+          return unread.count(v) != 0;
+        }));
+        if (!settled) {
+          // A step reads a weight stored packed as plain values (this lowering is not the one
+          // that compiled the artifact): built again from the graph unpacked, section set aside.
+          log(LogLevel::kDebug,
+              "cpu target: {}: its program reads weights stored packed as plain values; "
+              "unpacking them and building it again",
+              options.loaded->artifact);
+          program.reset();
+          kernels.clear();
+          KILN_RETURN_IF_ERROR(dropped.undo(engine));
+          KILN_RETURN_IF_ERROR(stored->unpack(engine));
+          auto loaded = std::make_shared<LoadedSections>(*options.loaded);
+          std::erase_if(loaded->sections,
+                        [](const auto& s) { return s.first == cpu::kPackedSection; });
+          CompileOptions unpacked = options;
+          unpacked.loaded = std::move(loaded);
+          return finalize(std::move(graph), unpacked);
+        }
       }
       if (program == nullptr) {
         // The interpreter reads plain values.

@@ -235,43 +235,45 @@ size_t StoredPackings::in_place_bytes(const ReleaseAfterPacking& scope) const {
   return n;
 }
 
-Status StoredPackings::check_packed(const std::string& artifact, const std::string& hint) const {
+Result<bool> StoredPackings::settle(const dnnl::engine& engine,
+                                    const std::function<bool(const Value*)>& unread) const {
   for (const Entry& e : entries_) {
-    if (e.node->output(0)->constant_value() != nullptr) {
-      return internal_error(fmt::format(
-          "{}: constant \"{}\" is stored packed, but this kiln's program for the graph reads its "
-          "plain values; {}",
-          artifact, e.node->output(0)->name(), hint));
-    }
+    if (e.node->output(0)->constant_value() == nullptr) continue;  // held packed
+    if (!unread(e.node->output(0))) return false;
+    KILN_RETURN_IF_ERROR(unpack(engine, e));
+  }
+  return true;
+}
+
+Status StoredPackings::unpack(const dnnl::engine& engine) const {
+  for (const Entry& e : entries_) {
+    const Tensor* t = e.node->output(0)->constant_value();
+    if (t != nullptr && t->raw_data() == e.bytes) KILN_RETURN_IF_ERROR(unpack(engine, e));
   }
   return Status();
 }
 
-Status StoredPackings::unpack(const dnnl::engine& engine) const {
-  const Entry* at = nullptr;
+Status StoredPackings::unpack(const dnnl::engine& engine, const Entry& e) const {
+  const std::string& name = e.node->output(0)->name();
+  const TensorType& type = e.node->output(0)->tensor_type();
+  Result<Tensor> t = Tensor::allocate(type.dtype, type.shape());
+  if (!t.ok()) {
+    return t.status().with_context(fmt::format("cpu target: unpacking constant \"{}\"", name));
+  }
   try {
     dnnl::stream stream(engine);
-    for (const Entry& e : entries_) {
-      at = &e;
-      const TensorType& type = e.node->output(0)->tensor_type();
-      Result<Tensor> t = Tensor::allocate(type.dtype, type.shape());
-      if (!t.ok()) {
-        return t.status().with_context(
-            fmt::format("cpu target: unpacking constant \"{}\"", e.node->output(0)->name()));
-      }
-      dnnl::memory packed(e.layout, engine, const_cast<void*>(e.bytes));
-      dnnl::memory plain(plain_desc(e.layout.dims(), type.dtype), engine, t->raw_data());
-      dnnl::reorder(packed, plain).execute(stream, packed, plain);
-      stream.wait();
-      ops::Constant c;
-      c.value = std::move(t).value();
-      e.node->set_op(Op(std::move(c)));
-    }
-  } catch (const dnnl::error& e) {
+    dnnl::memory packed(e.layout, engine, const_cast<void*>(e.bytes));
+    dnnl::memory plain(plain_desc(e.layout.dims(), type.dtype), engine, t->raw_data());
+    dnnl::reorder(packed, plain).execute(stream, packed, plain);
+    stream.wait();
+  } catch (const dnnl::error& err) {
     return internal_error(fmt::format(
         "cpu target: oneDNN failed unpacking the stored packed weights of constant \"{}\": {}",
-        at != nullptr ? at->node->output(0)->name() : "", e.what()));
+        name, err.what()));
   }
+  ops::Constant c;
+  c.value = std::move(t).value();
+  e.node->set_op(Op(std::move(c)));
   return Status();
 }
 

@@ -84,11 +84,16 @@ class StoredPackings {
   size_t bytes() const { return bytes_; }
   // The bytes pack() took in place.
   size_t in_place_bytes(const ReleaseAfterPacking& scope) const;
-  // Once a program is built: whether every listed constant left the graph packed (its bytes are
-  // no plain values to anything). The error names the first that did not.
-  Status check_packed(const std::string& artifact, const std::string& hint) const;
-  // Unpacks every listed constant back into its node: for the interpreter, which reads plain
-  // values, when no program was built.
+  // Once a program is built: whether its steps read none of the listed constants as plain
+  // values. Each either left the graph packed, or no step reads it (`unread`: the program
+  // builder offered it for release; another lowering than the compiling one's, e.g. under
+  // KILN_CPU_CONV1X1=onednn, packed it with a transform no reorder undoes), which gets its plain
+  // values back here. False: a step reads stored bytes as plain values, and the program must be
+  // built again from an unpacked graph.
+  Result<bool> settle(const dnnl::engine& engine,
+                      const std::function<bool(const Value*)>& unread) const;
+  // Unpacks every listed constant whose node still holds its stored bytes: for the interpreter,
+  // which reads plain values, when no program was built, and before a program is built again.
   Status unpack(const dnnl::engine& engine) const;
 
  private:
@@ -97,6 +102,7 @@ class StoredPackings {
     const void* bytes;
     dnnl::memory::desc layout;
   };
+  Status unpack(const dnnl::engine& engine, const Entry& e) const;
   std::vector<Entry> entries_;
   size_t bytes_ = 0;
 };

@@ -16,6 +16,7 @@
 
 #include "compiler/artifact/artifact.h"
 #include "compiler/ir/builder.h"
+#include "compiler/ir/clone.h"
 #include "compiler/ir/printer.h"
 #include "compiler/onnx/importer.h"
 #include "compiler/ops/all_ops.h"
@@ -1027,6 +1028,38 @@ TEST(CpuProgram, AMalformedPackedSectionIsADataLossError) {
     EXPECT_FALSE(cpu::StoredPackings::read(std::span<const uint8_t>(all.data(), n), graph, "t.kiln",
                                            "recompile", nullptr)
                      .ok());
+  }
+}
+
+TEST(CpuProgram, StoredPackedWeightsThatAStepReadsAreUnpackedOrRefused) {
+  // A program lowered otherwise than the compiling one may leave a weight stored packed in the
+  // graph: settle() gives it its plain values where no step reads it, and says so where one does.
+  std::shared_ptr<Executable> exe = compile_for(tiny_resnet(1), "cpu");
+  ASSERT_NE(exe, nullptr);
+  Result<Executable::ArtifactContents> contents = exe->artifact_contents();
+  Result<std::shared_ptr<const Graph>> plain = exe->graph_with_constants();
+  ASSERT_TRUE(contents.ok() && plain.ok());
+  const std::span<const uint8_t> section = contents->sections.at(0).pieces.at(0);
+  const dnnl::engine engine(dnnl::engine::kind::cpu, 0);
+  for (bool unread : {false, true}) {
+    SCOPED_TRACE(unread ? "no step reads them" : "a step reads them");
+    std::shared_ptr<Graph> graph = clone_graph(*contents->graph);
+    Result<cpu::StoredPackings> stored =
+        cpu::StoredPackings::read(section, *graph, "t.kiln", "recompile", nullptr);
+    ASSERT_TRUE(stored.ok()) << stored.status().to_string();
+    ASSERT_GT(stored->count(), 0);
+    Result<bool> settled = stored->settle(engine, [unread](const Value*) { return unread; });
+    ASSERT_TRUE(settled.ok()) << settled.status().to_string();
+    EXPECT_EQ(*settled, unread);
+    if (!unread) {
+      ASSERT_TRUE(stored->unpack(engine).ok());
+    }
+    // Either way the graph ends with every value plain, bit for bit.
+    const std::map<std::string, const Tensor*> want = constants_of(**plain);
+    for (const auto& [name, t] : constants_of(*graph)) {
+      ASSERT_NE(t, nullptr) << name;
+      EXPECT_TRUE(t->equals(*want.at(name))) << name;
+    }
   }
 }
 
