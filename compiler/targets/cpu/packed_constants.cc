@@ -79,9 +79,18 @@ Result<dnnl::memory::desc> read_layout(ByteReader& r) {
       return r.error(fmt::format("packed layout dim {} is malformed", i));
     }
   }
+  dnnl_dims_t blocked;  // each dim's inner blocks multiplied
+  for (int i = 0; i < d.ndims; ++i) blocked[i] = 1;
   for (int i = 0; i < b.inner_nblks; ++i) {
-    if (b.inner_blks[i] < 1 || b.inner_idxs[i] < 0 || b.inner_idxs[i] >= d.ndims) {
+    if (b.inner_blks[i] < 1 || b.inner_blks[i] > 1024 || b.inner_idxs[i] < 0 ||
+        b.inner_idxs[i] >= d.ndims) {
       return r.error(fmt::format("packed layout block {} is malformed", i));
+    }
+    blocked[b.inner_idxs[i]] *= b.inner_blks[i];
+  }
+  for (int i = 0; i < d.ndims; ++i) {
+    if (d.padded_dims[i] % blocked[i] != 0) {
+      return r.error(fmt::format("packed layout dim {} is no whole number of its blocks", i));
     }
   }
   return dnnl::memory::desc(d);
