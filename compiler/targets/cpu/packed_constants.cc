@@ -96,6 +96,32 @@ Result<dnnl::memory::desc> read_layout(ByteReader& r) {
   return dnnl::memory::desc(d);
 }
 
+// `packed` reordered into a new tensor of `value`'s type, in the row-major layout `plain`, which
+// becomes `node`'s value.
+Status unpack_into(const dnnl::engine& engine, dnnl::memory packed, const dnnl::memory::desc& plain,
+                   const Value& value, Node& node) {
+  const TensorType& type = value.tensor_type();
+  Result<Tensor> t = Tensor::allocate(type.dtype, type.shape());
+  if (!t.ok()) {
+    return t.status().with_context(
+        fmt::format("cpu target: unpacking constant \"{}\"", value.name()));
+  }
+  try {
+    dnnl::stream stream(engine);
+    dnnl::memory to(plain, engine, t->raw_data());
+    dnnl::reorder(packed, to).execute(stream, packed, to);
+    stream.wait();
+  } catch (const dnnl::error& e) {
+    return internal_error(
+        fmt::format("cpu target: oneDNN failed unpacking the packed weights of constant \"{}\": {}",
+                    value.name(), e.what()));
+  }
+  ops::Constant c;
+  c.value = std::move(t).value();
+  node.set_op(Op(std::move(c)));
+  return Status();
+}
+
 }  // namespace
 
 bool DroppedConstants::drop(const Value* v, const ReleaseAfterPacking& packings) {
@@ -119,27 +145,10 @@ bool DroppedConstants::drop(const Value* v, const ReleaseAfterPacking& packings)
 Status DroppedConstants::unpack(
     const dnnl::engine& engine, const std::function<Node*(const Value*)>& node_of,
     const std::function<bool(const Value*, const Packing&)>& keep_packed) const {
-  try {
-    dnnl::stream stream(engine);
-    for (const Dropped& d : dropped_) {
-      if (keep_packed && keep_packed(d.value, d.packing)) continue;
-      const TensorType& type = d.value->tensor_type();
-      Result<Tensor> t = Tensor::allocate(type.dtype, type.shape());
-      if (!t.ok()) {
-        return t.status().with_context(
-            fmt::format("cpu target: unpacking constant \"{}\"", d.value->name()));
-      }
-      dnnl::memory plain(d.packing.plain, engine, t->raw_data());
-      dnnl::memory packed = d.packing.packed;  // a handle: execute() takes non-const ones
-      dnnl::reorder(packed, plain).execute(stream, packed, plain);
-      ops::Constant c;
-      c.value = std::move(t).value();
-      node_of(d.value)->set_op(Op(std::move(c)));
-    }
-    stream.wait();
-  } catch (const dnnl::error& e) {
-    return internal_error(
-        fmt::format("cpu target: oneDNN failed unpacking the packed weights: {}", e.what()));
+  for (const Dropped& d : dropped_) {
+    if (keep_packed && keep_packed(d.value, d.packing)) continue;
+    KILN_RETURN_IF_ERROR(
+        unpack_into(engine, d.packing.packed, d.packing.plain, *d.value, *node_of(d.value)));
   }
   return Status();
 }
@@ -263,27 +272,9 @@ Status StoredPackings::unpack(const dnnl::engine& engine) const {
 }
 
 Status StoredPackings::unpack(const dnnl::engine& engine, const Entry& e) const {
-  const std::string& name = e.node->output(0)->name();
   const TensorType& type = e.node->output(0)->tensor_type();
-  Result<Tensor> t = Tensor::allocate(type.dtype, type.shape());
-  if (!t.ok()) {
-    return t.status().with_context(fmt::format("cpu target: unpacking constant \"{}\"", name));
-  }
-  try {
-    dnnl::stream stream(engine);
-    dnnl::memory packed(e.layout, engine, const_cast<void*>(e.bytes));
-    dnnl::memory plain(plain_desc(e.layout.dims(), type.dtype), engine, t->raw_data());
-    dnnl::reorder(packed, plain).execute(stream, packed, plain);
-    stream.wait();
-  } catch (const dnnl::error& err) {
-    return internal_error(fmt::format(
-        "cpu target: oneDNN failed unpacking the stored packed weights of constant \"{}\": {}",
-        name, err.what()));
-  }
-  ops::Constant c;
-  c.value = std::move(t).value();
-  e.node->set_op(Op(std::move(c)));
-  return Status();
+  return unpack_into(engine, dnnl::memory(e.layout, engine, const_cast<void*>(e.bytes)),
+                     plain_desc(e.layout.dims(), type.dtype), *e.node->output(0), *e.node);
 }
 
 Status DroppedConstants::undo(const dnnl::engine& engine) {
