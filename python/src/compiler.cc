@@ -318,8 +318,7 @@ py::bytes save_program_buffer(const Program& p) {
       compiler::make_artifact_header(exe, p.options(), artifact_source(p, ""));
   Result<std::vector<uint8_t>> bytes = [&]() -> Result<std::vector<uint8_t>> {
     py::gil_scoped_release release;
-    KILN_ASSIGN_OR_RETURN(compiler::Executable::ArtifactContents contents,
-                          exe.artifact_contents());
+    KILN_ASSIGN_OR_RETURN(compiler::Executable::ArtifactContents contents, exe.artifact_contents());
     return compiler::serialize_artifact(header, *contents.graph, contents.sections);
   }();
   std::vector<uint8_t> out = unwrap(std::move(bytes));

@@ -135,12 +135,12 @@ const ReleaseAfterPacking::Packing* ReleaseAfterPacking::packing_of(const void* 
 }
 
 void ReleaseAfterPacking::add_stored(const void* bytes, const dnnl::memory::desc& layout) {
-  stored_[bytes] = Stored{layout, {}};
+  stored_[bytes] = Stored{layout, false};
 }
 
-ReleaseAfterPacking::StoredUse ReleaseAfterPacking::stored_use(const void* bytes) const {
+bool ReleaseAfterPacking::taken_in_place(const void* bytes) const {
   auto it = stored_.find(bytes);
-  return it != stored_.end() ? it->second.use : StoredUse{};
+  return it != stored_.end() && it->second.in_place;
 }
 
 namespace {
@@ -209,12 +209,12 @@ dnnl::memory pack(const dnnl::engine& engine, const dnnl::memory::desc& src_layo
   if (stored != nullptr && stored->layout == layout) {
     // An artifact's weights stored as packed here: the file's bytes are the packed weights.
     to = dnnl::memory(layout, engine, const_cast<void*>(src));
-    ++stored->use.in_place;
+    stored->in_place = true;
   } else {
     const void* plain = src;
     std::vector<uint8_t> unpacked;
     if (stored != nullptr) {
-      // Stored in a layout this build does not pick: unpacked first, then packed as asked.
+      // Stored in another layout than this one: unpacked first, then packed as asked.
       // Row-major in the stored layout's dims: the same bytes as in `src_layout`'s.
       unpacked.resize(src_layout.get_size());
       dnnl::memory from(stored->layout, engine, const_cast<void*>(src));
@@ -223,7 +223,6 @@ dnnl::memory pack(const dnnl::engine& engine, const dnnl::memory::desc& src_layo
       dnnl::reorder(from, into).execute(stream, from, into);
       stream.wait();
       plain = unpacked.data();
-      ++stored->use.repacked;
     }
     to = packed_memory(layout, engine);
     if (can_pack_winograd(src_layout, layout)) {
@@ -242,7 +241,7 @@ dnnl::memory pack(const dnnl::engine& engine, const dnnl::memory::desc& src_layo
     }
     const std::span<const uint8_t> bytes(static_cast<const uint8_t*>(src), src_layout.get_size());
     const std::span<const uint8_t> m = release->mapping_;
-    const bool in_place = stored != nullptr && stored->use.in_place > 0;
+    const bool in_place = stored != nullptr && stored->in_place;
     if (!in_place && bytes.data() >= m.data() &&
         bytes.data() + bytes.size() <= m.data() + m.size()) {
       release_file_pages(bytes);

@@ -81,12 +81,8 @@ class ReleaseAfterPacking {
   // pack() of them into `layout` takes them in place, with no copy; into another layout, it
   // unpacks them first.
   void add_stored(const void* bytes, const dnnl::memory::desc& layout);
-  // How pack() took the stored bytes at `bytes`: in place, or unpacked and packed again.
-  struct StoredUse {
-    int in_place = 0;
-    int repacked = 0;
-  };
-  StoredUse stored_use(const void* bytes) const;
+  // Whether pack() took the stored bytes at `bytes` in place.
+  bool taken_in_place(const void* bytes) const;
 
  private:
   friend dnnl::memory pack(const dnnl::engine&, const dnnl::memory::desc&, const void*,
@@ -98,7 +94,7 @@ class ReleaseAfterPacking {
   std::unordered_map<const void*, Packing> packings_;
   struct Stored {
     dnnl::memory::desc layout;
-    StoredUse use;
+    bool in_place = false;
   };
   std::unordered_map<const void*, Stored> stored_;
 };

@@ -248,7 +248,7 @@ Result<StoredPackings> StoredPackings::read(std::span<const uint8_t> section, co
 size_t StoredPackings::in_place_bytes(const ReleaseAfterPacking& scope) const {
   size_t n = 0;
   for (const Entry& e : entries_) {
-    if (scope.stored_use(e.bytes).in_place > 0) n += e.layout.get_size();
+    if (scope.taken_in_place(e.bytes)) n += e.layout.get_size();
   }
   return n;
 }
