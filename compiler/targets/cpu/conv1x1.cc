@@ -171,6 +171,15 @@ void run_part(const Conv1x1Shape& s, const float* x, const float* weights, const
 
 }  // namespace
 
+void conv1x1_group_f32(const Conv1x1Shape& s, const float* x, const float* weights, int64_t group,
+                       float* y) {
+#if KILN_CONV1X1_X86
+  const int64_t block = group * kTileBlocks;
+  run_part(s, x, weights, nullptr, nullptr, /*relu=*/false, y, block,
+           std::min<int64_t>(kTileBlocks, s.out / 16 - block), 0, s.pixels);
+#endif
+}
+
 void conv1x1_f32(const Conv1x1Shape& s, const float* x, const float* weights, const float* bias,
                  const float* residual, bool relu, float* y) {
   KILN_CHECK(has_fast_silu(), "conv1x1_f32 needs AVX-512 (check has_fast_silu() first)");

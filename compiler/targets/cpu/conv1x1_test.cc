@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // kiln's own 1x1 convolution (conv1x1.h): the kernel against a plain loop, and networks using it
-// against ref.
+// against ref; so too its Winograd 3x3s (winograd_conv.h).
 #include "compiler/targets/cpu/conv1x1.h"
 
 #include <gtest/gtest.h>
@@ -223,16 +223,18 @@ TEST(Conv1x1Network, OwnStepsMatchRef) {
   }
 }
 
-// Compiles `make()` for ref and, with KILN_CPU_CONV1X1=`choice`, for cpu (channel-blocked),
-// checks cpu's output against ref's and returns how many of cpu's convolution steps run on kiln's
-// kernels rather than as oneDNN primitives (-1 when it did not compile or run).
+// Compiles `make()` for ref and, with `flag`=`choice` (KILN_CPU_CONV1X1 unless named), for cpu
+// (channel-blocked), checks cpu's output against ref's and returns how many of cpu's convolution
+// steps run on kiln's kernels rather than as oneDNN primitives (-1 when it did not compile or
+// run).
 int own_steps_matching_ref(const std::function<std::shared_ptr<Graph>()>& make,
-                           const std::vector<Argument>& inputs, const char* choice) {
+                           const std::vector<Argument>& inputs, const char* choice,
+                           const char* flag = "KILN_CPU_CONV1X1") {
   ScopedEnv layout("KILN_CPU_CONV_LAYOUT", "blocked16");
   auto ref = make_target("ref");
   auto want = (*compile(make(), **ref))->run(inputs);
   EXPECT_TRUE(want.ok()) << want.status().to_string();
-  ScopedEnv conv1x1("KILN_CPU_CONV1X1", choice);
+  ScopedEnv conv1x1(flag, choice);
   auto cpu_target = make_target("cpu");
   auto exe = compile(make(), **cpu_target);
   EXPECT_TRUE(exe.ok()) << exe.status().to_string();
@@ -240,7 +242,10 @@ int own_steps_matching_ref(const std::function<std::shared_ptr<Graph>()>& make,
   auto got = (*exe)->run(inputs);
   EXPECT_TRUE(got.ok()) << got.status().to_string();
   if (!got.ok()) return -1;
-  EXPECT_TRUE(kiln::test::all_close((*want)[0].tensor(), (*got)[0].tensor(), 1e-4f)) << choice;
+  for (size_t o = 0; o < want->size(); ++o) {
+    EXPECT_TRUE(kiln::test::all_close((*want)[o].tensor(), (*got)[o].tensor(), 1e-4f))
+        << flag << "=" << choice << ": output " << o;
+  }
   int own = 0;
   for (const auto& step : cpu_program(**exe)->steps()) {
     own += step->node != nullptr && step->node->kind() == OpKind::kConv &&
@@ -314,6 +319,63 @@ TEST(Conv1x1Network, ReduceConvolutionsRunOnTheOwnKernel) {
   EXPECT_EQ(own_steps_matching_ref(make, inputs, "auto"), 3);
   EXPECT_EQ(own_steps_matching_ref(make, inputs, "own"), 4);
   EXPECT_EQ(own_steps_matching_ref(make, inputs, "onednn"), 0);
+}
+
+// 3x3 stride-1 convolutions from 128 or more channels to a multiple of 64 outputs, past 7x7 up to
+// 14x14, run as kiln's own Winograd F(2x2, 3x3) (ResNet-50's layer-3 3x3s): with a bias and Relu
+// at 14x14, at odd sizes (the last tiles cut), from 144 channels (passes of 96 and 48), without a
+// bias or Relu; one with a residual Add stays on oneDNN.
+TEST(WinogradNetwork, OwnF2x2MatchesRef) {
+  if (!cpu::has_fast_silu()) GTEST_SKIP() << "needs AVX-512";
+  for (const int64_t side : {14, 13, 9}) {
+    SCOPED_TRACE(std::to_string(side) + "x" + std::to_string(side));
+    auto make = [side] {
+      auto graph = std::make_shared<Graph>("winograd");
+      GraphBuilder b(*graph);
+      Value* x = b.input("features", TensorType(DType::kF32, Shape{1, 144, side, side}));
+      Value* h = b.add(Op(ops::Relu{}), {conv(b, x, 144, 128, 3, 1, 110)}, "first_relu");
+      ops::Conv plain;
+      plain.pads = std::vector<int64_t>{1, 1, 1, 1};
+      Value* w = b.constant(random_tensor(Shape{64, 128, 3, 3}, 112, 0.03f));
+      Value* second = b.add(Op(plain), {h, w}, "no_bias");
+      b.output(second);
+      Value* sum = b.add(Op(ops::Add{}), {conv(b, second, 64, 64, 3, 1, 114), second}, "sum");
+      b.output(b.add(Op(ops::Relu{}), {sum}, "out"));
+      EXPECT_TRUE(b.status().ok()) << b.status().to_string();
+      return graph;
+    };
+    const std::vector<Argument> inputs = {
+        Argument(random_tensor(Shape{1, 144, side, side}, 5, 1.0f))};
+    EXPECT_EQ(own_steps_matching_ref(make, inputs, "auto", "KILN_CPU_WINOGRAD"), 2);
+    EXPECT_EQ(own_steps_matching_ref(make, inputs, "onednn", "KILN_CPU_WINOGRAD"), 0);
+  }
+}
+
+// KILN_CPU_WINOGRAD=own takes it wherever it applies: 64 channels at 16x16 (auto leaves that to
+// oneDNN, which is faster there).
+TEST(WinogradNetwork, OwnChoiceTakesEveryShapeItApplies) {
+  if (!cpu::has_fast_silu()) GTEST_SKIP() << "needs AVX-512";
+  auto make = [] {
+    auto graph = std::make_shared<Graph>("wide");
+    GraphBuilder b(*graph);
+    Value* x = b.input("features", TensorType(DType::kF32, Shape{1, 64, 16, 16}));
+    b.output(b.add(Op(ops::Relu{}), {conv(b, x, 64, 64, 3, 1, 120)}, "out"));
+    EXPECT_TRUE(b.status().ok()) << b.status().to_string();
+    return graph;
+  };
+  const std::vector<Argument> inputs = {Argument(random_tensor(Shape{1, 64, 16, 16}, 6, 1.0f))};
+  EXPECT_EQ(own_steps_matching_ref(make, inputs, "auto", "KILN_CPU_WINOGRAD"), 0);
+  EXPECT_EQ(own_steps_matching_ref(make, inputs, "own", "KILN_CPU_WINOGRAD"), 1);
+}
+
+TEST(WinogradNetwork, UnknownChoiceIsAClearError) {
+  ScopedEnv winograd("KILN_CPU_WINOGRAD", "fast");
+  auto t = make_target("cpu");
+  ASSERT_TRUE(t.ok());
+  auto exe = compile(bottleneck(), **t);
+  ASSERT_FALSE(exe.ok());
+  EXPECT_NE(exe.status().to_string().find("KILN_CPU_WINOGRAD is \"fast\""), std::string::npos)
+      << exe.status().to_string();
 }
 
 TEST(Conv1x1Network, UnknownChoiceIsAClearError) {

@@ -17,6 +17,7 @@
 #include "compiler/targets/cpu/silu.h"
 #include "compiler/targets/cpu/squeeze_excite.h"
 #include "compiler/targets/cpu/stem.h"
+#include "compiler/targets/cpu/winograd_conv.h"
 #include "core/env.h"
 
 namespace kiln::compiler::cpu {
@@ -157,6 +158,7 @@ bool runs_winograd(const ConvSetup& s) {
 bool lower_conv(ProgramBuilder& b, const Node& conv, const Node* add) {
   if (add == nullptr && lower_stem(b, conv)) return true;
   if (lower_conv1x1(b, conv, add)) return true;
+  if (lower_winograd_conv(b, conv, add)) return true;
   std::optional<ConvSetup> s = conv_setup(conv, /*allow_bf16=*/true);
   // A squeeze-and-excitation gate scales the weights; the convolution reads the ungated input.
   const std::optional<ConvGate> gate = absorbed_gate(conv);

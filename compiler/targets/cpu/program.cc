@@ -15,6 +15,7 @@
 #include "compiler/targets/cpu/dnnl_kernel.h"
 #include "compiler/targets/cpu/squeeze_excite.h"
 #include "compiler/targets/cpu/stem.h"
+#include "compiler/targets/cpu/winograd_conv.h"
 #include "compiler/targets/ref/kernel.h"
 #include "core/huge_pages.h"
 #include "core/logging.h"
@@ -590,6 +591,7 @@ Result<std::unique_ptr<Program>> ProgramBuilder::build() {
   plan_sum_fusion();
   KILN_ASSIGN_OR_RETURN(conv_layout_, choose_conv_layout(graph_));
   KILN_RETURN_IF_ERROR(check_conv1x1_flag());
+  KILN_RETURN_IF_ERROR(check_winograd_flag());
   KILN_RETURN_IF_ERROR(check_stem_flag());
   for (const auto& node : graph_.nodes()) {
     if (is_fused(node.get())) continue;

@@ -1,0 +1,324 @@
+// SPDX-License-Identifier: Apache-2.0
+// Winograd F(2x2, 3x3) over nChw16c of a batch of one: the input's 4x4 tiles transformed
+// (V = B^T d B), 16 products M = U V on the own 1x1 kernel, and 2x2 outputs (A^T M A) with bias
+// and Relu, on the OpenMP team oneDNN runs on.
+//
+// At 14x14 with 256 channels (ResNet-50's layer 3) the products are GEMMs of 256 x 256 over 49
+// tiles, where the own kernel runs faster than oneDNN's jit_fp32_wino_2x3. At 28x28 and 56x56
+// (layers 1 and 2) oneDNN's kernels are faster, so those stay with it.
+#include "compiler/targets/cpu/winograd_conv.h"
+
+#include <fmt/format.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "compiler/targets/cpu/conv1x1.h"
+#include "compiler/targets/cpu/dnnl_kernel.h"
+#include "compiler/targets/cpu/dnnl_steps.h"
+#include "compiler/targets/cpu/silu.h"
+#include "compiler/targets/cpu/squeeze_excite.h"
+#include "core/env.h"
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#define KILN_WINOGRAD_X86 1
+#endif
+
+namespace kiln::compiler::cpu {
+
+namespace {
+
+using dnnl::memory;
+
+constexpr int64_t kPlanes = 16;  // (alpha = 4)^2 products
+
+enum class Choice { kAuto, kOwn, kOneDnn };
+
+Result<Choice> forced_choice() {
+  const std::string v = env_flag_string(EnvFlag::kCpuWinograd);
+  if (v == "auto") return Choice::kAuto;
+  if (v == "own") return Choice::kOwn;
+  if (v == "onednn") return Choice::kOneDnn;
+  return invalid_argument_error(
+      fmt::format("KILN_CPU_WINOGRAD is \"{}\"; use auto, own or onednn (or unset it)", v));
+}
+
+// The sizes of one convolution: `in` and `out` channels, `h` x `w` pixels in and out, tiles of
+// 2x2 outputs (`tiles_h` x `tiles_w`, the last row and column cut at odd sizes).
+struct Shape {
+  int64_t in = 0;
+  int64_t out = 0;
+  int64_t h = 0;
+  int64_t w = 0;
+  int64_t tiles_h = 0;
+  int64_t tiles_w = 0;
+  int64_t tiles() const { return tiles_h * tiles_w; }
+};
+
+// U = G g G^T for every (output, input) pair, one plane p = 4a + b at a time, each plane packed as
+// the 1x1 kernel's OIhw16i64o ([out/64][in/16][16][64]). G's entries are 1, 0 and +-1/2; the sums
+// are those of winograd_weights.cc's transform_2x3.
+void transform_weights(const float* g, const Shape& s, float* u) {
+  const int64_t in_blocks = s.in / 16;
+  for (int64_t o = 0; o < s.out; ++o) {
+    for (int64_t c = 0; c < s.in; ++c) {
+      const float* k = g + (o * s.in + c) * 9;
+      float t[4][3];  // G g: rows of the kernel combined
+      for (int j = 0; j < 3; ++j) {
+        const float g0 = k[j], g1 = k[3 + j], g2 = k[6 + j];
+        t[0][j] = g0;
+        t[1][j] = 0.5f * ((g0 + g1) + g2);
+        t[2][j] = 0.5f * ((g0 - g1) + g2);
+        t[3][j] = g2;
+      }
+      const int64_t at = ((o / 64) * in_blocks + c / 16) * 16 * 64 + (c % 16) * 64 + o % 64;
+      for (int a = 0; a < 4; ++a) {
+        const float g0 = t[a][0], g1 = t[a][1], g2 = t[a][2];
+        const float row[4] = {g0, 0.5f * ((g0 + g1) + g2), 0.5f * ((g0 - g1) + g2), g2};
+        for (int b = 0; b < 4; ++b) u[(a * 4 + b) * s.out * s.in + at] = row[b];
+      }
+    }
+  }
+}
+
+#if KILN_WINOGRAD_X86
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"  // _mm512_setzero_ps, as in silu.cc
+// V = B^T d B for the 4x4 input tile of output tile (ty, tx) of channel block `cb` (zeros outside
+// the image), into plane p's [in/16][tiles][16] at v + p * in * tiles.
+__attribute__((target("avx512f"))) void input_tile(const Shape& s, const float* x, float* v,
+                                                   int64_t cb, int64_t ty, int64_t tx) {
+  const float* plane = x + cb * s.h * s.w * 16;
+  __m512 d[4][4];
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; ++i) {
+    const int64_t iy = 2 * ty - 1 + i;
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) {
+      const int64_t ix = 2 * tx - 1 + j;
+      d[i][j] = iy >= 0 && iy < s.h && ix >= 0 && ix < s.w
+                    ? _mm512_loadu_ps(plane + (iy * s.w + ix) * 16)
+                    : _mm512_setzero_ps();
+    }
+  }
+  __m512 t[4][4];  // B^T d
+#pragma GCC unroll 4
+  for (int j = 0; j < 4; ++j) {
+    t[0][j] = _mm512_sub_ps(d[0][j], d[2][j]);
+    t[1][j] = _mm512_add_ps(d[1][j], d[2][j]);
+    t[2][j] = _mm512_sub_ps(d[2][j], d[1][j]);
+    t[3][j] = _mm512_sub_ps(d[1][j], d[3][j]);
+  }
+  const int64_t stride = s.in * s.tiles();
+  float* to = v + (cb * s.tiles() + ty * s.tiles_w + tx) * 16;
+#pragma GCC unroll 4
+  for (int a = 0; a < 4; ++a) {
+    _mm512_storeu_ps(to + (a * 4 + 0) * stride, _mm512_sub_ps(t[a][0], t[a][2]));
+    _mm512_storeu_ps(to + (a * 4 + 1) * stride, _mm512_add_ps(t[a][1], t[a][2]));
+    _mm512_storeu_ps(to + (a * 4 + 2) * stride, _mm512_sub_ps(t[a][2], t[a][1]));
+    _mm512_storeu_ps(to + (a * 4 + 3) * stride, _mm512_sub_ps(t[a][1], t[a][3]));
+  }
+}
+
+// y's 2x2 outputs of tile (ty, tx) of output block `kb`: A^T m A from the 16 planes of m
+// ([out/16][tiles][16] each), plus the bias, then max(0, .) when `relu`.
+__attribute__((target("avx512f"))) void output_tile(const Shape& s, const float* m,
+                                                    const float* bias, bool relu, float* y,
+                                                    int64_t kb, int64_t ty, int64_t tx) {
+  const int64_t stride = s.out * s.tiles();
+  const float* from = m + (kb * s.tiles() + ty * s.tiles_w + tx) * 16;
+  __m512 r[2][4];  // A^T m
+#pragma GCC unroll 4
+  for (int j = 0; j < 4; ++j) {
+    const __m512 m0 = _mm512_loadu_ps(from + (0 + j) * stride);
+    const __m512 m1 = _mm512_loadu_ps(from + (4 + j) * stride);
+    const __m512 m2 = _mm512_loadu_ps(from + (8 + j) * stride);
+    const __m512 m3 = _mm512_loadu_ps(from + (12 + j) * stride);
+    r[0][j] = _mm512_add_ps(_mm512_add_ps(m0, m1), m2);
+    r[1][j] = _mm512_sub_ps(_mm512_sub_ps(m1, m2), m3);
+  }
+  const __m512 b = bias != nullptr ? _mm512_loadu_ps(bias + kb * 16) : _mm512_setzero_ps();
+  float* plane = y + kb * s.h * s.w * 16;
+#pragma GCC unroll 2
+  for (int i = 0; i < 2; ++i) {
+    const int64_t oy = 2 * ty + i;
+    if (oy >= s.h) break;
+    __m512 o0 = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(r[i][0], r[i][1]), r[i][2]), b);
+    __m512 o1 = _mm512_add_ps(_mm512_sub_ps(_mm512_sub_ps(r[i][1], r[i][2]), r[i][3]), b);
+    if (relu) {
+      o0 = _mm512_max_ps(o0, _mm512_setzero_ps());
+      o1 = _mm512_max_ps(o1, _mm512_setzero_ps());
+    }
+    _mm512_storeu_ps(plane + (oy * s.w + 2 * tx) * 16, o0);
+    if (2 * tx + 1 < s.w) _mm512_storeu_ps(plane + (oy * s.w + 2 * tx + 1) * 16, o1);
+  }
+}
+#pragma GCC diagnostic pop
+#endif
+
+// Counters the team's threads claim work from, a cache line each.
+struct alignas(64) Counter {
+  std::atomic<int64_t> next{0};
+};
+
+class WinogradStep final : public Step {
+ public:
+  WinogradStep(Shape shape, memory weights, std::vector<float> bias, bool relu, int x, int y, int v,
+               int m)
+      : shape_(shape),
+        weights_(std::move(weights)),
+        bias_(std::move(bias)),
+        relu_(relu),
+        x_(x),
+        y_(y),
+        v_(v),
+        m_(m) {}
+
+  Status run(StepContext& ctx) const override {
+#if KILN_WINOGRAD_X86
+    auto at = [&](int buffer) {
+      return static_cast<float*>(ctx.data[static_cast<size_t>(buffer)]);
+    };
+    const float* x = at(x_);
+    float* y = at(y_);
+    float* v = at(v_);
+    float* m = at(m_);
+    const auto* u = static_cast<const float*>(weights_.get_data_handle());
+    const float* bias = bias_.empty() ? nullptr : bias_.data();
+    const Shape& s = shape_;
+    const Conv1x1Shape product{s.in, s.out, s.tiles()};
+    const int64_t rows = s.in / 16 * s.tiles_h;
+    const int64_t groups = s.out / 64;
+    Counter input, output;
+#pragma omp parallel
+    {
+      const unsigned csr = _mm_getcsr();
+      _mm_setcsr(csr | 0x8040);
+      // A row of tiles of one channel block at a time.
+      for (int64_t item = input.next++; item < rows; item = input.next++) {
+        const int64_t cb = item / s.tiles_h;
+        const int64_t ty = item % s.tiles_h;
+        for (int64_t tx = 0; tx < s.tiles_w; ++tx) input_tile(s, x, v, cb, ty, tx);
+      }
+#pragma omp barrier
+      // 64 output channels at a time: their 16 products, then their outputs, while the products
+      // are still in this core's L2. (Splitting the tiles as well, for more items than ResNet-50's
+      // four, was 1.009 and 1.011 slower, paired: each part reads the weights again.)
+      for (int64_t group = output.next++; group < groups; group = output.next++) {
+        for (int64_t p = 0; p < kPlanes; ++p) {
+          conv1x1_group_f32(product, v + p * s.in * s.tiles(), u + p * s.out * s.in, group,
+                            m + p * s.out * s.tiles());
+        }
+        for (int64_t kb = group * 4; kb < group * 4 + 4; ++kb) {
+          for (int64_t ty = 0; ty < s.tiles_h; ++ty) {
+            for (int64_t tx = 0; tx < s.tiles_w; ++tx) {
+              output_tile(s, m, bias, relu_, y, kb, ty, tx);
+            }
+          }
+        }
+      }
+      _mm_setcsr(csr);
+    }
+#endif
+    return Status();
+  }
+
+ private:
+  Shape shape_;
+  memory weights_;  // 16 planes of U, each OIhw16i64o
+  std::vector<float> bias_;
+  bool relu_;
+  int x_;
+  int y_;
+  int v_;  // scratch: the transformed input, 16 planes of [in/16][tiles][16]
+  int m_;  // scratch: the products, 16 planes of [out/16][tiles][16]
+};
+
+// Where the own F(2x2, 3x3) is faster than oneDNN's: 256-channel 3x3s at 14x14 (ResNet-50's layer
+// 3), paired in an ad-hoc harness against jit_fp32_wino_2x3 (docs/performance.md, "Session 13").
+// From 28x28 up, oneDNN's kernels won (jit_wino_4x3 at 28x28, jit_fp32_wino_2x3 at 56x56).
+bool prefer_own(const Shape& s) {
+  const int64_t pixels = s.h * s.w;
+  return s.in >= 128 && pixels > 7 * 7 && pixels <= 14 * 14;
+}
+
+}  // namespace
+
+Status check_winograd_flag() {
+  return forced_choice().status();
+}
+
+bool lower_winograd_conv(ProgramBuilder& b, const Node& conv, const Node* add) {
+  if (add != nullptr || !has_fast_silu() || b.conv_layout() != ConvLayout::kBlocked16) {
+    return false;
+  }
+  Result<Choice> choice = forced_choice();
+  if (!choice.ok() || *choice == Choice::kOneDnn) return false;
+  std::optional<ConvSetup> c = conv_setup(conv);
+  if (!c || c->weights_const == nullptr || c->weights_const->dtype() != DType::kF32 ||
+      c->weights.size() != 4 || c->src.size() != 4 || c->src[0] != 1 || c->weights[2] != 3 ||
+      c->weights[3] != 3 || c->strides[0] != 1 || c->strides[1] != 1 || c->dilates[0] != 0 ||
+      c->dilates[1] != 0 || c->pad_begin[0] != 1 || c->pad_begin[1] != 1 || c->pad_end[0] != 1 ||
+      c->pad_end[1] != 1 || c->weights[1] != c->src[1] || c->weights[1] % 16 != 0 ||
+      c->weights[0] % 64 != 0 || absorbed_gate(conv)) {
+    return false;
+  }
+  if (c->has_bias && (c->bias_const == nullptr || c->bias_const->dtype() != DType::kF32)) {
+    return false;
+  }
+  const Shape s{c->weights[1], c->weights[0],       c->src[2],
+                c->src[3],     (c->src[2] + 1) / 2, (c->src[3] + 1) / 2};
+  if (*choice == Choice::kAuto && !prefer_own(s)) return false;
+  const Value* x = conv.input(0);
+  if (!b.has_buffer(x) || !same_float({x, conv.output(0)}) ||
+      conv.output(0)->tensor_type().dtype != DType::kF32) {
+    return false;
+  }
+  const Tail tail = trailing_eltwise(conv.output(0), 1);
+  if (!tail.ops.empty() &&
+      (tail.ops[0].algorithm != dnnl::algorithm::eltwise_relu || tail.ops[0].alpha != 0.0f)) {
+    return false;
+  }
+
+  // The transformed weights are 16/9 of the plain ones and no packing of them: the graph keeps
+  // its constant, which an artifact stores, and they are transformed again on load.
+  memory weights = packed_memory(
+      memory::desc({kPlanes * s.out * s.in}, memory::data_type::f32, memory::format_tag::a),
+      b.engine());
+  transform_weights(c->weights_const->data<float>(), s,
+                    static_cast<float*>(weights.get_data_handle()));
+  std::vector<float> bias;
+  if (c->has_bias) {
+    const float* from = c->bias_const->data<float>();
+    bias.assign(from, from + s.out);
+  }
+  const memory::desc blocked(c->src, memory::data_type::f32, memory::format_tag::nChw16c);
+  const memory::desc dst(c->dst, memory::data_type::f32, memory::format_tag::nChw16c);
+  const int x_buffer = b.in_layout(x, blocked);
+  const int y_buffer = b.define(tail.out, dst);
+  const auto plane_bytes = static_cast<size_t>(std::max(s.in, s.out) * s.tiles()) * sizeof(float);
+  const int v_buffer = b.scratch(kPlanes * plane_bytes);
+  const int m_buffer = b.scratch(kPlanes * plane_bytes);
+  auto step = std::make_unique<WinogradStep>(s, std::move(weights), std::move(bias),
+                                             c->relu || !tail.ops.empty(), x_buffer, y_buffer,
+                                             v_buffer, m_buffer);
+  step->node = &conv;
+  step->kind = std::string(c->relu ? "Conv+Relu" : "Conv") + tail.kinds;
+  step->reads.push_back(x_buffer);
+  step->writes.push_back(y_buffer);
+  step->writes.push_back(v_buffer);
+  step->writes.push_back(m_buffer);
+  b.add_step(std::move(step));
+  for (const Node* n : tail.nodes) b.mark_fused(n);
+  b.mark_fused(&conv);
+  return true;
+}
+
+}  // namespace kiln::compiler::cpu

@@ -1,0 +1,21 @@
+// SPDX-License-Identifier: Apache-2.0
+// 3x3 convolutions of a batch of one over nChw16c as kiln's own Winograd F(2x2, 3x3): the 16
+// products of the transformed tiles run on the own 1x1 kernel (conv1x1.h).
+#pragma once
+
+#include "compiler/ir/graph.h"
+#include "compiler/targets/cpu/program.h"
+
+namespace kiln::compiler::cpu {
+
+// Lowers a Conv (3x3, stride 1, padding 1, one group, batch 1, f32 constant weights, input
+// channels a multiple of 16 and at least 128, outputs a multiple of 64, output between 8x8 and
+// 14x14) with its Relu to a step running Winograd F(2x2, 3x3) on the own 1x1 kernel, where that is
+// faster than oneDNN's jit_fp32_wino_2x3 (ResNet-50's layer-3 3x3s; docs/performance.md, "Session
+// 13"). false, and nothing added, otherwise, or when KILN_CPU_WINOGRAD is onednn.
+bool lower_winograd_conv(ProgramBuilder& b, const Node& conv, const Node* add);
+
+// An error naming KILN_CPU_WINOGRAD when it is set to something other than auto, own or onednn.
+Status check_winograd_flag();
+
+}  // namespace kiln::compiler::cpu
