@@ -172,11 +172,11 @@ void run_part(const Conv1x1Shape& s, const float* x, const float* weights, const
 }  // namespace
 
 void conv1x1_group_f32(const Conv1x1Shape& s, const float* x, const float* weights, int64_t group,
-                       float* y) {
+                       int64_t first, int64_t last, float* y) {
 #if KILN_CONV1X1_X86
   const int64_t block = group * kTileBlocks;
   run_part(s, x, weights, nullptr, nullptr, /*relu=*/false, y, block,
-           std::min<int64_t>(kTileBlocks, s.out / 16 - block), 0, s.pixels);
+           std::min<int64_t>(kTileBlocks, s.out / 16 - block), first, last);
 #endif
 }
 

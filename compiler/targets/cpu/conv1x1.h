@@ -25,11 +25,11 @@ struct Conv1x1Shape {
 void conv1x1_f32(const Conv1x1Shape& shape, const float* x, const float* weights, const float* bias,
                  const float* residual, bool relu, float* y);
 
-// conv1x1_f32's work for output channels [64 group, 64 group + 64) over every pixel, without bias,
-// residual or Relu, on the calling thread alone (its caller splits the work and sets the floating
-// point mode): the products of winograd_conv.cc.
+// conv1x1_f32's work for output channels [64 group, 64 group + 64) over pixels [first, last),
+// without bias, residual or Relu, on the calling thread alone (its caller splits the work and sets
+// the floating point mode): the products of winograd_conv.cc.
 void conv1x1_group_f32(const Conv1x1Shape& shape, const float* x, const float* weights,
-                       int64_t group, float* y);
+                       int64_t group, int64_t first, int64_t last, float* y);
 
 // Lowers a Conv (1x1, stride 1 or 2, no padding, one group, batch 1, f32, constant weights, its
 // input in nChw16c) with its Relu, or with the residual Add `add` (the other input in nChw16c) and

@@ -4,8 +4,9 @@
 // and Relu, on the OpenMP team oneDNN runs on.
 //
 // At 14x14 with 256 channels (ResNet-50's layer 3) the products are GEMMs of 256 x 256 over 49
-// tiles, where the own kernel runs faster than oneDNN's jit_fp32_wino_2x3. At 28x28 and 56x56
-// (layers 1 and 2) oneDNN's kernels are faster, so those stay with it.
+// tiles, where the own kernel runs faster than oneDNN's jit_fp32_wino_2x3 (0.65-0.72 against
+// 0.93-1.0 ms in the model); at 28x28 with 128 (layer 2) a little faster than jit_wino_4x3. From
+// 64 channels at 56x56 (layer 1) oneDNN's is faster, so that stays with it.
 #include "compiler/targets/cpu/winograd_conv.h"
 
 #include <fmt/format.h>
@@ -208,19 +209,25 @@ class WinogradStep final : public Step {
         for (int64_t tx = 0; tx < s.tiles_w; ++tx) input_tile(s, x, v, cb, ty, tx);
       }
 #pragma omp barrier
-      // 64 output channels at a time: their 16 products, then their outputs, while the products
-      // are still in this core's L2. (Splitting the tiles as well, for more items than ResNet-50's
-      // four, was 1.009 and 1.011 slower, paired: each part reads the weights again.)
-      for (int64_t group = output.next++; group < groups; group = output.next++) {
+      // 64 output channels over a range of tiles at a time: their 16 products, then their
+      // outputs, while the products are still in this core's L2. Tiles are split only where there
+      // are fewer than two groups a thread (ResNet-50's layer 2: two groups, two ranges each);
+      // splitting layer 3's four groups as well read each weight twice and was slower (1.009,
+      // 1.011 paired), as were four items a thread at layer 2 (1.006, 1.015).
+      const int64_t threads = omp_get_num_threads();
+      const int64_t parts = std::min(s.tiles() / 12 + 1, (2 * threads + groups - 1) / groups);
+      const int64_t part = (s.tiles() + parts - 1) / parts;
+      for (int64_t item = output.next++; item < groups * parts; item = output.next++) {
+        const int64_t group = item / parts;
+        const int64_t first = item % parts * part;
+        const int64_t last = std::min(s.tiles(), first + part);
         for (int64_t p = 0; p < kPlanes; ++p) {
-          conv1x1_group_f32(product, v + p * s.in * s.tiles(), u + p * s.out * s.in, group,
-                            m + p * s.out * s.tiles());
+          conv1x1_group_f32(product, v + p * s.in * s.tiles(), u + p * s.out * s.in, group, first,
+                            last, m + p * s.out * s.tiles());
         }
         for (int64_t kb = group * 4; kb < group * 4 + 4; ++kb) {
-          for (int64_t ty = 0; ty < s.tiles_h; ++ty) {
-            for (int64_t tx = 0; tx < s.tiles_w; ++tx) {
-              output_tile(s, m, bias, relu_, y, kb, ty, tx);
-            }
+          for (int64_t t = first; t < last; ++t) {
+            output_tile(s, m, bias, relu_, y, kb, t / s.tiles_w, t % s.tiles_w);
           }
         }
       }
@@ -241,12 +248,13 @@ class WinogradStep final : public Step {
   int m_;  // scratch: the products, 16 planes of [out/16][tiles][16]
 };
 
-// Where the own F(2x2, 3x3) is faster than oneDNN's: 256-channel 3x3s at 14x14 (ResNet-50's layer
-// 3), paired in an ad-hoc harness against jit_fp32_wino_2x3 (docs/performance.md, "Session 13").
-// From 28x28 up, oneDNN's kernels won (jit_wino_4x3 at 28x28, jit_fp32_wino_2x3 at 56x56).
+// Where the own F(2x2, 3x3) is faster than oneDNN's, paired in ResNet-50 (`kiln perf --ab`,
+// docs/performance.md, "Session 13"): layer 3 (256 channels at 14x14) 1.040 with oneDNN's over
+// the own; layer 2 (128 at 28x28) on top, 0.988-0.994 with the own. Layer 1 (64 at 56x56) on the
+// own was 1.015 slower.
 bool prefer_own(const Shape& s) {
   const int64_t pixels = s.h * s.w;
-  return s.in >= 128 && pixels > 7 * 7 && pixels <= 14 * 14;
+  return s.in >= 128 && pixels > 7 * 7 && pixels <= 28 * 28;
 }
 
 }  // namespace
