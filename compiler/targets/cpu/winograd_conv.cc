@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
-// Winograd F(2x2, 3x3) over nChw16c of a batch of one: the input's 4x4 tiles transformed
-// (V = B^T d B), 16 products M = U V on the own 1x1 kernel, and 2x2 outputs (A^T M A) with bias
-// and Relu, on the OpenMP team oneDNN runs on.
+// Winograd F(2x2, 3x3) and F(4x4, 3x3) over nChw16c of a batch of one: the input's 4x4 (6x6)
+// tiles transformed (V = B^T d B), 16 (36) products M = U V on the own 1x1 kernel, and 2x2 (4x4)
+// outputs (A^T M A) with bias and Relu, on the OpenMP team oneDNN runs on.
 //
-// At 14x14 with 256 channels (ResNet-50's layer 3) the products are GEMMs of 256 x 256 over 49
-// tiles, where the own kernel runs faster than oneDNN's jit_fp32_wino_2x3 (0.65-0.72 against
-// 0.93-1.0 ms in the model); at 28x28 with 128 (layer 2) a little faster than jit_wino_4x3. From
-// 64 channels at 56x56 (layer 1) oneDNN's is faster, so that stays with it.
+// At 14x14 with 256 channels (ResNet-50's layer 3) F(2x2)'s products are GEMMs of 256 x 256 over
+// 49 tiles, where the own kernel runs faster than oneDNN's jit_fp32_wino_2x3 (0.65-0.72 against
+// 0.93-1.0 ms in the model); at 28x28 with 128 (layer 2) F(4x4)'s over 49 tiles are faster than
+// oneDNN's jit_wino_4x3. At 56x56 with 64 (layer 1) oneDNN's is faster, so that stays with it.
 #include "compiler/targets/cpu/winograd_conv.h"
 
 #include <fmt/format.h>
@@ -38,8 +38,6 @@ namespace {
 
 using dnnl::memory;
 
-constexpr int64_t kPlanes = 16;  // (alpha = 4)^2 products
-
 enum class Choice { kAuto, kOwn, kOneDnn };
 
 Result<Choice> forced_choice() {
@@ -52,7 +50,8 @@ Result<Choice> forced_choice() {
 }
 
 // The sizes of one convolution: `in` and `out` channels, `h` x `w` pixels in and out, tiles of
-// 2x2 outputs (`tiles_h` x `tiles_w`, the last row and column cut at odd sizes).
+// alpha - 2 outputs square (`tiles_h` x `tiles_w`, the last row and column cut where they do not
+// divide).
 struct Shape {
   int64_t in = 0;
   int64_t out = 0;
@@ -60,12 +59,14 @@ struct Shape {
   int64_t w = 0;
   int64_t tiles_h = 0;
   int64_t tiles_w = 0;
+  int alpha = 4;  // input tile side: 4 for F(2x2, 3x3), 6 for F(4x4, 3x3)
   int64_t tiles() const { return tiles_h * tiles_w; }
+  int64_t planes() const { return alpha * alpha; }
 };
 
-// U = G g G^T for every (output, input) pair, one plane p = 4a + b at a time, each plane packed as
-// the 1x1 kernel's OIhw16i64o ([out/64][in/16][16][64]). G's entries are 1, 0 and +-1/2; the sums
-// are those of winograd_weights.cc's transform_2x3.
+// F(2x2, 3x3)'s U = G g G^T for every (output, input) pair, one plane p = 4a + b at a time, each
+// plane packed as the 1x1 kernel's OIhw16i64o ([out/64][in/16][16][64]). G's entries are 1, 0 and
+// +-1/2; the sums are those of winograd_weights.cc's transform_2x3.
 void transform_weights(const float* g, const Shape& s, float* u) {
   const int64_t in_blocks = s.in / 16;
   for (int64_t o = 0; o < s.out; ++o) {
@@ -84,6 +85,37 @@ void transform_weights(const float* g, const Shape& s, float* u) {
         const float g0 = t[a][0], g1 = t[a][1], g2 = t[a][2];
         const float row[4] = {g0, 0.5f * ((g0 + g1) + g2), 0.5f * ((g0 - g1) + g2), g2};
         for (int b = 0; b < 4; ++b) u[(a * 4 + b) * s.out * s.in + at] = row[b];
+      }
+    }
+  }
+}
+
+// F(4x4, 3x3)'s G (Lavin and Gray), rows of the 6x3 matrix.
+constexpr double kG4[6][3] = {{1.0 / 4, 0, 0},
+                              {-1.0 / 6, -1.0 / 6, -1.0 / 6},
+                              {-1.0 / 6, 1.0 / 6, -1.0 / 6},
+                              {1.0 / 24, 1.0 / 12, 1.0 / 6},
+                              {1.0 / 24, -1.0 / 12, 1.0 / 6},
+                              {0, 0, 1}};
+
+// U = G g G^T for F(4x4, 3x3), in double and rounded once, planes p = 6a + b as above.
+void transform_weights_4x4(const float* g, const Shape& s, float* u) {
+  const int64_t in_blocks = s.in / 16;
+  for (int64_t o = 0; o < s.out; ++o) {
+    for (int64_t c = 0; c < s.in; ++c) {
+      const float* k = g + (o * s.in + c) * 9;
+      double t[6][3];  // G g
+      for (int a = 0; a < 6; ++a) {
+        for (int j = 0; j < 3; ++j) {
+          t[a][j] = kG4[a][0] * k[j] + kG4[a][1] * k[3 + j] + kG4[a][2] * k[6 + j];
+        }
+      }
+      const int64_t at = ((o / 64) * in_blocks + c / 16) * 16 * 64 + (c % 16) * 64 + o % 64;
+      for (int a = 0; a < 6; ++a) {
+        for (int b = 0; b < 6; ++b) {
+          const double v = t[a][0] * kG4[b][0] + t[a][1] * kG4[b][1] + t[a][2] * kG4[b][2];
+          u[(a * 6 + b) * s.out * s.in + at] = static_cast<float>(v);
+        }
       }
     }
   }
@@ -161,6 +193,98 @@ __attribute__((target("avx512f"))) void output_tile(const Shape& s, const float*
     if (2 * tx + 1 < s.w) _mm512_storeu_ps(plane + (oy * s.w + 2 * tx + 1) * 16, o1);
   }
 }
+// F(4x4, 3x3)'s B^T applied to six vectors (a column or a row of the tile).
+__attribute__((target("avx512f"))) inline void bt6(const __m512 d[6], __m512 r[6]) {
+  const __m512 four = _mm512_set1_ps(4.0f), five = _mm512_set1_ps(5.0f);
+  const __m512 two = _mm512_set1_ps(2.0f);
+  // 4 d0 - 5 d2 + d4
+  r[0] = _mm512_fmadd_ps(four, d[0], _mm512_fnmadd_ps(five, d[2], d[4]));
+  const __m512 d34 = _mm512_add_ps(d[3], d[4]);   // d3 + d4
+  const __m512 d4m3 = _mm512_sub_ps(d[4], d[3]);  // d4 - d3
+  const __m512 d12 = _mm512_add_ps(d[1], d[2]);   // d1 + d2
+  const __m512 d1m2 = _mm512_sub_ps(d[1], d[2]);  // d1 - d2
+  r[1] = _mm512_fnmadd_ps(four, d12, d34);        // -4 (d1 + d2) + d3 + d4
+  r[2] = _mm512_fmadd_ps(four, d1m2, d4m3);       // 4 (d1 - d2) - d3 + d4
+  const __m512 d3m1 = _mm512_sub_ps(d[3], d[1]);  // d3 - d1
+  const __m512 d4m2 = _mm512_sub_ps(d[4], d[2]);  // d4 - d2
+  r[3] = _mm512_fmadd_ps(two, d3m1, d4m2);        // -2 d1 - d2 + 2 d3 + d4
+  r[4] = _mm512_fnmadd_ps(two, d3m1, d4m2);       // 2 d1 - d2 - 2 d3 + d4
+  r[5] = _mm512_fmadd_ps(four, d[1], _mm512_fnmadd_ps(five, d[3], d[5]));
+}
+
+// F(4x4, 3x3)'s A^T applied to six vectors: four.
+__attribute__((target("avx512f"))) inline void at6(const __m512 m[6], __m512 r[4]) {
+  const __m512 a12 = _mm512_add_ps(m[1], m[2]), s12 = _mm512_sub_ps(m[1], m[2]);
+  const __m512 a34 = _mm512_add_ps(m[3], m[4]), s34 = _mm512_sub_ps(m[3], m[4]);
+  r[0] = _mm512_add_ps(_mm512_add_ps(m[0], a12), a34);
+  r[1] = _mm512_fmadd_ps(_mm512_set1_ps(2.0f), s34, s12);
+  r[2] = _mm512_fmadd_ps(_mm512_set1_ps(4.0f), a34, a12);
+  r[3] = _mm512_add_ps(_mm512_fmadd_ps(_mm512_set1_ps(8.0f), s34, s12), m[5]);
+}
+
+// input_tile for F(4x4, 3x3): the 6x6 input tile at (4 ty - 1, 4 tx - 1), 36 planes.
+__attribute__((target("avx512f"))) void input_tile_4x4(const Shape& s, const float* x, float* v,
+                                                       int64_t cb, int64_t ty, int64_t tx) {
+  const float* plane = x + cb * s.h * s.w * 16;
+  __m512 t[6][6];  // B^T d, by column
+#pragma GCC unroll 6
+  for (int j = 0; j < 6; ++j) {
+    const int64_t ix = 4 * tx - 1 + j;
+    __m512 d[6];
+#pragma GCC unroll 6
+    for (int i = 0; i < 6; ++i) {
+      const int64_t iy = 4 * ty - 1 + i;
+      d[i] = iy >= 0 && iy < s.h && ix >= 0 && ix < s.w
+                 ? _mm512_loadu_ps(plane + (iy * s.w + ix) * 16)
+                 : _mm512_setzero_ps();
+    }
+    __m512 r[6];
+    bt6(d, r);
+#pragma GCC unroll 6
+    for (int a = 0; a < 6; ++a) t[a][j] = r[a];
+  }
+  const int64_t stride = s.in * s.tiles();
+  float* to = v + (cb * s.tiles() + ty * s.tiles_w + tx) * 16;
+#pragma GCC unroll 6
+  for (int a = 0; a < 6; ++a) {
+    __m512 r[6];
+    bt6(t[a], r);
+#pragma GCC unroll 6
+    for (int b = 0; b < 6; ++b) _mm512_storeu_ps(to + (a * 6 + b) * stride, r[b]);
+  }
+}
+
+// output_tile for F(4x4, 3x3): 4x4 outputs from 36 planes.
+__attribute__((target("avx512f"))) void output_tile_4x4(const Shape& s, const float* m,
+                                                        const float* bias, bool relu, float* y,
+                                                        int64_t kb, int64_t ty, int64_t tx) {
+  const int64_t stride = s.out * s.tiles();
+  const float* from = m + (kb * s.tiles() + ty * s.tiles_w + tx) * 16;
+  __m512 r[4][6];  // A^T m, by column
+#pragma GCC unroll 6
+  for (int j = 0; j < 6; ++j) {
+    __m512 c[6];
+#pragma GCC unroll 6
+    for (int a = 0; a < 6; ++a) c[a] = _mm512_loadu_ps(from + (a * 6 + j) * stride);
+    __m512 o[4];
+    at6(c, o);
+#pragma GCC unroll 4
+    for (int i = 0; i < 4; ++i) r[i][j] = o[i];
+  }
+  const __m512 b = bias != nullptr ? _mm512_loadu_ps(bias + kb * 16) : _mm512_setzero_ps();
+  float* plane = y + kb * s.h * s.w * 16;
+  for (int i = 0; i < 4; ++i) {
+    const int64_t oy = 4 * ty + i;
+    if (oy >= s.h) break;
+    __m512 o[4];
+    at6(r[i], o);
+    for (int j = 0; j < 4 && 4 * tx + j < s.w; ++j) {
+      __m512 out = _mm512_add_ps(o[j], b);
+      if (relu) out = _mm512_max_ps(out, _mm512_setzero_ps());
+      _mm512_storeu_ps(plane + (oy * s.w + 4 * tx + j) * 16, out);
+    }
+  }
+}
 #pragma GCC diagnostic pop
 #endif
 
@@ -206,7 +330,13 @@ class WinogradStep final : public Step {
       for (int64_t item = input.next++; item < rows; item = input.next++) {
         const int64_t cb = item / s.tiles_h;
         const int64_t ty = item % s.tiles_h;
-        for (int64_t tx = 0; tx < s.tiles_w; ++tx) input_tile(s, x, v, cb, ty, tx);
+        for (int64_t tx = 0; tx < s.tiles_w; ++tx) {
+          if (s.alpha == 6) {
+            input_tile_4x4(s, x, v, cb, ty, tx);
+          } else {
+            input_tile(s, x, v, cb, ty, tx);
+          }
+        }
       }
 #pragma omp barrier
       // 64 output channels over a range of tiles at a time: their 16 products, then their
@@ -221,13 +351,17 @@ class WinogradStep final : public Step {
         const int64_t group = item / parts;
         const int64_t first = item % parts * part;
         const int64_t last = std::min(s.tiles(), first + part);
-        for (int64_t p = 0; p < kPlanes; ++p) {
+        for (int64_t p = 0; p < s.planes(); ++p) {
           conv1x1_group_f32(product, v + p * s.in * s.tiles(), u + p * s.out * s.in, group, first,
                             last, m + p * s.out * s.tiles());
         }
         for (int64_t kb = group * 4; kb < group * 4 + 4; ++kb) {
           for (int64_t t = first; t < last; ++t) {
-            output_tile(s, m, bias, relu_, y, kb, t / s.tiles_w, t % s.tiles_w);
+            if (s.alpha == 6) {
+              output_tile_4x4(s, m, bias, relu_, y, kb, t / s.tiles_w, t % s.tiles_w);
+            } else {
+              output_tile(s, m, bias, relu_, y, kb, t / s.tiles_w, t % s.tiles_w);
+            }
           }
         }
       }
@@ -248,10 +382,11 @@ class WinogradStep final : public Step {
   int m_;  // scratch: the products, 16 planes of [out/16][tiles][16]
 };
 
-// Where the own F(2x2, 3x3) is faster than oneDNN's, paired in ResNet-50 (`kiln perf --ab`,
+// Where the own Winograd is faster than oneDNN's, paired in ResNet-50 (`kiln perf --ab`,
 // docs/performance.md, "Session 13"): layer 3 (256 channels at 14x14) 1.040 with oneDNN's over
-// the own; layer 2 (128 at 28x28) on top, 0.988-0.994 with the own. Layer 1 (64 at 56x56) on the
-// own was 1.015 slower.
+// the own; layer 2 (128 at 28x28) on top, 0.988-0.994 with the own F(2x2), then 0.984-0.992 with
+// F(4x4) over that. Layer 1 (64 at 56x56) on the own was slower: 1.015 with F(2x2), and F(4x4)
+// gained nothing over layer 2's alone (0.992).
 bool prefer_own(const Shape& s) {
   const int64_t pixels = s.h * s.w;
   return s.in >= 128 && pixels > 7 * 7 && pixels <= 28 * 28;
@@ -281,8 +416,12 @@ bool lower_winograd_conv(ProgramBuilder& b, const Node& conv, const Node* add) {
   if (c->has_bias && (c->bias_const == nullptr || c->bias_const->dtype() != DType::kF32)) {
     return false;
   }
-  const Shape s{c->weights[1], c->weights[0],       c->src[2],
-                c->src[3],     (c->src[2] + 1) / 2, (c->src[3] + 1) / 2};
+  Shape s{c->weights[1], c->weights[0], c->src[2], c->src[3]};
+  // F(4x4, 3x3) past 14x14 (ResNet-50's layer 2: 0.984-0.992 against F(2x2, 3x3) there, paired);
+  // at 14x14, 16 tiles of 4x4 leave too few columns for the products (1.004, 1.005 slower).
+  s.alpha = s.h * s.w > 14 * 14 ? 6 : 4;
+  s.tiles_h = (s.h + s.alpha - 3) / (s.alpha - 2);
+  s.tiles_w = (s.w + s.alpha - 3) / (s.alpha - 2);
   if (*choice == Choice::kAuto && !prefer_own(s)) return false;
   const Value* x = conv.input(0);
   if (!b.has_buffer(x) || !same_float({x, conv.output(0)}) ||
@@ -298,10 +437,15 @@ bool lower_winograd_conv(ProgramBuilder& b, const Node& conv, const Node* add) {
   // The transformed weights are 16/9 of the plain ones and no packing of them: the graph keeps
   // its constant, which an artifact stores, and they are transformed again on load.
   memory weights = packed_memory(
-      memory::desc({kPlanes * s.out * s.in}, memory::data_type::f32, memory::format_tag::a),
+      memory::desc({s.planes() * s.out * s.in}, memory::data_type::f32, memory::format_tag::a),
       b.engine());
-  transform_weights(c->weights_const->data<float>(), s,
-                    static_cast<float*>(weights.get_data_handle()));
+  if (s.alpha == 6) {
+    transform_weights_4x4(c->weights_const->data<float>(), s,
+                          static_cast<float*>(weights.get_data_handle()));
+  } else {
+    transform_weights(c->weights_const->data<float>(), s,
+                      static_cast<float*>(weights.get_data_handle()));
+  }
   std::vector<float> bias;
   if (c->has_bias) {
     const float* from = c->bias_const->data<float>();
@@ -312,8 +456,8 @@ bool lower_winograd_conv(ProgramBuilder& b, const Node& conv, const Node* add) {
   const int x_buffer = b.in_layout(x, blocked);
   const int y_buffer = b.define(tail.out, dst);
   const auto plane_bytes = static_cast<size_t>(std::max(s.in, s.out) * s.tiles()) * sizeof(float);
-  const int v_buffer = b.scratch(kPlanes * plane_bytes);
-  const int m_buffer = b.scratch(kPlanes * plane_bytes);
+  const int v_buffer = b.scratch(static_cast<size_t>(s.planes()) * plane_bytes);
+  const int m_buffer = b.scratch(static_cast<size_t>(s.planes()) * plane_bytes);
   auto step = std::make_unique<WinogradStep>(s, std::move(weights), std::move(bias),
                                              c->relu || !tail.ops.empty(), x_buffer, y_buffer,
                                              v_buffer, m_buffer);

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// 3x3 convolutions of a batch of one over nChw16c as kiln's own Winograd F(2x2, 3x3): the 16
-// products of the transformed tiles run on the own 1x1 kernel (conv1x1.h).
+// 3x3 convolutions of a batch of one over nChw16c as kiln's own Winograd, F(2x2, 3x3) to 14x14
+// and F(4x4, 3x3) past it: the products of the transformed tiles run on the own 1x1 kernel
+// (conv1x1.h).
 #pragma once
 
 #include "compiler/ir/graph.h"
@@ -10,7 +11,7 @@ namespace kiln::compiler::cpu {
 
 // Lowers a Conv (3x3, stride 1, padding 1, one group, batch 1, f32 constant weights, input
 // channels a multiple of 16, outputs a multiple of 64, no residual Add) with its Relu to a step
-// running Winograd F(2x2, 3x3) on the own 1x1 kernel, where that is faster than oneDNN's Winograd
+// running Winograd on the own 1x1 kernel, where that is faster than oneDNN's Winograd
 // (auto: from 128 input channels, more than 7x7 and at most 28x28 pixels; ResNet-50's layer-2
 // and layer-3 3x3s) or KILN_CPU_WINOGRAD=own asks for it. false, and nothing added, otherwise.
 bool lower_winograd_conv(ProgramBuilder& b, const Node& conv, const Node* add);
