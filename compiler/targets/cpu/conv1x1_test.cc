@@ -324,8 +324,8 @@ TEST(Conv1x1Network, ReduceConvolutionsRunOnTheOwnKernel) {
 // 3x3 stride-1 convolutions from 128 or more channels to a multiple of 64 outputs, past 7x7 up to
 // 28x28, run as kiln's own Winograd (ResNet-50's layer-2 and layer-3 3x3s): with a bias and Relu,
 // at odd sizes (the last tiles cut), from 144 channels (passes of 96 and 48), without a bias or
-// Relu; F(2x2, 3x3) to 14x14, F(4x4, 3x3) at 27x27 (a column of tiles cut to 3), with two ranges
-// of tiles for each of its two groups; one with a residual Add stays on oneDNN.
+// Relu; F(2x2, 3x3) to 14x14, F(4x4, 3x3) at 27x27 (a column of tiles cut to 3); the one group of
+// the second split into two ranges of tiles; one with a residual Add stays on oneDNN.
 TEST(WinogradNetwork, OwnWinogradMatchesRef) {
   if (!cpu::has_fast_silu()) GTEST_SKIP() << "needs AVX-512";
   for (const int64_t side : {14, 13, 9, 27}) {
@@ -353,8 +353,7 @@ TEST(WinogradNetwork, OwnWinogradMatchesRef) {
 }
 
 // KILN_CPU_WINOGRAD=own takes it wherever it applies: 64 channels at 16x16, F(4x4, 3x3) in one
-// group of four ranges of tiles (auto leaves that to oneDNN, which is faster at ResNet-50's 64
-// channels).
+// group (auto leaves that to oneDNN, which is faster at ResNet-50's 64 channels).
 TEST(WinogradNetwork, OwnChoiceTakesEveryShapeItApplies) {
   if (!cpu::has_fast_silu()) GTEST_SKIP() << "needs AVX-512";
   auto make = [] {

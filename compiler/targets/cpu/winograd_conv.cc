@@ -339,13 +339,13 @@ class WinogradStep final : public Step {
         }
       }
 #pragma omp barrier
-      // 64 output channels over a range of tiles at a time: their 16 products, then their
-      // outputs, while the products are still in this core's L2. Tiles are split only where there
-      // are fewer than two groups a thread (ResNet-50's layer 2: two groups, two ranges each);
-      // splitting layer 3's four groups as well read each weight twice and was slower (1.009,
-      // 1.011 paired), as were four items a thread at layer 2 (1.006, 1.015).
+      // 64 output channels over a range of tiles at a time: their products, then their outputs,
+      // while the products are still in this core's L2. Tiles are split only where there are
+      // fewer groups than threads: a split reads each weight twice. Paired in ResNet-50, two
+      // ranges for each of layer 2's two groups read 1.005-1.009 slower than one, four 1.006-1.015
+      // slower than two, and layer 3's four groups split in two 1.009-1.011 slower.
       const int64_t threads = omp_get_num_threads();
-      const int64_t parts = std::min(s.tiles() / 12 + 1, (2 * threads + groups - 1) / groups);
+      const int64_t parts = std::min(s.tiles() / 12 + 1, (threads + groups - 1) / groups);
       const int64_t part = (s.tiles() + parts - 1) / parts;
       for (int64_t item = output.next++; item < groups * parts; item = output.next++) {
         const int64_t group = item / parts;
