@@ -64,32 +64,6 @@ struct Shape {
   int64_t planes() const { return alpha * alpha; }
 };
 
-// F(2x2, 3x3)'s U = G g G^T for every (output, input) pair, one plane p = 4a + b at a time, each
-// plane packed as the 1x1 kernel's OIhw16i64o ([out/64][in/16][16][64]). G's entries are 1, 0 and
-// +-1/2; the sums are those of winograd_weights.cc's transform_2x3.
-void transform_weights(const float* g, const Shape& s, float* u) {
-  const int64_t in_blocks = s.in / 16;
-  for (int64_t o = 0; o < s.out; ++o) {
-    for (int64_t c = 0; c < s.in; ++c) {
-      const float* k = g + (o * s.in + c) * 9;
-      float t[4][3];  // G g: rows of the kernel combined
-      for (int j = 0; j < 3; ++j) {
-        const float g0 = k[j], g1 = k[3 + j], g2 = k[6 + j];
-        t[0][j] = g0;
-        t[1][j] = 0.5f * ((g0 + g1) + g2);
-        t[2][j] = 0.5f * ((g0 - g1) + g2);
-        t[3][j] = g2;
-      }
-      const int64_t at = ((o / 64) * in_blocks + c / 16) * 16 * 64 + (c % 16) * 64 + o % 64;
-      for (int a = 0; a < 4; ++a) {
-        const float g0 = t[a][0], g1 = t[a][1], g2 = t[a][2];
-        const float row[4] = {g0, 0.5f * ((g0 + g1) + g2), 0.5f * ((g0 - g1) + g2), g2};
-        for (int b = 0; b < 4; ++b) u[(a * 4 + b) * s.out * s.in + at] = row[b];
-      }
-    }
-  }
-}
-
 // F(4x4, 3x3)'s G (Lavin and Gray), rows of the 6x3 matrix.
 constexpr double kG4[6][3] = {{1.0 / 4, 0, 0},
                               {-1.0 / 6, -1.0 / 6, -1.0 / 6},
@@ -98,23 +72,60 @@ constexpr double kG4[6][3] = {{1.0 / 4, 0, 0},
                               {1.0 / 24, -1.0 / 12, 1.0 / 6},
                               {0, 0, 1}};
 
-// U = G g G^T for F(4x4, 3x3), in double and rounded once, planes p = 6a + b as above.
-void transform_weights_4x4(const float* g, const Shape& s, float* u) {
+// U = G g G^T for every (output, input) pair, planes p = alpha a + b, each plane packed as the 1x1
+// kernel's OIhw16i64o ([out/64][in/16][16][64]): 64 outputs of one input at a time, which lie
+// together there (loops over them vectorize). F(2x2, 3x3)'s G has entries 1, 0 and +-1/2, and its
+// sums are those of winograd_weights.cc's transform_2x3; F(4x4, 3x3)'s are summed in double and
+// rounded once.
+void transform_weights(const float* g, const Shape& s, float* u) {
+  constexpr int kW = 64;
   const int64_t in_blocks = s.in / 16;
-  for (int64_t o = 0; o < s.out; ++o) {
+  const int64_t plane = s.out * s.in;
+  float k[9][kW];  // the 64 kernels' taps
+  for (int64_t og = 0; og < s.out / kW; ++og) {
     for (int64_t c = 0; c < s.in; ++c) {
-      const float* k = g + (o * s.in + c) * 9;
-      double t[6][3];  // G g
-      for (int a = 0; a < 6; ++a) {
-        for (int j = 0; j < 3; ++j) {
-          t[a][j] = kG4[a][0] * k[j] + kG4[a][1] * k[3 + j] + kG4[a][2] * k[6 + j];
-        }
+      for (int o = 0; o < kW; ++o) {
+        for (int e = 0; e < 9; ++e) k[e][o] = g[((og * kW + o) * s.in + c) * 9 + e];
       }
-      const int64_t at = ((o / 64) * in_blocks + c / 16) * 16 * 64 + (c % 16) * 64 + o % 64;
-      for (int a = 0; a < 6; ++a) {
-        for (int b = 0; b < 6; ++b) {
-          const double v = t[a][0] * kG4[b][0] + t[a][1] * kG4[b][1] + t[a][2] * kG4[b][2];
-          u[(a * 6 + b) * s.out * s.in + at] = static_cast<float>(v);
+      float* to = u + ((og * in_blocks + c / 16) * 16 + c % 16) * kW;
+      if (s.alpha == 4) {
+        float t[4][3][kW];  // G g: rows of the kernels combined
+        for (int j = 0; j < 3; ++j) {
+          for (int o = 0; o < kW; ++o) {
+            const float g0 = k[j][o], g1 = k[3 + j][o], g2 = k[6 + j][o];
+            t[0][j][o] = g0;
+            t[1][j][o] = 0.5f * ((g0 + g1) + g2);
+            t[2][j][o] = 0.5f * ((g0 - g1) + g2);
+            t[3][j][o] = g2;
+          }
+        }
+        for (int a = 0; a < 4; ++a) {
+          float* row = to + a * 4 * plane;
+          for (int o = 0; o < kW; ++o) {
+            const float g0 = t[a][0][o], g1 = t[a][1][o], g2 = t[a][2][o];
+            row[o] = g0;
+            row[plane + o] = 0.5f * ((g0 + g1) + g2);
+            row[2 * plane + o] = 0.5f * ((g0 - g1) + g2);
+            row[3 * plane + o] = g2;
+          }
+        }
+      } else {
+        double t[6][3][kW];  // G g
+        for (int a = 0; a < 6; ++a) {
+          for (int j = 0; j < 3; ++j) {
+            for (int o = 0; o < kW; ++o) {
+              t[a][j][o] = kG4[a][0] * k[j][o] + kG4[a][1] * k[3 + j][o] + kG4[a][2] * k[6 + j][o];
+            }
+          }
+        }
+        for (int a = 0; a < 6; ++a) {
+          for (int b = 0; b < 6; ++b) {
+            float* row = to + (a * 6 + b) * plane;
+            for (int o = 0; o < kW; ++o) {
+              row[o] = static_cast<float>(t[a][0][o] * kG4[b][0] + t[a][1][o] * kG4[b][1] +
+                                          t[a][2][o] * kG4[b][2]);
+            }
+          }
         }
       }
     }
@@ -439,13 +450,8 @@ bool lower_winograd_conv(ProgramBuilder& b, const Node& conv, const Node* add) {
   memory weights = packed_memory(
       memory::desc({s.planes() * s.out * s.in}, memory::data_type::f32, memory::format_tag::a),
       b.engine());
-  if (s.alpha == 6) {
-    transform_weights_4x4(c->weights_const->data<float>(), s,
-                          static_cast<float*>(weights.get_data_handle()));
-  } else {
-    transform_weights(c->weights_const->data<float>(), s,
-                      static_cast<float*>(weights.get_data_handle()));
-  }
+  transform_weights(c->weights_const->data<float>(), s,
+                    static_cast<float*>(weights.get_data_handle()));
   std::vector<float> bias;
   if (c->has_bias) {
     const float* from = c->bias_const->data<float>();
