@@ -219,17 +219,6 @@ void conv1x1_f32(const Conv1x1Shape& s, const float* x, const float* weights, co
 
 namespace {
 
-enum class Choice { kAuto, kOwn, kOneDnn };
-
-Result<Choice> forced_choice() {
-  const std::string v = env_flag_string(EnvFlag::kCpuConv1x1);
-  if (v == "auto") return Choice::kAuto;
-  if (v == "own") return Choice::kOwn;
-  if (v == "onednn") return Choice::kOneDnn;
-  return invalid_argument_error(
-      fmt::format("KILN_CPU_CONV1X1 is \"{}\"; use auto, own or onednn (or unset it)", v));
-}
-
 // Where conv1x1_f32 is faster than oneDNN's jit_1x1 in a model (docs/performance.md, "Session 8's
 // main" and "Session 10"). From 64 input channels to 256 outputs or more it splits by channels and
 // wins at every size (ResNet-50's expanding 1x1s, SqueezeNet's 1000-way classifier). To fewer
@@ -360,13 +349,13 @@ memory::desc tap_major_layout(const memory::dims& w) {
 }  // namespace
 
 Status check_conv1x1_flag() {
-  return forced_choice().status();
+  return kernel_choice(EnvFlag::kCpuConv1x1).status();
 }
 
 bool lower_conv1x1(ProgramBuilder& b, const Node& conv, const Node* add) {
   if (!has_fast_silu() || b.conv_layout() != ConvLayout::kBlocked16) return false;
-  Result<Choice> choice = forced_choice();
-  if (!choice.ok() || *choice == Choice::kOneDnn) return false;
+  Result<KernelChoice> choice = kernel_choice(EnvFlag::kCpuConv1x1);
+  if (!choice.ok() || *choice == KernelChoice::kOneDnn) return false;
   std::optional<ConvSetup> s = conv_setup(conv);
   if (!s || s->weights_const == nullptr || s->weights_const->dtype() != DType::kF32 ||
       s->weights.size() != 4 || s->src.size() != 4 || s->src[0] != 1 ||
@@ -397,7 +386,7 @@ bool lower_conv1x1(ProgramBuilder& b, const Node& conv, const Node* add) {
   const int64_t out_padded = (s->weights[0] + 15) / 16 * 16;
   const int64_t pixels = s->dst[2] * s->dst[3];
   const Conv1x1Shape shape{pointwise ? s->weights[1] : k * k * s->weights[1], out_padded, pixels};
-  if (pointwise && *choice == Choice::kAuto && !prefer_own(shape)) return false;
+  if (pointwise && *choice == KernelChoice::kAuto && !prefer_own(shape)) return false;
   const memory::desc src(s->src, memory::data_type::f32, memory::format_tag::nChw16c);
   const memory::desc dst(s->dst, memory::data_type::f32, memory::format_tag::nChw16c);
   // A Relu of the convolution's own comes before the residual; the kernel applies one at the end.

@@ -44,6 +44,15 @@ DType dtype(const Value* v) {
 
 }  // namespace
 
+Result<KernelChoice> kernel_choice(EnvFlag flag) {
+  const std::string v = env_flag_string(flag);
+  if (v == "auto") return KernelChoice::kAuto;
+  if (v == "own") return KernelChoice::kOwn;
+  if (v == "onednn") return KernelChoice::kOneDnn;
+  return invalid_argument_error(fmt::format("{} is \"{}\"; use auto, own or onednn (or unset it)",
+                                            env_flag_info(flag).variable, v));
+}
+
 bool same_float(std::initializer_list<const Value*> values) {
   for (const Value* v : values) {
     if (!is_float(v) || dtype(v) != dtype(*values.begin())) return false;

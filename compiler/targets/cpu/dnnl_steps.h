@@ -11,8 +11,16 @@
 #include <vector>
 
 #include "compiler/targets/cpu/program.h"
+#include "core/env.h"
+#include "core/status.h"
 
 namespace kiln::compiler::cpu {
+
+// What a KILN_CPU_* kernel variable (auto, own or onednn) asks of a convolution kiln has its own
+// kernel for: that kernel where it is faster than oneDNN's, wherever it applies, or never.
+enum class KernelChoice { kAuto, kOwn, kOneDnn };
+// The choice `flag` holds, or an error naming the variable and the values it takes.
+Result<KernelChoice> kernel_choice(EnvFlag flag);
 
 // Every value is a static f32 or bf16 tensor, all of the same type.
 bool same_float(std::initializer_list<const Value*> values);

@@ -38,17 +38,6 @@ namespace {
 
 using dnnl::memory;
 
-enum class Choice { kAuto, kOwn, kOneDnn };
-
-Result<Choice> forced_choice() {
-  const std::string v = env_flag_string(EnvFlag::kCpuWinograd);
-  if (v == "auto") return Choice::kAuto;
-  if (v == "own") return Choice::kOwn;
-  if (v == "onednn") return Choice::kOneDnn;
-  return invalid_argument_error(
-      fmt::format("KILN_CPU_WINOGRAD is \"{}\"; use auto, own or onednn (or unset it)", v));
-}
-
 // The sizes of one convolution: `in` and `out` channels, `h` x `w` pixels in and out, tiles of
 // alpha - 2 outputs square (`tiles_h` x `tiles_w`, the last row and column cut where they do not
 // divide).
@@ -406,15 +395,15 @@ bool prefer_own(const Shape& s) {
 }  // namespace
 
 Status check_winograd_flag() {
-  return forced_choice().status();
+  return kernel_choice(EnvFlag::kCpuWinograd).status();
 }
 
 bool lower_winograd_conv(ProgramBuilder& b, const Node& conv, const Node* add) {
   if (add != nullptr || !has_fast_silu() || b.conv_layout() != ConvLayout::kBlocked16) {
     return false;
   }
-  Result<Choice> choice = forced_choice();
-  if (!choice.ok() || *choice == Choice::kOneDnn) return false;
+  Result<KernelChoice> choice = kernel_choice(EnvFlag::kCpuWinograd);
+  if (!choice.ok() || *choice == KernelChoice::kOneDnn) return false;
   std::optional<ConvSetup> c = conv_setup(conv);
   if (!c || c->weights_const == nullptr || c->weights_const->dtype() != DType::kF32 ||
       c->weights.size() != 4 || c->src.size() != 4 || c->src[0] != 1 || c->weights[2] != 3 ||
@@ -433,7 +422,7 @@ bool lower_winograd_conv(ProgramBuilder& b, const Node& conv, const Node* add) {
   s.alpha = s.h * s.w > 14 * 14 ? 6 : 4;
   s.tiles_h = (s.h + s.alpha - 3) / (s.alpha - 2);
   s.tiles_w = (s.w + s.alpha - 3) / (s.alpha - 2);
-  if (*choice == Choice::kAuto && !prefer_own(s)) return false;
+  if (*choice == KernelChoice::kAuto && !prefer_own(s)) return false;
   const Value* x = conv.input(0);
   if (!b.has_buffer(x) || !same_float({x, conv.output(0)}) ||
       conv.output(0)->tensor_type().dtype != DType::kF32) {
