@@ -368,7 +368,8 @@ bool lower_conv1x1(ProgramBuilder& b, const Node& conv, const Node* add) {
                          s->pad_begin[1] == 0 && s->pad_end[0] == 0 && s->pad_end[1] == 0;
   // A k x k convolution to 7x7 or less runs as the 1x1 over its input spread by taps (im2col):
   // there the weights outweigh the activations, and the kernel prefetches them where oneDNN's
-  // Winograd F(2x2, 3x3) streams 16/9 as many (ResNet-50's layer-4 3x3s: 512 x 512 x 3 x 3).
+  // Winograd F(2x2, 3x3) streams 16/9 as many (ResNet-50's layer-4 3x3s: 512 x 512 x 3 x 3; the
+  // stride-1 ones now run as kiln's own Winograd, faster still: winograd_conv.h).
   const bool spread = !pointwise && k == s->weights[3] && k <= 7 && s->dilates[0] == 0 &&
                       s->dilates[1] == 0 && s->dst[2] * s->dst[3] <= 7 * 7 && s->weights[0] >= 256;
   if (!pointwise && !spread) return false;

@@ -278,10 +278,12 @@ TEST(Conv1x1Network, PaddedOutputChannelsMatchRef) {
 }
 
 // k x k convolutions to 7x7 and less with 256 or more outputs run as the 1x1 over their input
-// spread by taps (ResNet-50's layer-4 3x3s): stride 2 from 14x14, stride 1 padded by 1, and a
-// 5x5 with a residual Add and Relu after it.
+// spread by taps (ResNet-50's layer-4 3x3s, the stride-1 ones when the own Winograd is off):
+// stride 2 from 14x14, stride 1 padded by 1, and a 5x5 with a residual Add and Relu after it.
 TEST(Conv1x1Network, SmallKxKConvolutionsRunAsSpreadOneByOnes) {
   if (!cpu::has_fast_silu()) GTEST_SKIP() << "needs AVX-512";
+  // The stride-1 3x3 would run as the own Winograd otherwise (WinogradNetwork below).
+  ScopedEnv winograd("KILN_CPU_WINOGRAD", "onednn");
   auto make = [] {
     auto graph = std::make_shared<Graph>("spread");
     GraphBuilder b(*graph);
@@ -321,14 +323,14 @@ TEST(Conv1x1Network, ReduceConvolutionsRunOnTheOwnKernel) {
   EXPECT_EQ(own_steps_matching_ref(make, inputs, "onednn"), 0);
 }
 
-// 3x3 stride-1 convolutions from 128 or more channels to a multiple of 64 outputs, past 7x7 up to
-// 28x28, run as kiln's own Winograd (ResNet-50's layer-2 and layer-3 3x3s): with a bias and Relu,
+// 3x3 stride-1 convolutions from 128 or more channels to a multiple of 64 outputs, from 7x7 to
+// 28x28, run as kiln's own Winograd (ResNet-50's layer-2, 3 and 4 3x3s): with a bias and Relu,
 // at odd sizes (the last tiles cut), from 144 channels (passes of 96 and 48), without a bias or
 // Relu; F(2x2, 3x3) to 14x14, F(4x4, 3x3) at 27x27 (a column of tiles cut to 3); the one group of
 // the second split into two ranges of tiles; one with a residual Add stays on oneDNN.
 TEST(WinogradNetwork, OwnWinogradMatchesRef) {
   if (!cpu::has_fast_silu()) GTEST_SKIP() << "needs AVX-512";
-  for (const int64_t side : {14, 13, 9, 27}) {
+  for (const int64_t side : {14, 13, 9, 7, 27}) {
     SCOPED_TRACE(std::to_string(side) + "x" + std::to_string(side));
     auto make = [side] {
       auto graph = std::make_shared<Graph>("winograd");

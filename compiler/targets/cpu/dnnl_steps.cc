@@ -166,8 +166,9 @@ bool runs_winograd(const ConvSetup& s) {
 // an f32 bias.
 bool lower_conv(ProgramBuilder& b, const Node& conv, const Node* add) {
   if (add == nullptr && lower_stem(b, conv)) return true;
-  if (lower_conv1x1(b, conv, add)) return true;
+  // Before the 1x1's spread k x k: ResNet-50's layer-4 3x3s run faster as Winograd.
   if (lower_winograd_conv(b, conv, add)) return true;
+  if (lower_conv1x1(b, conv, add)) return true;
   std::optional<ConvSetup> s = conv_setup(conv, /*allow_bf16=*/true);
   // A squeeze-and-excitation gate scales the weights; the convolution reads the ungated input.
   const std::optional<ConvGate> gate = absorbed_gate(conv);

@@ -6,7 +6,8 @@
 // At 14x14 with 256 channels (ResNet-50's layer 3) F(2x2)'s products are GEMMs of 256 x 256 over
 // 49 tiles, where the own kernel runs faster than oneDNN's jit_fp32_wino_2x3 (0.65-0.72 against
 // 0.93-1.0 ms in the model); at 28x28 with 128 (layer 2) F(4x4)'s over 49 tiles are faster than
-// oneDNN's jit_wino_4x3. At 56x56 with 64 (layer 1) oneDNN's is faster, so that stays with it.
+// oneDNN's jit_wino_4x3; at 7x7 with 512 (layer 4) F(2x2) is faster than the 1x1 over taps. At
+// 56x56 with 64 (layer 1) oneDNN's is faster, so that stays with it.
 #include "compiler/targets/cpu/winograd_conv.h"
 
 #include <fmt/format.h>
@@ -385,11 +386,13 @@ class WinogradStep final : public Step {
 // Where the own Winograd is faster than oneDNN's, paired in ResNet-50 (`kiln perf --ab`,
 // docs/performance.md, "Session 13"): layer 3 (256 channels at 14x14) 1.040 with oneDNN's over
 // the own; layer 2 (128 at 28x28) on top, 0.988-0.994 with the own F(2x2), then 0.984-0.992 with
-// F(4x4) over that. Layer 1 (64 at 56x56) on the own was slower: 1.015 with F(2x2), and F(4x4)
-// gained nothing over layer 2's alone (0.992).
+// F(4x4) over that. Layer 4 (512 at 7x7) ran as the 1x1 over taps (conv1x1.h); as F(2x2) on top
+// of the others, 0.981-0.985, though its transformed weights are 16/9 as many. Layer 1 (64 at
+// 56x56) on the own was slower: 1.015 with F(2x2), and F(4x4) gained nothing over layer 2's alone
+// (0.992).
 bool prefer_own(const Shape& s) {
   const int64_t pixels = s.h * s.w;
-  return s.in >= 128 && pixels > 7 * 7 && pixels <= 28 * 28;
+  return s.in >= 128 && pixels >= 7 * 7 && pixels <= 28 * 28;
 }
 
 }  // namespace
