@@ -374,13 +374,13 @@ class WinogradStep final : public Step {
 
  private:
   Shape shape_;
-  memory weights_;  // 16 planes of U, each OIhw16i64o
+  memory weights_;  // planes() planes of U, each OIhw16i64o
   std::vector<float> bias_;
   bool relu_;
   int x_;
   int y_;
-  int v_;  // scratch: the transformed input, 16 planes of [in/16][tiles][16]
-  int m_;  // scratch: the products, 16 planes of [out/16][tiles][16]
+  int v_;  // scratch: the transformed input, planes() planes of [in/16][tiles][16]
+  int m_;  // scratch: the products, planes() planes of [out/16][tiles][16]
 };
 
 // Where the own Winograd is faster than oneDNN's, paired in ResNet-50 (`kiln perf --ab`,
