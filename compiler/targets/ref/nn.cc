@@ -188,7 +188,7 @@ Status run_op(const ops::AveragePool& op, KernelContext& ctx) {
   const std::vector<int64_t> in = spatial(x);
   KILN_ASSIGN_OR_RETURN(WindowGeometry g,
                         with_node(ctx, forward_window(in, *op.kernel_shape,
-                                                      {op.auto_pad, op.strides, std::nullopt,
+                                                      {op.auto_pad, op.strides, op.dilations,
                                                        op.pads, op.ceil_mode != 0})));
   const int64_t plane_in = product(in);
   const std::vector<double> xd = tensor_to_doubles(x);
@@ -205,12 +205,12 @@ Status run_op(const ops::AveragePool& op, KernelContext& ctx) {
           ++count;
         }
         if (op.count_include_pad != 0) {
-          // Padding counts, but not the part of a ceil-mode window that hangs past the padding.
+          // Padding counts, but not the taps of a ceil-mode window that hang past the padding.
           count = 1;
           for (size_t a = 0; a < in.size(); ++a) {
             const int64_t start = index[a] * g.strides[a] - g.pad_begin[a];
-            const int64_t end = std::min(start + g.span(static_cast<int>(a)), in[a] + g.pad_end[a]);
-            count *= end - start;
+            const int64_t room = in[a] + g.pad_end[a] - start;  // positions left in the padding
+            count *= std::min(g.kernel[a], (room + g.dilations[a] - 1) / g.dilations[a]);
           }
         }
         yd[static_cast<size_t>(o)] =
@@ -278,7 +278,8 @@ Status run_op(const ops::LpPool& op, KernelContext& ctx) {
   KILN_ASSIGN_OR_RETURN(
       WindowGeometry g,
       with_node(ctx, forward_window(in, *op.kernel_shape,
-                                    {op.auto_pad, op.strides, std::nullopt, op.pads})));
+                                    {op.auto_pad, op.strides, op.dilations, op.pads,
+                                     op.ceil_mode != 0})));
   const int64_t plane_in = product(in);
   const auto p_norm = static_cast<double>(op.p);
   const std::vector<double> xd = tensor_to_doubles(x);

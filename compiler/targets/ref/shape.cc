@@ -6,6 +6,7 @@
 
 #include "compiler/ops/infer_util.h"
 #include "compiler/ops/shape_util.h"
+#include "compiler/targets/ref/convert.h"
 #include "compiler/targets/ref/kernel.h"
 #include "compiler/targets/ref/ref_util.h"
 #include "compiler/targets/ref/shape_util.h"
@@ -228,6 +229,12 @@ Status run_op(const ops::SpaceToDepth& op, KernelContext& ctx) {
   Tensor& out = ctx.output(0);
   const int64_t b = *op.blocksize, n = in.shape()[0], c = in.shape()[1], h = in.shape()[2],
                 w = in.shape()[3];
+  if (op.mode == "CRD") {
+    // Output viewed as [N, C, b, b, H/b, W/b].
+    const std::vector<int64_t> strides = {c * h * w, h * w, w, 1, b * w, b};
+    strided_copy(in, 0, strides, Shape{n, c, b, b, h / b, w / b}, out);
+    return Status();
+  }
   // Output viewed as [N, b, b, C, H/b, W/b].
   const std::vector<int64_t> strides = {c * h * w, w, 1, h * w, b * w, b};
   strided_copy(in, 0, strides, Shape{n, b, b, c, h / b, w / b}, out);
@@ -259,6 +266,11 @@ Status run_op(const ops::Range&, KernelContext& ctx) {
       T* dst = out.data<T>();
       for (int64_t i = 0; i < out.numel(); ++i)
         dst[i] = static_cast<T>(start + static_cast<T>(i) * delta);
+    } else if constexpr (kIsHalfLike<T>) {
+      // f16 and bf16 step in f32, each element rounded once.
+      const float start = ctx.input(0).data<T>()[0], delta = ctx.input(2).data<T>()[0];
+      T* dst = out.data<T>();
+      for (int64_t i = 0; i < out.numel(); ++i) dst[i] = T(start + static_cast<float>(i) * delta);
     }
   });
   return Status();
