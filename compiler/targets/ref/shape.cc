@@ -22,12 +22,6 @@ Status alias_input(KernelContext& ctx) {
   return Status();
 }
 
-template <class T>
-Result<T> named(KernelContext& ctx, Result<T> r) {
-  if (!r.ok()) return ctx.error(r.status().message());
-  return r;
-}
-
 }  // namespace
 
 template <>
@@ -54,7 +48,7 @@ template <>
 Status run_op(const ops::Transpose& op, KernelContext& ctx) {
   const Tensor& in = ctx.input(0);
   Tensor& out = ctx.output(0);
-  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> perm, named(ctx, transpose_perm(op, in.rank())));
+  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> perm, ctx.named(transpose_perm(op, in.rank())));
   const std::vector<int64_t> in_strides = in.shape().strides();
   std::vector<int64_t> strides;
   for (int64_t p : perm) strides.push_back(in_strides[static_cast<size_t>(p)]);
@@ -104,7 +98,7 @@ Status run_op(const ops::Slice&, KernelContext& ctx) {
   if (ctx.has_input(3)) axes = tensor_to_ints(ctx.input(3));
   if (ctx.has_input(4)) steps = tensor_to_ints(ctx.input(4));
   KILN_ASSIGN_OR_RETURN(std::vector<SliceAxis> sl,
-                        named(ctx, resolve_slice(in.shape().dims(), tensor_to_ints(ctx.input(1)),
+                        ctx.named(resolve_slice(in.shape().dims(), tensor_to_ints(ctx.input(1)),
                                                  tensor_to_ints(ctx.input(2)), axes, steps)));
   std::vector<int64_t> strides = in.shape().strides();
   int64_t offset = 0;
@@ -243,7 +237,7 @@ Status run_op(const ops::SpaceToDepth& op, KernelContext& ctx) {
 
 template <>
 Status run_op(const ops::Constant& op, KernelContext& ctx) {
-  KILN_ASSIGN_OR_RETURN(Tensor value, named(ctx, constant_tensor(op)));
+  KILN_ASSIGN_OR_RETURN(Tensor value, ctx.named(constant_tensor(op)));
   ctx.set_output(0, Argument(std::move(value)));
   return Status();
 }
