@@ -15,6 +15,8 @@ find_package(RapidJSON REQUIRED)
 # config is incomplete), and protobuf-compiler-grpc the protoc plugin.
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(KILN_GRPCPP REQUIRED IMPORTED_TARGET grpc++)
+# RE2 for the RegexFullMatch op (RE2 syntax is the op's definition).
+pkg_check_modules(KILN_RE2 REQUIRED IMPORTED_TARGET re2)
 find_program(KILN_GRPC_CPP_PLUGIN grpc_cpp_plugin REQUIRED)
 if(KILN_BUILD_TESTS)
   find_package(GTest REQUIRED)

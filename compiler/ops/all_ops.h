@@ -8,6 +8,7 @@
 #include "compiler/ops/indexing.h"
 #include "compiler/ops/linalg.h"
 #include "compiler/ops/misc.h"
+#include "compiler/ops/ml.h"
 #include "compiler/ops/nn.h"
 #include "compiler/ops/quantize.h"
 #include "compiler/ops/random.h"

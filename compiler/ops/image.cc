@@ -8,6 +8,7 @@
 #include "compiler/ops/image_util.h"
 #include "compiler/ops/infer.h"
 #include "compiler/ops/infer_util.h"
+#include "compiler/ops/nn_util.h"
 
 namespace kiln::compiler {
 
@@ -262,6 +263,136 @@ InferResult infer_op(const ops::NonMaxSuppression& op, const InferContext& ctx) 
     }
   }
   return std::vector<ValueType>{TensorType(DType::kI64, {Dim(), Dim(3)})};
+}
+
+template <>
+InferResult infer_op(const ops::Col2Im& op, const InferContext& ctx) {
+  KILN_RETURN_IF_ERROR(ctx.require_input(0, 3));
+  KILN_RETURN_IF_ERROR(ctx.require_input(1, 1));
+  KILN_RETURN_IF_ERROR(ctx.require_input(2, 1));
+  const TensorType& x = ctx.input(0);
+  if (x.dtype == DType::kString) return ctx.error("expected a numeric input, got a string tensor");
+  for (int i = 1; i < 3; ++i) {
+    if (ctx.input(i).dtype != DType::kI64) {
+      return ctx.errorf("input {} ({}) must be i64, got {}", i, i == 1 ? "image_shape" : "block_shape",
+                        ctx.input(i).to_string());
+    }
+  }
+  const std::optional<std::vector<int64_t>> image = known_ints(ctx, 1);
+  const std::optional<std::vector<int64_t>> block = known_ints(ctx, 2);
+  std::vector<Dim> xd = x.has_rank() ? *x.dims : std::vector<Dim>(3);
+  if (!image || !block) {
+    const TensorType& it = ctx.input(1);
+    if (!it.has_rank() || !(*it.dims)[0].known()) {
+      return std::vector<ValueType>{TensorType::unranked(x.dtype)};
+    }
+    return std::vector<ValueType>{unknown_dims(x.dtype, 2 + static_cast<int>((*it.dims)[0].value))};
+  }
+  if (image->size() != block->size() || image->empty()) {
+    return ctx.errorf("expected image_shape and block_shape of one length >= 1, got {} and {}",
+                      image->size(), block->size());
+  }
+  int64_t block_size = 1;
+  for (int64_t b : *block) {
+    if (b < 1) return ctx.errorf("expected block_shape values >= 1, got {}", b);
+    block_size *= b;
+  }
+  std::vector<Dim> out = {xd[0], Dim()};
+  if (xd[1].known()) {
+    if (xd[1].value % block_size != 0) {
+      return ctx.errorf("the input's dim 1 ({}) must be a multiple of the block size {}", xd[1].value,
+                        block_size);
+    }
+    out[1] = Dim(xd[1].value / block_size);
+  }
+  for (int64_t d : *image) {
+    if (d < 1) return ctx.errorf("expected image_shape values >= 1, got {}", d);
+    out.emplace_back(d);
+  }
+  // The number of blocks the image holds must be the input's dim 2.
+  auto g = forward_window(*image, *block, {"NOTSET", op.strides, op.dilations, op.pads});
+  if (!g.ok()) return ctx.error(g.status().message());
+  int64_t blocks = 1;
+  for (int64_t o : g->out) blocks *= o;
+  if (xd[2].known() && xd[2].value != blocks) {
+    return ctx.errorf("the image holds {} blocks, but the input's dim 2 is {}", blocks, xd[2].value);
+  }
+  return std::vector<ValueType>{TensorType(x.dtype, std::move(out))};
+}
+
+template <>
+InferResult infer_op(const ops::AffineGrid&, const InferContext& ctx) {
+  KILN_RETURN_IF_ERROR(require_float(ctx, 0, "theta"));
+  KILN_RETURN_IF_ERROR(ctx.require_input(0, 3));
+  KILN_RETURN_IF_ERROR(ctx.require_input(1, 1));
+  const TensorType& theta = ctx.input(0);
+  if (ctx.input(1).dtype != DType::kI64) {
+    return ctx.errorf("input 1 (size) must be i64, got {}", ctx.input(1).to_string());
+  }
+  const std::optional<std::vector<int64_t>> size = known_ints(ctx, 1);
+  if (!size) return std::vector<ValueType>{TensorType::unranked(theta.dtype)};
+  if (size->size() != 4 && size->size() != 5) {
+    return ctx.errorf("expected size [N, C, H, W] or [N, C, D, H, W], got {} values", size->size());
+  }
+  const auto spatial = static_cast<int64_t>(size->size()) - 2;
+  if (theta.has_rank()) {
+    const auto& td = *theta.dims;
+    if ((td[1].known() && td[1].value != spatial) || (td[2].known() && td[2].value != spatial + 1)) {
+      return ctx.errorf("expected theta [N, {}, {}] for size of {} values, got {}", spatial,
+                        spatial + 1, size->size(), theta.to_string());
+    }
+  }
+  std::vector<Dim> out = {Dim((*size)[0])};
+  for (size_t d = 2; d < size->size(); ++d) out.emplace_back((*size)[d]);
+  out.emplace_back(spatial);
+  return std::vector<ValueType>{TensorType(theta.dtype, std::move(out))};
+}
+
+template <>
+InferResult infer_op(const ops::DeformConv& op, const InferContext& ctx) {
+  for (int i = 0; i < 3; ++i) KILN_RETURN_IF_ERROR(require_float(ctx, i, i == 0 ? "X" : i == 1 ? "W" : "offset"));
+  KILN_RETURN_IF_ERROR(ctx.require_input(0, 4));
+  KILN_RETURN_IF_ERROR(ctx.require_input(1, 4));
+  KILN_RETURN_IF_ERROR(ctx.require_input(2, 4));
+  if (op.group < 1 || op.offset_group < 1) {
+    return ctx.errorf("expected group and offset_group >= 1, got {} and {}", op.group, op.offset_group);
+  }
+  const TensorType& x = ctx.input(0);
+  const TensorType& w = ctx.input(1);
+  if (!x.has_rank() || !w.has_rank()) return std::vector<ValueType>{unknown_dims(x.dtype, 4)};
+  const auto& xd = *x.dims;
+  const auto& wd = *w.dims;
+  if (xd[1].known() && wd[1].known() && xd[1].value != wd[1].value * op.group) {
+    return ctx.errorf("the input channels of {} must be the weights' dim 1 times group {}, got {}",
+                      x.to_string(), op.group, w.to_string());
+  }
+  std::vector<int64_t> kernel;
+  if (op.kernel_shape) {
+    kernel = *op.kernel_shape;
+  } else if (wd[2].known() && wd[3].known()) {
+    kernel = {wd[2].value, wd[3].value};
+  } else {
+    return std::vector<ValueType>{TensorType(x.dtype, {xd[0], wd[0], Dim(), Dim()})};
+  }
+  const std::vector<int64_t> in = {xd[2].known() ? xd[2].value : -1, xd[3].known() ? xd[3].value : -1};
+  auto g = forward_window(in, kernel, {"NOTSET", op.strides, op.dilations, op.pads});
+  if (!g.ok()) return ctx.error(g.status().message());
+  auto dim = [](int64_t v) { return v >= 0 ? Dim(v) : Dim(); };
+  return std::vector<ValueType>{TensorType(x.dtype, {xd[0], wd[0], dim(g->out[0]), dim(g->out[1])})};
+}
+
+template <>
+InferResult infer_op(const ops::ImageDecoder& op, const InferContext& ctx) {
+  if (!one_of(op.pixel_format, {"RGB", "BGR", "Grayscale"})) {
+    return ctx.errorf("expected pixel_format RGB, BGR or Grayscale, got \"{}\"", op.pixel_format);
+  }
+  KILN_RETURN_IF_ERROR(ctx.require_input(0, 1));
+  if (ctx.input(0).dtype != DType::kU8) {
+    return ctx.errorf("expected the encoded image as u8 [bytes], got {}", ctx.input(0).to_string());
+  }
+  // The size is the image's, known when it is decoded.
+  return std::vector<ValueType>{
+      TensorType(DType::kU8, {Dim(), Dim(), Dim(op.pixel_format == "Grayscale" ? 1 : 3)})};
 }
 
 }  // namespace kiln::compiler

@@ -98,4 +98,65 @@ struct NonMaxSuppression {
   }
 };
 
+// Col2Im: see the ONNX operator documentation (opset 18). Inputs: the columns [N, C * prod(block),
+// L], image_shape and block_shape (values known when it runs).
+struct Col2Im {
+  static constexpr OpKind kKind = OpKind::kCol2Im;
+  std::optional<std::vector<int64_t>> dilations;
+  std::optional<std::vector<int64_t>> pads;
+  std::optional<std::vector<int64_t>> strides;
+
+  template <class V>
+  void reflect(V& v) {
+    v("dilations", dilations);
+    v("pads", pads);
+    v("strides", strides);
+  }
+};
+
+// AffineGrid: see the ONNX operator documentation (opset 20).
+struct AffineGrid {
+  static constexpr OpKind kKind = OpKind::kAffineGrid;
+  int64_t align_corners = 0;
+
+  template <class V>
+  void reflect(V& v) {
+    v("align_corners", align_corners);
+  }
+};
+
+// DeformConv: see the ONNX operator documentation (opset 19). Inputs: X, W, offset, and the
+// optional B and mask; 2-D.
+struct DeformConv {
+  static constexpr OpKind kKind = OpKind::kDeformConv;
+  std::optional<std::vector<int64_t>> dilations;
+  int64_t group = 1;
+  std::optional<std::vector<int64_t>> kernel_shape;
+  int64_t offset_group = 1;
+  std::optional<std::vector<int64_t>> pads;
+  std::optional<std::vector<int64_t>> strides;
+
+  template <class V>
+  void reflect(V& v) {
+    v("dilations", dilations);
+    v("group", group);
+    v("kernel_shape", kernel_shape);
+    v("offset_group", offset_group);
+    v("pads", pads);
+    v("strides", strides);
+  }
+};
+
+// ImageDecoder: see the ONNX operator documentation (opset 20). Decodes the bytes of one BMP, JPEG,
+// JPEG 2000, PNG, PNM, TIFF or WebP image into u8 [H, W, C].
+struct ImageDecoder {
+  static constexpr OpKind kKind = OpKind::kImageDecoder;
+  std::string pixel_format = "RGB";  // RGB, BGR or Grayscale (C = 1)
+
+  template <class V>
+  void reflect(V& v) {
+    v("pixel_format", pixel_format);
+  }
+};
+
 }  // namespace kiln::compiler::ops

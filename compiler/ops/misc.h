@@ -81,6 +81,38 @@ struct TfIdfVectorizer {
   }
 };
 
+// StringConcat: see the ONNX operator documentation (opset 20).
+struct StringConcat {
+  static constexpr OpKind kKind = OpKind::kStringConcat;
+  template <class V>
+  void reflect(V&) {}
+};
+
+// StringSplit: see the ONNX operator documentation (opset 20). Output 0 gains an axis as long as
+// the most substrings of any element, padded with ""; output 1 counts each element's substrings.
+struct StringSplit {
+  static constexpr OpKind kKind = OpKind::kStringSplit;
+  std::optional<std::string> delimiter;  // absent or "": runs of whitespace, ends trimmed
+  std::optional<int64_t> maxsplit;
+
+  template <class V>
+  void reflect(V& v) {
+    v("delimiter", delimiter);
+    v("maxsplit", maxsplit);
+  }
+};
+
+// RegexFullMatch: see the ONNX operator documentation (opset 20); RE2 syntax.
+struct RegexFullMatch {
+  static constexpr OpKind kKind = OpKind::kRegexFullMatch;
+  std::optional<std::string> pattern;
+
+  template <class V>
+  void reflect(V& v) {
+    v("pattern", pattern);
+  }
+};
+
 // Adagrad: see the ONNX operator documentation (opset 1).
 struct Adagrad {
   static constexpr OpKind kKind = OpKind::kAdagrad;

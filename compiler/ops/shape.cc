@@ -626,6 +626,37 @@ InferResult infer_op(const ops::EyeLike& op, const InferContext& ctx) {
 }
 
 template <>
+InferResult infer_op(const ops::CenterCropPad& op, const InferContext& ctx) {
+  KILN_RETURN_IF_ERROR(ctx.require_input(0));
+  KILN_RETURN_IF_ERROR(require_ints(ctx, 1, "shape", 1));
+  const TensorType& in = ctx.input(0);
+  if (!in.has_rank()) return one(TensorType::unranked(in.dtype));
+  const int rank = in.rank();
+  std::vector<int> axes;
+  if (op.axes) {
+    for (int64_t a : *op.axes) {
+      KILN_ASSIGN_OR_RETURN(int d, axis_in(ctx, a, rank, "axes"));
+      if (std::find(axes.begin(), axes.end(), d) != axes.end()) {
+        return ctx.errorf("expected distinct axes, got axis {} twice", d);
+      }
+      axes.push_back(d);
+    }
+  } else {
+    for (int d = 0; d < rank; ++d) axes.push_back(d);
+  }
+  std::vector<Dim> dims = *in.dims;
+  std::optional<std::vector<int64_t>> shape = known_ints(ctx, 1);
+  if (shape && shape->size() != axes.size()) {
+    return ctx.errorf("expected {} target sizes (one per axis), got {}", axes.size(), shape->size());
+  }
+  for (size_t i = 0; i < axes.size(); ++i) {
+    if (shape && (*shape)[i] < 0) return ctx.errorf("expected sizes >= 0, got {}", (*shape)[i]);
+    dims[static_cast<size_t>(axes[i])] = shape ? Dim((*shape)[i]) : Dim();
+  }
+  return one(TensorType(in.dtype, std::move(dims)));
+}
+
+template <>
 InferResult infer_op(const ops::Trilu&, const InferContext& ctx) {
   KILN_RETURN_IF_ERROR(ctx.require_input(0));
   const TensorType& in = ctx.input(0);

@@ -227,4 +227,16 @@ struct Trilu {
   }
 };
 
+// CenterCropPad: see the ONNX operator documentation (opset 18). Input 1 holds the target size
+// of each axis in `axes` (every axis when absent).
+struct CenterCropPad {
+  static constexpr OpKind kKind = OpKind::kCenterCropPad;
+  std::optional<std::vector<int64_t>> axes;
+
+  template <class V>
+  void reflect(V& v) {
+    v("axes", axes);
+  }
+};
+
 }  // namespace kiln::compiler::ops

@@ -355,4 +355,55 @@ Status run_op(const ops::GridSample& op, KernelContext& ctx) {
   return status;
 }
 
+template <>
+Status run_op(const ops::AffineGrid& op, KernelContext& ctx) {
+  const std::vector<double> theta = tensor_to_doubles(ctx.input(0));
+  const std::vector<int64_t> size = tensor_to_ints(ctx.input(1));
+  const auto spatial = static_cast<int64_t>(size.size()) - 2;
+  const int64_t batch = size[0];
+  if (ctx.input(0).numel() != batch * spatial * (spatial + 1)) {
+    return ctx.errorf("expected theta [{}, {}, {}], got {}", batch, spatial, spatial + 1,
+                      ctx.input(0).shape().to_string());
+  }
+  // The base grid: each axis from -1 to 1, at the pixels' corners or centers.
+  const std::vector<int64_t> dims(size.begin() + 2, size.end());
+  std::vector<std::vector<double>> base(dims.size());
+  for (size_t a = 0; a < dims.size(); ++a) {
+    const auto n = static_cast<double>(dims[a]);
+    for (int64_t i = 0; i < dims[a]; ++i) {
+      const auto id = static_cast<double>(i);
+      base[a].push_back(op.align_corners != 0 ? (n > 1 ? -1 + 2 * id / (n - 1) : 0.0)
+                                              : -1 + (2 * id + 1) / n);
+    }
+  }
+  int64_t points = 1;
+  for (int64_t d : dims) points *= d;
+  std::vector<double> out(static_cast<size_t>(batch * points * spatial));
+  std::vector<int64_t> index(dims.size(), 0);
+  std::vector<double> homo(static_cast<size_t>(spatial + 1), 1.0);
+  for (int64_t p = 0; p < points; ++p) {
+    // (x, y[, z], 1): the innermost axis first.
+    for (int64_t a = 0; a < spatial; ++a) {
+      const auto axis = static_cast<size_t>(spatial - 1 - a);
+      homo[static_cast<size_t>(a)] = base[axis][static_cast<size_t>(index[axis])];
+    }
+    for (int64_t n = 0; n < batch; ++n) {
+      for (int64_t r = 0; r < spatial; ++r) {
+        double v = 0.0;
+        for (int64_t c = 0; c <= spatial; ++c) {
+          v += theta[static_cast<size_t>((n * spatial + r) * (spatial + 1) + c)] *
+               homo[static_cast<size_t>(c)];
+        }
+        out[static_cast<size_t>((n * points + p) * spatial + r)] = v;
+      }
+    }
+    for (size_t a = dims.size(); a-- > 0;) {
+      if (++index[a] < dims[a]) break;
+      index[a] = 0;
+    }
+  }
+  store_doubles(out, ctx.output(0));
+  return Status();
+}
+
 }  // namespace kiln::compiler::ref

@@ -287,6 +287,41 @@ Status run_op(const ops::EyeLike& op, KernelContext& ctx) {
 }
 
 template <>
+Status run_op(const ops::CenterCropPad& op, KernelContext& ctx) {
+  const Tensor& in = ctx.input(0);
+  Tensor& out = ctx.output(0);
+  const int rank = in.rank();
+  // out[i] = in[i + shift] per axis: the crop's start for a smaller size, minus the pad's start for
+  // a larger one (centered, the odd pixel at the end); out of range reads zero.
+  std::vector<int64_t> shift(static_cast<size_t>(rank), 0);
+  for (int d = 0; d < rank; ++d) {
+    const int64_t from = in.shape()[d], to = out.shape()[d];
+    shift[static_cast<size_t>(d)] = from >= to ? (from - to) / 2 : -((to - from) / 2);
+  }
+  const std::vector<int64_t> in_strides = in.shape().strides();
+  std::vector<int64_t> index(static_cast<size_t>(rank), 0);
+  visit_dtype(in.dtype(), [&]<class T>() {
+    const T* x = in.data<T>();
+    T* y = out.data<T>();
+    for (int64_t o = 0; o < out.numel(); ++o) {
+      int64_t at = 0;
+      bool inside = true;
+      for (int d = 0; d < rank; ++d) {
+        const int64_t i = index[static_cast<size_t>(d)] + shift[static_cast<size_t>(d)];
+        inside &= i >= 0 && i < in.shape()[d];
+        at += i * in_strides[static_cast<size_t>(d)];
+      }
+      if (inside) y[o] = x[at];
+      for (int d = rank - 1; d >= 0; --d) {
+        if (++index[static_cast<size_t>(d)] < out.shape()[d]) break;
+        index[static_cast<size_t>(d)] = 0;
+      }
+    }
+  });
+  return Status();
+}
+
+template <>
 Status run_op(const ops::Trilu& op, KernelContext& ctx) {
   const Tensor& in = ctx.input(0);
   Tensor& out = ctx.output(0);
