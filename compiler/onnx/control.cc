@@ -134,11 +134,11 @@ Status import_scan_v8(NodeImporter& ni) {
 
 std::vector<OpsetImporter> control_importers() {
   return {
-      {"", "Optional", 15, 17, import_optional},
-      {"", "Loop", 1, 17, import_loop},
+      {"", "Optional", 15, kLatestOpset, import_optional},
+      {"", "Loop", 1, kLatestOpset, import_loop},
       {"", "Scan", 8, 8, import_scan_v8},
-      {"", "Scan", 9, 17, import_scan},
-      {"", "SequenceMap", 17, 17, import_sequence_map},
+      {"", "Scan", 9, kLatestOpset, import_scan},
+      {"", "SequenceMap", 17, kLatestOpset, import_sequence_map},
   };
 }
 

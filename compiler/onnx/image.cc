@@ -73,7 +73,7 @@ Status import_roi_align_10(NodeImporter& ni) {
 std::vector<OpsetImporter> image_importers() {
   return {
       {"", "Resize", 10, 10, import_scales_input},   {"", "Upsample", 1, 6, import_upsample_1},
-      {"", "Upsample", 7, 8, import_upsample_7},     {"", "Upsample", 9, 17, import_scales_input},
+      {"", "Upsample", 7, 8, import_upsample_7},     {"", "Upsample", 9, kLatestOpset, import_scales_input},
       {"", "RoiAlign", 10, 15, import_roi_align_10},
   };
 }

@@ -165,7 +165,7 @@ Status import_conv(NodeImporter& ni) {
 
 std::vector<OpsetImporter> nn_importers() {
   return {
-      {"", "Conv", 1, 17, import_conv},
+      {"", "Conv", 1, kLatestOpset, import_conv},
       {"", "BatchNormalization", 1, 13, import_batch_norm_legacy},
       {"", "InstanceNormalization", 1, 5,
        [](NodeImporter& ni) {

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <optional>
 #include <span>
 #include <string>
@@ -96,6 +97,9 @@ class NodeImporter {
 };
 
 using ImportFn = std::function<Status(NodeImporter&)>;
+
+// The `until` of a row that holds up to the newest opset.
+inline constexpr int64_t kLatestOpset = std::numeric_limits<int64_t>::max();
 
 // One row of the version table: ONNX nodes of `op_type` in `domain` whose model opset lies in
 // [since, until] are imported by `fn`. Ops without a row import through the generic path.

@@ -3,7 +3,6 @@
 #include "compiler/ops/reduce.h"
 
 #include <cstdint>
-#include <limits>
 
 #include "compiler/onnx/node_importer.h"
 #include "compiler/ops/infer_util.h"
@@ -12,10 +11,8 @@ namespace kiln::compiler {
 
 namespace {
 
-constexpr int64_t kLatest = std::numeric_limits<int64_t>::max();
-
-// ReduceSum since opset 13 takes axes as an optional second input: a constant one becomes the
-// `axes` attribute, any other stays an input. (The other Reduce* ops take this form at opset 18.)
+// ReduceSum since opset 13, and the other Reduce* ops since 18, take axes as an optional second
+// input: a constant one becomes the `axes` attribute, any other stays an input.
 template <class R>
 Status import_axes_input(NodeImporter& ni) {
   KILN_ASSIGN_OR_RETURN(Op generic, ni.make_op(R::kKind));
@@ -46,7 +43,16 @@ Status import_topk_v1(NodeImporter& ni) {
 
 std::vector<OpsetImporter> reduce_importers() {
   return {
-      {"", "ReduceSum", 13, kLatest, import_axes_input<ops::ReduceSum>},
+      {"", "ReduceSum", 13, kLatestOpset, import_axes_input<ops::ReduceSum>},
+      {"", "ReduceL1", 18, kLatestOpset, import_axes_input<ops::ReduceL1>},
+      {"", "ReduceL2", 18, kLatestOpset, import_axes_input<ops::ReduceL2>},
+      {"", "ReduceLogSum", 18, kLatestOpset, import_axes_input<ops::ReduceLogSum>},
+      {"", "ReduceLogSumExp", 18, kLatestOpset, import_axes_input<ops::ReduceLogSumExp>},
+      {"", "ReduceMax", 18, kLatestOpset, import_axes_input<ops::ReduceMax>},
+      {"", "ReduceMean", 18, kLatestOpset, import_axes_input<ops::ReduceMean>},
+      {"", "ReduceMin", 18, kLatestOpset, import_axes_input<ops::ReduceMin>},
+      {"", "ReduceProd", 18, kLatestOpset, import_axes_input<ops::ReduceProd>},
+      {"", "ReduceSumSquare", 18, kLatestOpset, import_axes_input<ops::ReduceSumSquare>},
       {"", "TopK", 1, 9, import_topk_v1},
   };
 }

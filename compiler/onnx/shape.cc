@@ -141,7 +141,7 @@ Status import_pad_v1(NodeImporter& ni) {
 
 std::vector<OpsetImporter> shape_importers() {
   return {
-      {"", "Constant", 1, 17, import_constant},
+      {"", "Constant", 1, kLatestOpset, import_constant},
       {"", "Reshape", 1, 4, import_reshape_v1},
       {"", "Squeeze", 1, 12,
        [](NodeImporter& ni) { return import_axes_attr(ni, OpKind::kSqueeze); }},
