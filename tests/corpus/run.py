@@ -205,6 +205,26 @@ def print_table(results, targets):
             print(f"{'':<24} -> {r['status']}{': ' + r['note'] if r.get('note') else ''}")
 
 
+def markdown_table(results, targets):
+    """The results as a Markdown table (docs/corpus.md)."""
+    lines = ["| model | output | " + " | ".join(f"{t} vs ORT" for t in targets) +
+             " | float64 judgement |", "|---" * (3 + len(targets)) + "|"]
+    for r in results:
+        if not r["outputs"]:
+            why = "; ".join(f"{k}: {first_line(v)}" for k, v in r["errors"].items())
+            lines.append(f"| {r['id']} | - | " + " | ".join("error" for _ in targets) +
+                         f" | {r['status']}: {why} |")
+            continue
+        for o in r["outputs"]:
+            notes = "; ".join(f"{t}: {f64_note(o[t])}" for t in targets if f64_note(o[t]))
+            if r["status"] != "pass":
+                errors = [first_line(v) for v in r["errors"].values()]
+                notes = f"{r['status']}: " + "; ".join([r.get("note", "")] + errors[:1])
+            lines.append(f"| {r['id']} | `{o['name']}` | " +
+                         " | ".join(cell(o[t]) for t in targets) + f" | {notes} |")
+    return "\n".join(lines) + "\n"
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--targets", default="ref,cpu", help="kiln targets (ref,cpu,cuda)")
@@ -216,6 +236,7 @@ def main():
     parser.add_argument("--ci", action="store_true", help="only the models marked ci in the "
                         "manifest")
     parser.add_argument("--timeout", type=int, default=600, help="seconds per run")
+    parser.add_argument("--markdown", default="", help="also write the table as Markdown here")
     args = parser.parse_args()
     args.targets = [t for t in args.targets.split(",") if t]
     manifest = corpus_setup.load_manifest()
@@ -240,6 +261,9 @@ def main():
     json_path = args.json or os.path.join(args.cache, "corpus.json")
     with open(json_path, "w") as f:
         json.dump(report, f, indent=1)
+    if args.markdown:
+        with open(args.markdown, "w") as f:
+            f.write(markdown_table(results, args.targets))
     passed = sum(r["status"] == "pass" for r in results)
     print(f"corpus: {passed} passed, {len(failed)} failed, "
           f"{sum(r['status'] == 'expected failure' for r in results)} expected failures; "
