@@ -10,6 +10,7 @@ import argparse
 import json
 import os
 import platform
+import re
 import subprocess
 import sys
 import time
@@ -161,7 +162,8 @@ class Runner:
 
 def first_line(text):
     """The line of a kiln or ORT error that says what went wrong."""
-    lines = [line for line in (text or "").splitlines() if line.strip()]
+    text = re.sub(r"/\S+/([^/\s]+\.onnx)", r"\1", text or "")  # the cache's path to a model
+    lines = [line for line in text.splitlines() if line.strip()]
     for line in lines:
         if line.startswith(("kiln:", "ort_run:")):
             return line
@@ -228,7 +230,8 @@ def markdown_table(results, targets):
             notes = "; ".join(f"{t}: {f64_note(o[t])}" for t in targets if f64_note(o[t]))
             if r["status"] != "pass":
                 errors = [first_line(v) for v in r["errors"].values()]
-                notes = f"{r['status']}: " + "; ".join([r.get("note", "")] + errors[:1])
+                notes = "; ".join(n for n in [notes, f"{r['status']}: " + "; ".join(
+                    [r.get("note", "")] + errors[:1])] if n)
             lines.append(f"| {r['id']} | `{o['name']}` | " +
                          " | ".join(cell(o[t]) for t in targets) + f" | {notes} |")
     return "\n".join(lines) + "\n"
