@@ -64,9 +64,10 @@ std::optional<Op> widened_constant(const ops::Constant& c) {
 }
 
 // Whether input `index` of an op of `kind` must stay f32 whatever the data type (Resize's and
-// Upsample's scales).
+// Upsample's scales; NonMaxSuppression's boxes, scores and thresholds).
 bool stays_f32(OpKind kind, int index) {
-  return (kind == OpKind::kResize && index == 2) || (kind == OpKind::kUpsample && index == 1);
+  return (kind == OpKind::kResize && index == 2) || (kind == OpKind::kUpsample && index == 1) ||
+         (kind == OpKind::kNonMaxSuppression && index != 2);
 }
 
 Value* cast(Graph& graph, Value* v, DType to, Node* before) {

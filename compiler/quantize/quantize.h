@@ -52,7 +52,8 @@ Status quantize_bf16(Graph& graph, const std::vector<std::string>& ops = {});
 // element-type attributes that make f32 (Cast's `to`, random ops' `dtype`) and f32 tensor
 // attributes (ConstantOfShape's `value`). f32 graph inputs keep their type, each followed by a Cast
 // to f64, so callers feed the same inputs; outputs become f64. Inputs ONNX requires in f32 whatever
-// the data type (Resize's and Upsample's scales) get a Cast back to f32. Compiled for ref, whose
+// the data type (Resize's and Upsample's scales, NonMaxSuppression's boxes and scores) get a Cast
+// back to f32. Compiled for ref, whose
 // kernels compute in double, the graph gives a float64 reference of the model (`kiln run
 // --precision f64`). Fails naming the node when a converted node does not type-check, except
 // inside If branches (left to run time, as type_refinement does).

