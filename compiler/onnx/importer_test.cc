@@ -299,9 +299,8 @@ TEST(OnnxImport, NodesOutOfOrderAreSorted) {
 
 TEST(OnnxImport, AnOrderedGraphKeepsItsOrder) {
   // Independent nodes stay in file order, even where another order would also do.
-  onnx::ModelProto m = chain_model({{"Neg", "b", {"x"}, "nb"},
-                                    {"Abs", "a", {"x"}, "na"},
-                                    {"Add", "sum", {"na", "nb"}, "y"}});
+  onnx::ModelProto m = chain_model(
+      {{"Neg", "b", {"x"}, "nb"}, {"Abs", "a", {"x"}, "na"}, {"Add", "sum", {"na", "nb"}, "y"}});
   auto model = import_onnx_bytes(bytes_of(m), {}, "m.onnx");
   ASSERT_TRUE(model.ok()) << model.status().to_string();
   EXPECT_EQ(node_names(*(*model)->graph), (std::vector<std::string>{"b", "a", "sum"}));
@@ -321,8 +320,8 @@ TEST(OnnxImport, ACycleIsNamed) {
 }
 
 TEST(OnnxImport, AnUndefinedInputOfAnUnorderedGraphIsNamed) {
-  onnx::ModelProto m = chain_model({{"Add", "sum", {"r", "nowhere"}, "y"},
-                                    {"Relu", "relu", {"x"}, "r"}});
+  onnx::ModelProto m =
+      chain_model({{"Add", "sum", {"r", "nowhere"}, "y"}, {"Relu", "relu", {"x"}, "r"}});
   auto model = import_onnx_bytes(bytes_of(m), {}, "m.onnx");
   ASSERT_FALSE(model.ok());
   EXPECT_NE(model.status().message().find("node Add \"sum\": input \"nowhere\" is not defined"),
@@ -332,8 +331,8 @@ TEST(OnnxImport, AnUndefinedInputOfAnUnorderedGraphIsNamed) {
 
 TEST(OnnxImport, ASubgraphReadingALaterNodeIsSortedAfterIt) {
   // The If's branches read "late", which the file defines after the If.
-  onnx::ModelProto m = chain_model({{"Identity", "out", {"branched"}, "y"},
-                                    {"Relu", "late", {"x"}, "late"}});
+  onnx::ModelProto m =
+      chain_model({{"Identity", "out", {"branched"}, "y"}, {"Relu", "late", {"x"}, "late"}});
   auto* g = m.mutable_graph();
   auto* cond = g->add_initializer();
   cond->set_name("cond");

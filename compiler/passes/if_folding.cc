@@ -49,8 +49,8 @@ std::vector<Value*> inline_branch(Graph& graph, Graph& branch, Node* at, ValueMa
   for (auto& node : branch.nodes()) {
     std::vector<Value*> inputs;
     for (Value* in : node->inputs()) inputs.push_back(in == nullptr ? nullptr : mapped(in));
-    Node* copy = graph.add_node(node->op(), std::move(inputs), node->num_outputs(), node->name(),
-                                at);
+    Node* copy =
+        graph.add_node(node->op(), std::move(inputs), node->num_outputs(), node->name(), at);
     for (int i = 0; i < node->num_outputs(); ++i) {
       copy->output(i)->set_name(node->output(i)->name());
       copy->output(i)->set_type(node->output(i)->type());
@@ -123,6 +123,8 @@ class IfFolding final : public Pass {
 
 }  // namespace
 
-std::unique_ptr<Pass> make_if_folding() { return std::make_unique<IfFolding>(); }
+std::unique_ptr<Pass> make_if_folding() {
+  return std::make_unique<IfFolding>();
+}
 
 }  // namespace kiln::compiler

@@ -55,8 +55,8 @@ std::optional<Op> widened_constant(const ops::Constant& c) {
   } else if (c.value_float) {
     out.value = Tensor::scalar<double>(*c.value_float);
   } else if (c.value_floats) {
-    out.value = Tensor::from_vector(std::vector<double>(c.value_floats->begin(),
-                                                        c.value_floats->end()));
+    out.value =
+        Tensor::from_vector(std::vector<double>(c.value_floats->begin(), c.value_floats->end()));
   } else {
     return std::nullopt;
   }
@@ -73,9 +73,8 @@ bool stays_f32(OpKind kind, int index) {
 Value* cast(Graph& graph, Value* v, DType to, Node* before) {
   ops::Cast c;
   c.to = to;
-  Node* node = graph.add_node(Op(c), {v}, 1,
-                              graph.unique_name(fmt::format("{}_{}", v->name(), dtype_name(to))),
-                              before);
+  Node* node = graph.add_node(
+      Op(c), {v}, 1, graph.unique_name(fmt::format("{}_{}", v->name(), dtype_name(to))), before);
   TensorType type = v->tensor_type();
   type.dtype = to;
   node->output(0)->set_type(type);

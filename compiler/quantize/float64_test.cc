@@ -29,16 +29,18 @@ std::shared_ptr<Graph> tiny_difference() {
   ops::Cast to_f32;
   to_f32.to = DType::kF32;
   Value* cast = b.add(Op(to_f32), {y}, "cast");
-  Value* zeros = b.add(Op(ops::ConstantOfShape{}),
-                       {b.constant(Tensor::from_vector(std::vector<int64_t>{3}), "shape")},
-                       "zeros");
+  Value* zeros =
+      b.add(Op(ops::ConstantOfShape{}),
+            {b.constant(Tensor::from_vector(std::vector<int64_t>{3}), "shape")}, "zeros");
   b.output(y);
   b.output(b.add(Op(ops::Add{}), {cast, zeros}, "z"));
   EXPECT_TRUE(b.status().ok()) << b.status().to_string();
   return g;
 }
 
-Tensor ones() { return Tensor::from_vector(std::vector<float>{1.0f, 1000.0f, -1.0f}); }
+Tensor ones() {
+  return Tensor::from_vector(std::vector<float>{1.0f, 1000.0f, -1.0f});
+}
 
 TEST(Float64Conversion, ComputesInDoubleWithTheSameInputs) {
   auto as_f32 = run_on_ref(tiny_difference(), {Argument(ones())});
