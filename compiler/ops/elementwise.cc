@@ -17,6 +17,7 @@ enum class Types : uint8_t {
   kSignedNumeric,  // floats and signed integers
   kNumeric,        // floats and integers
   kUnsigned,       // unsigned integers
+  kInteger,        // signed and unsigned integers
   kBool,
   kAny,
 };
@@ -27,6 +28,7 @@ bool accepts(Types types, DType d) {
     case Types::kSignedNumeric: return dtype_is_signed(d);
     case Types::kNumeric: return dtype_is_float(d) || dtype_is_integer(d);
     case Types::kUnsigned: return dtype_is_integer(d) && !dtype_is_signed(d);
+    case Types::kInteger: return dtype_is_integer(d);
     case Types::kBool: return d == DType::kBool;
     case Types::kAny: return true;
   }
@@ -39,6 +41,7 @@ std::string_view types_name(Types types) {
     case Types::kSignedNumeric: return "a float or signed integer type";
     case Types::kNumeric: return "a numeric type";
     case Types::kUnsigned: return "an unsigned integer type";
+    case Types::kInteger: return "an integer type";
     case Types::kBool: return "bool";
     case Types::kAny: return "any type";
   }
@@ -374,12 +377,7 @@ template <>
 InferResult infer_op(const ops::Mod& op, const InferContext& ctx) {
   if (op.fmod != 0 && op.fmod != 1)
     return ctx.errorf("attribute fmod must be 0 or 1, got {}", op.fmod);
-  KILN_ASSIGN_OR_RETURN(std::vector<ValueType> out, binary(ctx, Types::kNumeric));
-  if (op.fmod == 0 && dtype_is_float(ctx.input(0).dtype)) {
-    return ctx.errorf("attribute fmod must be 1 for float inputs, got 0 with {}",
-                      dtype_name(ctx.input(0).dtype));
-  }
-  return out;
+  return binary(ctx, Types::kNumeric);
 }
 
 template <>
@@ -429,7 +427,27 @@ InferResult infer_op(const ops::BitShift& op, const InferContext& ctx) {
     return ctx.errorf("attribute direction must be \"LEFT\" or \"RIGHT\", got \"{}\"",
                       *op.direction);
   }
-  return binary(ctx, Types::kUnsigned);
+  return binary(ctx, Types::kInteger);
+}
+
+template <>
+InferResult infer_op(const ops::BitwiseAnd&, const InferContext& ctx) {
+  return binary(ctx, Types::kInteger);
+}
+
+template <>
+InferResult infer_op(const ops::BitwiseOr&, const InferContext& ctx) {
+  return binary(ctx, Types::kInteger);
+}
+
+template <>
+InferResult infer_op(const ops::BitwiseXor&, const InferContext& ctx) {
+  return binary(ctx, Types::kInteger);
+}
+
+template <>
+InferResult infer_op(const ops::BitwiseNot&, const InferContext& ctx) {
+  return unary(ctx, Types::kInteger);
 }
 
 template <>

@@ -444,6 +444,28 @@ struct BitShift {
   }
 };
 
+// BitwiseAnd, BitwiseOr, BitwiseXor, BitwiseNot: see the ONNX operator documentation (opset 18).
+struct BitwiseAnd {
+  static constexpr OpKind kKind = OpKind::kBitwiseAnd;
+  template <class V>
+  void reflect(V&) {}
+};
+struct BitwiseOr {
+  static constexpr OpKind kKind = OpKind::kBitwiseOr;
+  template <class V>
+  void reflect(V&) {}
+};
+struct BitwiseXor {
+  static constexpr OpKind kKind = OpKind::kBitwiseXor;
+  template <class V>
+  void reflect(V&) {}
+};
+struct BitwiseNot {
+  static constexpr OpKind kKind = OpKind::kBitwiseNot;
+  template <class V>
+  void reflect(V&) {}
+};
+
 // Max: see the ONNX operator documentation (opset 13).
 struct Max {
   static constexpr OpKind kKind = OpKind::kMax;

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <initializer_list>
 
+#include "compiler/ops/image_util.h"
 #include "compiler/ops/infer.h"
 #include "compiler/ops/infer_util.h"
 
@@ -37,9 +38,11 @@ int given(const InferContext& ctx, int i) {
   return -1;
 }
 
-// The output type of a resize of input 0 by the scales in input `scales` or the sizes in input
-// `sizes` (-1: none); `roi` (-1: none) narrows the scaled extent for tf_crop_and_resize.
-InferResult resize_type(const InferContext& ctx, int scales, int sizes, int roi) {
+// The output type of a Resize (an Upsample is a Resize of every axis) of input 0 by the scales in
+// input `scales` or the sizes in input `sizes` (-1: none); `roi` (-1: none) holds the region that
+// tf_crop_and_resize scales.
+InferResult resize_type(const ops::Resize& op, const InferContext& ctx, int scales, int sizes,
+                        int roi) {
   KILN_RETURN_IF_ERROR(ctx.require_input(0));
   const TensorType& x = ctx.input(0);
   if (x.dtype == DType::kString) return ctx.error("string tensors cannot be resized");
@@ -59,42 +62,36 @@ InferResult resize_type(const InferContext& ctx, int scales, int sizes, int roi)
   std::vector<Dim> out(static_cast<size_t>(rank));
   const int which = has_scales == 1 ? scales : has_sizes == 1 ? sizes : -1;
   const Tensor* values = which >= 0 ? ctx.input_value(which) : nullptr;
-  if (values == nullptr) return std::vector<ValueType>{TensorType(x.dtype, std::move(out))};
-  if (values->numel() != rank) {
-    return ctx.errorf("expected {} {} (one per dim of input 0 {}), got {}", rank,
-                      which == scales ? "scales" : "sizes", x.to_string(), values->numel());
+  std::vector<double> roi_values;
+  if (roi >= 0) {
+    const Tensor* r = ctx.input_value(roi);
+    if (r == nullptr) values = nullptr;
+    if (r != nullptr) roi_values = tensor_to_doubles(*r);
   }
-  if (which == sizes) {
-    const std::vector<int64_t> s = tensor_to_ints(*values);
-    for (int d = 0; d < rank; ++d) {
-      if (s[static_cast<size_t>(d)] < 0) return ctx.errorf("expected sizes >= 0, got {}", s[d]);
-      out[static_cast<size_t>(d)] = Dim(s[static_cast<size_t>(d)]);
+  if (values == nullptr) {
+    // Only the axes the op resizes are unknown.
+    if (op.axes) {
+      out = *x.dims;
+      for (int64_t a : *op.axes) {
+        if (a >= -rank && a < rank) out[static_cast<size_t>(a < 0 ? a + rank : a)] = Dim();
+      }
     }
     return std::vector<ValueType>{TensorType(x.dtype, std::move(out))};
   }
-  const std::vector<double> s = tensor_to_doubles(*values);
-  std::vector<double> extent(static_cast<size_t>(rank), 1.0);
-  if (roi >= 0) {
-    const Tensor* r = ctx.input_value(roi);
-    if (r == nullptr) return std::vector<ValueType>{TensorType(x.dtype, std::move(out))};
-    const std::vector<double> rv = tensor_to_doubles(*r);
-    for (int d = 0; d < rank; ++d) {
-      extent[static_cast<size_t>(d)] =
-          rv[static_cast<size_t>(d + rank)] - rv[static_cast<size_t>(d)];
-    }
+  std::vector<int64_t> in;
+  for (const Dim& d : *x.dims) in.push_back(d.known() ? d.value : -1);
+  Result<ResizeGeometry> g = invalid_argument_error("");
+  if (which == scales) {
+    const std::vector<double> s = tensor_to_doubles(*values);
+    g = resize_geometry(op, in, &s, nullptr, roi_values);
+  } else {
+    const std::vector<int64_t> s = tensor_to_ints(*values);
+    g = resize_geometry(op, in, nullptr, &s, roi_values);
   }
+  if (!g.ok()) return ctx.error(g.status().message());
   for (int d = 0; d < rank; ++d) {
-    const double scale = s[static_cast<size_t>(d)];
-    if (!(scale > 0) || !std::isfinite(scale)) {
-      return ctx.errorf("expected positive scales, got {} for dim {}", scale, d);
-    }
-    const Dim& in = (*x.dims)[static_cast<size_t>(d)];
-    if (!in.known()) continue;
-    const double size = static_cast<double>(in.value) * extent[static_cast<size_t>(d)] * scale;
-    if (!(size >= 0) || size > 9.0e15) {
-      return ctx.errorf("scale {} gives an invalid size for dim {} of {}", scale, d, x.to_string());
-    }
-    out[static_cast<size_t>(d)] = Dim(static_cast<int64_t>(std::floor(size)));
+    const int64_t size = g->sizes[static_cast<size_t>(d)];
+    if (size >= 0) out[static_cast<size_t>(d)] = Dim(size);
   }
   return std::vector<ValueType>{TensorType(x.dtype, std::move(out))};
 }
@@ -107,10 +104,20 @@ InferResult infer_op(const ops::Resize& op, const InferContext& ctx) {
     return ctx.errorf("expected mode nearest, linear or cubic, got \"{}\"", op.mode);
   }
   if (!one_of(op.coordinate_transformation_mode,
-              {"half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric",
-               "tf_half_pixel_for_nn", "tf_crop_and_resize"})) {
+              {"half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners",
+               "asymmetric", "tf_half_pixel_for_nn", "tf_crop_and_resize"})) {
     return ctx.errorf("unknown coordinate_transformation_mode \"{}\"",
                       op.coordinate_transformation_mode);
+  }
+  if (!one_of(op.keep_aspect_ratio_policy, {"stretch", "not_larger", "not_smaller"})) {
+    return ctx.errorf("expected keep_aspect_ratio_policy stretch, not_larger or not_smaller, got \"{}\"",
+                      op.keep_aspect_ratio_policy);
+  }
+  if (op.antialias != 0 && op.antialias != 1) {
+    return ctx.errorf("expected antialias 0 or 1, got {}", op.antialias);
+  }
+  if (op.antialias != 0 && op.mode == "nearest") {
+    return ctx.error("antialias applies to the linear and cubic modes, not nearest");
   }
   if (!one_of(op.nearest_mode, {"round_prefer_floor", "round_prefer_ceil", "floor", "ceil"})) {
     return ctx.errorf("unknown nearest_mode \"{}\"", op.nearest_mode);
@@ -119,14 +126,8 @@ InferResult infer_op(const ops::Resize& op, const InferContext& ctx) {
   if (crop) {
     if (given(ctx, 1) == 0) return ctx.error("tf_crop_and_resize needs the roi input");
     KILN_RETURN_IF_ERROR(require_float(ctx, 1, "roi"));
-    const TensorType& x = ctx.input(0);
-    const Tensor* roi = ctx.input_value(1);
-    if (x.has_rank() && roi != nullptr && roi->numel() != 2 * x.rank()) {
-      return ctx.errorf("expected {} roi values (starts and ends), got {}", 2 * x.rank(),
-                        roi->numel());
-    }
   }
-  return resize_type(ctx, 2, 3, crop ? 1 : -1);
+  return resize_type(op, ctx, 2, 3, crop ? 1 : -1);
 }
 
 template <>
@@ -135,37 +136,47 @@ InferResult infer_op(const ops::Upsample& op, const InferContext& ctx) {
     return ctx.errorf("expected mode nearest or linear, got \"{}\"", op.mode);
   }
   KILN_RETURN_IF_ERROR(ctx.require_input(1));
-  return resize_type(ctx, 1, -1, -1);
+  return resize_type(ops::Resize{}, ctx, 1, -1, -1);
 }
 
 template <>
 InferResult infer_op(const ops::GridSample& op, const InferContext& ctx) {
-  if (!one_of(op.mode, {"bilinear", "nearest", "bicubic"})) {
-    return ctx.errorf("expected mode bilinear, nearest or bicubic, got \"{}\"", op.mode);
+  // Opset 20 renamed bilinear and bicubic to linear and cubic, for any number of spatial dims.
+  if (!one_of(op.mode, {"linear", "bilinear", "nearest", "cubic", "bicubic"})) {
+    return ctx.errorf("expected mode linear, nearest or cubic, got \"{}\"", op.mode);
   }
   if (!one_of(op.padding_mode, {"zeros", "border", "reflection"})) {
     return ctx.errorf("expected padding_mode zeros, border or reflection, got \"{}\"",
                       op.padding_mode);
   }
-  KILN_RETURN_IF_ERROR(ctx.require_input(0, 4));
-  KILN_RETURN_IF_ERROR(ctx.require_input(1, 4));
+  KILN_RETURN_IF_ERROR(ctx.require_input(0));
+  KILN_RETURN_IF_ERROR(ctx.require_input(1));
   KILN_RETURN_IF_ERROR(require_float(ctx, 1, "grid"));
   const TensorType& x = ctx.input(0);
   const TensorType& grid = ctx.input(1);
   if (x.dtype == DType::kString || x.dtype == DType::kBool) {
     return ctx.errorf("input 0 must be numeric, got {}", x.to_string());
   }
-  std::vector<Dim> xd = x.has_rank() ? *x.dims : std::vector<Dim>(4);
-  std::vector<Dim> gd = grid.has_rank() ? *grid.dims : std::vector<Dim>(4);
-  if (gd[3].known() && gd[3].value != 2) {
-    return ctx.errorf("expected grid [N, H_out, W_out, 2], got {}", grid.to_string());
+  if (!x.has_rank() && !grid.has_rank()) return std::vector<ValueType>{TensorType::unranked(x.dtype)};
+  const int rank = x.has_rank() ? x.rank() : grid.rank();
+  if (rank < 3) return ctx.errorf("expected X of rank >= 3 [N, C, spatial...], got {}", x.to_string());
+  if ((x.has_rank() && x.rank() != rank) || (grid.has_rank() && grid.rank() != rank)) {
+    return ctx.errorf("expected X [N, C, D1, ...] and grid [N, D1_out, ..., {}] of one rank, got {} and {}",
+                      rank - 2, x.to_string(), grid.to_string());
+  }
+  std::vector<Dim> xd = x.has_rank() ? *x.dims : std::vector<Dim>(static_cast<size_t>(rank));
+  std::vector<Dim> gd = grid.has_rank() ? *grid.dims : std::vector<Dim>(static_cast<size_t>(rank));
+  if (gd.back().known() && gd.back().value != rank - 2) {
+    return ctx.errorf("expected grid [N, D1_out, ..., {}] (one coordinate per spatial dim), got {}",
+                      rank - 2, grid.to_string());
   }
   if (xd[0].known() && gd[0].known() && xd[0] != gd[0]) {
     return ctx.errorf("the batch sizes of X {} and grid {} differ", x.to_string(),
                       grid.to_string());
   }
-  const Dim batch = xd[0].known() ? xd[0] : gd[0];
-  return std::vector<ValueType>{TensorType(x.dtype, {batch, xd[1], gd[1], gd[2]})};
+  std::vector<Dim> out = {xd[0].known() ? xd[0] : gd[0], xd[1]};
+  out.insert(out.end(), gd.begin() + 1, gd.end() - 1);
+  return std::vector<ValueType>{TensorType(x.dtype, std::move(out))};
 }
 
 template <>

@@ -11,22 +11,30 @@
 
 namespace kiln::compiler::ops {
 
-// Resize: see the ONNX operator documentation (opset 13).
+// Resize: see the ONNX operator documentation (opset 19). The scales, sizes and roi inputs list the
+// axes in `axes` (every axis when absent); compiler/ops/image_util.h turns them into one scale and
+// size per axis.
 struct Resize {
   static constexpr OpKind kKind = OpKind::kResize;
+  int64_t antialias = 0;
+  std::optional<std::vector<int64_t>> axes;
   std::string coordinate_transformation_mode = "half_pixel";
   float cubic_coeff_a = -0.75f;
   int64_t exclude_outside = 0;
   float extrapolation_value = 0.0f;
+  std::string keep_aspect_ratio_policy = "stretch";
   std::string mode = "nearest";
   std::string nearest_mode = "round_prefer_floor";
 
   template <class V>
   void reflect(V& v) {
+    v("antialias", antialias);
+    v("axes", axes);
     v("coordinate_transformation_mode", coordinate_transformation_mode);
     v("cubic_coeff_a", cubic_coeff_a);
     v("exclude_outside", exclude_outside);
     v("extrapolation_value", extrapolation_value);
+    v("keep_aspect_ratio_policy", keep_aspect_ratio_policy);
     v("mode", mode);
     v("nearest_mode", nearest_mode);
   }

@@ -230,7 +230,7 @@ InferResult infer_op(const ops::AveragePool& op, const InferContext& ctx) {
     return ctx.errorf("expected count_include_pad 0 or 1, got {}", op.count_include_pad);
   }
   return pool_types(ctx, op.kernel_shape,
-                    {op.auto_pad, op.strides, std::nullopt, op.pads, op.ceil_mode != 0}, false, 1);
+                    {op.auto_pad, op.strides, op.dilations, op.pads, op.ceil_mode != 0}, false, 1);
 }
 
 template <>
@@ -246,8 +246,8 @@ InferResult infer_op(const ops::MaxPool& op, const InferContext& ctx) {
 template <>
 InferResult infer_op(const ops::LpPool& op, const InferContext& ctx) {
   if (op.p < 1) return ctx.errorf("expected p >= 1, got {}", op.p);
-  return pool_types(ctx, op.kernel_shape, {op.auto_pad, op.strides, std::nullopt, op.pads}, false,
-                    1);
+  return pool_types(ctx, op.kernel_shape,
+                    {op.auto_pad, op.strides, op.dilations, op.pads, op.ceil_mode != 0}, false, 1);
 }
 
 template <>

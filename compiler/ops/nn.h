@@ -67,6 +67,7 @@ struct AveragePool {
   std::string auto_pad = "NOTSET";
   int64_t ceil_mode = 0;
   int64_t count_include_pad = 0;
+  std::optional<std::vector<int64_t>> dilations;  // opset 19
   std::optional<std::vector<int64_t>> kernel_shape;
   std::optional<std::vector<int64_t>> pads;
   std::optional<std::vector<int64_t>> strides;
@@ -76,6 +77,7 @@ struct AveragePool {
     v("auto_pad", auto_pad);
     v("ceil_mode", ceil_mode);
     v("count_include_pad", count_include_pad);
+    v("dilations", dilations);
     v("kernel_shape", kernel_shape);
     v("pads", pads);
     v("strides", strides);
@@ -109,6 +111,8 @@ struct MaxPool {
 struct LpPool {
   static constexpr OpKind kKind = OpKind::kLpPool;
   std::string auto_pad = "NOTSET";
+  int64_t ceil_mode = 0;                          // opset 18
+  std::optional<std::vector<int64_t>> dilations;  // opset 18
   std::optional<std::vector<int64_t>> kernel_shape;
   int64_t p = 2;
   std::optional<std::vector<int64_t>> pads;
@@ -117,6 +121,8 @@ struct LpPool {
   template <class V>
   void reflect(V& v) {
     v("auto_pad", auto_pad);
+    v("ceil_mode", ceil_mode);
+    v("dilations", dilations);
     v("kernel_shape", kernel_shape);
     v("p", p);
     v("pads", pads);

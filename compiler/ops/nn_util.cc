@@ -158,4 +158,8 @@ Result<WindowGeometry> transpose_window(std::span<const int64_t> in, std::vector
   return g;
 }
 
+bool has_dilation(const std::optional<std::vector<int64_t>>& dilations) {
+  return dilations && std::any_of(dilations->begin(), dilations->end(), [](int64_t d) { return d != 1; });
+}
+
 }  // namespace kiln::compiler

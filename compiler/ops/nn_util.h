@@ -54,6 +54,9 @@ Result<WindowGeometry> transpose_window(std::span<const int64_t> in, std::vector
                                         const std::optional<std::vector<int64_t>>& output_padding,
                                         const std::optional<std::vector<int64_t>>& output_shape);
 
+// Whether `dilations` spaces the window's taps apart (absent means 1 on every axis).
+bool has_dilation(const std::optional<std::vector<int64_t>>& dilations);
+
 // "[1,2,3]" for error messages.
 std::string ints_string(std::span<const int64_t> values);
 

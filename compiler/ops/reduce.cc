@@ -21,11 +21,13 @@ Status require_numeric(const InferContext& ctx, int i) {
   return Status();
 }
 
-// The Reduce* inference shared by every op of the group (they have the same fields).
+// The Reduce* inference shared by every op of the group (they have the same fields). ReduceMax and
+// ReduceMin take bools too (opset 20).
 template <class R>
 InferResult infer_reduce(const R& op, const InferContext& ctx) {
   KILN_RETURN_IF_ERROR(ctx.require_input(0));
-  KILN_RETURN_IF_ERROR(require_numeric(ctx, 0));
+  constexpr bool kBools = std::is_same_v<R, ops::ReduceMax> || std::is_same_v<R, ops::ReduceMin>;
+  if (!kBools || ctx.input(0).dtype != DType::kBool) KILN_RETURN_IF_ERROR(require_numeric(ctx, 0));
   const TensorType& in = ctx.input(0);
   std::optional<std::vector<int64_t>> axes = op.axes;
   bool axes_known = true;
@@ -103,6 +105,30 @@ InferResult infer_arg_reduce(const A& op, const InferContext& ctx) {
   return std::vector<ValueType>{TensorType(DType::kI64, std::move(dims))};
 }
 
+// CumSum and CumProd: the input, and one axis (a scalar or one-element i32/i64 tensor).
+InferResult infer_cumulative(const InferContext& ctx) {
+  KILN_RETURN_IF_ERROR(ctx.require_input(0));
+  KILN_RETURN_IF_ERROR(require_numeric(ctx, 0));
+  KILN_RETURN_IF_ERROR(ctx.require_input(1));
+  const TensorType& in = ctx.input(0);
+  const TensorType& at = ctx.input(1);
+  if (at.dtype != DType::kI32 && at.dtype != DType::kI64) {
+    return ctx.errorf("expected an i32 or i64 axis, got {}", dtype_name(at.dtype));
+  }
+  if (at.has_rank() && at.rank() > 1)
+    return ctx.errorf("expected a scalar axis, got {}", at.to_string());
+  if (in.has_rank() && in.rank() == 0)
+    return ctx.error("expected an input of rank >= 1, got a scalar");
+  if (std::optional<std::vector<int64_t>> axis = known_ints(ctx, 1); axis && in.has_rank()) {
+    if (axis->size() != 1) return ctx.errorf("expected one axis, got {}", axis->size());
+    const int rank = in.rank();
+    if ((*axis)[0] < -rank || (*axis)[0] >= rank) {
+      return ctx.errorf("expected axis in [{}, {}), got {}", -rank, rank, (*axis)[0]);
+    }
+  }
+  return std::vector<ValueType>{in};
+}
+
 }  // namespace
 
 template <>
@@ -167,26 +193,12 @@ InferResult infer_op(const ops::ArgMin& op, const InferContext& ctx) {
 
 template <>
 InferResult infer_op(const ops::CumSum&, const InferContext& ctx) {
-  KILN_RETURN_IF_ERROR(ctx.require_input(0));
-  KILN_RETURN_IF_ERROR(require_numeric(ctx, 0));
-  KILN_RETURN_IF_ERROR(ctx.require_input(1));
-  const TensorType& in = ctx.input(0);
-  const TensorType& at = ctx.input(1);
-  if (at.dtype != DType::kI32 && at.dtype != DType::kI64) {
-    return ctx.errorf("expected an i32 or i64 axis, got {}", dtype_name(at.dtype));
-  }
-  if (at.has_rank() && at.rank() > 1)
-    return ctx.errorf("expected a scalar axis, got {}", at.to_string());
-  if (in.has_rank() && in.rank() == 0)
-    return ctx.error("expected an input of rank >= 1, got a scalar");
-  if (std::optional<std::vector<int64_t>> axis = known_ints(ctx, 1); axis && in.has_rank()) {
-    if (axis->size() != 1) return ctx.errorf("expected one axis, got {}", axis->size());
-    const int rank = in.rank();
-    if ((*axis)[0] < -rank || (*axis)[0] >= rank) {
-      return ctx.errorf("expected axis in [{}, {}), got {}", -rank, rank, (*axis)[0]);
-    }
-  }
-  return std::vector<ValueType>{in};
+  return infer_cumulative(ctx);
+}
+
+template <>
+InferResult infer_op(const ops::CumProd&, const InferContext& ctx) {
+  return infer_cumulative(ctx);
 }
 
 template <>

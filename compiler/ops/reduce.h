@@ -209,6 +209,19 @@ struct CumSum {
   }
 };
 
+// CumProd: see the ONNX operator documentation (opset 26).
+struct CumProd {
+  static constexpr OpKind kKind = OpKind::kCumProd;
+  int64_t exclusive = 0;
+  int64_t reverse = 0;
+
+  template <class V>
+  void reflect(V& v) {
+    v("exclusive", exclusive);
+    v("reverse", reverse);
+  }
+};
+
 // TopK: see the ONNX operator documentation (opset 11).
 struct TopK {
   static constexpr OpKind kKind = OpKind::kTopK;

@@ -306,6 +306,12 @@ InferResult infer_op(const ops::Split& op, const InferContext& ctx) {
   const TensorType& in = ctx.input(0);
   const int n = ctx.num_outputs();
   if (n < 1) return ctx.error("expected at least one output");
+  if (op.num_outputs) {
+    if (ctx.has_input(1)) return ctx.error("expected split sizes or num_outputs, got both");
+    if (*op.num_outputs != n) {
+      return ctx.errorf("num_outputs is {}, but the node has {} outputs", *op.num_outputs, n);
+    }
+  }
   std::optional<std::vector<int64_t>> split;
   if (ctx.has_input(1)) {
     KILN_RETURN_IF_ERROR(require_ints(ctx, 1, "split", 1));
@@ -331,6 +337,14 @@ InferResult infer_op(const ops::Split& op, const InferContext& ctx) {
     }
     for (int i = 0; i < n; ++i)
       sizes[static_cast<size_t>(i)] = Dim((*split)[static_cast<size_t>(i)]);
+  } else if (op.num_outputs && dim.known()) {
+    const int64_t part = (dim.value + n - 1) / n;
+    const int64_t last = dim.value - part * (n - 1);
+    if (last < 0) {
+      return ctx.errorf("cannot split axis {} of {} into {} parts of {} (the last one would be {})",
+                        op.axis, in.to_string(), n, part, last);
+    }
+    for (int i = 0; i < n; ++i) sizes[static_cast<size_t>(i)] = Dim(i + 1 < n ? part : last);
   } else if (!ctx.has_input(1) && dim.known()) {
     if (dim.value % n != 0) {
       return ctx.errorf("cannot split axis {} of {} into {} equal parts", op.axis, in.to_string(),
@@ -519,6 +533,8 @@ InferResult infer_op(const ops::SpaceToDepth& op, const InferContext& ctx) {
   KILN_RETURN_IF_ERROR(ctx.require_input(0, 4));
   const TensorType& in = ctx.input(0);
   if (!op.blocksize || *op.blocksize <= 0) return ctx.error("expected a blocksize attribute > 0");
+  if (op.mode != "DCR" && op.mode != "CRD")
+    return ctx.errorf("expected mode DCR or CRD, got \"{}\"", op.mode);
   if (!in.has_rank()) return one(unknown_dims(in.dtype, 4));
   const int64_t b = *op.blocksize;
   std::vector<Dim> d = *in.dims;
@@ -571,9 +587,9 @@ template <>
 InferResult infer_op(const ops::Range&, const InferContext& ctx) {
   for (int i = 0; i < 3; ++i) KILN_RETURN_IF_ERROR(ctx.require_input(i));
   const DType dtype = ctx.input(0).dtype;
-  if (dtype != DType::kF32 && dtype != DType::kF64 && dtype != DType::kI16 &&
-      dtype != DType::kI32 && dtype != DType::kI64) {
-    return ctx.errorf("expected f32, f64, i16, i32 or i64 inputs, got {}",
+  if (!dtype_is_float(dtype) && dtype != DType::kI16 && dtype != DType::kI32 &&
+      dtype != DType::kI64) {
+    return ctx.errorf("expected f16, bf16, f32, f64, i16, i32 or i64 inputs, got {}",
                       ctx.input(0).to_string());
   }
   for (int i = 0; i < 3; ++i) {
@@ -581,7 +597,9 @@ InferResult infer_op(const ops::Range&, const InferContext& ctx) {
     if (t.dtype != dtype)
       return ctx.errorf("expected every input to be {}, input {} is {}", dtype_name(dtype), i,
                         t.to_string());
-    if (t.has_rank() && !(t.rank() == 0 || (t.rank() == 1 && (*t.dims)[0] == Dim(1)))) {
+    // A 1-D input of unknown size is checked at run time (range_count wants one element).
+    if (t.has_rank() && !(t.rank() == 0 || (t.rank() == 1 && !(*t.dims)[0].known()) ||
+                          (t.rank() == 1 && (*t.dims)[0] == Dim(1)))) {
       return ctx.errorf("expected scalar inputs, input {} is {}", i, t.to_string());
     }
   }

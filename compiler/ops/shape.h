@@ -70,13 +70,17 @@ struct Concat {
 };
 
 // Split: see the ONNX operator documentation (opset 13).
+// Without split sizes (input 1), num_outputs (opset 18) splits into parts of ceil(dim / n), the
+// last one smaller; without either, the axis splits evenly among the outputs.
 struct Split {
   static constexpr OpKind kKind = OpKind::kSplit;
   int64_t axis = 0;
+  std::optional<int64_t> num_outputs;
 
   template <class V>
   void reflect(V& v) {
     v("axis", axis);
+    v("num_outputs", num_outputs);
   }
 };
 
@@ -149,10 +153,12 @@ struct DepthToSpace {
 struct SpaceToDepth {
   static constexpr OpKind kKind = OpKind::kSpaceToDepth;
   std::optional<int64_t> blocksize;
+  std::string mode = "DCR";  // the channel of (b1, b2, c): (b1*b + b2)*C + c; CRD: c*b*b + b1*b + b2
 
   template <class V>
   void reflect(V& v) {
     v("blocksize", blocksize);
+    v("mode", mode);
   }
 };
 

@@ -73,15 +73,31 @@ InferResult infer_op(const ops::DFT& op, const InferContext& ctx) {
   if (last.known() && last.value != 1 && last.value != 2) {
     return ctx.errorf("the last input dim must be 1 (real) or 2 (complex), got {}", x.to_string());
   }
-  int64_t axis = op.axis < 0 ? op.axis + rank : op.axis;
+  int64_t axis = op.axis;
+  if (ctx.has_input(2)) {
+    KILN_ASSIGN_OR_RETURN(std::optional<int64_t> given, scalar_int_input(ctx, 2, "axis"));
+    if (!given) {
+      // Which dim changes is known at run time only.
+      std::vector<Dim> dims(static_cast<size_t>(rank));
+      dims.front() = (*x.dims)[0];
+      dims.back() = Dim(op.inverse != 0 && op.onesided != 0 ? 1 : 2);
+      return std::vector<ValueType>{TensorType(x.dtype, std::move(dims))};
+    }
+    axis = *given;
+  }
+  const int64_t named_axis = axis;
+  if (axis < 0) axis += rank;
   if (axis < 1 || axis > rank - 2) {
-    return ctx.errorf("axis must name a signal dim in [1, {}], got {}", rank - 2, op.axis);
+    return ctx.errorf("axis must name a signal dim in [1, {}], got {}", rank - 2, named_axis);
   }
   if (op.inverse != 0 && op.inverse != 1)
     return ctx.errorf("inverse must be 0 or 1, got {}", op.inverse);
   if (op.onesided != 0 && op.onesided != 1)
     return ctx.errorf("onesided must be 0 or 1, got {}", op.onesided);
+  // The inverse of a one-sided spectrum (IRFFT) is real, its length 2 * (bins - 1) by default.
+  const bool irfft = op.inverse != 0 && op.onesided != 0;
   Dim n = (*x.dims)[static_cast<size_t>(axis)];
+  if (irfft) n = n.known() ? Dim(2 * (n.value - 1)) : Dim();
   if (ctx.has_input(1)) {
     KILN_ASSIGN_OR_RETURN(std::optional<int64_t> len, scalar_int_input(ctx, 1, "dft_length"));
     if (len && *len < 1) return ctx.errorf("dft_length must be >= 1, got {}", *len);
@@ -89,10 +105,9 @@ InferResult infer_op(const ops::DFT& op, const InferContext& ctx) {
   }
   if (n.known() && n.value < 1) return ctx.errorf("expected a DFT length >= 1, got {}", n.value);
   std::vector<Dim> dims = *x.dims;
-  if (op.onesided && n.known()) n = Dim(n.value / 2 + 1);
-  if (op.onesided && !n.known()) n = Dim();
+  if (op.onesided && !irfft) n = n.known() ? Dim(n.value / 2 + 1) : Dim();
   dims[static_cast<size_t>(axis)] = n;
-  dims.back() = Dim(2);
+  dims.back() = Dim(irfft ? 1 : 2);
   return std::vector<ValueType>{TensorType(x.dtype, std::move(dims))};
 }
 

@@ -12,6 +12,7 @@
 namespace kiln::compiler::ops {
 
 // DFT: see the ONNX operator documentation (opset 17).
+// From opset 20 the axis is input 2 (default -2): a constant one is folded into `axis` at import.
 struct DFT {
   static constexpr OpKind kKind = OpKind::kDFT;
   int64_t axis = 1;

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "compiler/ops/all_ops.h"
+#include "compiler/ops/nn_util.h"
 #include "compiler/passes/rewrite.h"
 #include "compiler/targets/cpu/dnnl_kernel.h"
 #include "compiler/targets/cpu/program.h"
@@ -99,7 +100,7 @@ const Node* sole_pool_2x2(const Value* v) {
   const auto& op = pool->attrs<ops::AveragePool>();
   const std::vector<int64_t> two = {2, 2};
   if ((op.auto_pad != "NOTSET" && op.auto_pad != "VALID") || op.ceil_mode != 0 ||
-      op.kernel_shape != two || op.strides != two ||
+      op.kernel_shape != two || op.strides != two || has_dilation(op.dilations) ||
       (op.pads && *op.pads != std::vector<int64_t>(4, 0))) {
     return nullptr;
   }

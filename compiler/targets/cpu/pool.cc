@@ -68,7 +68,7 @@ std::optional<PoolSpec> pool_spec(const Node& node, const std::vector<int64_t>& 
     return PoolSpec{dnnl::algorithm::pooling_max, std::move(*g)};
   }
   if (const auto* op = node.op().get_if<ops::AveragePool>()) {
-    if (!op->kernel_shape) return std::nullopt;
+    if (!op->kernel_shape || has_dilation(op->dilations)) return std::nullopt;
     Result<WindowGeometry> g =
         forward_window(in, *op->kernel_shape,
                        {op->auto_pad, op->strides, std::nullopt, op->pads, op->ceil_mode != 0});

@@ -1525,7 +1525,7 @@ bool lower_pool(Builder& b, const Node& node) {
                        {op.auto_pad, op.strides, op.dilations, op.pads, op.ceil_mode != 0});
   } else {
     const auto& op = node.attrs<ops::AveragePool>();
-    if (!op.kernel_shape) return false;
+    if (!op.kernel_shape || has_dilation(op.dilations)) return false;
     p.count_include_pad = op.count_include_pad != 0;
     if (p.count_include_pad && op.ceil_mode != 0) return false;
     g = forward_window(in, *op.kernel_shape,

@@ -186,6 +186,21 @@ Status run_op(const ops::Not&, KernelContext& ctx) {
 }
 
 template <>
+Status run_op(const ops::BitwiseNot&, KernelContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  return visit_dtype(x.dtype(), [&]<class T>() -> Status {
+    if constexpr (kIsInt<T>) {
+      const T* in = x.data<T>();
+      T* out = ctx.output(0).data<T>();
+      for (int64_t i = 0; i < x.numel(); ++i) out[i] = static_cast<T>(~in[i]);
+      return Status();
+    } else {
+      return unsupported(ctx, x.dtype());
+    }
+  });
+}
+
+template <>
 Status run_op(const ops::Reciprocal&, KernelContext& ctx) {
   return math_unary(ctx, [](double x) { return 1.0 / x; });
 }

@@ -212,9 +212,15 @@ Status run_op(const ops::Div&, KernelContext& ctx) {
 
 template <>
 Status run_op(const ops::Mod& op, KernelContext& ctx) {
+  // fmod=0 is Python's (numpy's) remainder, with the sign of the divisor, for floats too.
   const bool python = op.fmod == 0;
   return arithmetic(
-      ctx, [](auto x, auto y) { return std::fmod(x, y); },
+      ctx,
+      [&](auto x, auto y) {
+        auto r = std::fmod(x, y);
+        if (python && r != 0 && (r < 0) != (y < 0)) r += y;
+        return r;
+      },
       [&]<class T>(T x, T y, Status& s) { return int_mod(x, y, python, s); });
 }
 
@@ -304,9 +310,18 @@ Status run_op(const ops::BitShift& op, KernelContext& ctx) {
   const Tensor& b = ctx.input(1);
   if (a.dtype() != b.dtype()) return unsupported(ctx, b.dtype());
   return visit_dtype(a.dtype(), [&]<class T>() -> Status {
-    if constexpr (kIsInt<T> && std::is_unsigned_v<T>) {
+    if constexpr (kIsInt<T>) {
+      // Shifts by a negative amount or past the width (undefined in C) shift every bit out: left
+      // gives 0, right the sign fill (right shifts of signed values are arithmetic).
+      constexpr T kWidth = static_cast<T>(sizeof(T) * 8);
       broadcast_binary<T, T>(a, b, ctx.output(0), [&](T x, T s) -> T {
-        if (s >= sizeof(T) * 8) return 0;  // C leaves shifts past the width undefined
+        bool out_of_range = s >= kWidth;
+        T fill = 0;
+        if constexpr (std::is_signed_v<T>) {
+          out_of_range |= s < 0;
+          if (!left && x < 0) fill = -1;
+        }
+        if (out_of_range) return fill;
         return static_cast<T>(left ? static_cast<Wrap<T>>(x) << s : x >> s);
       });
       return Status();
@@ -314,6 +329,41 @@ Status run_op(const ops::BitShift& op, KernelContext& ctx) {
       return unsupported(ctx, a.dtype());
     }
   });
+}
+
+namespace {
+
+// z = f(x, y) on the bits of same-typed integers, broadcast.
+template <class F>
+Status bitwise(KernelContext& ctx, F f) {
+  const Tensor& a = ctx.input(0);
+  const Tensor& b = ctx.input(1);
+  if (a.dtype() != b.dtype()) return unsupported(ctx, b.dtype());
+  return visit_dtype(a.dtype(), [&]<class T>() -> Status {
+    if constexpr (kIsInt<T>) {
+      broadcast_binary<T, T>(a, b, ctx.output(0), [&](T x, T y) { return static_cast<T>(f(x, y)); });
+      return Status();
+    } else {
+      return unsupported(ctx, a.dtype());
+    }
+  });
+}
+
+}  // namespace
+
+template <>
+Status run_op(const ops::BitwiseAnd&, KernelContext& ctx) {
+  return bitwise(ctx, [](auto x, auto y) { return x & y; });
+}
+
+template <>
+Status run_op(const ops::BitwiseOr&, KernelContext& ctx) {
+  return bitwise(ctx, [](auto x, auto y) { return x | y; });
+}
+
+template <>
+Status run_op(const ops::BitwiseXor&, KernelContext& ctx) {
+  return bitwise(ctx, [](auto x, auto y) { return x ^ y; });
 }
 
 template <>

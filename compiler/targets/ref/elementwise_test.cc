@@ -67,9 +67,42 @@ TEST(ElementwiseRef, ModFollowsPythonOrCSigns) {
   EXPECT_EQ(values<int32_t>(*c), (std::vector<int32_t>{-1, 1, -1, 1}));
 }
 
-TEST(ElementwiseRef, ModOfFloatsNeedsFmod) {
-  auto a = Tensor::from_vector<float>({1.5f});
-  EXPECT_FALSE(run_one(ops::Mod{}, {a, a}).ok());
+TEST(ElementwiseRef, ModOfFloatsWithoutFmodTakesTheDivisorsSign) {
+  auto a = Tensor::from_vector<float>({-4.5f, 7.5f, 5.0f, 4.5f});
+  auto b = Tensor::from_vector<float>({2.0f, -2.0f, 2.5f, 2.0f});
+  Result<Tensor> y = run_one(ops::Mod{}, {a, b});
+  ASSERT_TRUE(y.ok()) << y.status().to_string();
+  EXPECT_EQ(values<float>(*y), (std::vector<float>{1.5f, -0.5f, 0.0f, 0.5f}));
+}
+
+TEST(ElementwiseRef, SignedBitShiftsWrapLeftAndFillRight) {
+  auto x = Tensor::from_vector<int8_t>({-8, 64, -1, -128, 16, -8});
+  auto s = Tensor::from_vector<int8_t>({1, 1, 8, 1, -1, 100});
+  ops::BitShift left, right;
+  left.direction = "LEFT";
+  right.direction = "RIGHT";
+  Result<Tensor> l = run_one(left, {x, s});
+  Result<Tensor> r = run_one(right, {x, s});
+  ASSERT_TRUE(l.ok() && r.ok()) << l.status().to_string() << r.status().to_string();
+  EXPECT_EQ(values<int8_t>(*l), (std::vector<int8_t>{-16, -128, 0, 0, 0, 0}));
+  EXPECT_EQ(values<int8_t>(*r), (std::vector<int8_t>{-4, 32, -1, -64, 0, -1}));
+}
+
+TEST(ElementwiseRef, BitwiseOpsBroadcastOverIntegers) {
+  auto a = Tensor::from_vector<int16_t>({0x0f0f, -1, 0});
+  auto b = Tensor::from_vector<int16_t>({0x00ff});
+  Result<Tensor> y_and = run_one(ops::BitwiseAnd{}, {a, b});
+  Result<Tensor> y_or = run_one(ops::BitwiseOr{}, {a, b});
+  Result<Tensor> y_xor = run_one(ops::BitwiseXor{}, {a, b});
+  Result<Tensor> y_not = run_one(ops::BitwiseNot{}, {a});
+  ASSERT_TRUE(y_and.ok() && y_or.ok() && y_xor.ok() && y_not.ok());
+  EXPECT_EQ(values<int16_t>(*y_and), (std::vector<int16_t>{0x000f, 0x00ff, 0}));
+  EXPECT_EQ(values<int16_t>(*y_or), (std::vector<int16_t>{0x0fff, -1, 0x00ff}));
+  EXPECT_EQ(values<int16_t>(*y_xor), (std::vector<int16_t>{0x0ff0, -256, 0x00ff}));
+  EXPECT_EQ(values<int16_t>(*y_not), (std::vector<int16_t>{-0x0f10, 0, -1}));
+  EXPECT_FALSE(run_one(ops::BitwiseAnd{}, {Tensor::from_vector<float>({1.0f}),
+                                           Tensor::from_vector<float>({1.0f})})
+                   .ok());
 }
 
 TEST(ElementwiseRef, CastFloatToIntTruncatesAndSaturates) {

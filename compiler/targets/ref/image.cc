@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 
+#include "compiler/ops/image_util.h"
 #include "compiler/ops/infer_util.h"
 #include "compiler/targets/ref/convert.h"
 #include "compiler/targets/ref/kernel.h"
@@ -42,11 +43,39 @@ std::vector<double> cubic_coeffs(double r, double a) {
           ((a * (s + 1) - 5 * a) * (s + 1) + 8 * a) * (s + 1) - 4 * a};
 }
 
+// Antialiased taps (opset 18): when downsampling by `scale` the linear or cubic kernel is
+// stretched by 1 / scale, so it spans 2 / scale (4 / scale) input pixels; the weights, of the taps
+// at distances i - ratio for i from 1 - n/2, are normalized to add up to 1.
+std::vector<double> antialias_coeffs(double ratio, double scale, bool cubic, double a) {
+  scale = std::min(scale, 1.0);
+  const double support = cubic ? 2.0 : 1.0;
+  const auto start = static_cast<int64_t>(std::floor(-support / scale) + 1);
+  const int64_t n = 2 - 2 * start;
+  std::vector<double> coeffs;
+  double sum = 0.0;
+  for (int64_t i = start; i < start + n; ++i) {
+    const double x = std::fabs(scale * (static_cast<double>(i) - ratio));
+    double c = 0.0;
+    if (!cubic) {
+      c = std::max(0.0, 1.0 - x);
+    } else if (x <= 1) {
+      c = ((a + 2) * x - (a + 3)) * x * x + 1;
+    } else if (x < 2) {
+      c = ((a * x - 5 * a) * x + 8 * a) * x - 4 * a;
+    }
+    coeffs.push_back(c);
+    sum += c;
+  }
+  for (double& c : coeffs) c /= sum;
+  return coeffs;
+}
+
 // Follows interpolate_1d_with_x of ONNX's numpy reference (onnx/backend/test/case/node/resize.py):
-// `length` is the resized length as a real number (scale * input, not floored), and the n taps are
-// the n nearest input indices to the source coordinate, reading edge values beyond the input.
-Taps resize_taps(const ops::Resize& op, int64_t x, int64_t in, double scale, double roi_start,
-                 double roi_end, int64_t stride) {
+// `length` is the resized length as a real number (scale * input, not floored), `out` the output
+// size, and the n taps are the n nearest input indices to the source coordinate, reading edge
+// values beyond the input.
+Taps resize_taps(const ops::Resize& op, int64_t x, int64_t in, int64_t out, double scale,
+                 double roi_start, double roi_end, int64_t stride) {
   const std::string& ctm = op.coordinate_transformation_mode;
   const double length = scale * static_cast<double>(in);
   const auto xd = static_cast<double>(x);
@@ -69,6 +98,10 @@ Taps resize_taps(const ops::Resize& op, int64_t x, int64_t in, double scale, dou
     src = length == 1.0 ? -0.5 : (xd + 0.5) / scale - 0.5;
   } else if (ctm == "tf_half_pixel_for_nn") {
     src = (xd + 0.5) / scale;
+  } else if (ctm == "half_pixel_symmetric") {
+    // half_pixel, with the output's rounding shared out evenly on both sides.
+    const double adjustment = static_cast<double>(out) / length;
+    src = static_cast<double>(in) / 2 * (1 - adjustment) + (xd + 0.5) / scale - 0.5;
   } else {
     src = (xd + 0.5) / scale - 0.5;
   }
@@ -82,6 +115,8 @@ Taps resize_taps(const ops::Resize& op, int64_t x, int64_t in, double scale, dou
   std::vector<double> coeffs;
   if (op.mode == "nearest") {
     coeffs = nearest_coeffs(ratio, op.nearest_mode);
+  } else if (op.antialias != 0) {
+    coeffs = antialias_coeffs(ratio, scale, op.mode == "cubic", op.cubic_coeff_a);
   } else if (op.mode == "linear") {
     coeffs = {1.0 - ratio, ratio};
   } else {
@@ -125,20 +160,17 @@ double resize_sample(const T* x, const std::vector<const Taps*>& taps, size_t d,
   return sum;
 }
 
-// Resizes x into the preallocated y. `scales` holds one factor per axis, or is empty when y's
-// shape came from `sizes` (each factor is then output / input). `roi` is empty or starts + ends.
-Status resize(KernelContext& ctx, const ops::Resize& op, const Tensor& x,
-              std::vector<double> scales, const std::vector<double>& roi, Tensor& y) {
+// Resizes x into the preallocated y by the per-axis scales of `g` (its roi: empty, or starts and
+// ends of every axis).
+Status resize(KernelContext& ctx, const ops::Resize& op, const Tensor& x, const ResizeGeometry& g,
+              Tensor& y) {
   const Shape& in = x.shape();
   const Shape& out = y.shape();
   const int rank = in.rank();
   if (out.numel() == 0) return Status();
   if (in.numel() == 0) return ctx.errorf("cannot resize the empty input {}", in.to_string());
-  if (scales.empty()) {
-    for (int d = 0; d < rank; ++d) {
-      scales.push_back(static_cast<double>(out[d]) / static_cast<double>(in[d]));
-    }
-  }
+  const std::vector<double>& scales = g.scales;
+  const std::vector<double>& roi = g.roi;
   if (op.coordinate_transformation_mode == "tf_crop_and_resize" &&
       roi.size() != static_cast<size_t>(2 * rank)) {
     return ctx.errorf("expected {} roi values, got {}", 2 * rank, roi.size());
@@ -150,7 +182,8 @@ Status resize(KernelContext& ctx, const ops::Resize& op, const Tensor& x,
     const double start = roi.empty() ? 0.0 : roi[du];
     const double end = roi.empty() ? 1.0 : roi[du + static_cast<size_t>(rank)];
     for (int64_t o = 0; o < out[d]; ++o) {
-      axis_taps[du].push_back(resize_taps(op, o, in[d], scales[du], start, end, strides[du]));
+      axis_taps[du].push_back(
+          resize_taps(op, o, in[d], out[d], scales[du], start, end, strides[du]));
     }
   }
   Status status;
@@ -194,10 +227,11 @@ double reflect(double v, double twice_low, double twice_high) {
   return std::fmod(flips, 2.0) == 0.0 ? extra + low : span - extra + low;
 }
 
+// Samples one plane of N spatial dims at grid coordinates (PyTorch's grid_sampler, every mode).
 struct GridSampler {
   const ops::GridSample& op;
-  int64_t height;
-  int64_t width;
+  std::vector<int64_t> dims;     // the plane's sizes
+  std::vector<int64_t> strides;  // and strides, row-major
 
   double unnormalize(double v, int64_t size) const {
     const auto s = static_cast<double>(size);
@@ -213,47 +247,41 @@ struct GridSampler {
     }
     return v;
   }
-  // Reads plane[y][x] at integral coordinates, 0 outside (NaN included).
-  template <class T>
-  double at(const T* plane, double y, double x) const {
-    if (!(y >= 0 && y < static_cast<double>(height) && x >= 0 && x < static_cast<double>(width))) {
-      return 0.0;
+
+  struct Tap {
+    double index;  // integral, possibly outside the plane (or NaN)
+    double weight;
+  };
+  // The taps along one axis for the normalized coordinate g.
+  std::vector<Tap> taps(double g, int64_t size) const {
+    if (op.mode == "cubic" || op.mode == "bicubic") {
+      const double i = unnormalize(g, size);
+      const double i0 = std::floor(i);
+      const std::vector<double> c = cubic_coeffs(i - i0, -0.75);
+      std::vector<Tap> t;
+      for (int k = 0; k < 4; ++k) t.push_back({std::floor(pad(i0 - 1 + k, size)), c[static_cast<size_t>(k)]});
+      return t;
     }
-    return to_double(plane[static_cast<int64_t>(y) * width + static_cast<int64_t>(x)]);
+    const double i = pad(unnormalize(g, size), size);
+    if (op.mode == "nearest") return {{std::nearbyint(i), 1.0}};
+    const double i0 = std::floor(i);
+    return {{i0, 1 - (i - i0)}, {i0 + 1, i - i0}};
   }
 
+  // The weighted sum over the taps of axes [axis, rank), at `offset` into the plane; taps outside
+  // the plane read 0.
   template <class T>
-  double sample(const T* plane, double gx, double gy) const {
-    if (op.mode == "bicubic") {
-      const double ix = unnormalize(gx, width);
-      const double iy = unnormalize(gy, height);
-      const double x0 = std::floor(ix);
-      const double y0 = std::floor(iy);
-      const std::vector<double> cx = cubic_coeffs(ix - x0, -0.75);
-      const std::vector<double> cy = cubic_coeffs(iy - y0, -0.75);
-      double sum = 0.0;
-      for (int j = 0; j < 4; ++j) {
-        const double yy = pad(y0 - 1 + j, height);
-        double row = 0.0;
-        for (int i = 0; i < 4; ++i) {
-          const double xx = pad(x0 - 1 + i, width);
-          row += cx[static_cast<size_t>(i)] * at(plane, std::floor(yy), std::floor(xx));
-        }
-        sum += cy[static_cast<size_t>(j)] * row;
-      }
-      return sum;
+  double sum(const T* plane, const std::vector<std::vector<Tap>>& axis_taps, size_t axis,
+             int64_t offset) const {
+    double total = 0.0;
+    for (const Tap& t : axis_taps[axis]) {
+      if (t.weight == 0.0) continue;
+      if (!(t.index >= 0 && t.index < static_cast<double>(dims[axis]))) continue;
+      const int64_t at = offset + static_cast<int64_t>(t.index) * strides[axis];
+      total += t.weight * (axis + 1 == dims.size() ? to_double(plane[at])
+                                                    : sum(plane, axis_taps, axis + 1, at));
     }
-    const double ix = pad(unnormalize(gx, width), width);
-    const double iy = pad(unnormalize(gy, height), height);
-    if (op.mode == "nearest") {
-      return at(plane, std::nearbyint(iy), std::nearbyint(ix));
-    }
-    const double x0 = std::floor(ix);
-    const double y0 = std::floor(iy);
-    const double tx = ix - x0;
-    const double ty = iy - y0;
-    return (1 - ty) * ((1 - tx) * at(plane, y0, x0) + tx * at(plane, y0, x0 + 1)) +
-           ty * ((1 - tx) * at(plane, y0 + 1, x0) + tx * at(plane, y0 + 1, x0 + 1));
+    return total;
   }
 };
 
@@ -261,8 +289,17 @@ struct GridSampler {
 
 template <>
 Status run_op(const ops::Resize& op, KernelContext& ctx) {
-  std::vector<double> scales = optional_doubles(ctx, 2);
-  return resize(ctx, op, ctx.input(0), std::move(scales), optional_doubles(ctx, 1), ctx.output(0));
+  const std::vector<double> scales = optional_doubles(ctx, 2);
+  const std::vector<int64_t> sizes =
+      ctx.has_input(3) ? tensor_to_ints(ctx.input(3)) : std::vector<int64_t>();
+  std::vector<double> roi;
+  if (op.coordinate_transformation_mode == "tf_crop_and_resize") roi = optional_doubles(ctx, 1);
+  const Shape& in = ctx.input(0).shape();
+  const std::vector<int64_t> dims(in.begin(), in.end());
+  KILN_ASSIGN_OR_RETURN(ResizeGeometry g,
+                        ctx.named(scales.empty() ? resize_geometry(op, dims, nullptr, &sizes, roi)
+                                                  : resize_geometry(op, dims, &scales, nullptr, roi)));
+  return resize(ctx, op, ctx.input(0), g, ctx.output(0));
 }
 
 template <>
@@ -271,7 +308,12 @@ Status run_op(const ops::Upsample& op, KernelContext& ctx) {
   resize_op.mode = op.mode;
   resize_op.coordinate_transformation_mode = "asymmetric";
   resize_op.nearest_mode = "floor";
-  return resize(ctx, resize_op, ctx.input(0), tensor_to_doubles(ctx.input(1)), {}, ctx.output(0));
+  const std::vector<double> scales = tensor_to_doubles(ctx.input(1));
+  const Shape& in = ctx.input(0).shape();
+  const std::vector<int64_t> dims(in.begin(), in.end());
+  KILN_ASSIGN_OR_RETURN(ResizeGeometry g,
+                        ctx.named(resize_geometry(resize_op, dims, &scales, nullptr, {})));
+  return resize(ctx, resize_op, ctx.input(0), g, ctx.output(0));
 }
 
 template <>
@@ -281,20 +323,28 @@ Status run_op(const ops::GridSample& op, KernelContext& ctx) {
   Tensor& y = ctx.output(0);
   const Shape& xs = x.shape();
   const int64_t batch = xs[0], channels = xs[1];
-  const int64_t out_h = y.shape()[2], out_w = y.shape()[3];
-  const GridSampler sampler{op, xs[2], xs[3]};
+  GridSampler sampler{op, std::vector<int64_t>(xs.begin() + 2, xs.end()), {}};
+  const size_t rank = sampler.dims.size();
+  sampler.strides.assign(rank, 1);
+  for (size_t a = rank - 1; a-- > 0;) sampler.strides[a] = sampler.strides[a + 1] * sampler.dims[a + 1];
+  const int64_t plane = rank == 0 ? 1 : sampler.strides[0] * sampler.dims[0];
+  const int64_t points = batch == 0 || channels == 0 ? 0 : y.numel() / (batch * channels);
+  std::vector<std::vector<GridSampler::Tap>> taps(rank);
   Status status;
   visit_dtype(x.dtype(), [&]<class T>() {
     if constexpr (kNumeric<T>) {
       const T* px = x.data<T>();
       T* py = y.data<T>();
       for (int64_t n = 0; n < batch; ++n) {
-        for (int64_t p = 0; p < out_h * out_w; ++p) {
-          const size_t g = static_cast<size_t>((n * out_h * out_w + p) * 2);
+        for (int64_t p = 0; p < points; ++p) {
+          // The grid lists coordinates innermost axis first: (x, y[, z]).
+          const size_t g = static_cast<size_t>((n * points + p) * static_cast<int64_t>(rank));
+          for (size_t a = 0; a < rank; ++a) {
+            taps[a] = sampler.taps(grid[g + rank - 1 - a], sampler.dims[a]);
+          }
           for (int64_t c = 0; c < channels; ++c) {
-            const T* plane = px + (n * channels + c) * xs[2] * xs[3];
-            py[(n * channels + c) * out_h * out_w + p] = from_double<T>(
-                sampler.sample(plane, grid[g], grid[g + 1]), IntRounding::kNearestEven);
+            py[(n * channels + c) * points + p] = from_double<T>(
+                sampler.sum(px + (n * channels + c) * plane, taps, 0, 0), IntRounding::kNearestEven);
           }
         }
       }

@@ -50,6 +50,12 @@ class KernelContext {
   Status errorf(fmt::format_string<Args...> format, Args&&... args) const {
     return error(fmt::format(format, std::forward<Args>(args)...));
   }
+  // `r`, its error (a helper's, without the node) made to name the node.
+  template <class T>
+  Result<T> named(Result<T> r) const {
+    if (!r.ok()) return error(r.status().message());
+    return r;
+  }
 
   // Runs a subgraph (If branch, Loop/Scan body) with the given inputs; the subgraph sees the
   // values of every enclosing graph.

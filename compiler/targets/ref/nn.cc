@@ -28,11 +28,6 @@ int64_t product(std::span<const int64_t> v) {
   return p;
 }
 
-Result<WindowGeometry> with_node(const KernelContext& ctx, Result<WindowGeometry> g) {
-  if (!g.ok()) return ctx.error(g.status().message());
-  return g;
-}
-
 // The kernel's spatial dims: the kernel_shape attribute, else the weights' trailing dims.
 std::vector<int64_t> conv_kernel(const std::optional<std::vector<int64_t>>& kernel_shape,
                                  const Tensor& w) {
@@ -74,7 +69,7 @@ Status run_op(const ops::Conv& op, KernelContext& ctx) {
   const std::vector<int64_t> in = spatial(x);
   KILN_ASSIGN_OR_RETURN(
       WindowGeometry g,
-      with_node(ctx, forward_window(in, conv_kernel(op.kernel_shape, w),
+      ctx.named(forward_window(in, conv_kernel(op.kernel_shape, w),
                                     {op.auto_pad, op.strides, op.dilations, op.pads})));
   const int64_t batch = x.shape()[0];
   const int64_t c_in = x.shape()[1];
@@ -122,7 +117,7 @@ Status run_op(const ops::ConvTranspose& op, KernelContext& ctx) {
   const std::vector<int64_t> in = spatial(x);
   KILN_ASSIGN_OR_RETURN(
       WindowGeometry g,
-      with_node(ctx, transpose_window(in, conv_kernel(op.kernel_shape, w),
+      ctx.named(transpose_window(in, conv_kernel(op.kernel_shape, w),
                                       {op.auto_pad, op.strides, op.dilations, op.pads},
                                       op.output_padding, op.output_shape)));
   const size_t n = in.size();
@@ -187,8 +182,8 @@ Status run_op(const ops::AveragePool& op, KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
   const std::vector<int64_t> in = spatial(x);
   KILN_ASSIGN_OR_RETURN(WindowGeometry g,
-                        with_node(ctx, forward_window(in, *op.kernel_shape,
-                                                      {op.auto_pad, op.strides, std::nullopt,
+                        ctx.named(forward_window(in, *op.kernel_shape,
+                                                      {op.auto_pad, op.strides, op.dilations,
                                                        op.pads, op.ceil_mode != 0})));
   const int64_t plane_in = product(in);
   const std::vector<double> xd = tensor_to_doubles(x);
@@ -205,12 +200,12 @@ Status run_op(const ops::AveragePool& op, KernelContext& ctx) {
           ++count;
         }
         if (op.count_include_pad != 0) {
-          // Padding counts, but not the part of a ceil-mode window that hangs past the padding.
+          // Padding counts, but not the taps of a ceil-mode window that hang past the padding.
           count = 1;
           for (size_t a = 0; a < in.size(); ++a) {
             const int64_t start = index[a] * g.strides[a] - g.pad_begin[a];
-            const int64_t end = std::min(start + g.span(static_cast<int>(a)), in[a] + g.pad_end[a]);
-            count *= end - start;
+            const int64_t room = in[a] + g.pad_end[a] - start;  // positions left in the padding
+            count *= std::min(g.kernel[a], (room + g.dilations[a] - 1) / g.dilations[a]);
           }
         }
         yd[static_cast<size_t>(o)] =
@@ -225,7 +220,7 @@ Status run_op(const ops::MaxPool& op, KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
   const std::vector<int64_t> in = spatial(x);
   KILN_ASSIGN_OR_RETURN(WindowGeometry g,
-                        with_node(ctx, forward_window(in, *op.kernel_shape,
+                        ctx.named(forward_window(in, *op.kernel_shape,
                                                       {op.auto_pad, op.strides, op.dilations,
                                                        op.pads, op.ceil_mode != 0})));
   const int64_t plane_in = product(in);
@@ -277,8 +272,9 @@ Status run_op(const ops::LpPool& op, KernelContext& ctx) {
   const std::vector<int64_t> in = spatial(x);
   KILN_ASSIGN_OR_RETURN(
       WindowGeometry g,
-      with_node(ctx, forward_window(in, *op.kernel_shape,
-                                    {op.auto_pad, op.strides, std::nullopt, op.pads})));
+      ctx.named(forward_window(in, *op.kernel_shape,
+                                    {op.auto_pad, op.strides, op.dilations, op.pads,
+                                     op.ceil_mode != 0})));
   const int64_t plane_in = product(in);
   const auto p_norm = static_cast<double>(op.p);
   const std::vector<double> xd = tensor_to_doubles(x);

@@ -19,8 +19,9 @@ namespace {
 
 // Runs a Reduce* op: resolves the axes as inference did, handles the no-op case, and calls
 // `body.template operator()<T>(input, kept, output)` where `kept` is the input shape with every
-// reduced dim set to 1 (the output's elements in keepdims layout).
-template <class R, class Body>
+// reduced dim set to 1 (the output's elements in keepdims layout). With kBool, bool inputs reach
+// the body too (ReduceMax and ReduceMin since opset 20).
+template <bool kBool = false, class R, class Body>
 Status run_reduce(const R& op, KernelContext& ctx, Body&& body) {
   const Tensor& in = ctx.input(0);
   std::optional<std::vector<int64_t>> axes = op.axes;
@@ -44,7 +45,7 @@ Status run_reduce(const R& op, KernelContext& ctx, Body&& body) {
   KILN_CHECK(out.numel() == kept.numel(), "reduce: output size does not match the inferred shape");
   Status status;
   visit_dtype(in.dtype(), [&]<class T>() {
-    if constexpr (kIsNumeric<T>) {
+    if constexpr (kIsNumeric<T> || (kBool && std::is_same_v<T, bool>)) {
       body.template operator()<T>(in, kept, out);
     } else {
       status = ctx.errorf("expected a numeric input, got {}", dtype_name(in.dtype()));
@@ -99,6 +100,17 @@ void reduce_extreme(const Tensor& in, const Shape& kept, Tensor& out) {
     return kMax ? std::max(a, x) : std::min(a, x);
   });
   store<T>(acc, out, [](A a) { return from_acc<T>(a); });
+}
+
+// Max (any) or min (all) of bools over the reduced axes; an empty reduction gives false (true).
+template <bool kMax>
+void reduce_bools(const Tensor& in, const Shape& kept, Tensor& out) {
+  bool* y = out.data<bool>();
+  std::fill_n(y, out.numel(), !kMax);
+  const bool* x = in.data<bool>();
+  for_each_broadcast(in.shape(), in.shape(), kept, [&](int64_t o, int64_t, int64_t k) {
+    if (x[o] == kMax) y[k] = kMax;
+  });
 }
 
 // Elements per output element (0 for an empty input).
@@ -160,6 +172,43 @@ Status run_arg_reduce(const A& op, KernelContext& ctx) {
   return status;
 }
 
+// CumSum (kProduct false) and CumProd along the axis of input 1.
+template <bool kProduct, class C>
+Status run_cumulative(const C& op, KernelContext& ctx) {
+  const Tensor& in = ctx.input(0);
+  const std::vector<int64_t> axis_value = tensor_to_ints(ctx.input(1));
+  if (axis_value.size() != 1) return ctx.errorf("expected one axis, got {}", axis_value.size());
+  KILN_ASSIGN_OR_RETURN(int axis, normalize_axis(axis_value[0], in.rank()));
+  const AxisSplit s = split_at(in.shape(), axis);
+  Tensor& out = ctx.output(0);
+  Status status;
+  visit_dtype(in.dtype(), [&]<class T>() {
+    if constexpr (kIsNumeric<T>) {
+      using A = acc_t<T>;
+      const T* x = in.data<T>();
+      T* y = out.data<T>();
+      for (int64_t o = 0; o < s.outer; ++o) {
+        for (int64_t i = 0; i < s.inner; ++i) {
+          const int64_t base = o * s.n * s.inner + i;
+          A acc(kProduct ? 1 : 0);
+          for (int64_t t = 0; t < s.n; ++t) {
+            const int64_t j = op.reverse != 0 ? s.n - 1 - t : t;
+            const int64_t at = base + j * s.inner;
+            const A v = to_acc(x[at]);
+            auto step = [&] { acc = kProduct ? acc_mul(acc, v) : acc_add(acc, v); };
+            if (op.exclusive == 0) step();
+            y[at] = from_acc<T>(acc);
+            if (op.exclusive != 0) step();
+          }
+        }
+      }
+    } else {
+      status = ctx.errorf("expected a numeric input, got {}", dtype_name(in.dtype()));
+    }
+  });
+  return status;
+}
+
 }  // namespace
 
 template <>
@@ -211,8 +260,12 @@ Status run_op(const ops::ReduceLogSumExp& op, KernelContext& ctx) {
 
 template <>
 Status run_op(const ops::ReduceMax& op, KernelContext& ctx) {
-  return run_reduce(op, ctx, [&]<class T>(const Tensor& in, const Shape& kept, Tensor& out) {
-    reduce_extreme<T, true>(in, kept, out);
+  return run_reduce<true>(op, ctx, [&]<class T>(const Tensor& in, const Shape& kept, Tensor& out) {
+    if constexpr (std::is_same_v<T, bool>) {
+      reduce_bools<true>(in, kept, out);
+    } else {
+      reduce_extreme<T, true>(in, kept, out);
+    }
   });
 }
 
@@ -235,8 +288,12 @@ Status run_op(const ops::ReduceMean& op, KernelContext& ctx) {
 
 template <>
 Status run_op(const ops::ReduceMin& op, KernelContext& ctx) {
-  return run_reduce(op, ctx, [&]<class T>(const Tensor& in, const Shape& kept, Tensor& out) {
-    reduce_extreme<T, false>(in, kept, out);
+  return run_reduce<true>(op, ctx, [&]<class T>(const Tensor& in, const Shape& kept, Tensor& out) {
+    if constexpr (std::is_same_v<T, bool>) {
+      reduce_bools<false>(in, kept, out);
+    } else {
+      reduce_extreme<T, false>(in, kept, out);
+    }
   });
 }
 
@@ -279,37 +336,12 @@ Status run_op(const ops::ArgMin& op, KernelContext& ctx) {
 
 template <>
 Status run_op(const ops::CumSum& op, KernelContext& ctx) {
-  const Tensor& in = ctx.input(0);
-  const std::vector<int64_t> axis_value = tensor_to_ints(ctx.input(1));
-  if (axis_value.size() != 1) return ctx.errorf("expected one axis, got {}", axis_value.size());
-  KILN_ASSIGN_OR_RETURN(int axis, normalize_axis(axis_value[0], in.rank()));
-  const AxisSplit s = split_at(in.shape(), axis);
-  Tensor& out = ctx.output(0);
-  Status status;
-  visit_dtype(in.dtype(), [&]<class T>() {
-    if constexpr (kIsNumeric<T>) {
-      using A = acc_t<T>;
-      const T* x = in.data<T>();
-      T* y = out.data<T>();
-      for (int64_t o = 0; o < s.outer; ++o) {
-        for (int64_t i = 0; i < s.inner; ++i) {
-          const int64_t base = o * s.n * s.inner + i;
-          A acc(0);
-          for (int64_t t = 0; t < s.n; ++t) {
-            const int64_t j = op.reverse != 0 ? s.n - 1 - t : t;
-            const int64_t at = base + j * s.inner;
-            const A v = to_acc(x[at]);
-            if (op.exclusive == 0) acc = acc_add(acc, v);
-            y[at] = from_acc<T>(acc);
-            if (op.exclusive != 0) acc = acc_add(acc, v);
-          }
-        }
-      }
-    } else {
-      status = ctx.errorf("expected a numeric input, got {}", dtype_name(in.dtype()));
-    }
-  });
-  return status;
+  return run_cumulative<false>(op, ctx);
+}
+
+template <>
+Status run_op(const ops::CumProd& op, KernelContext& ctx) {
+  return run_cumulative<true>(op, ctx);
 }
 
 template <>

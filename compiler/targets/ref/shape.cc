@@ -6,6 +6,7 @@
 
 #include "compiler/ops/infer_util.h"
 #include "compiler/ops/shape_util.h"
+#include "compiler/targets/ref/convert.h"
 #include "compiler/targets/ref/kernel.h"
 #include "compiler/targets/ref/ref_util.h"
 #include "compiler/targets/ref/shape_util.h"
@@ -19,12 +20,6 @@ Status alias_input(KernelContext& ctx) {
   const Shape shape = ctx.output(0).shape();
   ctx.set_output(0, Argument(ctx.input(0).reshaped(shape)));
   return Status();
-}
-
-template <class T>
-Result<T> named(KernelContext& ctx, Result<T> r) {
-  if (!r.ok()) return ctx.error(r.status().message());
-  return r;
 }
 
 }  // namespace
@@ -53,7 +48,7 @@ template <>
 Status run_op(const ops::Transpose& op, KernelContext& ctx) {
   const Tensor& in = ctx.input(0);
   Tensor& out = ctx.output(0);
-  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> perm, named(ctx, transpose_perm(op, in.rank())));
+  KILN_ASSIGN_OR_RETURN(std::vector<int64_t> perm, ctx.named(transpose_perm(op, in.rank())));
   const std::vector<int64_t> in_strides = in.shape().strides();
   std::vector<int64_t> strides;
   for (int64_t p : perm) strides.push_back(in_strides[static_cast<size_t>(p)]);
@@ -103,7 +98,7 @@ Status run_op(const ops::Slice&, KernelContext& ctx) {
   if (ctx.has_input(3)) axes = tensor_to_ints(ctx.input(3));
   if (ctx.has_input(4)) steps = tensor_to_ints(ctx.input(4));
   KILN_ASSIGN_OR_RETURN(std::vector<SliceAxis> sl,
-                        named(ctx, resolve_slice(in.shape().dims(), tensor_to_ints(ctx.input(1)),
+                        ctx.named(resolve_slice(in.shape().dims(), tensor_to_ints(ctx.input(1)),
                                                  tensor_to_ints(ctx.input(2)), axes, steps)));
   std::vector<int64_t> strides = in.shape().strides();
   int64_t offset = 0;
@@ -228,6 +223,12 @@ Status run_op(const ops::SpaceToDepth& op, KernelContext& ctx) {
   Tensor& out = ctx.output(0);
   const int64_t b = *op.blocksize, n = in.shape()[0], c = in.shape()[1], h = in.shape()[2],
                 w = in.shape()[3];
+  if (op.mode == "CRD") {
+    // Output viewed as [N, C, b, b, H/b, W/b].
+    const std::vector<int64_t> strides = {c * h * w, h * w, w, 1, b * w, b};
+    strided_copy(in, 0, strides, Shape{n, c, b, b, h / b, w / b}, out);
+    return Status();
+  }
   // Output viewed as [N, b, b, C, H/b, W/b].
   const std::vector<int64_t> strides = {c * h * w, w, 1, h * w, b * w, b};
   strided_copy(in, 0, strides, Shape{n, b, b, c, h / b, w / b}, out);
@@ -236,7 +237,7 @@ Status run_op(const ops::SpaceToDepth& op, KernelContext& ctx) {
 
 template <>
 Status run_op(const ops::Constant& op, KernelContext& ctx) {
-  KILN_ASSIGN_OR_RETURN(Tensor value, named(ctx, constant_tensor(op)));
+  KILN_ASSIGN_OR_RETURN(Tensor value, ctx.named(constant_tensor(op)));
   ctx.set_output(0, Argument(std::move(value)));
   return Status();
 }
@@ -259,6 +260,11 @@ Status run_op(const ops::Range&, KernelContext& ctx) {
       T* dst = out.data<T>();
       for (int64_t i = 0; i < out.numel(); ++i)
         dst[i] = static_cast<T>(start + static_cast<T>(i) * delta);
+    } else if constexpr (kIsHalfLike<T>) {
+      // f16 and bf16 step in f32, each element rounded once.
+      const float start = ctx.input(0).data<T>()[0], delta = ctx.input(2).data<T>()[0];
+      T* dst = out.data<T>();
+      for (int64_t i = 0; i < out.numel(); ++i) dst[i] = T(start + static_cast<float>(i) * delta);
     }
   });
   return Status();

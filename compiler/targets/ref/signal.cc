@@ -79,16 +79,23 @@ Status run_op(const ops::DFT& op, KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
   const Shape& shape = x.shape();
   const int rank = shape.rank();
-  const int axis = static_cast<int>(op.axis < 0 ? op.axis + rank : op.axis);
+  const int64_t given_axis = ctx.has_input(2) ? scalar_input(ctx, 2) : op.axis;
+  const int axis = static_cast<int>(given_axis < 0 ? given_axis + rank : given_axis);
+  if (axis < 1 || axis > rank - 2) {
+    return ctx.errorf("axis must name a signal dim in [1, {}], got {}", rank - 2, given_axis);
+  }
   const int64_t comps = shape[rank - 1];
   const int64_t in_len = shape[axis];
-  const int64_t n = ctx.has_input(1) ? scalar_input(ctx, 1) : in_len;
-  const int64_t out_n = op.onesided ? n / 2 + 1 : n;
+  // IRFFT: the input holds bins [0, n/2] of a real signal's spectrum; the rest is their conjugates.
+  const bool irfft = op.inverse != 0 && op.onesided != 0;
+  const int64_t n = ctx.has_input(1) ? scalar_input(ctx, 1) : irfft ? 2 * (in_len - 1) : in_len;
+  if (n < 1) return ctx.errorf("expected a DFT length >= 1, got {}", n);
+  const int64_t out_n = op.onesided && !irfft ? n / 2 + 1 : n;
   const int64_t outer = shape.numel(0, axis);
   const int64_t inner = shape.numel(axis + 1, rank - 1);
   Shape out_shape = shape;
   out_shape[axis] = out_n;
-  out_shape[rank - 1] = 2;
+  out_shape[rank - 1] = irfft ? 1 : 2;
   KILN_ASSIGN_OR_RETURN(Tensor * out, ctx.allocate_output(0, x.dtype(), out_shape));
 
   const std::vector<double> in = tensor_to_doubles(x);
@@ -97,19 +104,25 @@ Status run_op(const ops::DFT& op, KernelContext& ctx) {
   std::vector<Complex> spectrum(static_cast<size_t>(out_n));
   for (int64_t o = 0; o < outer; ++o) {
     for (int64_t i = 0; i < inner; ++i) {
+      auto read = [&](int64_t j) {
+        if (j >= in_len) return Complex(0);
+        auto base = static_cast<size_t>(((o * in_len + j) * inner + i) * comps);
+        return Complex(in[base], comps == 2 ? in[base + 1] : 0.0);
+      };
       for (int64_t j = 0; j < n; ++j) {
-        Complex v = 0;
-        if (j < in_len) {
-          auto base = static_cast<size_t>(((o * in_len + j) * inner + i) * comps);
-          v = Complex(in[base], comps == 2 ? in[base + 1] : 0.0);
-        }
-        line[static_cast<size_t>(j)] = v;
+        line[static_cast<size_t>(j)] = !irfft || j <= n / 2 ? read(j) : std::conj(read(n - j));
       }
       dft_line(line, out_n, op.inverse != 0, spectrum.data());
       for (int64_t k = 0; k < out_n; ++k) {
         result[static_cast<size_t>((o * out_n + k) * inner + i)] = spectrum[static_cast<size_t>(k)];
       }
     }
+  }
+  if (irfft) {
+    std::vector<double> real(result.size());
+    for (size_t k = 0; k < result.size(); ++k) real[k] = result[k].real();
+    store_doubles(real, *out);
+    return Status();
   }
   store_complex(*out, result);
   return Status();
