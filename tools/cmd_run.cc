@@ -5,6 +5,7 @@
 
 #include <chrono>
 
+#include "compiler/quantize/quantize.h"
 #include "compiler/targets/target.h"
 #include "tools/command.h"
 #include "tools/model_io.h"
@@ -17,6 +18,7 @@ CommandAction add_run_command(CLI::App& app) {
     std::string model;
     std::string target = "ref";
     std::string output_dir;
+    std::string precision = "f32";
     ModelInputOptions inputs;
     QuantizeFlags quantize;
   };
@@ -33,6 +35,11 @@ CommandAction add_run_command(CLI::App& app) {
   cmd->add_option("--output-dir", opts->output_dir,
                   "write each output as DIR/<name>.npy plus DIR/outputs.json");
   cmd->add_option("--seed", opts->inputs.seed, "seed of the random inputs")->capture_default_str();
+  cmd->add_option("--precision", opts->precision,
+                  "f32 (the model as it is) or f64: every f32 tensor computed in float64, a "
+                  "reference for accuracy (with --target ref; f32 inputs, f64 outputs)")
+      ->check(CLI::IsMember({"f32", "f64"}))
+      ->capture_default_str();
   add_quantize_flags(cmd, &opts->quantize, false);
   return [opts, target_option] {
     using ms = std::chrono::duration<double, std::milli>;
@@ -46,6 +53,12 @@ CommandAction add_run_command(CLI::App& app) {
           "kiln compile --fp16/--bf16)",
           opts->model)));
     }
+    const bool f64 = opts->precision == "f64";
+    if (f64 && (exe != nullptr || opts->quantize.any())) {
+      return report_error(invalid_argument_error(fmt::format(
+          "--precision f64 converts an .onnx model as imported; it cannot be combined with {}",
+          exe != nullptr ? opts->model + ", a compiled artifact" : "--fp16/--bf16")));
+    }
     if (exe != nullptr) {
       if (target_option->count() > 0 && opts->target != prepared->artifact.target) {
         return report_error(invalid_argument_error(fmt::format(
@@ -58,7 +71,8 @@ CommandAction add_run_command(CLI::App& app) {
       auto target = compiler::make_target(opts->target);
       if (!target.ok()) return report_error(target.status());
       std::shared_ptr<compiler::Graph> graph(std::move(prepared->model->graph));
-      Status quantized = apply_quantization(*graph, opts->quantize, **target);
+      Status quantized = f64 ? compiler::convert_to_f64(*graph)
+                             : apply_quantization(*graph, opts->quantize, **target);
       if (!quantized.ok()) return report_error(quantized);
       auto start = std::chrono::steady_clock::now();
       auto compiled = compiler::compile(graph, **target);

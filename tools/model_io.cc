@@ -207,6 +207,15 @@ std::string sanitize_file_name(const std::string& name) {
   return out;
 }
 
+std::string output_file_name(const std::string& name) {
+  std::string safe = sanitize_file_name(name);
+  if (safe == name && name.size() <= kMaxPlainFileName) return name + ".npy";
+  uint64_t hash = 0xcbf29ce484222325ull;  // FNV-1a, 64 bits
+  for (unsigned char c : name) hash = (hash ^ c) * 0x100000001b3ull;
+  if (safe.size() > kMaxPlainFileName) safe.resize(kMaxPlainFileName);
+  return fmt::format("{}-{:08x}.npy", safe, static_cast<uint32_t>(hash >> 32));
+}
+
 Status write_outputs(const std::string& dir, const std::vector<std::string>& names,
                      const std::vector<Argument>& outputs) {
   std::error_code ec;
@@ -221,7 +230,7 @@ Status write_outputs(const std::string& dir, const std::vector<std::string>& nam
                       outputs[i].to_string()));
     }
     const Tensor& t = outputs[i].tensor();
-    std::string file = sanitize_file_name(names[i]) + ".npy";
+    std::string file = output_file_name(names[i]);
     KILN_RETURN_IF_ERROR(write_npy((std::filesystem::path(dir) / file).string(), t.view()));
     json += fmt::format(
         "{}\n    {{\"name\": \"{}\", \"file\": \"{}\", \"dtype\": \"{}\", \"shape\": [{}]}}",

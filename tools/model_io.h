@@ -47,8 +47,18 @@ Result<std::map<std::string, std::vector<int64_t>>> parse_input_shapes(
 // "out:0" -> "out_0": characters outside [A-Za-z0-9._-] become '_'.
 std::string sanitize_file_name(const std::string& name);
 
-// Writes each output as DIR/<name>.npy and DIR/outputs.json listing name, file, dtype and shape in
-// output order. Creates DIR when missing.
+// Names longer than this, or with characters a file name should not hold, get a hashed file name.
+inline constexpr size_t kMaxPlainFileName = 100;
+
+// The file an output named `name` is written to: "<name>.npy" when the name is a safe file name
+// of at most kMaxPlainFileName characters, else the sanitized name cut to that length, '-', and 8
+// hex digits of a hash (FNV-1a) of the whole name ("Identity:0" -> "Identity_0-bff31fdc.npy"), so
+// names of any length (tf2onnx writes 300-character ones) or characters give distinct, valid file
+// names.
+std::string output_file_name(const std::string& name);
+
+// Writes each output as DIR/output_file_name(name) and DIR/outputs.json listing name (the real
+// tensor name), file, dtype and shape in output order. Creates DIR when missing.
 Status write_outputs(const std::string& dir, const std::vector<std::string>& names,
                      const std::vector<compiler::Argument>& outputs);
 

@@ -9,8 +9,11 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <functional>
 #include <limits>
+#include <queue>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "compiler/onnx/node_importer.h"
 #include "compiler/onnx/tensor_proto.h"
@@ -26,6 +29,105 @@ constexpr int64_t kMaxOpset = 28;
 
 std::string normalize_domain(const std::string& domain) {
   return domain == "ai.onnx" ? std::string() : domain;
+}
+
+// Adds to `names` every value name the nodes of `graph` (and of their subgraphs) read from outside
+// `graph`: names no node, input or initializer of that graph defines.
+void outer_names(const onnx::GraphProto& graph, std::unordered_set<std::string>& names) {
+  std::unordered_set<std::string> defined;
+  for (const auto& v : graph.input()) defined.insert(v.name());
+  for (const auto& t : graph.initializer()) defined.insert(t.name());
+  for (const auto& n : graph.node()) defined.insert(n.output().begin(), n.output().end());
+  std::unordered_set<std::string> read;
+  for (const auto& n : graph.node()) {
+    read.insert(n.input().begin(), n.input().end());
+    for (const auto& a : n.attribute()) {
+      if (a.has_g()) outer_names(a.g(), read);
+      for (const auto& g : a.graphs()) outer_names(g, read);
+    }
+  }
+  for (const std::string& name : read) {
+    if (!name.empty() && defined.count(name) == 0) names.insert(name);
+  }
+}
+
+// The nodes of `graph` in an order where each comes after the nodes whose outputs it reads
+// (directly or from a subgraph): the file's order when it already is one, else the stable
+// topological order (converters such as onnxconverter-common's float16 append the Casts of the
+// graph inputs last). Names no node produces are left for the importer to resolve or report.
+// Fails naming a node on a cycle.
+Result<std::vector<const onnx::NodeProto*>> topological_order(const onnx::GraphProto& graph) {
+  const int n = graph.node_size();
+  std::unordered_map<std::string, int> producer;
+  for (int i = 0; i < n; ++i) {
+    for (const std::string& out : graph.node(i).output()) {
+      if (!out.empty()) producer.emplace(out, i);
+    }
+  }
+  std::vector<std::vector<int>> deps(static_cast<size_t>(n));
+  bool ordered = true;
+  for (int i = 0; i < n; ++i) {
+    const onnx::NodeProto& node = graph.node(i);
+    std::unordered_set<std::string> reads(node.input().begin(), node.input().end());
+    for (const auto& a : node.attribute()) {
+      if (a.has_g()) outer_names(a.g(), reads);
+      for (const auto& g : a.graphs()) outer_names(g, reads);
+    }
+    for (const std::string& name : reads) {
+      auto it = producer.find(name);
+      if (name.empty() || it == producer.end()) continue;
+      deps[static_cast<size_t>(i)].push_back(it->second);
+      ordered &= it->second < i;
+    }
+  }
+  std::vector<const onnx::NodeProto*> order;
+  order.reserve(static_cast<size_t>(n));
+  if (ordered) {
+    for (const auto& node : graph.node()) order.push_back(&node);
+    return order;
+  }
+  // Kahn's algorithm, always taking the earliest ready node in file order.
+  std::vector<int> waiting(static_cast<size_t>(n), 0);
+  std::vector<std::vector<int>> users(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) {
+    for (int d : deps[static_cast<size_t>(i)]) {
+      ++waiting[static_cast<size_t>(i)];
+      users[static_cast<size_t>(d)].push_back(i);
+    }
+  }
+  std::priority_queue<int, std::vector<int>, std::greater<>> ready;
+  for (int i = 0; i < n; ++i) {
+    if (waiting[static_cast<size_t>(i)] == 0) ready.push(i);
+  }
+  while (!ready.empty()) {
+    const int i = ready.top();
+    ready.pop();
+    order.push_back(&graph.node(i));
+    for (int u : users[static_cast<size_t>(i)]) {
+      if (--waiting[static_cast<size_t>(u)] == 0) ready.push(u);
+    }
+  }
+  if (static_cast<int>(order.size()) == n) return order;
+  for (int i = 0; i < n; ++i) {
+    if (waiting[static_cast<size_t>(i)] == 0) continue;
+    const onnx::NodeProto& node = graph.node(i);
+    const std::string who = node.name().empty()
+                                ? fmt::format("node {} (unnamed)", node.op_type())
+                                : fmt::format("node {} \"{}\"", node.op_type(), node.name());
+    std::string through;
+    for (int d : deps[static_cast<size_t>(i)]) {
+      if (waiting[static_cast<size_t>(d)] == 0) continue;
+      for (const std::string& out : graph.node(d).output()) {
+        if (std::find(node.input().begin(), node.input().end(), out) != node.input().end()) {
+          through = out;
+        }
+      }
+    }
+    return invalid_argument_error(fmt::format(
+        "{}: the graph has a cycle through this node{}; ONNX graphs must be acyclic", who,
+        through.empty() ? std::string() : fmt::format(" (its input \"{}\")", through)));
+  }
+  return order;
 }
 
 }  // namespace
@@ -44,6 +146,9 @@ class GraphImporter {
 
   Graph& graph() { return graph_; }
   const std::string& external_dir() const { return external_dir_; }
+  // Whether this graph is (inside) an If branch, where nodes that do not type-check are left to
+  // fail at run time, if the branch runs (keep_branch_types).
+  bool in_if_branch() const { return in_if_branch_; }
 
   Value* lookup(const std::string& name) const {
     for (const GraphImporter* g = this; g != nullptr; g = g->parent_) {
@@ -66,7 +171,8 @@ class GraphImporter {
   Status import(const onnx::GraphProto& proto, bool is_main,
                 std::span<const ValueType> input_types = {});
   Result<GraphAttr> import_subgraph(const onnx::GraphProto& proto,
-                                    std::span<const ValueType> input_types = {});
+                                    std::span<const ValueType> input_types = {},
+                                    bool if_branch = false);
   // import(*owned) frees each initializer's bytes in `owned` once it is a tensor, so the proto
   // and the graph do not hold the weights twice.
   void release_initializers_of(onnx::GraphProto* owned) { owned_ = owned; }
@@ -84,6 +190,7 @@ class GraphImporter {
   std::string external_dir_;
   std::unordered_map<std::string, Value*> scope_;
   onnx::GraphProto* owned_ = nullptr;
+  bool in_if_branch_ = false;
 };
 
 Result<ValueType> GraphImporter::value_type(const onnx::TypeProto& type, const std::string& what,
@@ -174,7 +281,8 @@ Status GraphImporter::import(const onnx::GraphProto& proto, bool is_main,
       }
     }
   }
-  for (const onnx::NodeProto& node : proto.node()) KILN_RETURN_IF_ERROR(import_node(node));
+  KILN_ASSIGN_OR_RETURN(std::vector<const onnx::NodeProto*> order, topological_order(proto));
+  for (const onnx::NodeProto* node : order) KILN_RETURN_IF_ERROR(import_node(*node));
   for (const onnx::ValueInfoProto& output : proto.output()) {
     Value* v = lookup(output.name());
     if (v == nullptr) {
@@ -187,9 +295,11 @@ Status GraphImporter::import(const onnx::GraphProto& proto, bool is_main,
 }
 
 Result<GraphAttr> GraphImporter::import_subgraph(const onnx::GraphProto& proto,
-                                                 std::span<const ValueType> input_types) {
+                                                 std::span<const ValueType> input_types,
+                                                 bool if_branch) {
   auto sub = std::make_shared<Graph>(proto.name().empty() ? "subgraph" : proto.name(), &graph_);
   GraphImporter child(model_, options_, *sub, this, external_dir_);
+  child.in_if_branch_ = in_if_branch_ || if_branch;
   KILN_RETURN_IF_ERROR(child.import(proto, /*is_main=*/false, input_types));
   return sub;
 }
@@ -309,7 +419,7 @@ class AttributeFiller final : public AttrVisitor {
     for (const auto& [name, types] : subgraph_inputs_) {
       if (name == a.name()) input_types = types;
     }
-    KILN_ASSIGN_OR_RETURN(v, gi_.import_subgraph(a.g(), input_types));
+    KILN_ASSIGN_OR_RETURN(v, gi_.import_subgraph(a.g(), input_types, ni_.op_type() == "If"));
     return Status();
   }
   template <class T>
@@ -404,14 +514,28 @@ Result<Node*> NodeImporter::emit(Op op, std::vector<Value*> inputs) {
     if (!name.empty()) node->output(i)->set_name(name);
     gi_.bind(name, node->output(i));
   }
-  KILN_RETURN_IF_ERROR(infer_node(*node));
+  KILN_RETURN_IF_ERROR(infer_in_scope(*node));
   return node;
 }
 
 Result<Node*> NodeImporter::emit_internal(Op op, std::vector<Value*> inputs, int num_outputs) {
   Node* node = graph().add_node(std::move(op), std::move(inputs), num_outputs, proto_.name());
-  KILN_RETURN_IF_ERROR(infer_node(*node));
+  KILN_RETURN_IF_ERROR(infer_in_scope(*node));
   return node;
+}
+
+Status NodeImporter::infer_in_scope(Node& node) const {
+  Status inferred = infer_node(node);
+  if (inferred.ok() || !gi_.in_if_branch()) return inferred;
+  // Exporters write `if x.shape[-1] == 1: x = x.squeeze(-1)` as an If whose then-branch does not
+  // type-check for other shapes: the node's outputs get its first input's element type, rank
+  // unknown, and its kernel reports the error if the branch runs.
+  for (Value* out : node.outputs()) {
+    const Value* first = node.num_inputs() > 0 ? node.input(0) : nullptr;
+    const bool typed = first != nullptr && first->type().is_tensor();
+    out->set_type(TensorType::unranked(typed ? first->tensor_type().dtype : DType::kF32));
+  }
+  return Status();
 }
 
 Value* NodeImporter::constant(Tensor value) {

@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <tuple>
 
 #include "compiler/ir/printer.h"
 #include "compiler/onnx/tensor_proto.h"
@@ -243,6 +244,121 @@ TEST(OnnxImport, SymbolicBatchDimSurvivesFlattenAndGemm) {
   auto model = import_onnx_file(KILN_SOURCE_DIR "/examples/models/tiny_cnn.onnx");
   ASSERT_TRUE(model.ok()) << model.status().to_string();
   EXPECT_EQ((*model)->graph->outputs()[0]->type().to_string(), "f32[batch,10]");
+}
+
+}  // namespace
+}  // namespace kiln::compiler
+
+namespace kiln::compiler {
+namespace {
+
+// x: f32[2,3] -> nodes given as (op, name, inputs, output), in file order -> y.
+onnx::ModelProto chain_model(
+    const std::vector<std::tuple<std::string, std::string, std::vector<std::string>, std::string>>&
+        nodes) {
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(13);
+  auto* g = m.mutable_graph();
+  g->set_name("g");
+  *g->add_input() = tensor_info("x", onnx::TensorProto::FLOAT, {2, 3});
+  *g->add_output() = tensor_info("y", onnx::TensorProto::FLOAT, {2, 3});
+  for (const auto& [op, name, inputs, output] : nodes) {
+    auto* n = g->add_node();
+    n->set_op_type(op);
+    n->set_name(name);
+    for (const std::string& in : inputs) n->add_input(in);
+    n->add_output(output);
+    if (op == "Cast") {
+      auto* a = n->add_attribute();
+      a->set_name("to");
+      a->set_type(onnx::AttributeProto::INT);
+      a->set_i(output == "y" ? onnx::TensorProto::FLOAT : onnx::TensorProto::FLOAT16);
+    }
+  }
+  return m;
+}
+
+std::vector<std::string> node_names(const Graph& g) {
+  std::vector<std::string> names;
+  for (const auto& node : g.nodes()) names.push_back(node->name());
+  return names;
+}
+
+TEST(OnnxImport, NodesOutOfOrderAreSorted) {
+  // onnxconverter-common's float16 conversion appends the Cast of each graph input last.
+  onnx::ModelProto m = chain_model({{"Relu", "relu", {"graph_input_cast_0"}, "r"},
+                                    {"Cast", "graph_output_cast0", {"r"}, "y"},
+                                    {"Cast", "graph_input_cast0", {"x"}, "graph_input_cast_0"}});
+  auto model = import_onnx_bytes(bytes_of(m), {}, "fp16.onnx");
+  ASSERT_TRUE(model.ok()) << model.status().to_string();
+  EXPECT_EQ(node_names(*(*model)->graph),
+            (std::vector<std::string>{"graph_input_cast0", "relu", "graph_output_cast0"}));
+  EXPECT_EQ((*model)->graph->outputs()[0]->type().to_string(), "f32[2,3]");
+}
+
+TEST(OnnxImport, AnOrderedGraphKeepsItsOrder) {
+  // Independent nodes stay in file order, even where another order would also do.
+  onnx::ModelProto m = chain_model(
+      {{"Neg", "b", {"x"}, "nb"}, {"Abs", "a", {"x"}, "na"}, {"Add", "sum", {"na", "nb"}, "y"}});
+  auto model = import_onnx_bytes(bytes_of(m), {}, "m.onnx");
+  ASSERT_TRUE(model.ok()) << model.status().to_string();
+  EXPECT_EQ(node_names(*(*model)->graph), (std::vector<std::string>{"b", "a", "sum"}));
+}
+
+TEST(OnnxImport, ACycleIsNamed) {
+  onnx::ModelProto m = chain_model({{"Relu", "first", {"second_out"}, "first_out"},
+                                    {"Neg", "second", {"first_out"}, "second_out"},
+                                    {"Abs", "last", {"first_out"}, "y"}});
+  auto model = import_onnx_bytes(bytes_of(m), {}, "cycle.onnx");
+  ASSERT_FALSE(model.ok());
+  EXPECT_EQ(model.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(model.status().message().find("node Relu \"first\": the graph has a cycle"),
+            std::string::npos)
+      << model.status().message();
+  EXPECT_NE(model.status().message().find("cycle.onnx"), std::string::npos);
+}
+
+TEST(OnnxImport, AnUndefinedInputOfAnUnorderedGraphIsNamed) {
+  onnx::ModelProto m =
+      chain_model({{"Add", "sum", {"r", "nowhere"}, "y"}, {"Relu", "relu", {"x"}, "r"}});
+  auto model = import_onnx_bytes(bytes_of(m), {}, "m.onnx");
+  ASSERT_FALSE(model.ok());
+  EXPECT_NE(model.status().message().find("node Add \"sum\": input \"nowhere\" is not defined"),
+            std::string::npos)
+      << model.status().message();
+}
+
+TEST(OnnxImport, ASubgraphReadingALaterNodeIsSortedAfterIt) {
+  // The If's branches read "late", which the file defines after the If.
+  onnx::ModelProto m =
+      chain_model({{"Identity", "out", {"branched"}, "y"}, {"Relu", "late", {"x"}, "late"}});
+  auto* g = m.mutable_graph();
+  auto* cond = g->add_initializer();
+  cond->set_name("cond");
+  cond->set_data_type(onnx::TensorProto::BOOL);
+  cond->add_int32_data(1);
+  onnx::NodeProto* n = g->mutable_node()->Add();
+  g->mutable_node()->SwapElements(1, 2);  // [out, If, late]
+  n = g->mutable_node(1);
+  n->set_op_type("If");
+  n->set_name("if");
+  n->add_input("cond");
+  n->add_output("branched");
+  for (const char* branch : {"then_branch", "else_branch"}) {
+    auto* a = n->add_attribute();
+    a->set_name(branch);
+    a->set_type(onnx::AttributeProto::GRAPH);
+    a->mutable_g()->set_name(branch);
+    auto* inner = a->mutable_g()->add_node();
+    inner->set_op_type(std::string(branch) == "then_branch" ? "Neg" : "Abs");
+    inner->add_input("late");
+    inner->add_output(std::string(branch) + "_out");
+    a->mutable_g()->add_output()->set_name(std::string(branch) + "_out");
+  }
+  auto model = import_onnx_bytes(bytes_of(m), {}, "m.onnx");
+  ASSERT_TRUE(model.ok()) << model.status().to_string();
+  EXPECT_EQ(node_names(*(*model)->graph), (std::vector<std::string>{"cond", "late", "if", "out"}));
 }
 
 }  // namespace

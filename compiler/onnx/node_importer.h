@@ -86,6 +86,10 @@ class NodeImporter {
   }
 
  private:
+  // infer_node, except that inside an If branch a failure leaves the node's outputs typed
+  // loosely (its kernel reports the error if the branch runs).
+  Status infer_in_scope(Node& node) const;
+
   GraphImporter& gi_;
   const onnx::NodeProto& proto_;
   int64_t opset_;

@@ -12,6 +12,15 @@ bool is_output(const Graph& graph, const Value* v) {
   return std::find(graph.outputs().begin(), graph.outputs().end(), v) != graph.outputs().end();
 }
 
+// Drops the inputs of every node in `graph` and its subgraphs: a subgraph dies with the node that
+// holds it, and values outside it must not keep it among their users.
+void release_inputs(Graph& graph) {
+  for (auto& node : graph.nodes()) {
+    for (int i = 0; i < node->num_inputs(); ++i) node->set_input(i, nullptr);
+    for (Graph* sub : node->op().subgraphs()) release_inputs(*sub);
+  }
+}
+
 // One sweep from the back removes whole dead chains: a node's users are erased before it is seen.
 bool erase_dead(Graph& graph) {
   std::vector<Node*> order;
@@ -24,6 +33,7 @@ bool erase_dead(Graph& graph) {
       return !v->uses().empty() || is_output(graph, v);
     });
     if (!used) {
+      for (Graph* sub : node->op().subgraphs()) release_inputs(*sub);
       graph.erase(node);
       changed = true;
     }

@@ -8,6 +8,7 @@ std::vector<std::unique_ptr<Pass>> standard_passes() {
   std::vector<std::unique_ptr<Pass>> passes;
   passes.push_back(make_algebraic_simplification());
   passes.push_back(make_constant_folding());
+  passes.push_back(make_if_folding());
   passes.push_back(make_batchnorm_folding());
   passes.push_back(make_common_subexpression_elimination());
   passes.push_back(make_algebraic_simplification());

@@ -53,9 +53,15 @@ std::unique_ptr<Pass> make_layer_norm_fusion();
 // parameters; weights are 8-bit constants with per-tensor or per-output-channel scales.
 std::unique_ptr<Pass> make_qdq_fusion();
 
+// Replaces an If whose condition is a constant by the nodes of the branch it takes (inside
+// subgraphs too); a graph output the If returned keeps its name.
+std::unique_ptr<Pass> make_if_folding();
+
 // Re-infers output types that rewrites made computable (a Reshape whose shape was folded into a
 // constant), keeping every type that is already static, and constant-folds what that makes
-// constant, to a fixpoint; changed when a type became static.
+// constant (and folds Ifs whose condition became constant), to a fixpoint; changed when a type
+// became static. Inside If branches a node that does not type-check keeps its types: the error
+// is left to run time, for the case that the branch runs.
 std::unique_ptr<Pass> make_type_refinement();
 
 // The target-independent clean-up pipeline, in order.

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// Quantization of a graph, target-independent: fp16/bf16 conversion, and int8 post-training
-// quantization with calibration that writes standard ONNX QDQ form.
+// Quantization of a graph, target-independent: fp16/bf16 conversion, int8 post-training
+// quantization with calibration that writes standard ONNX QDQ form, and the f64 conversion of a
+// float64 reference.
 #pragma once
 
 #include <cstdint>
@@ -44,6 +45,19 @@ std::unique_ptr<Pass> make_float_precision_conversion(DType dtype, std::vector<O
 // as for resolve_quantize_ops (empty or {"all"}: the defaults).
 Status quantize_fp16(Graph& graph, const std::vector<std::string>& ops = {});
 Status quantize_bf16(Graph& graph, const std::vector<std::string>& ops = {});
+
+// ---- float64 reference ----
+
+// Converts every f32 tensor of `graph` to f64: constants, value types (subgraphs included), the
+// element-type attributes that make f32 (Cast's `to`, random ops' `dtype`) and f32 tensor
+// attributes (ConstantOfShape's `value`). f32 graph inputs keep their type, each followed by a Cast
+// to f64, so callers feed the same inputs; outputs become f64. Inputs ONNX requires in f32 whatever
+// the data type (Resize's and Upsample's scales, NonMaxSuppression's boxes and scores) get a Cast
+// back to f32. Compiled for ref, whose
+// kernels compute in double, the graph gives a float64 reference of the model (`kiln run
+// --precision f64`). Fails naming the node when a converted node does not type-check, except
+// inside If branches (left to run time, as type_refinement does).
+Status convert_to_f64(Graph& graph);
 
 // ---- int8 ----
 
