@@ -248,6 +248,28 @@ TEST(CpuTarget, ElementwiseMatchesRefWithBroadcastOnEitherSide) {
       3);
 }
 
+// PaddleOCR's hardswish scaled by a learned constant: Mul(Mul(x, Clip(x + 3)), 1/6) then Mul by a
+// scalar, i.e. two linear post-ops in a row after a binary Mul and after a Conv (the cpu target
+// once scaled by 1/6 twice).
+TEST(CpuTarget, AdjacentScalesAfterAStepMatchRef) {
+  const Tensor x = random_tensor(Shape{1, 16, 6, 10}, 50);
+  const Tensor y = random_tensor(Shape{1, 16, 6, 10}, 51);
+  const Tensor w = random_tensor(Shape{16, 16, 1, 1}, 52);
+  expect_cpu_matches_ref(
+      {x, y},
+      [&](GraphBuilder& b, const std::vector<Value*>& in) {
+        Value* six = b.constant(Tensor::from_vector<float>({6.0f}), "six");
+        Value* learned = b.constant(Tensor::from_vector<float>({0.1675f}), "learned");
+        Value* prod = b.add(Op(ops::Mul{}), {in[0], in[1]}, "mul");
+        Value* div = b.add(Op(ops::Div{}), {prod, six}, "div");
+        b.output(b.add(Op(ops::Mul{}), {learned, div}, "scale"));
+        Value* conv = b.add(Op(ops::Conv{}), {in[0], b.constant(w, "w")}, "conv");
+        Value* half = b.add(Op(ops::Mul{}), {conv, b.constant(Tensor::from_vector<float>({0.5f}), "h")}, "half");
+        b.output(b.add(Op(ops::Mul{}), {half, learned}, "quarter"));
+      },
+      2);
+}
+
 TEST(CpuTarget, RunsOpsWithoutOneDnnKernelsOnRef) {
   // Erf has no oneDNN kernel here; a 1-D MatMul operand is left to ref as well.
   expect_cpu_matches_ref(

@@ -213,7 +213,16 @@ Tail trailing_eltwise(const Value* y, int max_ops) {
         if (!e) e = scale_of(*next, tail.out);
       }
       if (!e) break;
-      tail.ops.push_back(*e);
+      // Adjacent linear scales fold into one: oneDNN 2.6 applies two adjacent eltwise_linear
+      // post-ops wrongly (the second scales by the first's alpha), on convolutions and binaries.
+      if (e->algorithm == dnnl::algorithm::eltwise_linear && !tail.ops.empty() &&
+          tail.ops.back().algorithm == dnnl::algorithm::eltwise_linear) {
+        Eltwise& last = tail.ops.back();
+        last = {dnnl::algorithm::eltwise_linear, e->alpha * last.alpha,
+                e->alpha * last.beta + e->beta};
+      } else {
+        tail.ops.push_back(*e);
+      }
       tail.nodes.push_back(next);
       tail.kinds += "+" + std::string(next->op().name());
       tail.out = next->output(0);
