@@ -20,8 +20,7 @@ Status import_attention_v23(NodeImporter& ni) {
     }
   }
   if (ni.opset() < 24 && ni.num_inputs() > 6) {
-    return ni.errorf("input 6 (nonpad_kv_seqlen) needs opset 24, the model imports {}",
-                     ni.opset());
+    return ni.errorf("input 6 (nonpad_kv_seqlen) needs opset 24, the model imports {}", ni.opset());
   }
   KILN_ASSIGN_OR_RETURN(Op op, ni.make_op(OpKind::kAttention));
   return ni.emit(std::move(op), ni.inputs()).status();
@@ -42,8 +41,7 @@ Status import_flex_attention(NodeImporter& ni) {
     scores = *d;
   }
   const std::vector<ValueType> mod_inputs = {TensorType(scores, std::vector<Dim>(4))};
-  const SubgraphInputTypes subgraph_inputs = {{"score_mod", mod_inputs},
-                                              {"prob_mod", mod_inputs}};
+  const SubgraphInputTypes subgraph_inputs = {{"score_mod", mod_inputs}, {"prob_mod", mod_inputs}};
   KILN_ASSIGN_OR_RETURN(Op op, ni.make_op(OpKind::kFlexAttention, {}, subgraph_inputs));
   return ni.emit(std::move(op), ni.inputs()).status();
 }

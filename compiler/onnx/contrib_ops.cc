@@ -49,10 +49,14 @@ Status import_gelu(NodeImporter& ni) {
   return import_gelu_of_sum(ni, 1, "none");
 }
 
-Status import_bias_gelu(NodeImporter& ni) { return import_gelu_of_sum(ni, 2, "none"); }
+Status import_bias_gelu(NodeImporter& ni) {
+  return import_gelu_of_sum(ni, 2, "none");
+}
 
 // 0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3))), x = X (+ bias)
-Status import_fast_gelu(NodeImporter& ni) { return import_gelu_of_sum(ni, 1, "tanh"); }
+Status import_fast_gelu(NodeImporter& ni) {
+  return import_gelu_of_sum(ni, 1, "tanh");
+}
 
 // x * sigmoid(alpha * x)
 Status import_quick_gelu(NodeImporter& ni) {

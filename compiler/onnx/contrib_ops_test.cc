@@ -123,7 +123,8 @@ std::vector<std::string> imported_ops(const onnx::ModelProto& m) {
 
 TEST(ContribOps, GeluVariantsImportAsTheGeluOp) {
   using V = std::vector<std::string>;
-  EXPECT_EQ(imported_ops(one_node("com.microsoft", "Gelu", {{2, 3}})), (V{"Gelu(none)", "Identity"}));
+  EXPECT_EQ(imported_ops(one_node("com.microsoft", "Gelu", {{2, 3}})),
+            (V{"Gelu(none)", "Identity"}));
   EXPECT_EQ(imported_ops(one_node("com.microsoft", "BiasGelu", {{2, 3}, {3}})),
             (V{"Add", "Gelu(none)", "Identity"}));
   EXPECT_EQ(imported_ops(one_node("com.microsoft", "FastGelu", {{2, 3}})),

@@ -55,11 +55,10 @@ Result<Unpacked> unpack_attention(const ops::Attention& op, const InferContext& 
     KILN_ASSIGN_OR_RETURN(u.head_size,
                           match_dim(ctx, u.head_size, dim_at(k, 3), "Q and K head sizes"));
     u.v_head_size = dim_at(v, 3);
-    for (const auto& [attr, dim] : {std::pair{op.q_num_heads, u.q_heads},
-                                    std::pair{op.kv_num_heads, u.kv_heads}}) {
+    for (const auto& [attr, dim] :
+         {std::pair{op.q_num_heads, u.q_heads}, std::pair{op.kv_num_heads, u.kv_heads}}) {
       if (attr && dim.known() && *attr != dim.value) {
-        return ctx.errorf("4-D inputs have {} heads where the attributes say {}", dim.value,
-                          *attr);
+        return ctx.errorf("4-D inputs have {} heads where the attributes say {}", dim.value, *attr);
       }
     }
     if (u.q_heads.known() && u.kv_heads.known()) {
@@ -140,11 +139,11 @@ InferResult infer_op(const ops::Attention& op, const InferContext& ctx) {
       KILN_RETURN_IF_ERROR(match_dim(ctx, dim_at(p, 1), u.kv_heads, "the past heads").status());
       KILN_RETURN_IF_ERROR(match_dim(ctx, dim_at(p, 3), size, "the past head size").status());
     }
-    KILN_ASSIGN_OR_RETURN(past_len, match_dim(ctx, dim_at(ctx.input(4), 2),
-                                              dim_at(ctx.input(5), 2), "past lengths"));
+    KILN_ASSIGN_OR_RETURN(
+        past_len, match_dim(ctx, dim_at(ctx.input(4), 2), dim_at(ctx.input(5), 2), "past lengths"));
   }
-  const Dim total = past_len.known() && u.kv_len.known() ? Dim(past_len.value + u.kv_len.value)
-                                                          : Dim();
+  const Dim total =
+      past_len.known() && u.kv_len.known() ? Dim(past_len.value + u.kv_len.value) : Dim();
   if (ctx.has_input(3)) {
     KILN_RETURN_IF_ERROR(ctx.require_input(3));
     const TensorType& m = ctx.input(3);
@@ -200,8 +199,8 @@ InferResult infer_op(const ops::FlexAttention& op, const InferContext& ctx) {
     return ctx.errorf("expected a float softmax_precision, got {}",
                       dtype_name(*op.softmax_precision));
   }
-  for (const auto& [name, graph] : {std::pair{"score_mod", op.score_mod.get()},
-                                    std::pair{"prob_mod", op.prob_mod.get()}}) {
+  for (const auto& [name, graph] :
+       {std::pair{"score_mod", op.score_mod.get()}, std::pair{"prob_mod", op.prob_mod.get()}}) {
     if (graph != nullptr && (graph->inputs().size() != 1 || graph->outputs().size() != 1)) {
       return ctx.errorf("{} must have 1 input and 1 output, got {} and {}", name,
                         graph->inputs().size(), graph->outputs().size());
@@ -215,8 +214,8 @@ InferResult infer_op(const ops::FlexAttention& op, const InferContext& ctx) {
   if (dim_at(q, 1).known() && kv_heads.known()) {
     KILN_RETURN_IF_ERROR(attention::check_heads(ctx, dim_at(q, 1).value, kv_heads.value));
   }
-  return std::vector<ValueType>{TensorType(v.dtype, {batch, dim_at(q, 1), dim_at(q, 2),
-                                                     dim_at(v, 3)})};
+  return std::vector<ValueType>{
+      TensorType(v.dtype, {batch, dim_at(q, 1), dim_at(q, 2), dim_at(v, 3)})};
 }
 
 template <>
@@ -284,8 +283,7 @@ InferResult infer_op(const ops::LinearAttention& op, const InferContext& ctx) {
     const Dim expected[] = {batch, Dim(hkv), dk, dv};
     for (int d = 0; d < 4; ++d) {
       KILN_RETURN_IF_ERROR(
-          match_dim(ctx, dim_at(s, d), expected[d], "past_state and (B, H_kv, d_k, d_v)")
-              .status());
+          match_dim(ctx, dim_at(s, d), expected[d], "past_state and (B, H_kv, d_k, d_v)").status());
     }
   }
   return std::vector<ValueType>{TensorType(q.dtype, {batch, len, mul_dim(Dim(hq), dv)}),

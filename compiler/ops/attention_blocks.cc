@@ -82,7 +82,8 @@ InferResult infer_op(const ops::RotaryEmbedding& op, const InferContext& ctx) {
     len = dim_at(x, 1);
   }
   if (head_size.known()) {
-    const int64_t rotated = op.rotary_embedding_dim == 0 ? head_size.value : op.rotary_embedding_dim;
+    const int64_t rotated =
+        op.rotary_embedding_dim == 0 ? head_size.value : op.rotary_embedding_dim;
     if (rotated > head_size.value || rotated % 2 != 0) {
       return ctx.errorf("cannot rotate {} of the {} values of a head (even, at most the head)",
                         rotated, head_size.value);
@@ -151,7 +152,8 @@ InferResult infer_op(const ops::CausalConvWithState& op, const InferContext& ctx
     const TensorType& s = ctx.input(3);
     KILN_RETURN_IF_ERROR(match_dim(ctx, dim_at(s, 0), dim_at(x, 0), "past_state's batch").status());
     KILN_RETURN_IF_ERROR(match_dim(ctx, dim_at(s, 1), channels, "past_state's channels").status());
-    KILN_RETURN_IF_ERROR(match_dim(ctx, dim_at(s, 2), carry, "past_state's length and k - 1").status());
+    KILN_RETURN_IF_ERROR(
+        match_dim(ctx, dim_at(s, 2), carry, "past_state's length and k - 1").status());
   }
   return std::vector<ValueType>{x, TensorType(x.dtype, {dim_at(x, 0), channels, carry})};
 }
@@ -176,8 +178,7 @@ InferResult infer_op(const ops::TensorScatter& op, const InferContext& ctx) {
       return ctx.errorf("write_indices must be i64, got {}", ctx.input(2).to_string());
     }
     KILN_RETURN_IF_ERROR(
-        match_dim(ctx, dim_at(ctx.input(2), 0), dim_at(cache, 0), "write_indices' batch")
-            .status());
+        match_dim(ctx, dim_at(ctx.input(2), 0), dim_at(cache, 0), "write_indices' batch").status());
   }
   if (!cache.has_rank()) return std::vector<ValueType>{cache};
   const int rank = cache.rank();

@@ -500,8 +500,7 @@ InferResult infer_op(const ops::Pad& op, const InferContext& ctx) {
   for (int i = 0; i < r; ++i) {
     Dim& d = out[static_cast<size_t>(i)];
     if (!d.known()) continue;
-    const int64_t before = pads[static_cast<size_t>(i)],
-                  after = pads[static_cast<size_t>(i + r)];
+    const int64_t before = pads[static_cast<size_t>(i)], after = pads[static_cast<size_t>(i + r)];
     int64_t size = 0;
     if (__builtin_add_overflow(d.value, before, &size) ||
         __builtin_add_overflow(size, after, &size)) {

@@ -135,8 +135,33 @@ void softmax_row(std::vector<double>& x, bool fully_masked, DType dtype) {
   for (double& v : x) v = round_to(dtype, v / sum);
 }
 
+// The additive bias of query row (b, h, i) over every key into `bias`: -inf where the causal
+// frontier, the window or the external cache's fill hides the key, else the mask's value (0 without
+// one). Returns whether the row hides every key.
+bool row_bias(const ops::Attention& op, const Sizes& s, const std::optional<Mask>& mask,
+              const std::vector<int64_t>& nonpad, int64_t offset, int64_t b, int64_t h, int64_t i,
+              std::vector<double>& bias) {
+  bool fully_masked = true;
+  for (int64_t j = 0; j < s.total; ++j) {
+    // How far key j lies behind query i's absolute position.
+    const int64_t behind = i + offset - j;
+    bool allowed = !op.is_causal || behind >= 0;
+    if (op.left_window_size >= 0 && behind > op.left_window_size) allowed = false;
+    if (op.right_window_size >= 0 && -behind > op.right_window_size) allowed = false;
+    if (!nonpad.empty() && j >= nonpad[static_cast<size_t>(b)]) allowed = false;
+    double value = kNegInf;
+    if (allowed) value = mask ? mask->at(b, h, i, j) : 0.0;
+    bias[static_cast<size_t>(j)] = value;
+    fully_masked = fully_masked && value == kNegInf;
+  }
+  return fully_masked;
+}
+
 }  // namespace
 
+// Every step holds its result in the element type as the ONNX reference computes it (sqrt(scale),
+// the scaled Q and K, each score, the softcap, the biased score, the softmax's steps), so that f16
+// and bf16 results match it; sums and dot products accumulate in double before that rounding.
 template <>
 Status run_op(const ops::Attention& op, KernelContext& ctx) {
   const Sizes s = sizes_of(op, ctx);
@@ -171,8 +196,8 @@ Status run_op(const ops::Attention& op, KernelContext& ctx) {
   }
 
   // Q and K are each scaled by sqrt(scale) before their product.
-  const double scale = op.scale ? static_cast<double>(*op.scale)
-                                : 1.0 / std::sqrt(static_cast<double>(s.head));
+  const double scale =
+      op.scale ? static_cast<double>(*op.scale) : 1.0 / std::sqrt(static_cast<double>(s.head));
   const double root = round_to(dtype, std::sqrt(scale));
   std::vector<double> qs(q.size()), ks(k.size());
   for (size_t i = 0; i < q.size(); ++i) qs[i] = round_to(dtype, q[i] * root);
@@ -191,18 +216,7 @@ Status run_op(const ops::Attention& op, KernelContext& ctx) {
     for (int64_t h = 0; h < s.q_heads; ++h) {
       const int64_t kvh = b * s.kv_heads + h / groups;
       for (int64_t i = 0; i < s.q_len; ++i) {
-        bool fully_masked = true;
-        for (int64_t j = 0; j < s.total; ++j) {
-          bool allowed = !op.is_causal || j <= i + offset;
-          const int64_t ahead = i + offset - j;
-          if (op.left_window_size >= 0 && ahead > op.left_window_size) allowed = false;
-          if (op.right_window_size >= 0 && -ahead > op.right_window_size) allowed = false;
-          if (!nonpad.empty() && j >= nonpad[static_cast<size_t>(b)]) allowed = false;
-          double bj = allowed ? 0.0 : kNegInf;
-          if (mask && allowed) bj = round_to(dtype, bj + mask->at(b, h, i, j));
-          bias[static_cast<size_t>(j)] = bj;
-          fully_masked = fully_masked && bj == kNegInf;
-        }
+        const bool fully_masked = row_bias(op, s, mask, nonpad, offset, b, h, i, bias);
         const double* qrow = &qs[static_cast<size_t>(((b * s.q_heads + h) * s.q_len + i) * s.head)];
         for (int64_t j = 0; j < s.total; ++j) {
           const double* krow = &ks[static_cast<size_t>((kvh * s.total + j) * s.head)];
@@ -233,8 +247,8 @@ Status run_op(const ops::Attention& op, KernelContext& ctx) {
         for (int64_t e = 0; e < s.v_head; ++e) {
           double sum = 0;
           for (int64_t j = 0; j < s.total; ++j) {
-            const double p = row[static_cast<size_t>(j)];
-            if (p != 0) sum += p * v[static_cast<size_t>((kvh * s.total + j) * s.v_head + e)];
+            sum += row[static_cast<size_t>(j)] *
+                   v[static_cast<size_t>((kvh * s.total + j) * s.v_head + e)];
           }
           y[static_cast<size_t>(((b * s.q_heads + h) * s.q_len + i) * s.v_head + e)] = sum;
         }
@@ -259,7 +273,8 @@ Result<std::vector<double>> run_modifier(KernelContext& ctx, const Graph& graph,
   Tensor in(dtype, shape);
   store_doubles(values, in);
   Result<std::vector<Argument>> outs = ctx.run_subgraph(graph, {Argument(std::move(in))});
-  if (!outs.ok()) return outs.status().with_context(fmt::format("{}: {}", ctx.node().describe(), name));
+  if (!outs.ok())
+    return outs.status().with_context(fmt::format("{}: {}", ctx.node().describe(), name));
   if (outs->size() != 1 || !(*outs)[0].is_tensor()) {
     return ctx.errorf("{} must give one tensor", name);
   }
@@ -278,8 +293,7 @@ Status run_op(const ops::FlexAttention& op, KernelContext& ctx) {
   const Tensor& qt = ctx.input(0);
   const Shape& qs_shape = qt.shape();
   const Shape& ks_shape = ctx.input(1).shape();
-  const int64_t batch = qs_shape[0], q_heads = qs_shape[1], q_len = qs_shape[2],
-                head = qs_shape[3];
+  const int64_t batch = qs_shape[0], q_heads = qs_shape[1], q_len = qs_shape[2], head = qs_shape[3];
   const int64_t kv_heads = ks_shape[1], kv_len = ks_shape[2];
   const int64_t v_head = ctx.input(2).shape()[3];
   const int64_t groups = q_heads / kv_heads;
@@ -288,8 +302,8 @@ Status run_op(const ops::FlexAttention& op, KernelContext& ctx) {
       op.softmax_precision.value_or(dtype == DType::kF64 ? DType::kF64 : DType::kF32);
 
   // Q and K are each scaled by sqrt(scale), that root held in the element type.
-  const double scale = op.scale ? static_cast<double>(*op.scale)
-                                : 1.0 / std::sqrt(static_cast<double>(head));
+  const double scale =
+      op.scale ? static_cast<double>(*op.scale) : 1.0 / std::sqrt(static_cast<double>(head));
   const double root = round_to(dtype, std::sqrt(static_cast<double>(static_cast<float>(scale))));
   std::vector<double> q = tensor_to_doubles(qt);
   std::vector<double> k = tensor_to_doubles(ctx.input(1));
@@ -315,8 +329,8 @@ Status run_op(const ops::FlexAttention& op, KernelContext& ctx) {
     }
   }
   if (op.score_mod) {
-    KILN_ASSIGN_OR_RETURN(scores, run_modifier(ctx, *op.score_mod, "score_mod", scores, compute,
-                                               scores_shape));
+    KILN_ASSIGN_OR_RETURN(
+        scores, run_modifier(ctx, *op.score_mod, "score_mod", scores, compute, scores_shape));
   }
   std::vector<double> row(static_cast<size_t>(kv_len));
   for (int64_t r = 0; r < batch * q_heads * q_len; ++r) {
@@ -326,8 +340,8 @@ Status run_op(const ops::FlexAttention& op, KernelContext& ctx) {
     std::copy(row.begin(), row.end(), at);
   }
   if (op.prob_mod) {
-    KILN_ASSIGN_OR_RETURN(scores, run_modifier(ctx, *op.prob_mod, "prob_mod", scores, compute,
-                                               scores_shape));
+    KILN_ASSIGN_OR_RETURN(
+        scores, run_modifier(ctx, *op.prob_mod, "prob_mod", scores, compute, scores_shape));
   }
   std::vector<double> y(static_cast<size_t>(batch * q_heads * q_len * v_head));
   for (int64_t bh = 0; bh < batch * q_heads; ++bh) {

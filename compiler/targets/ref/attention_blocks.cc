@@ -24,19 +24,22 @@ Status run_op(const ops::RMSNormalization& op, KernelContext& ctx) {
   // The scale broadcast over the normalized dims.
   const std::vector<double> sd = tensor_to_doubles(ctx.input(1));
   std::vector<double> scale(static_cast<size_t>(cols));
-  for_each_broadcast(normalized, normalized, ctx.input(1).shape(), [&](int64_t o, int64_t, int64_t s) {
-    scale[static_cast<size_t>(o)] = sd[static_cast<size_t>(s)];
-  });
+  for_each_broadcast(normalized, normalized, ctx.input(1).shape(),
+                     [&](int64_t o, int64_t, int64_t s) {
+                       scale[static_cast<size_t>(o)] = sd[static_cast<size_t>(s)];
+                     });
   std::vector<double> yd(xd.size());
   for (int64_t r = 0; r < rows; ++r) {
     const auto base = static_cast<size_t>(r * cols);
     double sq = 0;
-    for (int64_t i = 0; i < cols; ++i) sq += xd[base + static_cast<size_t>(i)] * xd[base + static_cast<size_t>(i)];
+    for (int64_t i = 0; i < cols; ++i)
+      sq += xd[base + static_cast<size_t>(i)] * xd[base + static_cast<size_t>(i)];
     const double rms = std::sqrt(sq / static_cast<double>(std::max<int64_t>(cols, 1)) + op.epsilon);
     for (int64_t i = 0; i < cols; ++i) {
       const auto iu = static_cast<size_t>(i);
       // Stage one ends in X's element type (the normalized value), stage two scales it.
-      const double normalized_value = round_to(x.dtype(), round_to(op.stash_type, xd[base + iu] / rms));
+      const double normalized_value =
+          round_to(x.dtype(), round_to(op.stash_type, xd[base + iu] / rms));
       yd[base + iu] = normalized_value * scale[iu];
     }
   }
@@ -74,11 +77,11 @@ Status run_op(const ops::RotaryEmbedding& op, KernelContext& ctx) {
   for (int64_t b = 0; b < batch; ++b) {
     for (int64_t h = 0; h < heads; ++h) {
       for (int64_t l = 0; l < length; ++l) {
-        const int64_t at = packed ? ((b * length + l) * heads + h) * head
-                                  : ((b * heads + h) * length + l) * head;
+        const int64_t at =
+            packed ? ((b * length + l) * heads + h) * head : ((b * heads + h) * length + l) * head;
         // The cache row of this token: by position id, or per batch and token.
-        const int64_t cache_row = ids.empty() ? b * length + l
-                                              : ids[static_cast<size_t>(b * length + l)];
+        const int64_t cache_row =
+            ids.empty() ? b * length + l : ids[static_cast<size_t>(b * length + l)];
         for (int64_t i = 0; i < half; ++i) {
           const double c = cos[static_cast<size_t>(cache_row * half + i)];
           const double s = sin[static_cast<size_t>(cache_row * half + i)];
@@ -120,7 +123,8 @@ Status run_op(const ops::CausalConvWithState& op, KernelContext& ctx) {
   for (int64_t bc = 0; bc < batch * channels; ++bc) {
     // The carried state (or zeros) followed by this channel's input.
     for (int64_t t = 0; t < carry; ++t) {
-      padded[static_cast<size_t>(t)] = past.empty() ? 0.0 : past[static_cast<size_t>(bc * carry + t)];
+      padded[static_cast<size_t>(t)] =
+          past.empty() ? 0.0 : past[static_cast<size_t>(bc * carry + t)];
     }
     for (int64_t t = 0; t < length; ++t) {
       padded[static_cast<size_t>(carry + t)] = xd[static_cast<size_t>(bc * length + t)];
@@ -169,9 +173,10 @@ Status run_op(const ops::TensorScatter& op, KernelContext& ctx) {
   for (int64_t b = 0; b < shape[0]; ++b) {
     for (int64_t t = 0; t < length; ++t) {
       if (slot(b, t) < 0 || slot(b, t) >= capacity) {
-        return ctx.errorf("batch {}: the linear write at {} (write index {} + {}) is outside the "
-                          "{} cache slots",
-                          b, slot(b, t), writes[static_cast<size_t>(b)], t, capacity);
+        return ctx.errorf(
+            "batch {}: the linear write at {} (write index {} + {}) is outside the "
+            "{} cache slots",
+            b, slot(b, t), writes[static_cast<size_t>(b)], t, capacity);
       }
     }
   }

@@ -19,8 +19,8 @@ Status run_op(const ops::LinearAttention& op, KernelContext& ctx) {
   const int64_t groups = hq / hkv;
   const bool gated = op.update_rule == "gated" || op.update_rule == "gated_delta";
   const bool delta = op.update_rule == "delta" || op.update_rule == "gated_delta";
-  const double scale = op.scale != 0.0f ? static_cast<double>(op.scale)
-                                        : 1.0 / std::sqrt(static_cast<double>(dk));
+  const double scale =
+      op.scale != 0.0f ? static_cast<double>(op.scale) : 1.0 / std::sqrt(static_cast<double>(dk));
 
   // Packed [batch, len, heads * size] inputs, read in place.
   const std::vector<double> q = tensor_to_doubles(ctx.input(0));

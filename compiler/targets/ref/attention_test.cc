@@ -42,7 +42,9 @@ Result<std::vector<Tensor>> run_op(Op op, const std::vector<std::optional<Tensor
   return tensors;
 }
 
-std::vector<float> floats(const Tensor& t) { return {t.data<float>(), t.data<float>() + t.numel()}; }
+std::vector<float> floats(const Tensor& t) {
+  return {t.data<float>(), t.data<float>() + t.numel()};
+}
 
 Tensor f32(std::vector<float> values, Shape shape) {
   return Tensor::from_vector<float>(values).reshaped(std::move(shape));
@@ -305,8 +307,8 @@ TEST(CausalConvWithStateRef, CarriedStateContinuesTheSequence) {
   const std::vector<float> y = floats((*whole)[0]), ya = floats((*a)[0]), yb = floats((*b)[0]);
   for (int64_t bc = 0; bc < 6; ++bc) {
     for (int64_t t = 0; t < 5; ++t) {
-      const float split = t < 3 ? ya[static_cast<size_t>(bc * 3 + t)]
-                                : yb[static_cast<size_t>(bc * 2 + t - 3)];
+      const float split =
+          t < 3 ? ya[static_cast<size_t>(bc * 3 + t)] : yb[static_cast<size_t>(bc * 2 + t - 3)];
       EXPECT_NEAR(y[static_cast<size_t>(bc * 5 + t)], split, 1e-6f) << bc << "," << t;
     }
   }

@@ -144,7 +144,8 @@ TEST(ElementwiseRef, GeluMishAndSwishFollowTheirFormulas) {
   Result<Tensor> approx = run_one(tanh_form, {x});
   Result<Tensor> mish = run_one(ops::Mish{}, {x});
   Result<Tensor> sw = run_one(swish, {x});
-  for (const auto* r : {&exact, &approx, &mish, &sw}) ASSERT_TRUE(r->ok()) << r->status().to_string();
+  for (const auto* r : {&exact, &approx, &mish, &sw})
+    ASSERT_TRUE(r->ok()) << r->status().to_string();
   for (int i = 0; i < 4; ++i) {
     const double v = x.data<float>()[i];
     EXPECT_NEAR(exact->data<float>()[i], 0.5 * v * (1 + std::erf(v / std::sqrt(2.0))), 1e-6);

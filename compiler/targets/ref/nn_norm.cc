@@ -69,7 +69,8 @@ double line_max(const std::vector<double>& v) {
 
 // `v` rounded to the 16-bit float type `dtype` (f16 or bf16), as a double.
 double round_to_16bit(DType dtype, double v) {
-  return dtype == DType::kF16 ? to_double(from_double<Half>(v)) : to_double(from_double<BFloat16>(v));
+  return dtype == DType::kF16 ? to_double(from_double<Half>(v))
+                              : to_double(from_double<BFloat16>(v));
 }
 
 // `param` (broadcastable to `shape`) expanded to `shape`'s element count.

@@ -92,10 +92,9 @@ std::vector<float> sample_x() {
 TEST(GroupNormalizationRef, NormalizesEachGroupAndScalesEachChannel) {
   const std::vector<float> x = sample_x();
   const std::vector<float> scale = {1, 2, -1, 0.5f}, bias = {0, 1, -2, 3};
-  Result<std::vector<float>> y =
-      import_and_run(group_norm_model(21, 4, 2),
-                     {Tensor::from_vector(x).reshaped(Shape{2, 4, 3}), Tensor::from_vector(scale),
-                      Tensor::from_vector(bias)});
+  Result<std::vector<float>> y = import_and_run(
+      group_norm_model(21, 4, 2), {Tensor::from_vector(x).reshaped(Shape{2, 4, 3}),
+                                   Tensor::from_vector(scale), Tensor::from_vector(bias)});
   ASSERT_TRUE(y.ok()) << y.status().to_string();
   const std::vector<float> want = expected_group_norm(x, 2, scale, bias);
   for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR((*y)[i], want[i], 1e-5f) << i;
@@ -103,10 +102,10 @@ TEST(GroupNormalizationRef, NormalizesEachGroupAndScalesEachChannel) {
 
 TEST(GroupNormalizationImport, Opset18ScalesPerGroup) {
   const std::vector<float> x = sample_x();
-  Result<std::vector<float>> y = import_and_run(
-      group_norm_model(18, 2, 2), {Tensor::from_vector(x).reshaped(Shape{2, 4, 3}),
-                                   Tensor::from_vector<float>({2, -1}),
-                                   Tensor::from_vector<float>({0.5f, 4})});
+  Result<std::vector<float>> y =
+      import_and_run(group_norm_model(18, 2, 2),
+                     {Tensor::from_vector(x).reshaped(Shape{2, 4, 3}),
+                      Tensor::from_vector<float>({2, -1}), Tensor::from_vector<float>({0.5f, 4})});
   ASSERT_TRUE(y.ok()) << y.status().to_string();
   const std::vector<float> want = expected_group_norm(x, 2, {2, 2, -1, -1}, {0.5f, 0.5f, 4, 4});
   for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR((*y)[i], want[i], 1e-5f) << i;
@@ -114,8 +113,8 @@ TEST(GroupNormalizationImport, Opset18ScalesPerGroup) {
 
 TEST(GroupNormalizationInfer, ChannelsMustSplitIntoTheGroups) {
   Result<std::vector<float>> y = import_and_run(
-      group_norm_model(21, 4, 3), {Tensor(DType::kF32, Shape{2, 4, 3}), Tensor(DType::kF32, Shape{4}),
-                                   Tensor(DType::kF32, Shape{4})});
+      group_norm_model(21, 4, 3), {Tensor(DType::kF32, Shape{2, 4, 3}),
+                                   Tensor(DType::kF32, Shape{4}), Tensor(DType::kF32, Shape{4})});
   ASSERT_FALSE(y.ok());
   EXPECT_NE(y.status().message().find("do not split into 3 groups"), std::string::npos)
       << y.status().to_string();

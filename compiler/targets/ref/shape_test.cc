@@ -29,7 +29,9 @@ Result<Tensor> pad(std::vector<int64_t> pads, std::vector<int64_t> axes) {
   return out[0].tensor();
 }
 
-std::vector<float> floats(const Tensor& t) { return {t.data<float>(), t.data<float>() + t.numel()}; }
+std::vector<float> floats(const Tensor& t) {
+  return {t.data<float>(), t.data<float>() + t.numel()};
+}
 
 TEST(PadAxes, PadsOnlyTheNamedAxes) {
   Result<Tensor> last = pad({1, 2}, {-1});
