@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // ONNX import of the com.microsoft and ai.onnx.ml ops that common exported models carry, each
-// rewritten into standard ops (no kiln op of their own): GELU variants, FusedMatMul,
+// rewritten into standard ops (no kiln op of their own): GELU variants (onto Gelu), FusedMatMul,
 // SkipLayerNormalization, contrib LayerNormalization; Binarizer, Scaler, Normalizer,
 // ArrayFeatureExtractor, LinearRegressor.
 #include <onnx/onnx_pb.h>
@@ -29,49 +29,33 @@ Status require_tensor_rank(const NodeImporter& ni, int i) {
   return Status();
 }
 
-// 0.5 * x * (1 + erf(x / sqrt(2)))
-Result<Value*> exact_gelu(NodeRewriter& r, Value* x) {
-  KILN_ASSIGN_OR_RETURN(Value * scaled, r.op<ops::Div>({x, r.scalar(x, std::sqrt(2.0))}));
-  KILN_ASSIGN_OR_RETURN(Value * erf, r.op<ops::Erf>({scaled}));
-  KILN_ASSIGN_OR_RETURN(Value * one_plus, r.op<ops::Add>({erf, r.scalar(x, 1.0)}));
-  KILN_ASSIGN_OR_RETURN(Value * half_x, r.op<ops::Mul>({x, r.scalar(x, 0.5)}));
-  return r.op<ops::Mul>({half_x, one_plus});
-}
-
-Status import_gelu(NodeImporter& ni) {
+// Gelu and BiasGelu are the exact (erf) GELU of X (+ bias), FastGelu its tanh approximation with
+// the same constants: each is the standard Gelu op.
+Status import_gelu_of_sum(NodeImporter& ni, int min_inputs, std::string approximate) {
   NodeRewriter r(ni);
-  KILN_RETURN_IF_ERROR(require_inputs(ni, 1));
-  KILN_ASSIGN_OR_RETURN(Value * y, exact_gelu(r, ni.input(0)));
-  return r.output(0, y);
-}
-
-Status import_bias_gelu(NodeImporter& ni) {
-  NodeRewriter r(ni);
-  KILN_RETURN_IF_ERROR(require_inputs(ni, 2));
-  KILN_ASSIGN_OR_RETURN(Value * sum, r.op<ops::Add>({ni.input(0), ni.input(1)}));
-  KILN_ASSIGN_OR_RETURN(Value * y, exact_gelu(r, sum));
-  return r.output(0, y);
-}
-
-// 0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3))), x = X (+ bias)
-Status import_fast_gelu(NodeImporter& ni) {
-  NodeRewriter r(ni);
-  KILN_RETURN_IF_ERROR(require_inputs(ni, 1));
+  KILN_RETURN_IF_ERROR(require_inputs(ni, min_inputs));
   Value* x = ni.input(0);
   if (ni.has_input(1)) {
     KILN_ASSIGN_OR_RETURN(x, r.op<ops::Add>({x, ni.input(1)}));
   }
-  KILN_ASSIGN_OR_RETURN(Value * x2, r.op<ops::Mul>({x, x}));
-  KILN_ASSIGN_OR_RETURN(Value * x3, r.op<ops::Mul>({x2, x}));
-  KILN_ASSIGN_OR_RETURN(Value * cubic, r.op<ops::Mul>({x3, r.scalar(x, 0.044715)}));
-  KILN_ASSIGN_OR_RETURN(Value * inner, r.op<ops::Add>({x, cubic}));
-  KILN_ASSIGN_OR_RETURN(Value * scaled,
-                        r.op<ops::Mul>({inner, r.scalar(x, std::sqrt(2.0 / M_PI))}));
-  KILN_ASSIGN_OR_RETURN(Value * tanh, r.op<ops::Tanh>({scaled}));
-  KILN_ASSIGN_OR_RETURN(Value * one_plus, r.op<ops::Add>({tanh, r.scalar(x, 1.0)}));
-  KILN_ASSIGN_OR_RETURN(Value * half_x, r.op<ops::Mul>({x, r.scalar(x, 0.5)}));
-  KILN_ASSIGN_OR_RETURN(Value * y, r.op<ops::Mul>({half_x, one_plus}));
+  ops::Gelu gelu;
+  gelu.approximate = std::move(approximate);
+  KILN_ASSIGN_OR_RETURN(Value * y, r.op(Op(std::move(gelu)), {x}));
   return r.output(0, y);
+}
+
+Status import_gelu(NodeImporter& ni) {
+  if (ni.num_inputs() > 1) return ni.errorf("expected 1 input, got {}", ni.num_inputs());
+  return import_gelu_of_sum(ni, 1, "none");
+}
+
+Status import_bias_gelu(NodeImporter& ni) {
+  return import_gelu_of_sum(ni, 2, "none");
+}
+
+// 0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3))), x = X (+ bias)
+Status import_fast_gelu(NodeImporter& ni) {
+  return import_gelu_of_sum(ni, 1, "tanh");
 }
 
 // x * sigmoid(alpha * x)

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "compiler/onnx/importer.h"
+#include "compiler/ops/elementwise.h"
 #include "compiler/targets/target.h"
 
 namespace kiln::compiler {
@@ -101,6 +102,35 @@ TEST(ContribOps, GeluVariantsFollowTheirFormulas) {
     double s = v + b.data<float>()[i % 3];
     EXPECT_NEAR(bias[i], 0.5 * s * (1 + std::erf(s / std::sqrt(2.0))), 1e-5) << i;
   }
+}
+
+// The op kinds of the imported graph's nodes, constants left out.
+std::vector<std::string> imported_ops(const onnx::ModelProto& m) {
+  std::string bytes = m.SerializeAsString();
+  auto model =
+      import_onnx_bytes(std::span(reinterpret_cast<const uint8_t*>(bytes.data()), bytes.size()));
+  EXPECT_TRUE(model.ok()) << model.status().to_string();
+  std::vector<std::string> kinds;
+  if (!model.ok()) return kinds;
+  for (const auto& node : (*model)->graph->nodes()) {
+    if (node->kind() == OpKind::kConstant) continue;
+    std::string kind(node->op().name());
+    if (const auto* gelu = node->op().get_if<ops::Gelu>()) kind += "(" + gelu->approximate + ")";
+    kinds.push_back(kind);
+  }
+  return kinds;
+}
+
+TEST(ContribOps, GeluVariantsImportAsTheGeluOp) {
+  using V = std::vector<std::string>;
+  EXPECT_EQ(imported_ops(one_node("com.microsoft", "Gelu", {{2, 3}})),
+            (V{"Gelu(none)", "Identity"}));
+  EXPECT_EQ(imported_ops(one_node("com.microsoft", "BiasGelu", {{2, 3}, {3}})),
+            (V{"Add", "Gelu(none)", "Identity"}));
+  EXPECT_EQ(imported_ops(one_node("com.microsoft", "FastGelu", {{2, 3}})),
+            (V{"Gelu(tanh)", "Identity"}));
+  EXPECT_EQ(imported_ops(one_node("com.microsoft", "FastGelu", {{2, 3}, {3}})),
+            (V{"Add", "Gelu(tanh)", "Identity"}));
 }
 
 TEST(ContribOps, FusedMatMulTransposesAndScales) {

@@ -7,10 +7,10 @@ namespace kiln::compiler {
 const std::vector<OpsetImporter>& all_importers() {
   static const std::vector<OpsetImporter> table = [] {
     std::vector<OpsetImporter> all;
-    for (auto rows :
-         {elementwise_importers, nn_importers, linalg_importers, reduce_importers, shape_importers,
-          indexing_importers, rnn_importers, control_importers, quantize_importers, image_importers,
-          signal_importers, random_importers, misc_importers, ml_importers, contrib_importers}) {
+    for (auto rows : {elementwise_importers, nn_importers, linalg_importers, reduce_importers,
+                      shape_importers, indexing_importers, rnn_importers, control_importers,
+                      quantize_importers, image_importers, signal_importers, random_importers,
+                      misc_importers, ml_importers, attention_importers, contrib_importers}) {
       for (OpsetImporter& row : rows()) all.push_back(std::move(row));
     }
     return all;

@@ -11,6 +11,7 @@
 
 #include "compiler/onnx/node_importer.h"
 #include "compiler/ops/elementwise.h"
+#include "compiler/ops/indexing.h"
 #include "compiler/ops/shape.h"
 
 namespace kiln::compiler {
@@ -161,6 +162,43 @@ Status import_conv(NodeImporter& ni) {
   return ni.emit(std::move(op), ni.inputs()).status();
 }
 
+// GroupNormalization 18-20: scale and bias hold one value per group; opset 21's (kiln's) hold one
+// per channel, so each is gathered out to the channels (the channel count must be static).
+Status import_group_norm_v18(NodeImporter& ni) {
+  KILN_ASSIGN_OR_RETURN(Op op, ni.make_op(OpKind::kGroupNormalization, {}));
+  const auto& attrs = op.as<ops::GroupNormalization>();
+  if (ni.num_inputs() != 3 || !ni.has_input(0) || !ni.has_input(1) || !ni.has_input(2)) {
+    return ni.errorf("expected 3 inputs (X, scale, bias), got {}", ni.num_inputs());
+  }
+  if (ni.has_attr("stash_type")) {
+    return ni.errorf("attribute \"stash_type\" needs opset 21, the model imports {}", ni.opset());
+  }
+  if (!attrs.num_groups || *attrs.num_groups < 1) {
+    return ni.error("the num_groups attribute must be given and >= 1");
+  }
+  const ValueType& xt = ni.input(0)->type();
+  if (!xt.is_tensor() || !xt.tensor().has_rank() || xt.tensor().rank() < 2 ||
+      !(*xt.tensor().dims)[1].known()) {
+    return unsupported(ni, fmt::format("opset {} scales per group, and expanding them to the "
+                                       "channels needs a static channel count, got X {}",
+                                       ni.opset(), xt.to_string()));
+  }
+  const int64_t channels = (*xt.tensor().dims)[1].value;
+  const int64_t groups = *attrs.num_groups;
+  if (channels % groups != 0) {
+    return ni.errorf("the {} channels do not split into {} groups", channels, groups);
+  }
+  std::vector<int64_t> group_of(static_cast<size_t>(channels));
+  for (int64_t c = 0; c < channels; ++c) group_of[static_cast<size_t>(c)] = c / (channels / groups);
+  Value* index = ni.constant(Tensor::from_vector(group_of));
+  std::vector<Value*> inputs = {ni.input(0)};
+  for (int i = 1; i < 3; ++i) {
+    KILN_ASSIGN_OR_RETURN(Node * gather, ni.emit_internal(ops::Gather{}, {ni.input(i), index}));
+    inputs.push_back(gather->output(0));
+  }
+  return ni.emit(std::move(op), std::move(inputs)).status();
+}
+
 }  // namespace
 
 std::vector<OpsetImporter> nn_importers() {
@@ -177,6 +215,7 @@ std::vector<OpsetImporter> nn_importers() {
       {"", "Hardmax", 1, 12, import_softmax_legacy<ops::Hardmax>},
       {"", "LpPool", 1, 1, import_lp_pool_v1},
       {"", "GlobalLpPool", 1, 1, import_global_lp_pool_v1},
+      {"", "GroupNormalization", 18, 20, import_group_norm_v18},
   };
 }
 

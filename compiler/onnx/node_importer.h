@@ -126,6 +126,7 @@ std::vector<OpsetImporter> signal_importers();
 std::vector<OpsetImporter> random_importers();
 std::vector<OpsetImporter> misc_importers();
 std::vector<OpsetImporter> ml_importers();
+std::vector<OpsetImporter> attention_importers();
 // com.microsoft and ai.onnx.ml ops rewritten into standard ops (onnx/contrib_ops.cc).
 std::vector<OpsetImporter> contrib_importers();
 

@@ -2,6 +2,7 @@
 // Every op family header: include this only where a switch over all ops is generated.
 #pragma once
 
+#include "compiler/ops/attention.h"
 #include "compiler/ops/control.h"
 #include "compiler/ops/elementwise.h"
 #include "compiler/ops/image.h"

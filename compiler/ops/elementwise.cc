@@ -289,6 +289,44 @@ InferResult infer_op(const ops::HardSwish&, const InferContext& ctx) {
 }
 
 template <>
+InferResult infer_op(const ops::Gelu& op, const InferContext& ctx) {
+  if (op.approximate != "none" && op.approximate != "tanh") {
+    return ctx.errorf("expected approximate none or tanh, got \"{}\"", op.approximate);
+  }
+  return unary(ctx, Types::kFloat);
+}
+
+template <>
+InferResult infer_op(const ops::Mish&, const InferContext& ctx) {
+  return unary(ctx, Types::kFloat);
+}
+
+template <>
+InferResult infer_op(const ops::Swish&, const InferContext& ctx) {
+  return unary(ctx, Types::kFloat);
+}
+
+template <>
+InferResult infer_op(const ops::SwiGLU&, const InferContext& ctx) {
+  KILN_ASSIGN_OR_RETURN(std::vector<ValueType> out, binary(ctx, Types::kFloat));
+  const TensorType& a = ctx.input(0);
+  const TensorType& b = ctx.input(1);
+  if (a.has_rank() && b.has_rank()) {
+    bool same = a.rank() == b.rank();
+    for (int i = 0; same && i < a.rank(); ++i) {
+      const Dim& da = (*a.dims)[static_cast<size_t>(i)];
+      const Dim& db = (*b.dims)[static_cast<size_t>(i)];
+      same = !da.known() || !db.known() || da.value == db.value;
+    }
+    if (!same) {
+      return ctx.errorf("A {} and B {} must have one shape (SwiGLU does not broadcast)",
+                        a.to_string(), b.to_string());
+    }
+  }
+  return out;
+}
+
+template <>
 InferResult infer_op(const ops::LeakyRelu&, const InferContext& ctx) {
   return unary(ctx, Types::kFloat);
 }

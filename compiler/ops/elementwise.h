@@ -269,6 +269,46 @@ struct HardSwish {
   void reflect(V&) {}
 };
 
+// Gelu: see the ONNX operator documentation (opset 20).
+struct Gelu {
+  static constexpr OpKind kKind = OpKind::kGelu;
+  std::string approximate = "none";  // "none": the erf form; "tanh": the tanh approximation
+
+  template <class V>
+  void reflect(V& v) {
+    v("approximate", approximate);
+  }
+};
+
+// Mish: see the ONNX operator documentation (opset 22).
+struct Mish {
+  static constexpr OpKind kKind = OpKind::kMish;
+  template <class V>
+  void reflect(V&) {}
+};
+
+// Swish: see the ONNX operator documentation (opset 24).
+struct Swish {
+  static constexpr OpKind kKind = OpKind::kSwish;
+  float alpha = 1.0f;
+
+  template <class V>
+  void reflect(V& v) {
+    v("alpha", alpha);
+  }
+};
+
+// SwiGLU: see the ONNX operator documentation (opset 28). Swish(A) * B, A and B of one shape.
+struct SwiGLU {
+  static constexpr OpKind kKind = OpKind::kSwiGLU;
+  float alpha = 1.0f;
+
+  template <class V>
+  void reflect(V& v) {
+    v("alpha", alpha);
+  }
+};
+
 // LeakyRelu: see the ONNX operator documentation (opset 16).
 struct LeakyRelu {
   static constexpr OpKind kKind = OpKind::kLeakyRelu;

@@ -212,6 +212,23 @@ struct LayerNormalization {
   }
 };
 
+// GroupNormalization: see the ONNX operator documentation (opset 21: scale and bias per channel;
+// the importer expands opset 18's per-group ones).
+struct GroupNormalization {
+  static constexpr OpKind kKind = OpKind::kGroupNormalization;
+  float epsilon = 9.99999975e-06f;
+  std::optional<int64_t> num_groups;  // required
+  // The element type of stage one (the normalization before scale and bias).
+  DType stash_type = DType::kF32;
+
+  template <class V>
+  void reflect(V& v) {
+    v("epsilon", epsilon);
+    v("num_groups", num_groups);
+    v("stash_type", stash_type);
+  }
+};
+
 // LRN: see the ONNX operator documentation (opset 13).
 struct LRN {
   static constexpr OpKind kKind = OpKind::kLRN;

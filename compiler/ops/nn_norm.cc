@@ -159,6 +159,32 @@ InferResult infer_op(const ops::LayerNormalization& op, const InferContext& ctx)
 }
 
 template <>
+InferResult infer_op(const ops::GroupNormalization& op, const InferContext& ctx) {
+  KILN_RETURN_IF_ERROR(check_arity(ctx, 3, 3));
+  KILN_RETURN_IF_ERROR(check_float_input(ctx, 0));
+  KILN_RETURN_IF_ERROR(check_min_rank(ctx, 0, 2));
+  if (!op.num_groups) return ctx.error("the num_groups attribute is required");
+  if (*op.num_groups < 1) return ctx.errorf("expected num_groups >= 1, got {}", *op.num_groups);
+  if (!dtype_is_float(op.stash_type)) {
+    return ctx.errorf("expected a float stash_type, got {}", dtype_name(op.stash_type));
+  }
+  const TensorType& x = ctx.input(0);
+  const Dim c = channels_of(x);
+  if (c.known() && c.value % *op.num_groups != 0) {
+    return ctx.errorf("the {} channels of {} do not split into {} groups", c.value, x.to_string(),
+                      *op.num_groups);
+  }
+  for (int i = 1; i < 3; ++i) {
+    KILN_RETURN_IF_ERROR(check_channel_param(ctx, i, c));
+    if (ctx.input(i).dtype != x.dtype) {
+      return ctx.errorf("input {} must have the input's element type {}, got {}", i,
+                        dtype_name(x.dtype), dtype_name(ctx.input(i).dtype));
+    }
+  }
+  return std::vector<ValueType>{x};
+}
+
+template <>
 InferResult infer_op(const ops::LRN& op, const InferContext& ctx) {
   KILN_RETURN_IF_ERROR(check_arity(ctx, 1, 1));
   KILN_RETURN_IF_ERROR(check_float_input(ctx, 0));

@@ -443,13 +443,50 @@ InferResult infer_op(const ops::Expand&, const InferContext& ctx) {
   return one(std::move(out));
 }
 
+namespace {
+
+// Pad's pads for every axis ([begins..., ends...] over the input's rank) from the given pads and,
+// when given, the axes they are for (opset 18); checks their counts and the axes.
+Result<std::vector<int64_t>> pads_of_all_axes(const InferContext& ctx,
+                                              const std::vector<int64_t>& pads,
+                                              const std::optional<std::vector<int64_t>>& axes,
+                                              const TensorType& in) {
+  const int r = in.rank();
+  if (!axes) {
+    if (static_cast<int>(pads.size()) != 2 * r) {
+      return ctx.errorf("expected {} pads (twice the input's rank), got {}", 2 * r, pads.size());
+    }
+    return pads;
+  }
+  const size_t n = axes->size();
+  if (pads.size() != 2 * n) {
+    return ctx.errorf("expected {} pads (twice the {} axes), got {}", 2 * n, n, pads.size());
+  }
+  std::vector<int64_t> all(2 * static_cast<size_t>(r), 0);
+  std::vector<bool> seen(static_cast<size_t>(r), false);
+  for (size_t i = 0; i < n; ++i) {
+    const int64_t a = (*axes)[i];
+    if (a < -r || a >= r) {
+      return ctx.errorf("axes [{}] are out of range for {}", fmt::join(*axes, ","), in.to_string());
+    }
+    const auto d = static_cast<size_t>(a < 0 ? a + r : a);
+    if (seen[d]) return ctx.errorf("axes [{}] repeat an axis", fmt::join(*axes, ","));
+    seen[d] = true;
+    all[d] = pads[i];
+    all[d + static_cast<size_t>(r)] = pads[i + n];
+  }
+  return all;
+}
+
+}  // namespace
+
 template <>
 InferResult infer_op(const ops::Pad& op, const InferContext& ctx) {
   KILN_RETURN_IF_ERROR(ctx.require_input(0));
   KILN_RETURN_IF_ERROR(require_ints(ctx, 1, "pads", 1));
   const TensorType& in = ctx.input(0);
-  if (op.mode != "constant" && op.mode != "reflect" && op.mode != "edge") {
-    return ctx.errorf("expected mode constant, reflect or edge, got \"{}\"", op.mode);
+  if (op.mode != "constant" && op.mode != "reflect" && op.mode != "edge" && op.mode != "wrap") {
+    return ctx.errorf("expected mode constant, reflect, edge or wrap, got \"{}\"", op.mode);
   }
   if (ctx.has_input(2)) {
     KILN_RETURN_IF_ERROR(ctx.require_input(2));
@@ -462,27 +499,30 @@ InferResult infer_op(const ops::Pad& op, const InferContext& ctx) {
       return ctx.errorf("expected a scalar constant_value, got {}", cv.to_string());
     }
   }
+  if (ctx.has_input(3)) KILN_RETURN_IF_ERROR(require_axes(ctx, 3));
   if (!in.has_rank()) return one(in);
-  std::optional<std::vector<int64_t>> pads = known_ints(ctx, 1);
-  if (!pads) return one(unknown_dims(in.dtype, in.rank()));
-  const int r = in.rank();
-  if (static_cast<int>(pads->size()) != 2 * r) {
-    return ctx.errorf("expected {} pads (twice the input's rank), got {}", 2 * r, pads->size());
+  std::optional<std::vector<int64_t>> given = known_ints(ctx, 1);
+  std::optional<std::vector<int64_t>> axes;
+  if (ctx.has_input(3)) {
+    axes = known_ints(ctx, 3);
+    if (!axes) return one(unknown_dims(in.dtype, in.rank()));
   }
+  if (!given) return one(unknown_dims(in.dtype, in.rank()));
+  KILN_ASSIGN_OR_RETURN(const std::vector<int64_t> pads, pads_of_all_axes(ctx, *given, axes, in));
+  const int r = in.rank();
   std::vector<Dim> out = *in.dims;
   for (int i = 0; i < r; ++i) {
     Dim& d = out[static_cast<size_t>(i)];
     if (!d.known()) continue;
-    const int64_t before = (*pads)[static_cast<size_t>(i)],
-                  after = (*pads)[static_cast<size_t>(i + r)];
+    const int64_t before = pads[static_cast<size_t>(i)], after = pads[static_cast<size_t>(i + r)];
     int64_t size = 0;
     if (__builtin_add_overflow(d.value, before, &size) ||
         __builtin_add_overflow(size, after, &size)) {
-      return ctx.errorf("pads [{}] overflow axis {} of {}", fmt::join(*pads, ","), i,
+      return ctx.errorf("pads [{}] overflow axis {} of {}", fmt::join(pads, ","), i,
                         in.to_string());
     }
     if (size < 0)
-      return ctx.errorf("pads [{}] crop axis {} of {} below zero", fmt::join(*pads, ","), i,
+      return ctx.errorf("pads [{}] crop axis {} of {} below zero", fmt::join(pads, ","), i,
                         in.to_string());
     if (op.mode != "constant" && d.value == 0 && size > 0) {
       return ctx.errorf("{} padding of the empty axis {} of {} is not possible", op.mode, i,

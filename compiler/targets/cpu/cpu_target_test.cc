@@ -270,6 +270,25 @@ TEST(CpuTarget, AdjacentScalesAfterAStepMatchRef) {
       2);
 }
 
+TEST(CpuTarget, GeluAndSwishOpsRunOnOneDnn) {
+  // Gelu (tanh form) as a post-op of the MatMul, Gelu (erf form) and Swish as eltwise steps.
+  const Tensor w = random_tensor(Shape{6, 4}, 43);
+  auto exe = expect_cpu_matches_ref(
+      {random_tensor(Shape{3, 6}, 42)},
+      [&](GraphBuilder& b, const std::vector<Value*>& in) {
+        ops::Gelu tanh_form;
+        tanh_form.approximate = "tanh";
+        ops::Swish swish;
+        swish.alpha = 1.5f;
+        Value* mm = b.add(Op(ops::MatMul{}), {in[0], b.constant(w, "w")}, "mm");
+        Value* g = b.add(Op(tanh_form), {mm}, "gelu_tanh");
+        b.output(g);
+        b.output(b.add(Op(swish), {b.add(Op(ops::Gelu{}), {in[0]}, "gelu")}, "swish"));
+      },
+      4);  // every node
+  ASSERT_NE(exe, nullptr);
+}
+
 TEST(CpuTarget, RunsOpsWithoutOneDnnKernelsOnRef) {
   // Erf has no oneDNN kernel here; a 1-D MatMul operand is left to ref as well.
   expect_cpu_matches_ref(

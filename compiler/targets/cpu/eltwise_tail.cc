@@ -185,6 +185,12 @@ std::optional<Eltwise> eltwise_of(const Node& node) {
     case OpKind::kSqrt: return Eltwise{dnnl::algorithm::eltwise_sqrt};
     case OpKind::kElu: return Eltwise{dnnl::algorithm::eltwise_elu, node.attrs<ops::Elu>().alpha};
     case OpKind::kHardSwish: return Eltwise{dnnl::algorithm::eltwise_hardswish};
+    case OpKind::kGelu:
+      return Eltwise{node.attrs<ops::Gelu>().approximate == "tanh"
+                         ? dnnl::algorithm::eltwise_gelu_tanh
+                         : dnnl::algorithm::eltwise_gelu_erf};
+    case OpKind::kSwish:
+      return Eltwise{dnnl::algorithm::eltwise_swish, node.attrs<ops::Swish>().alpha};
     case OpKind::kClip: {
       float lo = -FLT_MAX;
       float hi = FLT_MAX;

@@ -1435,6 +1435,59 @@ TEST(CudaTarget, GeluRunsInTheMatmulEpilogueInHalfPrecision) {
   }
 }
 
+// The same MLP with the Gelu op (as ONNX opset 20 and com.microsoft Gelu/FastGelu import): in f16
+// and bf16 it runs as the GELU_BIAS epilogue too, in f32 as one elementwise step, either form; the
+// Swish op after the second matmul runs on the device too.
+TEST(CudaTarget, GeluOpRunsInTheMatmulEpilogueInHalfPrecision) {
+  SKIP_WITHOUT_GPU();
+  auto scaled = [](Shape shape, uint32_t seed, float by) {
+    Tensor t = random_tensor(std::move(shape), seed);
+    for (float& v : t.span<float>()) v *= by;
+    return t;
+  };
+  const Tensor w1 = scaled(Shape{64, 256}, 230, 0.25f);
+  const Tensor b1 = random_tensor(Shape{256}, 231);
+  const Tensor w2 = scaled(Shape{256, 64}, 232, 0.1f);
+  const std::vector<Tensor> inputs = {random_tensor(Shape{2, 24, 64}, 234)};
+  for (const std::string form : {"none", "tanh"}) {
+    auto build = [&](DType dt) {
+      return [&, dt](GraphBuilder& b, const std::vector<Value*>& in) {
+        const bool half = dt != DType::kF32;
+        auto cast = [&](Value* v, DType to) { return half ? cast_to(b, v, to) : v; };
+        auto k = [&](const Tensor& t) { return b.constant(in_dtype(t, dt)); };
+        ops::Gelu gelu;
+        gelu.approximate = form;
+        ops::Swish swish;
+        swish.alpha = 1.5f;
+        Value* h =
+            b.add(Op(ops::Add{}), {b.add(Op(ops::MatMul{}), {cast(in[0], dt), k(w1)}), k(b1)});
+        Value* y = b.add(Op(ops::MatMul{}), {b.add(Op(gelu), {h}), k(w2)});
+        b.output(cast(b.add(Op(swish), {y}), DType::kF32));
+      };
+    };
+    std::shared_ptr<Executable> ref = compile_for(make_graph(inputs, build(DType::kF32)), "ref");
+    ASSERT_NE(ref, nullptr);
+    const std::vector<Tensor> want = run(*ref, inputs);
+    for (const DType dt : {DType::kF32, DType::kF16, DType::kBF16}) {
+      SCOPED_TRACE(form + " " + std::string(dtype_name(dt)));
+      std::shared_ptr<Executable> exe = compile_for(make_graph(inputs, build(dt)), "cuda");
+      ASSERT_NE(exe, nullptr);
+      expect_close(want, run(*exe, inputs),
+                   dt == DType::kF16    ? 1e-2f
+                   : dt == DType::kBF16 ? 6e-2f
+                                        : 1e-4f);
+      const cuda::Program* program = cuda_program(*exe);
+      ASSERT_NE(program, nullptr);
+      EXPECT_EQ(program->count_steps("MatMul+Bias+Gelu"), dt == DType::kF32 ? 0 : 1);
+      EXPECT_EQ(program->count_steps("Gelu"), dt == DType::kF32 ? 1 : 0);
+      // In f16 and bf16 the Swish joins the Cast after it in one generated kernel.
+      if (dt == DType::kF32) {
+        EXPECT_EQ(program->count_steps("Swish"), 1);
+      }
+    }
+  }
+}
+
 TEST(CudaTarget, TheBundledModelMatchesRef) {
   SKIP_WITHOUT_GPU();
   // The source tree, or the current folder where the binary runs from a copy of the repository

@@ -84,6 +84,9 @@ __device__ float apply_unary(Unary op, float x, float alpha, float beta) {
     case Unary::kHardSigmoid: return fmaxf(0.0f, fminf(1.0f, alpha * x + beta));
     case Unary::kHardSwish: return x * fmaxf(0.0f, fminf(1.0f, x / 6.0f + 0.5f));
     case Unary::kGelu: return 0.5f * x * (1.0f + erff(x * 0.70710678118654752f));
+    case Unary::kGeluTanh:
+      return 0.5f * x * (1.0f + tanhf(0.79788456080286536f * (x + 0.044715f * x * x * x)));
+    case Unary::kSwish: return x / (1.0f + expf(-alpha * x));
     case Unary::kIdentity: return x;
     case Unary::kScale: return alpha * x;
   }

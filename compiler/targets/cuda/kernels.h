@@ -36,7 +36,9 @@ enum class Unary : int32_t {
   kClip,         // [alpha, beta]
   kHardSigmoid,  // max(0, min(1, alpha * x + beta))
   kHardSwish,
-  kGelu,  // exact (erf) form
+  kGelu,      // exact (erf) form
+  kGeluTanh,  // the tanh approximation
+  kSwish,     // x * sigmoid(alpha * x)
   kIdentity,
   kScale,  // alpha * x
 };

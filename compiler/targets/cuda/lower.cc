@@ -184,6 +184,10 @@ std::optional<std::pair<Unary, std::pair<float, float>>> unary_of(const Node& no
     case OpKind::kCos: return plain(Unary::kCos);
     case OpKind::kSoftplus: return plain(Unary::kSoftplus);
     case OpKind::kHardSwish: return plain(Unary::kHardSwish);
+    case OpKind::kGelu:
+      return plain(node.attrs<ops::Gelu>().approximate == "tanh" ? Unary::kGeluTanh : Unary::kGelu);
+    case OpKind::kSwish:
+      return std::make_pair(Unary::kSwish, std::make_pair(node.attrs<ops::Swish>().alpha, 0.0f));
     case OpKind::kLeakyRelu:
       return std::make_pair(Unary::kLeakyRelu,
                             std::make_pair(node.attrs<ops::LeakyRelu>().alpha, 0.0f));
@@ -2049,19 +2053,21 @@ bool lower_gelu(Builder& b, const Node& scale) {
   return true;
 }
 
-// The GELU that alone reads `x` (its Div and its Mul by x the only readers), as gelu_chain's
-// nodes, for cuBLASLt's GELU epilogue: only for f16/bf16 results (the epilogue is the tanh
+// The GELU that alone reads `x` (a Gelu op, or gelu_chain's Div and Mul by x as the only readers),
+// as its nodes, for cuBLASLt's GELU epilogue: only for f16/bf16 results (the epilogue is the tanh
 // approximation, at most 4.7e-4 from the exact GELU, at x = 2.7 where f16's spacing is 2e-3) and
 // unless KILN_CUDA_GELU_EPILOGUE=0.
 std::optional<std::vector<const Node*>> gelu_reading(const Builder& b, const Value* x) {
   const char* env = std::getenv("KILN_CUDA_GELU_EPILOGUE");
-  if ((env != nullptr && std::strcmp(env, "0") == 0) || elem_of(x) == Elem::kF32 ||
-      x->uses().size() != 2) {
+  if ((env != nullptr && std::strcmp(env, "0") == 0) || elem_of(x) == Elem::kF32) {
     return std::nullopt;
   }
   for (const Value* out : b.graph().outputs()) {
     if (out == x) return std::nullopt;
   }
+  // A Gelu op (either form) as the only reader.
+  if (const Node* gelu = consumer_as(b, x, OpKind::kGelu)) return std::vector<const Node*>{gelu};
+  if (x->uses().size() != 2) return std::nullopt;
   for (const auto& use : x->uses()) {
     if (use.node->kind() != OpKind::kDiv && use.node->kind() != OpKind::kMul) continue;
     std::optional<std::vector<const Node*>> chain = gelu_chain(b, *use.node);

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numbers>
 #include <optional>
 
 #include "compiler/targets/ref/elementwise_util.h"
@@ -67,6 +68,14 @@ Status float_predicate(KernelContext& ctx, F pred) {
       return unsupported(ctx, x.dtype());
     }
   });
+}
+
+// x * sigmoid(alpha * x) with each step rounded to T.
+template <class T>
+T swish_of(T x, float alpha) {
+  const T ax = from_double<T>(static_cast<double>(alpha) * to_double(x));
+  const T sigmoid = from_double<T>(1.0 / (1.0 + std::exp(-to_double(ax))));
+  return from_double<T>(to_double(x) * to_double(sigmoid));
 }
 
 // -x, wrapping for the most negative integer.
@@ -295,6 +304,66 @@ Status run_op(const ops::HardSigmoid& op, KernelContext& ctx) {
 template <>
 Status run_op(const ops::HardSwish&, KernelContext& ctx) {
   return math_unary(ctx, [](double x) { return x * std::clamp(x / 6.0 + 0.5, 0.0, 1.0); });
+}
+
+template <>
+Status run_op(const ops::Gelu& op, KernelContext& ctx) {
+  if (op.approximate == "tanh") {
+    const double k = std::sqrt(2.0 / std::numbers::pi);
+    return math_unary(
+        ctx, [&](double x) { return 0.5 * x * (1.0 + std::tanh(k * (x + 0.044715 * x * x * x))); });
+  }
+  return math_unary(ctx, [](double x) { return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))); });
+}
+
+template <>
+Status run_op(const ops::Mish&, KernelContext& ctx) {
+  return math_unary(ctx, [](double x) {
+    const double softplus = x > 0 ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x));
+    return x * std::tanh(softplus);
+  });
+}
+
+// Swish and SwiGLU as their ONNX function bodies compute them: alpha * x, its Sigmoid and the
+// product each rounded to the element type (which matters for f16 and bf16).
+template <>
+Status run_op(const ops::Swish& op, KernelContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  Tensor& y = ctx.output(0);
+  return visit_dtype(x.dtype(), [&]<class T>() -> Status {
+    if constexpr (kIsFloat<T>) {
+      const T* in = x.data<T>();
+      T* out = y.data<T>();
+      for (int64_t i = 0; i < x.numel(); ++i) out[i] = swish_of<T>(in[i], op.alpha);
+      return Status();
+    } else {
+      return unsupported(ctx, x.dtype());
+    }
+  });
+}
+
+template <>
+Status run_op(const ops::SwiGLU& op, KernelContext& ctx) {
+  const Tensor& a = ctx.input(0);
+  const Tensor& b = ctx.input(1);
+  Tensor& y = ctx.output(0);
+  if (!(a.shape() == b.shape())) {
+    return ctx.errorf("A {} and B {} must have one shape", a.shape().to_string(),
+                      b.shape().to_string());
+  }
+  return visit_dtype(a.dtype(), [&]<class T>() -> Status {
+    if constexpr (kIsFloat<T>) {
+      const T* pa = a.data<T>();
+      const T* pb = b.data<T>();
+      T* out = y.data<T>();
+      for (int64_t i = 0; i < a.numel(); ++i) {
+        out[i] = from_double<T>(to_double(swish_of<T>(pa[i], op.alpha)) * to_double(pb[i]));
+      }
+      return Status();
+    } else {
+      return unsupported(ctx, a.dtype());
+    }
+  });
 }
 
 template <>

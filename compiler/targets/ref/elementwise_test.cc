@@ -167,6 +167,50 @@ TEST(ElementwiseRef, PowKeepsTheBaseType) {
   EXPECT_EQ(values<int32_t>(*y), (std::vector<int32_t>{1, 32, 729, 0}));
 }
 
+TEST(ElementwiseRef, GeluMishAndSwishFollowTheirFormulas) {
+  const Tensor x = Tensor::from_vector<float>({-1, 0, 1, 2.5f});
+  ops::Gelu tanh_form;
+  tanh_form.approximate = "tanh";
+  ops::Swish swish;
+  swish.alpha = 2.0f;
+  Result<Tensor> exact = run_one(ops::Gelu{}, {x});
+  Result<Tensor> approx = run_one(tanh_form, {x});
+  Result<Tensor> mish = run_one(ops::Mish{}, {x});
+  Result<Tensor> sw = run_one(swish, {x});
+  for (const auto* r : {&exact, &approx, &mish, &sw})
+    ASSERT_TRUE(r->ok()) << r->status().to_string();
+  for (int i = 0; i < 4; ++i) {
+    const double v = x.data<float>()[i];
+    EXPECT_NEAR(exact->data<float>()[i], 0.5 * v * (1 + std::erf(v / std::sqrt(2.0))), 1e-6);
+    EXPECT_NEAR(approx->data<float>()[i],
+                0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v))), 1e-6);
+    EXPECT_NEAR(mish->data<float>()[i], v * std::tanh(std::log1p(std::exp(v))), 1e-6);
+    EXPECT_NEAR(sw->data<float>()[i], v / (1 + std::exp(-2 * v)), 1e-6);
+  }
+  // The erf and tanh forms differ (by 1.5e-4 at x = -1).
+  EXPECT_GT(std::fabs(exact->data<float>()[0] - approx->data<float>()[0]), 1e-4f);
+  tanh_form.approximate = "fast";
+  EXPECT_FALSE(run_one(tanh_form, {x}).ok());
+}
+
+TEST(ElementwiseRef, SwiGLUGatesBWithTheSwishOfA) {
+  ops::SwiGLU op;
+  op.alpha = 1.5f;
+  const Tensor a = Tensor::from_vector<float>({1, -1, 0.5f});
+  const Tensor b = Tensor::from_vector<float>({2, 3, -4});
+  Result<Tensor> y = run_one(op, {a, b});
+  ASSERT_TRUE(y.ok()) << y.status().to_string();
+  for (int i = 0; i < 3; ++i) {
+    const double va = a.data<float>()[i];
+    EXPECT_NEAR(y->data<float>()[i], va / (1 + std::exp(-1.5 * va)) * b.data<float>()[i], 1e-6);
+  }
+  // No broadcasting: B must have A's shape.
+  Result<Tensor> broadcast = run_one(op, {a, Tensor::from_vector<float>({2})});
+  ASSERT_FALSE(broadcast.ok());
+  EXPECT_NE(broadcast.status().message().find("does not broadcast"), std::string::npos)
+      << broadcast.status().to_string();
+}
+
 TEST(ElementwiseInfer, RejectsMixedTypesAndBadShapes) {
   EXPECT_FALSE(
       run_one(ops::Add{}, {Tensor::from_vector<float>({1}), Tensor::from_vector<double>({1})})

@@ -7,6 +7,7 @@
 
 #include "compiler/ops/infer_util.h"
 #include "compiler/ops/nn.h"
+#include "compiler/targets/ref/convert.h"
 #include "compiler/targets/ref/kernel.h"
 #include "compiler/targets/ref/nn_util.h"
 #include "compiler/targets/ref/ref_util.h"
@@ -64,6 +65,12 @@ double line_max(const std::vector<double>& v) {
   double m = -std::numeric_limits<double>::infinity();
   for (double d : v) m = std::max(m, d);
   return m;
+}
+
+// `v` rounded to the 16-bit float type `dtype` (f16 or bf16), as a double.
+double round_to_16bit(DType dtype, double v) {
+  return dtype == DType::kF16 ? to_double(from_double<Half>(v))
+                              : to_double(from_double<BFloat16>(v));
 }
 
 // `param` (broadcastable to `shape`) expanded to `shape`'s element count.
@@ -205,6 +212,41 @@ Status run_op(const ops::LayerNormalization& op, KernelContext& ctx) {
 }
 
 template <>
+Status run_op(const ops::GroupNormalization& op, KernelContext& ctx) {
+  const Tensor& x = ctx.input(0);
+  const int64_t batch = x.shape()[0];
+  const int64_t channels = x.shape()[1];
+  const int64_t per_group = channels / *op.num_groups;
+  const int64_t plane = x.shape().numel(2, x.rank());
+  // One group's elements are contiguous: its channels, each with its plane.
+  const int64_t count = per_group * plane;
+  const std::vector<double> xd = tensor_to_doubles(x);
+  const std::vector<double> scale = tensor_to_doubles(ctx.input(1));
+  const std::vector<double> bias = tensor_to_doubles(ctx.input(2));
+  std::vector<double> yd(xd.size());
+  for (int64_t g = 0; g < batch * *op.num_groups; ++g) {
+    const auto base = static_cast<size_t>(g * count);
+    double sum = 0;
+    for (int64_t i = 0; i < count; ++i) sum += xd[base + static_cast<size_t>(i)];
+    const double mean = count > 0 ? sum / static_cast<double>(count) : 0.0;
+    double sq = 0;
+    for (int64_t i = 0; i < count; ++i) {
+      const double d = xd[base + static_cast<size_t>(i)] - mean;
+      sq += d * d;
+    }
+    const double variance = count > 0 ? sq / static_cast<double>(count) : 0.0;
+    const double k = 1.0 / std::sqrt(variance + op.epsilon);
+    for (int64_t i = 0; i < count; ++i) {
+      const auto c = static_cast<size_t>((g % *op.num_groups) * per_group + i / plane);
+      const size_t at = base + static_cast<size_t>(i);
+      yd[at] = (xd[at] - mean) * k * scale[c] + bias[c];
+    }
+  }
+  store_doubles(yd, ctx.output(0), IntRounding::kNearestEven);
+  return Status();
+}
+
+template <>
 Status run_op(const ops::LRN& op, KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
   const int64_t batch = x.shape()[0];
@@ -307,6 +349,22 @@ Status run_op(const ops::Dropout& op, KernelContext& ctx) {
 
 template <>
 Status run_op(const ops::Softmax& op, KernelContext& ctx) {
+  const DType dtype = ctx.input(0).dtype();
+  if (dtype == DType::kF16 || dtype == DType::kBF16) {
+    // 16-bit floats hold every step of the function body (Sub, Exp, ReduceSum, Div) in their
+    // type, as the ONNX reference computes them: bf16 partial sums each rounded, f16 sums once.
+    auto held = [&](double v) { return round_to_16bit(dtype, v); };
+    return along_axis(ctx, op.axis, [&](std::vector<double>& line) {
+      const double m = line_max(line);
+      double sum = 0;
+      for (double& v : line) {
+        v = held(std::exp(held(v - m)));
+        sum = dtype == DType::kBF16 ? held(sum + v) : sum + v;
+      }
+      sum = held(sum);
+      for (double& v : line) v = held(v / sum);
+    });
+  }
   return along_axis(ctx, op.axis, [](std::vector<double>& line) {
     const double m = line_max(line);
     double sum = 0;

@@ -142,8 +142,21 @@ template <>
 Status run_op(const ops::Pad& op, KernelContext& ctx) {
   const Tensor& in = ctx.input(0);
   Tensor& out = ctx.output(0);
-  const std::vector<int64_t> pads = tensor_to_ints(ctx.input(1));
   const int r = in.rank();
+  std::vector<int64_t> pads = tensor_to_ints(ctx.input(1));
+  if (ctx.has_input(3)) {
+    // Opset 18's axes: the pads are [begins..., ends...] of these axes only (inference checked
+    // them).
+    const std::vector<int64_t> axes = tensor_to_ints(ctx.input(3));
+    const size_t n = axes.size();
+    std::vector<int64_t> all(2 * static_cast<size_t>(r), 0);
+    for (size_t i = 0; i < n; ++i) {
+      const auto d = static_cast<size_t>(axes[i] < 0 ? axes[i] + r : axes[i]);
+      all[d] = pads[i];
+      all[d + static_cast<size_t>(r)] = pads[i + n];
+    }
+    pads = std::move(all);
+  }
   // For each axis, the input coordinate of every output coordinate, or -1 for the constant.
   std::vector<std::vector<int64_t>> source(static_cast<size_t>(r));
   for (int d = 0; d < r; ++d) {
@@ -155,6 +168,8 @@ Status run_op(const ops::Pad& op, KernelContext& ctx) {
           i = -1;
         } else if (op.mode == "edge") {
           i = std::clamp<int64_t>(i, 0, n - 1);
+        } else if (op.mode == "wrap") {
+          i = ((i % n) + n) % n;
         } else if (n == 1) {
           i = 0;
         } else {
