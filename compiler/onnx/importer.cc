@@ -666,11 +666,52 @@ Result<std::unique_ptr<Model>> import_onnx_file(const std::string& path,
   return import_model(proto, options, path);
 }
 
+namespace {
+
+// The default-domain ops newer than the ONNX schema library kiln builds against (Debian's
+// libonnx 1.12 knows opsets up to 17), with the opset each first appeared in.
+struct NewerOp {
+  std::string_view op_type;
+  int64_t since;
+};
+constexpr NewerOp kNewerOps[] = {
+    {"BitwiseAnd", 18},
+    {"BitwiseOr", 18},
+    {"BitwiseXor", 18},
+    {"BitwiseNot", 18},
+    {"CenterCropPad", 18},
+    {"Col2Im", 18},
+    {"GroupNormalization", 18},
+    {"Mish", 18},
+    {"DeformConv", 19},
+    {"AffineGrid", 20},
+    {"Gelu", 20},
+    {"ImageDecoder", 20},
+    {"RegexFullMatch", 20},
+    {"StringConcat", 20},
+    {"StringSplit", 20},
+    {"Attention", 23},
+    {"RMSNormalization", 23},
+    {"RotaryEmbedding", 23},
+    {"Swish", 24},
+    {"TensorScatter", 24},
+    {"BitCast", 26},
+    {"CumProd", 26},
+    {"CausalConvWithState", 27},
+    {"LinearAttention", 27},
+    {"SwiGLU", 28},
+};
+
+}  // namespace
+
 std::vector<SupportedOnnxOp> supported_onnx_ops() {
   std::vector<SupportedOnnxOp> out;
   for (int k = 0; k < kNumOpKinds; ++k) {
     auto kind = static_cast<OpKind>(k);
     std::string op_type(op_kind_name(kind));
+    for (const NewerOp& newer : kNewerOps) {
+      if (newer.op_type == op_type) out.push_back({"", op_type, newer.since, kMaxOpset});
+    }
     for (const char* domain : {"", "ai.onnx.preview.training"}) {
       const onnx::OpSchema* newest = onnx::OpSchemaRegistry::Schema(op_type, kMaxOpset, domain);
       if (newest == nullptr) continue;
