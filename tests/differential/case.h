@@ -25,6 +25,9 @@ struct Pattern {
   // What it covers: the ops and the cpu target's paths it is written to reach.
   std::string_view covers;
   Generator generate;
+  // Its outputs come out of 8-bit arithmetic: they may differ from ref's by a step of their
+  // quantization (Tolerance::quantum_steps).
+  bool quantized = false;
 };
 
 // Every pattern, in a fixed order (tests/differential/patterns_*.cc).
@@ -52,5 +55,6 @@ std::span<const Pattern> fused_patterns();
 std::span<const Pattern> tensor_patterns();
 std::span<const Pattern> layout_patterns();
 std::span<const Pattern> model_patterns();
+std::span<const Pattern> quantized_patterns();
 
 }  // namespace kiln::differential

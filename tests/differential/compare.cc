@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <type_traits>
@@ -62,6 +63,21 @@ Comparison compare(const Tensor& ref, const Tensor& got, const Tolerance& tolera
   for (double x : a) {
     if (std::isfinite(x)) c.range = std::max(c.range, std::abs(x));
   }
+  double quantum = 0;
+  if (tolerance.quantum_steps > 0 && !integral) {
+    std::vector<double> sorted;
+    for (double x : a) {
+      if (std::isfinite(x)) sorted.push_back(x);
+    }
+    std::sort(sorted.begin(), sorted.end());
+    double step = INFINITY;
+    for (size_t i = 1; i < sorted.size(); ++i) {
+      if (sorted[i] > sorted[i - 1]) step = std::min(step, sorted[i] - sorted[i - 1]);
+    }
+    if (std::isfinite(step)) {
+      quantum = std::min(tolerance.quantum_steps * step, tolerance.quantum_cap * c.range);
+    }
+  }
   for (size_t i = 0; i < a.size(); ++i) {
     double ratio = 0;
     double tol = 0;
@@ -72,7 +88,8 @@ Comparison compare(const Tensor& ref, const Tensor& got, const Tolerance& tolera
       ratio = same ? 0 : INFINITY;
     } else {
       tol = integral ? 0.0
-                     : tolerance.range_fraction * c.range + tolerance.value_fraction * std::abs(x);
+                     : tolerance.range_fraction * c.range + tolerance.value_fraction * std::abs(x) +
+                           quantum;
       const double err = std::abs(x - y);
       ratio = err == 0 ? 0 : (tol > 0 ? err / tol : INFINITY);
     }

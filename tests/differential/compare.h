@@ -21,9 +21,20 @@ namespace kiln::differential {
 // the tester hunts (a wrong window, channel, layout or fused op moves elements by a large part
 // of the range, as the recognizer off by 0.59 and the detector off by its whole range did).
 // Integer outputs must match exactly; NaN must meet NaN and an infinity the same infinity.
+//
+// Outputs of 8-bit arithmetic (a DequantizeLinear's) take `quantum_steps` more: a step is the
+// smallest gap between two of ref's values (the output's quantization scale). A value near the
+// middle of two steps may round either way: the cpu target quantizes as x * (1 / scale) rounded
+// with the zero point added (quantized.cc says so), not round(x / scale) + zero point, and
+// qdq_fusion rounds a bias to int32; an input off by a step of its own scale (up to twice the
+// output's in the patterns) moves the output by up to two. The patterns take 3 steps. The
+// allowance is capped at `quantum_cap` of the range, so that an output of a few far-apart values
+// gets no free pass.
 struct Tolerance {
   double range_fraction = 1e-4;
   double value_fraction = 1e-4;
+  double quantum_steps = 0;
+  double quantum_cap = 0.05;
 };
 
 struct Comparison {

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <cstdio>
 #include <map>
 
 #include "core/logging.h"
@@ -65,7 +66,7 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_flag("--coverage", options.coverage, "count the cpu program steps the cases ran");
   app.add_flag("--list", list, "list the patterns and what each covers");
-  app.add_flag("-v,--verbose", verbose, "print every case and why ref rejected any");
+  app.add_flag("-v,--verbose", verbose, "print every case (its model before it runs) and its result");
   CLI11_PARSE(app, argc, argv);
   options.tolerance.value_fraction = options.tolerance.range_fraction;
   kiln::set_log_level(kiln::LogLevel::kError);
@@ -118,6 +119,11 @@ int main(int argc, char** argv) {
     const auto start = std::chrono::steady_clock::now();
     for (uint64_t seed = seed_begin; seed < seed_end; ++seed) {
       const Case c = kiln::differential::make_case(*chosen[p], seed);
+      if (verbose) {
+        // Before it runs, so that a crash still names the case (and shows it).
+        fmt::print("{} seed {}:\n{}", c.pattern, seed, kiln::differential::print_case(c));
+        std::fflush(stdout);
+      }
       const CaseResult r = kiln::differential::run_case(c, options);
       ++n.cases;
       n.configs += r.configs;

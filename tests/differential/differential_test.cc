@@ -3,6 +3,7 @@
 // the fixed cases of the cpu target bugs it found.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <string>
 
 #include "compiler/targets/target.h"
@@ -101,7 +102,9 @@ TEST(DifferentialConfigs, UnavailableTargetsSayWhy) {
   EXPECT_EQ(bogus.code(), StatusCode::kNotFound);
   EXPECT_NE(bogus.message().find("tpu"), std::string::npos);
   const Status cuda = target_available("cuda");
-  if (!cuda.ok()) EXPECT_NE(cuda.message().find("cuda"), std::string::npos) << cuda.message();
+  if (!cuda.ok()) {
+    EXPECT_NE(cuda.message().find("cuda"), std::string::npos) << cuda.message();
+  }
 }
 
 // Every pattern, a dozen seeds each, under every configuration of the cpu target.

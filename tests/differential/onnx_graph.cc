@@ -77,8 +77,12 @@ std::string OnnxGraph::fresh(const std::string& prefix) {
 }
 
 std::string OnnxGraph::input(const Dims& dims, float scale) {
+  return input(dims, dims, scale);
+}
+
+std::string OnnxGraph::input(const Dims& dims, const Dims& second, float scale) {
   const std::string name = input(random_f32(rng_, dims, -scale, scale));
-  second_values_.back() = random_f32(rng_, dims, -scale, scale);
+  second_values_.back() = random_f32(rng_, second, -scale, scale);
   return name;
 }
 
@@ -100,8 +104,8 @@ std::string OnnxGraph::weight_in(const Dims& dims, float lo, float hi) {
 
 std::string OnnxGraph::floats(const Dims& dims, const std::vector<float>& values) {
   Tensor t(DType::kF32, Shape(dims));
-  for (size_t i = 0; i < values.size() && static_cast<int64_t>(i) < t.numel(); ++i) {
-    t.data<float>()[i] = values[i];
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    t.data<float>()[i] = static_cast<size_t>(i) < values.size() ? values[i] : 0.0f;
   }
   return tensor(t);
 }

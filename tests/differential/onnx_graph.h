@@ -82,6 +82,9 @@ class OnnxGraph {
   // A graph input of `dims` with values uniform in [-scale, scale] (and other such values for the
   // second run).
   std::string input(const Dims& dims, float scale = 1.0f);
+  // The same with the second run's values of other dims `second` (a model with dynamic dims runs
+  // a second shape).
+  std::string input(const Dims& dims, const Dims& second, float scale = 1.0f);
   // A graph input holding `value` (its dtype and shape) in both runs.
   std::string input(Tensor value);
   // An f32 initializer with values uniform in [-scale, scale].

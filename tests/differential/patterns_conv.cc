@@ -261,6 +261,59 @@ void gen_batchnorm(OnnxGraph& g) {
   g.output(y);
 }
 
+// The fast kernels at the sizes of real inputs: wide text lines (32 x 320), detector maps (80 x
+// 80 and more), where work is split over threads and tiles have remainders.
+void gen_large(OnnxGraph& g) {
+  Rng& r = g.rng();
+  const bool wide = r.chance(0.4);
+  const int64_t h = wide ? r.pick<int64_t>({8, 16, 32}) : r.range(30, 96);
+  const int64_t w = wide ? r.range(64, 320) : (r.chance(0.6) ? h : r.range(30, 96));
+  switch (r.range(0, 4)) {
+    case 0: {
+      // A stem: YOLOv5's 6x6 stride 2, ResNet's 7x7 stride 2 and pool, MobileNet's 3x3 stride 2.
+      const int64_t k = r.pick({3, 6, 7});
+      ConvSpec spec = square(r.pick<int64_t>({16, 32}), k, 2, k / 2 - (k == 6 ? 1 : 0));
+      std::string y = conv(g, g.input({1, r.pick<int64_t>({1, 3}), 2 * h, 2 * w}), spec);
+      y = activation(g, y, r.pick({Act::kRelu, Act::kSiLU, Act::kRelu6}));
+      if (r.chance(0.5)) {
+        y = g.node("MaxPool", {y}, {ais("kernel_shape", {3, 3}), ais("strides", {2, 2}),
+                                    ais("pads", {1, 1, 1, 1})});
+      }
+      g.output(y);
+      return;
+    }
+    case 1: {
+      const std::string x = blocked_from_input(g, 1, r.pick<int64_t>({64, 128}), h, w);
+      std::string y = conv(g, x, square(r.pick<int64_t>({64, 128, 256}), 1, r.pick({1, 2}), 0));
+      g.output(activation(g, y, r.pick({Act::kNone, Act::kRelu})));
+      return;
+    }
+    case 2: {
+      const std::string x = blocked_from_input(g, 1, r.pick<int64_t>({16, 64, 128}), h, w);
+      g.output(g.node("Relu", {conv(g, x, square(64, 3, 1, 1))}));
+      return;
+    }
+    case 3: {
+      const int64_t c = r.pick<int64_t>({16, 24, 32});
+      const std::string x = blocked_from_input(g, 1, c, h, w);
+      ConvSpec dw = square(c, 3, r.pick({1, 2}), 1);
+      dw.group = c;
+      g.output(activation(g, conv(g, x, dw), r.pick({Act::kRelu6, Act::kSiLU, Act::kHardSwish})));
+      return;
+    }
+    default: {
+      const int64_t c = r.pick<int64_t>({16, 32, 48});
+      const std::string x = blocked_from_input(g, 1, c, h, w);
+      std::string a = conv(g, x, square(c, 1, 1, 0));
+      std::string b = g.node("Relu", {conv(g, x, square(c, 3, 1, 1))});
+      std::string y = g.node("Concat", {a, b}, {ai("axis", 1)});
+      y = g.node("Relu", {g.node("Add", {conv(g, y, square(c, 1, 1, 0)), x})});
+      g.output(y);
+      return;
+    }
+  }
+}
+
 constexpr Pattern kPatterns[] = {
     {"conv", "Conv of any geometry (1-3 spatial dims, groups, depthwise, dilation, asymmetric "
              "pads, auto_pad) in chains, with every fused activation",
@@ -277,6 +330,8 @@ constexpr Pattern kPatterns[] = {
      gen_depthwise},
     {"residual", "ResNet blocks: Conv chains with residual Adds (sum post-ops, in place)",
      gen_residual},
+    {"large", "the own kernels at real sizes: wide text lines, detector maps, split over threads",
+     gen_large},
     {"batchnorm", "BatchNormalization after Conv (folded), alone, after Add, with Relu",
      gen_batchnorm},
 };

@@ -181,8 +181,9 @@ void gen_dynamic(OnnxGraph& g) {
       g.set_dynamic_dims({0});
       const int64_t n = r.range(1, 3);
       const int64_t h = r.range(2, 10);
-      std::string y = g.node("Relu", {conv(g, g.input({n, odd_channels(r), h, h}),
-                                           conv_spec(16 * r.range(1, 2), 3))});
+      const int64_t c0 = odd_channels(r);
+      const std::string x = g.input({n, c0, h, h}, {r.range(1, 3), c0, h, h});
+      std::string y = g.node("Relu", {conv(g, x, conv_spec(16 * r.range(1, 2), 3))});
       const int64_t c = g.shape(y)[1];
       if (r.chance(0.5)) y = g.node("Add", {y, conv(g, y, conv_spec(c, 1))});
       if (r.chance(0.7)) {
@@ -196,7 +197,7 @@ void gen_dynamic(OnnxGraph& g) {
       // A text line of dynamic width: the sequence is as long as the image is wide.
       g.set_dynamic_dims({0, 3});
       const int64_t t = r.range(2, 10);
-      std::string x = g.input({r.range(1, 2), 3, 8, 4 * t});
+      std::string x = g.input({r.range(1, 2), 3, 8, 4 * t}, {r.range(1, 2), 3, 8, 4 * r.range(2, 10)});
       x = g.node("Relu", {conv(g, x, conv_spec(16, 3))});
       x = g.node("MaxPool", {x}, {ais("kernel_shape", {2, 2}), ais("strides", {2, 2})});
       x = g.node("Relu", {conv(g, x, conv_spec(r.pick<int64_t>({32, 37}), 3))});
@@ -214,7 +215,7 @@ void gen_dynamic(OnnxGraph& g) {
       const int64_t heads = r.pick({1, 2});
       const int64_t dh = r.pick({4, 8});
       const int64_t d = heads * dh;
-      const std::string x = g.input({r.range(1, 2), r.range(1, 9), d});
+      const std::string x = g.input({r.range(1, 2), r.range(1, 9), d}, {r.range(1, 2), r.range(1, 9), d});
       const std::string ln = g.node("LayerNormalization", {x, g.weight_in({d}, 0.5f, 1.5f),
                                                            g.weight({d}, 0.3f)},
                                     {ai("axis", -1)});
@@ -285,6 +286,79 @@ void gen_neck(OnnxGraph& g) {
   g.output(t);
 }
 
+// A whole small network as exporters give them: a stem, blocks of the families the cpu target
+// tunes for (MobileNet/EfficientNet inverted residuals with squeeze-and-excitation, ResNet basic
+// and bottleneck blocks, plain Convs) with their channel counts (16, 24, 40, 80, 112, ...), and a
+// classifier; the layout and own-kernel choices are then made over the whole model, as for real
+// ones.
+void gen_net(OnnxGraph& g) {
+  Rng& r = g.rng();
+  const int64_t size = 8 * r.range(3, 8);
+  const Act act = r.pick({Act::kRelu, Act::kRelu6, Act::kSiLU, Act::kHardSwish});
+  std::string x = g.input({r.chance(0.85) ? 1 : 2, 3, size, size});
+  int64_t c = r.pick<int64_t>({16, 24, 32});
+  x = activation(g, conv(g, x, conv_spec(c, 3, 2)), act);
+  if (r.chance(0.3)) {
+    x = g.node("MaxPool", {x}, {ais("kernel_shape", {3, 3}), ais("strides", {2, 2}),
+                                ais("pads", {1, 1, 1, 1})});
+  }
+  const int64_t blocks = r.range(2, 6);
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int64_t h = g.shape(x)[2];
+    const int64_t stride = h >= 4 && r.chance(0.35) ? 2 : 1;
+    const int64_t out = r.pick<int64_t>({16, 24, 32, 40, 48, 64, 80, 96, 112, 128});
+    const std::string in = x;
+    switch (r.range(0, 3)) {
+      case 0: {
+        // Inverted residual: expand, depthwise, squeeze-and-excitation, project.
+        const int64_t e = c * r.pick<int64_t>({1, 4, 6});
+        std::string y = e == c ? x : activation(g, conv(g, x, conv_spec(e, 1)), act);
+        ConvSpec dw = conv_spec(e, r.pick<int64_t>({3, 5}), stride);
+        dw.group = e;
+        y = activation(g, conv(g, y, dw), act);
+        if (r.chance(0.5)) {
+          std::string s = g.node("GlobalAveragePool", {y});
+          s = activation(g, conv(g, s, conv_spec(std::max<int64_t>(4, e / 4), 1)),
+                         r.pick({Act::kSiLU, Act::kRelu}));
+          s = activation(g, conv(g, s, conv_spec(e, 1)), r.pick({Act::kSigmoid, Act::kHardSigmoid}));
+          y = g.node("Mul", {y, s});
+        }
+        y = conv(g, y, conv_spec(out, 1));
+        x = stride == 1 && out == c ? g.node("Add", {y, in}) : y;
+        break;
+      }
+      case 1: {
+        // ResNet basic block.
+        std::string y = g.node("Relu", {conv(g, x, conv_spec(out, 3, stride))});
+        y = conv(g, y, conv_spec(out, 3));
+        const std::string shortcut =
+            stride == 1 && out == c ? in : conv(g, in, conv_spec(out, 1, stride));
+        x = g.node("Relu", {g.node("Add", {y, shortcut})});
+        break;
+      }
+      case 2: {
+        // ResNet bottleneck.
+        const int64_t mid = std::max<int64_t>(16, out / 4);
+        std::string y = g.node("Relu", {conv(g, x, conv_spec(mid, 1))});
+        y = g.node("Relu", {conv(g, y, conv_spec(mid, 3, stride))});
+        y = conv(g, y, conv_spec(out, 1));
+        const std::string shortcut =
+            stride == 1 && out == c ? in : conv(g, in, conv_spec(out, 1, stride));
+        x = g.node("Relu", {g.node("Add", {shortcut, y})});
+        break;
+      }
+      default: x = activation(g, conv(g, x, conv_spec(out, 3, stride)), act); break;
+    }
+    c = out;
+    maybe_output(g, x, 0.1);
+  }
+  const int64_t head = r.pick<int64_t>({64, 100, 160});
+  x = activation(g, conv(g, x, conv_spec(head, 1)), act);
+  x = g.node("Flatten", {g.node("GlobalAveragePool", {x})});
+  x = g.node("Gemm", {x, g.weight({10, head}, 0.3f), g.weight({10}, 0.3f)}, {ai("transB", 1)});
+  g.output(g.node("Softmax", {x}, {ai("axis", 1)}));
+}
+
 constexpr Pattern kPatterns[] = {
     {"dag", "random graphs of Conv/Add/Concat/pool/activation whose intermediates are also "
             "outputs (buffer reuse, in-place sums, views)",
@@ -300,6 +374,9 @@ constexpr Pattern kPatterns[] = {
     {"dynamic", "dynamic batch, width and sequence dims with Reshapes computed from Shape: "
                 "programs compiled per input shape",
      gen_dynamic},
+    {"net", "whole small CNNs: stem, inverted residuals with SE, ResNet blocks, classifier; the "
+            "layout chosen over the whole model",
+     gen_net},
     {"spp", "YOLO SPP/SPPF: 5/9/13 max pools (or three chained 5x5), Concat, 1x1 Conv", gen_spp},
     {"neck", "feature pyramid: Resize nearest x2, Concat with a shallower map, Conv", gen_neck},
 };

@@ -264,8 +264,12 @@ Status target_available(const std::string& target) {
       fmt::format("target {}: this machine cannot run it (no device); skipped", target));
 }
 
-CaseResult run_case(const Case& c, const RunnerOptions& options) {
+CaseResult run_case(const Case& c, const RunnerOptions& given) {
   CaseResult result;
+  RunnerOptions options = given;
+  if (const Pattern* p = find_pattern(c.pattern); p != nullptr && p->quantized) {
+    options.tolerance.quantum_steps = std::max(options.tolerance.quantum_steps, 3.0);
+  }
   Result<std::unique_ptr<compiler::Target>> ref_target = compiler::make_target("ref");
   Result<std::unique_ptr<compiler::Target>> target = compiler::make_target(options.target);
   if (!ref_target.ok() || !target.ok()) {
@@ -307,11 +311,14 @@ CaseResult run_case(const Case& c, const RunnerOptions& options) {
   return result;
 }
 
+std::string print_case(const Case& c) {
+  Result<std::unique_ptr<compiler::Model>> model = import(c);
+  if (!model.ok()) return model.status().to_string() + "\n";
+  return compiler::print_graph(*(*model)->graph);
+}
+
 std::string describe(const Case& c, const Failure& failure, const RunnerOptions& options) {
-  std::string graph;
-  if (Result<std::unique_ptr<compiler::Model>> model = import(c); model.ok()) {
-    graph = compiler::print_graph(*(*model)->graph);
-  }
+  const std::string graph = print_case(c);
   return fmt::format(
       "MISMATCH pattern {} seed {} on {} [{}]\n  {}\n  again: differential_runner --target {} "
       "--pattern {} --seed-begin {} --seed-end {} --save-failures /tmp/differential\n  with: {}\n"

@@ -73,6 +73,9 @@ CaseResult run_case(const Case& c, const RunnerOptions& options);
 // runs it again, the worst element and the graph as imported.
 std::string describe(const Case& c, const Failure& failure, const RunnerOptions& options);
 
+// The case's model as kiln imports it (printed IR), or why it does not import.
+std::string print_case(const Case& c);
+
 // Writes the case under `dir`/<pattern>-<seed>/: model.onnx, one .npy per input, and README with
 // the `kiln verify` command (and variables) that reproduces the failure.
 Status save_case(const Case& c, const Failure* failure, const RunnerOptions& options,

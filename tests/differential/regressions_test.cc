@@ -1,0 +1,56 @@
+// SPDX-License-Identifier: Apache-2.0
+// The cpu target bugs the differential tester found, each as the smallest model that showed it,
+// run on ref and on the cpu target under every lowering configuration.
+#include <gtest/gtest.h>
+
+#include <functional>
+
+#include "tests/differential/builders.h"
+#include "tests/differential/case.h"
+#include "tests/differential/runner.h"
+
+namespace kiln::differential {
+namespace {
+
+// Builds a case from `build` (inputs drawn from a fixed seed) and expects every configuration of
+// the cpu target to agree with ref.
+void expect_agree(const std::function<void(OnnxGraph&)>& build, RunnerOptions options = {}) {
+  if (!target_available("cpu").ok()) GTEST_SKIP() << "this build has no cpu target";
+  Rng rng(1);
+  OnnxGraph g(rng, 17);
+  build(g);
+  Case c;
+  c.pattern = "regression";
+  c.model = g.model();
+  c.input_names = g.input_names();
+  c.inputs = g.input_values();
+  c.second_inputs = g.second_input_values();
+  const CaseResult r = run_case(c, options);
+  ASSERT_TRUE(r.invalid.empty()) << r.invalid;
+  EXPECT_GT(r.configs, 1);
+  for (const Failure& f : r.failures) ADD_FAILURE() << describe(c, f, options);
+}
+
+ConvSpec conv3x3(int64_t out) {
+  ConvSpec s;
+  s.out = out;
+  s.pads = {1, 1, 1, 1};
+  return s;
+}
+
+// The own Winograd F(4x4, 3x3) over 58x58 has 225 tiles; 16 threads asked for ranges of 15 tiles
+// in 16 parts, the last empty, and the products divided by its zero tiles (SIGFPE). Found as
+// `differential_runner --pattern large --threads 16`, seed 48.
+TEST(DifferentialRegression, OwnWinogradWithMoreThreadsThanTileRanges) {
+  RunnerOptions options;
+  options.threads = 16;
+  expect_agree(
+      [](OnnxGraph& g) {
+        const std::string x = g.node("Relu", {conv(g, g.input({1, 1, 58, 58}), conv3x3(128))});
+        g.output(g.node("Relu", {conv(g, x, conv3x3(64))}));
+      },
+      options);
+}
+
+}  // namespace
+}  // namespace kiln::differential
