@@ -93,7 +93,8 @@ std::string activation(OnnxGraph& g, const std::string& x, Act act) {
   switch (act) {
     case Act::kNone: return x;
     case Act::kRelu: return g.node("Relu", {x});
-    case Act::kLeakyRelu: return g.node("LeakyRelu", {x}, {af("alpha", r.pick({0.01f, 0.1f, 0.2f}))});
+    case Act::kLeakyRelu:
+      return g.node("LeakyRelu", {x}, {af("alpha", r.pick({0.01f, 0.1f, 0.2f}))});
     case Act::kRelu6: return g.node("Clip", {x, g.scalar(0.0f), g.scalar(6.0f)});
     case Act::kClipRange: {
       const float lo = r.uniform(-1.0f, 0.0f);
@@ -152,10 +153,12 @@ std::string activation(OnnxGraph& g, const std::string& x, Act act) {
 }
 
 Act random_act(Rng& rng) {
-  return rng.pick({Act::kNone, Act::kNone, Act::kRelu, Act::kRelu, Act::kRelu, Act::kLeakyRelu,
-                   Act::kRelu6, Act::kClipRange, Act::kSigmoid, Act::kTanh, Act::kHardSwish,
-                   Act::kHardSigmoid, Act::kSiLU, Act::kSiLU, Act::kHardSiLU, Act::kGeluErf,
-                   Act::kGeluTanh, Act::kElu, Act::kScale, Act::kExp, Act::kAbs});
+  return rng.pick({Act::kNone,     Act::kNone,      Act::kRelu,      Act::kRelu,
+                   Act::kRelu,     Act::kLeakyRelu, Act::kRelu6,     Act::kClipRange,
+                   Act::kSigmoid,  Act::kTanh,      Act::kHardSwish, Act::kHardSigmoid,
+                   Act::kSiLU,     Act::kSiLU,      Act::kHardSiLU,  Act::kGeluErf,
+                   Act::kGeluTanh, Act::kElu,       Act::kScale,     Act::kExp,
+                   Act::kAbs});
 }
 
 int64_t odd_channels(Rng& rng) {

@@ -9,9 +9,9 @@ namespace kiln::differential {
 std::span<const Pattern> patterns() {
   static const std::vector<Pattern> all = [] {
     std::vector<Pattern> v;
-    for (std::span<const Pattern> family : {conv_patterns(), fused_patterns(), tensor_patterns(),
-                                            layout_patterns(), model_patterns(),
-                                            quantized_patterns()}) {
+    for (std::span<const Pattern> family :
+         {conv_patterns(), fused_patterns(), tensor_patterns(), layout_patterns(), model_patterns(),
+          quantized_patterns()}) {
       v.insert(v.end(), family.begin(), family.end());
     }
     return v;

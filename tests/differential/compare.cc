@@ -47,9 +47,9 @@ Comparison compare(const Tensor& ref, const Tensor& got, const Tolerance& tolera
   Comparison c;
   if (ref.dtype() != got.dtype() || ref.shape() != got.shape()) {
     c.ok = false;
-    c.problem = fmt::format("ref gives {}{}, the target {}{}", dtype_name(ref.dtype()),
-                            ref.shape().to_string(), dtype_name(got.dtype()),
-                            got.shape().to_string());
+    c.problem =
+        fmt::format("ref gives {}{}, the target {}{}", dtype_name(ref.dtype()),
+                    ref.shape().to_string(), dtype_name(got.dtype()), got.shape().to_string());
     return c;
   }
   bool integral = false;

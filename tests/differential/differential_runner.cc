@@ -65,10 +65,15 @@ int main(int argc, char** argv) {
   app.add_option("--print", print_limit, "describe at most this many failures per pattern")
       ->capture_default_str();
   app.add_flag("--coverage", options.coverage, "count the cpu program steps the cases ran");
+  bool no_artifacts = false;
+  app.add_flag("--no-artifacts", no_artifacts,
+               "do not also save each executable as an artifact and run it loaded");
   app.add_flag("--list", list, "list the patterns and what each covers");
-  app.add_flag("-v,--verbose", verbose, "print every case (its model before it runs) and its result");
+  app.add_flag("-v,--verbose", verbose,
+               "print every case (its model before it runs) and its result");
   CLI11_PARSE(app, argc, argv);
   options.tolerance.value_fraction = options.tolerance.range_fraction;
+  options.artifacts = !no_artifacts;
   kiln::set_log_level(kiln::LogLevel::kError);
 
   if (list) {
@@ -110,8 +115,7 @@ int main(int argc, char** argv) {
   }
 
   fmt::print("differential: target {}, seeds [{}, {}), {} patterns, tolerance {:g} of the range\n",
-             options.target, seed_begin, seed_end, chosen.size(),
-             options.tolerance.range_fraction);
+             options.target, seed_begin, seed_end, chosen.size(), options.tolerance.range_fraction);
   std::map<std::string, int> steps;
   std::vector<Counts> counts(chosen.size());
   for (size_t p = 0; p < chosen.size(); ++p) {
@@ -191,8 +195,8 @@ int main(int argc, char** argv) {
     fmt::print("\ncpu program steps run (class:kind, times):\n");
     for (const auto& [step, count] : steps) fmt::print("  {:<60} {}\n", step, count);
   }
-  fmt::print("{}\n", total.failed == 0 ? "differential: all cases agree with ref"
-                                       : fmt::format("differential: {} cases differ from ref",
-                                                     total.failed));
+  fmt::print("{}\n", total.failed == 0
+                         ? "differential: all cases agree with ref"
+                         : fmt::format("differential: {} cases differ from ref", total.failed));
   return total.failed == 0 ? 0 : 1;
 }

@@ -208,7 +208,8 @@ Result<Dims> OnnxGraph::dims(const std::string& name) const {
   }
   auto from = [&](const onnx::ValueInfoProto& v) -> Result<Dims> {
     if (!v.type().tensor_type().has_shape()) {
-      return invalid_argument_error(fmt::format("onnx shape inference gives \"{}\" no shape", name));
+      return invalid_argument_error(
+          fmt::format("onnx shape inference gives \"{}\" no shape", name));
     }
     Dims dims;
     for (const auto& d : v.type().tensor_type().shape().dim()) {

@@ -209,8 +209,7 @@ void gen_residual(OnnxGraph& g) {
     const int64_t out = r.chance(0.7) ? c : (r.chance(0.5) ? channels16(r, 64) : odd_channels(r));
     std::string shortcut = y;
     if (stride != 1 || out != c) shortcut = conv(g, y, square(out, 1, stride, 0, r.chance(0.5)));
-    std::string t =
-        g.node("Relu", {conv(g, y, square(out, 3, stride, 1, r.chance(0.7)))});
+    std::string t = g.node("Relu", {conv(g, y, square(out, 3, stride, 1, r.chance(0.7)))});
     if (r.chance(0.5)) {
       t = conv(g, t, square(out, 3, 1, 1, r.chance(0.7)));
     } else {
@@ -276,8 +275,9 @@ void gen_large(OnnxGraph& g) {
       std::string y = conv(g, g.input({1, r.pick<int64_t>({1, 3}), 2 * h, 2 * w}), spec);
       y = activation(g, y, r.pick({Act::kRelu, Act::kSiLU, Act::kRelu6}));
       if (r.chance(0.5)) {
-        y = g.node("MaxPool", {y}, {ais("kernel_shape", {3, 3}), ais("strides", {2, 2}),
-                                    ais("pads", {1, 1, 1, 1})});
+        y = g.node(
+            "MaxPool", {y},
+            {ais("kernel_shape", {3, 3}), ais("strides", {2, 2}), ais("pads", {1, 1, 1, 1})});
       }
       g.output(y);
       return;
@@ -315,8 +315,9 @@ void gen_large(OnnxGraph& g) {
 }
 
 constexpr Pattern kPatterns[] = {
-    {"conv", "Conv of any geometry (1-3 spatial dims, groups, depthwise, dilation, asymmetric "
-             "pads, auto_pad) in chains, with every fused activation",
+    {"conv",
+     "Conv of any geometry (1-3 spatial dims, groups, depthwise, dilation, asymmetric "
+     "pads, auto_pad) in chains, with every fused activation",
      gen_conv},
     {"conv1x1", "1x1 Conv over nChw16c (own kernel, stride 1/2), residual Add, Relu, pooled",
      gen_conv1x1},

@@ -156,8 +156,8 @@ void gen_binary(OnnxGraph& g) {
     b = g.input(other);
     if (std::string(op) == "Div") b = g.node("Add", {g.node("Abs", {b}), g.scalar(0.5f)});
   }
-  std::string y = r.chance(0.5) || std::string(op) == "Div" ? g.node(op, {a, b})
-                                                             : g.node(op, {b, a});
+  std::string y =
+      r.chance(0.5) || std::string(op) == "Div" ? g.node(op, {a, b}) : g.node(op, {b, a});
   y = activation(g, y, random_act(r));
   if (r.chance(0.3)) y = conv(g, y, same3x3(16));
   g.output(y);
@@ -229,13 +229,15 @@ constexpr Pattern kPatterns[] = {
      gen_squeeze_excite},
     {"silu", "SiLU/hardswish as exporters write them: alone, after Conv (own pass, pooled), MatMul",
      gen_silu},
-    {"eltwise", "chains of eltwise ops (Clip with min/max inputs, HardSigmoid, GELU forms, scales) "
-                "after Conv, MatMul, binary, pooling",
+    {"eltwise",
+     "chains of eltwise ops (Clip with min/max inputs, HardSigmoid, GELU forms, scales) "
+     "after Conv, MatMul, binary, pooling",
      gen_eltwise},
     {"binary", "Add/Sub/Mul/Div/Max/Min with every broadcast, either order, blocked operands",
      gen_binary},
-    {"pool", "MaxPool/AveragePool (pads, ceil_mode, dilations, count_include_pad, auto_pad), "
-             "global pools, 1-3 spatial dims",
+    {"pool",
+     "MaxPool/AveragePool (pads, ceil_mode, dilations, count_include_pad, auto_pad), "
+     "global pools, 1-3 spatial dims",
      gen_pool},
 };
 

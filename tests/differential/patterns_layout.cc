@@ -27,8 +27,7 @@ std::string piece(OnnxGraph& g, int64_t n, int64_t c, int64_t h, int64_t w) {
   Rng& r = g.rng();
   switch (r.range(0, 5)) {
     case 0: return g.input({n, c, h, w});
-    case 1:
-      return g.node("Transpose", {g.input({n, h, w, c})}, {ais("perm", {0, 3, 1, 2})});
+    case 1: return g.node("Transpose", {g.input({n, h, w, c})}, {ais("perm", {0, 3, 1, 2})});
     case 2: return g.node("Relu", {conv(g, g.input({n, odd_channels(r), h, w}), conv_spec(c, 1))});
     default: return conv(g, g.input({n, odd_channels(r), h, w}), conv_spec(c, 3));
   }
@@ -80,9 +79,9 @@ void gen_concat(OnnxGraph& g) {
       const int readers = static_cast<int>(r.range(1, 2));
       std::vector<std::string> outs;
       for (int i = 0; i < readers; ++i) {
-        std::string b = g.node("BatchNormalization",
-                               {y, g.weight_in({c}, 0.5f, 1.5f), g.weight({c}, 0.5f),
-                                g.weight({c}, 0.5f), g.weight_in({c}, 0.2f, 2.0f)});
+        std::string b =
+            g.node("BatchNormalization", {y, g.weight_in({c}, 0.5f, 1.5f), g.weight({c}, 0.5f),
+                                          g.weight({c}, 0.5f), g.weight_in({c}, 0.2f, 2.0f)});
         if (r.chance(0.7)) b = g.node("Relu", {b});
         if (r.chance(0.4) && yd[2] % 2 == 0 && yd[3] % 2 == 0) {
           b = g.node("AveragePool", {b}, {ais("kernel_shape", {2, 2}), ais("strides", {2, 2})});
@@ -270,8 +269,8 @@ void gen_resize(OnnxGraph& g) {
   std::string x = conv(g, g.input({n, odd_channels(r), h, w}), conv_spec(c, 3));
   const char* mode = r.pick<const char*>({"nearest", "nearest", "linear", "cubic"});
   std::vector<Attr> attrs = {as("mode", mode)};
-  const char* transform = r.pick<const char*>(
-      {"half_pixel", "asymmetric", "align_corners", "pytorch_half_pixel"});
+  const char* transform =
+      r.pick<const char*>({"half_pixel", "asymmetric", "align_corners", "pytorch_half_pixel"});
   attrs.push_back(as("coordinate_transformation_mode", transform));
   if (std::string(mode) == "nearest") {
     attrs.push_back(
@@ -289,17 +288,21 @@ void gen_resize(OnnxGraph& g) {
 }
 
 constexpr Pattern kPatterns[] = {
-    {"concat", "Concat of blocked, plain and transposed pieces on any axis; pooled or Conv over "
-               "it (distributed), BatchNormalization readers (deferred), whole-block copies",
+    {"concat",
+     "Concat of blocked, plain and transposed pieces on any axis; pooled or Conv over "
+     "it (distributed), BatchNormalization readers (deferred), whole-block copies",
      gen_concat},
-    {"transpose", "Transpose/Reshape/Flatten/Squeeze around Convs: NHWC inputs, channel shuffle, "
-                  "flattening classifiers (views and reorders)",
+    {"transpose",
+     "Transpose/Reshape/Flatten/Squeeze around Convs: NHWC inputs, channel shuffle, "
+     "flattening classifiers (views and reorders)",
      gen_transpose},
-    {"slice", "Slice (negative starts, steps, axes), Split, Pad (constant, reflect, edge, zero) "
-              "of blocked and plain values",
+    {"slice",
+     "Slice (negative starts, steps, axes), Split, Pad (constant, reflect, edge, zero) "
+     "of blocked and plain values",
      gen_slice},
-    {"resize", "Resize (nearest, linear, cubic; scales or sizes; every coordinate mode) after "
-               "Conv",
+    {"resize",
+     "Resize (nearest, linear, cubic; scales or sizes; every coordinate mode) after "
+     "Conv",
      gen_resize},
 };
 

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Differential patterns shaped like the ends of real models and like their wiring: random graphs of
-// Convs, Adds, Concats and pools whose intermediates are also outputs (buffer reuse, in-place sums),
-// detector and recognizer heads, classifiers, and models with a dynamic batch.
+// Convs, Adds, Concats and pools whose intermediates are also outputs (buffer reuse, in-place
+// sums), detector and recognizer heads, classifiers, and models with a dynamic batch.
 #include <algorithm>
 
 #include "tests/differential/builders.h"
@@ -46,7 +46,8 @@ void gen_dag(OnnxGraph& g) {
         for (const std::string& v : values) {
           if (v != a && g.shape(v)[1] == ca) same.push_back(v);
         }
-        const std::string b = same.empty() ? conv(g, r.pick(values), conv_spec(ca, 1)) : r.pick(same);
+        const std::string b =
+            same.empty() ? conv(g, r.pick(values), conv_spec(ca, 1)) : r.pick(same);
         y = r.chance(0.5) ? g.node("Add", {a, b}) : g.node("Add", {b, a});
         break;
       }
@@ -106,8 +107,8 @@ void gen_detector(OnnxGraph& g) {
     }
     const float stride = static_cast<float>(4 * h0) / static_cast<float>(h);
     xy = g.node("Sub", {g.node("Mul", {xy, g.scalar(2.0f)}), g.scalar(0.5f)});
-    xy = g.node("Mul", {g.node("Add", {xy, g.weight_in({1, 1, h, w, 2}, 0.0f, 8.0f)}),
-                        g.scalar(stride)});
+    xy = g.node("Mul",
+                {g.node("Add", {xy, g.weight_in({1, 1, h, w, 2}, 0.0f, 8.0f)}), g.scalar(stride)});
     wh = g.node("Pow", {g.node("Mul", {wh, g.scalar(2.0f)}), g.scalar(2.0f)});
     wh = g.node("Mul", {wh, g.weight_in({1, anchors, 1, 1, 2}, 1.0f, 30.0f)});
     y = g.node("Concat", {xy, wh, conf}, {ai("axis", -1)});
@@ -136,8 +137,9 @@ void gen_recognizer(OnnxGraph& g) {
     x = g.node("Reshape", {x, g.ints({d[0], d[1], d[3]})});
   }
   const bool time_major = r.chance(0.5);
-  x = g.node("Transpose", {x}, {ais("perm", time_major ? std::vector<int64_t>{2, 0, 1}
-                                                        : std::vector<int64_t>{0, 2, 1})});
+  x = g.node(
+      "Transpose", {x},
+      {ais("perm", time_major ? std::vector<int64_t>{2, 0, 1} : std::vector<int64_t>{0, 2, 1})});
   const int64_t classes = r.pick<int64_t>({5, 37, 97});
   x = g.node("MatMul", {x, g.weight({d[1], classes}, 0.5f)});
   x = g.node("Add", {x, g.weight({classes}, 0.5f)});
@@ -197,7 +199,8 @@ void gen_dynamic(OnnxGraph& g) {
       // A text line of dynamic width: the sequence is as long as the image is wide.
       g.set_dynamic_dims({0, 3});
       const int64_t t = r.range(2, 10);
-      std::string x = g.input({r.range(1, 2), 3, 8, 4 * t}, {r.range(1, 2), 3, 8, 4 * r.range(2, 10)});
+      std::string x =
+          g.input({r.range(1, 2), 3, 8, 4 * t}, {r.range(1, 2), 3, 8, 4 * r.range(2, 10)});
       x = g.node("Relu", {conv(g, x, conv_spec(16, 3))});
       x = g.node("MaxPool", {x}, {ais("kernel_shape", {2, 2}), ais("strides", {2, 2})});
       x = g.node("Relu", {conv(g, x, conv_spec(r.pick<int64_t>({32, 37}), 3))});
@@ -215,10 +218,11 @@ void gen_dynamic(OnnxGraph& g) {
       const int64_t heads = r.pick({1, 2});
       const int64_t dh = r.pick({4, 8});
       const int64_t d = heads * dh;
-      const std::string x = g.input({r.range(1, 2), r.range(1, 9), d}, {r.range(1, 2), r.range(1, 9), d});
-      const std::string ln = g.node("LayerNormalization", {x, g.weight_in({d}, 0.5f, 1.5f),
-                                                           g.weight({d}, 0.3f)},
-                                    {ai("axis", -1)});
+      const std::string x =
+          g.input({r.range(1, 2), r.range(1, 9), d}, {r.range(1, 2), r.range(1, 9), d});
+      const std::string ln =
+          g.node("LayerNormalization", {x, g.weight_in({d}, 0.5f, 1.5f), g.weight({d}, 0.3f)},
+                 {ai("axis", -1)});
       auto heads_of = [&](const std::vector<int64_t>& perm) {
         const std::string p = g.node("MatMul", {ln, g.weight({d, d}, 0.5f)});
         return g.node("Transpose", {reshape_keeping(g, p, 2, {heads, dh})}, {ais("perm", perm)});
@@ -244,8 +248,9 @@ void gen_spp(OnnxGraph& g) {
   std::string x = g.input({r.chance(0.8) ? 1 : 2, odd_channels(r), h, h});
   x = activation(g, conv(g, x, conv_spec(c, 1)), r.pick({Act::kSiLU, Act::kRelu, Act::kNone}));
   auto pool = [&](const std::string& v, int64_t k) {
-    return g.node("MaxPool", {v}, {ais("kernel_shape", {k, k}), ais("strides", {1, 1}),
-                                   ais("pads", {k / 2, k / 2, k / 2, k / 2})});
+    return g.node("MaxPool", {v},
+                  {ais("kernel_shape", {k, k}), ais("strides", {1, 1}),
+                   ais("pads", {k / 2, k / 2, k / 2, k / 2})});
   };
   std::vector<std::string> pieces = {x};
   if (r.chance(0.5)) {
@@ -299,8 +304,8 @@ void gen_net(OnnxGraph& g) {
   int64_t c = r.pick<int64_t>({16, 24, 32});
   x = activation(g, conv(g, x, conv_spec(c, 3, 2)), act);
   if (r.chance(0.3)) {
-    x = g.node("MaxPool", {x}, {ais("kernel_shape", {3, 3}), ais("strides", {2, 2}),
-                                ais("pads", {1, 1, 1, 1})});
+    x = g.node("MaxPool", {x},
+               {ais("kernel_shape", {3, 3}), ais("strides", {2, 2}), ais("pads", {1, 1, 1, 1})});
   }
   const int64_t blocks = r.range(2, 6);
   for (int64_t b = 0; b < blocks; ++b) {
@@ -320,7 +325,8 @@ void gen_net(OnnxGraph& g) {
           std::string s = g.node("GlobalAveragePool", {y});
           s = activation(g, conv(g, s, conv_spec(std::max<int64_t>(4, e / 4), 1)),
                          r.pick({Act::kSiLU, Act::kRelu}));
-          s = activation(g, conv(g, s, conv_spec(e, 1)), r.pick({Act::kSigmoid, Act::kHardSigmoid}));
+          s = activation(g, conv(g, s, conv_spec(e, 1)),
+                         r.pick({Act::kSigmoid, Act::kHardSigmoid}));
           y = g.node("Mul", {y, s});
         }
         y = conv(g, y, conv_spec(out, 1));
@@ -360,22 +366,27 @@ void gen_net(OnnxGraph& g) {
 }
 
 constexpr Pattern kPatterns[] = {
-    {"dag", "random graphs of Conv/Add/Concat/pool/activation whose intermediates are also "
-            "outputs (buffer reuse, in-place sums, views)",
+    {"dag",
+     "random graphs of Conv/Add/Concat/pool/activation whose intermediates are also "
+     "outputs (buffer reuse, in-place sums, views)",
      gen_dag},
-    {"detector", "YOLO-style head: 1x1 Conv, Reshape to anchors, Transpose, Sigmoid, "
-                 "Slice/Split box decode, Concat over scales",
+    {"detector",
+     "YOLO-style head: 1x1 Conv, Reshape to anchors, Transpose, Sigmoid, "
+     "Slice/Split box decode, Concat over scales",
      gen_detector},
-    {"recognizer", "CRNN-style end: Convs and pools to one row, Squeeze/Reshape, Transpose, "
-                   "MatMul, Softmax/LogSoftmax over classes",
+    {"recognizer",
+     "CRNN-style end: Convs and pools to one row, Squeeze/Reshape, Transpose, "
+     "MatMul, Softmax/LogSoftmax over classes",
      gen_recognizer},
     {"classifier", "GlobalPool, Flatten/Reshape, Gemm(transB), Softmax; opset 11 and 13",
      gen_classifier},
-    {"dynamic", "dynamic batch, width and sequence dims with Reshapes computed from Shape: "
-                "programs compiled per input shape",
+    {"dynamic",
+     "dynamic batch, width and sequence dims with Reshapes computed from Shape: "
+     "programs compiled per input shape",
      gen_dynamic},
-    {"net", "whole small CNNs: stem, inverted residuals with SE, ResNet blocks, classifier; the "
-            "layout chosen over the whole model",
+    {"net",
+     "whole small CNNs: stem, inverted residuals with SE, ResNet blocks, classifier; the "
+     "layout chosen over the whole model",
      gen_net},
     {"spp", "YOLO SPP/SPPF: 5/9/13 max pools (or three chained 5x5), Concat, 1x1 Conv", gen_spp},
     {"neck", "feature pyramid: Resize nearest x2, Concat with a shallower map, Conv", gen_neck},

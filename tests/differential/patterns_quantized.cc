@@ -103,9 +103,9 @@ void gen_qdq_conv(OnnxGraph& g) {
     const int64_t out = depthwise ? c : (r.chance(0.5) ? 16 * r.range(1, 3) : odd_channels(r));
     const int64_t group = depthwise ? c : 1;
     std::vector<float> ws;
-    const std::string w = quantized_weights(g, {out, c / group, k, k}, 0, r.chance(0.7),
-                                            std::sqrt(3.0f / static_cast<float>(c / group * k * k)),
-                                            &ws);
+    const std::string w =
+        quantized_weights(g, {out, c / group, k, k}, 0, r.chance(0.7),
+                          std::sqrt(3.0f / static_cast<float>(c / group * k * k)), &ws);
     std::vector<std::string> inputs = {x, w};
     if (r.chance(0.7)) inputs.push_back(g.weight({out}, 0.3f));
     const int64_t stride = r.pick({1, 1, 2});
@@ -186,18 +186,22 @@ void gen_int8_ops(OnnxGraph& g) {
       const QParams yq = qparams(g, -4.0f, 4.0f, true);
       std::vector<float> ws;
       for (int64_t i = 0; i < out; ++i) ws.push_back(r.uniform(0.002f, 0.01f));
-      std::vector<std::string> inputs = {g.input(u8_values(r, {1, cin, h, h})), xq.scale,
-                                         xq.zero_point, g.tensor(int8_values(r, {out, cin, k, k})),
-                                         g.floats({out}, ws), g.tensor(zeros(DType::kI8, Shape{out})),
-                                         yq.scale, yq.zero_point};
+      std::vector<std::string> inputs = {g.input(u8_values(r, {1, cin, h, h})),
+                                         xq.scale,
+                                         xq.zero_point,
+                                         g.tensor(int8_values(r, {out, cin, k, k})),
+                                         g.floats({out}, ws),
+                                         g.tensor(zeros(DType::kI8, Shape{out})),
+                                         yq.scale,
+                                         yq.zero_point};
       if (r.chance(0.6)) {
         Tensor bias(DType::kI32, Shape{out});
         for (int32_t& v : bias.span<int32_t>()) v = static_cast<int32_t>(r.range(-2000, 2000));
         inputs.push_back(g.tensor(bias));
       }
-      const std::string y = g.node(
-          "QLinearConv", inputs,
-          {ais("kernel_shape", {k, k}), ais("pads", {k / 2, k / 2, k / 2, k / 2})});
+      const std::string y =
+          g.node("QLinearConv", inputs,
+                 {ais("kernel_shape", {k, k}), ais("pads", {k / 2, k / 2, k / 2, k / 2})});
       g.output(dequantize(g, y, yq));
       return;
     }
@@ -207,10 +211,10 @@ void gen_int8_ops(OnnxGraph& g) {
       const QParams aq = qparams(g, -1.0f, 1.0f, true);
       const QParams bq = qparams(g, -1.0f, 1.0f, false);
       const QParams yq = qparams(g, -8.0f, 8.0f, true);
-      const std::string y = g.node(
-          "QLinearMatMul", {g.input(u8_values(r, {r.range(1, 7), k})), aq.scale, aq.zero_point,
-                            g.tensor(int8_values(r, {k, n})), bq.scale, bq.zero_point, yq.scale,
-                            yq.zero_point});
+      const std::string y =
+          g.node("QLinearMatMul", {g.input(u8_values(r, {r.range(1, 7), k})), aq.scale,
+                                   aq.zero_point, g.tensor(int8_values(r, {k, n})), bq.scale,
+                                   bq.zero_point, yq.scale, yq.zero_point});
       g.output(dequantize(g, y, yq));
       return;
     }
@@ -219,20 +223,20 @@ void gen_int8_ops(OnnxGraph& g) {
       const int64_t h = r.range(1, 8);
       Tensor zp(DType::kU8, Shape{});
       zp.data<uint8_t>()[0] = static_cast<uint8_t>(r.range(0, 255));
-      g.output(g.node("ConvInteger",
-                      {g.input(u8_values(r, {1, cin, h, h})),
-                       g.tensor(int8_values(r, {r.pick<int64_t>({8, 16}), cin, 3, 3})),
-                       g.tensor(zp)},
-                      {ais("kernel_shape", {3, 3}), ais("pads", {1, 1, 1, 1})}));
+      g.output(
+          g.node("ConvInteger",
+                 {g.input(u8_values(r, {1, cin, h, h})),
+                  g.tensor(int8_values(r, {r.pick<int64_t>({8, 16}), cin, 3, 3})), g.tensor(zp)},
+                 {ais("kernel_shape", {3, 3}), ais("pads", {1, 1, 1, 1})}));
       return;
     }
     case 3: {
       const int64_t k = r.pick<int64_t>({4, 16, 31});
       Tensor zp(DType::kU8, Shape{});
       zp.data<uint8_t>()[0] = static_cast<uint8_t>(r.range(0, 255));
-      g.output(g.node("MatMulInteger", {g.input(u8_values(r, {r.range(1, 7), k})),
-                                        g.tensor(int8_values(r, {k, r.pick<int64_t>({3, 16})})),
-                                        g.tensor(zp)}));
+      g.output(g.node("MatMulInteger",
+                      {g.input(u8_values(r, {r.range(1, 7), k})),
+                       g.tensor(int8_values(r, {k, r.pick<int64_t>({3, 16})})), g.tensor(zp)}));
       return;
     }
     default: {
@@ -254,8 +258,9 @@ void gen_int8_ops(OnnxGraph& g) {
 constexpr bool kQuantized = true;
 
 constexpr Pattern kPatterns[] = {
-    {"qdq_conv", "Q/DQ around Conv (per-channel weights, bias, Relu/Clip, depthwise), as "
-                 "qdq_fusion turns into QLinearConv on oneDNN int8",
+    {"qdq_conv",
+     "Q/DQ around Conv (per-channel weights, bias, Relu/Clip, depthwise), as "
+     "qdq_fusion turns into QLinearConv on oneDNN int8",
      gen_qdq_conv, kQuantized},
     {"qdq_matmul", "Q/DQ around MatMul, Linear (Transpose of DQ weights, bias) and Gemm",
      gen_qdq_matmul, kQuantized},

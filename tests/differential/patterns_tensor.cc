@@ -160,7 +160,8 @@ void gen_softmax(OnnxGraph& g) {
   } else {
     const Dims d = {r.range(1, 3), r.range(1, 9), r.range(1, 9), r.range(1, 5)};
     std::vector<int64_t> perm = {0, 1, 2, 3};
-    for (int i = 3; i > 0; --i) std::swap(perm[static_cast<size_t>(i)], perm[static_cast<size_t>(r.range(0, i))]);
+    for (int i = 3; i > 0; --i)
+      std::swap(perm[static_cast<size_t>(i)], perm[static_cast<size_t>(r.range(0, i))]);
     x = g.node("Transpose", {g.input(d, 4.0f)}, {ais("perm", perm)});
     if (r.chance(0.3)) x = g.node("Relu", {x});
   }
@@ -211,9 +212,9 @@ void gen_layernorm(OnnxGraph& g) {
 
 void gen_reduce(OnnxGraph& g) {
   Rng& r = g.rng();
-  const char* op = r.pick<const char*>({"ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin",
-                                        "ReduceL2", "ReduceL1", "ReduceSumSquare",
-                                        "ReduceLogSumExp", "ReduceProd"});
+  const char* op =
+      r.pick<const char*>({"ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceL2",
+                           "ReduceL1", "ReduceSumSquare", "ReduceLogSumExp", "ReduceProd"});
   const int rank = static_cast<int>(r.range(1, 4));
   Dims d;
   for (int i = 0; i < rank; ++i) d.push_back(r.range(1, 9));
@@ -247,19 +248,23 @@ void gen_reduce(OnnxGraph& g) {
 }
 
 constexpr Pattern kPatterns[] = {
-    {"matmul", "MatMul by constant weights (ranks 2-4), bias Add either side, activation, "
-               "residual Add (sum post-op)",
+    {"matmul",
+     "MatMul by constant weights (ranks 2-4), bias Add either side, activation, "
+     "residual Add (sum post-op)",
      gen_matmul},
     {"gemm", "Gemm with transA/transB/alpha/beta and every C shape, after Flatten of a Conv",
      gen_gemm},
-    {"attention", "self-attention: QKV MatMul or Split, Reshape/Transpose heads (strided views), "
-                  "Q.K^T, scale, mask Add, Softmax, .V, Transpose back, projection",
+    {"attention",
+     "self-attention: QKV MatMul or Split, Reshape/Transpose heads (strided views), "
+     "Q.K^T, scale, mask Add, Softmax, .V, Transpose back, projection",
      gen_attention},
-    {"softmax", "Softmax/LogSoftmax over every axis, ranks 1-4, opset 11 and 13, from plain, "
-                "blocked and transposed inputs",
+    {"softmax",
+     "Softmax/LogSoftmax over every axis, ranks 1-4, opset 11 and 13, from plain, "
+     "blocked and transposed inputs",
      gen_softmax},
-    {"layernorm", "LayerNormalization over trailing axes, and the exporter form the fusion pass "
-                  "turns into one",
+    {"layernorm",
+     "LayerNormalization over trailing axes, and the exporter form the fusion pass "
+     "turns into one",
      gen_layernorm},
     {"reduce", "Reduce* over random axes with keepdims, from plain and blocked inputs", gen_reduce},
 };

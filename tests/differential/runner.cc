@@ -4,6 +4,7 @@
 
 #include <cxxabi.h>
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -13,6 +14,7 @@
 #include <optional>
 #include <typeinfo>
 
+#include "compiler/artifact/artifact.h"
 #include "compiler/ir/printer.h"
 #include "compiler/onnx/importer.h"
 #include "core/env.h"
@@ -37,8 +39,8 @@ class ScopedVariables {
   explicit ScopedVariables(const std::vector<std::pair<std::string, std::string>>& values) {
     for (const auto& [name, value] : values) {
       const char* before = std::getenv(name.c_str());
-      saved_.emplace_back(name, before != nullptr ? std::optional<std::string>(before)
-                                                  : std::nullopt);
+      saved_.emplace_back(name,
+                          before != nullptr ? std::optional<std::string>(before) : std::nullopt);
       setenv(name.c_str(), value.c_str(), 1);
     }
   }
@@ -125,23 +127,42 @@ std::vector<std::string> program_steps(const Executable& exe) {
 // The outputs of the case's two runs (its inputs, then its second inputs) of one executable.
 using Runs = std::vector<std::vector<Argument>>;
 
-Result<Runs> compile_and_run(const Case& c, const compiler::Target& target,
-                             const compiler::CompileOptions& options,
-                             std::vector<std::string>* steps) {
-  KILN_ASSIGN_OR_RETURN(std::unique_ptr<compiler::Model> model, import(c));
-  KILN_ASSIGN_OR_RETURN(std::shared_ptr<Executable> exe,
-                        compiler::compile(std::shared_ptr<Graph>(std::move(model->graph)), target,
-                                          options));
-  if (steps != nullptr) *steps = program_steps(*exe);
+Result<Runs> run_twice(const Case& c, const Executable& exe) {
   Runs runs;
   for (const std::vector<Tensor>* inputs : {&c.inputs, &c.second_inputs}) {
-    Result<std::vector<Argument>> out = exe->run(fresh_inputs(*inputs));
+    Result<std::vector<Argument>> out = exe.run(fresh_inputs(*inputs));
     if (!out.ok()) {
       return out.status().with_context(fmt::format("run {}", runs.size() + 1));
     }
     runs.push_back(std::move(out).value());
   }
   return runs;
+}
+
+Result<std::shared_ptr<Executable>> compile_case(const Case& c, const compiler::Target& target,
+                                                 const compiler::CompileOptions& options) {
+  KILN_ASSIGN_OR_RETURN(std::unique_ptr<compiler::Model> model, import(c));
+  return compiler::compile(std::shared_ptr<Graph>(std::move(model->graph)), target, options);
+}
+
+Result<Runs> compile_and_run(const Case& c, const compiler::Target& target,
+                             const compiler::CompileOptions& options) {
+  KILN_ASSIGN_OR_RETURN(std::shared_ptr<Executable> exe, compile_case(c, target, options));
+  return run_twice(c, *exe);
+}
+
+// A file name of this process's for an artifact.
+std::string artifact_path() {
+  static int next = 0;
+  return (std::filesystem::temp_directory_path() /
+          fmt::format("kiln-differential-{}-{}.kiln", getpid(), next++))
+      .string();
+}
+
+// Loads the artifact at `path` (under the variables in effect) and runs it twice.
+Result<Runs> load_and_run(const Case& c, const std::string& path, int threads) {
+  KILN_ASSIGN_OR_RETURN(compiler::LoadedArtifact loaded, compiler::load_artifact(path, threads));
+  return run_twice(c, *loaded.executable);
 }
 
 // Compares the outputs of one run; adds a failure per output that differs.
@@ -161,8 +182,8 @@ void compare_run(const std::vector<Argument>& expected, const std::vector<Argume
     f.output = name;
     if (!want.is_tensor() || !have.is_tensor()) {
       if (want.to_string() != have.to_string()) {
-        f.what = fmt::format("output {} (\"{}\"){}: {} vs ref {}", i, name, which,
-                             have.to_string(), want.to_string());
+        f.what = fmt::format("output {} (\"{}\"){}: {} vs ref {}", i, name, which, have.to_string(),
+                             want.to_string());
         result.failures.push_back(f);
       }
       continue;
@@ -192,7 +213,8 @@ void compare_run(const std::vector<Argument>& expected, const std::vector<Argume
 
 std::string Config::env_string() const {
   std::string s;
-  for (const auto& [name, value] : env) s += fmt::format("{}{}={}", s.empty() ? "" : " ", name, value);
+  for (const auto& [name, value] : env)
+    s += fmt::format("{}{}={}", s.empty() ? "" : " ", name, value);
   return s;
 }
 
@@ -212,9 +234,9 @@ std::vector<Config> configs_for(const std::string& target, const onnx::ModelProt
                   std::string(wino) == "auto" && std::string(stem) == "auto") {
                 continue;  // "auto", above
               }
-              configs.push_back(cpu_config(
-                  fmt::format("{}/1x1={}/winograd={}/stem={}", layout, c1, wino, stem), false,
-                  layout, c1, wino, stem));
+              configs.push_back(
+                  cpu_config(fmt::format("{}/1x1={}/winograd={}/stem={}", layout, c1, wino, stem),
+                             false, layout, c1, wino, stem));
             }
           }
         }
@@ -231,8 +253,8 @@ std::vector<Config> configs_for(const std::string& target, const onnx::ModelProt
         cpu_config("blocked16/onednn", false, "blocked16", "onednn", "onednn", "onednn"));
     configs.push_back(cpu_config("blocked16/1x1=own/winograd=onednn/stem=onednn", false,
                                  "blocked16", "own", "onednn", "onednn"));
-    configs.push_back(cpu_config("blocked16/1x1=onednn/winograd=own", false, "blocked16",
-                                 "onednn", "own", "auto"));
+    configs.push_back(cpu_config("blocked16/1x1=onednn/winograd=own", false, "blocked16", "onednn",
+                                 "own", "auto"));
     return configs;
   }
   if (target == "cuda") {
@@ -273,27 +295,43 @@ CaseResult run_case(const Case& c, const RunnerOptions& given) {
   Result<std::unique_ptr<compiler::Target>> ref_target = compiler::make_target("ref");
   Result<std::unique_ptr<compiler::Target>> target = compiler::make_target(options.target);
   if (!ref_target.ok() || !target.ok()) {
-    result.invalid = !ref_target.ok() ? ref_target.status().to_string()
-                                      : target.status().to_string();
+    result.invalid =
+        !ref_target.ok() ? ref_target.status().to_string() : target.status().to_string();
     return result;
   }
   // ref runs the model as imported: the specification, without the passes under test.
   compiler::CompileOptions ref_options;
   ref_options.optimize = false;
-  Result<Runs> expected = compile_and_run(c, **ref_target, ref_options, nullptr);
+  Result<Runs> expected = compile_and_run(c, **ref_target, ref_options);
   if (!expected.ok()) {
     result.invalid = "ref: " + expected.status().to_string();
     return result;
   }
   compiler::CompileOptions options_for_target;
   options_for_target.threads = options.threads;
-  for (const Config& config : configs_for(options.target, c.model, options.all_combinations)) {
+  const std::vector<Config> configs =
+      configs_for(options.target, c.model, options.all_combinations);
+  for (size_t i = 0; i < configs.size(); ++i) {
+    const Config& config = configs[i];
     ++result.configs;
     std::vector<std::string> steps;
     Result<Runs> got = internal_error("not run");
+    const std::string path = artifact_path();
+    Status saved = internal_error("not saved");
     {
       ScopedVariables env(config.env);
-      got = compile_and_run(c, **target, options_for_target, &steps);
+      Result<std::shared_ptr<Executable>> exe = compile_case(c, **target, options_for_target);
+      if (exe.ok()) {
+        steps = program_steps(**exe);
+        got = run_twice(c, **exe);
+        if (options.artifacts) {
+          compiler::ArtifactSource source;
+          source.name = fmt::format("{}-{}.onnx", c.pattern, c.seed);
+          saved = compiler::save_artifact(path, **exe, options_for_target, source);
+        }
+      } else {
+        got = exe.status();
+      }
     }
     if (options.coverage) {
       for (const std::string& s : steps) ++result.steps[s];
@@ -307,6 +345,30 @@ CaseResult run_case(const Case& c, const RunnerOptions& given) {
     for (size_t run = 0; run < got->size(); ++run) {
       compare_run((*expected)[run], (*got)[run], run, c, options, steps, f, result);
     }
+    if (!options.artifacts) continue;
+    // The artifact, loaded under the variables it was compiled with (its packed weights used in
+    // place) and under the next configuration's (packed under other choices, or unpacked).
+    for (const Config* load : {&config, &configs[(i + 1) % configs.size()]}) {
+      Failure a{config.name + " -> artifact loaded under " + load->name,
+                "kiln compile with: " + config.env_string() +
+                    "; kiln run of the artifact with: " + load->env_string(),
+                "", "", 0};
+      Result<Runs> loaded = saved.ok() ? Result<Runs>(internal_error("not loaded")) : saved;
+      if (saved.ok()) {
+        ScopedVariables env(load->env);
+        loaded = load_and_run(c, path, options.threads);
+      }
+      if (!loaded.ok()) {
+        a.what = "error: " + loaded.status().to_string();
+        result.failures.push_back(a);
+        continue;
+      }
+      for (size_t run = 0; run < loaded->size(); ++run) {
+        compare_run((*expected)[run], (*loaded)[run], run, c, options, {}, a, result);
+      }
+    }
+    std::error_code ec;
+    std::filesystem::remove(path, ec);
   }
   return result;
 }

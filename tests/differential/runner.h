@@ -43,6 +43,9 @@ struct RunnerOptions {
   int threads = 0;  // CompileOptions::threads
   Tolerance tolerance;
   bool coverage = false;  // record which cpu steps ran (CaseResult::steps)
+  // Also save each executable as an artifact and run it loaded, under its own configuration and
+  // under the next one.
+  bool artifacts = true;
 };
 
 // One way a configuration went wrong.
