@@ -445,11 +445,13 @@ bool lower_winograd_conv(ProgramBuilder& b, const Node& conv, const Node* add) {
   memory weights = packed_memory(
       memory::desc({s.planes() * s.out * s.in}, memory::data_type::f32, memory::format_tag::a),
       b.engine());
-  transform_weights(c->weights_const->data<float>(), s,
+  // A loaded artifact may hold the weights packed for oneDNN: transformed from plain values.
+  transform_weights(plain_constant(b.engine(), *c->weights_const).data<float>(), s,
                     static_cast<float*>(weights.get_data_handle()));
   std::vector<float> bias;
   if (c->has_bias) {
-    const float* from = c->bias_const->data<float>();
+    const Tensor plain_bias = plain_constant(b.engine(), *c->bias_const);
+    const float* from = plain_bias.data<float>();
     bias.assign(from, from + s.out);
   }
   const memory::desc blocked(c->src, memory::data_type::f32, memory::format_tag::nChw16c);
