@@ -65,6 +65,8 @@ int main(int argc, char** argv) {
   app.add_option("--print", print_limit, "describe at most this many failures per pattern")
       ->capture_default_str();
   app.add_flag("--coverage", options.coverage, "count the cpu program steps the cases ran");
+  app.add_flag("--all-loads", options.all_loads,
+               "load each artifact under every configuration, not only its own and the next");
   bool no_artifacts = false;
   app.add_flag("--no-artifacts", no_artifacts,
                "do not also save each executable as an artifact and run it loaded");

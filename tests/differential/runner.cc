@@ -12,6 +12,7 @@
 #include <fstream>
 #include <memory>
 #include <optional>
+#include <thread>
 #include <typeinfo>
 
 #include "compiler/artifact/artifact.h"
@@ -127,7 +128,9 @@ std::vector<std::string> program_steps(const Executable& exe) {
 // The outputs of the case's two runs (its inputs, then its second inputs) of one executable.
 using Runs = std::vector<std::vector<Argument>>;
 
-Result<Runs> run_twice(const Case& c, const Executable& exe) {
+// Runs `exe` on the case's inputs, then on its second inputs, then (with `concurrent`) on both at
+// once from two threads, as a server's callers do: runs 3 and 4 must give runs 1 and 2 again.
+Result<Runs> run_twice(const Case& c, const Executable& exe, bool concurrent = false) {
   Runs runs;
   for (const std::vector<Tensor>* inputs : {&c.inputs, &c.second_inputs}) {
     Result<std::vector<Argument>> out = exe.run(fresh_inputs(*inputs));
@@ -136,6 +139,16 @@ Result<Runs> run_twice(const Case& c, const Executable& exe) {
     }
     runs.push_back(std::move(out).value());
   }
+  if (!concurrent) return runs;
+  Result<std::vector<Argument>> first = internal_error("not run");
+  Result<std::vector<Argument>> second = internal_error("not run");
+  std::thread other([&] { second = exe.run(fresh_inputs(c.second_inputs)); });
+  first = exe.run(fresh_inputs(c.inputs));
+  other.join();
+  if (!first.ok()) return first.status().with_context("run 3");
+  if (!second.ok()) return second.status().with_context("run 4");
+  runs.push_back(std::move(first).value());
+  runs.push_back(std::move(second).value());
   return runs;
 }
 
@@ -169,7 +182,10 @@ Result<Runs> load_and_run(const Case& c, const std::string& path, int threads) {
 void compare_run(const std::vector<Argument>& expected, const std::vector<Argument>& got,
                  size_t run, const Case& c, const RunnerOptions& options,
                  const std::vector<std::string>& steps, Failure f, CaseResult& result) {
-  const std::string which = run == 0 ? "" : fmt::format(" (run {}, other inputs)", run + 1);
+  static constexpr const char* kRuns[] = {
+      "", " (run 2, other inputs)", " (run 3, first inputs, at once with run 4 on another thread)",
+      " (run 4, other inputs, at once with run 3 on another thread)"};
+  const std::string which = kRuns[std::min<size_t>(run, 3)];
   if (got.size() != expected.size()) {
     f.what = fmt::format("{} outputs, ref gives {}{}", got.size(), expected.size(), which);
     result.failures.push_back(f);
@@ -323,7 +339,7 @@ CaseResult run_case(const Case& c, const RunnerOptions& given) {
       Result<std::shared_ptr<Executable>> exe = compile_case(c, **target, options_for_target);
       if (exe.ok()) {
         steps = program_steps(**exe);
-        got = run_twice(c, **exe);
+        got = run_twice(c, **exe, /*concurrent=*/true);
         if (options.artifacts) {
           compiler::ArtifactSource source;
           source.name = fmt::format("{}-{}.onnx", c.pattern, c.seed);
@@ -343,12 +359,17 @@ CaseResult run_case(const Case& c, const RunnerOptions& given) {
       continue;
     }
     for (size_t run = 0; run < got->size(); ++run) {
-      compare_run((*expected)[run], (*got)[run], run, c, options, steps, f, result);
+      compare_run((*expected)[run % 2], (*got)[run], run, c, options, steps, f, result);
     }
     if (!options.artifacts) continue;
     // The artifact, loaded under the variables it was compiled with (its packed weights used in
     // place) and under the next configuration's (packed under other choices, or unpacked).
-    for (const Config* load : {&config, &configs[(i + 1) % configs.size()]}) {
+    std::vector<const Config*> loads = {&config, &configs[(i + 1) % configs.size()]};
+    if (options.all_loads) {
+      loads.clear();
+      for (const Config& other : configs) loads.push_back(&other);
+    }
+    for (const Config* load : loads) {
       Failure a{config.name + " -> artifact loaded under " + load->name,
                 "kiln compile with: " + config.env_string() +
                     "; kiln run of the artifact with: " + load->env_string(),

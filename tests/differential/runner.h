@@ -44,8 +44,9 @@ struct RunnerOptions {
   Tolerance tolerance;
   bool coverage = false;  // record which cpu steps ran (CaseResult::steps)
   // Also save each executable as an artifact and run it loaded, under its own configuration and
-  // under the next one.
+  // under the next one (with `all_loads`, under every configuration).
   bool artifacts = true;
+  bool all_loads = false;
 };
 
 // One way a configuration went wrong.
