@@ -111,7 +111,6 @@ std::string activation(OnnxGraph& g, const std::string& x, Act act) {
         default: return g.node("Clip", {x, g.scalar(lo), g.scalar(hi)});
       }
     }
-    case Act::kClipAttr: return g.node("Clip", {x}, {af("min", -0.5f), af("max", 0.5f)});
     case Act::kSigmoid: return g.node("Sigmoid", {x});
     case Act::kTanh: return g.node("Tanh", {x});
     case Act::kHardSwish: return g.node("HardSwish", {x});

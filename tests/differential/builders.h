@@ -36,8 +36,7 @@ enum class Act {
   kRelu,
   kLeakyRelu,
   kRelu6,      // Clip(0, 6) with min/max inputs
-  kClipRange,  // Clip with random constant bounds, one of them sometimes omitted
-  kClipAttr,   // Clip-6 with min/max attributes (an opset 6-10 model only)
+  kClipRange,  // Clip with bounds: constants (one of them sometimes omitted) or graph inputs
   kSigmoid,
   kTanh,
   kHardSwish,
@@ -52,8 +51,7 @@ enum class Act {
   kAbs,
 };
 std::string activation(OnnxGraph& g, const std::string& x, Act act);
-// One of the activations above (kNone among them), weighted towards the common ones. Acts that
-// need another opset (kClipAttr) are never drawn.
+// One of the activations above (kNone among them), weighted towards the common ones.
 Act random_act(Rng& rng);
 
 // A pick from the channel counts the patterns use: odd, prime, below and past multiples of 16.

@@ -67,6 +67,8 @@ int main(int argc, char** argv) {
   app.add_flag("--coverage", options.coverage, "count the cpu program steps the cases ran");
   app.add_flag("--all-loads", options.all_loads,
                "load each artifact under every configuration, not only its own and the next");
+  app.add_flag("--bf16", options.bf16,
+               "convert each model with quantize_bf16 first (ref runs the same bf16 model)");
   bool no_artifacts = false;
   app.add_flag("--no-artifacts", no_artifacts,
                "do not also save each executable as an artifact and run it loaded");

@@ -18,6 +18,7 @@
 #include "compiler/artifact/artifact.h"
 #include "compiler/ir/printer.h"
 #include "compiler/onnx/importer.h"
+#include "compiler/quantize/quantize.h"
 #include "core/env.h"
 #include "core/npy.h"
 
@@ -153,14 +154,17 @@ Result<Runs> run_twice(const Case& c, const Executable& exe, bool concurrent = f
 }
 
 Result<std::shared_ptr<Executable>> compile_case(const Case& c, const compiler::Target& target,
-                                                 const compiler::CompileOptions& options) {
+                                                 const compiler::CompileOptions& options,
+                                                 bool bf16) {
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<compiler::Model> model, import(c));
+  // The same bf16 graph for ref and the target: ref then specifies it.
+  if (bf16) KILN_RETURN_IF_ERROR(compiler::quantize_bf16(*model->graph));
   return compiler::compile(std::shared_ptr<Graph>(std::move(model->graph)), target, options);
 }
 
 Result<Runs> compile_and_run(const Case& c, const compiler::Target& target,
-                             const compiler::CompileOptions& options) {
-  KILN_ASSIGN_OR_RETURN(std::shared_ptr<Executable> exe, compile_case(c, target, options));
+                             const compiler::CompileOptions& options, bool bf16) {
+  KILN_ASSIGN_OR_RETURN(std::shared_ptr<Executable> exe, compile_case(c, target, options, bf16));
   return run_twice(c, *exe);
 }
 
@@ -305,6 +309,12 @@ Status target_available(const std::string& target) {
 CaseResult run_case(const Case& c, const RunnerOptions& given) {
   CaseResult result;
   RunnerOptions options = given;
+  if (options.bf16) {
+    // bf16 keeps 8 bits of mantissa: each op rounds to 1/256 of its value, and ref and the
+    // target round at other points (oneDNN accumulates a convolution in f32 and rounds once).
+    options.tolerance.range_fraction = std::max(options.tolerance.range_fraction, 0.03);
+    options.tolerance.value_fraction = std::max(options.tolerance.value_fraction, 0.03);
+  }
   if (const Pattern* p = find_pattern(c.pattern); p != nullptr && p->quantized) {
     options.tolerance.quantum_steps = std::max(options.tolerance.quantum_steps, 3.0);
   }
@@ -318,7 +328,7 @@ CaseResult run_case(const Case& c, const RunnerOptions& given) {
   // ref runs the model as imported: the specification, without the passes under test.
   compiler::CompileOptions ref_options;
   ref_options.optimize = false;
-  Result<Runs> expected = compile_and_run(c, **ref_target, ref_options);
+  Result<Runs> expected = compile_and_run(c, **ref_target, ref_options, options.bf16);
   if (!expected.ok()) {
     result.invalid = "ref: " + expected.status().to_string();
     return result;
@@ -336,7 +346,8 @@ CaseResult run_case(const Case& c, const RunnerOptions& given) {
     Status saved = internal_error("not saved");
     {
       ScopedVariables env(config.env);
-      Result<std::shared_ptr<Executable>> exe = compile_case(c, **target, options_for_target);
+      Result<std::shared_ptr<Executable>> exe =
+          compile_case(c, **target, options_for_target, options.bf16);
       if (exe.ok()) {
         steps = program_steps(**exe);
         got = run_twice(c, **exe, /*concurrent=*/true);

@@ -47,6 +47,8 @@ struct RunnerOptions {
   // under the next one (with `all_loads`, under every configuration).
   bool artifacts = true;
   bool all_loads = false;
+  // Convert each model with quantize_bf16 first (for ref and the target alike): the bf16 paths.
+  bool bf16 = false;
 };
 
 // One way a configuration went wrong.
