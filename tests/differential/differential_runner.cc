@@ -118,8 +118,10 @@ int main(int argc, char** argv) {
     return 0;
   }
 
-  fmt::print("differential: target {}, seeds [{}, {}), {} patterns, tolerance {:g} of the range\n",
-             options.target, seed_begin, seed_end, chosen.size(), options.tolerance.range_fraction);
+  fmt::print(
+      "differential: target {}, seeds [{}, {}), {} patterns, tolerance {:g} of the range{}\n",
+      options.target, seed_begin, seed_end, chosen.size(), options.tolerance.range_fraction,
+      options.bf16 ? " (0.03 for the bf16 models)" : "");
   std::map<std::string, int> steps;
   std::vector<Counts> counts(chosen.size());
   for (size_t p = 0; p < chosen.size(); ++p) {
