@@ -56,5 +56,6 @@ std::span<const Pattern> tensor_patterns();
 std::span<const Pattern> layout_patterns();
 std::span<const Pattern> model_patterns();
 std::span<const Pattern> quantized_patterns();
+std::span<const Pattern> control_patterns();
 
 }  // namespace kiln::differential

@@ -68,12 +68,13 @@ void set_type(onnx::ValueInfoProto* info, const std::string& name, const Tensor*
 
 }  // namespace
 
-OnnxGraph::OnnxGraph(Rng& rng, int64_t opset) : rng_(rng), opset_(opset) {
-  graph_.set_name("differential");
+OnnxGraph::OnnxGraph(Rng& rng, int64_t opset, std::string prefix)
+    : rng_(rng), opset_(opset), prefix_(std::move(prefix)) {
+  graph_.set_name(prefix_.empty() ? "differential" : prefix_ + "graph");
 }
 
-std::string OnnxGraph::fresh(const std::string& prefix) {
-  return fmt::format("{}{}", prefix, ++next_);
+std::string OnnxGraph::fresh(const std::string& kind) {
+  return fmt::format("{}{}{}", prefix_, kind, ++next_);
 }
 
 std::string OnnxGraph::input(const Dims& dims, float scale) {
@@ -87,9 +88,14 @@ std::string OnnxGraph::input(const Dims& dims, const Dims& second, float scale) 
 }
 
 std::string OnnxGraph::input(Tensor value) {
+  Tensor second = value.clone();
+  return input(std::move(value), std::move(second));
+}
+
+std::string OnnxGraph::input(Tensor value, Tensor second) {
   const std::string name = fresh("x");
   input_names_.push_back(name);
-  second_values_.push_back(value.clone());
+  second_values_.push_back(std::move(second));
   input_values_.push_back(std::move(value));
   return name;
 }
@@ -134,7 +140,7 @@ std::vector<std::string> OnnxGraph::node_n(const std::string& op,
                                            const std::vector<Attr>& attrs) {
   onnx::NodeProto* n = graph_.add_node();
   n->set_op_type(op);
-  n->set_name(fmt::format("{}_{}", op, ++next_));
+  n->set_name(fmt::format("{}{}_{}", prefix_, op, ++next_));
   for (const std::string& in : inputs) n->add_input(in);
   std::vector<std::string> names;
   for (int i = 0; i < outputs; ++i) {
@@ -156,19 +162,49 @@ std::vector<std::string> OnnxGraph::node_n(const std::string& op,
     } else if (const auto* fs = std::get_if<std::vector<float>>(&a.value)) {
       p->set_type(onnx::AttributeProto::FLOATS);
       for (float v : *fs) p->add_floats(v);
-    } else {
+    } else if (const auto* s = std::get_if<std::string>(&a.value)) {
       p->set_type(onnx::AttributeProto::STRING);
-      p->set_s(std::get<std::string>(a.value));
+      p->set_s(*s);
+    } else {
+      p->set_type(onnx::AttributeProto::GRAPH);
+      *p->mutable_g() = std::get<onnx::GraphProto>(a.value);
     }
   }
   return names;
 }
 
 void OnnxGraph::output(const std::string& name) {
+  output(name, onnx::TensorProto::FLOAT);
+}
+
+void OnnxGraph::output(const std::string& name, int32_t elem_type) {
   for (const std::string& o : output_names_) {
     if (o == name) return;
   }
   output_names_.push_back(name);
+  output_types_.push_back(elem_type);
+}
+
+std::string OnnxGraph::formal_input(int32_t elem_type, const Dims& dims) {
+  onnx::ValueInfoProto info;
+  info.set_name(fresh("i"));
+  auto* t = info.mutable_type()->mutable_tensor_type();
+  t->set_elem_type(elem_type);
+  auto* shape = t->mutable_shape();
+  for (int64_t d : dims) shape->add_dim()->set_dim_value(d);
+  formal_inputs_.push_back(info);
+  return info.name();
+}
+
+onnx::GraphProto OnnxGraph::subgraph() const {
+  onnx::GraphProto g = graph_;
+  for (const onnx::ValueInfoProto& info : formal_inputs_) *g.add_input() = info;
+  for (size_t i = 0; i < output_names_.size(); ++i) {
+    onnx::ValueInfoProto* out = g.add_output();
+    out->set_name(output_names_[i]);
+    out->mutable_type()->mutable_tensor_type()->set_elem_type(output_types_[i]);
+  }
+  return g;
 }
 
 onnx::ModelProto OnnxGraph::model() const {
@@ -187,7 +223,11 @@ onnx::ModelProto OnnxGraph::build(bool dynamic, bool outputs) const {
              dynamic ? dynamic_dims_ : std::vector<int>{});
   }
   if (outputs) {
-    for (const std::string& name : output_names_) set_type(g->add_output(), name, nullptr, {});
+    for (size_t i = 0; i < output_names_.size(); ++i) {
+      onnx::ValueInfoProto* out = g->add_output();
+      set_type(out, output_names_[i], nullptr, {});
+      out->mutable_type()->mutable_tensor_type()->set_elem_type(output_types_[i]);
+    }
   }
   return m;
 }

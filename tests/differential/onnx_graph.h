@@ -45,7 +45,9 @@ class Rng {
 // One node attribute.
 struct Attr {
   std::string name;
-  std::variant<int64_t, float, std::vector<int64_t>, std::vector<float>, std::string> value;
+  std::variant<int64_t, float, std::vector<int64_t>, std::vector<float>, std::string,
+               onnx::GraphProto>
+      value;
 };
 inline Attr ai(std::string name, int64_t v) {
   return {std::move(name), v};
@@ -62,6 +64,9 @@ inline Attr afs(std::string name, std::vector<float> v) {
 inline Attr as(std::string name, std::string v) {
   return {std::move(name), std::move(v)};
 }
+inline Attr ag(std::string name, onnx::GraphProto v) {
+  return {std::move(name), std::move(v)};
+}
 
 using Dims = std::vector<int64_t>;
 
@@ -70,7 +75,8 @@ using Dims = std::vector<int64_t>;
 // names them; dims() asks ONNX shape inference for any value's shape.
 class OnnxGraph {
  public:
-  explicit OnnxGraph(Rng& rng, int64_t opset = 13);
+  // `prefix` starts every name it makes: a subgraph's names must not meet its parent's.
+  explicit OnnxGraph(Rng& rng, int64_t opset = 13, std::string prefix = "");
 
   // The default-domain opset the model imports (13 unless changed).
   void set_opset(int64_t opset) { opset_ = opset; }
@@ -85,8 +91,9 @@ class OnnxGraph {
   // The same with the second run's values of other dims `second` (a model with dynamic dims runs
   // a second shape).
   std::string input(const Dims& dims, const Dims& second, float scale = 1.0f);
-  // A graph input holding `value` (its dtype and shape) in both runs.
+  // A graph input holding `value` (its dtype and shape) in both runs, or `second` in the second.
   std::string input(Tensor value);
+  std::string input(Tensor value, Tensor second);
   // An f32 initializer with values uniform in [-scale, scale].
   std::string weight(const Dims& dims, float scale);
   // An f32 initializer with values uniform in [lo, hi].
@@ -104,6 +111,15 @@ class OnnxGraph {
   std::vector<std::string> node_n(const std::string& op, const std::vector<std::string>& inputs,
                                   int outputs, const std::vector<Attr>& attrs = {});
   void output(const std::string& name);
+  // An output of another element type than f32 (onnx::TensorProto::BOOL, ...).
+  void output(const std::string& name, int32_t elem_type);
+
+  // A subgraph's input (a Loop body's iteration number, condition and carried values), declared
+  // with its type and no value.
+  std::string formal_input(int32_t elem_type, const Dims& dims);
+  // This graph as a subgraph (an If branch, a Loop body): its nodes, initializers, formal inputs
+  // and outputs. Its nodes may read the parent's values by name.
+  onnx::GraphProto subgraph() const;
 
   // The shape ONNX shape inference gives `name` (an error when it gives none).
   Result<Dims> dims(const std::string& name) const;
@@ -122,18 +138,21 @@ class OnnxGraph {
   Rng& rng() { return rng_; }
 
  private:
-  std::string fresh(const std::string& prefix);
+  std::string fresh(const std::string& kind);
   onnx::ModelProto build(bool dynamic, bool outputs) const;
 
   Rng& rng_;
   int64_t opset_;
   std::vector<int> dynamic_dims_;
+  std::string prefix_;
   int next_ = 0;
   onnx::GraphProto graph_;
   std::vector<std::string> input_names_;
   std::vector<Tensor> input_values_;
   std::vector<Tensor> second_values_;
   std::vector<std::string> output_names_;
+  std::vector<int32_t> output_types_;
+  std::vector<onnx::ValueInfoProto> formal_inputs_;
 };
 
 }  // namespace kiln::differential

@@ -175,6 +175,8 @@ void gen_pool(OnnxGraph& g) {
     Dims in = d;
     in[1] = odd_channels(r);
     x = g.node("Relu", {conv(g, g.input(in), same3x3(c))});
+    // A pointwise Conv an AveragePool reads (the pool_before_pointwise_conv pass swaps them).
+    if (r.chance(0.4)) x = conv(g, x, pointwise(r.chance(0.5) ? c : odd_channels(r)));
   } else {
     x = g.input(d);
   }

@@ -83,10 +83,14 @@ void gen_concat(OnnxGraph& g) {
             g.node("BatchNormalization", {y, g.weight_in({c}, 0.5f, 1.5f), g.weight({c}, 0.5f),
                                           g.weight({c}, 0.5f), g.weight_in({c}, 0.2f, 2.0f)});
         if (r.chance(0.7)) b = g.node("Relu", {b});
-        if (r.chance(0.4) && yd[2] % 2 == 0 && yd[3] % 2 == 0) {
+        // DenseNet's transition (Conv 1x1, then a 2x2 AveragePool the pool_before_pointwise_conv
+        // pass moves before it), or the pool first.
+        const bool conv_first = r.chance(0.5);
+        if (conv_first && r.chance(0.7)) b = conv(g, b, conv_spec(16, 1));
+        if (r.chance(0.5) && yd[2] % 2 == 0 && yd[3] % 2 == 0) {
           b = g.node("AveragePool", {b}, {ais("kernel_shape", {2, 2}), ais("strides", {2, 2})});
         }
-        if (r.chance(0.5)) b = conv(g, b, conv_spec(16, 1));
+        if (!conv_first && r.chance(0.5)) b = conv(g, b, conv_spec(16, 1));
         outs.push_back(b);
       }
       for (size_t i = 1; i < outs.size(); ++i) g.output(outs[i]);

@@ -363,7 +363,7 @@ CaseResult run_case(const Case& c, const RunnerOptions& given) {
     if (options.coverage) {
       for (const std::string& s : steps) ++result.steps[s];
     }
-    Failure f{config.name, config.env_string(), "", "", 0};
+    Failure f{config.name, config.env_string(), "", "", "", 0};
     if (!got.ok()) {
       f.what = "error: " + got.status().to_string();
       result.failures.push_back(f);
@@ -382,9 +382,11 @@ CaseResult run_case(const Case& c, const RunnerOptions& given) {
     }
     for (const Config* load : loads) {
       Failure a{config.name + " -> artifact loaded under " + load->name,
-                "kiln compile with: " + config.env_string() +
-                    "; kiln run of the artifact with: " + load->env_string(),
-                "", "", 0};
+                config.env_string(),
+                load->env_string(),
+                "",
+                "",
+                0};
       Result<Runs> loaded = saved.ok() ? Result<Runs>(internal_error("not loaded")) : saved;
       if (saved.ok()) {
         ScopedVariables env(load->env);
@@ -413,12 +415,19 @@ std::string print_case(const Case& c) {
 
 std::string describe(const Case& c, const Failure& failure, const RunnerOptions& options) {
   const std::string graph = print_case(c);
+  std::string flags;
+  if (options.threads != 0) flags += fmt::format(" --threads {}", options.threads);
+  if (options.bf16) flags += " --bf16";
+  std::string env = failure.env.empty() ? "(no variables)" : failure.env;
+  if (!failure.load_env.empty()) {
+    env = "compiled with " + env + ", its artifact loaded with " + failure.load_env;
+  }
   return fmt::format(
       "MISMATCH pattern {} seed {} on {} [{}]\n  {}\n  again: differential_runner --target {} "
-      "--pattern {} --seed-begin {} --seed-end {} --save-failures /tmp/differential\n  with: {}\n"
-      "  the model as imported:\n{}",
+      "--pattern {} --seed-begin {} --seed-end {}{} --save-failures /tmp/differential\n  with: "
+      "{}\n  the model as imported:\n{}",
       c.pattern, c.seed, options.target, failure.config, failure.what, options.target, c.pattern,
-      c.seed, c.seed + 1, failure.env.empty() ? "(no variables)" : failure.env, graph);
+      c.seed, c.seed + 1, flags, env, graph);
 }
 
 Status save_case(const Case& c, const Failure* failure, const RunnerOptions& options,
@@ -446,16 +455,27 @@ Status save_case(const Case& c, const Failure* failure, const RunnerOptions& opt
     KILN_RETURN_IF_ERROR(
         write_npy((folder / (c.input_names[i] + ".run2.npy")).string(), c.second_inputs[i].view()));
   }
+  const std::string env = failure != nullptr && !failure->env.empty() ? failure->env + " " : "";
+  std::string command = fmt::format("{}kiln verify model.onnx --target {}{} --rtol {} --atol 1e-5",
+                                    env, options.target, inputs, options.tolerance.value_fraction);
+  if (failure != nullptr && !failure->load_env.empty()) {
+    // Compiled under one configuration, its artifact loaded under another.
+    command = fmt::format(
+        "{}kiln compile model.onnx --target {} -o model.kiln\n  {} kiln verify model.kiln{} "
+        "--rtol {} --atol 1e-5",
+        env, options.target, failure->load_env, inputs, options.tolerance.value_fraction);
+  }
   std::ofstream readme(folder / "README");
   readme << fmt::format(
-      "differential case: pattern {} seed {}, target {}\n{}\n\nReproduce (from this folder):\n  "
-      "{}{}kiln verify model.onnx --target {}{} --rtol {} --atol 1e-5\n"
-      "A failure of the second run (\"run 2\") needs the first run before it: kiln verify runs "
-      "once; the\n*.run2.npy inputs are that run's, for a program of your own.\n",
+      "differential case: pattern {} seed {}, target {}{}\n{}\n\nReproduce (from this "
+      "folder):\n  {}\n"
+      "A failure of a later run (\"run 2\" to \"run 4\") needs the runs before it: kiln verify "
+      "runs once;\nthe *.run2.npy inputs are run 2's (and run 4's), for a program of your own.\n",
       c.pattern, c.seed, options.target,
-      failure != nullptr ? failure->config + ": " + failure->what : "",
-      failure != nullptr ? failure->env : "", failure != nullptr ? " " : "", options.target, inputs,
-      options.tolerance.value_fraction);
+      options.bf16
+          ? " (its model converted by quantize_bf16 first: differential_runner --bf16 runs it so)"
+          : "",
+      failure != nullptr ? failure->config + ": " + failure->what : "", command);
   if (!readme) {
     return invalid_argument_error(
         fmt::format("--save-failures: cannot write {}", (folder / "README").string()));

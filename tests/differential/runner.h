@@ -54,7 +54,9 @@ struct RunnerOptions {
 // One way a configuration went wrong.
 struct Failure {
   std::string config;
-  std::string env;
+  std::string env;  // the variables it was compiled with
+  // For an executable run from its artifact: the variables it was loaded with (else empty).
+  std::string load_env;
   std::string what;  // a compile or run error, or the output that differs and its worst element
   std::string output;
   double ratio = 0;  // worst error / tolerance
