@@ -148,16 +148,19 @@ void gen_binary(OnnxGraph& g) {
   }
   std::string b;
   const bool same = other == Dims{n, c, h, w};
+  const bool div = std::string(op) == "Div";
+  bool away_from_zero = false;
   if (same && r.chance(0.5)) {
     b = conv(g, g.input({n, odd_channels(r), h, w}), same3x3(c));
   } else if (r.chance(0.5)) {
-    b = std::string(op) == "Div" ? g.weight_in(other, 0.5f, 2.0f) : g.weight(other, 1.0f);
+    b = div ? g.weight_in(other, 0.5f, 2.0f) : g.weight(other, 1.0f);
+    away_from_zero = div;
   } else {
     b = g.input(other);
-    if (std::string(op) == "Div") b = g.node("Add", {g.node("Abs", {b}), g.scalar(0.5f)});
   }
-  std::string y =
-      r.chance(0.5) || std::string(op) == "Div" ? g.node(op, {a, b}) : g.node(op, {b, a});
+  // A divisor away from zero: near it, any rounding of the divisor is amplified without bound.
+  if (div && !away_from_zero) b = g.node("Add", {g.node("Abs", {b}), g.scalar(0.5f)});
+  std::string y = r.chance(0.5) || div ? g.node(op, {a, b}) : g.node(op, {b, a});
   y = activation(g, y, random_act(r));
   if (r.chance(0.3)) y = conv(g, y, same3x3(16));
   g.output(y);
