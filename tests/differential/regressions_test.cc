@@ -96,5 +96,27 @@ TEST(DifferentialRegression, SliceWithAStepThatDoesNotDivideItsDimIsNoView) {
   });
 }
 
+// oneDNN 2.6's brgemm kernels apply every eltwise post-op of one algorithm with the parameters of
+// the first: MatMul then LeakyRelu(0.2) then Relu came out as LeakyRelu(0.2) twice (negative
+// values where Relu gives 0), a Conv's own Relu then its residual sum then LeakyRelu(0.1) as Relu
+// twice, two scales as the first twice. Found as `--pattern eltwise`, seed 234.
+TEST(DifferentialRegression, PostOpsOfOneAlgorithmWithOtherParametersAreNotChained) {
+  expect_agree([](OnnxGraph& g) {
+    const std::string x = g.input({3, 6, 22});
+    const std::string y = g.node("MatMul", {x, g.weight({22, 33}, 0.3f)});
+    g.output(g.node("Relu", {g.node("LeakyRelu", {y}, {af("alpha", 0.2f)})}));
+  });
+  expect_agree([](OnnxGraph& g) {
+    const std::string x = g.input({1, 16, 6, 6});
+    const std::string r = g.node("Relu", {conv(g, x, conv3x3(16))});
+    const std::string sum = g.node("Add", {g.node("Relu", {conv(g, r, conv3x3(16))}), r});
+    g.output(g.node("LeakyRelu", {sum}, {af("alpha", 0.1f)}));
+  });
+  expect_agree([](OnnxGraph& g) {
+    const std::string y = conv(g, g.input({1, 8, 5, 5}), conv3x3(24));
+    g.output(g.node("Mul", {g.node("Mul", {y, g.scalar(2.0f)}), g.scalar(-1.5f)}));
+  });
+}
+
 }  // namespace
 }  // namespace kiln::differential

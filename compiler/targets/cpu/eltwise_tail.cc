@@ -200,7 +200,19 @@ std::optional<Eltwise> eltwise_of(const Node& node) {
   }
 }
 
-Tail trailing_eltwise(const Value* y, int max_ops) {
+namespace {
+
+// Whether `chain` holds an op of `e`'s algorithm with other parameters (see trailing_eltwise).
+bool clashes(const std::vector<Eltwise>& chain, const Eltwise& e) {
+  for (const Eltwise& c : chain) {
+    if (c.algorithm == e.algorithm && (c.alpha != e.alpha || c.beta != e.beta)) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+Tail trailing_eltwise(const Value* y, int max_ops, const std::vector<Eltwise>& before) {
   Tail tail;
   tail.out = y;
   while (static_cast<int>(tail.ops.size()) < max_ops && !is_graph_output(tail.out)) {
@@ -212,7 +224,7 @@ Tail trailing_eltwise(const Value* y, int max_ops) {
         e = uses[0].index == 0 ? eltwise_of(*next) : std::nullopt;
         if (!e) e = scale_of(*next, tail.out);
       }
-      if (!e) break;
+      if (!e || clashes(before, *e) || clashes(tail.ops, *e)) break;
       tail.ops.push_back(*e);
       tail.nodes.push_back(next);
       tail.kinds += "+" + std::string(next->op().name());
