@@ -114,8 +114,16 @@ void gen_eltwise(OnnxGraph& g) {
     y = g.input(d, 2.0f);
   }
   const int64_t ops = r.range(1, 3);
+  // Now and then one kind of op twice with other parameters (LeakyRelu then Relu, two Clips, two
+  // scales), which a post-op chain must keep apart.
+  const bool twice = r.chance(0.25);
+  Act previous = Act::kNone;
   for (int64_t i = 0; i < ops; ++i) {
-    y = activation(g, y, random_act(r));
+    Act act = random_act(r);
+    if (twice && i > 0) act = previous == Act::kLeakyRelu ? Act::kRelu : previous;
+    if (twice && i == 0) act = r.pick({Act::kLeakyRelu, Act::kClipRange, Act::kScale, Act::kElu});
+    y = activation(g, y, act);
+    previous = act;
     if (i + 1 < ops) maybe_output(g, y, 0.1);
   }
   g.output(y);
