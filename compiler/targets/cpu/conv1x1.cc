@@ -415,8 +415,9 @@ bool lower_conv1x1(ProgramBuilder& b, const Node& conv, const Node* add) {
     weights = pack(b.engine(), s->user_weights, s->weights_const->raw_data(), layout);
   } else {
     // The tap-major matrix reordered here (not pack(): it is no constant's bytes).
-    std::vector<float> m =
-        tap_major(s->weights_const->data<float>(), s->weights[0], s->weights[1], k * k);
+    // From plain values (a loaded artifact may hold the weights packed for oneDNN).
+    std::vector<float> m = tap_major(plain_constant(b.engine(), *s->weights_const).data<float>(),
+                                     s->weights[0], s->weights[1], k * k);
     const memory::dims dims = {s->weights[0], shape.in, 1, 1};
     memory from(memory::desc(dims, memory::data_type::f32, memory::format_tag::oihw), b.engine(),
                 m.data());
@@ -428,7 +429,8 @@ bool lower_conv1x1(ProgramBuilder& b, const Node& conv, const Node* add) {
   }
   std::vector<float> bias;
   if (s->has_bias) {
-    const float* from = s->bias_const->data<float>();
+    const Tensor plain_bias = plain_constant(b.engine(), *s->bias_const);
+    const float* from = plain_bias.data<float>();
     bias.assign(from, from + s->weights[0]);
     bias.resize(static_cast<size_t>(shape.out), 0.0f);
   }

@@ -196,6 +196,22 @@ dnnl::memory packed_memory(const dnnl::memory::desc& layout, const dnnl::engine&
   return dnnl::memory(layout, engine);
 }
 
+Tensor plain_constant(const dnnl::engine& engine, const Tensor& t) {
+  const ReleaseAfterPacking* release = current_release;
+  if (release == nullptr) return t;
+  auto it = release->stored_.find(t.raw_data());
+  if (it == release->stored_.end()) return t;
+  const dnnl::memory::desc& layout = it->second.layout;
+  Tensor plain(t.dtype(), t.shape());
+  dnnl::memory from(layout, engine, const_cast<void*>(t.raw_data()));
+  dnnl::memory into(plain_desc(layout.dims(), dtype_of(layout.data_type())), engine,
+                    plain.raw_data());
+  dnnl::stream stream(engine);
+  dnnl::reorder(from, into).execute(stream, from, into);
+  stream.wait();
+  return plain;
+}
+
 dnnl::memory pack(const dnnl::engine& engine, const dnnl::memory::desc& src_layout, const void* src,
                   const dnnl::memory::desc& layout) {
   ReleaseAfterPacking* release = current_release;

@@ -54,6 +54,12 @@ std::optional<StaticShapes> static_float_shapes(const Node& node);
 dnnl::memory pack(const dnnl::engine& engine, const dnnl::memory::desc& src_layout, const void* src,
                   const dnnl::memory::desc& layout);
 
+// The plain values of the constant `t` for a kernel that reads them as they are, not through
+// pack() (the own stem, Winograd, 1x1-over-taps and excitation kernels): `t` itself, or, where the
+// ReleaseAfterPacking scope on this thread knows its bytes as a loaded artifact's weights stored
+// packed (add_stored), a copy unpacked from them.
+Tensor plain_constant(const dnnl::engine& engine, const Tensor& t);
+
 // While alive, pack() on this thread releases (release_file_pages) the sources that lie in
 // `mapping`, a read-only file mapping: a loaded artifact's plain weights, read once to pack them.
 // It also records every packing a reorder back restores exactly (the same element type, no
@@ -87,6 +93,7 @@ class ReleaseAfterPacking {
  private:
   friend dnnl::memory pack(const dnnl::engine&, const dnnl::memory::desc&, const void*,
                            const dnnl::memory::desc&);
+  friend Tensor plain_constant(const dnnl::engine&, const Tensor&);
   ReleaseAfterPacking* previous_;
   std::span<const uint8_t> mapping_;
   int packed_ = 0;

@@ -179,7 +179,10 @@ bool lower_conv(ProgramBuilder& b, const Node& conv, const Node* add) {
   if (!same_float({conv.input(0), conv.input(1), conv.output(0), y})) return false;
   const Value* residual = nullptr;
   if (add != nullptr) residual = add->input(add->input(0) == conv.output(0) ? 1 : 0);
-  const Tail tail = trailing_eltwise(y);
+  // The Conv's own Relu (conv_activation_fusion's) is the first post-op.
+  const Tail tail = trailing_eltwise(
+      y, 2,
+      s->relu ? std::vector<Eltwise>{{dnnl::algorithm::eltwise_relu}} : std::vector<Eltwise>{});
   // A trailing SiLU runs as kiln's own pass over the output (silu.h), not as oneDNN's swish.
   const bool own_silu = has_fast_silu() && dtype(y) == DType::kF32 && !tail.ops.empty() &&
                         tail.ops.back().algorithm == dnnl::algorithm::eltwise_swish &&

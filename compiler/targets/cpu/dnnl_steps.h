@@ -37,14 +37,19 @@ struct Eltwise {
 
 // The eltwise nodes that follow `y` and can run as post-ops of the step producing it: a chain of
 // single-use eltwise nodes (Mul or Div by a scalar constant as a linear scale), GELU in its Erf
-// form, and x * Sigmoid(x) (SiLU) as swish.
+// form, and x * Sigmoid(x) (SiLU) as swish. `before` lists the eltwise post-ops the step applies
+// ahead of the tail (a Conv's own Relu). The chain stops before an op whose algorithm `before` or
+// the tail already holds with other parameters: oneDNN 2.6's brgemm kernels (brg matmul,
+// brgconv) apply every eltwise post-op of one algorithm with the first one's parameters, so
+// LeakyRelu(0.2) then Relu ran as LeakyRelu(0.2) twice, Clip(a, b) then Clip(c, d) as the first
+// twice, a scale by 2 then one by -1.5 as 2 twice.
 struct Tail {
   std::vector<Eltwise> ops;
   std::vector<const Node*> nodes;
   const Value* out = nullptr;
   std::string kinds;
 };
-Tail trailing_eltwise(const Value* y, int max_ops = 2);
+Tail trailing_eltwise(const Value* y, int max_ops = 2, const std::vector<Eltwise>& before = {});
 
 // The oneDNN eltwise algorithm of a one-input f32 (or bf16) node, when it has one.
 std::optional<Eltwise> eltwise_of(const Node& node);

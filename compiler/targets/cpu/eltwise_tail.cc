@@ -206,7 +206,19 @@ std::optional<Eltwise> eltwise_of(const Node& node) {
   }
 }
 
-Tail trailing_eltwise(const Value* y, int max_ops) {
+namespace {
+
+// Whether `chain` holds an op of `e`'s algorithm with other parameters (see trailing_eltwise).
+bool clashes(const std::vector<Eltwise>& chain, const Eltwise& e) {
+  for (const Eltwise& c : chain) {
+    if (c.algorithm == e.algorithm && (c.alpha != e.alpha || c.beta != e.beta)) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+Tail trailing_eltwise(const Value* y, int max_ops, const std::vector<Eltwise>& before) {
   Tail tail;
   tail.out = y;
   while (static_cast<int>(tail.ops.size()) < max_ops && !is_graph_output(tail.out)) {
@@ -218,14 +230,16 @@ Tail trailing_eltwise(const Value* y, int max_ops) {
         e = uses[0].index == 0 ? eltwise_of(*next) : std::nullopt;
         if (!e) e = scale_of(*next, tail.out);
       }
-      if (!e) break;
-      // Adjacent linear scales fold into one: oneDNN 2.6 applies two adjacent eltwise_linear
-      // post-ops wrongly (the second scales by the first's alpha), on convolutions and binaries.
+      if (!e || clashes(before, *e)) break;
+      // Adjacent linear scales fold into one (two would clash, below); a chain otherwise stops
+      // before an op whose algorithm it already holds with other parameters.
       if (e->algorithm == dnnl::algorithm::eltwise_linear && !tail.ops.empty() &&
           tail.ops.back().algorithm == dnnl::algorithm::eltwise_linear) {
         Eltwise& last = tail.ops.back();
         last = {dnnl::algorithm::eltwise_linear, e->alpha * last.alpha,
                 e->alpha * last.beta + e->beta};
+      } else if (clashes(tail.ops, *e)) {
+        break;
       } else {
         tail.ops.push_back(*e);
       }

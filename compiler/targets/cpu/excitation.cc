@@ -27,11 +27,12 @@ using dnnl::memory;
 // of one pixel: its weights as [O, I] and its bias (zeros without one). nullopt otherwise.
 struct OnePixelConv {
   int64_t in = 0, out = 0;
-  const float* weights = nullptr;  // [out, in]
+  const float* weights = nullptr;  // [out, in], in `held`
+  Tensor held;
   std::vector<float> bias;
 };
 
-std::optional<OnePixelConv> one_pixel_conv(const Node& conv) {
+std::optional<OnePixelConv> one_pixel_conv(const Node& conv, const dnnl::engine& engine) {
   if (conv.kind() != OpKind::kConv) return std::nullopt;
   std::optional<ConvSetup> s = conv_setup(conv);
   if (!s || s->relu || s->weights_const == nullptr || s->weights_const->dtype() != DType::kF32 ||
@@ -45,10 +46,13 @@ std::optional<OnePixelConv> one_pixel_conv(const Node& conv) {
   OnePixelConv c;
   c.out = s->weights[0];
   c.in = s->weights[1];
-  c.weights = s->weights_const->data<float>();
+  // Plain values: a loaded artifact may hold the weights packed for oneDNN.
+  c.held = plain_constant(engine, *s->weights_const);
+  c.weights = c.held.data<float>();
   c.bias.assign(static_cast<size_t>(c.out), 0.0f);
   if (s->has_bias) {
-    std::memcpy(c.bias.data(), s->bias_const->data<float>(), c.bias.size() * sizeof(float));
+    const Tensor bias = plain_constant(engine, *s->bias_const);
+    std::memcpy(c.bias.data(), bias.data<float>(), c.bias.size() * sizeof(float));
   }
   return c;
 }
@@ -179,7 +183,7 @@ bool lower_excitation(ProgramBuilder& b, const Node& reduce) {
     return false;
   }
   const Value* x = reduce.input(0);
-  std::optional<OnePixelConv> r = one_pixel_conv(reduce);
+  std::optional<OnePixelConv> r = one_pixel_conv(reduce, b.engine());
   if (!r || !b.has_buffer(x) || x->tensor_type().dtype != DType::kF32) return false;
   std::optional<Tail> silu = only(reduce.output(0), dnnl::algorithm::eltwise_swish);
   if (!silu) return false;
@@ -188,7 +192,7 @@ bool lower_excitation(ProgramBuilder& b, const Node& reduce) {
       b.sum_partner(expand) != nullptr) {
     return false;
   }
-  std::optional<OnePixelConv> e = one_pixel_conv(*expand);
+  std::optional<OnePixelConv> e = one_pixel_conv(*expand, b.engine());
   if (!e || e->in != r->out) return false;
   std::optional<Tail> sigmoid = only(expand->output(0), dnnl::algorithm::eltwise_logistic);
   if (!sigmoid) return false;

@@ -574,6 +574,16 @@ void ProgramBuilder::release_if_unread(const Value* v) {
 }
 
 Result<std::unique_ptr<Program>> ProgramBuilder::build() {
+  try {
+    return build_program();
+  } catch (const dnnl::error& e) {
+    return internal_error(fmt::format("cpu target: {}: oneDNN refused a layout the program needs: {}",
+                                      building_ != nullptr ? building_->describe() : "the outputs",
+                                      e.what()));
+  }
+}
+
+Result<std::unique_ptr<Program>> ProgramBuilder::build_program() {
   if (std::string why = why_not_plannable(); !why.empty()) {
     log(LogLevel::kDebug, "cpu target: the interpreter runs graph \"{}\": {}", graph_.name(), why);
     return std::unique_ptr<Program>();
@@ -607,6 +617,7 @@ Result<std::unique_ptr<Program>> ProgramBuilder::build() {
       value_buffers_[node->output(0)] = add_buffer(std::move(b));
       continue;
     }
+    building_ = node.get();
     // A squeeze-and-excitation Mul is lowered with the Conv whose weights it scales.
     if (is_absorbed_gate(*node)) continue;
     // A Conv lowered later, at the Add it feeds, has not run yet.
@@ -643,6 +654,7 @@ Result<std::unique_ptr<Program>> ProgramBuilder::build() {
   for (const auto& node : graph_.nodes()) {
     if (node->kind() == OpKind::kConstant) release_if_unread(node->output(0));
   }
+  building_ = nullptr;
   std::vector<int> outputs;
   for (const Value* v : graph_.outputs()) {
     int id = buffer_of(v);

@@ -142,7 +142,8 @@ class ProgramBuilder {
         seed_(seed) {}
 
   // nullptr when the graph cannot be planned: a dynamic or non-tensor value, a string tensor, a
-  // node with subgraphs. The interpreter runs such graphs.
+  // node with subgraphs. The interpreter runs such graphs. A layout or primitive oneDNN refuses
+  // outside a lowering function's own fallbacks is an internal error naming the node.
   Result<std::unique_ptr<Program>> build();
 
   // While build() runs, `release` is offered each constant that no step reads (its every user is
@@ -188,6 +189,7 @@ class ProgramBuilder {
   const Node* sum_partner(const Node* node) const;
 
  private:
+  Result<std::unique_ptr<Program>> build_program();
   // Why the graph cannot be planned (naming the value or node); empty when it can.
   std::string why_not_plannable() const;
   void add_ref_step(const Node& node);
@@ -226,6 +228,7 @@ class ProgramBuilder {
   std::unordered_set<const Node*> done_;                       // nodes whose steps were added
   std::unordered_map<const Node*, const Node*> sum_partners_;  // Conv <-> Add, both ways
   ConvLayout conv_layout_ = ConvLayout::kAny;
+  const Node* building_ = nullptr;  // the node build() is lowering
   ConstantRelease release_;
   std::unordered_set<const Value*> released_;  // constants offered to release_
 };

@@ -468,9 +468,12 @@ bool lower_stem(ProgramBuilder& b, const Node& conv) {
       dims, dnnl::memory::data_type::f32,
       shape.blocked ? dnnl::memory::format_tag::nChw16c : dnnl::memory::format_tag::nhwc);
 
+  // A loaded artifact may hold the weights packed for oneDNN: read as plain values.
+  const Tensor weights = plain_constant(b.engine(), *s->weights_const);
   std::vector<float> bias;
   if (s->has_bias) {
-    const float* from = s->bias_const->data<float>();
+    const Tensor plain_bias = plain_constant(b.engine(), *s->bias_const);
+    const float* from = plain_bias.data<float>();
     bias.assign(from, from + shape.out);
     bias.resize(static_cast<size_t>((shape.out + 63) / 64 * 64), 0.0f);
   }
@@ -481,9 +484,8 @@ bool lower_stem(ProgramBuilder& b, const Node& conv) {
           ? b.scratch(static_cast<size_t>(stem_scratch_floats(shape) * threads) * sizeof(float))
           : -1;
   const int out = b.define(y, layout);
-  auto step =
-      std::make_unique<StemStep>(shape, pack_stem_weights(shape, s->weights_const->data<float>()),
-                                 std::move(bias), act, x_buffer, out, scratch, threads);
+  auto step = std::make_unique<StemStep>(shape, pack_stem_weights(shape, weights.data<float>()),
+                                         std::move(bias), act, x_buffer, out, scratch, threads);
   step->node = &conv;
   step->kind = std::string(s->relu ? "Conv+Relu" : "Conv") + tail.kinds +
                (pool != nullptr ? "+MaxPool" : "");

@@ -3,6 +3,7 @@
 // strides, so the copy happens only where a consumer needs plain data (a MatMul reads them as
 // they are: attention's Q, Kᵀ and V).
 #include <algorithm>
+#include <optional>
 
 #include "compiler/ops/all_ops.h"
 #include "compiler/passes/rewrite.h"
@@ -93,6 +94,18 @@ std::optional<memory::dims> reshaped_strides(const Shape& from, const memory::di
     }
   }
   return out;
+}
+
+// The f32 layout of `dims` read through `strides`, when oneDNN can describe it: it refuses strides
+// under which elements could overlap by its rule (a dim's stride at least the next inner dim's
+// extent), which a Slice with a step leaves where the step does not divide the dim (every other
+// of 5 columns: stride 2, 3 of them, under rows 5 apart). nullopt then: no view, a copy.
+std::optional<memory::desc> strided_layout(const memory::dims& dims, const memory::dims& strides) {
+  try {
+    return memory::desc(dims, memory::data_type::f32, strides);
+  } catch (const dnnl::error&) {
+    return std::nullopt;
+  }
 }
 
 bool is_static_f32(const Value* v) {
@@ -192,9 +205,9 @@ bool ProgramBuilder::add_strided_view(const Node& node) {
     const Shape& ys = node.output(0)->tensor_type().shape();
     std::optional<memory::dims> out = reshaped_strides(xs, *strides, ys);
     if (!out || ys.rank() == 0) return false;
-    const memory::desc layout(to_dims(ys), memory::data_type::f32, *out);
-    if (!viewable(node.output(0), layout)) return false;
-    add_view_buffer(node.output(0), id, 0, layout);
+    const std::optional<memory::desc> layout = strided_layout(to_dims(ys), *out);
+    if (!layout || !viewable(node.output(0), *layout)) return false;
+    add_view_buffer(node.output(0), id, 0, *layout);
     return true;
   }
 
@@ -211,9 +224,9 @@ bool ProgramBuilder::add_strided_view(const Node& node) {
       dims.push_back(xs[static_cast<int>(p)]);
       out.push_back((*strides)[static_cast<size_t>(p)]);
     }
-    const memory::desc layout(dims, memory::data_type::f32, out);
-    if (!viewable(node.output(0), layout)) return false;
-    add_view_buffer(node.output(0), id, 0, layout);
+    const std::optional<memory::desc> layout = strided_layout(dims, out);
+    if (!layout || !viewable(node.output(0), *layout)) return false;
+    add_view_buffer(node.output(0), id, 0, *layout);
     return true;
   }
 
@@ -221,9 +234,9 @@ bool ProgramBuilder::add_strided_view(const Node& node) {
     const Shape& ys = node.output(0)->tensor_type().shape();
     std::optional<std::pair<size_t, memory::dims>> view = slice_view(node, xs, *strides);
     if (!view || ys.rank() != xs.rank()) return false;
-    const memory::desc layout(to_dims(ys), memory::data_type::f32, view->second);
-    if (!viewable(node.output(0), layout)) return false;
-    add_view_buffer(node.output(0), id, view->first, layout);
+    const std::optional<memory::desc> layout = strided_layout(to_dims(ys), view->second);
+    if (!layout || !viewable(node.output(0), *layout)) return false;
+    add_view_buffer(node.output(0), id, view->first, *layout);
     return true;
   }
 
@@ -235,7 +248,8 @@ bool ProgramBuilder::add_strided_view(const Node& node) {
   for (const Value* y : node.outputs()) {
     const Shape& ys = y->tensor_type().shape();
     if (ys.rank() != xs.rank()) return false;
-    if (!viewable(y, memory::desc(to_dims(ys), memory::data_type::f32, *strides))) return false;
+    const std::optional<memory::desc> layout = strided_layout(to_dims(ys), *strides);
+    if (!layout || !viewable(y, *layout)) return false;
     start += ys[static_cast<int>(axis)];
   }
   if (start != xs[static_cast<int>(axis)]) return false;
@@ -244,7 +258,7 @@ bool ProgramBuilder::add_strided_view(const Node& node) {
     const Shape& ys = y->tensor_type().shape();
     const size_t offset =
         static_cast<size_t>(start * (*strides)[static_cast<size_t>(axis)]) * sizeof(float);
-    add_view_buffer(y, id, offset, memory::desc(to_dims(ys), memory::data_type::f32, *strides));
+    add_view_buffer(y, id, offset, *strided_layout(to_dims(ys), *strides));
     start += ys[static_cast<int>(axis)];
   }
   return true;

@@ -346,8 +346,11 @@ class WinogradStep final : public Step {
       // ranges for each of layer 2's two groups read 1.005-1.009 slower than one, four 1.006-1.015
       // slower than two, and layer 3's four groups split in two 1.009-1.011 slower.
       const int64_t threads = omp_get_num_threads();
-      const int64_t parts = std::min(s.tiles() / 12 + 1, (threads + groups - 1) / groups);
-      const int64_t part = (s.tiles() + parts - 1) / parts;
+      const int64_t wanted = std::min(s.tiles() / 12 + 1, (threads + groups - 1) / groups);
+      const int64_t part = (s.tiles() + wanted - 1) / wanted;
+      // Ranges of `part` tiles: fewer than wanted where the last would start past the end (225
+      // tiles wanted in 16 are 15 ranges of 15), which the products cannot take (no tiles).
+      const int64_t parts = (s.tiles() + part - 1) / part;
       for (int64_t item = output.next++; item < groups * parts; item = output.next++) {
         const int64_t group = item / parts;
         const int64_t first = item % parts * part;
@@ -442,11 +445,13 @@ bool lower_winograd_conv(ProgramBuilder& b, const Node& conv, const Node* add) {
   memory weights = packed_memory(
       memory::desc({s.planes() * s.out * s.in}, memory::data_type::f32, memory::format_tag::a),
       b.engine());
-  transform_weights(c->weights_const->data<float>(), s,
+  // A loaded artifact may hold the weights packed for oneDNN: transformed from plain values.
+  transform_weights(plain_constant(b.engine(), *c->weights_const).data<float>(), s,
                     static_cast<float*>(weights.get_data_handle()));
   std::vector<float> bias;
   if (c->has_bias) {
-    const float* from = c->bias_const->data<float>();
+    const Tensor plain_bias = plain_constant(b.engine(), *c->bias_const);
+    const float* from = plain_bias.data<float>();
     bias.assign(from, from + s.out);
   }
   const memory::desc blocked(c->src, memory::data_type::f32, memory::format_tag::nChw16c);
