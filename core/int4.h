@@ -21,6 +21,9 @@ struct SmallInt {
   uint8_t bits = 0;
 
   SmallInt() = default;
+  // As ONNX Cast converts a float: truncated toward zero, then wrapped; NaN is 0, and values past
+  // the int64 range are clamped to it before wrapping.
+  explicit SmallInt(float f) : SmallInt(wrap(truncate(f))) {}
   // The low `Bits` bits of v (two's complement for negative v).
   static SmallInt wrap(int64_t v) { return from_bits(static_cast<uint8_t>(v)); }
   // v clamped to [kMin, kMax].
@@ -37,6 +40,14 @@ struct SmallInt {
   }
   operator int() const { return value(); }  // NOLINT implicit
   friend bool operator==(SmallInt a, SmallInt b) { return a.value() == b.value(); }
+
+ private:
+  static int64_t truncate(double v) {
+    if (!(v == v)) return 0;  // NaN
+    if (v <= -9.2e18) return INT64_MIN;
+    if (v >= 9.2e18) return INT64_MAX;
+    return static_cast<int64_t>(v);
+  }
 };
 
 using Int4 = SmallInt<4, true>;

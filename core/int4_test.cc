@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+
 namespace kiln {
 namespace {
 
@@ -54,6 +56,17 @@ TEST(SmallInt, SaturateClamps) {
   EXPECT_EQ(Int2::saturate(-3).value(), -2);
   EXPECT_EQ(Int2::saturate(2).value(), 1);
   EXPECT_EQ(UInt2::saturate(9).value(), 3);
+}
+
+TEST(SmallInt, FromFloatTruncatesThenWraps) {
+  EXPECT_EQ(Int4(-9.0f).value(), 7);
+  EXPECT_EQ(Int4(2.9f).value(), 2);
+  EXPECT_EQ(Int4(-2.9f).value(), -2);
+  EXPECT_EQ(UInt4(15.5f).value(), 15);
+  EXPECT_EQ(Int2(3.0f).value(), -1);
+  EXPECT_EQ(Int4(std::numeric_limits<float>::quiet_NaN()).value(), 0);
+  EXPECT_EQ(UInt4(std::numeric_limits<float>::infinity()).value(), 15);
+  EXPECT_EQ(Int4(-std::numeric_limits<float>::infinity()).value(), 0);
 }
 
 TEST(SmallInt, StrayHighBitsAreIgnored) {

@@ -264,7 +264,7 @@ Result<std::string> encode_npy(const TensorView& tensor) {
   }
   if (dtype_is_narrow(tensor.dtype())) {
     const DType d = tensor.dtype();
-    const std::string_view wider = dtype_is_narrow_float(d) ? "f32"
+    const std::string_view wider = dtype_is_narrow_float(d)             ? "f32"
                                    : d == DType::kI4 || d == DType::kI2 ? "i8"
                                                                         : "u8";
     return invalid_argument_error(fmt::format(
