@@ -11,22 +11,33 @@ struct DTypeInfo {
   DType dtype;
   size_t size;
   std::string_view name;
+  int bits;  // of the value
 };
 constexpr std::array<DTypeInfo, kNumDTypes> kInfo = {{
-    {DType::kF32, 4, "f32"},
-    {DType::kF16, 2, "f16"},
-    {DType::kBF16, 2, "bf16"},
-    {DType::kF64, 8, "f64"},
-    {DType::kI8, 1, "i8"},
-    {DType::kU8, 1, "u8"},
-    {DType::kI16, 2, "i16"},
-    {DType::kU16, 2, "u16"},
-    {DType::kI32, 4, "i32"},
-    {DType::kU32, 4, "u32"},
-    {DType::kI64, 8, "i64"},
-    {DType::kU64, 8, "u64"},
-    {DType::kBool, 1, "bool"},
-    {DType::kString, sizeof(std::string), "string"},
+    {DType::kF32, 4, "f32", 32},
+    {DType::kF16, 2, "f16", 16},
+    {DType::kBF16, 2, "bf16", 16},
+    {DType::kF64, 8, "f64", 64},
+    {DType::kI8, 1, "i8", 8},
+    {DType::kU8, 1, "u8", 8},
+    {DType::kI16, 2, "i16", 16},
+    {DType::kU16, 2, "u16", 16},
+    {DType::kI32, 4, "i32", 32},
+    {DType::kU32, 4, "u32", 32},
+    {DType::kI64, 8, "i64", 64},
+    {DType::kU64, 8, "u64", 64},
+    {DType::kBool, 1, "bool", 8},
+    {DType::kString, sizeof(std::string), "string", 0},
+    {DType::kF8E4M3FN, 1, "f8e4m3fn", 8},
+    {DType::kF8E4M3FNUZ, 1, "f8e4m3fnuz", 8},
+    {DType::kF8E5M2, 1, "f8e5m2", 8},
+    {DType::kF8E5M2FNUZ, 1, "f8e5m2fnuz", 8},
+    {DType::kU4, 1, "u4", 4},
+    {DType::kI4, 1, "i4", 4},
+    {DType::kF4E2M1, 1, "f4e2m1", 4},
+    {DType::kF8E8M0, 1, "f8e8m0", 8},
+    {DType::kU2, 1, "u2", 2},
+    {DType::kI2, 1, "i2", 2},
 }};
 
 const DTypeInfo& info(DType dtype) {
@@ -37,6 +48,7 @@ const DTypeInfo& info(DType dtype) {
 }  // namespace
 
 size_t dtype_size(DType dtype) { return info(dtype).size; }
+int dtype_bits(DType dtype) { return info(dtype).bits; }
 std::string_view dtype_name(DType dtype) { return info(dtype).name; }
 
 std::optional<DType> parse_dtype(std::string_view name) {
@@ -54,6 +66,11 @@ std::optional<DType> parse_dtype(std::string_view name) {
       {"int16", DType::kI16},   {"uint16", DType::kU16},    {"int32", DType::kI32},
       {"uint32", DType::kU32},  {"int64", DType::kI64},     {"uint64", DType::kU64},
       {"str", DType::kString},
+      {"float8e4m3fn", DType::kF8E4M3FN},     {"float8e4m3fnuz", DType::kF8E4M3FNUZ},
+      {"float8e5m2", DType::kF8E5M2},         {"float8e5m2fnuz", DType::kF8E5M2FNUZ},
+      {"uint4", DType::kU4},                  {"int4", DType::kI4},
+      {"float4e2m1", DType::kF4E2M1},         {"float8e8m0", DType::kF8E8M0},
+      {"uint2", DType::kU2},                  {"int2", DType::kI2},
   };
   for (const Alias& a : kAliases) {
     if (a.name == name) return a.dtype;
@@ -80,6 +97,21 @@ bool dtype_is_integer(DType d) {
 bool dtype_is_signed(DType d) {
   return dtype_is_float(d) || d == DType::kI8 || d == DType::kI16 || d == DType::kI32 ||
          d == DType::kI64;
+}
+bool dtype_is_narrow(DType d) { return dtype_is_narrow_float(d) || dtype_is_narrow_integer(d); }
+bool dtype_is_narrow_float(DType d) {
+  switch (d) {
+    case DType::kF8E4M3FN:
+    case DType::kF8E4M3FNUZ:
+    case DType::kF8E5M2:
+    case DType::kF8E5M2FNUZ:
+    case DType::kF4E2M1:
+    case DType::kF8E8M0: return true;
+    default: return false;
+  }
+}
+bool dtype_is_narrow_integer(DType d) {
+  return d == DType::kU4 || d == DType::kI4 || d == DType::kU2 || d == DType::kI2;
 }
 
 namespace detail {

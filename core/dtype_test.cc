@@ -13,9 +13,12 @@
 namespace kiln {
 namespace {
 
-const DType kAllDTypes[] = {DType::kF32, DType::kF16, DType::kBF16, DType::kF64,   DType::kI8,
-                            DType::kU8,  DType::kI16, DType::kU16,  DType::kI32,   DType::kU32,
-                            DType::kI64, DType::kU64, DType::kBool, DType::kString};
+const DType kAllDTypes[] = {
+    DType::kF32,        DType::kF16,    DType::kBF16,       DType::kF64,    DType::kI8,
+    DType::kU8,         DType::kI16,    DType::kU16,        DType::kI32,    DType::kU32,
+    DType::kI64,        DType::kU64,    DType::kBool,       DType::kString, DType::kF8E4M3FN,
+    DType::kF8E4M3FNUZ, DType::kF8E5M2, DType::kF8E5M2FNUZ, DType::kU4,     DType::kI4,
+    DType::kF4E2M1,     DType::kF8E8M0, DType::kU2,         DType::kI2};
 static_assert(std::size(kAllDTypes) == kNumDTypes);
 
 TEST(Dtype, SizesAndNames) {
@@ -23,19 +26,38 @@ TEST(Dtype, SizesAndNames) {
     DType dtype;
     size_t size;
     std::string_view name;
+    int bits;
   };
   const Case cases[] = {
-      {DType::kF32, 4, "f32"},   {DType::kF16, 2, "f16"},
-      {DType::kBF16, 2, "bf16"}, {DType::kF64, 8, "f64"},
-      {DType::kI8, 1, "i8"},     {DType::kU8, 1, "u8"},
-      {DType::kI16, 2, "i16"},   {DType::kU16, 2, "u16"},
-      {DType::kI32, 4, "i32"},   {DType::kU32, 4, "u32"},
-      {DType::kI64, 8, "i64"},   {DType::kU64, 8, "u64"},
-      {DType::kBool, 1, "bool"}, {DType::kString, sizeof(std::string), "string"},
+      {DType::kF32, 4, "f32", 32},
+      {DType::kF16, 2, "f16", 16},
+      {DType::kBF16, 2, "bf16", 16},
+      {DType::kF64, 8, "f64", 64},
+      {DType::kI8, 1, "i8", 8},
+      {DType::kU8, 1, "u8", 8},
+      {DType::kI16, 2, "i16", 16},
+      {DType::kU16, 2, "u16", 16},
+      {DType::kI32, 4, "i32", 32},
+      {DType::kU32, 4, "u32", 32},
+      {DType::kI64, 8, "i64", 64},
+      {DType::kU64, 8, "u64", 64},
+      {DType::kBool, 1, "bool", 8},
+      {DType::kString, sizeof(std::string), "string", 0},
+      {DType::kF8E4M3FN, 1, "f8e4m3fn", 8},
+      {DType::kF8E4M3FNUZ, 1, "f8e4m3fnuz", 8},
+      {DType::kF8E5M2, 1, "f8e5m2", 8},
+      {DType::kF8E5M2FNUZ, 1, "f8e5m2fnuz", 8},
+      {DType::kU4, 1, "u4", 4},
+      {DType::kI4, 1, "i4", 4},
+      {DType::kF4E2M1, 1, "f4e2m1", 4},
+      {DType::kF8E8M0, 1, "f8e8m0", 8},
+      {DType::kU2, 1, "u2", 2},
+      {DType::kI2, 1, "i2", 2},
   };
   static_assert(std::size(cases) == kNumDTypes);
   for (const Case& c : cases) {
     EXPECT_EQ(dtype_size(c.dtype), c.size) << c.name;
+    EXPECT_EQ(dtype_bits(c.dtype), c.bits) << c.name;
     EXPECT_EQ(dtype_name(c.dtype), c.name);
     // Every short name parses back to its dtype.
     EXPECT_EQ(parse_dtype(c.name), c.dtype) << c.name;
@@ -59,6 +81,26 @@ TEST(Dtype, ParseAliases) {
   EXPECT_EQ(parse_dtype("int64"), DType::kI64);
   EXPECT_EQ(parse_dtype("uint64"), DType::kU64);
   EXPECT_EQ(parse_dtype("str"), DType::kString);
+  EXPECT_EQ(parse_dtype("float8e4m3fn"), DType::kF8E4M3FN);
+  EXPECT_EQ(parse_dtype("float8e4m3fnuz"), DType::kF8E4M3FNUZ);
+  EXPECT_EQ(parse_dtype("float8e5m2"), DType::kF8E5M2);
+  EXPECT_EQ(parse_dtype("float8e5m2fnuz"), DType::kF8E5M2FNUZ);
+  EXPECT_EQ(parse_dtype("float8e8m0"), DType::kF8E8M0);
+  EXPECT_EQ(parse_dtype("float4e2m1"), DType::kF4E2M1);
+  EXPECT_EQ(parse_dtype("int4"), DType::kI4);
+  EXPECT_EQ(parse_dtype("uint4"), DType::kU4);
+  EXPECT_EQ(parse_dtype("int2"), DType::kI2);
+  EXPECT_EQ(parse_dtype("uint2"), DType::kU2);
+}
+
+// The values are stored in artifacts: they must never change.
+TEST(Dtype, ValuesAreStable) {
+  EXPECT_EQ(static_cast<int>(DType::kF32), 0);
+  EXPECT_EQ(static_cast<int>(DType::kBool), 12);
+  EXPECT_EQ(static_cast<int>(DType::kString), 13);
+  EXPECT_EQ(static_cast<int>(DType::kF8E4M3FN), 14);
+  EXPECT_EQ(static_cast<int>(DType::kF8E8M0), 21);
+  EXPECT_EQ(static_cast<int>(DType::kI2), 23);
 }
 
 TEST(Dtype, ParseRejectsUnknownNames) {
@@ -70,12 +112,16 @@ TEST(Dtype, ParseRejectsUnknownNames) {
 TEST(Dtype, Categories) {
   for (DType d : kAllDTypes) {
     const std::string_view n = dtype_name(d);
+    const bool narrow = static_cast<int>(d) > static_cast<int>(DType::kString);
     const bool is_float = n == "f16" || n == "bf16" || n == "f32" || n == "f64";
-    const bool is_int = n[0] == 'i' || n[0] == 'u';
-    const bool is_signed = is_float || n[0] == 'i';
+    const bool is_int = !narrow && (n[0] == 'i' || n[0] == 'u');
+    const bool is_signed = is_float || (is_int && n[0] == 'i');
     EXPECT_EQ(dtype_is_float(d), is_float) << n;
     EXPECT_EQ(dtype_is_integer(d), is_int) << n;
     EXPECT_EQ(dtype_is_signed(d), is_signed) << n;
+    EXPECT_EQ(dtype_is_narrow(d), narrow) << n;
+    EXPECT_EQ(dtype_is_narrow_float(d), narrow && n[0] == 'f') << n;
+    EXPECT_EQ(dtype_is_narrow_integer(d), narrow && n[0] != 'f') << n;
   }
 }
 
@@ -91,6 +137,8 @@ TEST(Dtype, VisitDtypeCallsTheMatchingType) {
   EXPECT_TRUE((std::is_same_v<dtype_type_t<DType::kBF16>, BFloat16>));
   EXPECT_TRUE((std::is_same_v<dtype_type_t<DType::kU16>, uint16_t>));
   EXPECT_TRUE((std::is_same_v<dtype_type_t<DType::kBool>, bool>));
+  EXPECT_TRUE((std::is_same_v<dtype_type_t<DType::kF8E5M2>, Float8E5M2>));
+  EXPECT_TRUE((std::is_same_v<dtype_type_t<DType::kI4>, Int4>));
 
   std::vector<std::string> seen;
   visit_dtype(DType::kString, [&]<class T>() {
@@ -99,8 +147,12 @@ TEST(Dtype, VisitDtypeCallsTheMatchingType) {
   EXPECT_EQ(seen, std::vector<std::string>{"string"});
 }
 
-uint16_t half_bits(float f) { return Half(f).bits; }
-float half_value(uint16_t bits) { return static_cast<float>(Half::from_bits(bits)); }
+uint16_t half_bits(float f) {
+  return Half(f).bits;
+}
+float half_value(uint16_t bits) {
+  return static_cast<float>(Half::from_bits(bits));
+}
 
 TEST(Dtype, HalfExactValues) {
   EXPECT_EQ(half_bits(0.0f), 0x0000);

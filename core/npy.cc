@@ -262,6 +262,15 @@ Result<std::string> encode_npy(const TensorView& tensor) {
   if (tensor.dtype() == DType::kString) {
     return invalid_argument_error("a string tensor cannot be written as .npy");
   }
+  if (dtype_is_narrow(tensor.dtype())) {
+    const DType d = tensor.dtype();
+    const std::string_view wider = dtype_is_narrow_float(d)             ? "f32"
+                                   : d == DType::kI4 || d == DType::kI2 ? "i8"
+                                                                        : "u8";
+    return invalid_argument_error(fmt::format(
+        "a {} tensor cannot be written as .npy: numpy has no {} type; Cast it to {} first",
+        dtype_name(d), dtype_name(d), wider));
+  }
   const NpyType& t = npy_type(tensor.dtype());
   const char order = t.size == 1 || t.kind == 'V' ? '|' : '<';
   std::string shape;

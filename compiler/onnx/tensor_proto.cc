@@ -20,14 +20,39 @@ struct TypeMap {
   DType dtype;
 };
 constexpr TypeMap kTypes[] = {
-    {TensorProto::FLOAT, DType::kF32},   {TensorProto::FLOAT16, DType::kF16},
-    {TensorProto::BFLOAT16, DType::kBF16}, {TensorProto::DOUBLE, DType::kF64},
-    {TensorProto::INT8, DType::kI8},     {TensorProto::UINT8, DType::kU8},
-    {TensorProto::INT16, DType::kI16},   {TensorProto::UINT16, DType::kU16},
-    {TensorProto::INT32, DType::kI32},   {TensorProto::UINT32, DType::kU32},
-    {TensorProto::INT64, DType::kI64},   {TensorProto::UINT64, DType::kU64},
-    {TensorProto::BOOL, DType::kBool},   {TensorProto::STRING, DType::kString},
+    {TensorProto::FLOAT, DType::kF32},
+    {TensorProto::FLOAT16, DType::kF16},
+    {TensorProto::BFLOAT16, DType::kBF16},
+    {TensorProto::DOUBLE, DType::kF64},
+    {TensorProto::INT8, DType::kI8},
+    {TensorProto::UINT8, DType::kU8},
+    {TensorProto::INT16, DType::kI16},
+    {TensorProto::UINT16, DType::kU16},
+    {TensorProto::INT32, DType::kI32},
+    {TensorProto::UINT32, DType::kU32},
+    {TensorProto::INT64, DType::kI64},
+    {TensorProto::UINT64, DType::kU64},
+    {TensorProto::BOOL, DType::kBool},
+    {TensorProto::STRING, DType::kString},
+    // The codes of onnx.proto's newer types (libonnx-dev's generated enum may predate them).
+    {17, DType::kF8E4M3FN},
+    {18, DType::kF8E4M3FNUZ},
+    {19, DType::kF8E5M2},
+    {20, DType::kF8E5M2FNUZ},
+    {21, DType::kU4},
+    {22, DType::kI4},
+    {23, DType::kF4E2M1},
+    {24, DType::kF8E8M0},
+    {25, DType::kU2},
+    {26, DType::kI2},
 };
+
+// How many elements ONNX packs into one byte: 2 of the 4-bit types, 4 of the 2-bit ones (first
+// element in the lowest bits); 1 for everything else. kiln tensors hold one element per byte.
+int64_t elements_per_byte(DType dtype) {
+  const int bits = dtype_bits(dtype);
+  return bits > 0 && bits < 8 ? 8 / bits : 1;
+}
 
 // Copies typed repeated-field values into the tensor, converting to the element type.
 template <class Field>
@@ -43,6 +68,11 @@ Status copy_field(const Field& field, Tensor& t, const std::string& what) {
     } else if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
       // f16/bf16 in int32_data hold the raw 16 bits.
       for (int i = 0; i < field.size(); ++i) out[i] = T::from_bits(static_cast<uint16_t>(field.Get(i)));
+    } else if constexpr (requires { T::from_bits(uint8_t{0}); }) {
+      // The narrow types in int32_data hold the raw bits (packed types are unpacked before).
+      for (int i = 0; i < field.size(); ++i) {
+        out[i] = T::from_bits(static_cast<uint8_t>(field.Get(i)));
+      }
     } else {
       for (int i = 0; i < field.size(); ++i) out[i] = static_cast<T>(field.Get(i));
     }
@@ -122,10 +152,17 @@ Result<Tensor> tensor_from_proto(const TensorProto& proto, const std::string& ex
       KILN_ASSIGN_OR_RETURN(external_bytes, read_external(proto, external_dir, what));
       raw = &external_bytes;
     }
-    if (raw->size() != t.nbytes()) {
-      return invalid_argument_error(fmt::format("{}: has {} bytes of data but {} of {} needs {}",
-                                                what, raw->size(), shape.to_string(),
-                                                dtype_name(*dtype), t.nbytes()));
+    const int64_t per_byte = elements_per_byte(*dtype);
+    const auto packed_size = static_cast<size_t>((*numel + per_byte - 1) / per_byte);
+    if (raw->size() != (per_byte > 1 ? packed_size : t.nbytes())) {
+      return invalid_argument_error(fmt::format(
+          "{}: has {} bytes of data but {} of {} needs {}", what, raw->size(), shape.to_string(),
+          dtype_name(*dtype), per_byte > 1 ? packed_size : t.nbytes()));
+    }
+    if (per_byte > 1) {
+      unpack_narrow(reinterpret_cast<const uint8_t*>(raw->data()), *numel, per_byte,
+                    static_cast<uint8_t*>(t.raw_data()));
+      return t;
     }
     if (!raw->empty()) std::memcpy(t.raw_data(), raw->data(), raw->size());
     if (*dtype == DType::kBool) {
@@ -135,6 +172,19 @@ Result<Tensor> tensor_from_proto(const TensorProto& proto, const std::string& ex
     return t;
   }
 
+  if (elements_per_byte(*dtype) > 1) {
+    // int32_data holds the packed bytes, one per value.
+    const int64_t per_byte = elements_per_byte(*dtype);
+    const int64_t packed_size = (*numel + per_byte - 1) / per_byte;
+    if (proto.int32_data_size() != packed_size) {
+      return invalid_argument_error(fmt::format(
+          "{}: holds {} values but {} of {} packs into {} ({} per value)", what,
+          proto.int32_data_size(), shape.to_string(), dtype_name(*dtype), packed_size, per_byte));
+    }
+    std::vector<uint8_t> packed(proto.int32_data().begin(), proto.int32_data().end());
+    unpack_narrow(packed.data(), *numel, per_byte, static_cast<uint8_t*>(t.raw_data()));
+    return t;
+  }
   switch (*dtype) {
     case DType::kF32: KILN_RETURN_IF_ERROR(copy_field(proto.float_data(), t, what)); break;
     case DType::kF64: KILN_RETURN_IF_ERROR(copy_field(proto.double_data(), t, what)); break;
@@ -154,7 +204,34 @@ void tensor_to_proto(const Tensor& tensor, TensorProto* proto) {
     for (const std::string& s : tensor.span<std::string>()) proto->add_string_data(s);
     return;
   }
+  const int64_t per_byte = elements_per_byte(tensor.dtype());
+  if (per_byte > 1) {
+    proto->set_raw_data(
+        pack_narrow(static_cast<const uint8_t*>(tensor.raw_data()), tensor.numel(), per_byte));
+    return;
+  }
   proto->set_raw_data(tensor.raw_data(), tensor.nbytes());
+}
+
+void unpack_narrow(const uint8_t* packed, int64_t numel, int64_t per_byte, uint8_t* out) {
+  const int bits = static_cast<int>(8 / per_byte);
+  const auto mask = static_cast<uint8_t>((1u << bits) - 1);
+  for (int64_t i = 0; i < numel; ++i) {
+    const auto shift = static_cast<int>(i % per_byte) * bits;
+    out[i] = static_cast<uint8_t>((packed[i / per_byte] >> shift) & mask);
+  }
+}
+
+std::string pack_narrow(const uint8_t* values, int64_t numel, int64_t per_byte) {
+  const int bits = static_cast<int>(8 / per_byte);
+  const auto mask = static_cast<uint8_t>((1u << bits) - 1);
+  std::string packed(static_cast<size_t>((numel + per_byte - 1) / per_byte), '\0');
+  for (int64_t i = 0; i < numel; ++i) {
+    const auto shift = static_cast<int>(i % per_byte) * bits;
+    auto& byte = reinterpret_cast<uint8_t&>(packed[static_cast<size_t>(i / per_byte)]);
+    byte = static_cast<uint8_t>(byte | ((values[i] & mask) << shift));
+  }
+  return packed;
 }
 
 }  // namespace kiln::compiler

@@ -520,14 +520,33 @@ InferResult infer_op(const ops::Where&, const InferContext& ctx) {
   return std::vector<ValueType>{t};
 }
 
+namespace {
+
+// Cast's and CastLike's `saturate` (0 or 1) and `round_mode` (for float8e8m0).
+Status check_cast_attributes(const InferContext& ctx, const std::optional<int64_t>& saturate,
+                             const std::optional<std::string>& mode) {
+  if (saturate && *saturate != 0 && *saturate != 1) {
+    return ctx.errorf("attribute saturate must be 0 or 1, got {}", *saturate);
+  }
+  const std::string round_mode = mode.value_or("up");
+  if (round_mode != "up" && round_mode != "down" && round_mode != "nearest") {
+    return ctx.errorf("attribute round_mode must be up, down or nearest, got \"{}\"", round_mode);
+  }
+  return Status();
+}
+
+}  // namespace
+
 template <>
 InferResult infer_op(const ops::Cast& op, const InferContext& ctx) {
   if (!op.to) return ctx.error("attribute to is required");
+  KILN_RETURN_IF_ERROR(check_cast_attributes(ctx, op.saturate, op.round_mode));
   return unary(ctx, Types::kAny, *op.to);
 }
 
 template <>
-InferResult infer_op(const ops::CastLike&, const InferContext& ctx) {
+InferResult infer_op(const ops::CastLike& op, const InferContext& ctx) {
+  KILN_RETURN_IF_ERROR(check_cast_attributes(ctx, op.saturate, op.round_mode));
   KILN_RETURN_IF_ERROR(check_arity(ctx, 2, 2));
   KILN_RETURN_IF_ERROR(check_input(ctx, 0, Types::kAny));
   KILN_RETURN_IF_ERROR(check_input(ctx, 1, Types::kAny));
@@ -541,6 +560,25 @@ InferResult infer_op(const ops::Identity&, const InferContext& ctx) {
   KILN_RETURN_IF_ERROR(check_arity(ctx, 1, 1));
   if (!ctx.has_input(0)) return ctx.error("input 0 is required");
   return std::vector<ValueType>{ctx.input_type(0)};
+}
+
+template <>
+InferResult infer_op(const ops::BitCast& op, const InferContext& ctx) {
+  if (!op.to) return ctx.error("attribute to is required");
+  KILN_RETURN_IF_ERROR(check_arity(ctx, 1, 1));
+  KILN_RETURN_IF_ERROR(check_input(ctx, 0, Types::kAny));
+  const DType from = ctx.input(0).dtype;
+  if (from == DType::kString || *op.to == DType::kString) {
+    return ctx.errorf("cannot reinterpret {} as {}: strings have no fixed bits", dtype_name(from),
+                      dtype_name(*op.to));
+  }
+  if (dtype_bits(from) != dtype_bits(*op.to)) {
+    return ctx.errorf(
+        "cannot reinterpret {} ({} bits) as {} ({} bits): BitCast needs types of the same width; "
+        "use Cast to convert values",
+        dtype_name(from), dtype_bits(from), dtype_name(*op.to), dtype_bits(*op.to));
+  }
+  return unary(ctx, Types::kAny, *op.to);
 }
 
 }  // namespace kiln::compiler

@@ -541,22 +541,34 @@ struct Where {
   void reflect(V&) {}
 };
 
-// Cast: see the ONNX operator documentation (opset 13).
+// Cast: see the ONNX operator documentation (opset 25). `saturate` (absent: 1) applies to the
+// float8 types (out of range values become the largest finite value, else inf or NaN),
+// `round_mode` ("up" when absent, "down" or "nearest") to float8e8m0.
 struct Cast {
   static constexpr OpKind kKind = OpKind::kCast;
   std::optional<DType> to;
+  std::optional<int64_t> saturate;
+  std::optional<std::string> round_mode;
 
   template <class V>
   void reflect(V& v) {
     v("to", to);
+    v("saturate", saturate);
+    v("round_mode", round_mode);
   }
 };
 
-// CastLike: see the ONNX operator documentation (opset 15).
+// CastLike: see the ONNX operator documentation (opset 25); `saturate` and `round_mode` as Cast's.
 struct CastLike {
   static constexpr OpKind kKind = OpKind::kCastLike;
+  std::optional<int64_t> saturate;
+  std::optional<std::string> round_mode;
+
   template <class V>
-  void reflect(V&) {}
+  void reflect(V& v) {
+    v("saturate", saturate);
+    v("round_mode", round_mode);
+  }
 };
 
 // Identity: see the ONNX operator documentation (opset 16).
@@ -564,6 +576,18 @@ struct Identity {
   static constexpr OpKind kKind = OpKind::kIdentity;
   template <class V>
   void reflect(V&) {}
+};
+
+// BitCast: see the ONNX operator documentation (opset 26). The bits of each element read as
+// element type `to`, which has the same bit width (4- and 2-bit types too); not strings.
+struct BitCast {
+  static constexpr OpKind kKind = OpKind::kBitCast;
+  std::optional<DType> to;
+
+  template <class V>
+  void reflect(V& v) {
+    v("to", to);
+  }
 };
 
 }  // namespace kiln::compiler::ops

@@ -37,24 +37,48 @@ int64_t known_numel(const InferContext& ctx, int i) {
   return t.is_static() ? t.shape().numel() : -1;
 }
 
-// A scale or zero point of (De)QuantizeLinear: one value (a scalar or a 1-element tensor), or a
-// 1-D tensor with one value per slice of x along `axis`.
+// A scale or zero point of (De)QuantizeLinear: one value (a scalar or a 1-element tensor), a 1-D
+// tensor with one value per slice of x along `axis`, or (block_size > 0) one value per block of
+// block_size elements along `axis`: x's shape with ceil(dim / block_size) at `axis`.
 Status check_axis_param(const InferContext& ctx, int i, std::string_view name, const TensorType& x,
-                        int64_t axis) {
+                        int64_t axis, std::optional<int64_t> block) {
+  const int64_t block_size = block.value_or(0);
+  if (block_size < 0) return ctx.errorf("block_size must be 0 or positive, got {}", block_size);
   const TensorType& p = ctx.input(i);
   if (!p.has_rank() || known_numel(ctx, i) == 1) return Status();
-  if (p.rank() != 1) {
-    return ctx.errorf("input {} ({}) must be a scalar or 1-D, got {}", i, name, p.to_string());
+  if (block_size == 0 && p.rank() != 1) {
+    return ctx.errorf("input {} ({}) must be a scalar or 1-D (or give block_size), got {}", i, name,
+                      p.to_string());
   }
   if (!x.has_rank()) return Status();
   if (axis < -x.rank() || axis >= x.rank()) {
     return ctx.errorf("axis {} is out of range for input 0 of rank {}", axis, x.rank());
   }
-  const Dim& len = (*p.dims)[0];
-  const Dim& dim = (*x.dims)[static_cast<size_t>(axis < 0 ? axis + x.rank() : axis)];
-  if (len.known() && dim.known() && len.value != dim.value) {
-    return ctx.errorf("input {} ({}) has {} values, but input 0 {} has {} along axis {}", i, name,
-                      len.value, x.to_string(), dim.value, axis);
+  const auto a = static_cast<size_t>(axis < 0 ? axis + x.rank() : axis);
+  const Dim& dim = (*x.dims)[a];
+  if (block_size == 0) {
+    const Dim& len = (*p.dims)[0];
+    if (len.known() && dim.known() && len.value != dim.value) {
+      return ctx.errorf("input {} ({}) has {} values, but input 0 {} has {} along axis {}", i, name,
+                        len.value, x.to_string(), dim.value, axis);
+    }
+    return Status();
+  }
+  if (p.rank() != x.rank()) {
+    return ctx.errorf("input {} ({}) {} must have the rank of input 0 {} for blocked quantization",
+                      i, name, p.to_string(), x.to_string());
+  }
+  for (size_t d = 0; d < p.dims->size(); ++d) {
+    const Dim& pd = (*p.dims)[d];
+    const Dim& xd = (*x.dims)[d];
+    if (!pd.known() || !xd.known()) continue;
+    const int64_t want = d == a ? (xd.value + block_size - 1) / block_size : xd.value;
+    if (pd.value != want) {
+      return ctx.errorf(
+          "input {} ({}) {} does not fit input 0 {} in blocks of {} along axis {}: dim {} must be "
+          "{}",
+          i, name, p.to_string(), x.to_string(), block_size, axis, d, want);
+    }
   }
   return Status();
 }
@@ -185,6 +209,16 @@ InferResult infer_conv(const ConvOp& op, const InferContext& ctx, int x_index, i
 }
 
 constexpr std::initializer_list<DType> kQuantTypes = {DType::kU8, DType::kI8};
+// What QuantizeLinear produces and DequantizeLinear reads (opset 25).
+constexpr std::initializer_list<DType> kQdqTypes = {
+    DType::kU8,         DType::kI8,     DType::kU16,        DType::kI16, DType::kF8E4M3FN,
+    DType::kF8E4M3FNUZ, DType::kF8E5M2, DType::kF8E5M2FNUZ, DType::kU4,  DType::kI4,
+    DType::kF4E2M1,     DType::kU2,     DType::kI2};
+constexpr std::initializer_list<DType> kRealTypes = {DType::kF32, DType::kF16, DType::kBF16};
+
+bool one_of(DType d, std::initializer_list<DType> allowed) {
+  return std::find(allowed.begin(), allowed.end(), d) != allowed.end();
+}
 
 }  // namespace
 
@@ -192,15 +226,33 @@ template <>
 InferResult infer_op(const ops::QuantizeLinear& op, const InferContext& ctx) {
   KILN_RETURN_IF_ERROR(require_dtype(
       ctx, 0, "x", {DType::kF32, DType::kI32, DType::kF16, DType::kBF16, DType::kF64}));
-  KILN_RETURN_IF_ERROR(require_dtype(ctx, 1, "y_scale", {DType::kF32}));
-  DType out = DType::kU8;
+  KILN_RETURN_IF_ERROR(require_dtype(
+      ctx, 1, "y_scale", {DType::kF32, DType::kF16, DType::kBF16, DType::kI32, DType::kF8E8M0}));
+  DType out = op.output_dtype.value_or(DType::kU8);
+  if (op.output_dtype && !one_of(*op.output_dtype, kQdqTypes)) {
+    return ctx.errorf("output_dtype must be {}, got {}", dtype_list(kQdqTypes),
+                      dtype_name(*op.output_dtype));
+  }
+  if (op.precision &&
+      !one_of(*op.precision, {DType::kF32, DType::kF16, DType::kBF16, DType::kF64})) {
+    return ctx.errorf("precision must be a float type (f32, f16, bf16, f64), got {}",
+                      dtype_name(*op.precision));
+  }
+  if (op.saturate && *op.saturate != 0 && *op.saturate != 1) {
+    return ctx.errorf("attribute saturate must be 0 or 1, got {}", *op.saturate);
+  }
   if (ctx.has_input(2)) {
-    KILN_RETURN_IF_ERROR(require_dtype(ctx, 2, "y_zero_point", kQuantTypes));
+    KILN_RETURN_IF_ERROR(require_dtype(ctx, 2, "y_zero_point", kQdqTypes));
+    if (op.output_dtype && *op.output_dtype != ctx.input(2).dtype) {
+      return ctx.errorf("output_dtype {} differs from the zero point's type {}",
+                        dtype_name(*op.output_dtype), dtype_name(ctx.input(2).dtype));
+    }
     out = ctx.input(2).dtype;
-    KILN_RETURN_IF_ERROR(check_axis_param(ctx, 2, "y_zero_point", ctx.input(0), op.axis));
+    KILN_RETURN_IF_ERROR(
+        check_axis_param(ctx, 2, "y_zero_point", ctx.input(0), op.axis, op.block_size));
     KILN_RETURN_IF_ERROR(check_same_shape(ctx, 1, 2));
   }
-  KILN_RETURN_IF_ERROR(check_axis_param(ctx, 1, "y_scale", ctx.input(0), op.axis));
+  KILN_RETURN_IF_ERROR(check_axis_param(ctx, 1, "y_scale", ctx.input(0), op.axis, op.block_size));
   TensorType t = ctx.input(0);
   t.dtype = out;
   return std::vector<ValueType>{t};
@@ -208,16 +260,26 @@ InferResult infer_op(const ops::QuantizeLinear& op, const InferContext& ctx) {
 
 template <>
 InferResult infer_op(const ops::DequantizeLinear& op, const InferContext& ctx) {
-  KILN_RETURN_IF_ERROR(require_dtype(ctx, 0, "x", {DType::kU8, DType::kI8, DType::kI32}));
-  KILN_RETURN_IF_ERROR(require_dtype(ctx, 1, "x_scale", {DType::kF32}));
+  KILN_RETURN_IF_ERROR(ctx.require_input(0));
+  if (ctx.input(0).dtype != DType::kI32)
+    KILN_RETURN_IF_ERROR(require_dtype(ctx, 0, "x", kQdqTypes));
+  KILN_RETURN_IF_ERROR(
+      require_dtype(ctx, 1, "x_scale", {DType::kF32, DType::kF16, DType::kBF16, DType::kF8E8M0}));
   if (ctx.has_input(2)) {
     KILN_RETURN_IF_ERROR(require_dtype(ctx, 2, "x_zero_point", {ctx.input(0).dtype}));
-    KILN_RETURN_IF_ERROR(check_axis_param(ctx, 2, "x_zero_point", ctx.input(0), op.axis));
+    KILN_RETURN_IF_ERROR(
+        check_axis_param(ctx, 2, "x_zero_point", ctx.input(0), op.axis, op.block_size));
     KILN_RETURN_IF_ERROR(check_same_shape(ctx, 1, 2));
   }
-  KILN_RETURN_IF_ERROR(check_axis_param(ctx, 1, "x_scale", ctx.input(0), op.axis));
+  KILN_RETURN_IF_ERROR(check_axis_param(ctx, 1, "x_scale", ctx.input(0), op.axis, op.block_size));
+  const DType out = op.output_dtype.value_or(ctx.input(1).dtype);
+  if (!one_of(out, kRealTypes)) {
+    return ctx.errorf("the output type must be {}, got {}{}", dtype_list(kRealTypes),
+                      dtype_name(out),
+                      op.output_dtype ? "" : " (the scale's type): give output_dtype");
+  }
   TensorType t = ctx.input(0);
-  t.dtype = DType::kF32;
+  t.dtype = out;
   return std::vector<ValueType>{t};
 }
 
@@ -313,12 +375,12 @@ InferResult infer_op(const ops::QLinearConv& op, const InferContext& ctx) {
 template <>
 InferResult infer_op(const ops::QLinearMatMul&, const InferContext& ctx) {
   KILN_RETURN_IF_ERROR(require_dtype(ctx, 0, "a", kQuantTypes));
-  KILN_RETURN_IF_ERROR(require_dtype(ctx, 1, "a_scale", {DType::kF32}));
+  KILN_RETURN_IF_ERROR(require_dtype(ctx, 1, "a_scale", kRealTypes));
   KILN_RETURN_IF_ERROR(require_dtype(ctx, 2, "a_zero_point", {ctx.input(0).dtype}));
   KILN_RETURN_IF_ERROR(require_dtype(ctx, 3, "b", kQuantTypes));
-  KILN_RETURN_IF_ERROR(require_dtype(ctx, 4, "b_scale", {DType::kF32}));
+  KILN_RETURN_IF_ERROR(require_dtype(ctx, 4, "b_scale", {ctx.input(1).dtype}));
   KILN_RETURN_IF_ERROR(require_dtype(ctx, 5, "b_zero_point", {ctx.input(3).dtype}));
-  KILN_RETURN_IF_ERROR(require_dtype(ctx, 6, "y_scale", {DType::kF32}));
+  KILN_RETURN_IF_ERROR(require_dtype(ctx, 6, "y_scale", {ctx.input(1).dtype}));
   KILN_RETURN_IF_ERROR(require_dtype(ctx, 7, "y_zero_point", kQuantTypes));
   KILN_RETURN_IF_ERROR(check_matmul_param(ctx, 1, "a_scale", ctx.input(0), true));
   KILN_RETURN_IF_ERROR(check_matmul_param(ctx, 2, "a_zero_point", ctx.input(0), true));

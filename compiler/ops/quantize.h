@@ -11,25 +11,41 @@
 
 namespace kiln::compiler::ops {
 
-// QuantizeLinear: see the ONNX operator documentation (opset 13).
+// QuantizeLinear: see the ONNX operator documentation (opset 25). The scale is one value, one per
+// slice along `axis`, or (block_size > 0; absent: 0) one per block of block_size elements along
+// `axis`. The output type is the zero point's, else `output_dtype`, else u8; the division is done
+// in `precision` (absent: the scale's type); `saturate` (absent: 1) applies to the float8 outputs.
 struct QuantizeLinear {
   static constexpr OpKind kKind = OpKind::kQuantizeLinear;
   int64_t axis = 1;
+  std::optional<int64_t> block_size;
+  std::optional<DType> output_dtype;
+  std::optional<DType> precision;
+  std::optional<int64_t> saturate;
 
   template <class V>
   void reflect(V& v) {
     v("axis", axis);
+    v("block_size", block_size);
+    v("output_dtype", output_dtype);
+    v("precision", precision);
+    v("saturate", saturate);
   }
 };
 
-// DequantizeLinear: see the ONNX operator documentation (opset 13).
+// DequantizeLinear: see the ONNX operator documentation (opset 25). Scales as QuantizeLinear's;
+// the output type is `output_dtype`, else the scale's.
 struct DequantizeLinear {
   static constexpr OpKind kKind = OpKind::kDequantizeLinear;
   int64_t axis = 1;
+  std::optional<int64_t> block_size;
+  std::optional<DType> output_dtype;
 
   template <class V>
   void reflect(V& v) {
     v("axis", axis);
+    v("block_size", block_size);
+    v("output_dtype", output_dtype);
   }
 };
 
@@ -89,7 +105,7 @@ struct QLinearConv {
   }
 };
 
-// QLinearMatMul: see the ONNX operator documentation (opset 10).
+// QLinearMatMul: see the ONNX operator documentation (opset 21; f32, f16 or bf16 scales).
 struct QLinearMatMul {
   static constexpr OpKind kKind = OpKind::kQLinearMatMul;
   template <class V>

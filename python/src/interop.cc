@@ -6,6 +6,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "python/src/bindings.h"
@@ -128,6 +129,15 @@ std::optional<DType> dtype_from_dlpack(DLDataType t) {
   }
 }
 
+// A numpy array of `Out` holding the values of the narrow elements `src`.
+template <class Out, class T>
+py::array_t<Out> widened_array(const T* src, const Shape& shape) {
+  py::array_t<Out> out(shape.dims());
+  Out* dst = out.mutable_data();
+  for (int64_t i = 0; i < shape.numel(); ++i) dst[i] = static_cast<Out>(src[i]);
+  return out;
+}
+
 }  // namespace
 
 void register_errors(py::module_& m) {
@@ -168,6 +178,7 @@ Result<py::dtype> numpy_dtype(DType dtype) {
     case DType::kBool: return py::dtype("bool");
     case DType::kBF16:
     case DType::kString: break;
+    default: break;  // the narrow types: converted on output (tensor_to_numpy)
   }
   return unimplemented_error(
       fmt::format("numpy has no {} type; kiln converts it on output only", dtype_name(dtype)));
@@ -226,6 +237,21 @@ py::object tensor_to_numpy(const Tensor& tensor) {
     const BFloat16* src = tensor.data<BFloat16>();
     for (int64_t i = 0; i < tensor.numel(); ++i) dst[i] = static_cast<float>(src[i]);
     return out;
+  }
+  if (dtype_is_narrow(tensor.dtype())) {
+    // numpy has no narrow types: the floats come out as float32 and the 4- and 2-bit integers as
+    // int8 or uint8, all exact.
+    return visit_dtype(tensor.dtype(), [&]<class T>() -> py::object {
+      if constexpr (requires { T::kKind; }) {
+        return widened_array<float>(tensor.data<T>(), tensor.shape());
+      } else if constexpr (requires { T::kSigned; }) {
+        using Out = std::conditional_t<T::kSigned, int8_t, uint8_t>;
+        return widened_array<Out>(tensor.data<T>(), tensor.shape());
+      } else {
+        KILN_CHECK(false, "tensor_to_numpy: not a narrow type");
+        return py::none();
+      }
+    });
   }
   py::dtype dtype = unwrap(numpy_dtype(tensor.dtype()));
   auto* keep = new Tensor(tensor);

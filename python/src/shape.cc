@@ -5,16 +5,21 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <iterator>
 #include <optional>
 
 #include "python/src/bindings.h"
 
 namespace kiln::python {
 
-const char* const kTypeNames[kNumDTypes] = {
-    "float_type", "half_type",   "bf16_type",   "double_type", "int8_type",
-    "uint8_type", "int16_type",  "uint16_type", "int32_type",  "uint32_type",
-    "int64_type", "uint64_type", "bool_type",   "string_type"};
+// In DType order (MIGraphX's names where it has the type).
+const char* const kTypeNames[] = {
+    "float_type",       "half_type",    "bf16_type",        "double_type", "int8_type",
+    "uint8_type",       "int16_type",   "uint16_type",      "int32_type",  "uint32_type",
+    "int64_type",       "uint64_type",  "bool_type",        "string_type", "fp8e4m3fn_type",
+    "fp8e4m3fnuz_type", "fp8e5m2_type", "fp8e5m2fnuz_type", "uint4_type",  "int4_type",
+    "fp4e2m1_type",     "fp8e8m0_type", "uint2_type",       "int2_type"};
+static_assert(std::size(kTypeNames) == kNumDTypes);
 
 DType dtype_from_name(const std::string& name) {
   for (int i = 0; i < kNumDTypes; ++i) {

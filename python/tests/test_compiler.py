@@ -229,6 +229,28 @@ def test_errors_carry_kilns_message(tmp_path, digit):
         kiln.generate_argument(kiln.parse_onnx(MODEL).get_parameter_shapes()["image"])
 
 
+def test_narrow_types_come_out_as_float32_or_int8():
+    # Cast to float8 e4m3fn (ONNX element type 17) and int4 (22): numpy has neither type.
+    from onnx import TensorProto, helper
+    graph = helper.make_graph(
+        [helper.make_node("Cast", ["x"], ["f8"], to=17),
+         helper.make_node("Cast", ["x"], ["i4"], to=22)], "narrow",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
+        [helper.make_tensor_value_info("f8", 17, [4]), helper.make_tensor_value_info("i4", 22, [4])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 25)])
+    prog = kiln.parse_onnx_buffer(model.SerializeToString())
+    assert [s.type() for s in prog.get_output_shapes()] == ["fp8e4m3fn_type", "int4_type"]
+    with pytest.raises(kiln.KilnError, match="numpy has no f8e4m3fn type"):
+        prog.get_output_shapes()[0].dtype()
+    prog.compile(kiln.get_target("ref"))
+    f8, i4 = prog.run({"x": np.array([0.47892547, 1000, -9, np.nan], np.float32)})
+    a = np.asarray(f8)
+    assert a.dtype == np.float32 and a[:3].tolist() == [0.46875, 448.0, -9.0] and np.isnan(a[3])
+    b = np.asarray(i4)  # truncated, then the low four bits
+    assert b.dtype == np.int8 and b.tolist() == [0, -8, 7, 0]
+    assert i4.tolist() == [0, -8, 7, 0]
+
+
 @pytest.mark.parametrize("target", targets())
 def test_save_and_load_round_trip(tmp_path, digit, target):
     prog = kiln.parse_onnx(MODEL, map_input_dims={"image": [1, 1, 28, 28]})

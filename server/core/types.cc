@@ -111,6 +111,7 @@ std::string_view wire_dtype_name(DType dtype) {
     case DType::kU64: return "UINT64";
     case DType::kBool: return "BOOL";
     case DType::kString: return "BYTES";
+    default: break;  // the narrow types (float8, int4, ...) have no KServe v2 name
   }
   return "UNKNOWN";
 }
@@ -118,7 +119,7 @@ std::string_view wire_dtype_name(DType dtype) {
 std::optional<DType> parse_wire_dtype(std::string_view name) {
   for (int i = 0; i < kNumDTypes; ++i) {
     DType d = static_cast<DType>(i);
-    if (wire_dtype_name(d) == name) return d;
+    if (!dtype_is_narrow(d) && wire_dtype_name(d) == name) return d;
   }
   return std::nullopt;
 }

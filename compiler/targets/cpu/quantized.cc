@@ -496,6 +496,12 @@ bool lower_qdq(ProgramBuilder& b, const Node& node) {
   const Tensor* scale = constant_of(node, 1);
   std::optional<int32_t> zp = scalar_zero_point(node, 2);
   if (scale == nullptr || scale->dtype() != DType::kF32) return false;
+  // Blocked scales (of x's rank) and a division in another precision stay on the ref kernel.
+  if (scale->numel() != 1 && scale->shape().rank() != 1) return false;
+  if (quantize &&
+      node.attrs<ops::QuantizeLinear>().precision.value_or(DType::kF32) != DType::kF32) {
+    return false;
+  }
   std::vector<float> scales;
   int mask = 0;
   for (float s : scale->span<float>()) {

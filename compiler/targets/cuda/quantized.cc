@@ -582,8 +582,8 @@ bool lower_constant_dequantize(Builder& b, const Node& node) {
   int64_t axis = node.attrs<ops::DequantizeLinear>().axis;
   if (axis < 0) axis += shape.rank();
   const int64_t groups = scale->numel();
-  if (groups != 1 &&
-      (axis < 0 || axis >= shape.rank() || shape[static_cast<int>(axis)] != groups)) {
+  if (groups != 1 && (axis < 0 || axis >= shape.rank() || shape[static_cast<int>(axis)] != groups ||
+                      scale->shape().rank() != 1)) {
     return false;
   }
   int64_t inner = 1;

@@ -17,6 +17,23 @@ namespace kiln::compiler::ref {
 
 template <class T>
 inline constexpr bool kIsHalfLike = std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
+
+// ONNX's narrow types (core/float8.h, core/int4.h): converted (to_double, from_double), never
+// computed with. They are in none of the classes below, so arithmetic kernels refuse them.
+template <class T>
+struct IsNarrowFloat : std::false_type {};
+template <NarrowFloatKind K>
+struct IsNarrowFloat<NarrowFloat<K>> : std::true_type {};
+template <class T>
+inline constexpr bool kIsNarrowFloat = IsNarrowFloat<T>::value;
+template <class T>
+struct IsSmallInt : std::false_type {};
+template <int Bits, bool Signed>
+struct IsSmallInt<SmallInt<Bits, Signed>> : std::true_type {};
+template <class T>
+inline constexpr bool kIsSmallInt = IsSmallInt<T>::value;
+template <class T>
+inline constexpr bool kIsNarrow = kIsNarrowFloat<T> || kIsSmallInt<T>;
 template <class T>
 inline constexpr bool kIsFloat = std::is_floating_point_v<T> || kIsHalfLike<T>;
 template <class T>
@@ -25,11 +42,13 @@ inline constexpr bool kIsInt = std::is_integral_v<T> && !std::is_same_v<T, bool>
 template <class T>
 inline constexpr bool kIsNumeric = kIsFloat<T> || kIsInt<T>;
 
-// A numeric or bool element as double.
+// A numeric, bool or narrow element as double (exact).
 template <class T>
 double to_double(T v) {
-  if constexpr (kIsHalfLike<T>) {
+  if constexpr (kIsHalfLike<T> || kIsNarrowFloat<T>) {
     return static_cast<double>(static_cast<float>(v));
+  } else if constexpr (kIsSmallInt<T>) {
+    return static_cast<double>(v.value());
   } else {
     return static_cast<double>(v);
   }
@@ -66,12 +85,19 @@ enum class IntRounding : uint8_t {
   kNearestEven,  // round half to even, as pooling and resampling of integer images do
 };
 
-// A double as element type T: floats round to nearest (once, also for f16/bf16), integers round as
-// `rounding` says and saturate, bool is v != 0.
+// A double as element type T: floats round to nearest (once, also for f16/bf16 and the narrow
+// floats, which saturate as ONNX Cast's `saturate` says), integers round as `rounding` says and
+// saturate, but the 4- and 2-bit ones wrap (as ONNX Cast does: the low bits of the int64), bool is
+// v != 0.
 template <class T>
-T from_double(double v, IntRounding rounding = IntRounding::kTruncate) {
+T from_double(double v, IntRounding rounding = IntRounding::kTruncate, bool saturate = true) {
   if constexpr (std::is_same_v<T, bool>) {
     return v != 0.0;
+  } else if constexpr (kIsNarrowFloat<T>) {
+    return T::from_double(v, saturate);
+  } else if constexpr (kIsSmallInt<T>) {
+    return T::wrap(
+        saturate_to_int<int64_t>(rounding == IntRounding::kNearestEven ? std::nearbyint(v) : v));
   } else if constexpr (kIsHalfLike<T>) {
     return T(round_to_odd_float(v));
   } else if constexpr (kIsFloat<T>) {

@@ -7,6 +7,7 @@
 #include <limits>
 
 #include "compiler/ops/infer_util.h"
+#include "compiler/targets/ref/convert.h"
 #include "compiler/targets/ref/kernel.h"
 #include "compiler/targets/ref/quantize_util.h"
 
@@ -14,80 +15,147 @@ namespace kiln::compiler::ref {
 
 namespace {
 
-// Where the per-axis parameters of (De)QuantizeLinear apply: element i of x uses parameter
-// (i / inner) % count, or parameter 0 when there is one value.
-struct AxisParams {
-  int64_t inner = 1;
-  int64_t count = 1;
+// Which scale and zero point element i of x uses: the only one, the one of its slice along the
+// axis, or (blocked quantization) the one of its block along the axis.
+struct ParamIndex {
+  bool per_tensor = true;
+  int64_t inner = 1;  // elements after the axis
+  int64_t dim = 1;    // x's extent along the axis
+  int64_t count = 1;  // the parameters' extent along the axis
+  int64_t block = 0;  // elements per block; 0 when not blocked
 
-  int64_t index(int64_t i) const { return count == 1 ? 0 : (i / inner) % count; }
+  int64_t operator()(int64_t i) const {
+    if (per_tensor) return 0;
+    const int64_t a = (i / inner) % dim;
+    if (block == 0) return a;
+    const int64_t outer = i / (inner * dim);
+    return (outer * count + a / block) * inner + i % inner;
+  }
 };
 
-Result<AxisParams> axis_params(KernelContext& ctx, const Shape& x, int64_t axis, int64_t numel) {
-  AxisParams p;
-  if (numel == 1) return p;
+Result<ParamIndex> param_index(const KernelContext& ctx, const Shape& x, const Shape& params,
+                               int64_t axis, std::optional<int64_t> block) {
+  const int64_t block_size = block.value_or(0);
+  ParamIndex p;
+  if (params.numel() == 1) return p;
   KILN_ASSIGN_OR_RETURN(int a, normalize_axis(axis, x.rank()));
-  if (x[a] != numel) {
-    return ctx.errorf("expected {} scale and zero point values along axis {}, got {}", x[a], axis,
-                      numel);
-  }
+  p.per_tensor = false;
   p.inner = x.numel(a + 1, x.rank());
-  p.count = numel;
+  p.dim = x[a];
+  if (block_size <= 0) {
+    if (params.rank() != 1 || params[0] != x[a]) {
+      return ctx.errorf("expected {} scale and zero point values along axis {}, got shape {}", x[a],
+                        axis, params.to_string());
+    }
+    p.count = x[a];
+    return p;
+  }
+  bool fits = params.rank() == x.rank();
+  for (int d = 0; fits && d < x.rank(); ++d) {
+    fits = params[d] == (d == a ? (x[d] + block_size - 1) / block_size : x[d]);
+  }
+  if (!fits) {
+    return ctx.errorf("scales of shape {} do not fit x {} in blocks of {} along axis {}",
+                      params.to_string(), x.to_string(), block_size, axis);
+  }
+  p.count = params[a];
+  p.block = block_size;
   return p;
+}
+
+// Every element of a numeric or narrow tensor as a double (exact, except i64/u64 past 2^53).
+std::vector<double> doubles_of(const Tensor& t) {
+  std::vector<double> out(static_cast<size_t>(t.numel()));
+  visit_dtype(t.dtype(), [&]<class T>() {
+    if constexpr (!std::is_same_v<T, std::string>) {
+      const T* p = t.data<T>();
+      for (size_t i = 0; i < out.size(); ++i) out[i] = to_double(p[i]);
+    }
+  });
+  return out;
+}
+
+// v rounded to the float type `p` (f16, bf16, f32; f64 keeps it), as a double.
+double round_to(DType p, double v) {
+  switch (p) {
+    case DType::kF16: return to_double(from_double<Half>(v));
+    case DType::kBF16: return to_double(from_double<BFloat16>(v));
+    case DType::kF32: return static_cast<double>(static_cast<float>(v));
+    default: return v;
+  }
 }
 
 }  // namespace
 
+// y = saturate(round(x / scale) + zero_point). The division is done in `precision`, else in the
+// scale's type (f32 for an e8m0 scale), except that integer x divided by an f32 or i32 scale uses
+// double (kiln's behaviour before opset 23, which ONNX's reference matches).
 template <>
 Status run_op(const ops::QuantizeLinear& op, KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
   const Tensor& scale = ctx.input(1);
-  KILN_ASSIGN_OR_RETURN(AxisParams ap, axis_params(ctx, x.shape(), op.axis, scale.numel()));
-  const std::vector<int64_t> zp =
-      ctx.has_input(2) ? tensor_to_ints(ctx.input(2)) : std::vector<int64_t>(1, 0);
-  const float* s = scale.data<float>();
+  KILN_ASSIGN_OR_RETURN(ParamIndex at,
+                        param_index(ctx, x.shape(), scale.shape(), op.axis, op.block_size));
+  const std::vector<double> xs = doubles_of(x);
+  const std::vector<double> ss = doubles_of(scale);
+  const std::vector<double> zp =
+      ctx.has_input(2) ? doubles_of(ctx.input(2)) : std::vector<double>(ss.size(), 0.0);
+  if (zp.size() != ss.size()) {
+    return ctx.errorf("y_zero_point has {} values, y_scale has {}", zp.size(), ss.size());
+  }
+  DType precision = op.precision.value_or(scale.dtype());
+  if (!op.precision && (scale.dtype() == DType::kF8E8M0 || scale.dtype() == DType::kI32)) {
+    precision = DType::kF32;
+  }
+  if (!op.precision && dtype_is_integer(x.dtype()) &&
+      (scale.dtype() == DType::kF32 || scale.dtype() == DType::kI32)) {
+    precision = DType::kF64;
+  }
   Tensor& y = ctx.output(0);
   Status status;
-  visit_dtype(x.dtype(), [&]<class T>() {
-    if constexpr (std::is_arithmetic_v<T> || std::is_same_v<T, Half> ||
-                  std::is_same_v<T, BFloat16>) {
-      const T* px = x.data<T>();
-      visit_dtype(y.dtype(), [&]<class Q>() {
-        if constexpr (std::is_same_v<Q, uint8_t> || std::is_same_v<Q, int8_t>) {
-          Q* py = y.data<Q>();
-          for (int64_t i = 0; i < x.numel(); ++i) {
-            const int64_t c = ap.index(i);
-            py[i] = quantize_value<Q>(px[i], s[c], zp[zp.size() == 1 ? 0 : static_cast<size_t>(c)]);
-          }
+  visit_dtype(y.dtype(), [&]<class Q>() {
+    if constexpr (kIsInt<Q> || kIsSmallInt<Q> || kIsNarrowFloat<Q>) {
+      Q* py = y.data<Q>();
+      for (int64_t i = 0; i < x.numel(); ++i) {
+        const auto c = static_cast<size_t>(at(i));
+        const double q = round_to(precision, round_to(precision, xs[static_cast<size_t>(i)]) /
+                                                 round_to(precision, ss[c]));
+        if constexpr (kIsNarrowFloat<Q>) {
+          py[i] =
+              from_double<Q>(q + zp[c], IntRounding::kNearestEven, op.saturate.value_or(1) != 0);
         } else {
-          status = ctx.errorf("unsupported output type {}", dtype_name(y.dtype()));
+          py[i] = saturate_round<Q>(q, static_cast<int64_t>(zp[c]));
         }
-      });
+      }
     } else {
-      status = ctx.errorf("unsupported input type {}", dtype_name(x.dtype()));
+      status = ctx.errorf("unsupported output type {}", dtype_name(y.dtype()));
     }
   });
   return status;
 }
 
+// y = (x - zero_point) * scale, in f32 (x - zero_point exact for every integer type but i32),
+// then rounded to the output type.
 template <>
 Status run_op(const ops::DequantizeLinear& op, KernelContext& ctx) {
   const Tensor& x = ctx.input(0);
   const Tensor& scale = ctx.input(1);
-  KILN_ASSIGN_OR_RETURN(AxisParams ap, axis_params(ctx, x.shape(), op.axis, scale.numel()));
-  const std::vector<int64_t> zp =
-      ctx.has_input(2) ? tensor_to_ints(ctx.input(2)) : std::vector<int64_t>(1, 0);
-  if (ctx.has_input(2) && static_cast<int64_t>(zp.size()) != scale.numel()) {
-    return ctx.errorf("x_zero_point has {} values, x_scale has {}", zp.size(), scale.numel());
+  KILN_ASSIGN_OR_RETURN(ParamIndex at,
+                        param_index(ctx, x.shape(), scale.shape(), op.axis, op.block_size));
+  const std::vector<double> ss = doubles_of(scale);
+  const std::vector<double> zp =
+      ctx.has_input(2) ? doubles_of(ctx.input(2)) : std::vector<double>(ss.size(), 0.0);
+  if (zp.size() != ss.size()) {
+    return ctx.errorf("x_zero_point has {} values, x_scale has {}", zp.size(), ss.size());
   }
-  const std::vector<int64_t> xs = tensor_to_ints(x);
-  const float* s = scale.data<float>();
-  float* py = ctx.output(0).data<float>();
-  for (int64_t i = 0; i < x.numel(); ++i) {
-    const int64_t c = ap.index(i);
-    const int64_t q = xs[static_cast<size_t>(i)] - zp[zp.size() == 1 ? 0 : static_cast<size_t>(c)];
-    py[i] = static_cast<float>(q) * s[c];
+  const std::vector<double> xs = doubles_of(x);
+  std::vector<double> ys(xs.size());
+  for (size_t i = 0; i < xs.size(); ++i) {
+    const auto c = static_cast<size_t>(at(static_cast<int64_t>(i)));
+    const auto dx = static_cast<float>(xs[i] - zp[c]);
+    ys[i] = static_cast<double>(dx * static_cast<float>(ss[c]));
   }
+  store_doubles(ys, ctx.output(0));
   return Status();
 }
 
@@ -209,7 +277,7 @@ Status run_op(const ops::QLinearMatMul&, KernelContext& ctx) {
   KILN_ASSIGN_OR_RETURN(MatMulParam a_zp, matmul_param(ctx, ctx.input(2), a.shape(), true));
   KILN_ASSIGN_OR_RETURN(MatMulParam b_scale, matmul_param(ctx, ctx.input(4), b.shape(), false));
   KILN_ASSIGN_OR_RETURN(MatMulParam b_zp, matmul_param(ctx, ctx.input(5), b.shape(), false));
-  const float y_scale = ctx.input(6).data<float>()[0];
+  const auto y_scale = static_cast<float>(tensor_to_doubles(ctx.input(6)).at(0));
   const int64_t y_zp = tensor_to_ints(ctx.input(7)).at(0);
   Tensor& y = ctx.output(0);
   Status status;

@@ -11,19 +11,27 @@
 #include <vector>
 
 #include "compiler/ops/quantize_conv.h"
+#include "compiler/targets/ref/convert.h"
 #include "compiler/targets/ref/kernel.h"
 #include "core/tensor.h"
 
 namespace kiln::compiler::ref {
 
-// Rounds half to even, adds the zero point and saturates to Q's range; NaN maps to the zero point.
+// Rounds half to even, adds the zero point and saturates to Q's range (an integer type, also the
+// 4- and 2-bit ones); NaN maps to the zero point.
 template <class Q>
 Q saturate_round(double v, int64_t zero_point) {
   const double r = std::isnan(v) ? 0.0 : std::nearbyint(v);
-  const double q = std::clamp(r + static_cast<double>(zero_point),
-                              static_cast<double>(std::numeric_limits<Q>::min()),
-                              static_cast<double>(std::numeric_limits<Q>::max()));
-  return static_cast<Q>(q);
+  if constexpr (kIsSmallInt<Q>) {
+    const double q =
+        std::clamp(r + static_cast<double>(zero_point), double{Q::kMin}, double{Q::kMax});
+    return Q::wrap(static_cast<int64_t>(q));
+  } else {
+    const double q = std::clamp(r + static_cast<double>(zero_point),
+                                static_cast<double>(std::numeric_limits<Q>::min()),
+                                static_cast<double>(std::numeric_limits<Q>::max()));
+    return static_cast<Q>(q);
+  }
 }
 
 // QuantizeLinear of one value: saturate(round(x / scale) + zero_point). Floating inputs divide in
