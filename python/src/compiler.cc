@@ -392,23 +392,13 @@ void bind_compiler(py::module_& m) {
       .def("__str__", &PyShape::to_string)
       .def("__repr__", [](const PyShape& s) { return "shape(" + s.to_string() + ")"; });
 
-  py::class_<Tensor>(m, "argument", py::buffer_protocol(),
+  // No buffer protocol: numpy takes a buffer before `__array__`, and a buffer cannot refuse a type
+  // numpy lacks (bf16, the narrow types, strings) without terminating the process; `__array__`
+  // gives the same zero-copy view and converts those.
+  py::class_<Tensor>(m, "argument",
                      "A tensor; converts to and from numpy without copying (np.asarray(arg)).")
       .def(py::init([](const py::object& array) { return tensor_from_numpy(array, "argument"); }),
            "array"_a)
-      .def_buffer([](const Tensor& t) -> py::buffer_info {
-        py::dtype dtype = unwrap(numpy_dtype(t.dtype()));
-        std::vector<py::ssize_t> shape(t.shape().dims().begin(), t.shape().dims().end());
-        std::vector<py::ssize_t> strides(shape.size());
-        auto stride = static_cast<py::ssize_t>(dtype_size(t.dtype()));
-        for (size_t i = shape.size(); i-- > 0;) {
-          strides[i] = stride;
-          stride *= shape[i];
-        }
-        return py::buffer_info(t.raw_data(), static_cast<py::ssize_t>(dtype_size(t.dtype())),
-                               py::str(dtype.attr("char")).cast<std::string>(),
-                               static_cast<py::ssize_t>(shape.size()), shape, strides);
-      })
       .def("get_shape",
            [](const Tensor& t) { return PyShape::of(TensorType(t.dtype(), t.shape())); })
       .def("data_ptr", [](const Tensor& t) { return reinterpret_cast<uintptr_t>(t.raw_data()); })
