@@ -12,6 +12,7 @@
 #include <cmath>
 #include <filesystem>
 #include <functional>
+#include <limits>
 #include <map>
 #include <numeric>
 #include <random>
@@ -926,6 +927,48 @@ TEST(CudaTarget, DepthwiseConvolutionsStayChannelsLastBetweenDenseOnes) {
   EXPECT_EQ(program->device_steps(), static_cast<int>(program->steps().size()));
 }
 
+// Reshapes between NHWC convolutions, found by the differential tester (patterns transpose and
+// detector): ShuffleNet's channel shuffle (Reshape to 5-D, Transpose, Reshape back) read by a
+// convolution asked buffer_nhwc of a buffer holding the 5-D shape and aborted; a one-pixel head
+// ([N, A*K, 1, 1], stored NHWC) reshaped to [N, A, K, 1, 1] was "reordered" as if 4-D.
+TEST(CudaTarget, ReshapesOfChannelsLastBuffersMatchRef) {
+  SKIP_WITHOUT_GPU();
+  auto ints = [](std::vector<int64_t> v) {
+    return Tensor::from_vector<int64_t>(v, Shape{static_cast<int64_t>(v.size())});
+  };
+  const Tensor w1 = random_tensor(Shape{16, 6, 3, 3}, 420);
+  const Tensor w2 = random_tensor(Shape{16, 16, 1, 1}, 421);
+  const Tensor w3 = random_tensor(Shape{21, 6, 3, 3}, 422);
+  const std::vector<Tensor> inputs = {random_tensor(Shape{2, 6, 6, 6}, 423),
+                                      random_tensor(Shape{2, 6, 1, 1}, 424)};
+  auto build = [&](GraphBuilder& b, const std::vector<Value*>& in) {
+    ops::Conv same;
+    same.pads = std::vector<int64_t>{1, 1, 1, 1};
+    Value* x = b.add(Op(ops::Relu{}), {b.add(Op(same), {in[0], b.constant(w1)})});
+    x = b.add(Op(ops::Reshape{}), {x, b.constant(ints({2, 2, 8, 6, 6}))});
+    ops::Transpose shuffle;
+    shuffle.perm = std::vector<int64_t>{0, 2, 1, 3, 4};
+    x = b.add(Op(shuffle), {x});
+    x = b.add(Op(ops::Reshape{}), {x, b.constant(ints({2, 16, 6, 6}))});
+    b.output(b.add(Op(ops::Conv{}), {x, b.constant(w2)}));
+    Value* head = b.add(Op(same), {in[1], b.constant(w3)});
+    head = b.add(Op(ops::Reshape{}), {head, b.constant(ints({2, 3, 7, 1, 1}))});
+    ops::Transpose last;
+    last.perm = std::vector<int64_t>{0, 1, 3, 4, 2};
+    b.output(b.add(Op(ops::Sigmoid{}), {b.add(Op(last), {head})}));
+  };
+  std::shared_ptr<Executable> ref = compile_for(make_graph(inputs, build), "ref");
+  ASSERT_NE(ref, nullptr);
+  const std::vector<Tensor> want = run(*ref, inputs);
+  for (const char* layout : {"nchw", "nhwc"}) {
+    SCOPED_TRACE(layout);
+    std::shared_ptr<Executable> exe =
+        compile_cuda_with(make_graph(inputs, build), "KILN_CUDA_LAYOUT", layout);
+    ASSERT_NE(exe, nullptr);
+    expect_close(want, run(*exe, inputs));
+  }
+}
+
 // EfficientNet's MBConv block (expand 1x1 + SiLU, depthwise 3x3 + SiLU, squeeze-and-excitation:
 // global average pool, 1x1 reduce + SiLU, 1x1 expand, Sigmoid, channel-wise Mul; project 1x1,
 // residual Add) in f32 (NCHW) and f16 (NHWC): each SiLU inside its convolution's step, the
@@ -1159,6 +1202,54 @@ TEST(CudaTarget, RowKernelsAndScalarScalingMatchRef) {
     ASSERT_NE(program, nullptr);
     EXPECT_EQ(program->device_steps(), static_cast<int>(program->steps().size()))
         << "every step on the device";
+  }
+}
+
+// A row or window of nothing but -inf (an attention row masked whole) has the maximum -inf, as
+// ONNX and ref say: with -FLT_MAX as the identity, the ONNX 1.23 attention tests' guard
+// Where(ReduceMax(mask) == -inf, 0, Softmax(...)) missed the masked rows and let NaN through.
+TEST(CudaTarget, MaximaOfRowsOfMinusInfinityAreMinusInfinity) {
+  SKIP_WITHOUT_GPU();
+  const float inf = std::numeric_limits<float>::infinity();
+  Tensor rows = random_tensor(Shape{4, 40}, 170);
+  for (int64_t j = 0; j < 40; ++j) rows.span<float>()[j] = -inf;                   // row 0
+  for (int64_t j = 40; j < 80; j += 2) rows.span<float>()[j] = -inf;               // row 1 half
+  Tensor maps = random_tensor(Shape{1, 3, 4, 4}, 171);
+  for (int64_t j = 0; j < 16; ++j) maps.span<float>()[j] = -inf;                   // channel 0
+  const std::vector<Tensor> inputs = {rows, maps};
+  auto build = [&](GraphBuilder& b, const std::vector<Value*>& in) {
+    ops::ReduceMax reduce;
+    reduce.axes = std::vector<int64_t>{-1};
+    Value* row_max = b.add(Op(reduce), {in[0]});
+    b.output(row_max);
+    Value* masked = b.add(Op(ops::Equal{}), {row_max, b.constant(Tensor::scalar<float>(-inf))});
+    Value* soft = b.add(Op(ops::Softmax{}), {in[0]});
+    b.output(b.add(Op(ops::Where{}), {masked, b.constant(Tensor::scalar<float>(0.0f)), soft}));
+    b.output(b.add(Op(ops::GlobalMaxPool{}), {in[1]}));
+    ops::MaxPool pool;
+    pool.kernel_shape = std::vector<int64_t>{2, 2};
+    pool.strides = std::vector<int64_t>{2, 2};
+    b.output(b.add(Op(pool), {in[1]}));
+  };
+  std::shared_ptr<Executable> exe = compile_for(make_graph(inputs, build), "cuda");
+  ASSERT_NE(exe, nullptr);
+  const std::vector<Tensor> got = run(*exe, inputs);
+  ASSERT_EQ(got.size(), 4u);
+  EXPECT_EQ(got[0].span<float>()[0], -inf) << "ReduceMax of a row of -inf";
+  EXPECT_TRUE(std::isfinite(got[0].span<float>()[1]));
+  for (int64_t j = 0; j < 40; ++j) EXPECT_EQ(got[1].span<float>()[j], 0.0f) << "masked row " << j;
+  for (int64_t j = 40; j < 160; ++j) EXPECT_TRUE(std::isfinite(got[1].span<float>()[j])) << j;
+  EXPECT_EQ(got[2].span<float>()[0], -inf) << "GlobalMaxPool of a channel of -inf";
+  for (int64_t j = 0; j < 4; ++j) EXPECT_EQ(got[3].span<float>()[j], -inf) << "MaxPool window " << j;
+  std::shared_ptr<Executable> ref = compile_for(make_graph(inputs, build), "ref");
+  ASSERT_NE(ref, nullptr);
+  const std::vector<Tensor> want = run(*ref, inputs);
+  for (size_t o = 0; o < want.size(); ++o) {
+    const auto w = want[o].span<float>();
+    const auto g = got[o].span<float>();
+    for (size_t i = 0; i < w.size(); ++i) {
+      EXPECT_TRUE(w[i] == g[i] || std::fabs(w[i] - g[i]) <= 1e-5f) << o << " " << i;
+    }
   }
 }
 
@@ -1598,7 +1689,7 @@ TEST(CudaInt8, QLinearConvMatchesRefWithinOneStep) {
   // zero point 128: the tensor-core int8 convolution with per-channel requantization and bias.
   const Tensor x = random_ints<uint8_t>(Shape{2, 64, 14, 14}, 0, 127, 41);
   auto build = [](GraphBuilder& b, Value* in) {
-    Value* y = qconv(b, in, 0.02f, 0, 64, 64, 3, 1, 0.25f, 128, 42);
+    Value* y = qconv(b, in, 0.02f, 128, 64, 64, 3, 1, 0.25f, 128, 42);
     return qconv(b, y, 0.25f, 128, 128, 64, 1, 2, 0.5f, 128, 45);
   };
   auto [ref_exe, want] = run_one("ref", x, build);
@@ -1614,18 +1705,19 @@ TEST(CudaInt8, QLinearConvMatchesRefWithinOneStep) {
 
 TEST(CudaInt8, QuantizedStemAndMaxPoolMatchRef) {
   SKIP_WITHOUT_GPU();
-  // f32 image -> Q (u8, zero point 64; centered f16 integers on the device) -> conv 7x7/2 on f16
-  // tensor cores with the Relu's saturation -> MaxPool between DQ and Q -> DQ -> f32.
+  // f32 image -> Q (u8, zero point 128; centered f16 integers on the device) -> conv 7x7/2 on f16
+  // tensor cores -> MaxPool between DQ and Q -> DQ -> f32.
   const Tensor x = random_tensor(Shape{2, 3, 32, 32}, 71);
-  // Output scales keep u8 results within 0..127, as PyTorch's reduce_range calibration does (the
-  // device holds u8 activations as s8; above 127 they saturate).
+  // u8 activations with zero point 128, which the centered s8 form holds exactly (other u8 zero
+  // points, which it cannot, take the float path, as the differential tester's qdq patterns
+  // showed).
   const float scale = 0.2f;
   auto build = [&](GraphBuilder& b, const std::vector<Value*>& in) {
     Value* image = b.add(Op(ops::QuantizeLinear{}), {in[0], b.constant(Tensor::scalar(0.0157f)),
-                                                     b.constant(Tensor::scalar<uint8_t>(64))});
-    Value* stem = qconv(b, image, 0.0157f, 64, 64, 3, 7, 2, scale, 0, 72);
+                                                     b.constant(Tensor::scalar<uint8_t>(128))});
+    Value* stem = qconv(b, image, 0.0157f, 128, 64, 3, 7, 2, scale, 128, 72);
     Value* s = b.constant(Tensor::scalar(scale));
-    Value* z = b.constant(Tensor::scalar<uint8_t>(0));
+    Value* z = b.constant(Tensor::scalar<uint8_t>(128));
     ops::MaxPool mp;
     mp.kernel_shape = std::vector<int64_t>{3, 3};
     mp.strides = std::vector<int64_t>{2, 2};
@@ -1639,7 +1731,7 @@ TEST(CudaInt8, QuantizedStemAndMaxPoolMatchRef) {
     // Other parameters than the first QuantizeLinear's, which it would otherwise merge with.
     Value* image2 = b.add(Op(ops::QuantizeLinear{}), {in[0], b.constant(Tensor::scalar(0.0156f)),
                                                       b.constant(Tensor::scalar<uint8_t>(60))});
-    Value* conv2 = qconv(b, image2, 0.0156f, 60, 64, 3, 3, 1, scale, 0, 73);
+    Value* conv2 = qconv(b, image2, 0.0156f, 60, 64, 3, 3, 1, scale, 128, 73);
     ops::MaxPool mp2;
     mp2.kernel_shape = std::vector<int64_t>{2, 2};
     Value* pooled2 = b.add(Op(mp2), {b.add(Op(ops::DequantizeLinear{}), {conv2, s, z})});
@@ -1728,7 +1820,7 @@ TEST(CudaInt8, QdqResidualBlockRunsOnInt8KernelsAndMatchesRef) {
   // 1x1 -> 3x3 -> 1x1 whose DQ meets the identity's in Add -> Relu -> Q -> DQ -> f32.
   const Tensor x = random_tensor(Shape{2, 3, 32, 32}, 51);
   // Scales from the range of each layer's values (random weights; checked with a float model of
-  // the same distributions), so that u8 results stay within 0..127 as with PyTorch's reduce_range.
+  // the same distributions); u8 activations with zero point 128, which centered s8 holds exactly.
   const float out_scale = 12.0f;
   auto build = [&](GraphBuilder& b, const std::vector<Value*>& in) {
     auto q = [&](Value* v, float s, uint8_t z) {
@@ -1739,18 +1831,18 @@ TEST(CudaInt8, QdqResidualBlockRunsOnInt8KernelsAndMatchesRef) {
       return b.add(Op(ops::DequantizeLinear{}),
                    {v, b.constant(Tensor::scalar(s)), b.constant(Tensor::scalar<uint8_t>(z))});
     };
-    Value* image = q(in[0], 0.0157f, 64);
-    Value* stem = qconv(b, image, 0.0157f, 64, 64, 3, 7, 2, 0.2f, 0, 52);
+    Value* image = q(in[0], 0.0157f, 128);
+    Value* stem = qconv(b, image, 0.0157f, 128, 64, 3, 7, 2, 0.2f, 128, 52);
     ops::MaxPool mp;
     mp.kernel_shape = std::vector<int64_t>{3, 3};
     mp.strides = std::vector<int64_t>{2, 2};
     mp.pads = std::vector<int64_t>{1, 1, 1, 1};
-    Value* pooled = q(b.add(Op(mp), {dq(stem, 0.2f, 0)}), 0.2f, 0);
-    Value* a = qconv(b, pooled, 0.2f, 0, 32, 64, 1, 1, 1.2f, 0, 55);
-    Value* c = qconv(b, a, 1.2f, 0, 32, 32, 3, 1, 6.0f, 0, 58);
-    Value* e = qconv(b, c, 6.0f, 0, 64, 32, 1, 1, 12.0f, 128, 61);
-    Value* sum = b.add(Op(ops::Add{}), {dq(e, 12.0f, 128), dq(pooled, 0.2f, 0)});
-    b.output(dq(q(b.add(Op(ops::Relu{}), {sum}), out_scale, 0), out_scale, 0));
+    Value* pooled = q(b.add(Op(mp), {dq(stem, 0.2f, 128)}), 0.2f, 128);
+    Value* a = qconv(b, pooled, 0.2f, 128, 32, 64, 1, 1, 1.2f, 128, 55);
+    Value* c = qconv(b, a, 1.2f, 128, 32, 32, 3, 1, 6.0f, 128, 58);
+    Value* e = qconv(b, c, 6.0f, 128, 64, 32, 1, 1, 12.0f, 128, 61);
+    Value* sum = b.add(Op(ops::Add{}), {dq(e, 12.0f, 128), dq(pooled, 0.2f, 128)});
+    b.output(dq(q(b.add(Op(ops::Relu{}), {sum}), out_scale, 128), out_scale, 128));
   };
   std::shared_ptr<Executable> ref = compile_for(make_graph({x}, build), "ref");
   std::shared_ptr<Executable> exe = compile_for(make_graph({x}, build), "cuda");
@@ -2175,22 +2267,22 @@ TEST(CudaInt8, PointwiseConvolutionsOnTheOwnKernelMatchCudnnAndRef) {
   // 1x1 64 -> 64 whose DQ meets the strided one's in Add -> Relu -> Q (the residual fused), then
   // DQ -> f32; with KILN_CUDA_INT8_GEMM=1 (the own kernel) and =0 (cuDNN).
   const Tensor x = random_ints<uint8_t>(Shape{2, 64, 14, 14}, 0, 127, 141);
-  // Scales from each layer's spread (random weights), so that u8 results stay within 0..127 (as
-  // with PyTorch's reduce_range; the device saturates above).
+  // Scales from each layer's spread (random weights); u8 activations with zero point 128, which
+  // centered s8 holds exactly.
   const float out_scale = 6.0f;
   auto build = [&](GraphBuilder& b, const std::vector<Value*>& in) {
     auto dq = [&](Value* v, float s, uint8_t z) {
       return b.add(Op(ops::DequantizeLinear{}),
                    {v, b.constant(Tensor::scalar(s)), b.constant(Tensor::scalar<uint8_t>(z))});
     };
-    Value* a = qconv(b, in[0], 0.02f, 0, 128, 64, 1, 1, 0.25f, 128, 142);
-    Value* s2 = qconv(b, a, 0.25f, 128, 64, 128, 1, 2, 2.0f, 0, 145);
-    Value* e = qconv(b, s2, 2.0f, 0, 64, 64, 1, 1, 4.0f, 128, 148);
-    Value* sum = b.add(Op(ops::Add{}), {dq(e, 4.0f, 128), dq(s2, 2.0f, 0)});
+    Value* a = qconv(b, in[0], 0.02f, 128, 128, 64, 1, 1, 0.25f, 128, 142);
+    Value* s2 = qconv(b, a, 0.25f, 128, 64, 128, 1, 2, 2.0f, 128, 145);
+    Value* e = qconv(b, s2, 2.0f, 128, 64, 64, 1, 1, 4.0f, 128, 148);
+    Value* sum = b.add(Op(ops::Add{}), {dq(e, 4.0f, 128), dq(s2, 2.0f, 128)});
     Value* q = b.add(Op(ops::QuantizeLinear{}),
                      {b.add(Op(ops::Relu{}), {sum}), b.constant(Tensor::scalar(out_scale)),
-                      b.constant(Tensor::scalar<uint8_t>(0))});
-    b.output(dq(q, out_scale, 0));
+                      b.constant(Tensor::scalar<uint8_t>(128))});
+    b.output(dq(q, out_scale, 128));
   };
   std::shared_ptr<Executable> ref = compile_for(make_graph({x}, build), "ref");
   ASSERT_NE(ref, nullptr);

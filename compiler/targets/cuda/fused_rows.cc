@@ -51,7 +51,7 @@ ElementwiseChain or_identity(const ElementwiseChain& chain) {
 // Sum and max over a row's threads: warp shuffles, then across the row's `warps` through shared
 // memory.
 std::string row_reductions(int warps) {
-  std::string src = R"(#define NEG_MAX __int_as_float(0xff7fffff)
+  std::string src = R"(#define NEG_INF __int_as_float(0xff800000)
 __device__ __forceinline__ float warp_sum(float v) {
   for (int o = 16; o > 0; o /= 2) v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;
@@ -229,7 +229,7 @@ std::string row_kernel(const RowKernelSpec& spec, const ElementwiseChain& prolog
       spec.op == RowOp::kSoftmax || spec.op == RowOp::kLogSoftmax || spec.op == RowOp::kReduceMax;
   // Elements past the row (in a thread's last unit) hold the reductions' identity.
   src += fmt::format("#pragma unroll\n  for (int k = 0; k < {}; ++k) v[k] = {};\n  ", per * width,
-                     max_pad ? "NEG_MAX" : "0.0f");
+                     max_pad ? "NEG_INF" : "0.0f");
   src += chunks(head, body, tail);
   const std::string cols_f = fmt::format("(float){}", spec.cols);
 
@@ -247,7 +247,7 @@ std::string row_kernel(const RowKernelSpec& spec, const ElementwiseChain& prolog
     case RowOp::kSoftmax:
     case RowOp::kLogSoftmax: {
       const bool log = spec.op == RowOp::kLogSoftmax;
-      src += "  float m = NEG_MAX;\n  " + each("m = fmaxf(m, v[k]);");
+      src += "  float m = NEG_INF;\n  " + each("m = fmaxf(m, v[k]);");
       src += "  m = row_max(m);\n  float s = 0.0f;\n  ";
       src += each(log ? "s += expf(v[k] - m);" : "v[k] = expf(v[k] - m);\n      s += v[k];");
       src += log ? "  const float ls = logf(row_sum(s));\n  " : "  s = row_sum(s);\n  ";
@@ -258,7 +258,7 @@ std::string row_kernel(const RowKernelSpec& spec, const ElementwiseChain& prolog
     case RowOp::kReduceMean:
     case RowOp::kReduceMax: {
       const bool max = spec.op == RowOp::kReduceMax;
-      src += fmt::format("  float r = {};\n  ", max ? "NEG_MAX" : "0.0f");
+      src += fmt::format("  float r = {};\n  ", max ? "NEG_INF" : "0.0f");
       src += each(max ? "r = fmaxf(r, v[k]);" : "r += v[k];");
       src += max ? "  r = row_max(r);\n" : "  r = row_sum(r);\n";
       if (spec.op == RowOp::kReduceMean) src += fmt::format("  r = r / {};\n", cols_f);

@@ -323,7 +323,7 @@ __global__ void pool2d_nhwc_vec_kernel(Pool2d p, const Vec<T>* x, Vec<T>* y, int
     const Vec<T>* plane = x + nimg * h * w * cv + c;
     float acc[kLanes];
 #pragma unroll
-    for (int k = 0; k < kLanes; ++k) acc[k] = p.max ? -FLT_MAX : 0.0f;
+    for (int k = 0; k < kLanes; ++k) acc[k] = p.max ? -INFINITY : 0.0f;
     int32_t count = 0;
     for (int32_t ky = 0; ky < p.kh; ++ky) {
       const int32_t iy = oy * static_cast<int32_t>(p.sh) - static_cast<int32_t>(p.ph) +
@@ -414,7 +414,7 @@ __global__ void pool2d_kernel(Pool2d p, const T* x, T* y, int64_t n) {
     }
     const T* plane = p.nhwc ? x + nimg * p.h * p.w * p.c + c : x + (nimg * p.c + c) * p.h * p.w;
     const int64_t step = p.nhwc ? p.c : 1;
-    float acc = p.max ? -FLT_MAX : 0.0f;
+    float acc = p.max ? -INFINITY : 0.0f;
     int64_t count = 0;
     for (int64_t ky = 0; ky < p.kh; ++ky) {
       const int64_t iy = oy * p.sh - p.ph + ky * p.dh;
@@ -575,7 +575,7 @@ template <bool kMax, class T>
 __global__ void global_pool_kernel(const T* x, T* y, int64_t inner) {
   __shared__ float partial[kThreads];
   const T* row = x + blockIdx.x * inner;
-  float acc = kMax ? -FLT_MAX : 0.0f;
+  float acc = kMax ? -INFINITY : 0.0f;
   for (int64_t j = threadIdx.x; j < inner; j += blockDim.x) {
     acc = kMax ? fmaxf(acc, ld(row[j])) : acc + ld(row[j]);
   }
@@ -600,7 +600,7 @@ __global__ void global_pool_nhwc_kernel(const T* x, T* y, int64_t batch, int64_t
   KILN_GRID_STRIDE(i, batch * channels) {
     const int64_t c = i % channels;
     const T* img = x + (i / channels) * hw * channels + c;
-    float acc = kMax ? -FLT_MAX : 0.0f;
+    float acc = kMax ? -INFINITY : 0.0f;
     for (int64_t p = 0; p < hw; ++p) {
       const float v = ld(img[p * channels]);
       acc = kMax ? fmaxf(acc, v) : acc + v;
@@ -626,7 +626,7 @@ __global__ void global_pool_nhwc_vec_kernel(const Vec<T>* x, T* y, int32_t hw, i
   const int32_t img = static_cast<int32_t>(blockIdx.x);
   float acc[kLanes];
 #pragma unroll
-  for (int k = 0; k < kLanes; ++k) acc[k] = kMax ? -FLT_MAX : 0.0f;
+  for (int k = 0; k < kLanes; ++k) acc[k] = kMax ? -INFINITY : 0.0f;
   if (v < cv && g < groups) {
     const Vec<T>* base = x + static_cast<int64_t>(img) * hw * cv + v;
     for (int32_t p = g; p < hw; p += groups) {
@@ -645,7 +645,7 @@ __global__ void global_pool_nhwc_vec_kernel(const Vec<T>* x, T* y, int32_t hw, i
   const int32_t lane = t % kLanes;
   const int32_t ov = static_cast<int32_t>(blockIdx.y) * vb + lv;
   if (lv < vb && ov < cv) {
-    float r = kMax ? -FLT_MAX : 0.0f;
+    float r = kMax ? -INFINITY : 0.0f;
     for (int32_t q = 0; q < groups; ++q) {
       const float w = part[(q * vb + lv) * kLanes + lane];
       r = kMax ? fmaxf(r, w) : r + w;

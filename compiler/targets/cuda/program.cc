@@ -386,7 +386,10 @@ static bool one_pixel(const Shape& s) {
 
 int Builder::buffer_of(const Value* v) {
   const int id = stored_buffer(v);
-  if (!buffers_[static_cast<size_t>(id)].nhwc || one_pixel(v->tensor_type().shape())) return id;
+  // The stored buffer's own shape counts too: a one-pixel NHWC buffer reshaped to another rank
+  // (a detector head's [N, A*K, 1, 1] as [N, A, K, 1, 1]) is already plain.
+  const Buffer& stored = buffers_[static_cast<size_t>(id)];
+  if (!stored.nhwc || one_pixel(stored.shape) || one_pixel(v->tensor_type().shape())) return id;
   if (auto it = plain_copies_.find(v); it != plain_copies_.end()) return it->second;
   Buffer b = buffers_[static_cast<size_t>(id)];
   b.nhwc = false;
@@ -401,8 +404,12 @@ int Builder::buffer_nhwc(const Value* v) {
   const int id = stored_buffer(v);
   if (buffers_[static_cast<size_t>(id)].nhwc || one_pixel(v->tensor_type().shape())) return id;
   if (auto it = nhwc_copies_.find(v); it != nhwc_copies_.end()) return it->second;
+  // The stored buffer may be another shape's: a Reshape shares its input's bytes (a channel
+  // shuffle's 5-D Transpose, reshaped back to 4-D), so the copy takes the value's own shape.
+  const Shape& shape = v->tensor_type().shape();
+  KILN_CHECK(shape.rank() == 4, "buffer_nhwc on a tensor that is not 4-D");
   Buffer b = buffers_[static_cast<size_t>(id)];
-  KILN_CHECK(b.shape.rank() == 4, "buffer_nhwc on a tensor that is not 4-D");
+  b.shape = shape;
   b.nhwc = true;
   b.constant = false;
   b.host = nullptr;

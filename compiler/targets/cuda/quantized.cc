@@ -108,6 +108,14 @@ std::pair<int32_t, int32_t> centered_bounds(const QParams& p, bool relu) {
   return {lo, hi};
 }
 
+// Whether every value quantized with `p` fits the centered s8 form (`q - zero_point` in
+// [-128, 127]): int8 always with zero point 0, uint8 only with zero point 128. Others (uint8 with
+// zero point 0, kiln's own calibration's after a ReLU) would saturate at half their range, so
+// their nodes take the float path.
+bool centerable(const QParams& p) {
+  return qmin(p.type) - p.zp >= -128 && qmax(p.type) - p.zp <= 127;
+}
+
 const Node* sole_reader(const Builder& b, const Value* v) {
   return v == nullptr ? nullptr : b.only_consumer(v);
 }
@@ -135,7 +143,7 @@ std::optional<IntAdd> int_add(const Builder& b, const Node& add) {
       return std::nullopt;
     }
     std::optional<QParams> p = qdq_params(*dq);
-    if (!p) return std::nullopt;
+    if (!p || !centerable(*p)) return std::nullopt;
     a.dq[i] = dq;
     a.in[i] = *p;
   }
@@ -152,7 +160,7 @@ std::optional<IntAdd> int_add(const Builder& b, const Node& add) {
   }
   if (next == nullptr || next->kind() != OpKind::kQuantizeLinear) return std::nullopt;
   std::optional<QParams> p = qdq_params(*next);
-  if (!p || !is_static4(next->output(0))) return std::nullopt;
+  if (!p || !centerable(*p) || !is_static4(next->output(0))) return std::nullopt;
   a.q = next;
   a.out = *p;
   return a;
@@ -182,7 +190,7 @@ std::optional<IntPool> int_pool(const Builder& b, const Node& pool) {
   }
   std::optional<QParams> in = qdq_params(*r.dq);
   std::optional<QParams> out = qdq_params(*r.q);
-  if (!in || !out || !same(*in, *out)) return std::nullopt;
+  if (!in || !out || !same(*in, *out) || !centerable(*in)) return std::nullopt;
   const auto& op = pool.attrs<ops::MaxPool>();
   if (!op.kernel_shape || op.storage_order != 0) return std::nullopt;
   const Shape x = r.dq->input(0)->tensor_type().shape();
@@ -272,6 +280,9 @@ std::optional<IntConv> int_conv(const Node& node) {
       ws == nullptr || ws->dtype() != DType::kF32 || wz == nullptr) {
     return std::nullopt;
   }
+  // The input's parameters may be any (an image's QuantizeLinear writes f16 integers for the
+  // first convolution); a centered input's must fit (centered_readers, lower_qlinear_conv).
+  if (!centerable(*y)) return std::nullopt;
   c.x = *x;
   c.y = *y;
   const int64_t k = c.w->shape()[0];
@@ -310,7 +321,10 @@ bool centered_readers(const Builder& b, const Value* v) {
   if (v->uses().empty()) return false;
   for (const auto& use : v->uses()) {
     const Node* n = use.node;
-    if (n->kind() == OpKind::kQLinearConv && use.index == 0 && int_conv(*n)) continue;
+    if (n->kind() == OpKind::kQLinearConv && use.index == 0) {
+      const std::optional<IntConv> c = int_conv(*n);
+      if (c && centerable(c->x)) continue;
+    }
     if (n->kind() == OpKind::kDequantizeLinear && use.index == 0 && qdq_params(*n)) continue;
     return false;
   }
@@ -366,11 +380,17 @@ Stem stem_of(const Builder& b, const Value* v, const Shape& shape, const Int8Lay
     return std::string_view(e == nullptr ? "" : e);
   }();
   if (forced == "int8" || shape.rank() != 4 || shape[1] > 8 || shape[1] % 4 == 0 || x_layout.nhwc ||
-      !centered_readers(b, v)) {
+      v->uses().empty()) {
     return Stem::kS8;
   }
+  for (const Value* out : b.graph().outputs()) {
+    if (out == v) return Stem::kS8;
+  }
+  // Only int8 convolutions read it (f16 integers hold any zero point's values exactly).
   for (const auto& use : v->uses()) {
-    if (use.node->kind() != OpKind::kQLinearConv) return Stem::kS8;
+    if (use.node->kind() != OpKind::kQLinearConv || use.index != 0 || !int_conv(*use.node)) {
+      return Stem::kS8;
+    }
   }
   if (forced == "f16" || v->uses().size() != 1) return Stem::kF16;
   const Node* conv = v->uses().front().node;
@@ -444,7 +464,8 @@ struct Out {
 Out define_output(Builder& b, const Value* v, int64_t stored_c) {
   const Shape shape = v->tensor_type().shape();
   Out o;
-  if (centered_readers(b, v)) {
+  // Only whole groups of 4 channels stay centered: the int8 convolutions reading it take no other.
+  if (stored_c % 4 == 0 && centered_readers(b, v)) {
     o.centered = new_centered(b, v, shape, stored_c);
     return o;
   }
@@ -521,7 +542,7 @@ Result<bool> lower_quantize(Builder& b, const Node& node) {
     // s8 straight away where the own kernel runs the convolution (its clamp keeping the centered
     // values in s8, as the s8 path's), else f16 integers for cuDNN.
     KILN_ASSIGN_OR_RETURN(const int config, s2d_stem_config(b, *y->uses().front().node, shape));
-    const bool s8 = config >= 0;
+    const bool s8 = config >= 0 && centerable(*p);
     const int64_t n = shape[0], c = shape[1], h = shape[2], w = shape[3];
     const Shape s2d_shape{n, 16, h / 2, w / 2};
     yi = s8 ? new_centered(b, y, s2d_shape, 16) : define_f16(s2d_shape);
@@ -543,7 +564,7 @@ Result<bool> lower_quantize(Builder& b, const Node& node) {
     });
     return true;
   }
-  if (centered_readers(b, y)) {
+  if (centerable(*p) && centered_readers(b, y)) {
     // Channels that are not a multiple of 4 are padded for the int8 convolutions: an image's 3
     // to 16 (16-byte pixels; with 4 the stem convolution took 11.4 ms on an H200 at batch 256),
     // more than 16 to a multiple of 4. Others stay as they are, as the int8 Add and MaxPool
@@ -1417,6 +1438,11 @@ Result<bool> lower_qlinear_conv(Builder& b, const Node& node) {
   const Shape x = xv->tensor_type().shape();
   const Shape y = node.output(0)->tensor_type().shape();
   const Shape w = c->w->shape();
+  // An 8-bit input of other than whole groups of 4 channels that no QuantizeLinear here padded
+  // (a graph input, a convolution's output of 31 channels): the node runs on the host kernels.
+  if (!b.buffer(b.stored_buffer(xv)).centered && (x[1] % 4 != 0 || !centerable(c->x))) {
+    return false;
+  }
   const int xi = centered_input(b, xv, c->x);
   const int64_t stored_c = b.buffer(xi).shape[1];
   if (stored_c % 4 != 0) {
