@@ -15,6 +15,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "compiler/onnx/functions.h"
 #include "compiler/onnx/node_importer.h"
 #include "compiler/onnx/tensor_proto.h"
 #include "compiler/ops/infer.h"
@@ -617,6 +618,7 @@ Result<std::unique_ptr<Model>> import_model(onnx::ModelProto& proto, const Impor
   if (!proto.has_graph()) {
     return invalid_argument_error(fmt::format("{}: not a valid ONNX model (it has no graph)", name));
   }
+  KILN_RETURN_IF_ERROR(inline_local_functions(proto, name));
   auto model = std::make_unique<Model>();
   model->producer = proto.producer_name();
   model->source_path = name;
