@@ -48,7 +48,9 @@ const DTypeInfo& info(DType dtype) {
 }  // namespace
 
 size_t dtype_size(DType dtype) { return info(dtype).size; }
-int dtype_bits(DType dtype) { return info(dtype).bits; }
+int dtype_bits(DType dtype) {
+  return info(dtype).bits;
+}
 std::string_view dtype_name(DType dtype) { return info(dtype).name; }
 
 std::optional<DType> parse_dtype(std::string_view name) {
@@ -60,17 +62,32 @@ std::optional<DType> parse_dtype(std::string_view name) {
     DType dtype;
   };
   static constexpr Alias kAliases[] = {
-      {"float32", DType::kF32}, {"float", DType::kF32},     {"float16", DType::kF16},
-      {"half", DType::kF16},    {"bfloat16", DType::kBF16}, {"float64", DType::kF64},
-      {"double", DType::kF64},  {"int8", DType::kI8},       {"uint8", DType::kU8},
-      {"int16", DType::kI16},   {"uint16", DType::kU16},    {"int32", DType::kI32},
-      {"uint32", DType::kU32},  {"int64", DType::kI64},     {"uint64", DType::kU64},
+      {"float32", DType::kF32},
+      {"float", DType::kF32},
+      {"float16", DType::kF16},
+      {"half", DType::kF16},
+      {"bfloat16", DType::kBF16},
+      {"float64", DType::kF64},
+      {"double", DType::kF64},
+      {"int8", DType::kI8},
+      {"uint8", DType::kU8},
+      {"int16", DType::kI16},
+      {"uint16", DType::kU16},
+      {"int32", DType::kI32},
+      {"uint32", DType::kU32},
+      {"int64", DType::kI64},
+      {"uint64", DType::kU64},
       {"str", DType::kString},
-      {"float8e4m3fn", DType::kF8E4M3FN},     {"float8e4m3fnuz", DType::kF8E4M3FNUZ},
-      {"float8e5m2", DType::kF8E5M2},         {"float8e5m2fnuz", DType::kF8E5M2FNUZ},
-      {"uint4", DType::kU4},                  {"int4", DType::kI4},
-      {"float4e2m1", DType::kF4E2M1},         {"float8e8m0", DType::kF8E8M0},
-      {"uint2", DType::kU2},                  {"int2", DType::kI2},
+      {"float8e4m3fn", DType::kF8E4M3FN},
+      {"float8e4m3fnuz", DType::kF8E4M3FNUZ},
+      {"float8e5m2", DType::kF8E5M2},
+      {"float8e5m2fnuz", DType::kF8E5M2FNUZ},
+      {"uint4", DType::kU4},
+      {"int4", DType::kI4},
+      {"float4e2m1", DType::kF4E2M1},
+      {"float8e8m0", DType::kF8E8M0},
+      {"uint2", DType::kU2},
+      {"int2", DType::kI2},
   };
   for (const Alias& a : kAliases) {
     if (a.name == name) return a.dtype;
@@ -98,7 +115,9 @@ bool dtype_is_signed(DType d) {
   return dtype_is_float(d) || d == DType::kI8 || d == DType::kI16 || d == DType::kI32 ||
          d == DType::kI64;
 }
-bool dtype_is_narrow(DType d) { return dtype_is_narrow_float(d) || dtype_is_narrow_integer(d); }
+bool dtype_is_narrow(DType d) {
+  return dtype_is_narrow_float(d) || dtype_is_narrow_integer(d);
+}
 bool dtype_is_narrow_float(DType d) {
   switch (d) {
     case DType::kF8E4M3FN:

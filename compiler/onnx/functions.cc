@@ -130,9 +130,11 @@ class Inliner {
                            const std::string& prefix) {
     std::unordered_map<std::string, std::string> names = outer;
     for (onnx::ValueInfoProto& v : *g.mutable_input()) v.set_name(define(v.name(), names, prefix));
-    for (onnx::TensorProto& t : *g.mutable_initializer()) t.set_name(define(t.name(), names, prefix));
+    for (onnx::TensorProto& t : *g.mutable_initializer())
+      t.set_name(define(t.name(), names, prefix));
     for (onnx::NodeProto& n : *g.mutable_node()) rename_node(n, names, prefix);
-    for (onnx::ValueInfoProto& v : *g.mutable_output()) v.set_name(renamed(v.name(), names, prefix));
+    for (onnx::ValueInfoProto& v : *g.mutable_output())
+      v.set_name(renamed(v.name(), names, prefix));
     for (onnx::ValueInfoProto& v : *g.mutable_value_info()) {
       v.set_name(renamed(v.name(), names, prefix));
     }
@@ -193,8 +195,7 @@ class Inliner {
 
 std::map<std::string, onnx::AttributeProto> attribute_defaults(const onnx::FunctionProto& f) {
   std::map<std::string, onnx::AttributeProto> out;
-  const google::protobuf::UnknownFieldSet& unknown =
-      f.GetReflection()->GetUnknownFields(f);
+  const google::protobuf::UnknownFieldSet& unknown = f.GetReflection()->GetUnknownFields(f);
   for (int i = 0; i < unknown.field_count(); ++i) {
     const google::protobuf::UnknownField& field = unknown.field(i);
     if (field.number() != kAttributeProtoField ||

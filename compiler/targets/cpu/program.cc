@@ -577,9 +577,9 @@ Result<std::unique_ptr<Program>> ProgramBuilder::build() {
   try {
     return build_program();
   } catch (const dnnl::error& e) {
-    return internal_error(fmt::format("cpu target: {}: oneDNN refused a layout the program needs: {}",
-                                      building_ != nullptr ? building_->describe() : "the outputs",
-                                      e.what()));
+    return internal_error(
+        fmt::format("cpu target: {}: oneDNN refused a layout the program needs: {}",
+                    building_ != nullptr ? building_->describe() : "the outputs", e.what()));
   }
 }
 

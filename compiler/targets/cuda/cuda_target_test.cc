@@ -1212,10 +1212,10 @@ TEST(CudaTarget, MaximaOfRowsOfMinusInfinityAreMinusInfinity) {
   SKIP_WITHOUT_GPU();
   const float inf = std::numeric_limits<float>::infinity();
   Tensor rows = random_tensor(Shape{4, 40}, 170);
-  for (int64_t j = 0; j < 40; ++j) rows.span<float>()[j] = -inf;                   // row 0
-  for (int64_t j = 40; j < 80; j += 2) rows.span<float>()[j] = -inf;               // row 1 half
+  for (int64_t j = 0; j < 40; ++j) rows.span<float>()[j] = -inf;      // row 0
+  for (int64_t j = 40; j < 80; j += 2) rows.span<float>()[j] = -inf;  // row 1 half
   Tensor maps = random_tensor(Shape{1, 3, 4, 4}, 171);
-  for (int64_t j = 0; j < 16; ++j) maps.span<float>()[j] = -inf;                   // channel 0
+  for (int64_t j = 0; j < 16; ++j) maps.span<float>()[j] = -inf;  // channel 0
   const std::vector<Tensor> inputs = {rows, maps};
   auto build = [&](GraphBuilder& b, const std::vector<Value*>& in) {
     ops::ReduceMax reduce;
@@ -1240,7 +1240,8 @@ TEST(CudaTarget, MaximaOfRowsOfMinusInfinityAreMinusInfinity) {
   for (int64_t j = 0; j < 40; ++j) EXPECT_EQ(got[1].span<float>()[j], 0.0f) << "masked row " << j;
   for (int64_t j = 40; j < 160; ++j) EXPECT_TRUE(std::isfinite(got[1].span<float>()[j])) << j;
   EXPECT_EQ(got[2].span<float>()[0], -inf) << "GlobalMaxPool of a channel of -inf";
-  for (int64_t j = 0; j < 4; ++j) EXPECT_EQ(got[3].span<float>()[j], -inf) << "MaxPool window " << j;
+  for (int64_t j = 0; j < 4; ++j)
+    EXPECT_EQ(got[3].span<float>()[j], -inf) << "MaxPool window " << j;
   std::shared_ptr<Executable> ref = compile_for(make_graph(inputs, build), "ref");
   ASSERT_NE(ref, nullptr);
   const std::vector<Tensor> want = run(*ref, inputs);
