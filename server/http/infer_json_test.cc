@@ -93,6 +93,18 @@ TEST(InferJson, Utf8CheckFollowsRfc3629) {
   EXPECT_EQ(first_invalid_utf8(strings({"\xe6\x97x"})), 0);         // a bad continuation
 }
 
+// issue 28: invalid UTF-8 from a client (here a model name from the URL) is never echoed raw into
+// a JSON error body; each bad byte becomes U+FFFD and the valid characters stay.
+TEST(InferJson, ErrorBodiesAreValidUtf8WhateverTheMessageHolds) {
+  const std::string body = error_json("model \"a\xff\xfe\xc3\xa9\xe6\x97\" does not exist");
+  rapidjson::Document doc;
+  doc.Parse<rapidjson::kParseValidateEncodingFlag>(body.data(), body.size());
+  ASSERT_FALSE(doc.HasParseError()) << body;
+  EXPECT_EQ(std::string(doc["error"].GetString()),
+            "model \"a\xef\xbf\xbd\xef\xbf\xbd\xc3\xa9\xef\xbf\xbd\xef\xbf\xbd\" does not exist");
+  EXPECT_EQ(error_json("plain \xc3\xa9"), "{\"error\":\"plain \xc3\xa9\"}");
+}
+
 // KServe v2 JSON strings must be UTF-8: a BYTES output that is not goes binary by itself, and a
 // client that insisted on JSON for it gets an error naming it and the way out.
 TEST(InferJson, NonUtf8BytesOutputsAreSentBinaryOrRefused) {
