@@ -287,6 +287,14 @@ TEST_F(GrpcTest, EveryBadInputGetsItsCodeAndAClearMessage) {
   r.mutable_inputs(0)->mutable_contents()->add_fp32_contents(1.f);
   expect_error(raw_infer(r), StatusCode::kInvalidArgument,
                "needs 784 elements in fp32_contents, but the contents hold 1");
+  // issue 28: FP32 elements sent in int_contents are named where they are, not miscounted
+  // ("needs 784 ... but the contents hold 784").
+  r = mnist_input("image", "FP32", {1, 1, 28, 28}, good);
+  r.clear_raw_input_contents();
+  for (int i = 0; i < 784; ++i) r.mutable_inputs(0)->mutable_contents()->add_int_contents(i);
+  expect_error(raw_infer(r), StatusCode::kInvalidArgument,
+               "needs 784 elements in fp32_contents, but fp32_contents holds 0 and the contents "
+               "are in int_contents (784); FP32 elements go in fp32_contents");
   r.mutable_inputs(0)->set_datatype("FP16");
   expect_error(raw_infer(r), StatusCode::kInvalidArgument, "send it in raw_input_contents");
   r = mnist_input("image", "FP32", {1, 1, 28, 28}, good);
