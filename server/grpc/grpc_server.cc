@@ -210,6 +210,8 @@ class InferenceService final : public ServiceBase {
   ServerUnaryReactor* RepositoryModelLoad(CallbackServerContext* context,
                                           const inference::RepositoryModelLoadRequest* request,
                                           inference::RepositoryModelLoadResponse*) override {
+    Status allowed = server_->model_control_status("RepositoryModelLoad");
+    if (!allowed.ok()) return finish(context, allowed);
     Parameters overrides;
     for (const auto& [key, value] : request->parameters()) {
       Result<ParameterValue> v = from_repository_parameter(value, key);
@@ -223,6 +225,8 @@ class InferenceService final : public ServiceBase {
   ServerUnaryReactor* RepositoryModelUnload(CallbackServerContext* context,
                                             const inference::RepositoryModelUnloadRequest* request,
                                             inference::RepositoryModelUnloadResponse*) override {
+    Status allowed = server_->model_control_status("RepositoryModelUnload");
+    if (!allowed.ok()) return finish(context, allowed);
     return finish(context, server_->unload_model(request->model_name()));
   }
 
@@ -238,6 +242,8 @@ class WorkerService final : public inference::KilnWorkerService::CallbackService
   ServerUnaryReactor* WorkerLoad(CallbackServerContext* context,
                                  const inference::WorkerLoadRequest* request,
                                  inference::WorkerLoadResponse* response) override {
+    Status allowed = server_->model_control_status("WorkerLoad");
+    if (!allowed.ok()) return finish(context, allowed);
     Parameters parameters;
     for (const auto& [key, value] : request->parameters()) {
       Result<ParameterValue> v =
@@ -253,6 +259,8 @@ class WorkerService final : public inference::KilnWorkerService::CallbackService
   ServerUnaryReactor* WorkerUnload(CallbackServerContext* context,
                                    const inference::WorkerUnloadRequest* request,
                                    inference::WorkerUnloadResponse*) override {
+    Status allowed = server_->model_control_status("WorkerUnload");
+    if (!allowed.ok()) return finish(context, allowed);
     return finish(context, server_->unload_worker(request->endpoint()));
   }
 

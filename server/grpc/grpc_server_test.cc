@@ -51,7 +51,9 @@ class GrpcTest : public ::testing::Test {
                        "backend = \"echo\"\nmax_batch_size = 8\n[dynamic_batching]\n"
                        "max_queue_delay_microseconds = 300000\nmax_queue_size = 1\n");
     testing::add_model(*root_, "spare", "backend = \"echo\"\n");
-    auto s = Server::create({*root_, true, {}});
+    ServerOptions so{*root_, true, {}};
+    so.model_control = ModelControl::kExplicit;  // the tests load and unload over the network
+    auto s = Server::create(so);
     ASSERT_TRUE(s.ok()) << s.status().to_string();
     server_ = std::move(s).value().release();
     GrpcServerOptions o;
@@ -163,7 +165,7 @@ TEST_F(GrpcTest, HealthMetadataRepositoryAndWorkers) {
 
   // amdinfer's workers: load the compiler backend on the tiny CNN, infer, unload.
   Parameters p;
-  p.set("model", testing::tiny_cnn_path());
+  p.set("model", "mnist/1/model.onnx");  // relative to the repository
   p.set("batch", int64_t{2});
   p.set("target", std::string("cpu"));
   Result<std::string> endpoint = c->worker_load("compiler", p);

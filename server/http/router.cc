@@ -63,6 +63,8 @@ int http_status(StatusCode code) {
   switch (code) {
     case StatusCode::kOk: return 200;
     case StatusCode::kNotFound: return 404;
+    case StatusCode::kUnauthenticated: return 401;
+    case StatusCode::kPermissionDenied: return 403;
     case StatusCode::kResourceExhausted: return 429;
     case StatusCode::kUnavailable:
     case StatusCode::kDeadlineExceeded: return 503;
@@ -126,6 +128,8 @@ void Router::handle(HttpRequest&& req, std::function<void(HttpResponse)> reply) 
       (p[4] == "load" || p[4] == "unload")) {
     if (!post) return wrong_method("POST");
     std::string model(p[3]);
+    Status allowed = server_->model_control_status(fmt::format("POST {}", path));
+    if (!allowed.ok()) return reply(error(allowed));
     if (p[4] == "unload") {
       Status s = server_->unload_model(model);
       return reply(s.ok() ? json(200, "{}") : error(s));
@@ -138,6 +142,8 @@ void Router::handle(HttpRequest&& req, std::function<void(HttpResponse)> reply) 
   // amdinfer: /v2/workers/{worker}/load answers the endpoint name; /v2/workers/{endpoint}/unload.
   if (p.size() == 4 && p[1] == "workers" && (p[3] == "load" || p[3] == "unload")) {
     if (!post) return wrong_method("POST");
+    Status allowed = server_->model_control_status(fmt::format("POST {}", path));
+    if (!allowed.ok()) return reply(error(allowed));
     if (p[3] == "unload") {
       Status s = server_->unload_worker(std::string(p[2]));
       return reply(s.ok() ? json(200, "{}") : error(s));

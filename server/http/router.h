@@ -30,8 +30,8 @@ struct HttpResponse {
   std::optional<size_t> inference_header_length;
 };
 
-// HTTP status for a Status code: 400 invalid, 404 not found, 429 queue full, 503 unavailable or
-// timed out, 501 unimplemented, 500 internal.
+// HTTP status for a Status code: 400 invalid, 401 unauthenticated, 403 permission denied, 404 not
+// found, 429 queue full, 503 unavailable or timed out, 501 unimplemented, 500 internal.
 int http_status(StatusCode code);
 
 class Router {
