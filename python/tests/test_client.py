@@ -33,7 +33,8 @@ def server(kiln_cli, tmp_path_factory):
     (repo / "echo" / "config.toml").write_text('backend = "echo"\n')
     log = open(repo / "serve.log", "w+")
     proc = subprocess.Popen([kiln_cli, "serve", "--repository", str(repo), "--host", "127.0.0.1",
-                             "--http-port", "0", "--grpc-port", "0", "--threads", "2"],
+                             "--http-port", "0", "--grpc-port", "0", "--threads", "2",
+                             "--model-control-mode", "explicit"],
                             stdout=log, stderr=subprocess.STDOUT)
     ports = {}
     for _ in range(600):
