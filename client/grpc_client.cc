@@ -37,8 +37,10 @@ Status call_status(const ::grpc::Status& status, const std::string& target) {
   return sg::from_grpc_status(status);
 }
 
-void set_deadline(::grpc::ClientContext& context, std::chrono::milliseconds timeout) {
-  context.set_deadline(std::chrono::system_clock::now() + timeout);
+// The call's deadline and the metadata every call carries.
+void prepare(::grpc::ClientContext& context, const GrpcClientOptions& options) {
+  context.set_deadline(std::chrono::system_clock::now() + options.timeout);
+  for (const auto& [key, value] : options.metadata) context.AddMetadata(key, value);
 }
 
 }  // namespace
@@ -69,7 +71,7 @@ GrpcClient::~GrpcClient() = default;
 
 Result<bool> GrpcClient::server_live() {
   ::grpc::ClientContext context;
-  set_deadline(context, options_.timeout);
+  prepare(context, options_);
   inference::ServerLiveResponse response;
   KILN_RETURN_IF_ERROR(call_status(
       stubs_->inference->ServerLive(&context, inference::ServerLiveRequest(), &response), target_));
@@ -78,7 +80,7 @@ Result<bool> GrpcClient::server_live() {
 
 Result<bool> GrpcClient::server_ready() {
   ::grpc::ClientContext context;
-  set_deadline(context, options_.timeout);
+  prepare(context, options_);
   inference::ServerReadyResponse response;
   KILN_RETURN_IF_ERROR(call_status(
       stubs_->inference->ServerReady(&context, inference::ServerReadyRequest(), &response),
@@ -88,7 +90,7 @@ Result<bool> GrpcClient::server_ready() {
 
 Result<ServerMetadata> GrpcClient::server_metadata() {
   ::grpc::ClientContext context;
-  set_deadline(context, options_.timeout);
+  prepare(context, options_);
   inference::ServerMetadataResponse response;
   KILN_RETURN_IF_ERROR(call_status(
       stubs_->inference->ServerMetadata(&context, inference::ServerMetadataRequest(), &response),
@@ -102,7 +104,7 @@ Result<ServerMetadata> GrpcClient::server_metadata() {
 
 Result<bool> GrpcClient::model_ready(const std::string& model, const std::string& version) {
   ::grpc::ClientContext context;
-  set_deadline(context, options_.timeout);
+  prepare(context, options_);
   inference::ModelReadyRequest request;
   request.set_name(model);
   request.set_version(version);
@@ -115,7 +117,7 @@ Result<bool> GrpcClient::model_ready(const std::string& model, const std::string
 Result<ModelMetadata> GrpcClient::model_metadata(const std::string& model,
                                                  const std::string& version) {
   ::grpc::ClientContext context;
-  set_deadline(context, options_.timeout);
+  prepare(context, options_);
   inference::ModelMetadataRequest request;
   request.set_name(model);
   request.set_version(version);
@@ -144,7 +146,7 @@ Result<ModelMetadata> GrpcClient::model_metadata(const std::string& model,
 
 Status GrpcClient::model_load(const std::string& model, const Parameters& parameters) {
   ::grpc::ClientContext context;
-  set_deadline(context, options_.timeout);
+  prepare(context, options_);
   inference::RepositoryModelLoadRequest request;
   request.set_model_name(model);
   for (const auto& [key, value] : parameters.values()) {
@@ -164,7 +166,7 @@ Status GrpcClient::model_load(const std::string& model, const Parameters& parame
 
 Status GrpcClient::model_unload(const std::string& model) {
   ::grpc::ClientContext context;
-  set_deadline(context, options_.timeout);
+  prepare(context, options_);
   inference::RepositoryModelUnloadRequest request;
   request.set_model_name(model);
   inference::RepositoryModelUnloadResponse response;
@@ -175,7 +177,7 @@ Status GrpcClient::model_unload(const std::string& model) {
 Result<std::string> GrpcClient::worker_load(const std::string& worker,
                                             const Parameters& parameters) {
   ::grpc::ClientContext context;
-  set_deadline(context, options_.timeout);
+  prepare(context, options_);
   inference::WorkerLoadRequest request;
   request.set_worker(worker);
   for (const auto& [key, value] : parameters.values()) {
@@ -189,7 +191,7 @@ Result<std::string> GrpcClient::worker_load(const std::string& worker,
 
 Status GrpcClient::worker_unload(const std::string& endpoint) {
   ::grpc::ClientContext context;
-  set_deadline(context, options_.timeout);
+  prepare(context, options_);
   inference::WorkerUnloadRequest request;
   request.set_endpoint(endpoint);
   inference::WorkerUnloadResponse response;
@@ -201,7 +203,7 @@ Result<InferenceResponse> GrpcClient::model_infer(const std::string& model,
   // The blocking stub answers on this thread (no hand-off to a callback thread and back).
   if (!model.empty()) request.model = model;
   ::grpc::ClientContext context;
-  set_deadline(context, options_.timeout);
+  prepare(context, options_);
   inference::ModelInferRequest message;
   sg::encode_request(request, options_.raw_inputs, options_.raw_outputs, &message);
   inference::ModelInferResponse response;
@@ -221,7 +223,7 @@ std::future<Result<InferenceResponse>> GrpcClient::model_infer_async(const std::
     std::promise<Result<InferenceResponse>> promise;
   };
   auto call = std::make_shared<Call>();
-  set_deadline(call->context, options_.timeout);
+  prepare(call->context, options_);
   sg::encode_request(request, options_.raw_inputs, options_.raw_outputs, &call->request);
   std::future<Result<InferenceResponse>> future = call->promise.get_future();
   stubs_->inference->async()->ModelInfer(

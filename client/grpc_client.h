@@ -6,6 +6,8 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "client/client.h"
 
@@ -25,6 +27,8 @@ struct GrpcClientOptions {
   std::chrono::milliseconds timeout = std::chrono::seconds(60);
   // The largest message the client sends or accepts (-1: no limit).
   int max_message_bytes = -1;
+  // Metadata sent with every call, e.g. {"x-api-key", "..."} (keys in lower case).
+  std::vector<std::pair<std::string, std::string>> metadata;
 };
 
 class GrpcClient final : public Client {

@@ -31,10 +31,13 @@ namespace {
 StatusCode code_of(int status) {
   switch (status) {
     case 400: return StatusCode::kInvalidArgument;
+    case 401: return StatusCode::kUnauthenticated;
+    case 403: return StatusCode::kPermissionDenied;
     case 404: return StatusCode::kNotFound;
     case 405: return StatusCode::kInvalidArgument;
     case 413:
-    case 429: return StatusCode::kResourceExhausted;
+    case 429:
+    case 431: return StatusCode::kResourceExhausted;
     case 501: return StatusCode::kUnimplemented;
     case 503: return StatusCode::kUnavailable;
     default: return StatusCode::kInternal;
@@ -136,6 +139,7 @@ Result<HttpReply> HttpClient::send(const std::string& method, const std::string&
   req.version(11);
   req.set(bhttp::field::host, host_);
   req.set(bhttp::field::content_type, content_type);
+  for (const auto& [key, value] : options_.headers) req.set(key, value);
   if (inference_header_length) {
     req.set("Inference-Header-Content-Length", std::to_string(*inference_header_length));
   }

@@ -24,6 +24,8 @@ struct HttpClientOptions {
   std::chrono::milliseconds timeout = std::chrono::seconds(60);
   // Threads that run model_infer_async calls.
   int async_threads = 4;
+  // Headers sent with every call, e.g. {"x-api-key", "..."} for kiln serve --restricted-api.
+  std::vector<std::pair<std::string, std::string>> headers;
 };
 
 // A raw HTTP exchange, for calls the typed methods do not cover.

@@ -37,6 +37,7 @@ struct ServeOptions {
   int fd_headroom = 128;
   int64_t max_instances = 64;
   std::string model_control = "none";
+  std::vector<std::string> restricted_api;
 };
 
 // The soft open-file limit raised to the hard one (as Go programs and nginx do): connections are
@@ -63,6 +64,9 @@ int serve(const ServeOptions& o) {
   so.max_instances = o.max_instances;
   so.model_control =
       o.model_control == "explicit" ? server::ModelControl::kExplicit : server::ModelControl::kNone;
+  Result<server::AccessPolicy> access = server::AccessPolicy::parse(o.restricted_api);
+  if (!access.ok()) return report_error(access.status());
+  so.access = std::move(access).value();
   so.load_all = o.models.empty();
   so.load_models = o.models;
   so.poll_interval = std::chrono::milliseconds(static_cast<int64_t>(o.poll_secs * 1000));
@@ -170,6 +174,11 @@ CommandAction add_serve_command(CLI::App& app) {
                   "explicit: the repository and worker load/unload endpoints are open (see "
                   "docs/security.md)")
       ->check(CLI::IsMember({"none", "explicit"}));
+  sub->add_option("--restricted-api", o->restricted_api,
+                  "GROUP[,GROUP...]:HEADER=VALUE: calls to these endpoint groups (health, "
+                  "metadata, inference, model-repository, statistics) must carry the header "
+                  "(HTTP) or metadata (gRPC) with this value, else 401 / UNAUTHENTICATED; "
+                  "repeatable (Triton's --http-restricted-api)");
   sub->add_option("--max-instances", o->max_instances,
                   "Most instances (threads) one model version may ask for")
       ->check(CLI::PositiveNumber);

@@ -157,6 +157,42 @@ def test_repository_and_workers(client):
     assert stats["inference_count"] > 0
 
 
+def test_restricted_api_needs_the_header(kiln_cli, tmp_path):
+    """kiln serve --restricted-api: the Python clients send the key as a header / metadata."""
+    (tmp_path / "echo" / "1").mkdir(parents=True)
+    (tmp_path / "echo" / "config.toml").write_text('backend = "echo"\n')
+    log = open(tmp_path / "serve.log", "w+")
+    proc = subprocess.Popen([kiln_cli, "serve", "--repository", str(tmp_path), "--host",
+                             "127.0.0.1", "--http-port", "0", "--grpc-port", "0",
+                             "--restricted-api", "inference:x-api-key=py-key"],
+                            stdout=log, stderr=subprocess.STDOUT)
+    try:
+        ports = {}
+        for _ in range(600):
+            log.seek(0)
+            ports = dict(re.findall(r"listening on (http|grpc)://[^:]*:(\d+)", log.read()))
+            if len(ports) == 2 or proc.poll() is not None:
+                break
+            time.sleep(0.1)
+        assert len(ports) == 2
+        x = np.arange(3, dtype=np.int32)
+        for cls, url, denied in ((kc.HttpClient, f"http://127.0.0.1:{ports['http']}", 401),
+                                 (kc.GrpcClient, f"127.0.0.1:{ports['grpc']}", "UNAUTHENTICATED")):
+            anonymous = cls(url)
+            assert anonymous.server_ready()
+            with pytest.raises(kc.InferenceServerError) as e:
+                anonymous.model_infer("echo", {"x": x})
+            assert e.value.status == denied
+            assert 'need the header "x-api-key"' in str(e.value)
+            keyed = cls(url, headers={"X-Api-Key": "py-key"})
+            np.testing.assert_array_equal(keyed.model_infer("echo", {"x": x}).outputs["x"], x)
+            anonymous.close()
+            keyed.close()
+    finally:
+        proc.terminate()
+        assert proc.wait(timeout=60) == 0
+
+
 def test_unreachable_server():
     c = kc.HttpClient("http://127.0.0.1:9", timeout=2)
     assert pytest.raises(kc.InferenceServerError, c.server_live).value.status == 0

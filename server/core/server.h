@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "server/core/access.h"
 #include "server/core/model.h"
 #include "server/core/types.h"
 
@@ -47,6 +48,9 @@ struct ServerOptions {
   // $XDG_CACHE_HOME/kiln/artifacts, else ~/.cache/kiln/artifacts. Never inside the repository
   // (KServe mounts it read-only); a cache dir there turns caching off.
   std::filesystem::path cache_dir;
+  // Endpoint groups that need a header / metadata value (kiln serve --restricted-api); the
+  // transports check it, the in-process API does not.
+  AccessPolicy access;
 };
 
 // One row of the repository index.
@@ -96,6 +100,7 @@ class Server final : public ModelRouter {
   // OK when the network may load and unload models; otherwise permission denied naming the
   // request and the flag that allows it.
   Status model_control_status(std::string_view what) const;
+  const AccessPolicy& access() const { return options_.access; }
 
   std::vector<RepositoryEntry> repository_index(bool ready_only = false) const;
   // Statistics of every loaded version (name empty), of one model, or of one version.

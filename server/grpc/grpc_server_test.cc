@@ -406,5 +406,41 @@ TEST_F(GrpcTest, ThirtyTwoClientsEachGetTheirOwnAnswers) {
       });
 }
 
+// --restricted-api over gRPC: the metadata entry is checked like the HTTP header.
+TEST(GrpcRestrictedApi, EndpointGroupsNeedTheirMetadata) {
+  const fs::path root =
+      fs::temp_directory_path() / ("kiln_grpc_restricted_" + std::to_string(::getpid()));
+  fs::remove_all(root);
+  testing::add_model(root, "echo", "backend = \"echo\"\n");
+  ServerOptions so;
+  so.repository = root;
+  so.model_control = ModelControl::kExplicit;
+  so.access = AccessPolicy::parse({"inference,model-repository:x-api-key=k1"}).value();
+  auto server = Server::create(so).value();
+  GrpcServerOptions o;
+  o.address = "127.0.0.1";
+  o.port = 0;
+  auto g = GrpcServer::start(server.get(), o).value();
+  const std::string target = "127.0.0.1:" + std::to_string(g->port());
+  auto anonymous = client::GrpcClient::create(target).value();
+  EXPECT_TRUE(anonymous->server_ready().value());  // health stays open
+  Result<InferenceResponse> refused =
+      anonymous->model_infer("echo", request({{"x", Tensor::from_vector<int32_t>({1}), {}}}));
+  expect_error(refused.status(), StatusCode::kUnauthenticated,
+               "inference endpoints need the header \"x-api-key\"");
+  expect_error(anonymous->model_unload("echo"), StatusCode::kUnauthenticated, "model-repository");
+  client::GrpcClientOptions keyed;
+  keyed.metadata = {{"x-api-key", "k1"}};
+  auto c = client::GrpcClient::create(target, keyed).value();
+  Result<InferenceResponse> r =
+      c->model_infer("echo", request({{"x", Tensor::from_vector<int32_t>({5}), {}}}));
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r->outputs[0].data.data<int32_t>()[0], 5);
+  EXPECT_TRUE(c->model_unload("echo").ok());
+  server->shutdown();
+  g->stop();
+  fs::remove_all(root);
+}
+
 }  // namespace
 }  // namespace kiln::server::grpc

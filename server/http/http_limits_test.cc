@@ -14,6 +14,8 @@
 #include <fstream>
 #include <thread>
 
+#include "client/client_test_util.h"
+#include "client/http_client.h"
 #include "server/core/test_repository.h"
 #include "server/http/http_server.h"
 
@@ -315,6 +317,67 @@ TEST_F(HttpLimitsTest, ErrorBodiesAreValidJsonWhateverTheUrlHolds) {
   EXPECT_NE(body.find("model \\\"a\xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd\\\" does not exist"),
             std::string::npos)
       << body;
+}
+
+// --restricted-api: inference needs x-api-key, model management and statistics an admin key;
+// health and metadata stay open. Checked with raw requests, curl and the C++ client.
+TEST(HttpRestrictedApi, EndpointGroupsNeedTheirHeader) {
+  const fs::path root =
+      fs::temp_directory_path() / ("kiln_restricted_" + std::to_string(::getpid()));
+  fs::remove_all(root);
+  testing::add_model(root, "echo", "backend = \"echo\"\n");
+  ServerOptions so;
+  so.repository = root;
+  so.model_control = ModelControl::kExplicit;
+  so.access = AccessPolicy::parse({"inference:x-api-key=infer-key",
+                                   "model-repository,statistics:x-admin-key=admin-key"})
+                  .value();
+  auto server = Server::create(so).value();
+  HttpServerOptions ho;
+  ho.address = "127.0.0.1";
+  ho.port = 0;
+  ho.threads = 2;
+  auto http = HttpServer::start(server.get(), ho).value();
+  const std::string url = "http://127.0.0.1:" + std::to_string(http->port());
+  auto curl = [&](const std::string& args) {
+    std::string cmd = "curl -s -o /dev/null -w '%{http_code}' " + args + " 2>&1";
+    FILE* pipe = ::popen(cmd.c_str(), "r");
+    char buffer[64] = {};
+    std::string out(buffer, std::fread(buffer, 1, sizeof(buffer) - 1, pipe));
+    ::pclose(pipe);
+    return out;
+  };
+  const std::string infer =
+      "-X POST " + url + "/v2/models/echo/infer -d " +
+      R"('{"inputs":[{"name":"x","shape":[1],"datatype":"INT32","data":[7]}]}')";
+  EXPECT_EQ(curl(infer), "401");
+  EXPECT_EQ(curl("-H 'x-api-key: wrong' " + infer), "401");
+  EXPECT_EQ(curl("-H 'X-Api-Key: infer-key' " + infer), "200");
+  EXPECT_EQ(curl(url + "/v2/health/ready"), "200");
+  EXPECT_EQ(curl(url + "/v2/models/echo"), "200");
+  EXPECT_EQ(curl(url + "/metrics"), "401");
+  EXPECT_EQ(curl("-H 'x-admin-key: admin-key' " + url + "/metrics"), "200");
+  EXPECT_EQ(curl("-H 'x-api-key: infer-key' -X POST " + url + "/v2/repository/models/echo/unload"),
+            "401");
+
+  client::HttpClientOptions plain;
+  auto anonymous = client::HttpClient::create(url, plain).value();
+  Result<InferenceResponse> refused = anonymous->model_infer(
+      "echo", client::testing::request({{"x", Tensor::from_vector<int32_t>({1}), {}}}));
+  EXPECT_EQ(refused.status().code(), StatusCode::kUnauthenticated) << refused.status().to_string();
+  EXPECT_NE(refused.status().message().find("inference endpoints need the header \"x-api-key\""),
+            std::string::npos);
+  client::HttpClientOptions keyed;
+  keyed.headers = {{"x-api-key", "infer-key"}, {"x-admin-key", "admin-key"}};
+  auto c = client::HttpClient::create(url, keyed).value();
+  Result<InferenceResponse> r = c->model_infer(
+      "echo", client::testing::request({{"x", Tensor::from_vector<int32_t>({7}), {}}}));
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r->outputs[0].data.data<int32_t>()[0], 7);
+  EXPECT_TRUE(c->model_unload("echo").ok());
+  server->shutdown();
+  http->stop(std::chrono::milliseconds(100));
+  fs::remove_all(root);
 }
 
 }  // namespace

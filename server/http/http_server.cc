@@ -40,7 +40,8 @@ struct HttpServer::Impl {
         ioc(std::max(1, options.threads)),
         acceptor(net::make_strand(ioc)),
         accept_timer(acceptor.get_executor()),
-        router(server, options.limits) {}
+        router(server, options.limits),
+        access_keys(server->access().keys()) {}
 
   void accept();
   // Accepts again after `delay` (a failed accept, or the connection limit reached).
@@ -52,6 +53,7 @@ struct HttpServer::Impl {
   net::steady_timer accept_timer;  // on the acceptor's strand
   std::chrono::milliseconds accept_backoff{0};
   Router router;
+  const std::vector<std::string> access_keys;  // the headers the AccessPolicy reads
   std::vector<std::thread> threads;
   std::atomic<int64_t> in_flight{0};
   std::atomic<int> connections{0};
@@ -194,6 +196,10 @@ class Session : public std::enable_shared_from_this<Session> {
     r.method = std::string(req.method_string());
     r.target = std::string(req.target());
     r.body = parser_->is_done() ? std::move(req.body()) : std::move(body_);
+    for (const std::string& key : impl_->access_keys) {
+      auto it = req.find(key);
+      if (it != req.end()) r.headers[key] = std::string(it->value());
+    }
     body_.clear();
     auto header = req.find("Inference-Header-Content-Length");
     if (header != req.end()) {

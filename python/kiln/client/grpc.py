@@ -67,7 +67,7 @@ def _metadata(m):
 class GrpcClient(Client):
     """``GrpcClient("127.0.0.1:8001")``; ``timeout`` is each call's deadline in seconds."""
 
-    def __init__(self, url, concurrency=16, timeout=60.0, max_message_mib=256):
+    def __init__(self, url, concurrency=16, timeout=60.0, max_message_mib=256, headers=None):
         super().__init__(concurrency)
         if url.startswith("grpc://"):
             url = url[len("grpc://"):]
@@ -76,6 +76,8 @@ class GrpcClient(Client):
             url, options=[("grpc.max_send_message_length", size),
                           ("grpc.max_receive_message_length", size)])
         self.timeout = timeout
+        # Sent as metadata with every call, e.g. {"x-api-key": "..."} (keys in lower case).
+        self._metadata = [(k.lower(), v) for k, v in (headers or {}).items()]
         self._stubs = {
             name: self._channel.unary_unary(prefix + name,
                                             request_serializer=req.SerializeToString,
@@ -92,7 +94,7 @@ class GrpcClient(Client):
 
     def _send(self, rpc, request):
         try:
-            return self._stubs[rpc](request, timeout=self.timeout)
+            return self._stubs[rpc](request, timeout=self.timeout, metadata=self._metadata)
         except grpc.RpcError as e:
             raise InferenceServerError(f"{rpc}: {e.details()}", e.code().name) from None
 
@@ -185,7 +187,7 @@ class GrpcClient(Client):
         request = InferenceRequest.of(request, outputs, id, parameters)
         try:
             response = self._stubs["ModelInfer"](self._infer_message(model, request, version),
-                                                 timeout=self.timeout)
+                                                 timeout=self.timeout, metadata=self._metadata)
         except grpc.RpcError as e:
             raise InferenceServerError(f"model {model}: {e.details()}", e.code().name) from None
         return self._result(response)
@@ -195,7 +197,7 @@ class GrpcClient(Client):
         per request)."""
         request = InferenceRequest.of(request, outputs, id, parameters)
         call = self._stubs["ModelInfer"].future(self._infer_message(model, request, version),
-                                                timeout=self.timeout)
+                                                timeout=self.timeout, metadata=self._metadata)
         future = concurrent.futures.Future()
 
         def done(c):

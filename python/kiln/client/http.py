@@ -32,7 +32,7 @@ class HttpClient(Client):
     ``concurrency`` is the number of requests model_infer_async runs at once; ``timeout`` is each
     request's socket timeout in seconds."""
 
-    def __init__(self, url, binary=True, concurrency=16, timeout=60.0):
+    def __init__(self, url, binary=True, concurrency=16, timeout=60.0, headers=None):
         super().__init__(concurrency)
         parsed = urllib.parse.urlsplit(url if "://" in url else "http://" + url)
         if parsed.scheme != "http" or not parsed.hostname:
@@ -41,6 +41,8 @@ class HttpClient(Client):
         self.port = parsed.port or 80
         self.binary = binary
         self.timeout = timeout
+        # Sent with every call, e.g. {"x-api-key": "..."} for kiln serve --restricted-api.
+        self.headers = dict(headers or {})
         self._local = threading.local()
 
     def _connection(self):
@@ -55,7 +57,7 @@ class HttpClient(Client):
         for attempt in range(2):
             conn = self._connection()
             try:
-                conn.request(method, path, body=body, headers=headers or {})
+                conn.request(method, path, body=body, headers={**self.headers, **(headers or {})})
                 response = conn.getresponse()
                 return response.status, response, response.read()
             except (ConnectionError, http.client.HTTPException, OSError) as e:
