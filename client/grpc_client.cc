@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <grpcpp/grpcpp.h>
 
+#include "core/mapped_file.h"
 #include "grpc_predict_v2.grpc.pb.h"
 #include "server/grpc/grpc_convert.h"
 
@@ -54,18 +55,34 @@ Result<std::unique_ptr<GrpcClient>> GrpcClient::create(const std::string& url,
     return invalid_argument_error(
         fmt::format("grpc url \"{}\" is not host:port (for example 127.0.0.1:8001)", url));
   }
-  return std::unique_ptr<GrpcClient>(new GrpcClient(std::move(target), options));
+  std::unique_ptr<GrpcClient> client(new GrpcClient(std::move(target), options));
+  KILN_RETURN_IF_ERROR(client->connect());
+  return client;
 }
 
-GrpcClient::GrpcClient(std::string target, GrpcClientOptions options)
-    : target_(std::move(target)), options_(options), stubs_(std::make_unique<Stubs>()) {
+Status GrpcClient::connect() {
   ::grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(options_.max_message_bytes);
   args.SetMaxSendMessageSize(options_.max_message_bytes);
-  channel_ = ::grpc::CreateCustomChannel(target_, ::grpc::InsecureChannelCredentials(), args);
+  std::shared_ptr<::grpc::ChannelCredentials> credentials = ::grpc::InsecureChannelCredentials();
+  if (options_.tls || !options_.tls_ca_file.empty()) {
+    ::grpc::SslCredentialsOptions ssl;
+    for (auto [path, out] : {std::pair{&options_.tls_ca_file, &ssl.pem_root_certs},
+                             std::pair{&options_.tls_cert_file, &ssl.pem_cert_chain},
+                             std::pair{&options_.tls_key_file, &ssl.pem_private_key}}) {
+      if (path->empty()) continue;
+      KILN_ASSIGN_OR_RETURN(*out, read_file(*path));
+    }
+    credentials = ::grpc::SslCredentials(ssl);
+  }
+  channel_ = ::grpc::CreateCustomChannel(target_, credentials, args);
   stubs_->inference = inference::GRPCInferenceService::NewStub(channel_);
   stubs_->workers = inference::KilnWorkerService::NewStub(channel_);
+  return Status();
 }
+
+GrpcClient::GrpcClient(std::string target, GrpcClientOptions options)
+    : target_(std::move(target)), options_(options), stubs_(std::make_unique<Stubs>()) {}
 
 GrpcClient::~GrpcClient() = default;
 

@@ -29,6 +29,12 @@ struct GrpcClientOptions {
   int max_message_bytes = -1;
   // Metadata sent with every call, e.g. {"x-api-key", "..."} (keys in lower case).
   std::vector<std::pair<std::string, std::string>> metadata;
+  // TLS: the CA (PEM file) the server's certificate must chain to; empty with tls false is plain
+  // text. For mutual TLS also the client's certificate and key (PEM files).
+  bool tls = false;
+  std::string tls_ca_file;
+  std::string tls_cert_file;
+  std::string tls_key_file;
 };
 
 class GrpcClient final : public Client {
@@ -59,6 +65,8 @@ class GrpcClient final : public Client {
 
  private:
   GrpcClient(std::string target, GrpcClientOptions options);
+  // Makes the channel (reads the TLS files).
+  Status connect();
 
   const std::string target_;
   const GrpcClientOptions options_;

@@ -38,6 +38,7 @@ struct ServeOptions {
   int64_t max_instances = 64;
   std::string model_control = "none";
   std::vector<std::string> restricted_api;
+  server::TlsFiles tls;
 };
 
 // The soft open-file limit raised to the hard one (as Go programs and nginx do): connections are
@@ -90,6 +91,7 @@ int serve(const ServeOptions& o) {
   ho.body_timeout = std::chrono::seconds(o.body_timeout_secs);
   ho.max_connections = o.max_connections;
   ho.fd_headroom = o.fd_headroom;
+  ho.tls = o.tls;
   Result<std::unique_ptr<server::http::HttpServer>> http =
       server::http::HttpServer::start(server->get(), ho);
   if (!http.ok()) return report_error(http.status());
@@ -98,15 +100,18 @@ int serve(const ServeOptions& o) {
     server::grpc::GrpcServerOptions go;
     go.address = o.host;
     go.port = static_cast<uint16_t>(o.grpc_port);
+    go.tls = o.tls;
     go.max_message_bytes =
         static_cast<int64_t>(std::min<uint64_t>(o.max_body_mib << 20, INT32_MAX));
     Result<std::unique_ptr<server::grpc::GrpcServer>> started =
         server::grpc::GrpcServer::start(server->get(), go);
     if (!started.ok()) return report_error(started.status());
     grpc = std::move(started).value();
-    fmt::print("kiln serve: listening on grpc://{}:{}\n", o.host, grpc->port());
+    fmt::print("kiln serve: listening on grpc{}://{}:{}\n", o.tls.enabled() ? "s" : "", o.host,
+               grpc->port());
   }
-  fmt::print("kiln serve: listening on http://{}:{}\n", o.host, (*http)->port());
+  fmt::print("kiln serve: listening on http{}://{}:{}\n", o.tls.enabled() ? "s" : "", o.host,
+             (*http)->port());
   std::fflush(stdout);
 
   int signal = 0;
@@ -179,6 +184,14 @@ CommandAction add_serve_command(CLI::App& app) {
                   "metadata, inference, model-repository, statistics) must carry the header "
                   "(HTTP) or metadata (gRPC) with this value, else 401 / UNAUTHENTICATED; "
                   "repeatable (Triton's --http-restricted-api)");
+  sub->add_option("--tls-cert", o->tls.cert_file,
+                  "PEM certificate chain: serve HTTPS and gRPC over TLS (with --tls-key)")
+      ->check(CLI::ExistingFile);
+  sub->add_option("--tls-key", o->tls.key_file, "PEM private key of --tls-cert")
+      ->check(CLI::ExistingFile);
+  sub->add_option("--tls-client-ca", o->tls.client_ca_file,
+                  "PEM CA: require client certificates it signed (mutual TLS)")
+      ->check(CLI::ExistingFile);
   sub->add_option("--max-instances", o->max_instances,
                   "Most instances (threads) one model version may ask for")
       ->check(CLI::PositiveNumber);

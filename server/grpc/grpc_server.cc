@@ -322,8 +322,18 @@ Result<std::unique_ptr<GrpcServer>> GrpcServer::start(Server* server, GrpcServer
   const std::string address = options.address.find(':') != std::string::npos
                                   ? fmt::format("[{}]:{}", options.address, options.port)
                                   : fmt::format("{}:{}", options.address, options.port);
+  std::shared_ptr<::grpc::ServerCredentials> credentials = ::grpc::InsecureServerCredentials();
+  if (options.tls.enabled()) {
+    KILN_ASSIGN_OR_RETURN(TlsPem pem, read_tls_files(options.tls));
+    ::grpc::SslServerCredentialsOptions ssl(
+        pem.client_ca.empty() ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
+                              : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+    ssl.pem_root_certs = pem.client_ca;
+    ssl.pem_key_cert_pairs.push_back({pem.key, pem.cert});
+    credentials = ::grpc::SslServerCredentials(ssl);
+  }
   ::grpc::ServerBuilder builder;
-  builder.AddListeningPort(address, ::grpc::InsecureServerCredentials(), &impl->port);
+  builder.AddListeningPort(address, credentials, &impl->port);
   // Without this a second server would silently share the port instead of failing.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.SetMaxReceiveMessageSize(static_cast<int>(options.max_message_bytes));

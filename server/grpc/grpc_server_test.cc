@@ -14,6 +14,7 @@
 #include "client/grpc_client.h"
 #include "client/native_client.h"
 #include "grpc_predict_v2.grpc.pb.h"
+#include "server/core/test_certificates.h"
 #include "server/core/test_repository.h"
 
 namespace kiln::server::grpc {
@@ -439,6 +440,48 @@ TEST(GrpcRestrictedApi, EndpointGroupsNeedTheirMetadata) {
   EXPECT_TRUE(c->model_unload("echo").ok());
   server->shutdown();
   g->stop();
+  fs::remove_all(root);
+}
+
+// gRPC over TLS (grpc::SslServerCredentials) and mutual TLS, with the C++ GrpcClient.
+TEST(GrpcTls, ServesTlsAndMutualTls) {
+  const fs::path root = fs::temp_directory_path() / ("kiln_grpc_tls_" + std::to_string(::getpid()));
+  fs::remove_all(root);
+  testing::TestCertificates certs;
+  ASSERT_TRUE(testing::make_test_certificates(root / "certs", &certs));
+  testing::add_model(root / "repo", "echo", "backend = \"echo\"\n");
+  ServerOptions so;
+  so.repository = root / "repo";
+  auto server = Server::create(so).value();
+  for (bool mutual : {false, true}) {
+    SCOPED_TRACE(mutual ? "mutual TLS" : "TLS");
+    GrpcServerOptions o;
+    o.address = "127.0.0.1";
+    o.port = 0;
+    o.tls = {certs.server_cert.string(), certs.server_key.string(),
+             mutual ? certs.ca.string() : ""};
+    auto g = GrpcServer::start(server.get(), o);
+    ASSERT_TRUE(g.ok()) << g.status().to_string();
+    const std::string target = "127.0.0.1:" + std::to_string((*g)->port());
+    client::GrpcClientOptions plain;
+    plain.timeout = std::chrono::seconds(3);
+    EXPECT_FALSE(client::GrpcClient::create(target, plain).value()->server_ready().ok());
+    client::GrpcClientOptions trusting = plain;
+    trusting.tls_ca_file = certs.ca.string();
+    Result<bool> one_way = client::GrpcClient::create(target, trusting).value()->server_ready();
+    EXPECT_EQ(one_way.ok(), !mutual) << one_way.status().to_string();
+    client::GrpcClientOptions with_cert = trusting;
+    with_cert.tls_cert_file = certs.client_cert.string();
+    with_cert.tls_key_file = certs.client_key.string();
+    auto c = client::GrpcClient::create(target, with_cert).value();
+    ASSERT_TRUE(c->server_ready().value_or(false));
+    Result<InferenceResponse> r =
+        c->model_infer("echo", request({{"x", Tensor::from_vector<int32_t>({9}), {}}}));
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    EXPECT_EQ(r->outputs[0].data.data<int32_t>()[0], 9);
+    (*g)->stop();
+  }
+  server->shutdown();
   fs::remove_all(root);
 }
 

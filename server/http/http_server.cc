@@ -12,6 +12,7 @@
 #include <boost/asio/strand.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
 #include <fmt/format.h>
 #include <pthread.h>
 #include <sys/resource.h>
@@ -20,6 +21,7 @@
 #include <atomic>
 #include <optional>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include "core/logging.h"
@@ -63,14 +65,20 @@ struct HttpServer::Impl {
   uint16_t port = 0;
   LogLimiter accept_log;
   LogLimiter limit_log;
+  std::optional<net::ssl::context> ssl;  // HTTPS when set
 };
 
 namespace {
 
-class Session : public std::enable_shared_from_this<Session> {
+// Stream is beast::tcp_stream (plain HTTP) or beast::ssl_stream<beast::tcp_stream> (HTTPS).
+template <class Stream>
+class Session : public std::enable_shared_from_this<Session<Stream>> {
  public:
-  Session(tcp::socket&& socket, HttpServer::Impl* impl)
-      : stream_(std::move(socket)),
+  static constexpr bool kTls = !std::is_same_v<Stream, beast::tcp_stream>;
+
+  template <class... Tls>
+  Session(tcp::socket&& socket, HttpServer::Impl* impl, Tls&... tls)
+      : stream_(std::move(socket), tls...),
         // Bytes the parser has not consumed: a header, or a chunked body's chunk lines and
         // trailer. Beast keeps trailer fields unbounded (and throws on one of 64 KiB or more), so
         // the buffer's own limit is what bounds them.
@@ -81,10 +89,25 @@ class Session : public std::enable_shared_from_this<Session> {
   ~Session() { --impl_->connections; }
 
   void start() {
-    net::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->read(); });
+    net::dispatch(stream_.get_executor(), [self = this->shared_from_this()] {
+      if constexpr (kTls) {
+        // The handshake counts against the idle timeout, like a header.
+        self->lowest().expires_after(self->impl_->options.idle_timeout);
+        self->stream_.async_handshake(net::ssl::stream_base::server, [self](beast::error_code ec) {
+          if (ec) return self->close();
+          self->read();
+        });
+      } else {
+        self->read();
+      }
+    });
   }
 
  private:
+  using std::enable_shared_from_this<Session<Stream>>::shared_from_this;
+
+  beast::tcp_stream& lowest() { return beast::get_lowest_layer(stream_); }
+
   // The first read of a Content-Length body, and the least it grows by afterwards.
   static constexpr size_t kBodyStep = size_t{256} << 10;
 
@@ -92,7 +115,7 @@ class Session : public std::enable_shared_from_this<Session> {
     parser_.emplace();
     parser_->header_limit(impl_->options.max_header_bytes);
     parser_->body_limit(impl_->options.max_body_bytes);
-    stream_.expires_after(impl_->options.idle_timeout);
+    lowest().expires_after(impl_->options.idle_timeout);
     bhttp::async_read_header(stream_, buffer_, *parser_,
                              beast::bind_front_handler(&Session::on_header, shared_from_this()));
   }
@@ -123,7 +146,7 @@ class Session : public std::enable_shared_from_this<Session> {
         *length <= impl_->options.max_body_bytes) {
       return read_body_direct(static_cast<size_t>(*length));
     }
-    stream_.expires_after(impl_->options.body_timeout);
+    lowest().expires_after(impl_->options.body_timeout);
     bhttp::async_read(stream_, buffer_, *parser_,
                       beast::bind_front_handler(&Session::on_read, shared_from_this()));
   }
@@ -148,7 +171,7 @@ class Session : public std::enable_shared_from_this<Session> {
     if (have == body_length_) return on_read({}, 0);
     const size_t step = std::min(body_length_ - have, std::max(kBodyStep, have));
     body_.resize(have + step);
-    stream_.expires_after(impl_->options.body_timeout);
+    lowest().expires_after(impl_->options.body_timeout);
     net::async_read(stream_, net::buffer(body_.data() + have, step),
                     [self = shared_from_this()](beast::error_code ec, size_t) {
                       if (ec == net::error::eof) ec = bhttp::error::partial_message;
@@ -218,7 +241,7 @@ class Session : public std::enable_shared_from_this<Session> {
       r.inference_header_length = n;
     }
     ++impl_->in_flight;
-    stream_.expires_never();  // the model may take its time; the idle timeout resumes after
+    lowest().expires_never();  // the model may take its time; the idle timeout resumes after
     impl_->router.handle(std::move(r), [self = shared_from_this()](HttpResponse resp) {
       net::post(self->stream_.get_executor(),
                 [self, resp = std::move(resp)]() mutable { self->write(std::move(resp)); });
@@ -245,7 +268,7 @@ class Session : public std::enable_shared_from_this<Session> {
     res_.keep_alive(keep_alive_ && !impl_->stopping);
     res_.body() = std::move(resp.body);
     res_.prepare_payload();
-    stream_.expires_after(impl_->options.idle_timeout);
+    lowest().expires_after(impl_->options.idle_timeout);
     bhttp::async_write(stream_, res_,
                        beast::bind_front_handler(&Session::on_write, shared_from_this()));
   }
@@ -261,7 +284,7 @@ class Session : public std::enable_shared_from_this<Session> {
   // connection before the client has read the error response.
   void drain() {
     close();
-    stream_.expires_after(std::chrono::seconds(5));
+    lowest().expires_after(std::chrono::seconds(5));
     stream_.async_read_some(net::buffer(discard_),
                             [self = shared_from_this()](beast::error_code ec, size_t) {
                               if (!ec) self->drain_more();
@@ -276,10 +299,10 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void close() {
     beast::error_code ec;
-    stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
+    lowest().socket().shutdown(tcp::socket::shutdown_send, ec);
   }
 
-  beast::tcp_stream stream_;
+  Stream stream_;
   beast::flat_buffer buffer_;
   std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
   std::string body_;  // a body read by read_body_direct (the parser then never sees it)
@@ -325,7 +348,12 @@ void HttpServer::Impl::accept() {
     accept_backoff = std::chrono::milliseconds(0);
     beast::error_code ignored;
     socket.set_option(tcp::no_delay(true), ignored);
-    std::make_shared<Session>(std::move(socket), this)->start();
+    if (ssl) {
+      std::make_shared<Session<beast::ssl_stream<beast::tcp_stream>>>(std::move(socket), this, *ssl)
+          ->start();
+    } else {
+      std::make_shared<Session<beast::tcp_stream>>(std::move(socket), this)->start();
+    }
     accept();
   });
 }
@@ -360,6 +388,33 @@ Result<std::unique_ptr<HttpServer>> HttpServer::start(Server* server, HttpServer
   }
   auto impl = std::make_unique<Impl>(server, options);
   impl->max_connections = options.max_connections;
+  if (options.tls.enabled()) {
+    KILN_ASSIGN_OR_RETURN(TlsPem pem, read_tls_files(options.tls));
+    net::ssl::context& ctx = impl->ssl.emplace(net::ssl::context::tls_server);
+    beast::error_code e;
+    ctx.set_options(net::ssl::context::default_workarounds | net::ssl::context::no_sslv2 |
+                        net::ssl::context::no_sslv3 | net::ssl::context::no_tlsv1 |
+                        net::ssl::context::no_tlsv1_1,
+                    e);
+    if (!e) ctx.use_certificate_chain(net::buffer(pem.cert), e);
+    if (e)
+      return invalid_argument_error(
+          fmt::format("--tls-cert {}: {}", options.tls.cert_file, e.message()));
+    ctx.use_private_key(net::buffer(pem.key), net::ssl::context::pem, e);
+    if (e)
+      return invalid_argument_error(
+          fmt::format("--tls-key {}: {}", options.tls.key_file, e.message()));
+    if (!pem.client_ca.empty()) {
+      ctx.add_certificate_authority(net::buffer(pem.client_ca), e);
+      if (!e) {
+        ctx.set_verify_mode(net::ssl::verify_peer | net::ssl::verify_fail_if_no_peer_cert, e);
+      }
+      if (e) {
+        return invalid_argument_error(
+            fmt::format("--tls-client-ca {}: {}", options.tls.client_ca_file, e.message()));
+      }
+    }
+  }
   rlimit files{};
   if (::getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur != RLIM_INFINITY) {
     const int64_t fit = static_cast<int64_t>(files.rlim_cur) - options.fd_headroom;

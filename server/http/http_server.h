@@ -10,6 +10,7 @@
 
 #include "core/status.h"
 #include "server/core/server.h"
+#include "server/core/tls.h"
 #include "server/http/infer_json.h"
 
 namespace kiln::server::http {
@@ -40,6 +41,8 @@ struct HttpServerOptions {
   int max_connections = 4096;
   int fd_headroom = 128;
   DecodeLimits limits;
+  // HTTPS (TLS 1.2+) when a certificate is given; mutual TLS with a client CA.
+  TlsFiles tls;
 };
 
 class HttpServer {
