@@ -67,14 +67,22 @@ def _metadata(m):
 class GrpcClient(Client):
     """``GrpcClient("127.0.0.1:8001")``; ``timeout`` is each call's deadline in seconds."""
 
-    def __init__(self, url, concurrency=16, timeout=60.0, max_message_mib=256, headers=None):
+    def __init__(self, url, concurrency=16, timeout=60.0, max_message_mib=256, headers=None,
+                 root_certificates=None, private_key=None, certificate_chain=None, tls=False):
+        """TLS when `tls` or `root_certificates` (PEM bytes of the CA to trust) is given; mutual
+        TLS with `private_key` and `certificate_chain` (PEM bytes)."""
         super().__init__(concurrency)
         if url.startswith("grpc://"):
             url = url[len("grpc://"):]
         size = max_message_mib << 20
-        self._channel = grpc.insecure_channel(
-            url, options=[("grpc.max_send_message_length", size),
-                          ("grpc.max_receive_message_length", size)])
+        options = [("grpc.max_send_message_length", size),
+                   ("grpc.max_receive_message_length", size)]
+        if tls or root_certificates is not None:
+            credentials = grpc.ssl_channel_credentials(root_certificates, private_key,
+                                                       certificate_chain)
+            self._channel = grpc.secure_channel(url, credentials, options=options)
+        else:
+            self._channel = grpc.insecure_channel(url, options=options)
         self.timeout = timeout
         # Sent as metadata with every call, e.g. {"x-api-key": "..."} (keys in lower case).
         self._metadata = [(k.lower(), v) for k, v in (headers or {}).items()]
