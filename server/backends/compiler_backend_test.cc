@@ -2,6 +2,8 @@
 // The compiler backend's artifact cache: the first load writes it, the next load uses it, and a
 // corrupted or stale cache file is replaced without failing the load.
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -183,6 +185,49 @@ TEST(CompilerBackendCache, ACacheInsideTheRepositoryIsNeverWritten) {
   EXPECT_EQ(cache_files(root).size(), repository_files);
   (*created)->shutdown();
   fs::remove_all(root);
+}
+
+// Fault injection (issue 28): the disk fills up while the compiled model is cached. Writes past
+// RLIMIT_FSIZE fail with EFBIG (SIGXFSZ ignored), as on a full disk: the load still succeeds, the
+// model serves, a warning says why nothing was cached, and once there is room again the next load
+// writes the cache and the one after uses it.
+TEST(CompilerBackendCache, ADiskFullWhileCachingDoesNotFailTheLoad) {
+  fs::path root = testing::make_test_repository("diskfull");
+  fs::remove_all(root / "broken");
+  const fs::path cache_dir =
+      fs::temp_directory_path() / ("kiln_cache_full_" + std::to_string(::getpid()));
+  fs::remove_all(cache_dir);
+  LogCapture logs;
+  ServerOptions options{root, false, {}};
+  options.cache_dir = cache_dir;
+  Result<std::unique_ptr<Server>> created = Server::create(options);
+  ASSERT_TRUE(created.ok()) << created.status().to_string();
+  Server& s = **created;
+
+  ::signal(SIGXFSZ, SIG_IGN);
+  rlimit saved{};
+  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &saved), 0);
+  rlimit full = saved;
+  full.rlim_cur = 4096;  // far below the artifact's size
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &full), 0);
+  Status loaded = s.load_model("mnist");
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &saved), 0);
+  ASSERT_TRUE(loaded.ok()) << loaded.to_string();
+  EXPECT_EQ(logs.count("cannot cache the compiled model", false), 1);
+  EXPECT_EQ(logs.count("cached the compiled model as"), 0);
+  const std::vector<float> expected = classify(s);
+  ASSERT_EQ(expected.size(), 30u);
+
+  ASSERT_TRUE(s.unload_model("mnist").ok());
+  ASSERT_TRUE(s.load_model("mnist").ok());
+  EXPECT_EQ(logs.count("cached the compiled model as"), 1);
+  ASSERT_TRUE(s.unload_model("mnist").ok());
+  ASSERT_TRUE(s.load_model("mnist").ok());
+  EXPECT_EQ(logs.count("loaded cached artifact"), 1);
+  EXPECT_EQ(classify(s), expected);
+  s.shutdown();
+  fs::remove_all(root);
+  fs::remove_all(cache_dir);
 }
 
 }  // namespace
