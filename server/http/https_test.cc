@@ -1,11 +1,13 @@
 // SPDX-License-Identifier: Apache-2.0
-// HTTPS and mutual TLS over real loopback sockets, driven by curl with certificates made by the
-// openssl command.
+// HTTPS and mutual TLS over real loopback sockets, driven by curl and the C++ HttpClient with
+// certificates made by the openssl command.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <filesystem>
 
+#include "client/client_test_util.h"
+#include "client/http_client.h"
 #include "server/core/test_certificates.h"
 #include "server/core/test_repository.h"
 #include "server/http/http_server.h"
@@ -75,6 +77,20 @@ TEST_F(HttpsTest, ServesHttpsToClientsThatTrustItsCa) {
             "000");
   // The server is still serving after the failed handshakes.
   EXPECT_EQ(curl_status("--cacert " + certs_.ca.string() + " " + url("/v2/health/live")), "200");
+
+  // The C++ client: trusting the CA it serves; with the system's CAs only it refuses.
+  client::HttpClientOptions o;
+  o.tls_ca_file = certs_.ca.string();
+  auto c = client::HttpClient::create(url(""), o).value();
+  EXPECT_TRUE(c->server_ready().value_or(false));
+  Result<InferenceResponse> r = c->model_infer(
+      "echo", client::testing::request({{"x", Tensor::from_vector<int32_t>({4, 2}), {}}}));
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r->outputs[0].data.data<int32_t>()[1], 2);
+  Result<bool> untrusted = client::HttpClient::create(url(""))->get()->server_ready();
+  ASSERT_FALSE(untrusted.ok());
+  EXPECT_NE(untrusted.status().message().find("TLS handshake"), std::string::npos)
+      << untrusted.status().message();
 }
 
 TEST_F(HttpsTest, MutualTlsNeedsAClientCertificate) {
@@ -91,6 +107,14 @@ TEST_F(HttpsTest, MutualTlsNeedsAClientCertificate) {
   EXPECT_EQ(curl_status(ca + "--cert " + foreign.client_cert.string() + " --key " +
                         foreign.client_key.string() + " " + url("/v2/health/ready")),
             "000");
+
+  // The C++ client with and without its certificate.
+  client::HttpClientOptions o;
+  o.tls_ca_file = certs_.ca.string();
+  EXPECT_FALSE(client::HttpClient::create(url(""), o).value()->server_ready().ok());
+  o.tls_cert_file = certs_.client_cert.string();
+  o.tls_key_file = certs_.client_key.string();
+  EXPECT_TRUE(client::HttpClient::create(url(""), o).value()->server_ready().value_or(false));
 }
 
 TEST_F(HttpsTest, MissingOrBadFilesAreClearErrors) {
