@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 #include <grpcpp/grpcpp.h>
 
+#include "core/mapped_file.h"
 #include "grpc_predict_v2.grpc.pb.h"
 #include "server/grpc/grpc_convert.h"
 
@@ -37,8 +38,10 @@ Status call_status(const ::grpc::Status& status, const std::string& target) {
   return sg::from_grpc_status(status);
 }
 
-void set_deadline(::grpc::ClientContext& context, std::chrono::milliseconds timeout) {
-  context.set_deadline(std::chrono::system_clock::now() + timeout);
+// The call's deadline and the metadata every call carries.
+void prepare(::grpc::ClientContext& context, const GrpcClientOptions& options) {
+  context.set_deadline(std::chrono::system_clock::now() + options.timeout);
+  for (const auto& [key, value] : options.metadata) context.AddMetadata(key, value);
 }
 
 }  // namespace
@@ -52,24 +55,40 @@ Result<std::unique_ptr<GrpcClient>> GrpcClient::create(const std::string& url,
     return invalid_argument_error(
         fmt::format("grpc url \"{}\" is not host:port (for example 127.0.0.1:8001)", url));
   }
-  return std::unique_ptr<GrpcClient>(new GrpcClient(std::move(target), options));
+  std::unique_ptr<GrpcClient> client(new GrpcClient(std::move(target), options));
+  KILN_RETURN_IF_ERROR(client->connect());
+  return client;
 }
 
-GrpcClient::GrpcClient(std::string target, GrpcClientOptions options)
-    : target_(std::move(target)), options_(options), stubs_(std::make_unique<Stubs>()) {
+Status GrpcClient::connect() {
   ::grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(options_.max_message_bytes);
   args.SetMaxSendMessageSize(options_.max_message_bytes);
-  channel_ = ::grpc::CreateCustomChannel(target_, ::grpc::InsecureChannelCredentials(), args);
+  std::shared_ptr<::grpc::ChannelCredentials> credentials = ::grpc::InsecureChannelCredentials();
+  if (options_.tls || !options_.tls_ca_file.empty()) {
+    ::grpc::SslCredentialsOptions ssl;
+    for (auto [path, out] : {std::pair{&options_.tls_ca_file, &ssl.pem_root_certs},
+                             std::pair{&options_.tls_cert_file, &ssl.pem_cert_chain},
+                             std::pair{&options_.tls_key_file, &ssl.pem_private_key}}) {
+      if (path->empty()) continue;
+      KILN_ASSIGN_OR_RETURN(*out, read_file(*path));
+    }
+    credentials = ::grpc::SslCredentials(ssl);
+  }
+  channel_ = ::grpc::CreateCustomChannel(target_, credentials, args);
   stubs_->inference = inference::GRPCInferenceService::NewStub(channel_);
   stubs_->workers = inference::KilnWorkerService::NewStub(channel_);
+  return Status();
 }
+
+GrpcClient::GrpcClient(std::string target, GrpcClientOptions options)
+    : target_(std::move(target)), options_(options), stubs_(std::make_unique<Stubs>()) {}
 
 GrpcClient::~GrpcClient() = default;
 
 Result<bool> GrpcClient::server_live() {
   ::grpc::ClientContext context;
-  set_deadline(context, options_.timeout);
+  prepare(context, options_);
   inference::ServerLiveResponse response;
   KILN_RETURN_IF_ERROR(call_status(
       stubs_->inference->ServerLive(&context, inference::ServerLiveRequest(), &response), target_));
@@ -78,7 +97,7 @@ Result<bool> GrpcClient::server_live() {
 
 Result<bool> GrpcClient::server_ready() {
   ::grpc::ClientContext context;
-  set_deadline(context, options_.timeout);
+  prepare(context, options_);
   inference::ServerReadyResponse response;
   KILN_RETURN_IF_ERROR(call_status(
       stubs_->inference->ServerReady(&context, inference::ServerReadyRequest(), &response),
@@ -88,7 +107,7 @@ Result<bool> GrpcClient::server_ready() {
 
 Result<ServerMetadata> GrpcClient::server_metadata() {
   ::grpc::ClientContext context;
-  set_deadline(context, options_.timeout);
+  prepare(context, options_);
   inference::ServerMetadataResponse response;
   KILN_RETURN_IF_ERROR(call_status(
       stubs_->inference->ServerMetadata(&context, inference::ServerMetadataRequest(), &response),
@@ -102,7 +121,7 @@ Result<ServerMetadata> GrpcClient::server_metadata() {
 
 Result<bool> GrpcClient::model_ready(const std::string& model, const std::string& version) {
   ::grpc::ClientContext context;
-  set_deadline(context, options_.timeout);
+  prepare(context, options_);
   inference::ModelReadyRequest request;
   request.set_name(model);
   request.set_version(version);
@@ -115,7 +134,7 @@ Result<bool> GrpcClient::model_ready(const std::string& model, const std::string
 Result<ModelMetadata> GrpcClient::model_metadata(const std::string& model,
                                                  const std::string& version) {
   ::grpc::ClientContext context;
-  set_deadline(context, options_.timeout);
+  prepare(context, options_);
   inference::ModelMetadataRequest request;
   request.set_name(model);
   request.set_version(version);
@@ -144,7 +163,7 @@ Result<ModelMetadata> GrpcClient::model_metadata(const std::string& model,
 
 Status GrpcClient::model_load(const std::string& model, const Parameters& parameters) {
   ::grpc::ClientContext context;
-  set_deadline(context, options_.timeout);
+  prepare(context, options_);
   inference::RepositoryModelLoadRequest request;
   request.set_model_name(model);
   for (const auto& [key, value] : parameters.values()) {
@@ -164,7 +183,7 @@ Status GrpcClient::model_load(const std::string& model, const Parameters& parame
 
 Status GrpcClient::model_unload(const std::string& model) {
   ::grpc::ClientContext context;
-  set_deadline(context, options_.timeout);
+  prepare(context, options_);
   inference::RepositoryModelUnloadRequest request;
   request.set_model_name(model);
   inference::RepositoryModelUnloadResponse response;
@@ -175,7 +194,7 @@ Status GrpcClient::model_unload(const std::string& model) {
 Result<std::string> GrpcClient::worker_load(const std::string& worker,
                                             const Parameters& parameters) {
   ::grpc::ClientContext context;
-  set_deadline(context, options_.timeout);
+  prepare(context, options_);
   inference::WorkerLoadRequest request;
   request.set_worker(worker);
   for (const auto& [key, value] : parameters.values()) {
@@ -189,7 +208,7 @@ Result<std::string> GrpcClient::worker_load(const std::string& worker,
 
 Status GrpcClient::worker_unload(const std::string& endpoint) {
   ::grpc::ClientContext context;
-  set_deadline(context, options_.timeout);
+  prepare(context, options_);
   inference::WorkerUnloadRequest request;
   request.set_endpoint(endpoint);
   inference::WorkerUnloadResponse response;
@@ -201,7 +220,7 @@ Result<InferenceResponse> GrpcClient::model_infer(const std::string& model,
   // The blocking stub answers on this thread (no hand-off to a callback thread and back).
   if (!model.empty()) request.model = model;
   ::grpc::ClientContext context;
-  set_deadline(context, options_.timeout);
+  prepare(context, options_);
   inference::ModelInferRequest message;
   sg::encode_request(request, options_.raw_inputs, options_.raw_outputs, &message);
   inference::ModelInferResponse response;
@@ -221,7 +240,7 @@ std::future<Result<InferenceResponse>> GrpcClient::model_infer_async(const std::
     std::promise<Result<InferenceResponse>> promise;
   };
   auto call = std::make_shared<Call>();
-  set_deadline(call->context, options_.timeout);
+  prepare(call->context, options_);
   sg::encode_request(request, options_.raw_inputs, options_.raw_outputs, &call->request);
   std::future<Result<InferenceResponse>> future = call->promise.get_future();
   stubs_->inference->async()->ModelInfer(

@@ -6,6 +6,8 @@
 #include <chrono>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "client/client.h"
 
@@ -25,6 +27,14 @@ struct GrpcClientOptions {
   std::chrono::milliseconds timeout = std::chrono::seconds(60);
   // The largest message the client sends or accepts (-1: no limit).
   int max_message_bytes = -1;
+  // Metadata sent with every call, e.g. {"x-api-key", "..."} (keys in lower case).
+  std::vector<std::pair<std::string, std::string>> metadata;
+  // TLS: the CA (PEM file) the server's certificate must chain to; empty with tls false is plain
+  // text. For mutual TLS also the client's certificate and key (PEM files).
+  bool tls = false;
+  std::string tls_ca_file;
+  std::string tls_cert_file;
+  std::string tls_key_file;
 };
 
 class GrpcClient final : public Client {
@@ -55,6 +65,8 @@ class GrpcClient final : public Client {
 
  private:
   GrpcClient(std::string target, GrpcClientOptions options);
+  // Makes the channel (reads the TLS files).
+  Status connect();
 
   const std::string target_;
   const GrpcClientOptions options_;

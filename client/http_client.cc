@@ -6,11 +6,14 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/read.hpp>
+#include <boost/asio/ssl.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <fmt/format.h>
+#include <openssl/x509v3.h>
 #include <sys/socket.h>
 
+#include "core/mapped_file.h"
 #include "server/http/infer_json.h"
 
 namespace kiln::client {
@@ -23,7 +26,18 @@ using tcp = net::ip::tcp;
 struct HttpClient::Connection {
   net::io_context ioc;
   tcp::socket socket{ioc};
+  std::unique_ptr<net::ssl::stream<tcp::socket&>> tls;  // over `socket`, for https
   beast::flat_buffer buffer;
+
+  // Calls fn with the stream requests go over: the TLS stream, or the socket.
+  template <class F>
+  void with_stream(F&& fn) {
+    if (tls) {
+      fn(*tls);
+    } else {
+      fn(socket);
+    }
+  }
 };
 
 namespace {
@@ -31,10 +45,13 @@ namespace {
 StatusCode code_of(int status) {
   switch (status) {
     case 400: return StatusCode::kInvalidArgument;
+    case 401: return StatusCode::kUnauthenticated;
+    case 403: return StatusCode::kPermissionDenied;
     case 404: return StatusCode::kNotFound;
     case 405: return StatusCode::kInvalidArgument;
     case 413:
-    case 429: return StatusCode::kResourceExhausted;
+    case 429:
+    case 431: return StatusCode::kResourceExhausted;
     case 501: return StatusCode::kUnimplemented;
     case 503: return StatusCode::kUnavailable;
     default: return StatusCode::kInternal;
@@ -73,7 +90,8 @@ Result<std::unique_ptr<HttpClient>> HttpClient::create(const std::string& url,
   std::string rest = url;
   if (rest.rfind("http://", 0) == 0) rest = rest.substr(7);
   if (rest.rfind("https://", 0) == 0) {
-    return unimplemented_error(fmt::format("{}: https is not supported; use http://", url));
+    rest = rest.substr(8);
+    options.tls = true;
   }
   while (!rest.empty() && rest.back() == '/') rest.pop_back();
   size_t colon = rest.rfind(':');
@@ -81,8 +99,34 @@ Result<std::unique_ptr<HttpClient>> HttpClient::create(const std::string& url,
     return invalid_argument_error(
         fmt::format("\"{}\" is not a server address; expected http://HOST:PORT", url));
   }
-  return std::unique_ptr<HttpClient>(
+  std::unique_ptr<HttpClient> client(
       new HttpClient(rest.substr(0, colon), rest.substr(colon + 1), options));
+  if (client->options_.tls) {
+    // The server's certificate must chain to the CA file (or the system's CAs) and name the host.
+    auto ctx = std::make_shared<net::ssl::context>(net::ssl::context::tls_client);
+    beast::error_code ec;
+    const HttpClientOptions& o = client->options_;
+    if (o.tls_ca_file.empty()) {
+      ctx->set_default_verify_paths(ec);
+    } else {
+      KILN_ASSIGN_OR_RETURN(std::string ca, read_file(o.tls_ca_file));
+      ctx->add_certificate_authority(net::buffer(ca), ec);
+    }
+    if (!ec && !o.tls_cert_file.empty()) {
+      KILN_ASSIGN_OR_RETURN(std::string cert, read_file(o.tls_cert_file));
+      KILN_ASSIGN_OR_RETURN(std::string key, read_file(o.tls_key_file));
+      ctx->use_certificate_chain(net::buffer(cert), ec);
+      if (!ec) ctx->use_private_key(net::buffer(key), net::ssl::context::pem, ec);
+    }
+    if (!ec) ctx->set_verify_mode(net::ssl::verify_peer, ec);
+    if (ec) {
+      return invalid_argument_error(fmt::format("{}: the TLS files ({}, {}, {}): {}", url,
+                                                o.tls_ca_file, o.tls_cert_file, o.tls_key_file,
+                                                ec.message()));
+    }
+    client->ssl_ = std::move(ctx);
+  }
+  return client;
 }
 
 Result<std::unique_ptr<HttpClient::Connection>> HttpClient::connect() {
@@ -101,6 +145,27 @@ Result<std::unique_ptr<HttpClient::Connection>> HttpClient::connect() {
   tv.tv_usec = static_cast<suseconds_t>((options_.timeout.count() % 1000) * 1000);
   ::setsockopt(c->socket.native_handle(), SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
   ::setsockopt(c->socket.native_handle(), SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+  if (ssl_) {
+    c->tls = std::make_unique<net::ssl::stream<tcp::socket&>>(c->socket, *ssl_);
+    SSL* ssl = c->tls->native_handle();
+    X509_VERIFY_PARAM* param = SSL_get0_param(ssl);
+    net::ip::make_address(host_, ec);
+    const bool ip = !ec;
+    // An IP address is checked against the certificate's IP names, a host name against its DNS
+    // names (and sent as SNI).
+    if (ip) {
+      X509_VERIFY_PARAM_set1_ip_asc(param, host_.c_str());
+    } else {
+      X509_VERIFY_PARAM_set1_host(param, host_.c_str(), 0);
+      SSL_set_tlsext_host_name(ssl, host_.c_str());
+    }
+    ec = {};
+    c->tls->handshake(net::ssl::stream_base::client, ec);
+    if (ec) {
+      return unavailable_error(
+          fmt::format("TLS handshake with {}:{} failed: {}", host_, port_, ec.message()));
+    }
+  }
   return c;
 }
 
@@ -108,7 +173,8 @@ namespace {
 
 // Reads one response. A body with a Content-Length is read straight from the socket into the
 // body string in large reads (the parser alone would take it 512 bytes a read out of `buffer`).
-void read_response(tcp::socket& socket, beast::flat_buffer& buffer,
+template <class Stream>
+void read_response(Stream& socket, beast::flat_buffer& buffer,
                    bhttp::response_parser<bhttp::string_body>& parser, beast::error_code& ec) {
   bhttp::read_header(socket, buffer, parser, ec);
   if (ec) return;  // e.g. the server closed the connection: no header to look at
@@ -136,6 +202,7 @@ Result<HttpReply> HttpClient::send(const std::string& method, const std::string&
   req.version(11);
   req.set(bhttp::field::host, host_);
   req.set(bhttp::field::content_type, content_type);
+  for (const auto& [key, value] : options_.headers) req.set(key, value);
   if (inference_header_length) {
     req.set("Inference-Header-Content-Length", std::to_string(*inference_header_length));
   }
@@ -159,11 +226,13 @@ Result<HttpReply> HttpClient::send(const std::string& method, const std::string&
       KILN_ASSIGN_OR_RETURN(c, connect());
     }
     beast::error_code ec;
-    bhttp::write(c->socket, req, ec);
     bhttp::response_parser<bhttp::string_body> parser;
     parser.body_limit(std::numeric_limits<uint64_t>::max());
     parser.skip(method == "HEAD");  // its Content-Length is that of the GET's body
-    if (!ec) read_response(c->socket, c->buffer, parser, ec);
+    c->with_stream([&](auto& stream) {
+      bhttp::write(stream, req, ec);
+      if (!ec) read_response(stream, c->buffer, parser, ec);
+    });
     if (ec) {
       if (reused && attempt == 0) continue;
       return unavailable_error(

@@ -13,6 +13,10 @@
 #include "client/client.h"
 #include "core/thread_pool.h"
 
+namespace boost::asio::ssl {
+class context;
+}  // namespace boost::asio::ssl
+
 namespace kiln::client {
 
 struct HttpClientOptions {
@@ -24,6 +28,14 @@ struct HttpClientOptions {
   std::chrono::milliseconds timeout = std::chrono::seconds(60);
   // Threads that run model_infer_async calls.
   int async_threads = 4;
+  // Headers sent with every call, e.g. {"x-api-key", "..."} for kiln serve --restricted-api.
+  std::vector<std::pair<std::string, std::string>> headers;
+  // HTTPS (also set by an https:// URL): the server's certificate must chain to tls_ca_file (the
+  // system's CAs when empty) and name the host; a client certificate and key for mutual TLS.
+  bool tls = false;
+  std::string tls_ca_file;
+  std::string tls_cert_file;
+  std::string tls_key_file;
 };
 
 // A raw HTTP exchange, for calls the typed methods do not cover.
@@ -81,6 +93,7 @@ class HttpClient final : public Client {
   std::vector<std::unique_ptr<Connection>> idle_;
   std::once_flag pool_once_;
   std::unique_ptr<ThreadPool> pool_;
+  std::shared_ptr<boost::asio::ssl::context> ssl_;  // https: shared by the connections
 };
 
 }  // namespace kiln::client

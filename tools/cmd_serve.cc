@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -28,7 +29,27 @@ struct ServeOptions {
   std::vector<std::string> models;
   uint64_t max_body_mib = 256;
   double poll_secs = 0;
+  uint32_t max_header_bytes = 8192;
+  uint32_t max_trailer_bytes = 8192;
+  int idle_timeout_secs = 75;
+  int body_timeout_secs = 60;
+  int max_connections = 4096;
+  int fd_headroom = 128;
+  int64_t max_instances = 64;
+  std::string model_control = "none";
+  std::vector<std::string> restricted_api;
+  server::TlsFiles tls;
 };
+
+// The soft open-file limit raised to the hard one (as Go programs and nginx do): connections are
+// descriptors, and a soft limit of 1024 is a common default.
+void raise_open_file_limit() {
+  rlimit files{};
+  if (::getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < files.rlim_max) {
+    files.rlim_cur = files.rlim_max;
+    ::setrlimit(RLIMIT_NOFILE, &files);
+  }
+}
 
 int serve(const ServeOptions& o) {
   // Every thread started from here on inherits the blocked signals; this thread waits for them.
@@ -38,8 +59,15 @@ int serve(const ServeOptions& o) {
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
+  raise_open_file_limit();
   server::ServerOptions so;
   so.repository = o.repository;
+  so.max_instances = o.max_instances;
+  so.model_control =
+      o.model_control == "explicit" ? server::ModelControl::kExplicit : server::ModelControl::kNone;
+  Result<server::AccessPolicy> access = server::AccessPolicy::parse(o.restricted_api);
+  if (!access.ok()) return report_error(access.status());
+  so.access = std::move(access).value();
   so.load_all = o.models.empty();
   so.load_models = o.models;
   so.poll_interval = std::chrono::milliseconds(static_cast<int64_t>(o.poll_secs * 1000));
@@ -57,6 +85,13 @@ int serve(const ServeOptions& o) {
   ho.port = static_cast<uint16_t>(o.http_port);
   ho.threads = o.threads;
   ho.max_body_bytes = o.max_body_mib << 20;
+  ho.max_header_bytes = o.max_header_bytes;
+  ho.max_trailer_bytes = o.max_trailer_bytes;
+  ho.idle_timeout = std::chrono::seconds(o.idle_timeout_secs);
+  ho.body_timeout = std::chrono::seconds(o.body_timeout_secs);
+  ho.max_connections = o.max_connections;
+  ho.fd_headroom = o.fd_headroom;
+  ho.tls = o.tls;
   Result<std::unique_ptr<server::http::HttpServer>> http =
       server::http::HttpServer::start(server->get(), ho);
   if (!http.ok()) return report_error(http.status());
@@ -65,15 +100,18 @@ int serve(const ServeOptions& o) {
     server::grpc::GrpcServerOptions go;
     go.address = o.host;
     go.port = static_cast<uint16_t>(o.grpc_port);
+    go.tls = o.tls;
     go.max_message_bytes =
         static_cast<int64_t>(std::min<uint64_t>(o.max_body_mib << 20, INT32_MAX));
     Result<std::unique_ptr<server::grpc::GrpcServer>> started =
         server::grpc::GrpcServer::start(server->get(), go);
     if (!started.ok()) return report_error(started.status());
     grpc = std::move(started).value();
-    fmt::print("kiln serve: listening on grpc://{}:{}\n", o.host, grpc->port());
+    fmt::print("kiln serve: listening on grpc{}://{}:{}\n", o.tls.enabled() ? "s" : "", o.host,
+               grpc->port());
   }
-  fmt::print("kiln serve: listening on http://{}:{}\n", o.host, (*http)->port());
+  fmt::print("kiln serve: listening on http{}://{}:{}\n", o.tls.enabled() ? "s" : "", o.host,
+             (*http)->port());
   std::fflush(stdout);
 
   int signal = 0;
@@ -114,6 +152,48 @@ CommandAction add_serve_command(CLI::App& app) {
   sub->add_option("--max-body-mib", o->max_body_mib,
                   "Largest request body (HTTP) or message (gRPC) in MiB; larger ones get 413 "
                   "or RESOURCE_EXHAUSTED")
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--max-header-bytes", o->max_header_bytes,
+                  "Largest HTTP request line + header fields; larger ones get 431")
+      ->check(CLI::Range(512, 65535));
+  sub->add_option(
+         "--max-trailer-bytes", o->max_trailer_bytes,
+         "Largest chunk lines + trailer fields of a chunked HTTP body; larger ones get 431")
+      ->check(CLI::Range(512, 65535));
+  sub->add_option("--idle-timeout-secs", o->idle_timeout_secs,
+                  "Close an HTTP connection that takes longer than this to send a request's header "
+                  "(idle keep-alive connections and slow clients)")
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--body-timeout-secs", o->body_timeout_secs,
+                  "Close an HTTP connection whose request body stalls this long between reads")
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--max-connections", o->max_connections,
+                  "Open HTTP connections at most (also kept --fd-headroom below the open-file "
+                  "limit); more wait in the listen backlog")
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--fd-headroom", o->fd_headroom,
+                  "File descriptors kept free of HTTP connections for models, caches and gRPC")
+      ->check(CLI::NonNegativeNumber);
+  sub->add_option("--model-control-mode", o->model_control,
+                  "none: models cannot be loaded or unloaded over the network (the default); "
+                  "explicit: the repository and worker load/unload endpoints are open (see "
+                  "docs/security.md)")
+      ->check(CLI::IsMember({"none", "explicit"}));
+  sub->add_option("--restricted-api", o->restricted_api,
+                  "GROUP[,GROUP...]:HEADER=VALUE: calls to these endpoint groups (health, "
+                  "metadata, inference, model-repository, statistics) must carry the header "
+                  "(HTTP) or metadata (gRPC) with this value, else 401 / UNAUTHENTICATED; "
+                  "repeatable (Triton's --http-restricted-api)");
+  sub->add_option("--tls-cert", o->tls.cert_file,
+                  "PEM certificate chain: serve HTTPS and gRPC over TLS (with --tls-key)")
+      ->check(CLI::ExistingFile);
+  sub->add_option("--tls-key", o->tls.key_file, "PEM private key of --tls-cert")
+      ->check(CLI::ExistingFile);
+  sub->add_option("--tls-client-ca", o->tls.client_ca_file,
+                  "PEM CA: require client certificates it signed (mutual TLS)")
+      ->check(CLI::ExistingFile);
+  sub->add_option("--max-instances", o->max_instances,
+                  "Most instances (threads) one model version may ask for")
       ->check(CLI::PositiveNumber);
   return [o] { return serve(*o); };
 }

@@ -33,7 +33,8 @@ def server(kiln_cli, tmp_path_factory):
     (repo / "echo" / "config.toml").write_text('backend = "echo"\n')
     log = open(repo / "serve.log", "w+")
     proc = subprocess.Popen([kiln_cli, "serve", "--repository", str(repo), "--host", "127.0.0.1",
-                             "--http-port", "0", "--grpc-port", "0", "--threads", "2"],
+                             "--http-port", "0", "--grpc-port", "0", "--threads", "2",
+                             "--model-control-mode", "explicit"],
                             stdout=log, stderr=subprocess.STDOUT)
     ports = {}
     for _ in range(600):
@@ -154,6 +155,97 @@ def test_repository_and_workers(client):
     client.workerUnload(endpoint)
     stats = client.get_inference_statistics("digits")["model_stats"][0]
     assert stats["inference_count"] > 0
+
+
+def test_restricted_api_needs_the_header(kiln_cli, tmp_path):
+    """kiln serve --restricted-api: the Python clients send the key as a header / metadata."""
+    (tmp_path / "echo" / "1").mkdir(parents=True)
+    (tmp_path / "echo" / "config.toml").write_text('backend = "echo"\n')
+    log = open(tmp_path / "serve.log", "w+")
+    proc = subprocess.Popen([kiln_cli, "serve", "--repository", str(tmp_path), "--host",
+                             "127.0.0.1", "--http-port", "0", "--grpc-port", "0",
+                             "--restricted-api", "inference:x-api-key=py-key"],
+                            stdout=log, stderr=subprocess.STDOUT)
+    try:
+        ports = {}
+        for _ in range(600):
+            log.seek(0)
+            ports = dict(re.findall(r"listening on (http|grpc)://[^:]*:(\d+)", log.read()))
+            if len(ports) == 2 or proc.poll() is not None:
+                break
+            time.sleep(0.1)
+        assert len(ports) == 2
+        x = np.arange(3, dtype=np.int32)
+        for cls, url, denied in ((kc.HttpClient, f"http://127.0.0.1:{ports['http']}", 401),
+                                 (kc.GrpcClient, f"127.0.0.1:{ports['grpc']}", "UNAUTHENTICATED")):
+            anonymous = cls(url)
+            assert anonymous.server_ready()
+            with pytest.raises(kc.InferenceServerError) as e:
+                anonymous.model_infer("echo", {"x": x})
+            assert e.value.status == denied
+            assert 'need the header "x-api-key"' in str(e.value)
+            keyed = cls(url, headers={"X-Api-Key": "py-key"})
+            np.testing.assert_array_equal(keyed.model_infer("echo", {"x": x}).outputs["x"], x)
+            anonymous.close()
+            keyed.close()
+    finally:
+        proc.terminate()
+        assert proc.wait(timeout=60) == 0
+
+
+def test_tls_and_mutual_tls(kiln_cli, tmp_path):
+    """kiln serve --tls-cert/--tls-key/--tls-client-ca with the Python HTTP and gRPC clients."""
+    import ssl
+
+    certs = tmp_path / "certs"
+    certs.mkdir()
+    (certs / "san.ext").write_text("subjectAltName=IP:127.0.0.1,DNS:localhost\n")
+    run = lambda *a: subprocess.run(["openssl", *a], cwd=certs, check=True, capture_output=True)
+    run("req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=ca",
+        "-keyout", "ca.key", "-out", "ca.pem")
+    for name, ext in (("server", ["-extfile", "san.ext"]), ("client", [])):
+        run("req", "-newkey", "rsa:2048", "-nodes", "-subj", f"/CN={name}", "-keyout",
+            f"{name}.key", "-out", f"{name}.csr")
+        run("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+            "-CAcreateserial", "-days", "2", *ext, "-out", f"{name}.pem")
+    (tmp_path / "repo" / "echo" / "1").mkdir(parents=True)
+    (tmp_path / "repo" / "echo" / "config.toml").write_text('backend = "echo"\n')
+    log = open(tmp_path / "serve.log", "w+")
+    proc = subprocess.Popen([kiln_cli, "serve", "--repository", str(tmp_path / "repo"), "--host",
+                             "127.0.0.1", "--http-port", "0", "--grpc-port", "0",
+                             "--tls-cert", str(certs / "server.pem"),
+                             "--tls-key", str(certs / "server.key"),
+                             "--tls-client-ca", str(certs / "ca.pem")],
+                            stdout=log, stderr=subprocess.STDOUT)
+    try:
+        ports = {}
+        for _ in range(600):
+            log.seek(0)
+            ports = dict(re.findall(r"listening on (https|grpcs)://[^:]*:(\d+)", log.read()))
+            if len(ports) == 2 or proc.poll() is not None:
+                break
+            time.sleep(0.1)
+        assert len(ports) == 2
+        read = lambda f: (certs / f).read_bytes()
+        context = ssl.create_default_context(cafile=str(certs / "ca.pem"))
+        context.load_cert_chain(str(certs / "client.pem"), str(certs / "client.key"))
+        x = np.arange(3, dtype=np.int32)
+        clients = [
+            kc.HttpClient(f"https://127.0.0.1:{ports['https']}", ssl_context=context),
+            kc.GrpcClient(f"127.0.0.1:{ports['grpcs']}", root_certificates=read("ca.pem"),
+                          private_key=read("client.key"), certificate_chain=read("client.pem")),
+        ]
+        for c in clients:
+            np.testing.assert_array_equal(c.model_infer("echo", {"x": x}).outputs["x"], x)
+            c.close()
+        # Without a client certificate the handshake fails.
+        no_cert = ssl.create_default_context(cafile=str(certs / "ca.pem"))
+        with pytest.raises(kc.InferenceServerError):
+            kc.HttpClient(f"https://127.0.0.1:{ports['https']}", ssl_context=no_cert,
+                          timeout=5).server_live()
+    finally:
+        proc.terminate()
+        assert proc.wait(timeout=60) == 0
 
 
 def test_unreachable_server():

@@ -50,6 +50,11 @@ struct BackendContext {
   std::filesystem::path version_dir;
   // The server, for backends that call other models (chain); null outside a server.
   ModelRouter* router = nullptr;
+  // The model repository, symlinks resolved: every file a backend reads must resolve inside it
+  // (find_model_file checks). Empty: no confinement (a backend used outside a server).
+  std::filesystem::path root;
+  // Where compiled forms of the model may be cached; empty: no cache.
+  std::filesystem::path cache_dir;
 };
 
 // A loaded model version. execute() is called from the model's instance threads, several at once
@@ -70,6 +75,9 @@ class Backend {
 
 // The file a backend serves: the `model` parameter (relative to the version folder), or the one
 // file with `extension` (".onnx", ".json") in the version folder. Not found names the folder.
+// With a root, the `model` parameter must be a relative path without "..", and the file must
+// resolve (symlinks followed) inside the root; otherwise invalid argument or permission denied,
+// decided before the file system is looked at, so answers do not probe paths outside.
 Result<std::filesystem::path> find_model_file(const BackendContext& context,
                                               std::string_view extension);
 
@@ -78,5 +86,12 @@ Result<std::filesystem::path> find_model_file(const BackendContext& context,
 // that lists them.
 Result<std::unique_ptr<Backend>> make_backend(std::string_view name);
 std::vector<std::string> backend_names();
+
+// Whether `path` (symlinks resolved) is `root` or inside it; `root` must be canonical.
+bool inside_root(const std::filesystem::path& root, const std::filesystem::path& path);
+
+// The default compile cache: $KILN_CACHE_DIR/artifacts, else $XDG_CACHE_HOME/kiln/artifacts,
+// else ~/.cache/kiln/artifacts.
+std::filesystem::path default_cache_dir();
 
 }  // namespace kiln::server

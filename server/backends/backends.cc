@@ -2,6 +2,10 @@
 // The list of backends: one plain function that names them, no static registration.
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cstdlib>
+
+#include "core/env.h"
 #include "server/backends/backend.h"
 #include "server/backends/chain_backend.h"
 #include "server/backends/compiler_backend.h"
@@ -23,31 +27,75 @@ Result<std::unique_ptr<Backend>> make_backend(std::string_view name) {
                                      fmt::join(backend_names(), ", ")));
 }
 
+bool inside_root(const std::filesystem::path& root, const std::filesystem::path& path) {
+  std::error_code ec;
+  const std::filesystem::path real = std::filesystem::weakly_canonical(path, ec);
+  if (ec) return false;
+  auto r = root.begin();
+  auto p = real.begin();
+  for (; r != root.end(); ++r, ++p) {
+    if (r->empty()) continue;  // a trailing separator
+    if (p == real.end() || *p != *r) return false;
+  }
+  return true;
+}
+
+std::filesystem::path default_cache_dir() {
+  namespace fs = std::filesystem;
+  const std::string kiln_dir = env_flag_string(EnvFlag::kCacheDir);
+  if (!kiln_dir.empty()) return fs::path(kiln_dir) / "artifacts";
+  const char* xdg = std::getenv("XDG_CACHE_HOME");
+  if (xdg != nullptr && *xdg != '\0') return fs::path(xdg) / "kiln" / "artifacts";
+  const char* home = std::getenv("HOME");
+  return fs::path(home != nullptr && *home != '\0' ? home : "/tmp") / ".cache" / "kiln" /
+         "artifacts";
+}
+
 Result<std::filesystem::path> find_model_file(const BackendContext& ctx,
                                               std::string_view extension) {
   const std::string& model = ctx.config.name;
   KILN_ASSIGN_OR_RETURN(std::optional<std::string> given,
                         ctx.config.parameters.get_string("model"));
   std::error_code ec;
+  std::filesystem::path found;
   if (given) {
     std::filesystem::path p(*given);
+    if (!ctx.root.empty()) {
+      const bool up =
+          std::any_of(p.begin(), p.end(), [](const auto& part) { return part == ".."; });
+      if (p.empty() || p.is_absolute() || up) {
+        return invalid_argument_error(fmt::format(
+            "model \"{}\": parameter model \"{}\" must be a relative path inside the model "
+            "repository, without \"..\"",
+            model, *given));
+      }
+    }
     if (p.is_relative()) p = ctx.version_dir / p;
     if (!std::filesystem::is_regular_file(p, ec)) {
       return not_found_error(
           fmt::format("model \"{}\": model file {} does not exist", model, p.string()));
     }
-    return p;
+    found = p;
+  } else {
+    std::vector<std::filesystem::path> files;
+    for (const auto& entry : std::filesystem::directory_iterator(ctx.version_dir, ec)) {
+      if (entry.path().extension() == extension) files.push_back(entry.path());
+    }
+    if (files.size() != 1) {
+      return not_found_error(fmt::format(
+          "model \"{}\": expected one {} file in {}, found {}; name it with the `model` "
+          "parameter",
+          model, extension, ctx.version_dir.string(), files.size()));
+    }
+    found = files[0];
   }
-  std::vector<std::filesystem::path> found;
-  for (const auto& entry : std::filesystem::directory_iterator(ctx.version_dir, ec)) {
-    if (entry.path().extension() == extension) found.push_back(entry.path());
+  if (!ctx.root.empty() && !inside_root(ctx.root, found)) {
+    return permission_denied_error(
+        fmt::format("model \"{}\": model file {} resolves, through a symbolic link, to a place "
+                    "outside the model repository {}; copy the file into the repository",
+                    model, found.string(), ctx.root.string()));
   }
-  if (found.size() != 1) {
-    return not_found_error(fmt::format(
-        "model \"{}\": expected one {} file in {}, found {}; name it with the `model` parameter",
-        model, extension, ctx.version_dir.string(), found.size()));
-  }
-  return found[0];
+  return found;
 }
 
 }  // namespace kiln::server

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // The compiler backend: imports the ONNX model, compiles it per batch size (cached as .kiln
-// artifacts next to the model), and runs batches of requests joined along dim 0.
+// artifacts in the server's cache folder, never in the repository), and runs batches of requests
+// joined along dim 0.
 #include "server/backends/compiler_backend.h"
 
 #include <fmt/format.h>
@@ -37,6 +38,15 @@ void copy_rows(const Tensor& src, int64_t rows, Tensor& dst, int64_t at) {
   const size_t bytes = static_cast<size_t>(row) * dtype_size(src.dtype());
   std::memcpy(static_cast<char*>(dst.raw_data()) + static_cast<size_t>(at) * bytes, src.raw_data(),
               static_cast<size_t>(rows) * bytes);
+}
+
+// `name` with every character but letters, digits, '-' and '_' replaced by '-'.
+std::string file_safe(std::string_view name) {
+  std::string out;
+  for (char c : name) {
+    out += std::isalnum(static_cast<unsigned char>(c)) || c == '_' ? c : '-';
+  }
+  return out;
 }
 
 // "image-8x1x8x8" for every input (names made file-safe), or a hash when that gets long.
@@ -120,8 +130,19 @@ class CompilerBackend final : public Backend {
     KILN_ASSIGN_OR_RETURN(std::optional<bool> pad, p.get_bool("pad_batch"));
     pad_batch_ = pad.value_or(true);
     KILN_ASSIGN_OR_RETURN(std::optional<bool> cache, p.get_bool("cache"));
-    cache_ = cache.value_or(true);
-    if (cache_) fingerprint_hash_ = fingerprint_hash(target_name_);
+    // The cache lives outside the repository (which may be read-only, and is never written):
+    // <cache_dir>/<model>-<hash of the model file's path>/, so models of one name in different
+    // repositories keep apart.
+    cache_ = cache.value_or(true) && !ctx.cache_dir.empty();
+    if (cache_) {
+      fingerprint_hash_ = fingerprint_hash(target_name_);
+      std::error_code ec;
+      const std::string where = std::filesystem::weakly_canonical(path_, ec).string();
+      cache_dir_ = ctx.cache_dir /
+                   fmt::format("{}-{:016x}", file_safe(name_),
+                               compiler::xxhash64(std::span<const uint8_t>(
+                                   reinterpret_cast<const uint8_t*>(where.data()), where.size())));
+    }
 
     // A first import tells which inputs carry a dynamic batch dim.
     KILN_ASSIGN_OR_RETURN(auto probe, compiler::import_onnx_file(path_.string()));
@@ -232,9 +253,8 @@ class CompilerBackend final : public Backend {
     }
     std::filesystem::path cached;
     if (cache_) {
-      cached =
-          path_.parent_path() / ".kiln-cache" /
-          fmt::format("{}-{:016x}-{}.kiln", target_name_, fingerprint_hash_, shape_profile(shapes));
+      cached = cache_dir_ / fmt::format("{}-{:016x}-{}.kiln", target_name_, fingerprint_hash_,
+                                        shape_profile(shapes));
       if (std::shared_ptr<Executable> hit = load_cached(cached, shapes)) {
         executables_[size] = hit;
         return std::shared_ptr<const Executable>(hit);
@@ -406,6 +426,7 @@ class CompilerBackend final : public Backend {
   bool pad_batch_ = true;
   bool cache_ = true;
   uint64_t fingerprint_hash_ = 0;
+  std::filesystem::path cache_dir_;
   int64_t batch_ = 1;
   std::vector<std::string> input_names_;
   std::vector<std::string> output_names_;

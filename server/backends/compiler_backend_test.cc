@@ -2,6 +2,9 @@
 // The compiler backend's artifact cache: the first load writes it, the next load uses it, and a
 // corrupted or stale cache file is replaced without failing the load.
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <fstream>
@@ -51,10 +54,13 @@ class LogCapture {
   std::vector<std::string> messages_;
 };
 
+// The files below `dir`, at any depth.
 std::vector<fs::path> cache_files(const fs::path& dir) {
   std::vector<fs::path> files;
   std::error_code ec;
-  for (const auto& entry : fs::directory_iterator(dir, ec)) files.push_back(entry.path());
+  for (const auto& entry : fs::recursive_directory_iterator(dir, ec)) {
+    if (entry.is_regular_file()) files.push_back(entry.path());
+  }
   return files;
 }
 
@@ -77,9 +83,15 @@ std::vector<float> classify(Server& s) {
 TEST(CompilerBackendCache, SecondLoadUsesTheCacheAndABadFileIsReplaced) {
   fs::path root = testing::make_test_repository("cache");
   fs::remove_all(root / "broken");
-  const fs::path cache_dir = root / "mnist" / "1" / ".kiln-cache";
+  // issue 28: the cache is outside the repository, which is never written to.
+  const fs::path cache_dir =
+      fs::temp_directory_path() / ("kiln_cache_" + std::to_string(::getpid()));
+  fs::remove_all(cache_dir);
+  const size_t repository_files = cache_files(root).size();
   LogCapture logs;
-  Result<std::unique_ptr<Server>> created = Server::create({root, false, {"mnist"}});
+  ServerOptions options{root, false, {"mnist"}};
+  options.cache_dir = cache_dir;
+  Result<std::unique_ptr<Server>> created = Server::create(options);
   ASSERT_TRUE(created.ok()) << created.status().to_string();
   Server& s = **created;
 
@@ -91,6 +103,8 @@ TEST(CompilerBackendCache, SecondLoadUsesTheCacheAndABadFileIsReplaced) {
   EXPECT_EQ(file.extension(), ".kiln");
   EXPECT_EQ(file.filename().string().rfind("cpu-", 0), 0u) << file;
   EXPECT_NE(file.filename().string().find("-image-4x1x28x28.kiln"), std::string::npos) << file;
+  EXPECT_EQ(file.parent_path().filename().string().rfind("mnist-", 0), 0u) << file;
+  EXPECT_EQ(cache_files(root).size(), repository_files);
   Result<compiler::Artifact> artifact = compiler::open_artifact(file.string());
   ASSERT_TRUE(artifact.ok()) << artifact.status().to_string();
   Result<std::string> model = read_file((root / "mnist" / "1" / "model.onnx").string());
@@ -148,9 +162,72 @@ TEST(CompilerBackendCache, SecondLoadUsesTheCacheAndABadFileIsReplaced) {
   std::ofstream(root / "mnist" / "config.toml", std::ios::app) << "cache = false\n";
   ASSERT_TRUE(s.unload_model("mnist").ok());
   ASSERT_TRUE(s.load_model("mnist").ok());
-  EXPECT_EQ(logs.count(".kiln-cache"), 0);
+  EXPECT_EQ(logs.count(cache_dir.string()), 0);
+  s.shutdown();
+  EXPECT_EQ(cache_files(root).size(), repository_files);
+  fs::remove_all(root);
+  fs::remove_all(cache_dir);
+}
+
+// A cache folder inside the repository is refused (with a warning): the model loads and runs, and
+// nothing is written into the repository.
+TEST(CompilerBackendCache, ACacheInsideTheRepositoryIsNeverWritten) {
+  fs::path root = testing::make_test_repository("cache_inside");
+  fs::remove_all(root / "broken");
+  const size_t repository_files = cache_files(root).size();
+  LogCapture logs;
+  ServerOptions options{root, false, {"mnist"}};
+  options.cache_dir = root / "mnist" / "cache";
+  Result<std::unique_ptr<Server>> created = Server::create(options);
+  ASSERT_TRUE(created.ok()) << created.status().to_string();
+  EXPECT_EQ(logs.count("is inside the model repository"), 1);
+  EXPECT_EQ(classify(**created).size(), 30u);
+  EXPECT_EQ(cache_files(root).size(), repository_files);
+  (*created)->shutdown();
+  fs::remove_all(root);
+}
+
+// Fault injection (issue 28): the disk fills up while the compiled model is cached. Writes past
+// RLIMIT_FSIZE fail with EFBIG (SIGXFSZ ignored), as on a full disk: the load still succeeds, the
+// model serves, a warning says why nothing was cached, and once there is room again the next load
+// writes the cache and the one after uses it.
+TEST(CompilerBackendCache, ADiskFullWhileCachingDoesNotFailTheLoad) {
+  fs::path root = testing::make_test_repository("diskfull");
+  fs::remove_all(root / "broken");
+  const fs::path cache_dir =
+      fs::temp_directory_path() / ("kiln_cache_full_" + std::to_string(::getpid()));
+  fs::remove_all(cache_dir);
+  LogCapture logs;
+  ServerOptions options{root, false, {}};
+  options.cache_dir = cache_dir;
+  Result<std::unique_ptr<Server>> created = Server::create(options);
+  ASSERT_TRUE(created.ok()) << created.status().to_string();
+  Server& s = **created;
+
+  ::signal(SIGXFSZ, SIG_IGN);
+  rlimit saved{};
+  ASSERT_EQ(::getrlimit(RLIMIT_FSIZE, &saved), 0);
+  rlimit full = saved;
+  full.rlim_cur = 4096;  // far below the artifact's size
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &full), 0);
+  Status loaded = s.load_model("mnist");
+  ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &saved), 0);
+  ASSERT_TRUE(loaded.ok()) << loaded.to_string();
+  EXPECT_EQ(logs.count("cannot cache the compiled model", false), 1);
+  EXPECT_EQ(logs.count("cached the compiled model as"), 0);
+  const std::vector<float> expected = classify(s);
+  ASSERT_EQ(expected.size(), 30u);
+
+  ASSERT_TRUE(s.unload_model("mnist").ok());
+  ASSERT_TRUE(s.load_model("mnist").ok());
+  EXPECT_EQ(logs.count("cached the compiled model as"), 1);
+  ASSERT_TRUE(s.unload_model("mnist").ok());
+  ASSERT_TRUE(s.load_model("mnist").ok());
+  EXPECT_EQ(logs.count("loaded cached artifact"), 1);
+  EXPECT_EQ(classify(s), expected);
   s.shutdown();
   fs::remove_all(root);
+  fs::remove_all(cache_dir);
 }
 
 }  // namespace

@@ -169,7 +169,12 @@ class PipelineBackend final : public Backend {
       }
       Result<std::vector<std::vector<Tensor>>> one = run_requests(*pipe, std::span(&request, 1));
       if (!one.ok()) {
-        out.push_back(one.status());
+        // The decoders call a corrupt or truncated image data loss; here the image is what the
+        // client sent, so it is the client's error (400), not the server's (500).
+        const Status& s = one.status();
+        out.push_back(s.code() == StatusCode::kDataLoss
+                          ? invalid_argument_error(std::string(s.message()))
+                          : s);
       } else {
         out.push_back(assemble(*one));
       }

@@ -215,6 +215,25 @@ TEST_F(PipelineChainTest, ABadImageFailsOnlyItsOwnRequest) {
   }
 }
 
+// issue 28: a truncated or corrupt image is the client's error (400 over HTTP), not the server's.
+TEST_F(PipelineChainTest, ATruncatedImageIsInvalidArgumentNotInternal) {
+  const Image& png = (*images_)[0];
+  const Image& jpeg = images_->back();
+  ASSERT_EQ(fs::path(jpeg.name).extension(), ".jpg");
+  const Image truncated[] = {{"trunc.png", png.bytes.substr(0, png.bytes.size() / 2), -1},
+                             {"trunc.jpg", jpeg.bytes.substr(0, jpeg.bytes.size() / 2), -1}};
+  for (const Image& bad : truncated) {
+    for (const char* model : {"digits_pipeline", "digits_chain"}) {
+      Result<InferenceResponse> r = server_->infer(request(model, {&bad}, bad.name)).get();
+      ASSERT_FALSE(r.ok()) << model << " " << bad.name;
+      EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument)
+          << model << " " << bad.name << ": " << r.status().message();
+      EXPECT_NE(r.status().message().find("corrupt or truncated"), std::string::npos)
+          << r.status().message();
+    }
+  }
+}
+
 TEST_F(PipelineChainTest, ATimeoutCoversQueueAndCompute) {
   InferenceRequest r = request("digits_chain", {&(*images_)[0]}, "late");
   r.parameters.set("timeout", int64_t{1});

@@ -35,12 +35,13 @@ FailureReason reason_of(const Status& status) {
 
 Result<std::shared_ptr<Model>> Model::load(const ModelConfig& config, std::string version,
                                            const std::filesystem::path& version_dir,
-                                           ModelRouter* router) {
+                                           ModelRouter* router, const std::filesystem::path& root,
+                                           const std::filesystem::path& cache_dir) {
   std::shared_ptr<Model> m(new Model());
   m->config_ = config;
   m->version_ = std::move(version);
   KILN_ASSIGN_OR_RETURN(m->backend_, make_backend(config.backend));
-  BackendContext context{config, m->version_, version_dir, router};
+  BackendContext context{config, m->version_, version_dir, router, root, cache_dir};
   Result<BackendInfo> info = m->backend_->load(context);
   if (!info.ok()) {
     return info.status().with_context(
@@ -69,6 +70,7 @@ Result<std::shared_ptr<Model>> Model::load(const ModelConfig& config, std::strin
       config.name, batching, config.instances,
       [raw](std::vector<PendingRequest>& batch) { raw->run_batch(batch); },
       [raw](PendingRequest& r) { raw->expire(r); });
+  KILN_RETURN_IF_ERROR(m->scheduler_->start_status());
   return m;
 }
 

@@ -16,10 +16,13 @@ namespace kiln::server {
 class Model {
  public:
   // Makes the backend, loads the version's files and starts the instance threads.
-  // `router` lets a chain call the server's other models (may be null).
+  // `router` lets a chain call the server's other models (may be null); `root` and `cache_dir`
+  // are the BackendContext's (the repository files must stay in, and the compile cache).
   static Result<std::shared_ptr<Model>> load(const ModelConfig& config, std::string version,
                                              const std::filesystem::path& version_dir,
-                                             ModelRouter* router = nullptr);
+                                             ModelRouter* router = nullptr,
+                                             const std::filesystem::path& root = {},
+                                             const std::filesystem::path& cache_dir = {});
   // Drains queued requests.
   ~Model();
 

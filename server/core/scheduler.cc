@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <system_error>
 
 #include "core/env.h"
 #include "core/logging.h"
@@ -29,12 +30,23 @@ Scheduler::Scheduler(std::string label, BatchingConfig config, int64_t instances
       expire_(std::move(expire)),
       trace_(env_flag_bool(EnvFlag::kTraceBatcher)) {
   for (int64_t i = 0; i < std::max<int64_t>(1, instances); ++i) {
-    workers_.emplace_back([this] {
-      // Named for profilers and CPU-time splits (bench/server); OpenMP threads it starts inherit
-      // the name.
-      pthread_setname_np(pthread_self(), "kiln-model");
-      worker_loop();
-    });
+    // std::thread reports a thread the system refuses only by throwing; it must not escape (a
+    // joinable thread destroyed during unwinding terminates the process).
+    try {
+      workers_.emplace_back([this] {
+        // Named for profilers and CPU-time splits (bench/server); OpenMP threads it starts
+        // inherit the name.
+        pthread_setname_np(pthread_self(), "kiln-model");
+        worker_loop();
+      });
+    } catch (const std::system_error& e) {
+      start_status_ = resource_exhausted_error(
+          fmt::format("model \"{}\": could not start instance thread {} of {}: {}; ask for fewer "
+                      "instances",
+                      label_, i + 1, instances, e.what()));
+      stop();
+      return;
+    }
   }
 }
 

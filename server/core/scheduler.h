@@ -62,6 +62,10 @@ class Scheduler {
   // the instance threads. Idempotent.
   void stop();
 
+  // Whether every instance thread started; when one could not (the system's thread limit), the
+  // ones that did are stopped and this says why.
+  const Status& start_status() const { return start_status_; }
+
   int64_t pending() const { return pending_.load(std::memory_order_relaxed); }
 
  private:
@@ -93,6 +97,7 @@ class Scheduler {
   std::atomic<int64_t> pending_{0};
   std::vector<std::thread> workers_;
   std::once_flag joined_;
+  Status start_status_;
 };
 
 }  // namespace kiln::server

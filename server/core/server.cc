@@ -8,6 +8,7 @@
 
 #include "core/logging.h"
 #include "core/mapped_file.h"
+#include "server/backends/backend.h"
 
 namespace kiln::server {
 
@@ -44,18 +45,36 @@ Result<int64_t> parse_version(const std::string& name, const std::string& versio
 Result<std::unique_ptr<Server>> Server::create(ServerOptions options) {
   std::unique_ptr<Server> server(new Server(std::move(options)));
   const fs::path& repo = server->options_.repository;
-  if (repo.empty()) return server;
   std::error_code ec;
-  if (!fs::is_directory(repo, ec)) {
-    return not_found_error(
-        fmt::format("model repository {} is not a folder; give --repository a folder holding "
-                    "<model>/config.toml and <model>/<version>/",
-                    repo.string()));
+  if (!repo.empty()) {
+    if (!fs::is_directory(repo, ec)) {
+      return not_found_error(
+          fmt::format("model repository {} is not a folder; give --repository a folder holding "
+                      "<model>/config.toml and <model>/<version>/",
+                      repo.string()));
+    }
+    server->root_ = fs::canonical(repo, ec);
+    if (ec) {
+      return not_found_error(fmt::format("model repository {}: {}", repo.string(), ec.message()));
+    }
   }
+  server->cache_dir_ =
+      server->options_.cache_dir.empty() ? default_cache_dir() : server->options_.cache_dir;
+  if (!server->root_.empty() && inside_root(server->root_, server->cache_dir_)) {
+    log(LogLevel::kWarning,
+        "the compile cache {} is inside the model repository {}, which the server never writes "
+        "to; compiled models are not cached (set KILN_CACHE_DIR elsewhere)",
+        server->cache_dir_.string(), server->root_.string());
+    server->cache_dir_.clear();
+  }
+  if (repo.empty()) return server;
   std::vector<std::string> names;
   for (const auto& e : fs::directory_iterator(repo, ec)) {
     std::string n = e.path().filename().string();
-    if (e.is_directory() && !n.empty() && n[0] != '.') names.push_back(n);
+    // A folder that links outside the repository is not a model (model_folder says why on load).
+    if (e.is_directory() && !n.empty() && n[0] != '.' && inside_root(server->root_, e.path())) {
+      names.push_back(n);
+    }
   }
   std::sort(names.begin(), names.end());
   for (const std::string& n : server->options_.load_models) {
@@ -111,7 +130,9 @@ void Server::poll_repository() {
   std::error_code ec;
   for (const auto& e : fs::directory_iterator(options_.repository, ec)) {
     std::string n = e.path().filename().string();
-    if (e.is_directory() && !n.empty() && n[0] != '.') present.push_back(n);
+    if (e.is_directory() && !n.empty() && n[0] != '.' && inside_root(root_, e.path())) {
+      present.push_back(n);
+    }
   }
   std::vector<std::string> to_load, to_unload;
   {
@@ -155,6 +176,33 @@ void Server::poll_loop() {
     poll_repository();
     lock.lock();
   }
+}
+
+Result<fs::path> Server::model_folder(const std::string& name) const {
+  if (name.empty() || name.find('/') != std::string::npos || name[0] == '.') {
+    return invalid_argument_error(fmt::format("\"{}\" is not a model name", name));
+  }
+  fs::path dir = options_.repository / name;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) {
+    return not_found_error(fmt::format("model \"{}\" is not in the repository {}", name,
+                                       options_.repository.string()));
+  }
+  if (!inside_root(root_, dir)) {
+    return permission_denied_error(fmt::format(
+        "model \"{}\": its folder {} is a symbolic link to a place outside the model repository "
+        "{}; move the model into the repository",
+        name, dir.string(), root_.string()));
+  }
+  return dir;
+}
+
+Status Server::model_control_status(std::string_view what) const {
+  if (options_.model_control == ModelControl::kExplicit) return Status();
+  return permission_denied_error(fmt::format(
+      "{}: model management is off; start the server with --model-control-mode explicit to load "
+      "and unload models over the network",
+      what));
 }
 
 bool Server::ready() const {
@@ -262,6 +310,14 @@ Status Server::load_failed(const std::string& name, const Status& status) {
 Status Server::load_entry(const ModelConfig& config, const fs::path& model_dir, bool worker,
                           const std::string& worker_name, const Parameters& parameters) {
   const std::string& name = config.name;
+  // One thread per instance: an unbounded count lets one request exhaust the process's threads.
+  if (config.instances > options_.max_instances) {
+    return load_failed(
+        name, invalid_argument_error(fmt::format(
+                  "model \"{}\": {} instances asked for, but the server allows at most {} per "
+                  "model (kiln serve --max-instances)",
+                  name, config.instances, options_.max_instances)));
+  }
   std::vector<int64_t> versions;
   if (worker) {
     versions = {1};
@@ -284,7 +340,8 @@ Status Server::load_entry(const ModelConfig& config, const fs::path& model_dir, 
   std::map<int64_t, std::shared_ptr<Model>> loaded;
   for (int64_t v : versions) {
     fs::path dir = worker ? model_dir : model_dir / std::to_string(v);
-    Result<std::shared_ptr<Model>> m = Model::load(config, std::to_string(v), dir, this);
+    Result<std::shared_ptr<Model>> m =
+        Model::load(config, std::to_string(v), dir, this, root_, cache_dir_);
     if (!m.ok()) return load_failed(name, m.status());
     loaded[v] = std::move(m).value();
   }
@@ -312,15 +369,7 @@ Status Server::load_model(const std::string& name, const Parameters& overrides) 
     return not_found_error(fmt::format(
         "model \"{}\": the server has no model repository; start it with --repository", name));
   }
-  if (name.empty() || name.find('/') != std::string::npos || name[0] == '.') {
-    return invalid_argument_error(fmt::format("\"{}\" is not a model name", name));
-  }
-  fs::path dir = options_.repository / name;
-  std::error_code ec;
-  if (!fs::is_directory(dir, ec)) {
-    return not_found_error(fmt::format("model \"{}\" is not in the repository {}", name,
-                                       options_.repository.string()));
-  }
+  KILN_ASSIGN_OR_RETURN(fs::path dir, model_folder(name));
   {
     std::unique_lock lock(mutex_);
     models_[name].signature = repository_signature(name);
@@ -382,9 +431,15 @@ Result<std::string> Server::load_worker(const std::string& worker, const Paramet
   config.batching.max_queue_delay_microseconds = std::max<int64_t>(0, delay.value_or(0));
   config.instances = std::max<int64_t>(1, instances.value_or(1));
   KILN_RETURN_IF_ERROR(validate_model_config(config, fmt::format("worker \"{}\"", worker)));
-  fs::path dir = fs::current_path();
+  // A worker's `model` file is relative to the repository, and confined to it like any model's.
   KILN_ASSIGN_OR_RETURN(std::optional<std::string> model, parameters.get_string("model"));
-  if (model && fs::path(*model).is_absolute()) dir = fs::path(*model).parent_path();
+  if (model && root_.empty()) {
+    return failed_precondition_error(fmt::format(
+        "worker \"{}\": the server has no model repository, and a worker's model file must be "
+        "in one; start it with --repository and give `model` relative to it",
+        worker));
+  }
+  const fs::path dir = root_;
   std::lock_guard<std::mutex> serial(load_mutex_);
   if (shutting_down_) return unavailable_error("the server is shutting down");
   Status s = load_entry(config, dir, true, worker, parameters);

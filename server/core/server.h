@@ -13,14 +13,21 @@
 #include <mutex>
 #include <shared_mutex>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
 #include "core/status.h"
+#include "server/core/access.h"
 #include "server/core/model.h"
 #include "server/core/types.h"
 
 namespace kiln::server {
+
+// Who may load and unload models over the network (Triton's --model-control-mode): kNone refuses
+// the repository and worker load/unload endpoints; kExplicit allows them. In-process callers of
+// Server (the operator's own code) are not restricted.
+enum class ModelControl { kNone, kExplicit };
 
 struct ServerOptions {
   // `<repository>/<model>/config.toml` and `<repository>/<model>/<version>/...`; may be empty
@@ -32,6 +39,18 @@ struct ServerOptions {
   // When positive, a thread rescans the repository this often: a new model folder is loaded, a
   // changed config or version folder list reloads the model, a removed folder unloads it.
   std::chrono::milliseconds poll_interval{0};
+  // The most instance threads one model version may ask for (config `instances`, the
+  // instance_group counts, or a worker's `instances` parameter); more is refused at load.
+  int64_t max_instances = 64;
+  // See ModelControl; the transports ask model_control_status() before a load or unload.
+  ModelControl model_control = ModelControl::kNone;
+  // Where compiled models are cached: empty means KILN_CACHE_DIR/artifacts, else
+  // $XDG_CACHE_HOME/kiln/artifacts, else ~/.cache/kiln/artifacts. Never inside the repository
+  // (KServe mounts it read-only); a cache dir there turns caching off.
+  std::filesystem::path cache_dir;
+  // Endpoint groups that need a header / metadata value (kiln serve --restricted-api); the
+  // transports check it, the in-process API does not.
+  AccessPolicy access;
 };
 
 // One row of the repository index.
@@ -78,6 +97,11 @@ class Server final : public ModelRouter {
   Result<std::string> load_worker(const std::string& worker, const Parameters& parameters);
   Status unload_worker(const std::string& endpoint);
 
+  // OK when the network may load and unload models; otherwise permission denied naming the
+  // request and the flag that allows it.
+  Status model_control_status(std::string_view what) const;
+  const AccessPolicy& access() const { return options_.access; }
+
   std::vector<RepositoryEntry> repository_index(bool ready_only = false) const;
   // Statistics of every loaded version (name empty), of one model, or of one version.
   Result<std::vector<ModelStatistics>> statistics(const std::string& name = "",
@@ -113,6 +137,9 @@ class Server final : public ModelRouter {
   };
 
   explicit Server(ServerOptions options) : options_(std::move(options)) {}
+  // The repository folder of model `name`, checked to stay inside the repository once symlinks
+  // are resolved.
+  Result<std::filesystem::path> model_folder(const std::string& name) const;
   Result<std::shared_ptr<Model>> find(const std::string& name, const std::string& version) const;
   // Loads `config`'s versions from `model_dir` and swaps them in; the old versions drain.
   Status load_entry(const ModelConfig& config, const std::filesystem::path& model_dir, bool worker,
@@ -123,6 +150,8 @@ class Server final : public ModelRouter {
   void poll_loop();
 
   const ServerOptions options_;
+  std::filesystem::path root_;       // the repository, symlinks resolved; empty without one
+  std::filesystem::path cache_dir_;  // empty: no compile cache
   mutable std::shared_mutex mutex_;
   std::map<std::string, Entry> models_;
   std::mutex load_mutex_;  // one load or unload at a time

@@ -254,7 +254,7 @@ TEST(ServerLifecycle, LoadUnloadWorkersAndDrainOnShutdown) {
   EXPECT_EQ(*e1, "echo-1");  // "echo" is a repository model
   EXPECT_EQ(s.load_worker("echo", p).value(), "echo-1");
   Parameters model;
-  model.set("model", testing::tiny_cnn_path());
+  model.set("model", "mnist/1/model.onnx");  // relative to the repository
   model.set("batch", int64_t{2});
   Result<std::string> mx = s.load_worker("migraphx", model);
   ASSERT_TRUE(mx.ok()) << mx.status().to_string();
@@ -344,6 +344,59 @@ TEST(ServerPolling, NewChangedAndRemovedModelsAreFollowed) {
   EXPECT_TRUE(s.ready());
   s.shutdown();
   fs::remove_all(root);
+}
+
+// issue 28 defect 4: loads read only inside the repository. Absolute paths and ".." are refused
+// before the file system is looked at (existing or not, the same answer: nothing to probe with),
+// and a model folder or model file that is a symlink to outside is refused once resolved.
+TEST(ServerConfinement, LoadsStayInsideTheRepository) {
+  const fs::path root = testing::make_test_repository("confined");
+  fs::remove_all(root / "broken");
+  const fs::path outside = root.string() + "_outside";
+  fs::remove_all(outside);
+  testing::add_model(outside, "evil", "platform = \"onnx_onnxv1\"\n");
+  fs::copy_file(testing::tiny_cnn_path(), outside / "evil" / "1" / "model.onnx");
+  fs::create_directory_symlink(outside / "evil", root / "evil");  // a model folder link
+  testing::add_model(root, "linked", "platform = \"onnx_onnxv1\"\n");
+  fs::create_symlink(outside / "evil" / "1" / "model.onnx", root / "linked" / "1" / "model.onnx");
+  testing::add_model(root, "inner", "platform = \"onnx_onnxv1\"\n");  // a link that stays inside
+  fs::create_symlink(root / "mnist" / "1" / "model.onnx", root / "inner" / "1" / "model.onnx");
+
+  ServerOptions options{root, false, {"echo"}};
+  Result<std::unique_ptr<Server>> created = Server::create(options);
+  ASSERT_TRUE(created.ok()) << created.status().to_string();
+  Server& s = **created;
+  auto worker = [&](const std::string& model) {
+    Parameters p;
+    p.set("model", model);
+    return s.load_worker("compiler", p).status();
+  };
+  for (const std::string& path :
+       {(outside / "evil" / "1" / "model.onnx").string(), std::string("/nonexistent/x.onnx"),
+        std::string("../") + outside.filename().string() + "/evil/1/model.onnx",
+        std::string("mnist/../../x.onnx"), std::string("/etc/passwd")}) {
+    Status st = worker(path);
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << path << ": " << st.to_string();
+    EXPECT_NE(st.message().find("must be a relative path inside the model repository"),
+              std::string::npos)
+        << st.message();
+  }
+  Status folder = s.load_model("evil");
+  EXPECT_EQ(folder.code(), StatusCode::kPermissionDenied) << folder.to_string();
+  EXPECT_NE(folder.message().find("outside the model repository"), std::string::npos);
+  Status file = s.load_model("linked");
+  EXPECT_EQ(file.code(), StatusCode::kPermissionDenied) << file.to_string();
+  EXPECT_NE(file.message().find("outside the model repository"), std::string::npos);
+  Status dots = s.load_model("..");
+  EXPECT_EQ(dots.code(), StatusCode::kInvalidArgument) << dots.to_string();
+  // Links inside the repository, and relative worker paths, are fine.
+  EXPECT_TRUE(s.load_model("inner").ok());
+  EXPECT_TRUE(worker("mnist/1/model.onnx").ok());
+  // Nothing was written next to the model outside.
+  EXPECT_FALSE(fs::exists(outside / "evil" / "1" / ".kiln-cache"));
+  s.shutdown();
+  fs::remove_all(root);
+  fs::remove_all(outside);
 }
 
 }  // namespace

@@ -51,6 +51,24 @@ int total_contents(const InferTensorContents& c) {
          c.fp64_contents_size() + c.bytes_contents_size();
 }
 
+// The typed fields that hold elements, e.g. "int_contents (64)".
+std::string filled_fields(const InferTensorContents& c) {
+  std::string out;
+  auto add = [&](std::string_view name, int n) {
+    if (n == 0) return;
+    out += fmt::format("{}{} ({})", out.empty() ? "" : ", ", name, n);
+  };
+  add("bool_contents", c.bool_contents_size());
+  add("int_contents", c.int_contents_size());
+  add("int64_contents", c.int64_contents_size());
+  add("uint_contents", c.uint_contents_size());
+  add("uint64_contents", c.uint64_contents_size());
+  add("fp32_contents", c.fp32_contents_size());
+  add("fp64_contents", c.fp64_contents_size());
+  add("bytes_contents", c.bytes_contents_size());
+  return out.empty() ? "no field" : out;
+}
+
 std::string_view field_name(DType dtype) {
   switch (dtype) {
     case DType::kBool: return "bool_contents";
@@ -129,10 +147,17 @@ Status read_typed(const InferTensorContents& contents, Tensor& t, std::string_vi
   bool has_field = visit_dtype(t.dtype(), [&]<class T>() {
     return with_field<T>(c, [&](const auto& field) {
       if (field.size() != t.numel() || total_contents(contents) != field.size()) {
+        const std::string need = fmt::format("{}: {} of shape {} needs {} elements in {}", where,
+                                             wire_dtype_name(t.dtype()), t.shape().to_string(),
+                                             t.numel(), field_name(t.dtype()));
+        // Elements in another field: name where they are, not only how many there are.
         status = invalid_argument_error(
-            fmt::format("{}: {} of shape {} needs {} elements in {}, but the contents hold {}",
-                        where, wire_dtype_name(t.dtype()), t.shape().to_string(), t.numel(),
-                        field_name(t.dtype()), total_contents(contents)));
+            total_contents(contents) == field.size()
+                ? fmt::format("{}, but the contents hold {}", need, field.size())
+                : fmt::format("{}, but {} holds {} and the contents are in {}; {} elements go in "
+                              "{}",
+                              need, field_name(t.dtype()), field.size(), filled_fields(contents),
+                              wire_dtype_name(t.dtype()), field_name(t.dtype())));
         return;
       }
       T* out = t.data<T>();

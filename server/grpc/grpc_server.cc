@@ -23,6 +23,17 @@ ServerUnaryReactor* finish(CallbackServerContext* context, const Status& status)
   return reactor;
 }
 
+// The server's AccessPolicy for `group`, read from the call's metadata (gRPC keys are lower case).
+Status allowed(const Server* server, CallbackServerContext* context, ApiGroup group) {
+  if (server->access().empty()) return Status();
+  return server->access().check(group, [&](std::string_view key) -> std::optional<std::string> {
+    const auto& metadata = context->client_metadata();
+    auto it = metadata.find(::grpc::string_ref(key.data(), key.size()));
+    if (it == metadata.end()) return std::nullopt;
+    return std::string(it->second.data(), it->second.size());
+  });
+}
+
 // A repository parameter as a server parameter; bytes (model files sent inline) are refused.
 Result<ParameterValue> from_repository_parameter(const inference::ModelRepositoryParameter& p,
                                                  std::string_view key) {
@@ -67,6 +78,7 @@ class InferenceService final : public ServiceBase {
   ServerUnaryReactor* ServerLive(CallbackServerContext* context,
                                  const inference::ServerLiveRequest*,
                                  inference::ServerLiveResponse* response) override {
+    if (Status a = allowed(server_, context, ApiGroup::kHealth); !a.ok()) return finish(context, a);
     response->set_live(server_->live());
     return finish(context, Status());
   }
@@ -74,6 +86,7 @@ class InferenceService final : public ServiceBase {
   ServerUnaryReactor* ServerReady(CallbackServerContext* context,
                                   const inference::ServerReadyRequest*,
                                   inference::ServerReadyResponse* response) override {
+    if (Status a = allowed(server_, context, ApiGroup::kHealth); !a.ok()) return finish(context, a);
     response->set_ready(server_->ready());
     return finish(context, Status());
   }
@@ -81,6 +94,7 @@ class InferenceService final : public ServiceBase {
   ServerUnaryReactor* ModelReady(CallbackServerContext* context,
                                  const inference::ModelReadyRequest* request,
                                  inference::ModelReadyResponse* response) override {
+    if (Status a = allowed(server_, context, ApiGroup::kHealth); !a.ok()) return finish(context, a);
     Result<bool> ready = server_->model_ready(request->name(), request->version());
     if (ready.ok()) response->set_ready(*ready);
     return finish(context, ready.status());
@@ -89,6 +103,8 @@ class InferenceService final : public ServiceBase {
   ServerUnaryReactor* ServerMetadata(CallbackServerContext* context,
                                      const inference::ServerMetadataRequest*,
                                      inference::ServerMetadataResponse* response) override {
+    if (Status a = allowed(server_, context, ApiGroup::kMetadata); !a.ok())
+      return finish(context, a);
     server::ServerMetadata m = server_->metadata();
     response->set_name(m.name);
     response->set_version(m.version);
@@ -99,6 +115,8 @@ class InferenceService final : public ServiceBase {
   ServerUnaryReactor* ModelMetadata(CallbackServerContext* context,
                                     const inference::ModelMetadataRequest* request,
                                     inference::ModelMetadataResponse* response) override {
+    if (Status a = allowed(server_, context, ApiGroup::kMetadata); !a.ok())
+      return finish(context, a);
     Result<server::ModelMetadata> m = server_->model_metadata(request->name(), request->version());
     if (!m.ok()) return finish(context, m.status());
     response->set_name(m->name);
@@ -117,6 +135,8 @@ class InferenceService final : public ServiceBase {
   ServerUnaryReactor* ModelInfer(CallbackServerContext* context,
                                  const ::grpc::ByteBuffer* request_bytes,
                                  ::grpc::ByteBuffer* response_bytes) override {
+    if (Status a = allowed(server_, context, ApiGroup::kInference); !a.ok())
+      return finish(context, a);
     ServerUnaryReactor* reactor = context->DefaultReactor();
     inference::ModelInferRequest request;
     {
@@ -160,6 +180,8 @@ class InferenceService final : public ServiceBase {
   ServerUnaryReactor* ModelStatistics(CallbackServerContext* context,
                                       const inference::ModelStatisticsRequest* request,
                                       inference::ModelStatisticsResponse* response) override {
+    if (Status a = allowed(server_, context, ApiGroup::kStatistics); !a.ok())
+      return finish(context, a);
     Result<std::vector<server::ModelStatistics>> stats =
         server_->statistics(request->name(), request->version());
     if (!stats.ok()) return finish(context, stats.status());
@@ -191,6 +213,8 @@ class InferenceService final : public ServiceBase {
   ServerUnaryReactor* RepositoryIndex(CallbackServerContext* context,
                                       const inference::RepositoryIndexRequest* request,
                                       inference::RepositoryIndexResponse* response) override {
+    if (Status a = allowed(server_, context, ApiGroup::kModelRepository); !a.ok())
+      return finish(context, a);
     if (!request->repository_name().empty()) {
       return finish(context, not_found_error(fmt::format(
                                  "repository \"{}\" does not exist; kiln serves one repository, "
@@ -210,6 +234,10 @@ class InferenceService final : public ServiceBase {
   ServerUnaryReactor* RepositoryModelLoad(CallbackServerContext* context,
                                           const inference::RepositoryModelLoadRequest* request,
                                           inference::RepositoryModelLoadResponse*) override {
+    if (Status a = allowed(server_, context, ApiGroup::kModelRepository); !a.ok())
+      return finish(context, a);
+    Status allowed = server_->model_control_status("RepositoryModelLoad");
+    if (!allowed.ok()) return finish(context, allowed);
     Parameters overrides;
     for (const auto& [key, value] : request->parameters()) {
       Result<ParameterValue> v = from_repository_parameter(value, key);
@@ -223,6 +251,10 @@ class InferenceService final : public ServiceBase {
   ServerUnaryReactor* RepositoryModelUnload(CallbackServerContext* context,
                                             const inference::RepositoryModelUnloadRequest* request,
                                             inference::RepositoryModelUnloadResponse*) override {
+    if (Status a = allowed(server_, context, ApiGroup::kModelRepository); !a.ok())
+      return finish(context, a);
+    Status allowed = server_->model_control_status("RepositoryModelUnload");
+    if (!allowed.ok()) return finish(context, allowed);
     return finish(context, server_->unload_model(request->model_name()));
   }
 
@@ -238,6 +270,10 @@ class WorkerService final : public inference::KilnWorkerService::CallbackService
   ServerUnaryReactor* WorkerLoad(CallbackServerContext* context,
                                  const inference::WorkerLoadRequest* request,
                                  inference::WorkerLoadResponse* response) override {
+    if (Status a = allowed(server_, context, ApiGroup::kModelRepository); !a.ok())
+      return finish(context, a);
+    Status allowed = server_->model_control_status("WorkerLoad");
+    if (!allowed.ok()) return finish(context, allowed);
     Parameters parameters;
     for (const auto& [key, value] : request->parameters()) {
       Result<ParameterValue> v =
@@ -253,6 +289,10 @@ class WorkerService final : public inference::KilnWorkerService::CallbackService
   ServerUnaryReactor* WorkerUnload(CallbackServerContext* context,
                                    const inference::WorkerUnloadRequest* request,
                                    inference::WorkerUnloadResponse*) override {
+    if (Status a = allowed(server_, context, ApiGroup::kModelRepository); !a.ok())
+      return finish(context, a);
+    Status allowed = server_->model_control_status("WorkerUnload");
+    if (!allowed.ok()) return finish(context, allowed);
     return finish(context, server_->unload_worker(request->endpoint()));
   }
 
@@ -282,8 +322,18 @@ Result<std::unique_ptr<GrpcServer>> GrpcServer::start(Server* server, GrpcServer
   const std::string address = options.address.find(':') != std::string::npos
                                   ? fmt::format("[{}]:{}", options.address, options.port)
                                   : fmt::format("{}:{}", options.address, options.port);
+  std::shared_ptr<::grpc::ServerCredentials> credentials = ::grpc::InsecureServerCredentials();
+  if (options.tls.enabled()) {
+    KILN_ASSIGN_OR_RETURN(TlsPem pem, read_tls_files(options.tls));
+    ::grpc::SslServerCredentialsOptions ssl(
+        pem.client_ca.empty() ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
+                              : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
+    ssl.pem_root_certs = pem.client_ca;
+    ssl.pem_key_cert_pairs.push_back({pem.key, pem.cert});
+    credentials = ::grpc::SslServerCredentials(ssl);
+  }
   ::grpc::ServerBuilder builder;
-  builder.AddListeningPort(address, ::grpc::InsecureServerCredentials(), &impl->port);
+  builder.AddListeningPort(address, credentials, &impl->port);
   // Without this a second server would silently share the port instead of failing.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.SetMaxReceiveMessageSize(static_cast<int>(options.max_message_bytes));

@@ -10,6 +10,7 @@
 
 #include "core/status.h"
 #include "server/core/server.h"
+#include "server/core/tls.h"
 #include "server/grpc/grpc_convert.h"
 
 namespace kiln::server::grpc {
@@ -21,6 +22,8 @@ struct GrpcServerOptions {
   // A larger request message is refused by gRPC with RESOURCE_EXHAUSTED.
   int64_t max_message_bytes = int64_t{256} << 20;
   GrpcLimits limits;
+  // TLS (grpc::SslServerCredentials) when a certificate is given; mutual TLS with a client CA.
+  TlsFiles tls;
 };
 
 class GrpcServer {

@@ -14,6 +14,7 @@
 #include "client/grpc_client.h"
 #include "client/native_client.h"
 #include "grpc_predict_v2.grpc.pb.h"
+#include "server/core/test_certificates.h"
 #include "server/core/test_repository.h"
 
 namespace kiln::server::grpc {
@@ -51,7 +52,9 @@ class GrpcTest : public ::testing::Test {
                        "backend = \"echo\"\nmax_batch_size = 8\n[dynamic_batching]\n"
                        "max_queue_delay_microseconds = 300000\nmax_queue_size = 1\n");
     testing::add_model(*root_, "spare", "backend = \"echo\"\n");
-    auto s = Server::create({*root_, true, {}});
+    ServerOptions so{*root_, true, {}};
+    so.model_control = ModelControl::kExplicit;  // the tests load and unload over the network
+    auto s = Server::create(so);
     ASSERT_TRUE(s.ok()) << s.status().to_string();
     server_ = std::move(s).value().release();
     GrpcServerOptions o;
@@ -163,7 +166,7 @@ TEST_F(GrpcTest, HealthMetadataRepositoryAndWorkers) {
 
   // amdinfer's workers: load the compiler backend on the tiny CNN, infer, unload.
   Parameters p;
-  p.set("model", testing::tiny_cnn_path());
+  p.set("model", "mnist/1/model.onnx");  // relative to the repository
   p.set("batch", int64_t{2});
   p.set("target", std::string("cpu"));
   Result<std::string> endpoint = c->worker_load("compiler", p);
@@ -287,6 +290,14 @@ TEST_F(GrpcTest, EveryBadInputGetsItsCodeAndAClearMessage) {
   r.mutable_inputs(0)->mutable_contents()->add_fp32_contents(1.f);
   expect_error(raw_infer(r), StatusCode::kInvalidArgument,
                "needs 784 elements in fp32_contents, but the contents hold 1");
+  // issue 28: FP32 elements sent in int_contents are named where they are, not miscounted
+  // ("needs 784 ... but the contents hold 784").
+  r = mnist_input("image", "FP32", {1, 1, 28, 28}, good);
+  r.clear_raw_input_contents();
+  for (int i = 0; i < 784; ++i) r.mutable_inputs(0)->mutable_contents()->add_int_contents(i);
+  expect_error(raw_infer(r), StatusCode::kInvalidArgument,
+               "needs 784 elements in fp32_contents, but fp32_contents holds 0 and the contents "
+               "are in int_contents (784); FP32 elements go in fp32_contents");
   r.mutable_inputs(0)->set_datatype("FP16");
   expect_error(raw_infer(r), StatusCode::kInvalidArgument, "send it in raw_input_contents");
   r = mnist_input("image", "FP32", {1, 1, 28, 28}, good);
@@ -394,6 +405,84 @@ TEST_F(GrpcTest, ThirtyTwoClientsEachGetTheirOwnAnswers) {
         o.raw_inputs = o.raw_outputs = (t % 4 < 2);
         return client(o);
       });
+}
+
+// --restricted-api over gRPC: the metadata entry is checked like the HTTP header.
+TEST(GrpcRestrictedApi, EndpointGroupsNeedTheirMetadata) {
+  const fs::path root =
+      fs::temp_directory_path() / ("kiln_grpc_restricted_" + std::to_string(::getpid()));
+  fs::remove_all(root);
+  testing::add_model(root, "echo", "backend = \"echo\"\n");
+  ServerOptions so;
+  so.repository = root;
+  so.model_control = ModelControl::kExplicit;
+  so.access = AccessPolicy::parse({"inference,model-repository:x-api-key=k1"}).value();
+  auto server = Server::create(so).value();
+  GrpcServerOptions o;
+  o.address = "127.0.0.1";
+  o.port = 0;
+  auto g = GrpcServer::start(server.get(), o).value();
+  const std::string target = "127.0.0.1:" + std::to_string(g->port());
+  auto anonymous = client::GrpcClient::create(target).value();
+  EXPECT_TRUE(anonymous->server_ready().value());  // health stays open
+  Result<InferenceResponse> refused =
+      anonymous->model_infer("echo", request({{"x", Tensor::from_vector<int32_t>({1}), {}}}));
+  expect_error(refused.status(), StatusCode::kUnauthenticated,
+               "inference endpoints need the header \"x-api-key\"");
+  expect_error(anonymous->model_unload("echo"), StatusCode::kUnauthenticated, "model-repository");
+  client::GrpcClientOptions keyed;
+  keyed.metadata = {{"x-api-key", "k1"}};
+  auto c = client::GrpcClient::create(target, keyed).value();
+  Result<InferenceResponse> r =
+      c->model_infer("echo", request({{"x", Tensor::from_vector<int32_t>({5}), {}}}));
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r->outputs[0].data.data<int32_t>()[0], 5);
+  EXPECT_TRUE(c->model_unload("echo").ok());
+  server->shutdown();
+  g->stop();
+  fs::remove_all(root);
+}
+
+// gRPC over TLS (grpc::SslServerCredentials) and mutual TLS, with the C++ GrpcClient.
+TEST(GrpcTls, ServesTlsAndMutualTls) {
+  const fs::path root = fs::temp_directory_path() / ("kiln_grpc_tls_" + std::to_string(::getpid()));
+  fs::remove_all(root);
+  testing::TestCertificates certs;
+  ASSERT_TRUE(testing::make_test_certificates(root / "certs", &certs));
+  testing::add_model(root / "repo", "echo", "backend = \"echo\"\n");
+  ServerOptions so;
+  so.repository = root / "repo";
+  auto server = Server::create(so).value();
+  for (bool mutual : {false, true}) {
+    SCOPED_TRACE(mutual ? "mutual TLS" : "TLS");
+    GrpcServerOptions o;
+    o.address = "127.0.0.1";
+    o.port = 0;
+    o.tls = {certs.server_cert.string(), certs.server_key.string(),
+             mutual ? certs.ca.string() : ""};
+    auto g = GrpcServer::start(server.get(), o);
+    ASSERT_TRUE(g.ok()) << g.status().to_string();
+    const std::string target = "127.0.0.1:" + std::to_string((*g)->port());
+    client::GrpcClientOptions plain;
+    plain.timeout = std::chrono::seconds(3);
+    EXPECT_FALSE(client::GrpcClient::create(target, plain).value()->server_ready().ok());
+    client::GrpcClientOptions trusting = plain;
+    trusting.tls_ca_file = certs.ca.string();
+    Result<bool> one_way = client::GrpcClient::create(target, trusting).value()->server_ready();
+    EXPECT_EQ(one_way.ok(), !mutual) << one_way.status().to_string();
+    client::GrpcClientOptions with_cert = trusting;
+    with_cert.tls_cert_file = certs.client_cert.string();
+    with_cert.tls_key_file = certs.client_key.string();
+    auto c = client::GrpcClient::create(target, with_cert).value();
+    ASSERT_TRUE(c->server_ready().value_or(false));
+    Result<InferenceResponse> r =
+        c->model_infer("echo", request({{"x", Tensor::from_vector<int32_t>({9}), {}}}));
+    ASSERT_TRUE(r.ok()) << r.status().to_string();
+    EXPECT_EQ(r->outputs[0].data.data<int32_t>()[0], 9);
+    (*g)->stop();
+  }
+  server->shutdown();
+  fs::remove_all(root);
 }
 
 }  // namespace

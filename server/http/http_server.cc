@@ -5,22 +5,28 @@
 
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ip/v6_only.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/read.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/strand.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
+#include <boost/beast/ssl.hpp>
 #include <fmt/format.h>
 #include <pthread.h>
+#include <sys/resource.h>
 
 #include <array>
 #include <atomic>
 #include <optional>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include "core/logging.h"
 #include "core/thread_pool.h"
+#include "server/core/log_limiter.h"
 #include "server/http/router.h"
 
 namespace kiln::server::http {
@@ -35,36 +41,81 @@ struct HttpServer::Impl {
       : options(std::move(o)),
         ioc(std::max(1, options.threads)),
         acceptor(net::make_strand(ioc)),
-        router(server, options.limits) {}
+        accept_timer(acceptor.get_executor()),
+        router(server, options.limits),
+        access_keys(server->access().keys()) {}
 
   void accept();
+  // Accepts again after `delay` (a failed accept, or the connection limit reached).
+  void accept_after(std::chrono::milliseconds delay);
 
   HttpServerOptions options;
   net::io_context ioc;
   tcp::acceptor acceptor;
+  net::steady_timer accept_timer;  // on the acceptor's strand
+  std::chrono::milliseconds accept_backoff{0};
   Router router;
+  const std::vector<std::string> access_keys;  // the headers the AccessPolicy reads
   std::vector<std::thread> threads;
   std::atomic<int64_t> in_flight{0};
+  std::atomic<int> connections{0};
+  std::atomic<int> max_connections{0};
   std::atomic<bool> stopping{false};
   std::once_flag stopped;
   uint16_t port = 0;
+  LogLimiter accept_log;
+  LogLimiter limit_log;
+  std::optional<net::ssl::context> ssl;  // HTTPS when set
 };
 
 namespace {
 
-class Session : public std::enable_shared_from_this<Session> {
+// Stream is beast::tcp_stream (plain HTTP) or beast::ssl_stream<beast::tcp_stream> (HTTPS).
+template <class Stream>
+class Session : public std::enable_shared_from_this<Session<Stream>> {
  public:
-  Session(tcp::socket&& socket, HttpServer::Impl* impl) : stream_(std::move(socket)), impl_(impl) {}
+  static constexpr bool kTls = !std::is_same_v<Stream, beast::tcp_stream>;
+
+  template <class... Tls>
+  Session(tcp::socket&& socket, HttpServer::Impl* impl, Tls&... tls)
+      : stream_(std::move(socket), tls...),
+        // Bytes the parser has not consumed: a header, or a chunked body's chunk lines and
+        // trailer. Beast keeps trailer fields unbounded (and throws on one of 64 KiB or more), so
+        // the buffer's own limit is what bounds them.
+        buffer_(std::max(impl->options.max_header_bytes, impl->options.max_trailer_bytes)),
+        impl_(impl) {
+    ++impl_->connections;
+  }
+  ~Session() { --impl_->connections; }
 
   void start() {
-    net::dispatch(stream_.get_executor(), [self = shared_from_this()] { self->read(); });
+    net::dispatch(stream_.get_executor(), [self = this->shared_from_this()] {
+      if constexpr (kTls) {
+        // The handshake counts against the idle timeout, like a header.
+        self->lowest().expires_after(self->impl_->options.idle_timeout);
+        self->stream_.async_handshake(net::ssl::stream_base::server, [self](beast::error_code ec) {
+          if (ec) return self->close();
+          self->read();
+        });
+      } else {
+        self->read();
+      }
+    });
   }
 
  private:
+  using std::enable_shared_from_this<Session<Stream>>::shared_from_this;
+
+  beast::tcp_stream& lowest() { return beast::get_lowest_layer(stream_); }
+
+  // The first read of a Content-Length body, and the least it grows by afterwards.
+  static constexpr size_t kBodyStep = size_t{256} << 10;
+
   void read() {
     parser_.emplace();
+    parser_->header_limit(impl_->options.max_header_bytes);
     parser_->body_limit(impl_->options.max_body_bytes);
-    stream_.expires_after(impl_->options.idle_timeout);
+    lowest().expires_after(impl_->options.idle_timeout);
     bhttp::async_read_header(stream_, buffer_, *parser_,
                              beast::bind_front_handler(&Session::on_header, shared_from_this()));
   }
@@ -95,6 +146,7 @@ class Session : public std::enable_shared_from_this<Session> {
         *length <= impl_->options.max_body_bytes) {
       return read_body_direct(static_cast<size_t>(*length));
     }
+    lowest().expires_after(impl_->options.body_timeout);
     bhttp::async_read(stream_, buffer_, *parser_,
                       beast::bind_front_handler(&Session::on_read, shared_from_this()));
   }
@@ -103,14 +155,31 @@ class Session : public std::enable_shared_from_this<Session> {
   // large reads as the socket gives: the parser would copy it out of `buffer_` 512 bytes a read
   // (a 600 KB tensor took ~1200 reads, each with its own epoll and timer calls).
   void read_body_direct(size_t length) {
-    body_.resize(length);
+    body_length_ = length;
     const size_t have = std::min(buffer_.size(), length);
+    body_.resize(have);
     net::buffer_copy(net::buffer(body_.data(), have), buffer_.data());
     buffer_.consume(have);
-    net::async_read(stream_, net::buffer(body_.data() + have, length - have),
+    read_body_more();
+  }
+
+  // Memory follows the bytes that arrived, not the length the client declared: each read asks for
+  // at most as much again as the body holds (at least kBodyStep), so a client that declares
+  // 256 MiB and sends one byte costs 256 KiB, not 256 MiB.
+  void read_body_more() {
+    const size_t have = body_.size();
+    if (have == body_length_) return on_read({}, 0);
+    const size_t step = std::min(body_length_ - have, std::max(kBodyStep, have));
+    body_.resize(have + step);
+    lowest().expires_after(impl_->options.body_timeout);
+    net::async_read(stream_, net::buffer(body_.data() + have, step),
                     [self = shared_from_this()](beast::error_code ec, size_t) {
                       if (ec == net::error::eof) ec = bhttp::error::partial_message;
-                      self->on_read(ec, 0);
+                      if (ec) {
+                        self->body_ = std::string();
+                        return self->on_read(ec, 0);
+                      }
+                      self->read_body_more();
                     });
   }
 
@@ -118,6 +187,16 @@ class Session : public std::enable_shared_from_this<Session> {
     if (ec == bhttp::error::end_of_stream || ec == beast::error::timeout ||
         ec == net::error::operation_aborted) {
       return close();
+    }
+    if (ec == bhttp::error::header_limit || ec == bhttp::error::buffer_overflow) {
+      // buffer_overflow: the chunk lines and trailer fields of a chunked body outgrew the buffer.
+      keep_alive_ = false;
+      const bool header = !parser_->is_header_done();
+      return respond_now(
+          431,
+          fmt::format("the request's {} larger than the server's limit of {} bytes",
+                      header ? "header fields are" : "chunk lines and trailer fields are",
+                      header ? impl_->options.max_header_bytes : impl_->options.max_trailer_bytes));
     }
     if (ec == bhttp::error::body_limit) {
       keep_alive_ = false;
@@ -140,6 +219,10 @@ class Session : public std::enable_shared_from_this<Session> {
     r.method = std::string(req.method_string());
     r.target = std::string(req.target());
     r.body = parser_->is_done() ? std::move(req.body()) : std::move(body_);
+    for (const std::string& key : impl_->access_keys) {
+      auto it = req.find(key);
+      if (it != req.end()) r.headers[key] = std::string(it->value());
+    }
     body_.clear();
     auto header = req.find("Inference-Header-Content-Length");
     if (header != req.end()) {
@@ -158,7 +241,7 @@ class Session : public std::enable_shared_from_this<Session> {
       r.inference_header_length = n;
     }
     ++impl_->in_flight;
-    stream_.expires_never();  // the model may take its time; the idle timeout resumes after
+    lowest().expires_never();  // the model may take its time; the idle timeout resumes after
     impl_->router.handle(std::move(r), [self = shared_from_this()](HttpResponse resp) {
       net::post(self->stream_.get_executor(),
                 [self, resp = std::move(resp)]() mutable { self->write(std::move(resp)); });
@@ -185,7 +268,7 @@ class Session : public std::enable_shared_from_this<Session> {
     res_.keep_alive(keep_alive_ && !impl_->stopping);
     res_.body() = std::move(resp.body);
     res_.prepare_payload();
-    stream_.expires_after(impl_->options.idle_timeout);
+    lowest().expires_after(impl_->options.idle_timeout);
     bhttp::async_write(stream_, res_,
                        beast::bind_front_handler(&Session::on_write, shared_from_this()));
   }
@@ -201,7 +284,7 @@ class Session : public std::enable_shared_from_this<Session> {
   // connection before the client has read the error response.
   void drain() {
     close();
-    stream_.expires_after(std::chrono::seconds(5));
+    lowest().expires_after(std::chrono::seconds(5));
     stream_.async_read_some(net::buffer(discard_),
                             [self = shared_from_this()](beast::error_code ec, size_t) {
                               if (!ec) self->drain_more();
@@ -216,13 +299,14 @@ class Session : public std::enable_shared_from_this<Session> {
 
   void close() {
     beast::error_code ec;
-    stream_.socket().shutdown(tcp::socket::shutdown_send, ec);
+    lowest().socket().shutdown(tcp::socket::shutdown_send, ec);
   }
 
-  beast::tcp_stream stream_;
+  Stream stream_;
   beast::flat_buffer buffer_;
   std::optional<bhttp::request_parser<bhttp::string_body>> parser_;
   std::string body_;  // a body read by read_body_direct (the parser then never sees it)
+  size_t body_length_ = 0;
   bhttp::response<bhttp::string_body> res_;
   std::shared_ptr<bhttp::response<bhttp::empty_body>> continue_;
   HttpServer::Impl* impl_;
@@ -235,16 +319,49 @@ class Session : public std::enable_shared_from_this<Session> {
 }  // namespace
 
 void HttpServer::Impl::accept() {
+  if (stopping) return;
+  if (connections >= max_connections) {
+    // At the limit: leave new connections in the listen backlog and look again shortly.
+    int64_t held = 0;
+    if (limit_log.allow(&held)) {
+      log(LogLevel::kWarning,
+          "http: {} connections are open, the limit (--max-connections, lowered to fit the "
+          "open-file limit); new connections wait{}",
+          max_connections.load(), held ? fmt::format(" ({} more times)", held) : "");
+    }
+    return accept_after(std::chrono::milliseconds(20));
+  }
   acceptor.async_accept(net::make_strand(ioc), [this](beast::error_code ec, tcp::socket socket) {
     if (stopping) return;
-    if (!ec) {
-      beast::error_code ignored;
-      socket.set_option(tcp::no_delay(true), ignored);
-      std::make_shared<Session>(std::move(socket), this)->start();
+    if (ec) {
+      // Out of descriptors (EMFILE/ENFILE) or memory the accept fails at once and would fail
+      // again at once: back off (5 ms doubling to 1 s) and log once in a while, not every time.
+      accept_backoff = std::clamp(accept_backoff * 2, std::chrono::milliseconds(5),
+                                  std::chrono::milliseconds(1000));
+      int64_t held = 0;
+      if (accept_log.allow(&held)) {
+        log(LogLevel::kWarning, "http: accept failed: {}; retrying in {} ms{}", ec.message(),
+            accept_backoff.count(), held ? fmt::format(" ({} more failures)", held) : "");
+      }
+      return accept_after(accept_backoff);
+    }
+    accept_backoff = std::chrono::milliseconds(0);
+    beast::error_code ignored;
+    socket.set_option(tcp::no_delay(true), ignored);
+    if (ssl) {
+      std::make_shared<Session<beast::ssl_stream<beast::tcp_stream>>>(std::move(socket), this, *ssl)
+          ->start();
     } else {
-      log(LogLevel::kWarning, "http: accept failed: {}", ec.message());
+      std::make_shared<Session<beast::tcp_stream>>(std::move(socket), this)->start();
     }
     accept();
+  });
+}
+
+void HttpServer::Impl::accept_after(std::chrono::milliseconds delay) {
+  accept_timer.expires_after(delay);
+  accept_timer.async_wait([this](beast::error_code ec) {
+    if (!ec) accept();
   });
 }
 
@@ -256,20 +373,85 @@ HttpServer::~HttpServer() {
 
 Result<std::unique_ptr<HttpServer>> HttpServer::start(Server* server, HttpServerOptions options) {
   if (options.threads <= 0) options.threads = default_thread_count();
+  for (auto [name, value] : {std::pair{"--max-header-bytes", options.max_header_bytes},
+                             std::pair{"--max-trailer-bytes", options.max_trailer_bytes}}) {
+    // Beast keeps a field's offset and length in 16 bits, and throws past them.
+    if (value < 512 || value > 65535) {
+      return invalid_argument_error(
+          fmt::format("{} {} is out of range; give 512 to 65535 bytes", name, value));
+    }
+  }
+  if (options.max_connections < 1 || options.fd_headroom < 0) {
+    return invalid_argument_error(
+        fmt::format("--max-connections {} must be at least 1 (and the fd headroom {} at least 0)",
+                    options.max_connections, options.fd_headroom));
+  }
   auto impl = std::make_unique<Impl>(server, options);
+  impl->max_connections = options.max_connections;
+  if (options.tls.enabled()) {
+    KILN_ASSIGN_OR_RETURN(TlsPem pem, read_tls_files(options.tls));
+    net::ssl::context& ctx = impl->ssl.emplace(net::ssl::context::tls_server);
+    beast::error_code e;
+    ctx.set_options(net::ssl::context::default_workarounds | net::ssl::context::no_sslv2 |
+                        net::ssl::context::no_sslv3 | net::ssl::context::no_tlsv1 |
+                        net::ssl::context::no_tlsv1_1,
+                    e);
+    if (!e) ctx.use_certificate_chain(net::buffer(pem.cert), e);
+    if (e)
+      return invalid_argument_error(
+          fmt::format("--tls-cert {}: {}", options.tls.cert_file, e.message()));
+    ctx.use_private_key(net::buffer(pem.key), net::ssl::context::pem, e);
+    if (e)
+      return invalid_argument_error(
+          fmt::format("--tls-key {}: {}", options.tls.key_file, e.message()));
+    if (!pem.client_ca.empty()) {
+      ctx.add_certificate_authority(net::buffer(pem.client_ca), e);
+      if (!e) {
+        ctx.set_verify_mode(net::ssl::verify_peer | net::ssl::verify_fail_if_no_peer_cert, e);
+      }
+      if (e) {
+        return invalid_argument_error(
+            fmt::format("--tls-client-ca {}: {}", options.tls.client_ca_file, e.message()));
+      }
+    }
+  }
+  rlimit files{};
+  if (::getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur != RLIM_INFINITY) {
+    const int64_t fit = static_cast<int64_t>(files.rlim_cur) - options.fd_headroom;
+    if (fit < 1) {
+      return unavailable_error(fmt::format(
+          "the open-file limit is {}, which leaves no descriptors for connections beside the {} "
+          "the server keeps for itself; raise it (ulimit -n)",
+          files.rlim_cur, options.fd_headroom));
+    }
+    if (fit < options.max_connections) impl->max_connections = static_cast<int>(fit);
+  }
   beast::error_code ec;
   net::ip::address address = net::ip::make_address(options.address, ec);
   if (ec) {
     return invalid_argument_error(fmt::format(
         "\"{}\" is not an IP address to listen on (e.g. 0.0.0.0 or 127.0.0.1)", options.address));
   }
-  tcp::endpoint endpoint(address, options.port);
   const std::string where = fmt::format("{}:{}", options.address, options.port);
   tcp::acceptor& a = impl->acceptor;
-  a.open(endpoint.protocol(), ec);
-  if (!ec) a.set_option(net::socket_base::reuse_address(true), ec);
-  if (!ec) a.bind(endpoint, ec);
-  if (!ec) a.listen(net::socket_base::max_listen_connections, ec);
+  auto listen = [&](const tcp::endpoint& endpoint, bool dual_stack) {
+    beast::error_code e;
+    if (a.is_open()) a.close(e);
+    a.open(endpoint.protocol(), e);
+    if (!e && dual_stack) a.set_option(net::ip::v6_only(false), e);
+    if (!e) a.set_option(net::socket_base::reuse_address(true), e);
+    if (!e) a.bind(endpoint, e);
+    if (!e) a.listen(net::socket_base::max_listen_connections, e);
+    return e;
+  };
+  // Every interface means IPv6 too, as for gRPC: one dual-stack socket on [::], or IPv4 alone
+  // where the host has no IPv6.
+  if (address.is_unspecified()) {
+    ec = listen(tcp::endpoint(net::ip::address_v6::any(), options.port), true);
+    if (ec && address.is_v4()) ec = listen(tcp::endpoint(address, options.port), false);
+  } else {
+    ec = listen(tcp::endpoint(address, options.port), false);
+  }
   if (ec) {
     return unavailable_error(fmt::format(
         "cannot listen on {}: {}; choose another port with --http-port", where, ec.message()));
@@ -289,12 +471,21 @@ uint16_t HttpServer::port() const {
   return impl_->port;
 }
 
+int HttpServer::max_connections() const {
+  return impl_->max_connections;
+}
+
+int HttpServer::connections() const {
+  return impl_->connections;
+}
+
 void HttpServer::stop(std::chrono::milliseconds grace) {
   std::call_once(impl_->stopped, [&] {
     impl_->stopping = true;
     net::post(impl_->acceptor.get_executor(), [impl = impl_.get()] {
       beast::error_code ec;
       impl->acceptor.close(ec);
+      impl->accept_timer.cancel();
     });
     auto deadline = std::chrono::steady_clock::now() + grace;
     while (impl_->in_flight > 0 && std::chrono::steady_clock::now() < deadline) {

@@ -10,21 +10,39 @@
 
 #include "core/status.h"
 #include "server/core/server.h"
+#include "server/core/tls.h"
 #include "server/http/infer_json.h"
 
 namespace kiln::server::http {
 
 struct HttpServerOptions {
+  // "0.0.0.0" or "::" listen on every interface, IPv4 and IPv6 (as gRPC does); anything else on
+  // that one address.
   std::string address = "0.0.0.0";
   // 0 picks a free port; port() says which.
   uint16_t port = 8000;
   // Threads running the connections (0: KILN_NUM_THREADS or one per core).
   int threads = 0;
-  // A larger body is answered 413 and the connection is closed.
+  // A larger body is answered 413 and the connection is closed. Memory for a body is committed as
+  // its bytes arrive, never for the declared length up front.
   uint64_t max_body_bytes = uint64_t{256} << 20;
-  // A connection idle this long (or this slow to send a request) is closed.
-  std::chrono::seconds idle_timeout{300};
+  // The request line and header fields, and (chunked bodies) the chunk lines and trailer fields:
+  // larger ones are answered 431 and the connection is closed. At most 65535 each.
+  uint32_t max_header_bytes = 8192;
+  uint32_t max_trailer_bytes = 8192;
+  // A connection waiting this long for (the rest of) a request's header, e.g. idle between
+  // keep-alive requests or a slowloris client, is closed.
+  std::chrono::seconds idle_timeout{75};
+  // A body whose next bytes take longer than this to arrive is abandoned and the connection closed.
+  std::chrono::seconds body_timeout{60};
+  // Open connections at most; at the limit new ones wait in the listen backlog until one closes.
+  // The limit is also kept `fd_headroom` below the process's open-file limit (RLIMIT_NOFILE), so
+  // the models, the cache and gRPC keep descriptors to work with.
+  int max_connections = 4096;
+  int fd_headroom = 128;
   DecodeLimits limits;
+  // HTTPS (TLS 1.2+) when a certificate is given; mutual TLS with a client CA.
+  TlsFiles tls;
 };
 
 class HttpServer {
@@ -37,6 +55,10 @@ class HttpServer {
   HttpServer& operator=(const HttpServer&) = delete;
 
   uint16_t port() const;
+  // The connection limit in force: max_connections, lowered to fit the open-file limit.
+  int max_connections() const;
+  // Connections open now.
+  int connections() const;
 
   // Stops accepting connections, waits up to `grace` for the responses still being computed or
   // written, then closes every connection and joins the threads. Call Server::shutdown() first so

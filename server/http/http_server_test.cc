@@ -64,7 +64,9 @@ class HttpTest : public ::testing::Test {
     testing::add_model(*root_, "tiny_queue",
                        "backend = \"echo\"\nmax_batch_size = 8\n[dynamic_batching]\n"
                        "max_queue_delay_microseconds = 1000000\nmax_queue_size = 1\n");
-    auto s = Server::create({*root_, true, {}});
+    ServerOptions so{*root_, true, {}};
+    so.model_control = ModelControl::kExplicit;  // the tests load and unload over the network
+    auto s = Server::create(so);
     ASSERT_TRUE(s.ok()) << s.status().to_string();
     server_ = std::move(s).value().release();
     HttpServerOptions o;
@@ -382,7 +384,7 @@ TEST_F(HttpTest, RepositoryWorkersStatisticsAndMetrics) {
   EXPECT_EQ(load.status, 200) << load.body;
 
   Parameters p;
-  p.set("model", testing::tiny_cnn_path());
+  p.set("model", "mnist/1/model.onnx");  // relative to the repository
   p.set("batch", int64_t{2});
   Result<std::string> endpoint = c->worker_load("migraphx", p);
   ASSERT_TRUE(endpoint.ok()) << endpoint.status().to_string();

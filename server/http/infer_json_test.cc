@@ -5,6 +5,11 @@
 
 #include <gtest/gtest.h>
 #include <rapidjson/document.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <fstream>
 
 namespace kiln::server::http {
 namespace {
@@ -91,6 +96,18 @@ TEST(InferJson, Utf8CheckFollowsRfc3629) {
   EXPECT_EQ(first_invalid_utf8(strings({"\xf4\x90\x80\x80"})), 0);  // past U+10FFFF
   EXPECT_EQ(first_invalid_utf8(strings({"ok", "ok", "\xc3"})), 2);  // truncated
   EXPECT_EQ(first_invalid_utf8(strings({"\xe6\x97x"})), 0);         // a bad continuation
+}
+
+// issue 28: invalid UTF-8 from a client (here a model name from the URL) is never echoed raw into
+// a JSON error body; each bad byte becomes U+FFFD and the valid characters stay.
+TEST(InferJson, ErrorBodiesAreValidUtf8WhateverTheMessageHolds) {
+  const std::string body = error_json("model \"a\xff\xfe\xc3\xa9\xe6\x97\" does not exist");
+  rapidjson::Document doc;
+  doc.Parse<rapidjson::kParseValidateEncodingFlag>(body.data(), body.size());
+  ASSERT_FALSE(doc.HasParseError()) << body;
+  EXPECT_EQ(std::string(doc["error"].GetString()),
+            "model \"a\xef\xbf\xbd\xef\xbf\xbd\xc3\xa9\xef\xbf\xbd\xef\xbf\xbd\" does not exist");
+  EXPECT_EQ(error_json("plain \xc3\xa9"), "{\"error\":\"plain \xc3\xa9\"}");
 }
 
 // KServe v2 JSON strings must be UTF-8: a BYTES output that is not goes binary by itself, and a
@@ -211,6 +228,49 @@ TEST(InferJson, MalformedRequestsAreClearErrors) {
   std::string bytes =
       R"({"inputs":[{"name":"x","shape":[1],"datatype":"BYTES","parameters":{"binary_data_size":6}}]})";
   expect_bad(bytes + std::string("\x09\0\0\0ab", 6), bytes.size(), "says 9 bytes");
+}
+
+// The resident set of this process in KiB.
+int64_t rss_kib() {
+  std::ifstream statm("/proc/self/statm");
+  int64_t size = 0, resident = 0;
+  statm >> size >> resident;
+  return resident * ::sysconf(_SC_PAGESIZE) / 1024;
+}
+
+// issue 28 defect 6: a JSON request peaked at ~10x its size (228 MiB -> 2.37 GB), every number a
+// 16-byte DOM value held twice while its array was built. The data arrays are now streamed into
+// 9-byte leaves: decoding a 64 MiB body grows the process by under 4x the body (the tensor and
+// the leaves), measured as the peak RSS of a child process that only decodes.
+TEST(InferJson, AJsonRequestPeaksAtAFewTimesItsSizeNotTen) {
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+  GTEST_SKIP() << "a sanitizer's allocator (redzones, quarantine, shadow) changes the peak";
+#endif
+  const int64_t n = int64_t{16} << 20;
+  std::string body =
+      R"({"inputs":[{"name":"x","shape":[)" + std::to_string(n) + R"(],"datatype":"FP32","data":[)";
+  body.reserve(static_cast<size_t>(n) * 4 + 100);
+  for (int64_t i = 0; i < n; ++i) body += i ? ",1.5" : "1.5";
+  body += "]}]}";
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    const int64_t before = rss_kib();
+    Result<InferenceRequest> r = decode_infer_request(body, std::nullopt, {}, nullptr);
+    if (!r.ok() || r->inputs[0].data.numel() != n ||
+        r->inputs[0].data.data<float>()[n - 1] != 1.5f) {
+      ::_exit(2);
+    }
+    rusage usage{};
+    ::getrusage(RUSAGE_SELF, &usage);
+    const int64_t grown_mib = (usage.ru_maxrss - before) / 1024;
+    ::_exit(grown_mib < 4 * 64 ? 0 : 3);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_NE(WEXITSTATUS(status), 2) << "the request did not decode";
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "decoding a 64 MiB JSON body grew the process by 4x or more";
 }
 
 }  // namespace

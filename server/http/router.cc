@@ -57,12 +57,32 @@ std::vector<std::string> split_path(std::string_view path) {
   return parts;
 }
 
+// The endpoint group of a /v2 path (see AccessPolicy); nullopt for a path that is no endpoint.
+std::optional<ApiGroup> api_group(const std::vector<std::string>& p) {
+  if (p.size() == 1 && p[0] == "metrics") return ApiGroup::kStatistics;
+  if (p.empty() || p[0] != "v2") return std::nullopt;
+  if (p.size() == 1) return ApiGroup::kMetadata;
+  if (p[1] == "health") return ApiGroup::kHealth;
+  if (p[1] == "repository" || p[1] == "workers") return ApiGroup::kModelRepository;
+  if (p[1] != "models") return std::nullopt;
+  if (p.size() == 2) return ApiGroup::kMetadata;
+  if (p.size() == 3 && p[2] == "stats") return ApiGroup::kStatistics;
+  const size_t rest = p.size() >= 5 && p[3] == "versions" ? 5 : 3;
+  if (p.size() != rest + 1) return ApiGroup::kMetadata;
+  if (p[rest] == "ready") return ApiGroup::kHealth;
+  if (p[rest] == "infer") return ApiGroup::kInference;
+  if (p[rest] == "stats") return ApiGroup::kStatistics;
+  return ApiGroup::kMetadata;
+}
+
 }  // namespace
 
 int http_status(StatusCode code) {
   switch (code) {
     case StatusCode::kOk: return 200;
     case StatusCode::kNotFound: return 404;
+    case StatusCode::kUnauthenticated: return 401;
+    case StatusCode::kPermissionDenied: return 403;
     case StatusCode::kResourceExhausted: return 429;
     case StatusCode::kUnavailable:
     case StatusCode::kDeadlineExceeded: return 503;
@@ -84,6 +104,15 @@ void Router::handle(HttpRequest&& req, std::function<void(HttpResponse)> reply) 
   auto wrong_method = [&](std::string_view allowed) {
     reply(json(405, error_json(fmt::format("{} {}: use {}", req.method, path, allowed))));
   };
+  if (!server_->access().empty()) {
+    if (std::optional<ApiGroup> group = api_group(p)) {
+      Status allowed = server_->access().check(*group, [&](std::string_view key) {
+        auto it = req.headers.find(key);
+        return it == req.headers.end() ? std::nullopt : std::optional<std::string>(it->second);
+      });
+      if (!allowed.ok()) return reply(error(allowed));
+    }
+  }
 
   if (p.size() == 1 && p[0] == "metrics") {
     if (!get) return wrong_method("GET");
@@ -126,6 +155,8 @@ void Router::handle(HttpRequest&& req, std::function<void(HttpResponse)> reply) 
       (p[4] == "load" || p[4] == "unload")) {
     if (!post) return wrong_method("POST");
     std::string model(p[3]);
+    Status allowed = server_->model_control_status(fmt::format("POST {}", path));
+    if (!allowed.ok()) return reply(error(allowed));
     if (p[4] == "unload") {
       Status s = server_->unload_model(model);
       return reply(s.ok() ? json(200, "{}") : error(s));
@@ -138,6 +169,8 @@ void Router::handle(HttpRequest&& req, std::function<void(HttpResponse)> reply) 
   // amdinfer: /v2/workers/{worker}/load answers the endpoint name; /v2/workers/{endpoint}/unload.
   if (p.size() == 4 && p[1] == "workers" && (p[3] == "load" || p[3] == "unload")) {
     if (!post) return wrong_method("POST");
+    Status allowed = server_->model_control_status(fmt::format("POST {}", path));
+    if (!allowed.ok()) return reply(error(allowed));
     if (p[3] == "unload") {
       Status s = server_->unload_worker(std::string(p[2]));
       return reply(s.ok() ? json(200, "{}") : error(s));

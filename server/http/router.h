@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -21,6 +22,8 @@ struct HttpRequest {
   std::string body;
   // The Inference-Header-Content-Length header, when present (already checked to be a number).
   std::optional<size_t> inference_header_length;
+  // The headers the server's AccessPolicy reads (names in lower case), as sent.
+  std::map<std::string, std::string, std::less<>> headers;
 };
 
 struct HttpResponse {
@@ -30,8 +33,8 @@ struct HttpResponse {
   std::optional<size_t> inference_header_length;
 };
 
-// HTTP status for a Status code: 400 invalid, 404 not found, 429 queue full, 503 unavailable or
-// timed out, 501 unimplemented, 500 internal.
+// HTTP status for a Status code: 400 invalid, 401 unauthenticated, 403 permission denied, 404 not
+// found, 429 queue full, 503 unavailable or timed out, 501 unimplemented, 500 internal.
 int http_status(StatusCode code);
 
 class Router {

@@ -2,10 +2,14 @@
 // `kiln serve` as a user runs it: started on a real repository, driven over loopback with the C++
 // client and curl, stopped with SIGTERM while requests are in flight (they all get answers and
 // the process exits 0), and refused with a clear message on a bad repository or port.
+#include <arpa/inet.h>
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -13,6 +17,7 @@
 #include <filesystem>
 #include <fstream>
 #include <random>
+#include <sstream>
 #include <thread>
 
 #include "client/grpc_client.h"
@@ -32,8 +37,14 @@ using server::InferTensor;
 // A running `kiln serve`; its stdout and stderr go to a file.
 class ServeProcess {
  public:
-  ServeProcess(const std::vector<std::string>& args, const fs::path& log) : log_(log) {
+  // `max_files` > 0 runs it under that open-file limit (soft and hard, through prlimit).
+  ServeProcess(const std::vector<std::string>& args, const fs::path& log, int max_files = 0)
+      : log_(log) {
     std::vector<std::string> argv_s = {KILN_CLI, "serve"};
+    if (max_files > 0) {
+      argv_s.insert(argv_s.begin(),
+                    {"/usr/bin/prlimit", fmt::format("--nofile={}:{}", max_files, max_files)});
+    }
     argv_s.insert(argv_s.end(), args.begin(), args.end());
     // The gRPC port defaults to 8001, which another test or user may hold: pick a free one.
     if (std::find(args.begin(), args.end(), "--grpc-port") == args.end()) {
@@ -46,7 +57,7 @@ class ServeProcess {
     posix_spawn_file_actions_init(&actions);
     posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
     posix_spawn_file_actions_adddup2(&actions, 1, 2);
-    if (posix_spawn(&pid_, KILN_CLI, &actions, nullptr, argv.data(), environ) != 0) pid_ = -1;
+    if (posix_spawn(&pid_, argv[0], &actions, nullptr, argv.data(), environ) != 0) pid_ = -1;
     posix_spawn_file_actions_destroy(&actions);
   }
   ~ServeProcess() {
@@ -81,6 +92,18 @@ class ServeProcess {
     return 0;
   }
   void signal(int sig) { ::kill(pid_, sig); }
+  // User + system CPU seconds the process has used.
+  double cpu_seconds() const {
+    std::ifstream in("/proc/" + std::to_string(pid_) + "/stat");
+    std::string stat(std::istreambuf_iterator<char>(in), {});
+    std::istringstream fields(stat.substr(stat.rfind(')') + 2));
+    std::string field;
+    double ticks = 0;
+    for (int i = 3; i <= 15 && fields >> field; ++i) {
+      if (i >= 14) ticks += std::stod(field);  // utime, stime
+    }
+    return ticks / static_cast<double>(::sysconf(_SC_CLK_TCK));
+  }
   int wait() {
     if (!exited_) {
       int status = 0;
@@ -244,7 +267,7 @@ TEST_F(Serve, BadArgumentsFailWithAClearMessage) {
 // load and unload over gRPC, and SIGTERM with gRPC requests in flight drains them and exits 0.
 TEST_F(Serve, ServesGrpcBesideHttp) {
   ServeProcess p({"--repository", repo_.string(), "--http-port", "0", "--grpc-port", "0", "--host",
-                  "127.0.0.1"},
+                  "127.0.0.1", "--model-control-mode", "explicit"},
                  dir_ / "serve.log");
   int grpc_port = p.grpc_port();
   int http_port = p.port();
@@ -332,6 +355,76 @@ TEST_F(Serve, ServesGrpcBesideHttp) {
   for (auto& t : threads) t.join();
   EXPECT_GT(answered.load(), 0);
   EXPECT_EQ(wrong.load(), 0) << error;
+}
+
+// issue 28 defect 4: model management is off unless --model-control-mode explicit, over HTTP and
+// gRPC alike, and the refusal says how to turn it on; inference is unaffected.
+TEST_F(Serve, ModelManagementIsOffByDefault) {
+  ServeProcess p({"--repository", repo_.string(), "--http-port", "0", "--grpc-port", "0", "--host",
+                  "127.0.0.1", "--model", "echo"},
+                 dir_ / "serve.log");
+  const int grpc_port = p.grpc_port();
+  const int http_port = p.port();
+  ASSERT_GT(http_port, 0) << p.output();
+  for (const char* path : {"/v2/repository/models/echo/unload", "/v2/repository/models/mnist/load",
+                           "/v2/workers/echo/load", "/v2/workers/echo/unload"}) {
+    const std::string answer = curl(http_port, path, "-X POST -d '{}'");
+    EXPECT_NE(answer.find("model management is off; start the server with --model-control-mode "
+                          "explicit"),
+              std::string::npos)
+        << path << ": " << answer;
+    EXPECT_EQ(answer.substr(answer.size() - 4), " 403") << path << ": " << answer;
+  }
+  auto g = GrpcClient::create("127.0.0.1:" + std::to_string(grpc_port));
+  ASSERT_TRUE(g.ok());
+  EXPECT_EQ((*g)->model_unload("echo").code(), StatusCode::kPermissionDenied);
+  EXPECT_EQ((*g)->model_load("mnist").code(), StatusCode::kPermissionDenied);
+  EXPECT_EQ((*g)->worker_load("echo").status().code(), StatusCode::kPermissionDenied);
+  EXPECT_TRUE(is((*g)->model_ready("echo"), true));
+  EXPECT_EQ(curl(http_port, "/v2/health/ready"), "{\"ready\":true} 200");
+  p.signal(SIGTERM);
+  EXPECT_EQ(p.wait(), 0) << p.output();
+}
+
+// issue 28 defect 5: out of file descriptors the acceptor spun (6.4 CPU-s in 5.4 s) and logged
+// every failed accept (1.93 M lines). Now the connection limit keeps clear of the open-file limit,
+// and where descriptors still run out (--fd-headroom 0) accepts back off and log rarely. Either
+// way the server idles, and serves again once connections close.
+TEST_F(Serve, OutOfFileDescriptorsTheServerIdlesAndRecovers) {
+  for (const char* headroom : {"128", "0"}) {
+    SCOPED_TRACE(fmt::format("--fd-headroom {}", headroom));
+    ServeProcess p({"--repository", repo_.string(), "--http-port", "0", "--host", "127.0.0.1",
+                    "--model", "echo", "--fd-headroom", headroom},
+                   dir_ / "serve.log", 256);
+    const int port = p.port();
+    ASSERT_GT(port, 0) << p.output();
+    std::vector<int> sockets;
+    for (int i = 0; i < 400; ++i) {
+      int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+      sockaddr_in addr{};
+      addr.sin_family = AF_INET;
+      addr.sin_port = htons(static_cast<uint16_t>(port));
+      addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0) << i;
+      sockets.push_back(fd);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    const size_t log_before = p.output().size();
+    const double cpu_before = p.cpu_seconds();
+    std::this_thread::sleep_for(std::chrono::seconds(2));
+    const double cpu = p.cpu_seconds() - cpu_before;
+    EXPECT_LT(cpu, 0.4) << "CPU seconds in 2 s with 400 connections over the fd limit";
+    EXPECT_LT(p.output().size() - log_before, 2000u) << p.output().substr(log_before, 2000);
+    for (int fd : sockets) ::close(fd);
+    std::string live;
+    for (int i = 0; i < 50 && live != "{\"live\":true} 200"; ++i) {
+      live = curl(port, "/v2/health/live");
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+    EXPECT_EQ(live, "{\"live\":true} 200");
+    p.signal(SIGTERM);
+    EXPECT_EQ(p.wait(), 0) << p.output();
+  }
 }
 
 }  // namespace

@@ -67,15 +67,25 @@ def _metadata(m):
 class GrpcClient(Client):
     """``GrpcClient("127.0.0.1:8001")``; ``timeout`` is each call's deadline in seconds."""
 
-    def __init__(self, url, concurrency=16, timeout=60.0, max_message_mib=256):
+    def __init__(self, url, concurrency=16, timeout=60.0, max_message_mib=256, headers=None,
+                 root_certificates=None, private_key=None, certificate_chain=None, tls=False):
+        """TLS when `tls` or `root_certificates` (PEM bytes of the CA to trust) is given; mutual
+        TLS with `private_key` and `certificate_chain` (PEM bytes)."""
         super().__init__(concurrency)
         if url.startswith("grpc://"):
             url = url[len("grpc://"):]
         size = max_message_mib << 20
-        self._channel = grpc.insecure_channel(
-            url, options=[("grpc.max_send_message_length", size),
-                          ("grpc.max_receive_message_length", size)])
+        options = [("grpc.max_send_message_length", size),
+                   ("grpc.max_receive_message_length", size)]
+        if tls or root_certificates is not None:
+            credentials = grpc.ssl_channel_credentials(root_certificates, private_key,
+                                                       certificate_chain)
+            self._channel = grpc.secure_channel(url, credentials, options=options)
+        else:
+            self._channel = grpc.insecure_channel(url, options=options)
         self.timeout = timeout
+        # Sent as metadata with every call, e.g. {"x-api-key": "..."} (keys in lower case).
+        self._metadata = [(k.lower(), v) for k, v in (headers or {}).items()]
         self._stubs = {
             name: self._channel.unary_unary(prefix + name,
                                             request_serializer=req.SerializeToString,
@@ -92,7 +102,7 @@ class GrpcClient(Client):
 
     def _send(self, rpc, request):
         try:
-            return self._stubs[rpc](request, timeout=self.timeout)
+            return self._stubs[rpc](request, timeout=self.timeout, metadata=self._metadata)
         except grpc.RpcError as e:
             raise InferenceServerError(f"{rpc}: {e.details()}", e.code().name) from None
 
@@ -185,7 +195,7 @@ class GrpcClient(Client):
         request = InferenceRequest.of(request, outputs, id, parameters)
         try:
             response = self._stubs["ModelInfer"](self._infer_message(model, request, version),
-                                                 timeout=self.timeout)
+                                                 timeout=self.timeout, metadata=self._metadata)
         except grpc.RpcError as e:
             raise InferenceServerError(f"model {model}: {e.details()}", e.code().name) from None
         return self._result(response)
@@ -195,7 +205,7 @@ class GrpcClient(Client):
         per request)."""
         request = InferenceRequest.of(request, outputs, id, parameters)
         call = self._stubs["ModelInfer"].future(self._infer_message(model, request, version),
-                                                timeout=self.timeout)
+                                                timeout=self.timeout, metadata=self._metadata)
         future = concurrent.futures.Future()
 
         def done(c):

@@ -32,21 +32,34 @@ class HttpClient(Client):
     ``concurrency`` is the number of requests model_infer_async runs at once; ``timeout`` is each
     request's socket timeout in seconds."""
 
-    def __init__(self, url, binary=True, concurrency=16, timeout=60.0):
+    def __init__(self, url, binary=True, concurrency=16, timeout=60.0, headers=None,
+                 ssl_context=None):
+        """`url` is http://host:port or https://host:port; for https, `ssl_context` (an
+        ssl.SSLContext, e.g. ssl.create_default_context(cafile=CA) with load_cert_chain for mutual
+        TLS) says whom to trust, by default the system's CAs."""
         super().__init__(concurrency)
         parsed = urllib.parse.urlsplit(url if "://" in url else "http://" + url)
-        if parsed.scheme != "http" or not parsed.hostname:
-            raise InferenceServerError(f"{url}: expected http://host:port", 400)
+        if parsed.scheme not in ("http", "https") or not parsed.hostname:
+            raise InferenceServerError(f"{url}: expected http://host:port or https://host:port",
+                                       400)
         self.host = parsed.hostname
-        self.port = parsed.port or 80
+        self.https = parsed.scheme == "https"
+        self.ssl_context = ssl_context
+        self.port = parsed.port or (443 if self.https else 80)
         self.binary = binary
         self.timeout = timeout
+        # Sent with every call, e.g. {"x-api-key": "..."} for kiln serve --restricted-api.
+        self.headers = dict(headers or {})
         self._local = threading.local()
 
     def _connection(self):
         conn = getattr(self._local, "conn", None)
         if conn is None:
-            conn = http.client.HTTPConnection(self.host, self.port, timeout=self.timeout)
+            if self.https:
+                conn = http.client.HTTPSConnection(self.host, self.port, timeout=self.timeout,
+                                                   context=self.ssl_context)
+            else:
+                conn = http.client.HTTPConnection(self.host, self.port, timeout=self.timeout)
             self._local.conn = conn
         return conn
 
@@ -55,7 +68,7 @@ class HttpClient(Client):
         for attempt in range(2):
             conn = self._connection()
             try:
-                conn.request(method, path, body=body, headers=headers or {})
+                conn.request(method, path, body=body, headers={**self.headers, **(headers or {})})
                 response = conn.getresponse()
                 return response.status, response, response.read()
             except (ConnectionError, http.client.HTTPException, OSError) as e:
