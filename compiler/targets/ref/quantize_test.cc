@@ -12,25 +12,12 @@
 #include "compiler/ir/builder.h"
 #include "compiler/ops/all_ops.h"
 #include "compiler/targets/ref/interpreter.h"
+#include "compiler/targets/ref/run_one_testing.h"
 
 namespace kiln::compiler {
 namespace {
 
-Result<Tensor> run_one(Op op, const std::vector<Tensor>& inputs) {
-  Graph g("t");
-  GraphBuilder b(g);
-  std::vector<Value*> values;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    values.push_back(
-        b.input("x" + std::to_string(i), TensorType(inputs[i].dtype(), inputs[i].shape())));
-  }
-  b.output(b.add(std::move(op), values, "n"));
-  KILN_RETURN_IF_ERROR(b.status());
-  std::vector<Argument> args(inputs.begin(), inputs.end());
-  ref::Interpreter interpreter;
-  KILN_ASSIGN_OR_RETURN(std::vector<Argument> out, interpreter.run(g, std::move(args)));
-  return out[0].tensor();
-}
+using test::run_one;
 
 Tensor tensor_of(DType dtype, Shape shape, const std::vector<double>& values) {
   Tensor t(dtype, std::move(shape));
