@@ -50,6 +50,13 @@ Tensor random_tensor(Shape shape, uint32_t seed) {
   return t;
 }
 
+// random_tensor's values times `by`.
+Tensor scaled_random(Shape shape, uint32_t seed, float by) {
+  Tensor t = random_tensor(std::move(shape), seed);
+  for (float& v : t.span<float>()) v *= by;
+  return t;
+}
+
 using BuildFn = std::function<void(GraphBuilder&, const std::vector<Value*>&)>;
 
 std::shared_ptr<Graph> make_graph(const std::vector<Tensor>& inputs, const BuildFn& build) {
@@ -1082,18 +1089,13 @@ TEST(CudaTarget, TransformerPiecesMatchRef) {
 // matmuls, the GELU one step, and in f16 no Cast but the graph's edges.
 TEST(CudaTarget, EncoderLayerRunsFusedOnTheDevice) {
   SKIP_WITHOUT_GPU();
-  auto scaled = [](Shape shape, uint32_t seed, float by) {
-    Tensor t = random_tensor(std::move(shape), seed);
-    for (float& v : t.span<float>()) v *= by;
-    return t;
-  };
-  const Tensor gamma = scaled(Shape{32}, 100, 1.0f);
-  const Tensor beta = scaled(Shape{32}, 101, 1.0f);
-  const Tensor w_in = scaled(Shape{32, 64}, 102, 0.3f);
-  const Tensor b_in = scaled(Shape{64}, 103, 0.5f);
-  const Tensor w_out = scaled(Shape{64, 32}, 104, 0.3f);
-  const Tensor b_out = scaled(Shape{32}, 105, 0.5f);
-  const std::vector<Tensor> inputs = {scaled(Shape{2, 16, 32}, 106, 2.0f)};
+  const Tensor gamma = scaled_random(Shape{32}, 100, 1.0f);
+  const Tensor beta = scaled_random(Shape{32}, 101, 1.0f);
+  const Tensor w_in = scaled_random(Shape{32, 64}, 102, 0.3f);
+  const Tensor b_in = scaled_random(Shape{64}, 103, 0.5f);
+  const Tensor w_out = scaled_random(Shape{64, 32}, 104, 0.3f);
+  const Tensor b_out = scaled_random(Shape{32}, 105, 0.5f);
+  const std::vector<Tensor> inputs = {scaled_random(Shape{2, 16, 32}, 106, 2.0f)};
   auto i64 = [](std::vector<int64_t> v) {
     return Tensor::from_vector<int64_t>(v, Shape{static_cast<int64_t>(v.size())});
   };
@@ -1481,14 +1483,9 @@ INSTANTIATE_TEST_SUITE_P(Forms, CudaFusedAttention,
 // tolerance), in f32 as its own exact step; against ref in f32.
 TEST(CudaTarget, GeluRunsInTheMatmulEpilogueInHalfPrecision) {
   SKIP_WITHOUT_GPU();
-  auto scaled = [](Shape shape, uint32_t seed, float by) {
-    Tensor t = random_tensor(std::move(shape), seed);
-    for (float& v : t.span<float>()) v *= by;
-    return t;
-  };
-  const Tensor w1 = scaled(Shape{64, 256}, 220, 0.25f);
+  const Tensor w1 = scaled_random(Shape{64, 256}, 220, 0.25f);
   const Tensor b1 = random_tensor(Shape{256}, 221);
-  const Tensor w2 = scaled(Shape{256, 64}, 222, 0.1f);
+  const Tensor w2 = scaled_random(Shape{256, 64}, 222, 0.1f);
   const Tensor b2 = random_tensor(Shape{64}, 223);
   const std::vector<Tensor> inputs = {random_tensor(Shape{2, 24, 64}, 224)};
   auto build = [&](DType dt) {
@@ -1532,14 +1529,9 @@ TEST(CudaTarget, GeluRunsInTheMatmulEpilogueInHalfPrecision) {
 // Swish op after the second matmul runs on the device too.
 TEST(CudaTarget, GeluOpRunsInTheMatmulEpilogueInHalfPrecision) {
   SKIP_WITHOUT_GPU();
-  auto scaled = [](Shape shape, uint32_t seed, float by) {
-    Tensor t = random_tensor(std::move(shape), seed);
-    for (float& v : t.span<float>()) v *= by;
-    return t;
-  };
-  const Tensor w1 = scaled(Shape{64, 256}, 230, 0.25f);
+  const Tensor w1 = scaled_random(Shape{64, 256}, 230, 0.25f);
   const Tensor b1 = random_tensor(Shape{256}, 231);
-  const Tensor w2 = scaled(Shape{256, 64}, 232, 0.1f);
+  const Tensor w2 = scaled_random(Shape{256, 64}, 232, 0.1f);
   const std::vector<Tensor> inputs = {random_tensor(Shape{2, 24, 64}, 234)};
   for (const std::string form : {"none", "tanh"}) {
     auto build = [&](DType dt) {
