@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "compiler/artifact/artifact.h"
+#include "compiler/ir/argument.h"
 #include "compiler/ir/model.h"
-#include "compiler/runtime/argument.h"
 #include "core/status.h"
 
 namespace kiln::tools {

@@ -14,9 +14,9 @@
 #include <fstream>
 #include <functional>
 
-#include "compiler/artifact/byte_io.h"
 #include "compiler/artifact/checksum.h"
 #include "compiler/artifact/graph_codec.h"
+#include "core/byte_io.h"
 #include "core/huge_pages.h"
 #include "core/logging.h"
 

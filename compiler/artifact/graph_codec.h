@@ -9,8 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "compiler/artifact/byte_io.h"
 #include "compiler/ir/graph.h"
+#include "core/byte_io.h"
 #include "core/status.h"
 
 namespace kiln::compiler {

@@ -2,7 +2,7 @@
 // Concat distribution, before and after — and the rewritten graph computes the same values.
 #include <cmath>
 
-#include "compiler/passes/pass_ref_util.h"
+#include "compiler/passes/pass_ref_testing.h"
 #include "compiler/passes/pass_test_util.h"
 
 namespace kiln::compiler {

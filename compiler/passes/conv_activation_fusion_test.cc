@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // Conv-activation fusion, before and after — and the fused graph computes the same values on ref.
-#include "compiler/passes/pass_ref_util.h"
+#include "compiler/passes/pass_ref_testing.h"
 #include "compiler/passes/pass_test_util.h"
 
 namespace kiln::compiler {

@@ -2,7 +2,7 @@
 // Layer-norm fusion, before and after — and the fused graph computes the same values on ref.
 #include <cmath>
 
-#include "compiler/passes/pass_ref_util.h"
+#include "compiler/passes/pass_ref_testing.h"
 #include "compiler/passes/pass_test_util.h"
 
 namespace kiln::compiler {

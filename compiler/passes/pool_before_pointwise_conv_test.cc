@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Pool before pointwise Conv, before and after — and the rewritten graph computes the same values.
 
-#include "compiler/passes/pass_ref_util.h"
+#include "compiler/passes/pass_ref_testing.h"
 #include "compiler/passes/pass_test_util.h"
 
 namespace kiln::compiler {

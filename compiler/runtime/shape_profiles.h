@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
+#include "compiler/ir/argument.h"
 #include "compiler/ir/graph.h"
-#include "compiler/runtime/argument.h"
 #include "core/status.h"
 
 namespace kiln::compiler {

@@ -1,17 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-// The target list and the generic compile driver.
+// The generic compile driver and the input check every target runs.
 #include "compiler/targets/target.h"
 
 #include <fmt/format.h>
-
-#include "compiler/targets/ref/ref_target.h"
-#ifdef KILN_HAVE_DNNL
-#include "compiler/targets/cpu/cpu_target.h"
-#endif
-#ifdef KILN_HAVE_CUDA_TARGET
-#include "compiler/targets/cuda/cuda_target.h"
-#include "core/gpu.h"
-#endif
 
 namespace kiln::compiler {
 
@@ -42,38 +33,6 @@ Status check_inputs(const Graph& graph, const std::vector<Argument>& inputs) {
     }
   }
   return Status();
-}
-
-std::vector<std::string> target_names() {
-  std::vector<std::string> names = {"ref"};
-#ifdef KILN_HAVE_DNNL
-  names.push_back("cpu");
-#endif
-#ifdef KILN_HAVE_CUDA_TARGET
-  // Listed only where it can run: built with CUDA and a GPU present (asked once per process).
-  static const bool has_gpu = !list_gpus().empty();
-  if (has_gpu) names.push_back("cuda");
-#endif
-  return names;
-}
-
-Result<std::unique_ptr<Target>> make_target(std::string_view name) {
-  if (name == "ref") return make_ref_target();
-#ifdef KILN_HAVE_DNNL
-  if (name == "cpu") return make_cpu_target();
-#endif
-  if (name == "cuda") {
-#ifdef KILN_HAVE_CUDA_TARGET
-    return make_cuda_target();
-#else
-    return unavailable_error(
-        "target cuda: this build has no CUDA support; rebuild where the CUDA toolkit (nvcc) and "
-        "cuDNN 9 are installed (cmake -DKILN_CUDA=ON)");
-#endif
-  }
-  std::string known;
-  for (const std::string& n : target_names()) known += (known.empty() ? "" : ", ") + n;
-  return not_found_error(fmt::format("unknown target \"{}\"; this build has: {}", name, known));
 }
 
 Result<std::shared_ptr<Executable>> compile(std::shared_ptr<Graph> graph, const Target& target,

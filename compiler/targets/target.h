@@ -10,9 +10,9 @@
 #include <utility>
 #include <vector>
 
+#include "compiler/ir/argument.h"
 #include "compiler/ir/graph.h"
 #include "compiler/passes/pass.h"
-#include "compiler/runtime/argument.h"
 #include "core/status.h"
 
 namespace kiln::compiler {

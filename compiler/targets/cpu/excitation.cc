@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "compiler/targets/cpu/dnnl_kernel.h"
-#include "compiler/targets/cpu/dnnl_steps.h"
-#include "compiler/targets/cpu/silu.h"
+#include "compiler/targets/cpu/kernels/silu.h"
+#include "compiler/targets/cpu/lowering.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>

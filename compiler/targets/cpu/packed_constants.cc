@@ -7,9 +7,9 @@
 
 #include <unordered_map>
 
-#include "compiler/artifact/byte_io.h"
 #include "compiler/ir/clone.h"
 #include "compiler/ops/all_ops.h"
+#include "core/byte_io.h"
 
 namespace kiln::compiler::cpu {
 

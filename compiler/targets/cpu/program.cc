@@ -11,11 +11,8 @@
 
 #include "compiler/ops/all_ops.h"
 #include "compiler/passes/rewrite.h"
-#include "compiler/targets/cpu/conv1x1.h"
+#include "compiler/targets/cpu/conv_gate.h"
 #include "compiler/targets/cpu/dnnl_kernel.h"
-#include "compiler/targets/cpu/squeeze_excite.h"
-#include "compiler/targets/cpu/stem.h"
-#include "compiler/targets/cpu/winograd_conv.h"
 #include "compiler/targets/ref/kernel.h"
 #include "core/huge_pages.h"
 #include "core/logging.h"
@@ -26,67 +23,35 @@ namespace {
 
 constexpr size_t kAlignment = 64;
 
-size_t byte_size(DType dtype, const Shape& shape) {
-  return static_cast<size_t>(shape.numel()) * dtype_size(dtype);
-}
+using runtime::byte_size;
+using runtime::RefSlot;
 
 // A node whose kernel runs on the ref path over plain buffers.
 class RefStep final : public Step {
  public:
-  // One input or output: its buffer (-1 for an omitted input) and tensor type.
-  struct Slot {
-    int buffer = -1;
-    DType dtype = DType::kF32;
-    Shape shape;
-    size_t bytes = 0;
-  };
-  RefStep(const Node& node, const ref::NodeKernel* kernel, std::vector<Slot> inputs,
-          std::vector<Slot> outputs)
+  RefStep(const Node& node, const ref::NodeKernel* kernel, std::vector<RefSlot> inputs,
+          std::vector<RefSlot> outputs)
       : kernel_(kernel), inputs_(std::move(inputs)), outputs_(std::move(outputs)) {
     this->node = &node;
     kind = std::string(node.op().name());
   }
 
   Status run(StepContext& ctx) const override {
-    std::vector<Argument> in(inputs_.size());
-    std::vector<const Argument*> in_ptrs(inputs_.size(), nullptr);
+    std::vector<void*> in(inputs_.size(), nullptr);
     for (size_t i = 0; i < inputs_.size(); ++i) {
-      const Slot& s = inputs_[i];
-      if (s.buffer < 0) continue;
-      in[i] = Argument(
-          Tensor::wrap(s.dtype, s.shape, ctx.data[static_cast<size_t>(s.buffer)], nullptr));
-      in_ptrs[i] = &in[i];
+      if (inputs_[i].buffer >= 0) in[i] = ctx.data[static_cast<size_t>(inputs_[i].buffer)];
     }
-    std::vector<Argument> out(outputs_.size());
+    std::vector<void*> out(outputs_.size());
     for (size_t i = 0; i < outputs_.size(); ++i) {
-      const Slot& s = outputs_[i];
-      void* p = ctx.data[static_cast<size_t>(s.buffer)];
-      // Ref kernels may count on zeroed outputs; the table's oneDNN kernels write every element.
-      if (kernel_ == nullptr && s.bytes != 0) std::memset(p, 0, s.bytes);
-      out[i] = Argument(Tensor::wrap(s.dtype, s.shape, p, nullptr));
+      out[i] = ctx.data[static_cast<size_t>(outputs_[i].buffer)];
     }
-    ref::KernelContext kctx(*node, std::move(in_ptrs), &out, ctx.interpreter);
-    KILN_RETURN_IF_ERROR(kernel_ != nullptr ? kernel_->run(kctx) : ref::run_node(*node, kctx));
-    // A kernel that set its output anew (rather than writing the buffer) is copied in.
-    for (size_t i = 0; i < outputs_.size(); ++i) {
-      const Slot& s = outputs_[i];
-      void* p = ctx.data[static_cast<size_t>(s.buffer)];
-      const Argument& a = out[i];
-      if (a.is_tensor() && a.tensor().raw_data() == p) continue;
-      if (!a.is_tensor() || a.tensor().dtype() != s.dtype || a.tensor().shape() != s.shape) {
-        return internal_error(fmt::format("{}: output {} is {}, but compilation inferred {}{}",
-                                          node->describe(), i, a.to_string(), dtype_name(s.dtype),
-                                          s.shape.to_string()));
-      }
-      if (s.bytes != 0) std::memcpy(p, a.tensor().raw_data(), s.bytes);
-    }
-    return Status();
+    return runtime::run_ref_step(*node, kernel_, ctx.interpreter, inputs_, in, outputs_, out);
   }
 
  private:
   const ref::NodeKernel* kernel_;
-  std::vector<Slot> inputs_;
-  std::vector<Slot> outputs_;
+  std::vector<RefSlot> inputs_;
+  std::vector<RefSlot> outputs_;
 };
 
 }  // namespace
@@ -168,9 +133,7 @@ Program::Program(dnnl::engine engine, std::vector<Buffer> buffers,
       dnnl_nodes_(dnnl_nodes) {}
 
 int Program::count_steps(std::string_view kind) const {
-  int n = 0;
-  for (const auto& s : steps_) n += s->kind == kind ? 1 : 0;
-  return n;
+  return runtime::count_steps(steps_, kind);
 }
 
 Result<std::unique_ptr<Session>> Program::new_session() const {
@@ -291,11 +254,6 @@ bool ProgramBuilder::is_small(const Node& node) {
   return elements <= kSmallElements;
 }
 
-int ProgramBuilder::add_buffer(Buffer b) {
-  buffers_.push_back(std::move(b));
-  return static_cast<int>(buffers_.size()) - 1;
-}
-
 int ProgramBuilder::buffer_of(const Value* v) const {
   auto it = value_buffers_.find(v);
   KILN_CHECK(it != value_buffers_.end(), "cpu program: a value is used before it is defined");
@@ -374,16 +332,10 @@ int ProgramBuilder::scratch(size_t bytes) {
 }
 
 void ProgramBuilder::add_step(std::unique_ptr<Step> step) {
-  const int index = static_cast<int>(steps_.size());
-  auto live = [&](int id) {
-    Buffer* b = &buffers_[static_cast<size_t>(id)];
-    if (b->kind == Buffer::Kind::kView) b = &buffers_[static_cast<size_t>(b->view_of)];
-    if (b->first < 0) b->first = index;
-    b->last = std::max(b->last, index);
-  };
-  for (int id : step->writes) live(id);
-  for (int id : step->reads) live(id);
-  steps_.push_back(std::move(step));
+  append_step(std::move(step), [&](int id) {
+    const Buffer& b = buffer(id);
+    return b.kind == Buffer::Kind::kView ? b.view_of : id;
+  });
 }
 
 void ProgramBuilder::rebind(const Value* v, int id) {
@@ -484,31 +436,9 @@ void ProgramBuilder::plan_sum_fusion() {
   }
 }
 
-std::string ProgramBuilder::why_not_plannable() const {
-  auto check = [](const Value* v) -> std::string {
-    if (!v->type().is_tensor())
-      return fmt::format("\"{}\" is a {}", v->name(), v->type().to_string());
-    const TensorType& t = v->tensor_type();
-    if (!t.is_static())
-      return fmt::format("\"{}\" has the dynamic type {}", v->name(), t.to_string());
-    if (t.dtype == DType::kString) return fmt::format("\"{}\" holds strings", v->name());
-    return "";
-  };
-  for (const Value* v : graph_.inputs()) {
-    if (std::string why = check(v); !why.empty()) return "input " + why;
-  }
-  for (const auto& node : graph_.nodes()) {
-    if (!node->op().subgraphs().empty()) return node->describe() + " has subgraphs";
-    for (const Value* v : node->outputs()) {
-      if (std::string why = check(v); !why.empty()) return node->describe() + ": output " + why;
-    }
-  }
-  return "";
-}
-
 void ProgramBuilder::add_ref_step(const Node& node) {
   auto slot = [&](int id) {
-    RefStep::Slot s;
+    RefSlot s;
     s.buffer = id;
     if (id >= 0) {
       const Buffer& b = buffer(id);
@@ -518,9 +448,9 @@ void ProgramBuilder::add_ref_step(const Node& node) {
     }
     return s;
   };
-  std::vector<RefStep::Slot> inputs;
+  std::vector<RefSlot> inputs;
   for (const Value* v : node.inputs()) inputs.push_back(slot(v != nullptr ? plain(v) : -1));
-  std::vector<RefStep::Slot> outputs;
+  std::vector<RefSlot> outputs;
   for (const Value* v : node.outputs()) outputs.push_back(slot(define(v, dnnl::memory::desc())));
   const ref::NodeKernel* kernel = nullptr;
   if (make_kernel_ && kernels_ != nullptr) {
@@ -531,10 +461,10 @@ void ProgramBuilder::add_ref_step(const Node& node) {
   }
   std::vector<int> reads;
   std::vector<int> writes;
-  for (const RefStep::Slot& s : inputs) {
+  for (const RefSlot& s : inputs) {
     if (s.buffer >= 0) reads.push_back(s.buffer);
   }
-  for (const RefStep::Slot& s : outputs) writes.push_back(s.buffer);
+  for (const RefSlot& s : outputs) writes.push_back(s.buffer);
   auto step = std::make_unique<RefStep>(node, kernel, std::move(inputs), std::move(outputs));
   step->reads = std::move(reads);
   step->writes = std::move(writes);
@@ -584,7 +514,7 @@ Result<std::unique_ptr<Program>> ProgramBuilder::build() {
 }
 
 Result<std::unique_ptr<Program>> ProgramBuilder::build_program() {
-  if (std::string why = why_not_plannable(); !why.empty()) {
+  if (std::string why = runtime::why_not_plannable(graph_); !why.empty()) {
     log(LogLevel::kDebug, "cpu target: the interpreter runs graph \"{}\": {}", graph_.name(), why);
     return std::unique_ptr<Program>();
   }
@@ -600,9 +530,7 @@ Result<std::unique_ptr<Program>> ProgramBuilder::build_program() {
   }
   plan_sum_fusion();
   KILN_ASSIGN_OR_RETURN(conv_layout_, choose_conv_layout(graph_));
-  KILN_RETURN_IF_ERROR(check_conv1x1_flag());
-  KILN_RETURN_IF_ERROR(check_winograd_flag());
-  KILN_RETURN_IF_ERROR(check_stem_flag());
+  KILN_RETURN_IF_ERROR(check_conv_flags());
   for (const auto& node : graph_.nodes()) {
     if (is_fused(node.get())) continue;
     if (node->kind() == OpKind::kConstant) {
@@ -661,17 +589,14 @@ Result<std::unique_ptr<Program>> ProgramBuilder::build_program() {
     if (!buffer(id).is_plain()) id = plain(v);
     outputs.push_back(id);
   }
-  std::vector<BufferLifetime> lifetimes;
-  for (const Buffer& b : buffers_) {
-    const bool arena = b.kind == Buffer::Kind::kArena;
-    lifetimes.push_back({arena ? b.bytes : 0, b.first, b.last});
-  }
-  // Outputs read after the last step stay live to the end.
+  // Outputs read after the last step stay live to the end (a view's, the buffer it views).
+  std::vector<int> read_last;
   for (int id : outputs) {
-    if (buffer(id).kind == Buffer::Kind::kView) id = buffer(id).view_of;
-    lifetimes[static_cast<size_t>(id)].last = static_cast<int>(steps_.size());
+    read_last.push_back(buffer(id).kind == Buffer::Kind::kView ? buffer(id).view_of : id);
   }
-  MemoryPlan plan = plan_memory(lifetimes, kAlignment);
+  MemoryPlan plan = plan_arena({}, read_last, kAlignment, [](const Buffer& b) {
+    return BufferLifetime{b.kind == Buffer::Kind::kArena ? b.bytes : 0, b.first, b.last};
+  });
   std::unordered_set<const Node*> on_dnnl = fused_;
   for (const auto& step : steps_) {
     if (step->kind != "Reorder" && dynamic_cast<const PrimitiveStep*>(step.get()) != nullptr) {

@@ -15,6 +15,7 @@
 
 #include "compiler/ir/graph.h"
 #include "compiler/runtime/memory_plan.h"
+#include "compiler/runtime/plan.h"
 #include "compiler/targets/ref/interpreter.h"
 #include "compiler/targets/target.h"
 
@@ -28,27 +29,26 @@ bool is_row_major(const dnnl::memory::desc& layout);
 enum class ConvLayout : uint8_t { kAny, kBlocked16 };
 
 // The layout that runs `graph` faster, from where its convolutions' work is; KILN_CPU_CONV_LAYOUT
-// (any, blocked16) overrides it. Defined in dnnl_steps.cc.
+// (any, blocked16) overrides it. Defined in lower_conv.cc.
 Result<ConvLayout> choose_conv_layout(const Graph& graph);
+// An error naming the KILN_CPU_* convolution variable (1x1, Winograd, stem) set to a value it
+// does not take. Defined in lower_conv.cc.
+Status check_conv_flags();
 
-// Where a tensor lives while the program runs.
-struct Buffer {
+// Where a tensor lives while the program runs (its type, size and liveness: PlannedBuffer).
+struct Buffer : runtime::PlannedBuffer {
   // kView: the bytes of buffer `view_of` (an arena, input, constant or output buffer) from
   // `offset` on, read as another shape (Reshape, Flatten, Squeeze, Unsqueeze, Identity) or
   // through strides (Transpose, Split, Slice; views.cc): no copy.
   enum class Kind : uint8_t { kArena, kInput, kConstant, kOutput, kView };
   Kind kind = Kind::kArena;
-  DType dtype = DType::kF32;
-  Shape shape;
   // The f32 layout in memory (plain or blocked); a zero desc means plain row-major data.
   dnnl::memory::desc layout;
-  size_t bytes = 0;
   int index = -1;                  // graph input or output index (kInput, kOutput)
   const void* constant = nullptr;  // kConstant
   int view_of = -1;                // kView: the buffer it reads (never itself a view)
   size_t offset = 0;               // kView: where it starts in `view_of`, in bytes
-  int first = -1;                  // the step that writes it (kArena)
-  int last = -1;                   // the last step that reads it (kArena; a view's reads count)
+  // first, last: of kArena buffers, a view's reads counting as its buffer's.
 
   bool is_plain() const;
 };
@@ -70,16 +70,12 @@ struct StepContext {
 };
 
 // One unit of work: a node, several fused nodes, or a reorder between layouts.
-class Step {
+class Step : public runtime::PlannedStep {
  public:
   virtual ~Step() = default;
   // May throw dnnl::error; the program turns it into a Status naming the node.
   virtual Status run(StepContext& ctx) const = 0;
 
-  const Node* node = nullptr;
-  std::string kind;
-  std::vector<int> reads;
-  std::vector<int> writes;
   // Runs with an OpenMP team of one (its primitives were made for one thread).
   bool one_thread = false;
 };
@@ -126,7 +122,7 @@ class Program {
 // Lowers a graph to a Program: fused oneDNN steps with blocked layouts where oneDNN runs a node
 // (dnnl_steps.cc), a ref-kernel step (or the kernel table's oneDNN kernel) for every other node,
 // reorders where a consumer needs another layout.
-class ProgramBuilder {
+class ProgramBuilder : public runtime::PlanBuilder<Buffer, Step> {
  public:
   // Makes the kernel-table kernel (a oneDNN kernel over plain tensors) of a node that runs as a
   // ref step; nullptr leaves the node to its ref kernel.
@@ -135,7 +131,7 @@ class ProgramBuilder {
   // Kernels made for ref steps go into `kernels`, which must outlive the program.
   ProgramBuilder(const Graph& graph, dnnl::engine engine, ref::KernelTable* kernels,
                  KernelFactory make_kernel, uint64_t seed)
-      : graph_(graph),
+      : PlanBuilder(graph),
         engine_(std::move(engine)),
         kernels_(kernels),
         make_kernel_(std::move(make_kernel)),
@@ -154,12 +150,9 @@ class ProgramBuilder {
 
   // ---- for the lowering functions ----
   const dnnl::engine& engine() const { return engine_; }
-  const Graph& graph() const { return graph_; }
   ConvLayout conv_layout() const { return conv_layout_; }
-  const Buffer& buffer(int id) const { return buffers_[static_cast<size_t>(id)]; }
   // The buffer `v` was produced in (its layout may be blocked).
   int buffer_of(const Value* v) const;
-  bool has_buffer(const Value* v) const { return value_buffers_.count(v) != 0; }
   // The layout `v` lives in: its buffer's layout, or the plain layout of its shape.
   dnnl::memory::desc layout_of(const Value* v) const;
   // `v` (f32) in layout `want`: its own buffer when the layouts match, else the buffer of a reorder
@@ -181,17 +174,12 @@ class ProgramBuilder {
   // Whether the step of `consumer` (about to be added) may overwrite `v`'s buffer: an arena buffer
   // that nothing reads later (every other user of `v` already ran, and no view reads it).
   bool can_overwrite(const Value* v, const Node& consumer) const;
-  // Marks a node as computed by a step already added (its outputs are defined by that step).
-  void mark_fused(const Node* node) { fused_.insert(node); }
-  bool is_fused(const Node* node) const { return fused_.count(node) != 0; }
   // An Add fused into the Conv producing one of its inputs (as a oneDNN sum post-op): the Conv is
   // lowered at the Add, once the other input exists.
   const Node* sum_partner(const Node* node) const;
 
  private:
   Result<std::unique_ptr<Program>> build_program();
-  // Why the graph cannot be planned (naming the value or node); empty when it can.
-  std::string why_not_plannable() const;
   void add_ref_step(const Node& node);
   // Whether `node` has so little work (elements of its inputs, weights and outputs) that its
   // steps run on one thread.
@@ -208,22 +196,16 @@ class ProgramBuilder {
   // Gives `v` a view of buffer `of` (of the buffer `of` views, when it is a view) from byte
   // `offset` on, in `layout` (zero desc: plain); returns the view's buffer.
   int add_view_buffer(const Value* v, int of, size_t offset, const dnnl::memory::desc& layout);
-  int add_buffer(Buffer b);
   void plan_sum_fusion();
   // Offers `v` to release_ when it is a constant no step reads (see set_constant_release).
   void release_if_unread(const Value* v);
 
-  const Graph& graph_;
   dnnl::engine engine_;
   ref::KernelTable* kernels_;
   KernelFactory make_kernel_;
   uint64_t seed_;
-  std::vector<Buffer> buffers_;
-  std::vector<std::unique_ptr<Step>> steps_;
-  std::unordered_map<const Value*, int> value_buffers_;
   // Reorders made so far: (source buffer) -> [(layout, buffer)].
   std::unordered_map<int, std::vector<std::pair<dnnl::memory::desc, int>>> reorders_;
-  std::unordered_set<const Node*> fused_;
   std::unordered_set<int> viewed_;                             // buffers some view reads
   std::unordered_set<const Node*> done_;                       // nodes whose steps were added
   std::unordered_map<const Node*, const Node*> sum_partners_;  // Conv <-> Add, both ways

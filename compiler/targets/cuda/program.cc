@@ -23,24 +23,22 @@ size_t align_up(size_t n) {
   return (n + kAlignment - 1) / kAlignment * kAlignment;
 }
 
-size_t byte_size(DType dtype, const Shape& shape) {
-  return static_cast<size_t>(shape.numel()) * dtype_size(dtype);
-}
+using runtime::byte_size;
+using runtime::RefSlot;
 
 // A node run by its ref kernel on the host: inputs copied out of the arena into pinned staging,
 // outputs copied back in.
 class HostStep final : public Step {
  public:
-  struct Slot {
-    int buffer = -1;  // -1: an omitted input
-    DType dtype = DType::kF32;
-    Shape shape;
-    size_t bytes = 0;
+  struct Slot : RefSlot {
     const void* host = nullptr;  // a constant's host data (no copy needed)
     size_t offset = 0;           // in the session's host-step staging
   };
   HostStep(const Node& node, std::vector<Slot> inputs, std::vector<Slot> outputs)
-      : inputs_(std::move(inputs)), outputs_(std::move(outputs)) {
+      : inputs_(std::move(inputs)),
+        outputs_(std::move(outputs)),
+        ref_inputs_(inputs_.begin(), inputs_.end()),
+        ref_outputs_(outputs_.begin(), outputs_.end()) {
     this->node = &node;
     kind = std::string(node.op().name());
     on_device = false;
@@ -56,34 +54,16 @@ class HostStep final : public Step {
                      "copying a host step's input from the device"));
     }
     KILN_RETURN_IF_ERROR(check_cuda(cudaStreamSynchronize(session.stream), "a device step"));
-    std::vector<Argument> in(inputs_.size());
-    std::vector<const Argument*> in_ptrs(inputs_.size(), nullptr);
+    std::vector<void*> in(inputs_.size(), nullptr);
     for (size_t i = 0; i < inputs_.size(); ++i) {
       const Slot& s = inputs_[i];
-      if (s.buffer < 0) continue;
-      void* p = s.host != nullptr ? const_cast<void*>(s.host) : host + s.offset;
-      in[i] = Argument(Tensor::wrap(s.dtype, s.shape, p, nullptr));
-      in_ptrs[i] = &in[i];
+      if (s.buffer >= 0) in[i] = s.host != nullptr ? const_cast<void*>(s.host) : host + s.offset;
     }
-    std::vector<Argument> out(outputs_.size());
-    for (size_t i = 0; i < outputs_.size(); ++i) {
-      const Slot& s = outputs_[i];
-      std::memset(host + s.offset, 0, s.bytes);
-      out[i] = Argument(Tensor::wrap(s.dtype, s.shape, host + s.offset, nullptr));
-    }
-    ref::KernelContext kctx(*node, std::move(in_ptrs), &out, session.interpreter.get());
-    KILN_RETURN_IF_ERROR(ref::run_node(*node, kctx));
-    for (size_t i = 0; i < outputs_.size(); ++i) {
-      const Slot& s = outputs_[i];
-      const Argument& a = out[i];
-      if (!a.is_tensor() || a.tensor().dtype() != s.dtype || a.tensor().shape() != s.shape) {
-        return internal_error(fmt::format("{}: output {} is {}, but compilation inferred {}{}",
-                                          node->describe(), i, a.to_string(), dtype_name(s.dtype),
-                                          s.shape.to_string()));
-      }
-      if (a.tensor().raw_data() != host + s.offset && s.bytes != 0) {
-        std::memcpy(host + s.offset, a.tensor().raw_data(), s.bytes);
-      }
+    std::vector<void*> out(outputs_.size());
+    for (size_t i = 0; i < outputs_.size(); ++i) out[i] = host + outputs_[i].offset;
+    KILN_RETURN_IF_ERROR(runtime::run_ref_step(*node, nullptr, session.interpreter.get(),
+                                               ref_inputs_, in, ref_outputs_, out));
+    for (const Slot& s : outputs_) {
       if (s.bytes == 0) continue;
       KILN_RETURN_IF_ERROR(
           check_cuda(cudaMemcpyAsync(session.device[static_cast<size_t>(s.buffer)], host + s.offset,
@@ -96,6 +76,8 @@ class HostStep final : public Step {
  private:
   std::vector<Slot> inputs_;
   std::vector<Slot> outputs_;
+  std::vector<RefSlot> ref_inputs_;  // their types, as run_ref_step takes them
+  std::vector<RefSlot> ref_outputs_;
 };
 
 }  // namespace
@@ -356,8 +338,7 @@ Result<std::vector<Argument>> Program::run(Session& session, const std::vector<A
 }
 
 int Program::count_steps(std::string_view kind) const {
-  return static_cast<int>(
-      std::count_if(steps_.begin(), steps_.end(), [&](const auto& s) { return s->kind == kind; }));
+  return runtime::count_steps(steps_, kind);
 }
 
 int Program::device_steps() const {
@@ -366,11 +347,6 @@ int Program::device_steps() const {
 }
 
 // ---- Builder ----
-
-int Builder::add_buffer(Buffer b) {
-  buffers_.push_back(std::move(b));
-  return static_cast<int>(buffers_.size()) - 1;
-}
 
 int Builder::stored_buffer(const Value* v) const {
   auto it = value_buffers_.find(v);
@@ -473,18 +449,7 @@ int Builder::constant_bytes(DType dtype, Shape shape, std::vector<uint8_t> bytes
 }
 
 void Builder::add_step(std::unique_ptr<Step> step) {
-  const int index = static_cast<int>(steps_.size());
-  for (int id : step->reads) {
-    Buffer& b = buffers_[static_cast<size_t>(id)];
-    b.last = std::max(b.last, index);
-    if (b.first < 0) b.first = index;
-  }
-  for (int id : step->writes) {
-    Buffer& b = buffers_[static_cast<size_t>(id)];
-    if (b.first < 0) b.first = index;
-    b.last = std::max(b.last, index);
-  }
-  steps_.push_back(std::move(step));
+  append_step(std::move(step), [](int id) { return id; });
 }
 
 const Node* Builder::only_consumer(const Value* v) const {
@@ -493,24 +458,6 @@ const Node* Builder::only_consumer(const Value* v) const {
   }
   if (v->uses().size() != 1) return nullptr;
   return v->uses()[0].node;
-}
-
-bool Builder::plannable() const {
-  auto ok = [](const Value* v) {
-    if (!v->type().is_tensor()) return false;
-    const TensorType& t = v->tensor_type();
-    return t.is_static() && t.dtype != DType::kString;
-  };
-  for (const Value* v : graph_.inputs()) {
-    if (!ok(v)) return false;
-  }
-  for (const auto& node : graph_.nodes()) {
-    if (!node->op().subgraphs().empty()) return false;
-    for (const Value* v : node->outputs()) {
-      if (!ok(v)) return false;
-    }
-  }
-  return true;
 }
 
 void Builder::add_host_step(const Node& node) {
@@ -568,7 +515,10 @@ void Builder::record_choice(const std::string& key, std::vector<uint8_t> bytes, 
 }
 
 Result<std::unique_ptr<Program>> Builder::build() {
-  if (!plannable()) return std::unique_ptr<Program>();
+  if (std::string why = runtime::why_not_plannable(graph_); !why.empty()) {
+    log(LogLevel::kDebug, "cuda target: the interpreter runs graph \"{}\": {}", graph_.name(), why);
+    return std::unique_ptr<Program>();
+  }
   std::vector<int> inputs;
   for (const Value* v : graph_.inputs()) {
     inputs.push_back(define(v));
@@ -576,7 +526,7 @@ Result<std::unique_ptr<Program>> Builder::build() {
   }
   plan_attention(*this);
   for (const auto& node : graph_.nodes()) {
-    if (std::find(fused_.begin(), fused_.end(), node.get()) != fused_.end()) continue;
+    if (is_fused(node.get())) continue;
     if (node->kind() == OpKind::kConstant) {
       const Tensor* c = node->output(0)->constant_value();
       if (c == nullptr) return std::unique_ptr<Program>();
@@ -600,14 +550,9 @@ Result<std::unique_ptr<Program>> Builder::build() {
     outputs.push_back(buffer_of(v));
     output_shapes.push_back(v->tensor_type().shape());
   }
-  std::vector<BufferLifetime> lifetimes;
-  for (const Buffer& b : buffers_) {
-    lifetimes.push_back({b.constant ? 0 : b.bytes, std::max(b.first, 0), std::max(b.last, 0)});
-  }
-  // Inputs are written before the first step; outputs are read after the last.
-  for (int id : inputs) lifetimes[static_cast<size_t>(id)].first = 0;
-  for (int id : outputs) lifetimes[static_cast<size_t>(id)].last = static_cast<int>(steps_.size());
-  MemoryPlan plan = plan_memory(lifetimes, kAlignment);
+  MemoryPlan plan = plan_arena(inputs, outputs, kAlignment, [](const Buffer& b) {
+    return BufferLifetime{b.constant ? 0 : b.bytes, std::max(b.first, 0), std::max(b.last, 0)};
+  });
   auto program = std::make_unique<Program>(std::move(buffers_), std::move(steps_),
                                            std::move(inputs), std::move(outputs), std::move(plan),
                                            workspace_bytes_, host_step_bytes_, seed_);

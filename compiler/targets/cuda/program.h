@@ -21,6 +21,7 @@
 
 #include "compiler/ir/graph.h"
 #include "compiler/runtime/memory_plan.h"
+#include "compiler/runtime/plan.h"
 #include "compiler/targets/cuda/kernels.h"
 #include "compiler/targets/cuda/tuning.h"
 #include "compiler/targets/ref/interpreter.h"
@@ -33,11 +34,9 @@ Status check_cuda(cudaError_t err, std::string_view what);
 Status check_cudnn(cudnnStatus_t status, std::string_view what);
 Status check_cublas(cublasStatus_t status, std::string_view what);
 
-// Where a tensor lives on the device while the program runs.
-struct Buffer {
-  DType dtype = DType::kF32;
-  Shape shape;
-  size_t bytes = 0;
+// Where a tensor lives on the device while the program runs (its type, size and liveness:
+// PlannedBuffer).
+struct Buffer : runtime::PlannedBuffer {
   // A constant lives in the program's constant block (uploaded once); `host` is its host copy.
   bool constant = false;
   const void* host = nullptr;
@@ -47,8 +46,6 @@ struct Buffer {
   // An 8-bit activation of the int8 kernels (quantized.cc): s8 values `q - zero_point`, stored NHWC
   // when 4-D, `shape` [N, C', H, W] with C' >= C channels per pixel (the added ones zero).
   bool centered = false;
-  int first = -1;  // the step that writes it (arena buffers)
-  int last = -1;   // the last step that reads it
 };
 
 // CUDA graph captures hold it shared; destroying cuBLASLt and cuDNN handles, which synchronize
@@ -80,16 +77,12 @@ struct Session {
 };
 
 // One unit of work queued on the session's stream.
-class Step {
+class Step : public runtime::PlannedStep {
  public:
   virtual ~Step() = default;
   virtual Status run(Session& session) const = 0;
 
-  const Node* node = nullptr;
-  std::string kind;
   bool on_device = true;
-  std::vector<int> reads;
-  std::vector<int> writes;
 };
 
 // A device step that runs a function over the session (its captured buffer ids index
@@ -177,7 +170,7 @@ class Program {
 
 // Lowers a graph to a Program: device steps where lower_device() takes a node, a host ref step
 // (copy out, ref kernel, copy in) for every other node.
-class Builder {
+class Builder : public runtime::PlanBuilder<Buffer, Step> {
  public:
   // Where the algorithm choices come from and go: `stored` (a loaded artifact's, for this GPU; may
   // be null) is used without measuring; every choice made is recorded in `found` (the new
@@ -188,14 +181,13 @@ class Builder {
     TuningProgress* progress = nullptr;
   };
   Builder(const Graph& graph, uint64_t seed, cudnnHandle_t cudnn, cublasLtHandle_t lt, Tuner tuner)
-      : graph_(graph), seed_(seed), cudnn_(cudnn), lt_(lt), tuner_(tuner) {}
+      : PlanBuilder(graph), seed_(seed), cudnn_(cudnn), lt_(lt), tuner_(tuner) {}
 
   // nullptr when the graph cannot be planned (dynamic shapes, non-tensor values, strings,
   // subgraphs): the executable then runs the ref interpreter.
   Result<std::unique_ptr<Program>> build();
 
   // ---- for the lowering functions (lower.cc) ----
-  const Graph& graph() const { return graph_; }
   cudnnHandle_t cudnn() const { return cudnn_; }
   cublasLtHandle_t lt() const { return lt_; }
   // `v`'s buffer in the plain (NCHW, row-major) layout: a 4-D value stored NHWC gets one reorder
@@ -206,13 +198,10 @@ class Builder {
   // `v`'s buffer in whatever layout it has (for elementwise ops, which keep it).
   int stored_buffer(const Value* v) const;
   bool is_nhwc(const Value* v) const { return buffer(stored_buffer(v)).nhwc; }
-  // Whether `v` has a buffer yet (a graph input, a constant, or the output of a lowered node).
-  bool has_buffer(const Value* v) const { return value_buffers_.count(v) != 0; }
   // Whether convolutions of `dtype` run NHWC (KILN_CUDA_LAYOUT: auto is f16/bf16 only).
   static bool nhwc_convolutions(DType dtype);
   // The node being lowered (reorder steps it causes are attributed to it).
   const Node& current() const { return *current_; }
-  const Buffer& buffer(int id) const { return buffers_[static_cast<size_t>(id)]; }
   // A new arena buffer for `v` (stored NHWC when `nhwc`), written by the next step.
   int define(const Value* v, bool nhwc = false);
   // A new arena buffer holding no graph value (a channel-padded copy), written by the next step.
@@ -229,29 +218,18 @@ class Builder {
   void need_workspace(size_t bytes) { workspace_bytes_ = std::max(workspace_bytes_, bytes); }
   // The only node reading `v` when `v` is not a graph output, else nullptr.
   const Node* only_consumer(const Value* v) const;
-  void mark_fused(const Node* node) { fused_.push_back(node); }
-  bool is_fused(const Node* node) const {
-    return std::find(fused_.begin(), fused_.end(), node) != fused_.end();
-  }
   // The choice for problem `key` made earlier in this compile or stored for this GPU, or nullptr.
   const std::vector<uint8_t>* known_choice(const std::string& key) const;
   // Records the choice for `key` (a progress step); `measured` when it was timed now.
   void record_choice(const std::string& key, std::vector<uint8_t> bytes, bool measured);
 
  private:
-  bool plannable() const;
   void add_host_step(const Node& node);
-  int add_buffer(Buffer b);
 
-  const Graph& graph_;
   uint64_t seed_;
   cudnnHandle_t cudnn_;
   cublasLtHandle_t lt_;
   Tuner tuner_;
-  std::vector<Buffer> buffers_;
-  std::vector<std::unique_ptr<Step>> steps_;
-  std::unordered_map<const Value*, int> value_buffers_;
-  std::vector<const Node*> fused_;
   std::unordered_map<const Value*, int> plain_copies_;  // NCHW copies of NHWC-stored values
   std::unordered_map<const Value*, int> nhwc_copies_;   // NHWC copies of plain values
   const Node* current_ = nullptr;

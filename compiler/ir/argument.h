@@ -15,7 +15,7 @@ class Argument {
  public:
   enum class Kind : uint8_t { kNone, kTensor, kSequence };
 
-  Argument() = default;  // none
+  Argument() = default;                                                          // none
   Argument(Tensor tensor) : kind_(Kind::kTensor), tensor_(std::move(tensor)) {}  // NOLINT implicit
   static Argument sequence(std::vector<Tensor> elements) {
     Argument a;

@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // Argument printing.
-#include "compiler/runtime/argument.h"
+#include "compiler/ir/argument.h"
 
 #include <fmt/format.h>
 

@@ -1,11 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
 // What the files lowering nodes to oneDNN steps share: graph pattern helpers, the eltwise tail a
-// primitive runs as post-ops (eltwise_tail.cc), and adding a primitive's step (dnnl_steps.cc).
+// primitive runs as post-ops (eltwise_tail.cc), and adding a primitive's step (lowering.cc).
 #pragma once
 
 #include <oneapi/dnnl/dnnl.hpp>
 
 #include <initializer_list>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -21,6 +22,11 @@ namespace kiln::compiler::cpu {
 enum class KernelChoice { kAuto, kOwn, kOneDnn };
 // The choice `flag` holds, or an error naming the variable and the values it takes.
 Result<KernelChoice> kernel_choice(EnvFlag flag);
+
+// A static f32 tensor; a static f32 or bf16 one (the types the compute steps run in); its type.
+bool is_f32(const Value* v);
+bool is_float(const Value* v);
+DType dtype(const Value* v);
 
 // Every value is a static f32 or bf16 tensor, all of the same type.
 bool same_float(std::initializer_list<const Value*> values);
@@ -57,6 +63,20 @@ std::optional<Eltwise> eltwise_of(const Node& node);
 // Appends `ops` to `post` as eltwise post-ops.
 void append(dnnl::post_ops& post, const std::vector<Eltwise>& ops);
 
+// A oneDNN memory descriptor of `shape` whose layout the primitive picks.
+dnnl::memory::desc any_desc(const Shape& shape, DType dtype = DType::kF32);
+// A constant copied into memory the step owns, in `layout` (converted to its element type).
+dnnl::memory constant_memory(const dnnl::engine& engine, const Tensor& t,
+                             const dnnl::memory::desc& layout);
+
+// The step running `primitive` over `args` (not added yet), its kind followed by the tail's.
+std::unique_ptr<Step> primitive_step(ProgramBuilder& b, const Node& node, std::string kind,
+                                     dnnl::primitive primitive,
+                                     std::vector<PrimitiveStep::Arg> args, const Tail& tail,
+                                     std::optional<PrimitiveStep::Prefill> prefill = std::nullopt,
+                                     int prefill_from = -1);
+// Adds `step` and marks the tail's nodes fused.
+void finish(ProgramBuilder& b, std::unique_ptr<Step> step, const Tail& tail);
 // Adds the step running `primitive` over `args` for `node`, its kind followed by the tail's, and
 // marks the tail's nodes fused. A `prefill` copies buffer `prefill_from` into the destination
 // first (a sum post-op's addend).

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// ByteWriter and ByteReader: the little-endian encoding of artifact headers and graphs.
+// ByteWriter and ByteReader: fixed-width little-endian numbers and length-prefixed strings (the
+// encoding of artifact headers, graphs and packed weights).
 #pragma once
 
 #include <bit>
@@ -13,7 +14,7 @@
 
 #include "core/status.h"
 
-namespace kiln::compiler {
+namespace kiln {
 
 static_assert(std::endian::native == std::endian::little,
               "the artifact format is little-endian; a big-endian host needs byte swaps here");
@@ -98,4 +99,4 @@ class ByteReader {
   size_t pos_ = 0;
 };
 
-}  // namespace kiln::compiler
+}  // namespace kiln
