@@ -10,8 +10,8 @@ closure of `deps`); anything else -- an include upwards or sideways, say ops/ in
 or targets/cpu/ including targets/cuda/ -- fails with the file, the line and the two libraries.
 Units (a folder and stem: x.h with x.cc) may not include each other in a circle either, which
 keeps a lowering file from being both the caller and the callee of the program that runs it.
-Tests (*_test.cc) and test helpers
-(*_testing.h, *_test_util.h) link everything and are not checked.
+Tests (*_test.cc) and test helpers (*_testing.h, *_test_util.h) link everything and are not
+checked.
 
 Also: files under a `kernels/` folder include nothing from the compiler outside kernels/ (they
 are the device code, built from plain parameters).
