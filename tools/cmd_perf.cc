@@ -266,7 +266,11 @@ int run_perf(const Options& opts) {
         prepared->executable ? prepared->executable->graph() : *prepared->model->graph;
     for (const compiler::Value* in : g.inputs()) {
       const auto& t = in->tensor_type();
-      if (t.rank() < 1 || t.shape()[0] != opts.inputs.batch) {
+      if (!t.has_rank()) continue;
+      // A dynamic batch dim takes any --batch (an artifact compiled without one keeps it).
+      const bool other_batch = t.rank() < 1 || ((*t.dims)[0].known() &&
+                                                 (*t.dims)[0].value != opts.inputs.batch);
+      if (other_batch) {
         return report_error(invalid_argument_error(fmt::format(
             "--batch {}: input \"{}\" has the fixed shape {}; export the model with a dynamic "
             "batch dim, or give the shape with --input-shape",

@@ -98,12 +98,21 @@ Result<std::map<std::string, std::vector<int64_t>>> parse_input_shapes(
 
 namespace {
 
+// Whether the first dim of `type` (ranked) is its only dynamic one.
+bool only_batch_dynamic(const compiler::TensorType& type) {
+  for (size_t d = 1; d < type.dims->size(); ++d) {
+    if (!(*type.dims)[d].known()) return false;
+  }
+  return true;
+}
+
 // Builds one argument per input of `graph`: from `given` when there, else random. Dynamic dims of
-// a random input come from `shapes` (--input-shape), which must agree with the known ones.
+// a random input come from `shapes` (--input-shape), which must agree with the known ones, else a
+// dynamic first dim from `batch` (--batch, when positive) where it is the only dynamic one.
 Result<std::vector<Argument>> make_inputs(const compiler::Graph& graph,
                                           std::map<std::string, Tensor> given,
                                           const std::map<std::string, std::vector<int64_t>>& shapes,
-                                          uint64_t seed) {
+                                          int64_t batch, uint64_t seed) {
   std::vector<Argument> out;
   std::mt19937_64 rng(seed);
   for (const compiler::Value* in : graph.inputs()) {
@@ -140,6 +149,10 @@ Result<std::vector<Argument>> make_inputs(const compiler::Graph& graph,
             fmt::format("--input-shape {}: the model's input is {}, the shape given is {}",
                         in->name(), type.to_string(), shape.to_string()));
       }
+    } else if (batch > 0 && type.has_rank() && type.rank() >= 1 && only_batch_dynamic(type)) {
+      std::vector<int64_t> dims;
+      for (const compiler::Dim& dim : *type.dims) dims.push_back(dim.known() ? dim.value : batch);
+      shape = Shape(dims);
     } else {
       return invalid_argument_error(
           fmt::format("input \"{}\" has dynamic dims {}; give its shape with --input-shape {}=DIMS "
@@ -187,12 +200,13 @@ Result<PreparedModel> prepare_model(const std::string& path, const ModelInputOpt
     out.executable = std::move(loaded.executable);
     out.artifact = std::move(loaded.header);
     KILN_ASSIGN_OR_RETURN(out.inputs, make_inputs(out.executable->graph(), std::move(given),
-                                                  import.input_shapes, options.seed));
+                                                  import.input_shapes, options.batch,
+                                                  options.seed));
     return out;
   }
   KILN_ASSIGN_OR_RETURN(out.model, compiler::import_onnx_file(path, import));
   KILN_ASSIGN_OR_RETURN(out.inputs,
-                        make_inputs(*out.model->graph, std::move(given), {}, options.seed));
+                        make_inputs(*out.model->graph, std::move(given), {}, 0, options.seed));
   return out;
 }
 

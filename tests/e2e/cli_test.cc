@@ -444,6 +444,17 @@ TEST_F(Cli, PerfOfAnArtifactReportsItsLoadTime) {
   }
 }
 
+// An artifact compiled without --batch keeps the model's dynamic batch dim: `kiln perf` runs it
+// at the --batch asked for (it aborted on the dynamic dim before).
+TEST_F(Cli, PerfOfAnArtifactWithADynamicBatchRunsTheBatchAskedFor) {
+  const std::string kiln = (dir_ / "dynamic.kiln").string();
+  KilnRun c = run_kiln("compile " + model_ + " --target ref -o " + kiln);
+  ASSERT_EQ(c.exit_code, 0) << c.output;
+  KilnRun r = run_kiln("perf " + kiln + " --batch 3 --iterations 2 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("\"batch\":3"), std::string::npos) << r.output;
+}
+
 TEST_F(Cli, PerfBatchOfAFixedShapeSaysWhatToDo) {
   KilnRun r = run_kiln("perf " + model_ + " --input-shape image=2x1x28x28 --batch 4");
   EXPECT_NE(r.exit_code, 0);
