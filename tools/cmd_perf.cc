@@ -498,7 +498,7 @@ CommandAction add_perf_command(CLI::App& app) {
                 "input, run that many and print their times as a line of JSON, until the input "
                 "ends (then the usual report over all of them); for a driver alternating kiln "
                 "with another runtime (bench/cpu_vs_ort)");
-  add_quantize_flags(cmd, &opts->quantize, false);
+  add_quantize_flags(cmd, &opts->quantize, true);
   return [opts] { return run_perf(*opts); };
 }
 

@@ -40,7 +40,7 @@ CommandAction add_run_command(CLI::App& app) {
                   "reference for accuracy (with --target ref; f32 inputs, f64 outputs)")
       ->check(CLI::IsMember({"f32", "f64"}))
       ->capture_default_str();
-  add_quantize_flags(cmd, &opts->quantize, false);
+  add_quantize_flags(cmd, &opts->quantize, true);
   return [opts, target_option] {
     using ms = std::chrono::duration<double, std::milli>;
     auto prepared = prepare_model(opts->model, opts->inputs);

@@ -37,6 +37,7 @@ std::vector<std::pair<std::string, std::string>> QuantizeFlags::as_options() con
     if (!pipeline.empty()) out.emplace_back("calibration-pipeline", pipeline);
     out.emplace_back("calibration-method", method);
     if (method == "percentile") out.emplace_back("percentile", fmt::format("{}", percentile));
+    for (const std::string& e : exclude) out.emplace_back("int8-exclude", e);
   }
   for (const std::string& op : ops) out.emplace_back("quantize-ops", op);
   return out;
@@ -68,6 +69,9 @@ void add_quantize_flags(CLI::App* cmd, QuantizeFlags* flags, bool with_int8) {
   cmd->add_option("--percentile", flags->percentile,
                   "with --calibration-method percentile: the percentile of |x| kept")
       ->capture_default_str();
+  cmd->add_option("--int8-exclude", flags->exclude,
+                  "nodes to keep in float with --int8: node names or op names (Add, MaxPool, ...)")
+      ->delimiter(',');
 }
 
 namespace {
@@ -259,17 +263,15 @@ Status apply_quantization(compiler::Graph& graph, const QuantizeFlags& flags,
                         load_input_folder(flags.calibration, flags.pipeline, graph));
   compiler::Int8Options options;
   options.ops = flags.ops;
+  options.exclude = flags.exclude;
   KILN_ASSIGN_OR_RETURN(options.method, compiler::parse_calibration_method(flags.method));
   options.percentile = flags.percentile;
   ProgressBar bar(fmt::format("calibrating ({})", flags.method));
   options.progress = bar.callback();
+  std::vector<compiler::CalibrationBatch> tensors;
+  for (InputBatch& b : batches) tensors.push_back(std::move(b.tensors));
   KILN_ASSIGN_OR_RETURN(compiler::Int8Report report,
-                        compiler::quantize_int8(
-                            graph, target, static_cast<int64_t>(batches.size()),
-                            [&](int64_t i) -> Result<compiler::CalibrationBatch> {
-                              return batches[static_cast<size_t>(i)].tensors;
-                            },
-                            options));
+                        compiler::quantize_int8(graph, target, tensors, options));
   fmt::print(stderr, "int8: {} nodes quantized, {} activation scales from {} batches\n",
              report.quantized_nodes, report.activations.size(), report.batches);
   return Status();

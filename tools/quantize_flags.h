@@ -24,6 +24,7 @@ struct QuantizeFlags {
   std::string pipeline;          // --calibration-pipeline P.json
   std::string method = "max";    // --calibration-method
   double percentile = 99.99;
+  std::vector<std::string> exclude;  // --int8-exclude: node names or op names kept in float
 
   bool any() const { return fp16 || bf16 || int8; }
   // "fp16", "bf16", "int8 (entropy)" or "fp32".

@@ -1,7 +1,9 @@
 # SPDX-License-Identifier: Apache-2.0
-# kiln fp32 vs kiln int8 (the QDQ model) vs ONNX Runtime (the same QDQ model) on the CPU, same
-# thread count, interleaved round by round; plus int8-vs-fp32 accuracy of kiln's outputs on the
-# same inputs. Prints a table and writes JSON.
+# On the CPU, same thread count, interleaved round by round: kiln fp32; kiln's own int8 flow (the
+# fp32 model through `kiln compile --int8 --calibration`); the FX-quantized QDQ model on kiln and
+# on ONNX Runtime; and ORT on the model quantized in ORT's own QDQ format (ort_qdq.py, ORT's
+# quantize_static defaults). Plus int8-vs-fp32 agreement of kiln's outputs on the same inputs.
+# Prints a table and writes JSON.
 import argparse
 import datetime
 import json
@@ -11,6 +13,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 
 import numpy as np
 
@@ -19,6 +22,15 @@ sys.path.insert(0, os.path.join(HERE, "..", "cpu_vs_ort"))
 from compare import git_commit, run_json  # noqa: E402
 
 SHAPES = {"resnet50": [3, 224, 224], "mobilenet_v2": [3, 224, 224], "bert_encoder": [128, 768]}
+
+
+def own_int8(kiln, fp32, calibration, out, env):
+    """kiln's own int8 flow: the fp32 model calibrated on `calibration` and compiled to `out`
+    (a dynamic batch, so one artifact serves every batch). Returns the compile's seconds."""
+    start = time.monotonic()
+    subprocess.run([kiln, "compile", fp32, "--target", "cpu", "--int8", "--calibration",
+                    calibration, "-o", out], check=True, capture_output=True, env=env)
+    return time.monotonic() - start
 
 
 def accuracy(kiln, fp32, int8, shape, batch, env):
@@ -59,22 +71,35 @@ def main():
     env = dict(os.environ, OMP_WAIT_POLICY=os.environ.get("OMP_WAIT_POLICY", "PASSIVE"))
     rows = []
     accuracies = {}
+    compile_seconds = {}
     for model in args.models.split(","):
         fp32 = os.path.join(args.models_dir, model + "_fp32.onnx")
         int8 = os.path.join(args.models_dir, model + "_int8.onnx")
+        ort_qdq = os.path.join(args.models_dir, model + "_ortqdq.onnx")
+        calibration = os.path.join(args.models_dir, model + "_calibration")
+        own = os.path.join(args.models_dir, model + "_own_int8.kiln")
+        if os.path.isdir(calibration):
+            compile_seconds[model] = own_int8(args.kiln, fp32, calibration, own, env)
         if args.accuracy_batch > 0:
             accuracies[model] = accuracy(args.kiln, fp32, int8, SHAPES[model],
                                          args.accuracy_batch, env)
+            if os.path.exists(own):
+                accuracies[model + " (own int8)"] = accuracy(args.kiln, fp32, own, SHAPES[model],
+                                                             args.accuracy_batch, env)
         for batch in (int(b) for b in args.batches.split(",")):
             iters = args.iterations or (10 if batch == 1 else 3)
             common = ["--batch", str(batch), "--threads", str(args.threads), "--iterations",
                       str(iters)]
+            ort = ["node", os.path.join(HERE, "..", "cpu_vs_ort", "ort_bench.js"), args.ort_dir]
             cmds = {
                 "kiln_fp32": [args.kiln, "perf", fp32, "--target", "cpu", "--json"] + common,
                 "kiln_int8": [args.kiln, "perf", int8, "--target", "cpu", "--json"] + common,
-                "ort_int8": ["node", os.path.join(HERE, "..", "cpu_vs_ort", "ort_bench.js"),
-                             args.ort_dir, int8, "--warmup", "2"] + common,
+                "ort_int8": ort + [int8, "--warmup", "2"] + common,
             }
+            if os.path.exists(own):
+                cmds["kiln_own_int8"] = [args.kiln, "perf", own, "--json"] + common
+            if os.path.exists(ort_qdq):
+                cmds["ort_ortqdq_int8"] = ort + [ort_qdq, "--warmup", "2"] + common
             times = {k: [] for k in cmds}
             errors = {}
             for _ in range(args.rounds):
@@ -96,6 +121,12 @@ def main():
                     if row[other + "_median_ms"]:
                         row["speedup_vs_" + other] = (row[other + "_median_ms"] /
                                                       row["kiln_int8_median_ms"])
+            # kiln's own flow against fp32 and against ORT's own int8 (the issue's two ratios).
+            if row.get("kiln_own_int8_median_ms"):
+                for other in ("kiln_fp32", "ort_ortqdq_int8"):
+                    if row.get(other + "_median_ms"):
+                        row["own_speedup_vs_" + other] = (row[other + "_median_ms"] /
+                                                          row["kiln_own_int8_median_ms"])
             rows.append(row)
             print_row(row, header=len(rows) == 1)
     for model, acc in accuracies.items():
@@ -113,6 +144,7 @@ def main():
         "load_average": os.getloadavg(),
         "results": rows,
         "accuracy": accuracies,
+        "own_int8_compile_seconds": compile_seconds,
     }
     with open(args.json, "w") as f:
         json.dump(doc, f, indent=2)
@@ -126,13 +158,18 @@ def fmt(v, spec):
 
 def print_row(row, header):
     if header:
-        print(f"{'model':<14} {'batch':>5} {'kiln fp32':>10} {'kiln int8':>10} {'ort int8':>9} "
-              f"{'int8/fp32 x':>11} {'vs ort x':>8}   (ms, medians)")
+        print(f"{'model':<14} {'batch':>5} {'kiln fp32':>10} {'kiln FX':>8} {'ORT FX':>7} "
+              f"{'FX x fp32':>9} {'FX x ORT':>8} {'kiln own':>9} {'ORT own':>8} "
+              f"{'own x fp32':>10} {'own x ORT':>9}   (ms, medians)")
     print(f"{row['model']:<14} {row['batch']:>5} {fmt(row['kiln_fp32_median_ms'], '10.2f')} "
-          f"{fmt(row['kiln_int8_median_ms'], '10.2f')} {fmt(row['ort_int8_median_ms'], '9.2f')} "
-          f"{fmt(row.get('speedup_vs_kiln_fp32'), '11.2f')} "
-          f"{fmt(row.get('speedup_vs_ort_int8'), '8.2f')}", flush=True)
-    for name in ("kiln_fp32", "kiln_int8", "ort_int8"):
+          f"{fmt(row['kiln_int8_median_ms'], '8.2f')} {fmt(row['ort_int8_median_ms'], '7.2f')} "
+          f"{fmt(row.get('speedup_vs_kiln_fp32'), '9.2f')} "
+          f"{fmt(row.get('speedup_vs_ort_int8'), '8.2f')} "
+          f"{fmt(row.get('kiln_own_int8_median_ms'), '9.2f')} "
+          f"{fmt(row.get('ort_ortqdq_int8_median_ms'), '8.2f')} "
+          f"{fmt(row.get('own_speedup_vs_kiln_fp32'), '10.2f')} "
+          f"{fmt(row.get('own_speedup_vs_ort_ortqdq_int8'), '9.2f')}", flush=True)
+    for name in ("kiln_fp32", "kiln_int8", "ort_int8", "kiln_own_int8", "ort_ortqdq_int8"):
         if name + "_error" in row:
             print(f"  {name} failed: {row[name + '_error']}", flush=True)
 

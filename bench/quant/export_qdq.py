@@ -7,6 +7,7 @@ import argparse
 import os
 import sys
 
+import numpy as np
 import torch
 from torch.ao.quantization import QConfigMapping, get_default_qconfig_mapping
 from torch.ao.quantization.quantize_fx import convert_fx, prepare_fx
@@ -42,16 +43,32 @@ def export(model, example, path):
                                                              "output": {0: "batch"}})
 
 
+def write_calibration(folder, shape, count):
+    """`count` inputs of one sample each (standard normal, fixed seed) as NN.npy: what kiln's own
+    --int8 flow and ort_qdq.py calibrate on."""
+    if os.path.isdir(folder) and len(os.listdir(folder)) == count:
+        return
+    os.makedirs(folder, exist_ok=True)
+    rng = np.random.default_rng(0)
+    for i in range(count):
+        np.save(os.path.join(folder, f"{i:02d}.npy"),
+                rng.standard_normal([1] + list(shape)).astype(np.float32))
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("--out", required=True)
     p.add_argument("--calibration-batches", type=int, default=4)
+    p.add_argument("--calibration-files", type=int, default=16,
+                   help="inputs of one sample written for the own-int8 and ORT-format flows")
     p.add_argument("models", nargs="+", choices=sorted(QUANT_MODELS))
     args = p.parse_args()
     os.makedirs(args.out, exist_ok=True)
     for name in args.models:
         fp32_path = os.path.join(args.out, name + "_fp32.onnx")
         int8_path = os.path.join(args.out, name + "_int8.onnx")
+        write_calibration(os.path.join(args.out, name + "_calibration"),
+                          MODELS[QUANT_MODELS[name]][1], args.calibration_files)
         if os.path.exists(fp32_path) and os.path.exists(int8_path):
             continue
         torch.manual_seed(0)

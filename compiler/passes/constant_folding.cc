@@ -52,7 +52,8 @@ std::optional<Tensor> static_shape_value(const Node& node) {
 
 class ConstantFolding final : public Pass {
  public:
-  explicit ConstantFolding(int64_t max_elements) : max_elements_(max_elements) {}
+  ConstantFolding(int64_t max_elements, bool quantized_weights)
+      : max_elements_(max_elements), quantized_weights_(quantized_weights) {}
   std::string_view name() const override { return "constant_folding"; }
 
   Result<bool> run(Graph& graph) override {
@@ -73,7 +74,7 @@ class ConstantFolding final : public Pass {
  private:
   Result<bool> fold(Graph& graph, Node* node) {
     if (node->kind() == OpKind::kConstant || is_random(node->kind())) return false;
-    if (is_quantized_weight(*node)) return false;
+    if (!quantized_weights_ && is_quantized_weight(*node)) return false;
     if (node->kind() == OpKind::kShape || node->kind() == OpKind::kSize) {
       std::optional<Tensor> value = static_shape_value(*node);
       if (value) return replace(graph, node, {Argument(std::move(*value))});
@@ -117,12 +118,13 @@ class ConstantFolding final : public Pass {
   }
 
   int64_t max_elements_;
+  bool quantized_weights_;
 };
 
 }  // namespace
 
-std::unique_ptr<Pass> make_constant_folding(int64_t max_elements) {
-  return std::make_unique<ConstantFolding>(max_elements);
+std::unique_ptr<Pass> make_constant_folding(int64_t max_elements, bool quantized_weights) {
+  return std::make_unique<ConstantFolding>(max_elements, quantized_weights);
 }
 
 }  // namespace kiln::compiler

@@ -13,8 +13,11 @@ namespace kiln::compiler {
 std::unique_ptr<Pass> make_dead_code_elimination();
 // Evaluates nodes whose inputs are all constants (with the ref kernels) and Shape/Size of static
 // shapes, replacing them by Constant nodes. Random ops, results above `max_elements` and
-// DequantizeLinear of 8-bit constants (quantized weights) stay.
-std::unique_ptr<Pass> make_constant_folding(int64_t max_elements = int64_t{1} << 24);
+// DequantizeLinear of 8-bit constants (quantized weights, for qdq_fusion to find) stay, unless
+// `quantized_weights`: after qdq_fusion, the ones left feed float ops, which would dequantize
+// them at every run.
+std::unique_ptr<Pass> make_constant_folding(int64_t max_elements = int64_t{1} << 24,
+                                            bool quantized_weights = false);
 // Merges nodes with the same op, attributes and inputs (equal constants included).
 std::unique_ptr<Pass> make_common_subexpression_elimination();
 // Local rewrites to a fixpoint: x*1, x+0, x-0, x/1, Identity, Dropout in inference, Cast to the

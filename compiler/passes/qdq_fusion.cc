@@ -430,7 +430,8 @@ bool same_params(const TensorParams& a, const TensorParams& b) {
 }
 
 // Q(DQ(x)) with equal parameters is x; so is Q(op(DQ(x))) = op(x) for ops that only move or
-// select elements (Reshape, Flatten, Transpose, Squeeze, Unsqueeze, Identity).
+// select elements (Reshape, Flatten, Transpose, Squeeze, Unsqueeze, Identity), and for MaxPool:
+// Q is monotonic, so the maximum of the quantized window is the quantized maximum.
 Result<bool> elide_pair(Graph& graph, Node* q) {
   if (q->kind() != OpKind::kQuantizeLinear) return false;
   std::optional<TensorParams> yp = tensor_params(*q);
@@ -449,6 +450,12 @@ Result<bool> elide_pair(Graph& graph, Node* q) {
     case OpKind::kSqueeze:
     case OpKind::kUnsqueeze:
     case OpKind::kIdentity: break;
+    case OpKind::kMaxPool:
+      if (op->num_outputs() > 1 &&
+          (!op->output(1)->uses().empty() || is_graph_output(op->output(1)))) {
+        return false;  // its indices are read
+      }
+      break;
     default: return false;
   }
   if (sole_user(v) != q || op->num_inputs() < 1) return false;

@@ -3,6 +3,7 @@
 // axis 0), DQ(int32 bias)) -> Relu -> Q), on QDQ MatMul, and on Q/DQ pairs; the rewritten graph
 // computes the same values on ref within one quantization step.
 #include <map>
+#include <tuple>
 
 #include "compiler/passes/pass_test_util.h"
 #include "compiler/targets/target.h"
@@ -93,6 +94,55 @@ TEST(QdqFusion, RewritesTheFxConvReluPatternToQLinearConv) {
   ASSERT_EQ(want.shape(), got.shape());
   for (int64_t i = 0; i < want.numel(); ++i) {
     EXPECT_NEAR(want.data<float>()[i], got.data<float>()[i], 0.05f + 1e-6f) << i;
+  }
+}
+
+// Q(MaxPool(DQ(x))) with the same parameters on both sides is MaxPool over the 8-bit data, exactly
+// (Q is monotonic); with other parameters, or where the indices are read, it stays in f32.
+void build_qdq_pool(Graph& g, float out_scale, bool indices) {
+  GraphBuilder b(g);
+  Value* x = b.input("x", testing::f32({1, 2, 6, 6}));
+  Value* s = b.constant(Tensor::scalar(0.04f), "s");
+  Value* z = b.constant(Tensor::scalar<uint8_t>(3), "z");
+  Value* xd = b.add(Op(ops::DequantizeLinear{}), {b.add(Op(ops::QuantizeLinear{}), {x, s, z}, "xq"),
+                                                   s, z},
+                    "xd");
+  ops::MaxPool pool;
+  pool.kernel_shape = std::vector<int64_t>{3, 3};
+  pool.strides = std::vector<int64_t>{2, 2};
+  pool.pads = std::vector<int64_t>{1, 1, 1, 1};
+  std::vector<Value*> pooled = b.add(Op(pool), {xd}, indices ? 2 : 1, "pool");
+  Value* ys = b.constant(Tensor::scalar(out_scale), "ys");
+  Value* yq = b.add(Op(ops::QuantizeLinear{}), {pooled[0], ys, z}, "yq");
+  b.output(b.add(Op(ops::DequantizeLinear{}), {yq, ys, z}, "out"));
+  if (indices) b.output(pooled[1]);
+}
+
+TEST(QdqFusion, RunsAMaxPoolBetweenEqualParametersOnTheEightBitData) {
+  for (const auto& [scale, indices, fused] :
+       {std::tuple{0.04f, false, true}, {0.05f, false, false}, {0.04f, true, false}}) {
+    SCOPED_TRACE(::testing::Message() << scale << " " << indices);
+    auto g = std::make_shared<Graph>("pool");
+    build_qdq_pool(*g, scale, indices);
+    auto original = std::make_shared<Graph>("pool");
+    build_qdq_pool(*original, scale, indices);
+    ASSERT_TRUE(make_qdq_fusion()->run(*g).ok());
+    ASSERT_TRUE(make_dead_code_elimination()->run(*g).ok());
+    const std::string printed = print_graph(*g);
+    EXPECT_EQ(printed.find("MaxPool") != std::string::npos &&
+                  printed.find("u8[1,2,3,3] = MaxPool") != std::string::npos,
+              fused)
+        << printed;
+    Tensor x(DType::kF32, Shape{1, 2, 6, 6});
+    for (int64_t i = 0; i < x.numel(); ++i) {
+      x.data<float>()[i] = static_cast<float>((i * 29) % 71) * 0.13f - 4;
+    }
+    const Tensor want = run_ref(original, x);
+    const Tensor got = run_ref(g, x);
+    ASSERT_EQ(want.shape(), got.shape());
+    for (int64_t i = 0; i < want.numel(); ++i) {
+      EXPECT_EQ(want.data<float>()[i], got.data<float>()[i]) << i;
+    }
   }
 }
 

@@ -2,8 +2,11 @@
 // Histogram calibration: max-abs, percentile and entropy (KL divergence) thresholds.
 #include "compiler/quantize/calibration.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 namespace kiln::compiler {
@@ -166,6 +169,72 @@ double RangeObserver::threshold(CalibrationMethod method, double percentile_valu
     case CalibrationMethod::kEntropy: return entropy_threshold(levels);
   }
   return max_abs();
+}
+
+Result<std::vector<CalibrationBatch>> rebatch_calibration(const Graph& graph,
+                                                          std::vector<CalibrationBatch> batches) {
+  int64_t want = -1;  // the fixed batch the graph takes
+  for (const Value* in : graph.inputs()) {
+    if (!in->type().is_tensor() || !in->tensor_type().has_rank()) continue;
+    const TensorType& t = in->tensor_type();
+    if (t.rank() < 1 || !(*t.dims)[0].known()) return batches;  // a dynamic batch takes any
+    want = want < 0 ? (*t.dims)[0].value : std::min(want, (*t.dims)[0].value);
+  }
+  if (want <= 0) return batches;
+  bool already = true;
+  for (const CalibrationBatch& b : batches) {
+    for (const auto& [name, t] : b) already = already && t.rank() >= 1 && t.shape()[0] == want;
+  }
+  if (already) return batches;
+  // Every input's samples, joined in order; then cut into batches of `want`.
+  std::vector<CalibrationBatch> out;
+  int64_t samples = -1;
+  for (const Value* in : graph.inputs()) {
+    const TensorType& t = in->tensor_type();
+    if (!t.is_static()) continue;
+    const Shape graph_shape = t.shape();
+    const int64_t per_sample = graph_shape.numel(1, graph_shape.rank());
+    const size_t sample_bytes = static_cast<size_t>(per_sample) * dtype_size(t.dtype);
+    std::vector<uint8_t> joined;
+    int64_t count = 0;
+    for (size_t i = 0; i < batches.size(); ++i) {
+      auto found = batches[i].find(in->name());
+      if (found == batches[i].end()) continue;  // named when the batches are read
+      const Tensor& x = found->second;
+      bool fits = x.dtype() == t.dtype && x.rank() == graph_shape.rank();
+      for (int d = 1; fits && d < x.rank(); ++d) fits = x.shape()[d] == graph_shape[d];
+      if (!fits) {
+        return invalid_argument_error(fmt::format(
+            "calibration batch {}: input \"{}\" is {}{}; the model takes {} (any number of "
+            "samples in the first dim)",
+            i, in->name(), dtype_name(x.dtype()), x.shape().to_string(), t.to_string()));
+      }
+      const auto* bytes = static_cast<const uint8_t*>(x.raw_data());
+      joined.insert(joined.end(), bytes, bytes + x.nbytes());
+      count += x.shape()[0];
+    }
+    if (count < want) {
+      return invalid_argument_error(fmt::format(
+          "calibration: input \"{}\" takes batches of {} (the compile batch); the calibration "
+          "data holds {} samples in all: give at least {}, or compile with a dynamic batch",
+          in->name(), want, count, want));
+    }
+    if (samples >= 0 && count != samples) {
+      return invalid_argument_error(fmt::format(
+          "calibration: input \"{}\" has {} samples in all, another input {}; give each input "
+          "the same number of samples",
+          in->name(), count, samples));
+    }
+    samples = count;
+    out.resize(static_cast<size_t>(count / want));
+    for (size_t b = 0; b < out.size(); ++b) {
+      Tensor cut(t.dtype, graph_shape);
+      std::memcpy(cut.raw_data(), joined.data() + b * static_cast<size_t>(want) * sample_bytes,
+                  static_cast<size_t>(want) * sample_bytes);
+      out[b].emplace(in->name(), std::move(cut));
+    }
+  }
+  return out;
 }
 
 }  // namespace kiln::compiler

@@ -4,7 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <memory>
 #include <random>
+
+#include "compiler/ir/graph.h"
 
 namespace kiln::compiler {
 namespace {
@@ -80,6 +83,58 @@ TEST(CalibrationMethod, ParsesNamesAndRejectsOthers) {
   Result<CalibrationMethod> bad = parse_calibration_method("minmax");
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("max, percentile or entropy"), std::string::npos);
+}
+
+// A graph of one input x[batch, 3] (batch fixed at `batch`, or named when 0).
+std::shared_ptr<Graph> one_input(int64_t batch) {
+  auto g = std::make_shared<Graph>("g");
+  std::vector<Dim> dims = {batch > 0 ? Dim(batch) : Dim::symbolic("n"), Dim(3)};
+  Value* x = g->add_input("x", ValueType(TensorType(DType::kF32, dims)));
+  g->add_output(x);
+  return g;
+}
+
+CalibrationBatch samples(int64_t count, float first) {
+  Tensor t(DType::kF32, Shape{count, 3});
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = first + static_cast<float>(i);
+  return {{"x", t}};
+}
+
+TEST(Rebatch, JoinsAndCutsSamplesToTheCompileBatch) {
+  // Five files of one sample (values 0..2, 100..102, ...) for a model of batch 2: two batches.
+  std::vector<CalibrationBatch> files;
+  for (int i = 0; i < 5; ++i) files.push_back(samples(1, 100.0f * static_cast<float>(i)));
+  Result<std::vector<CalibrationBatch>> out = rebatch_calibration(*one_input(2), files);
+  ASSERT_TRUE(out.ok()) << out.status().to_string();
+  ASSERT_EQ(out->size(), 2u);
+  const Tensor& second = (*out)[1].at("x");
+  EXPECT_EQ(second.shape(), (Shape{2, 3}));
+  EXPECT_EQ(second.data<float>()[0], 200.0f);
+  EXPECT_EQ(second.data<float>()[5], 302.0f);
+  // One file of 4 samples for batch 2: split in two.
+  out = rebatch_calibration(*one_input(2), {samples(4, 0)});
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ(out->size(), 2u);
+  EXPECT_EQ((*out)[1].at("x").data<float>()[0], 6.0f);
+}
+
+TEST(Rebatch, KeepsDynamicAndMatchingBatchesAndSaysWhatIsMissing) {
+  std::vector<CalibrationBatch> files = {samples(1, 0), samples(3, 0)};
+  Result<std::vector<CalibrationBatch>> same = rebatch_calibration(*one_input(0), files);
+  ASSERT_TRUE(same.ok());
+  EXPECT_EQ((*same)[1].at("x").shape(), (Shape{3, 3}));
+  Result<std::vector<CalibrationBatch>> few = rebatch_calibration(*one_input(8), files);
+  ASSERT_FALSE(few.ok());
+  EXPECT_NE(few.status().message().find("input \"x\" takes batches of 8 (the compile batch); "
+                                        "the calibration data holds 4 samples in all"),
+            std::string::npos)
+      << few.status().message();
+  Result<std::vector<CalibrationBatch>> wide =
+      rebatch_calibration(*one_input(2), {{{"x", Tensor(DType::kF32, Shape{1, 4})}}, samples(2, 0)});
+  ASSERT_FALSE(wide.ok());
+  EXPECT_NE(wide.status().message().find("calibration batch 0: input \"x\" is f32[1,4]"),
+            std::string::npos)
+      << wide.status().message();
 }
 
 }  // namespace

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-// int8 post-training quantization: calibrate activation ranges on a target, then rewrite Conv,
-// MatMul and Gemm into standard ONNX QDQ form (per-tensor activations, per-channel weights).
+// int8 post-training quantization: calibrate activation ranges on a target, then rewrite the graph
+// into standard ONNX QDQ form (per-tensor activations, per-channel weights) the way ONNX Runtime's
+// quantize_static places it: every value an int8 op reads gets one QuantizeLinear ->
+// DequantizeLinear pair, so that the targets' QDQ fusion finds int8 regions end to end.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -12,6 +14,7 @@
 #include "compiler/ops/all_ops.h"
 #include "compiler/ops/infer.h"
 #include "compiler/passes/passes.h"
+#include "compiler/passes/rewrite.h"
 #include "compiler/quantize/calibration.h"
 #include "compiler/quantize/quantize.h"
 
@@ -23,6 +26,29 @@ namespace {
 struct Site {
   Node* node;
   int64_t axis;
+};
+
+// One input of a node that reads the int8 form of a value (through its DequantizeLinear).
+struct Reader {
+  Node* node;
+  int input;
+};
+
+// Where the QDQ pairs go: the weight sites, every value an int8 op reads (in order of first
+// read) with those reads, and the values whose scale is another's (a MaxPool's output is its
+// input's: max commutes with quantization, so the pool runs on the 8-bit data).
+struct Placement {
+  std::vector<Site> sites;
+  std::vector<Value*> values;
+  std::unordered_map<const Value*, std::vector<Reader>> readers;
+  std::unordered_map<const Value*, const Value*> shares;
+
+  void read(Node* node, int input) {
+    Value* v = node->input(input);
+    auto [it, added] = readers.try_emplace(v);
+    if (added) values.push_back(v);
+    it->second.push_back(Reader{node, input});
+  }
 };
 
 bool is_f32(const Value* v) {
@@ -51,6 +77,100 @@ std::optional<int64_t> weight_axis(const Node& node) {
     }
     default: return std::nullopt;
   }
+}
+
+// A computed f32 tensor whose every dim is a number or named (a dynamic batch): an activation a
+// residual Add or a pool may read in int8.
+bool is_activation(const Value* v) {
+  if (!is_f32(v) || v->constant_value() != nullptr || !v->tensor_type().has_rank()) return false;
+  for (const Dim& d : *v->tensor_type().dims) {
+    if (!d.known() && d.symbol.empty()) return false;
+  }
+  return true;
+}
+
+// Whether `node` was asked to stay in float (--int8-exclude: its name or its op's).
+bool excluded(const Node& node, const std::vector<std::string>& exclude) {
+  for (const std::string& e : exclude) {
+    if (e == node.name() || e == op_kind_name(node.kind())) return true;
+  }
+  return false;
+}
+
+// Whether `node` is a residual Add (two activations of one shape), a MaxPool with no indices
+// output or an op that moves elements (Reshape, Flatten, Transpose, Squeeze, Unsqueeze) -- ops
+// that run on 8-bit data when what they make is read in int8 too -- or a GlobalAveragePool, which
+// reads int8 (a network's last block then runs int8) and writes f32.
+bool is_int8_passage(const Node& node) {
+  switch (node.kind()) {
+    case OpKind::kAdd:
+      return node.num_inputs() == 2 && is_activation(node.input(0)) &&
+             is_activation(node.input(1)) &&
+             node.input(0)->tensor_type() == node.input(1)->tensor_type();
+    case OpKind::kGlobalAveragePool: return is_activation(node.input(0));
+    case OpKind::kReshape:
+    case OpKind::kFlatten:
+    case OpKind::kTranspose:
+    case OpKind::kSqueeze:
+    case OpKind::kUnsqueeze: return node.num_outputs() == 1 && is_activation(node.input(0));
+    case OpKind::kMaxPool:
+      return is_activation(node.input(0)) &&
+             (node.num_outputs() == 1 ||
+              (node.output(1)->uses().empty() && !is_graph_output(node.output(1))));
+    default: return false;
+  }
+}
+
+// Places the QDQ pairs: the input of Conv, MatMul and Gemm with constant weights (those in
+// `kinds`) and of a GlobalAveragePool, and both inputs of a residual Add and the input of a
+// MaxPool or element-moving op whose output (after a Relu, for the Add) an int8 op reads -- a pair where nothing after
+// reads int8 would only add a DequantizeLinear. The output of a MaxPool or of an op moving
+// elements takes its input's scale, so the targets run it on the 8-bit data.
+Placement place(Graph& graph, const std::unordered_set<OpKind>& kinds,
+                const std::vector<std::string>& exclude) {
+  std::unordered_set<const Node*> int8;
+  std::vector<Node*> order;
+  for (const auto& owned : graph.nodes()) order.push_back(owned.get());
+  for (auto it = order.rbegin(); it != order.rend(); ++it) {
+    Node* node = *it;
+    if (excluded(*node, exclude)) continue;
+    if (kinds.count(node->kind()) != 0) {
+      if (weight_axis(*node)) int8.insert(node);
+      continue;
+    }
+    if (!is_int8_passage(*node)) continue;
+    if (node->kind() == OpKind::kGlobalAveragePool) {
+      int8.insert(node);
+      continue;
+    }
+    const Value* out = node->output(0);
+    if (out->uses().size() == 1 && out->uses()[0].node->kind() == OpKind::kRelu) {
+      out = out->uses()[0].node->output(0);
+    }
+    for (const Use& u : out->uses()) {
+      if (int8.count(u.node) != 0) {
+        int8.insert(node);
+        break;
+      }
+    }
+  }
+  Placement p;
+  for (Node* node : order) {
+    if (int8.count(node) == 0) continue;
+    if (node->kind() == OpKind::kAdd) {
+      p.read(node, 0);
+      p.read(node, 1);
+    } else if (node->kind() == OpKind::kGlobalAveragePool) {
+      p.read(node, 0);
+    } else if (node->kind() != OpKind::kAdd && is_int8_passage(*node)) {
+      p.read(node, 0);
+      p.shares[node->output(0)] = node->input(0);
+    } else {
+      p.sites.push_back(Site{node, *weight_axis(*node)});
+      p.read(node, 0);
+    }
+  }
+  return p;
 }
 
 Result<std::unordered_set<OpKind>> int8_ops(const std::vector<std::string>& names) {
@@ -184,23 +304,17 @@ Result<Int8Report> quantize_int8(Graph& graph, const Target& target, int64_t cou
   }
   KILN_RETURN_IF_ERROR(PassManager(standard_passes()).run(graph));
 
-  std::vector<Site> sites;
-  std::vector<Value*> activations;  // distinct, in order of first use
-  for (const auto& node : graph.nodes()) {
-    if (kinds.count(node->kind()) == 0) continue;
-    std::optional<int64_t> axis = weight_axis(*node);
-    if (!axis) continue;
-    sites.push_back(Site{node.get(), *axis});
-    Value* x = node->input(0);
-    if (std::find(activations.begin(), activations.end(), x) == activations.end()) {
-      activations.push_back(x);
-    }
-  }
+  Placement placement = place(graph, kinds, options.exclude);
   Int8Report report;
   report.batches = count;
-  if (sites.empty()) return report;
+  if (placement.sites.empty()) return report;
 
-  // Calibration: a copy of the graph that also returns every activation to observe.
+  // Calibration: a copy of the graph that also returns every value to observe (the placed ones
+  // that take no other's scale).
+  std::vector<Value*> activations;
+  for (Value* v : placement.values) {
+    if (placement.shares.count(v) == 0) activations.push_back(v);
+  }
   std::unordered_map<const Value*, Value*> copies;
   std::shared_ptr<Graph> probe = clone_graph(graph, &copies);
   std::vector<int> input_index(activations.size(), -1);
@@ -239,9 +353,8 @@ Result<Int8Report> quantize_int8(Graph& graph, const Target& target, int64_t cou
     if (options.progress) options.progress(b + 1, count);
   }
 
-  // Rewrite into QDQ form.
-  std::unordered_map<const Value*, Value*> dequantized;
-  std::unordered_map<const Value*, Value*> weights;
+  // The scales: observed, or the scale of the value shared.
+  std::unordered_map<const Value*, ActivationScale> scales;
   for (size_t a = 0; a < activations.size(); ++a) {
     const RangeObserver& o = observers[a];
     ActivationScale s;
@@ -252,19 +365,31 @@ Result<Int8Report> quantize_int8(Graph& graph, const Target& target, int64_t cou
     s.threshold = o.threshold(options.method, options.percentile, s.is_unsigned ? 256 : 128);
     s.scale =
         s.threshold > 0 ? static_cast<float>(s.threshold / (s.is_unsigned ? 255.0 : 127.0)) : 1.0f;
+    scales.emplace(activations[a], s);
+  }
+  for (Value* v : placement.values) {
+    const Value* source = v;
+    while (placement.shares.count(source) != 0) source = placement.shares.at(source);
+    ActivationScale s = scales.at(source);
+    s.value = v->name();
+    scales.emplace(v, s);
     report.activations.push_back(s);
   }
-  for (const Site& site : sites) {
-    Node* node = site.node;
-    Value* x = node->input(0);
-    auto found = dequantized.find(x);
-    if (found == dequantized.end()) {
-      const size_t a = static_cast<size_t>(std::find(activations.begin(), activations.end(), x) -
-                                           activations.begin());
-      KILN_ASSIGN_OR_RETURN(Value * dq, add_qdq(graph, x, report.activations[a], node));
-      found = dequantized.emplace(x, dq).first;
+
+  // Rewrite into QDQ form: one pair per value, before its first int8 reader, which every int8
+  // reader then reads.
+  std::unordered_set<const Node*> int8_nodes;
+  for (Value* v : placement.values) {
+    const std::vector<Reader>& readers = placement.readers.at(v);
+    KILN_ASSIGN_OR_RETURN(Value * dq, add_qdq(graph, v, scales.at(v), readers.front().node));
+    for (const Reader& r : readers) {
+      r.node->set_input(r.input, dq);
+      int8_nodes.insert(r.node);
     }
-    node->set_input(0, found->second);
+  }
+  std::unordered_map<const Value*, Value*> weights;
+  for (const Site& site : placement.sites) {
+    Node* node = site.node;
     Value* w = node->input(1);
     auto wfound = weights.find(w);
     if (wfound == weights.end()) {
@@ -272,8 +397,8 @@ Result<Int8Report> quantize_int8(Graph& graph, const Target& target, int64_t cou
       wfound = weights.emplace(w, dq).first;
     }
     node->set_input(1, wfound->second);
-    ++report.quantized_nodes;
   }
+  report.quantized_nodes = static_cast<int>(int8_nodes.size());
   KILN_ASSIGN_OR_RETURN(bool removed, make_dead_code_elimination()->run(graph));
   (void)removed;
   return report;
@@ -282,9 +407,11 @@ Result<Int8Report> quantize_int8(Graph& graph, const Target& target, int64_t cou
 Result<Int8Report> quantize_int8(Graph& graph, const Target& target,
                                  const std::vector<CalibrationBatch>& calibration,
                                  const Int8Options& options) {
+  KILN_ASSIGN_OR_RETURN(std::vector<CalibrationBatch> batches,
+                        rebatch_calibration(graph, calibration));
   return quantize_int8(
-      graph, target, static_cast<int64_t>(calibration.size()),
-      [&](int64_t i) -> Result<CalibrationBatch> { return calibration[static_cast<size_t>(i)]; },
+      graph, target, static_cast<int64_t>(batches.size()),
+      [&](int64_t i) -> Result<CalibrationBatch> { return batches[static_cast<size_t>(i)]; },
       options);
 }
 

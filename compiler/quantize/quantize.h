@@ -78,6 +78,9 @@ struct Int8Options {
   // Op names as for resolve_quantize_ops among Conv, MatMul and Gemm (MIGraphX: "convolution",
   // "dot"); empty: all three.
   std::vector<std::string> ops;
+  // Nodes to keep in float: node names or op names ("Add", "MaxPool", "Conv"); an excluded node
+  // reads and writes f32 (its neighbours still quantize what they read).
+  std::vector<std::string> exclude;
   CalibrationMethod method = CalibrationMethod::kMax;
   double percentile = 99.99;  // kPercentile: which percentile of |x|, in (0, 100]
   int bins = 2048;            // histogram bins for kPercentile and kEntropy
@@ -106,21 +109,33 @@ struct Int8Report {
 // Reads calibration batch `index` (0 <= index < count).
 using CalibrationReader = std::function<Result<CalibrationBatch>(int64_t index)>;
 
-// Post-training int8 quantization. Runs the standard clean-up passes in fp32, compiles a copy of
-// the graph for `target` that also returns the input activations of every selected node, runs it
-// on the `count` calibration batches to find each activation's range with `method`, then rewrites
-// every selected node with a constant weight into standard ONNX QDQ form:
+// Post-training int8 quantization. Runs the standard clean-up passes in fp32, places QDQ pairs as
+// ONNX Runtime's quantize_static does -- on every value an int8 op reads: the inputs of the
+// selected nodes with a constant weight, of residual Adds, MaxPools and element-moving ops whose
+// outputs an int8 op reads in turn, and of GlobalAveragePools -- compiles a copy of the graph for
+// `target` that also returns those values, runs it on the `count` calibration batches to find
+// each one's range with `method` (a MaxPool's or element-moving op's output takes its input's),
+// then rewrites the graph into standard ONNX QDQ form:
 //   activation -> QuantizeLinear(scale, zero point 0; u8 when never negative, else s8)
-//              -> DequantizeLinear -> node
+//              -> DequantizeLinear -> every int8 reader
 //   weight     -> int8 constant (symmetric, per output channel, in [-127, 127])
 //              -> DequantizeLinear(axis = the output-channel axis, per-channel scales) -> node
 // Biases stay float. Scales are graph constants, so they are stored in artifacts. Fails naming
 // the batch and input when calibration data does not match the graph.
 Result<Int8Report> quantize_int8(Graph& graph, const Target& target, int64_t count,
                                  const CalibrationReader& read, const Int8Options& options = {});
-// The same over batches held in memory (MIGraphX's calibration parameter maps).
+// The same over batches held in memory (MIGraphX's calibration parameter maps), rebatched first
+// (rebatch_calibration).
 Result<Int8Report> quantize_int8(Graph& graph, const Target& target,
                                  const std::vector<CalibrationBatch>& calibration,
                                  const Int8Options& options = {});
+
+// Calibration batches of the batch size `graph` takes: where an input's first dim is a fixed B
+// and the batches hold another number of samples (files of one image for a model compiled at
+// batch 256), their samples are joined and cut into batches of B, the last partial one left out.
+// Batches of a dynamic first dim, or of B already, stay as they are. Fails naming the input when
+// the batches hold fewer than B samples in all, or other dims than the graph's.
+Result<std::vector<CalibrationBatch>> rebatch_calibration(const Graph& graph,
+                                                          std::vector<CalibrationBatch> batches);
 
 }  // namespace kiln::compiler

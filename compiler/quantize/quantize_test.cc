@@ -2,6 +2,7 @@
 // fp16/bf16 conversion and int8 QDQ rewriting: the IR before and after, and the numbers.
 #include "compiler/quantize/quantize.h"
 
+#include <map>
 #include <random>
 
 #include "compiler/passes/pass_test_util.h"
@@ -139,8 +140,9 @@ TEST(Int8, WritesQdqWithPerChannelWeightsAndCalibratedScales) {
   Result<Int8Report> report = quantize_int8(g, **target, data, options);
   ASSERT_TRUE(report.ok()) << report.status().to_string();
   EXPECT_EQ(reported, 3);
-  EXPECT_EQ(report->quantized_nodes, 2);
-  ASSERT_EQ(report->activations.size(), 2u);
+  // The Conv, the Gemm, and the Flatten between them (which moves 8-bit data).
+  EXPECT_EQ(report->quantized_nodes, 3);
+  ASSERT_EQ(report->activations.size(), 3u);
   // x is signed: s8 with scale max|x| / 127 over all batches.
   double max_abs = 0;
   for (const auto& batch : data) {
@@ -148,9 +150,14 @@ TEST(Int8, WritesQdqWithPerChannelWeightsAndCalibratedScales) {
   }
   EXPECT_FALSE(report->activations[0].is_unsigned);
   EXPECT_FLOAT_EQ(report->activations[0].scale, static_cast<float>(max_abs / 127));
-  // The Gemm input comes after Relu: u8.
+  // The Flatten's input comes after Relu: u8; the Flatten's output, which the Gemm reads, takes
+  // its scale.
+  EXPECT_EQ(report->activations[1].value, "relu");
   EXPECT_TRUE(report->activations[1].is_unsigned);
   EXPECT_EQ(report->activations[1].min, 0.0);
+  EXPECT_EQ(report->activations[2].value, "flat");
+  EXPECT_EQ(report->activations[2].scale, report->activations[1].scale);
+  EXPECT_TRUE(report->activations[2].is_unsigned);
 
   const std::string ir = print_graph(g);
   EXPECT_NE(ir.find("%x_QuantizeLinear: i8[2,2,5,5] = QuantizeLinear[axis=1](%x, %x_scale, "
@@ -167,6 +174,77 @@ TEST(Int8, WritesQdqWithPerChannelWeightsAndCalibratedScales) {
             std::string::npos)
       << ir;
   EXPECT_TRUE(verify_graph(g).ok());
+}
+
+// x -> Conv -> Relu -> MaxPool -> Conv (c1) -> Add(c1, pooled) -> Relu -> Conv -> GAP, plus a
+// second Add of two activations whose output only a Softmax reads.
+void build_residual(Graph& g) {
+  GraphBuilder b(g);
+  Value* x = b.input("x", f32({1, 4, 8, 8}));
+  auto conv = [&](Value* in, int64_t out, int seed, const std::string& name) {
+    ops::Conv op;
+    op.pads = std::vector<int64_t>{1, 1, 1, 1};
+    const int64_t in_channels = in->tensor_type().shape()[1];
+    Value* w = b.constant(filled(Shape{out, in_channels, 3, 3}, seed, -0.3f, 0.3f), name + "_w");
+    return b.add(Op(op), {in, w}, name);
+  };
+  Value* stem = b.add(Op(ops::Relu{}), {conv(x, 8, 1, "stem")}, "stem_relu");
+  ops::MaxPool pool;
+  pool.kernel_shape = std::vector<int64_t>{2, 2};
+  pool.strides = std::vector<int64_t>{2, 2};
+  Value* pooled = b.add(Op(pool), {stem}, "pool");
+  Value* c1 = conv(pooled, 8, 2, "c1");
+  Value* sum = b.add(Op(ops::Relu{}), {b.add(Op(ops::Add{}), {c1, pooled}, "add")}, "add_relu");
+  Value* c2 = conv(sum, 8, 3, "c2");
+  b.output(b.add(Op(ops::GlobalAveragePool{}), {c2}, "gap"));
+  Value* other = b.add(Op(ops::Add{}), {c1, c2}, "float_add");
+  b.output(b.add(Op(ops::Softmax{}), {other}, "soft"));
+}
+
+TEST(Int8, QuantizesResidualAddsPoolsAndWhatEndsInAnInt8Reader) {
+  Graph g("residual");
+  build_residual(g);
+  auto target = make_target("ref");
+  std::vector<CalibrationBatch> data;
+  for (int i = 0; i < 2; ++i) data.push_back({{"x", filled(Shape{1, 4, 8, 8}, 50 + i, -1, 1)}});
+  Result<Int8Report> report = quantize_int8(g, **target, data);
+  ASSERT_TRUE(report.ok()) << report.status().to_string();
+  std::map<std::string, ActivationScale> scales;
+  for (const ActivationScale& a : report->activations) scales[a.value] = a;
+  // Read in int8: the convolutions' inputs, the MaxPool's, both of the residual Add's and the
+  // GlobalAveragePool's; not the Add only a Softmax reads.
+  for (const char* v : {"x", "stem_relu", "pool", "c1", "add_relu", "c2"}) {
+    EXPECT_EQ(scales.count(v), 1u) << v;
+  }
+  EXPECT_EQ(scales.size(), 6u);
+  EXPECT_EQ(scales["pool"].scale, scales["stem_relu"].scale);  // the MaxPool moves 8-bit data
+  EXPECT_TRUE(scales["add_relu"].is_unsigned);
+  EXPECT_FALSE(scales["c1"].is_unsigned);
+  // Conv x3, MaxPool, the residual Add, GlobalAveragePool.
+  EXPECT_EQ(report->quantized_nodes, 6);
+  const std::string ir = print_graph(g);
+  EXPECT_NE(ir.find("= Add(%c1_DequantizeLinear, %pool_DequantizeLinear)"), std::string::npos)
+      << ir;
+  EXPECT_NE(ir.find("%float_add: f32[1,8,4,4] = Add(%c1, %c2)"), std::string::npos) << ir;
+  EXPECT_TRUE(verify_graph(g).ok());
+}
+
+TEST(Int8, ExcludedNodesAndOpsStayInFloat) {
+  for (const std::vector<std::string>& exclude :
+       std::vector<std::vector<std::string>>{{"add"}, {"Add"}}) {
+    Graph g("residual");
+    build_residual(g);
+    auto target = make_target("ref");
+    Int8Options options;
+    options.exclude = exclude;
+    std::vector<CalibrationBatch> data = {{{"x", filled(Shape{1, 4, 8, 8}, 7, -1, 1)}}};
+    Result<Int8Report> report = quantize_int8(g, **target, data, options);
+    ASSERT_TRUE(report.ok()) << report.status().to_string();
+    const std::string ir = print_graph(g);
+    EXPECT_EQ(ir.find("%c1_QuantizeLinear"), std::string::npos) << ir;
+    EXPECT_NE(ir.find("= Add(%c1, %pool)"), std::string::npos) << ir;
+    EXPECT_EQ(report->quantized_nodes, 5);  // the Add is left out
+  }
 }
 
 TEST(Int8, QuantizedGraphStaysCloseToFp32) {

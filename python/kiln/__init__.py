@@ -101,15 +101,17 @@ def quantize_bf16(prog, ins_names=("all",)):
 
 
 def quantize_int8(prog, t, calibration=(), ins_names=("dot", "convolution"), method="max",
-                  percentile=99.99, progress=False):
+                  percentile=99.99, progress=False, exclude=()):
     """Post-training int8 quantization of the parsed program ``prog`` in place (MIGraphX's
     ``quantize_int8``): runs ``prog`` on target ``t`` over ``calibration`` (a list of
     ``{input name: array}`` dicts), picks each activation's range with ``method`` ("max",
-    "percentile" with ``percentile``, or "entropy"), and rewrites the ``ins_names`` ops ("dot":
-    MatMul and Gemm, "convolution": Conv) into ONNX QDQ form: per-tensor u8/s8 activations and
-    symmetric per-channel int8 weights. ``progress`` draws a bar on stderr. Compile afterwards."""
+    "percentile" with ``percentile``, or "entropy"), and rewrites the graph into ONNX QDQ form:
+    the ``ins_names`` ops ("dot": MatMul and Gemm, "convolution": Conv) with symmetric
+    per-channel int8 weights, and per-tensor u8/s8 activations wherever an int8 op reads one
+    (residual Adds, pools and reshapes between them included). ``exclude`` lists node names or op
+    names to keep in float. ``progress`` draws a bar on stderr. Compile afterwards."""
     _kiln._quantize_int8(prog, t, list(calibration), _names(ins_names), method, float(percentile),
-                         bool(progress))
+                         bool(progress), [str(e) for e in exclude])
 
 
 def generate_argument(s, seed=0):

@@ -500,7 +500,7 @@ void bind_compiler(py::module_& m) {
       "_quantize_int8",
       [](Program& p, const compiler::Target& t, const py::list& calibration,
          const std::vector<std::string>& ops, const std::string& method, double percentile,
-         bool progress) {
+         bool progress, const std::vector<std::string>& exclude) {
         compiler::Graph& g = p.graph_to_quantize("quantize_int8");
         std::vector<compiler::CalibrationBatch> batches;
         for (size_t i = 0; i < calibration.size(); ++i) {
@@ -523,6 +523,7 @@ void bind_compiler(py::module_& m) {
         }
         compiler::Int8Options options;
         options.ops = ops;
+        options.exclude = exclude;
         options.method = unwrap(compiler::parse_calibration_method(method));
         options.percentile = percentile;
         ProgressBar bar(fmt::format("calibrating ({})", method));
@@ -533,7 +534,8 @@ void bind_compiler(py::module_& m) {
         }();
         unwrap(std::move(report));
       },
-      "p"_a, "t"_a, "calibration"_a, "ops"_a, "method"_a, "percentile"_a, "progress"_a);
+      "p"_a, "t"_a, "calibration"_a, "ops"_a, "method"_a, "percentile"_a, "progress"_a,
+      "exclude"_a);
 
   m.def("save", &save_program, "p"_a, "filename"_a,
         "Writes a compiled program as a .kiln artifact.");

@@ -76,16 +76,36 @@ TEST_F(QuantizeCli, Int8ArtifactKeepsItsScalesAndRuns) {
   EXPECT_NE(c.output.find("in int8 (percentile)"), std::string::npos) << c.output;
   KilnRun p = run_kiln("print " + path("digits_int8.kiln"));
   ASSERT_EQ(p.exit_code, 0) << p.output;
+  // On cpu the convolutions are integer ops holding their int8 weights; the Gemms, whose outputs
+  // are not quantized, hold their weights dequantized once at compile time.
   for (const char* expected :
        {"# calibration-method: percentile", "--percentile 99.9", "i8[16,8,3,3]",
-        "DequantizeLinear[axis=0](%2.weight_quantized, %2.weight_scale",
-        "u8[batch,1,8,8] = QuantizeLinear"}) {
+        "= QLinearConv[", "%2.weight_quantized", "u8[batch,1,8,8] = QuantizeLinear",
+        "_DequantizeLinear_folded"}) {
     EXPECT_NE(p.output.find(expected), std::string::npos) << expected << "\n" << p.output;
   }
   KilnRun r =
       run_kiln("run " + path("digits_int8.kiln") + " --input image=" + path("test/03_label3.npy"));
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("logits: f32[1,10]"), std::string::npos) << r.output;
+}
+
+// --int8-exclude keeps the nodes or op kinds named in float; the rest is still quantized where an
+// int8 op reads it.
+TEST_F(QuantizeCli, Int8ExcludeKeepsNamedOpsInFloat) {
+  KilnRun c = run_kiln("compile " + kModel + " --int8 --calibration " + path("calibration") +
+                       " --int8-exclude Gemm,/4/MaxPool -o " + path("digits_part.kiln"));
+  ASSERT_EQ(c.exit_code, 0) << c.output;
+  KilnRun p = run_kiln("print " + path("digits_part.kiln"));
+  ASSERT_EQ(p.exit_code, 0) << p.output;
+  EXPECT_NE(p.output.find("--int8-exclude Gemm"), std::string::npos) << p.output;
+  EXPECT_NE(p.output.find("QLinearConv"), std::string::npos) << p.output;  // /0/Conv
+  // /2/Conv reads int8 but writes f32 (the MaxPool after it stays in float): its weights are
+  // dequantized once, at compile time.
+  EXPECT_NE(p.output.find("%2.weight_DequantizeLinear_folded: f32[16,8,3,3]"), std::string::npos)
+      << p.output;
+  EXPECT_EQ(p.output.find("i8[32,256]"), std::string::npos) << p.output;  // the Gemms' weights
+  EXPECT_EQ(p.output.find("MaxPool_output_0_QuantizeLinear"), std::string::npos) << p.output;
 }
 
 TEST_F(QuantizeCli, VerifyReportsAgreementAndAccuracyAsJson) {

@@ -169,6 +169,9 @@ class CpuTarget final : public Target {
     passes.push_back(make_layer_norm_fusion());
     // Quantized regions become integer ops (oneDNN int8 kernels) before the second clean-up.
     passes.push_back(make_qdq_fusion());
+    // Quantized weights no integer op took run as f32 constants (packed once), not dequantized
+    // at every run.
+    passes.push_back(make_constant_folding(int64_t{1} << 24, /*quantized_weights=*/true));
     for (auto& pass : standard_passes()) passes.push_back(std::move(pass));
     passes.push_back(make_pool_before_pointwise_conv());
     // Before the Relus are fused: a split Conv's Relu follows the sum of its pieces.

@@ -22,8 +22,19 @@ namespace {
 using dnnl::memory;
 using Arg = PrimitiveStep::Arg;
 
+// Whether `a` and `b` are static 8-bit tensors of one type (a MaxPool of quantized data).
+bool same_8bit(const Value* a, const Value* b) {
+  auto eight = [](const Value* v) {
+    return v != nullptr && v->type().is_tensor() && v->tensor_type().is_static() &&
+           (v->tensor_type().dtype == DType::kU8 || v->tensor_type().dtype == DType::kI8);
+  };
+  return eight(a) && eight(b) && dtype(a) == dtype(b);
+}
+
 bool lower_pool(ProgramBuilder& b, const Node& node) {
-  if (!same_float({node.input(0), node.output(0)})) return false;
+  const bool int8_max =
+      node.kind() == OpKind::kMaxPool && same_8bit(node.input(0), node.output(0));
+  if (!int8_max && !same_float({node.input(0), node.output(0)})) return false;
   const memory::desc src = b.layout_of(node.input(0));
   std::optional<dnnl::pooling_v2_forward::desc> desc =
       pool_desc(node, src, any_desc(node.output(0)->tensor_type().shape(), dtype(node.output(0))));

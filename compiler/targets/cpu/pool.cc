@@ -102,10 +102,21 @@ std::unique_ptr<ref::NodeKernel> build_pool(const Node& node, const dnnl::engine
 
 std::optional<dnnl::pooling_v2_forward::desc> pool_desc(const Node& node, const memory::desc& src,
                                                         const memory::desc& dst) {
-  std::optional<StaticShapes> shapes = pool_shapes(node);
-  if (!shapes) return std::nullopt;
-  const Shape& x = *shapes->inputs[0];
-  const Shape& y = shapes->output;
+  // The shapes whatever the element type: the Program pools f32, bf16 and (max) 8-bit data.
+  auto static_shape = [](const Value* v) -> std::optional<Shape> {
+    if (v == nullptr || !v->type().is_tensor() || !v->tensor_type().is_static()) {
+      return std::nullopt;
+    }
+    return v->tensor_type().shape();
+  };
+  if (node.num_inputs() < 1 || node.num_outputs() < 1) return std::nullopt;
+  const std::optional<Shape> in = static_shape(node.input(0));
+  const std::optional<Shape> out = static_shape(node.output(0));
+  if (!in || !out || in->rank() < 3 || in->rank() > 5 || out->rank() != in->rank()) {
+    return std::nullopt;
+  }
+  const Shape& x = *in;
+  const Shape& y = *out;
   std::optional<PoolSpec> spec = pool_spec(node, spatial(x));
   if (!spec) return std::nullopt;
   const WindowGeometry& g = spec->geometry;

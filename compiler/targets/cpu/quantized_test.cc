@@ -4,12 +4,14 @@
 // step (int32 outputs exactly), and run as int8 oneDNN steps.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <random>
 
 #include "compiler/ir/builder.h"
 #include "compiler/ir/printer.h"
 #include "compiler/ops/all_ops.h"
+#include "compiler/quantize/quantize.h"
 #include "compiler/targets/cpu/cpu_target.h"
 #include "compiler/targets/cpu/program.h"
 
@@ -288,6 +290,68 @@ TEST(CpuQuantized, QdqConvRegionRunsOnIntegerKernels) {
   EXPECT_EQ(print_graph(cpu.exe->graph()).find("= Conv"), std::string::npos);
   // One output step is 0.02: f32 emulation and integer kernels round differently at most once.
   expect_close(ref.out, cpu.out, 0.02 + 1e-6, 0.02);
+}
+
+// kiln's own int8 flow (quantize_int8 on cpu) over a residual block: x -> Conv -> Relu -> MaxPool
+// -> Conv -> Relu -> Conv, + the pooled input, -> Relu -> GlobalAveragePool. Every convolution,
+// the MaxPool and the residual Add run on 8-bit data; the output stays close to fp32's.
+std::shared_ptr<Graph> residual_block() {
+  auto graph = std::make_shared<Graph>("residual");
+  GraphBuilder b(*graph);
+  Value* x = b.input("x", TensorType(DType::kF32, Shape{1, 8, 16, 16}));
+  uint32_t seed = 40;
+  auto conv = [&](Value* in, int64_t k) {
+    ops::Conv op;
+    op.pads = std::vector<int64_t>{k / 2, k / 2, k / 2, k / 2};
+    const float bound = 1.0f / std::sqrt(static_cast<float>(16 * k * k));
+    Value* w = b.constant(random_f32(Shape{16, in->tensor_type().shape()[1], k, k}, -bound, bound,
+                                     ++seed));
+    return b.add(Op(op), {in, w, b.constant(random_f32(Shape{16}, -0.1f, 0.1f, ++seed))});
+  };
+  Value* stem = b.add(Op(ops::Relu{}), {conv(x, 3)});
+  ops::MaxPool pool;
+  pool.kernel_shape = std::vector<int64_t>{2, 2};
+  pool.strides = std::vector<int64_t>{2, 2};
+  Value* pooled = b.add(Op(pool), {stem});
+  Value* inner = b.add(Op(ops::Relu{}), {conv(pooled, 3)});
+  Value* sum = b.add(Op(ops::Add{}), {conv(inner, 1), pooled});
+  b.output(b.add(Op(ops::GlobalAveragePool{}), {b.add(Op(ops::Relu{}), {sum})}));
+  return graph;
+}
+
+TEST(CpuQuantized, OwnInt8FlowRunsAResidualBlockOnIntegerKernels) {
+  auto target = make_target("cpu");
+  ASSERT_TRUE(target.ok());
+  std::vector<CalibrationBatch> calibration;
+  for (uint32_t i = 0; i < 4; ++i) {
+    calibration.push_back({{"x", random_f32(Shape{1, 8, 16, 16}, -1.0f, 1.0f, 70 + i)}});
+  }
+  std::shared_ptr<Graph> quantized = residual_block();
+  Result<Int8Report> report = quantize_int8(*quantized, **target, calibration);
+  ASSERT_TRUE(report.ok()) << report.status().to_string();
+  auto exe = compile(quantized, **target);
+  ASSERT_TRUE(exe.ok()) << exe.status().to_string();
+  expect_steps(**exe, "QLinearConv int8", 3);
+  expect_steps(**exe, "Add int8", 1);
+  expect_steps(**exe, "MaxPool", 1);
+  const std::string ir = print_graph((*exe)->graph());
+  EXPECT_NE(ir.find("u8[1,16,8,8] = MaxPool"), std::string::npos) << ir;
+  EXPECT_EQ(ir.find("= Conv["), std::string::npos) << ir;
+
+  auto plain = compile(residual_block(), **target);
+  ASSERT_TRUE(plain.ok()) << plain.status().to_string();
+  const Tensor x = random_f32(Shape{1, 8, 16, 16}, -1.0f, 1.0f, 99);
+  auto want = (*plain)->run({Argument(x)});
+  auto got = (*exe)->run({Argument(x)});
+  ASSERT_TRUE(want.ok() && got.ok());
+  auto a = (*want)[0].tensor().span<float>();
+  auto g = (*got)[0].tensor().span<float>();
+  double worst = 0, largest = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    worst = std::max<double>(worst, std::abs(a[i] - g[i]));
+    largest = std::max<double>(largest, std::abs(a[i]));
+  }
+  EXPECT_LT(worst, 0.05 * largest) << worst << " of " << largest;
 }
 
 }  // namespace
