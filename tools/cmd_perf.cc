@@ -31,6 +31,7 @@ using Ms = std::chrono::duration<double, std::milli>;
 struct Options {
   std::string model;
   std::string target = "cpu";
+  bool target_given = false;  // --target on the command line (an artifact names its own)
   int threads = 0;
   int iterations = 20;
   int warmup = 3;
@@ -254,13 +255,23 @@ Status run_turns(const std::function<Status(int)>& turn) {
   return Status();
 }
 
-int run_perf(const Options& opts) {
+int run_perf(Options opts) {
   if (opts.iterations < 1 || opts.warmup < 0 || opts.threads < 0) {
     return report_error(invalid_argument_error(
         "perf: --iterations must be at least 1, --warmup and --threads at least 0"));
   }
   auto prepared = prepare_model(opts.model, opts.inputs);
   if (!prepared.ok()) return report_error(prepared.status());
+  // An artifact runs on the target it was compiled for: --target may only repeat it.
+  if (prepared->executable) {
+    if (opts.target_given && opts.target != prepared->artifact.target) {
+      return report_error(invalid_argument_error(fmt::format(
+          "{} was compiled for target {}; it cannot run on --target {}: drop --target, or "
+          "compile the .onnx model for {} with kiln compile",
+          opts.model, prepared->artifact.target, opts.target, opts.target)));
+    }
+    opts.target = prepared->artifact.target;
+  }
   if (opts.inputs.batch > 0) {
     const compiler::Graph& g =
         prepared->executable ? prepared->executable->graph() : *prepared->model->graph;
@@ -468,8 +479,10 @@ CommandAction add_perf_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "perf", "Time a compiled model: median/p90 latency, throughput, time per op kind and step");
   cmd->add_option("model", opts->model, "the .onnx model")->required();
-  cmd->add_option("--target", opts->target, "cpu, cuda, ref, or another target this build has")
-      ->capture_default_str();
+  CLI::Option* target = cmd->add_option("--target", opts->target,
+                                        "cpu, cuda, ref, or another target this build has (an "
+                                        "artifact's own by default)")
+                            ->capture_default_str();
   cmd->add_option("--batch", opts->inputs.batch,
                   "size of every dynamic input dim (the batch) not given by --input-shape");
   cmd->add_option("--threads", opts->threads, "intra-op threads; 0: the physical cores")
@@ -499,7 +512,10 @@ CommandAction add_perf_command(CLI::App& app) {
                 "ends (then the usual report over all of them); for a driver alternating kiln "
                 "with another runtime (bench/cpu_vs_ort)");
   add_quantize_flags(cmd, &opts->quantize, true);
-  return [opts] { return run_perf(*opts); };
+  return [opts, target] {
+    opts->target_given = target->count() > 0;
+    return run_perf(*opts);
+  };
 }
 
 }  // namespace kiln::tools

@@ -19,9 +19,20 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "cpu_vs_ort"))
-from compare import git_commit, run_json  # noqa: E402
+from compare import git_commit  # noqa: E402
 
 SHAPES = {"resnet50": [3, 224, 224], "mobilenet_v2": [3, 224, 224], "bert_encoder": [128, 768]}
+
+
+def run_json(cmd, env):
+    """The last JSON line `cmd` prints, or None and the error's last line."""
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    if proc.returncode != 0:
+        return None, (proc.stderr.strip() or proc.stdout.strip()).splitlines()[-1:]
+    for line in reversed(proc.stdout.splitlines()):
+        if line.startswith("{"):
+            return json.loads(line), None
+    return None, ["no JSON line in the output"]
 
 
 def own_int8(kiln, fp32, calibration, out, env):

@@ -52,9 +52,11 @@ std::unique_ptr<Pass> make_layer_norm_fusion();
 // DequantizeLinear(w), bias)) (a Relu before the QuantizeLinear absorbed when its zero point is
 // the type's lowest value) to QLinearConv, the same around MatMul to QLinearMatMul, and drops
 // QuantizeLinear(DequantizeLinear(x)) pairs of equal parameters, also around ops that only move
-// elements (Reshape, Flatten, Transpose, Squeeze, Unsqueeze). Activations need per-tensor constant
-// parameters; weights are 8-bit constants with per-tensor or per-output-channel scales.
-std::unique_ptr<Pass> make_qdq_fusion();
+// elements (Reshape, Flatten, Transpose, Squeeze, Unsqueeze), and with `max_pools` around MaxPool
+// (for a target with 8-bit max pooling: the cpu target's; the cuda target lowers DQ -> MaxPool ->
+// Q itself). Activations need per-tensor constant parameters; weights are 8-bit constants with
+// per-tensor or per-output-channel scales.
+std::unique_ptr<Pass> make_qdq_fusion(bool max_pools = false);
 
 // Replaces an If whose condition is a constant by the nodes of the branch it takes (inside
 // subgraphs too); a graph output the If returned keeps its name.

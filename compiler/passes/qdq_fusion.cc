@@ -430,9 +430,10 @@ bool same_params(const TensorParams& a, const TensorParams& b) {
 }
 
 // Q(DQ(x)) with equal parameters is x; so is Q(op(DQ(x))) = op(x) for ops that only move or
-// select elements (Reshape, Flatten, Transpose, Squeeze, Unsqueeze, Identity), and for MaxPool:
-// Q is monotonic, so the maximum of the quantized window is the quantized maximum.
-Result<bool> elide_pair(Graph& graph, Node* q) {
+// select elements (Reshape, Flatten, Transpose, Squeeze, Unsqueeze, Identity), and with
+// `max_pools` for MaxPool: Q is monotonic, so the maximum of the quantized window is the quantized
+// maximum.
+Result<bool> elide_pair(Graph& graph, Node* q, bool max_pools) {
   if (q->kind() != OpKind::kQuantizeLinear) return false;
   std::optional<TensorParams> yp = tensor_params(*q);
   if (!yp) return false;
@@ -451,6 +452,7 @@ Result<bool> elide_pair(Graph& graph, Node* q) {
     case OpKind::kUnsqueeze:
     case OpKind::kIdentity: break;
     case OpKind::kMaxPool:
+      if (!max_pools) return false;
       if (op->num_outputs() > 1 &&
           (!op->output(1)->uses().empty() || is_graph_output(op->output(1)))) {
         return false;  // its indices are read
@@ -518,17 +520,23 @@ Result<bool> clip_in_integers(Graph& graph, Node* q) {
 
 class QdqFusion final : public Pass {
  public:
+  explicit QdqFusion(bool max_pools) : max_pools_(max_pools) {}
   std::string_view name() const override { return "qdq_fusion"; }
   Result<bool> run(Graph& graph) override {
+    const bool max_pools = max_pools_;
+    auto elide = [max_pools](Graph& g, Node* q) { return elide_pair(g, q, max_pools); };
     return rewrite_to_fixpoint(graph,
-                               {fuse_conv, fuse_matmul, fuse_linear, elide_pair, clip_in_integers});
+                               {fuse_conv, fuse_matmul, fuse_linear, elide, clip_in_integers});
   }
+
+ private:
+  bool max_pools_;
 };
 
 }  // namespace
 
-std::unique_ptr<Pass> make_qdq_fusion() {
-  return std::make_unique<QdqFusion>();
+std::unique_ptr<Pass> make_qdq_fusion(bool max_pools) {
+  return std::make_unique<QdqFusion>(max_pools);
 }
 
 }  // namespace kiln::compiler

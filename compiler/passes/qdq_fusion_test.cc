@@ -126,7 +126,7 @@ TEST(QdqFusion, RunsAMaxPoolBetweenEqualParametersOnTheEightBitData) {
     build_qdq_pool(*g, scale, indices);
     auto original = std::make_shared<Graph>("pool");
     build_qdq_pool(*original, scale, indices);
-    ASSERT_TRUE(make_qdq_fusion()->run(*g).ok());
+    ASSERT_TRUE(make_qdq_fusion(/*max_pools=*/true)->run(*g).ok());
     ASSERT_TRUE(make_dead_code_elimination()->run(*g).ok());
     const std::string printed = print_graph(*g);
     EXPECT_EQ(printed.find("MaxPool") != std::string::npos &&
@@ -144,6 +144,15 @@ TEST(QdqFusion, RunsAMaxPoolBetweenEqualParametersOnTheEightBitData) {
       EXPECT_EQ(want.data<float>()[i], got.data<float>()[i]) << i;
     }
   }
+}
+
+TEST(QdqFusion, LeavesMaxPoolsToTargetsThatDoNotAskForThem) {
+  auto g = std::make_shared<Graph>("pool");
+  build_qdq_pool(*g, 0.04f, false);
+  ASSERT_TRUE(make_qdq_fusion()->run(*g).ok());
+  const std::string printed = print_graph(*g);
+  EXPECT_NE(printed.find("f32[1,2,3,3] = MaxPool"), std::string::npos) << printed;
+  EXPECT_EQ(printed.find("u8[1,2,3,3] = MaxPool"), std::string::npos) << printed;
 }
 
 TEST(QdqFusion, RewritesQdqMatMulAndLeavesARelu) {

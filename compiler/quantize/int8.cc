@@ -354,6 +354,7 @@ Result<Int8Report> quantize_int8(Graph& graph, const Target& target, int64_t cou
   }
 
   // The scales: observed, or the scale of the value shared.
+  const bool symmetric = options.symmetric_activations.value_or(target.name() == "cuda");
   std::unordered_map<const Value*, ActivationScale> scales;
   for (size_t a = 0; a < activations.size(); ++a) {
     const RangeObserver& o = observers[a];
@@ -361,7 +362,7 @@ Result<Int8Report> quantize_int8(Graph& graph, const Target& target, int64_t cou
     s.value = activations[a]->name();
     s.min = o.min();
     s.max = o.max();
-    s.is_unsigned = o.min() >= 0;
+    s.is_unsigned = !symmetric && o.min() >= 0;
     s.threshold = o.threshold(options.method, options.percentile, s.is_unsigned ? 256 : 128);
     s.scale =
         s.threshold > 0 ? static_cast<float>(s.threshold / (s.is_unsigned ? 255.0 : 127.0)) : 1.0f;

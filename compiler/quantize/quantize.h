@@ -8,6 +8,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -81,6 +82,10 @@ struct Int8Options {
   // Nodes to keep in float: node names or op names ("Add", "MaxPool", "Conv"); an excluded node
   // reads and writes f32 (its neighbours still quantize what they read).
   std::vector<std::string> exclude;
+  // Every activation s8 with zero point 0 (symmetric), never-negative ones too, which then use half
+  // the range: what the cuda target's int8 kernels take (centered s8). Unset: true for the cuda
+  // target, else u8 for never-negative activations.
+  std::optional<bool> symmetric_activations;
   CalibrationMethod method = CalibrationMethod::kMax;
   double percentile = 99.99;  // kPercentile: which percentile of |x|, in (0, 100]
   int bins = 2048;            // histogram bins for kPercentile and kEntropy

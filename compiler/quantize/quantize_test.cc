@@ -229,6 +229,24 @@ TEST(Int8, QuantizesResidualAddsPoolsAndWhatEndsInAnInt8Reader) {
   EXPECT_TRUE(verify_graph(g).ok());
 }
 
+// Symmetric activations (the cuda target's default): every pair s8 with zero point 0, the
+// never-negative ones too, scale = max|x| / 127.
+TEST(Int8, SymmetricActivationsAreSignedWithZeroPointZero) {
+  Graph g("residual");
+  build_residual(g);
+  auto target = make_target("ref");
+  Int8Options options;
+  options.symmetric_activations = true;
+  std::vector<CalibrationBatch> data = {{{"x", filled(Shape{1, 4, 8, 8}, 7, -1, 1)}}};
+  Result<Int8Report> report = quantize_int8(g, **target, data, options);
+  ASSERT_TRUE(report.ok()) << report.status().to_string();
+  for (const ActivationScale& a : report->activations) {
+    EXPECT_FALSE(a.is_unsigned) << a.value;
+    EXPECT_FLOAT_EQ(a.scale, static_cast<float>(a.threshold / 127.0)) << a.value;
+  }
+  EXPECT_EQ(print_graph(g).find("u8["), std::string::npos) << print_graph(g);
+}
+
 TEST(Int8, ExcludedNodesAndOpsStayInFloat) {
   for (const std::vector<std::string>& exclude :
        std::vector<std::vector<std::string>>{{"add"}, {"Add"}}) {

@@ -453,6 +453,12 @@ TEST_F(Cli, PerfOfAnArtifactWithADynamicBatchRunsTheBatchAskedFor) {
   KilnRun r = run_kiln("perf " + kiln + " --batch 3 --iterations 2 --json");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("\"batch\":3"), std::string::npos) << r.output;
+  // It runs on its own target; another --target is refused with what to do.
+  KilnRun other = run_kiln("perf " + kiln + " --target cpu --batch 3 --iterations 2");
+  EXPECT_NE(other.exit_code, 0);
+  EXPECT_NE(other.output.find("was compiled for target ref; it cannot run on --target cpu"),
+            std::string::npos)
+      << other.output;
 }
 
 TEST_F(Cli, PerfBatchOfAFixedShapeSaysWhatToDo) {

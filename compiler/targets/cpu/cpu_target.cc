@@ -168,7 +168,7 @@ class CpuTarget final : public Target {
     passes.push_back(make_type_refinement());
     passes.push_back(make_layer_norm_fusion());
     // Quantized regions become integer ops (oneDNN int8 kernels) before the second clean-up.
-    passes.push_back(make_qdq_fusion());
+    passes.push_back(make_qdq_fusion(/*max_pools=*/true));
     // Quantized weights no integer op took run as f32 constants (packed once), not dequantized
     // at every run.
     passes.push_back(make_constant_folding(int64_t{1} << 24, /*quantized_weights=*/true));
