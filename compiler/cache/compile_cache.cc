@@ -141,9 +141,8 @@ CompileCache::CompileCache(std::filesystem::path dir, bool use_disk)
     : dir_(dir.empty() ? default_compile_cache_dir() : std::move(dir)), use_disk_(use_disk) {}
 
 uint64_t CompileCache::key(const ModelSource& model, const CompileRequest& request) const {
-  std::string text = fmt::format("kiln compile cache 1\nkiln {}\ntarget {}\nmodel {:016x} {}\n",
-                                 kiln_version(), request.target, model.hash, model.size);
-  for (const auto& [k, v] : device_fingerprint(request.target)) text += fmt::format("{}={}\n", k, v);
+  std::string text = fmt::format("kiln compile cache 1\n{}model {:016x} {}\n",
+                                 fingerprint_text(request.target), model.hash, model.size);
   for (const auto& [k, v] : request_options(request)) text += fmt::format("--{} {}\n", k, v);
   for (const EnvFlagInfo& f : env_flags()) {
     if (f.component == request.target) {
@@ -151,6 +150,16 @@ uint64_t CompileCache::key(const ModelSource& model, const CompileRequest& reque
     }
   }
   return xxhash64(as_bytes(text));
+}
+
+std::string CompileCache::fingerprint_text(const std::string& target) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  auto [it, inserted] = fingerprints_.try_emplace(target);
+  if (inserted) {
+    it->second = fmt::format("kiln {}\ntarget {}\n", kiln_version(), target);
+    for (const auto& [k, v] : device_fingerprint(target)) it->second += fmt::format("{}={}\n", k, v);
+  }
+  return it->second;
 }
 
 std::filesystem::path CompileCache::file_for(const ModelSource& model,

@@ -122,9 +122,13 @@ class CompileCache {
   bool store(const ModelSource& model, const CompileRequest& request, const Executable& exe,
              const std::filesystem::path& file);
 
+  // kiln_version() and device_fingerprint(target) as the key's text, computed once per target.
+  std::string fingerprint_text(const std::string& target) const;
+
   std::filesystem::path dir_;
   bool use_disk_;
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
+  mutable std::map<std::string, std::string> fingerprints_;
   std::map<uint64_t, std::shared_ptr<Entry>> entries_;
   std::atomic<int64_t> memory_hits_{0};
   std::atomic<int64_t> disk_hits_{0};

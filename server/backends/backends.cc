@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cstdlib>
 
-#include "core/cache_dir.h"
+#include "compiler/cache/compile_cache.h"
 #include "server/backends/backend.h"
 #include "server/backends/chain_backend.h"
 #include "server/backends/compiler_backend.h"
@@ -40,7 +40,7 @@ bool inside_root(const std::filesystem::path& root, const std::filesystem::path&
   return true;
 }
 
-std::filesystem::path default_cache_dir() { return cache_root() / "artifacts"; }
+std::filesystem::path default_cache_dir() { return compiler::default_compile_cache_dir(); }
 
 Result<std::filesystem::path> find_model_file(const BackendContext& ctx,
                                               std::string_view extension) {
