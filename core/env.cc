@@ -47,7 +47,9 @@ bool env_flag_is_set(EnvFlag flag) {
   return std::getenv(env_flag_info(flag).variable.data()) != nullptr;
 }
 
-std::string env_flag_string(EnvFlag flag) { return env_flag_c_str(flag); }
+std::string env_flag_string(EnvFlag flag) {
+  return env_flag_c_str(flag);
+}
 
 int64_t env_flag_int(EnvFlag flag) {
   if (auto v = parse_int(env_flag_string(flag))) return *v;

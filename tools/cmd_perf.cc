@@ -322,8 +322,8 @@ int run_perf(const Options& opts) {
     exe = load_for_perf(opts, std::move(*prepared));
   }
   if (!exe.ok()) return report_error(exe.status());
-  const double compile_ms = !loaded || prepared->model ? Ms(Clock::now() - compile_start).count()
-                                                        : prepared->load_ms;
+  const double compile_ms =
+      !loaded || prepared->model ? Ms(Clock::now() - compile_start).count() : prepared->load_ms;
   const char* compile_what = loaded ? "load" : "compile";
   const std::string target_name((*exe)->target());  // an artifact's own target
   // What ran it: the GPU's name for the cuda target, "cpu" (the host) for the others.

@@ -83,8 +83,8 @@ Result<uint64_t> model_hash(std::span<const uint8_t> bytes, uint64_t file_hash,
 std::string file_safe(std::string_view name) {
   std::string out;
   for (char c : name.substr(0, 48)) {
-    out += std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.' ? c
-                                                                                             : '-';
+    out +=
+        std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.' ? c : '-';
   }
   return out.empty() ? "model" : out;
 }
@@ -104,7 +104,9 @@ std::vector<std::pair<std::string, std::string>> request_options(const CompileRe
   return out;
 }
 
-std::string describe(const ModelSource& m) { return m.label.empty() ? "model" : m.label; }
+std::string describe(const ModelSource& m) {
+  return m.label.empty() ? "model" : m.label;
+}
 
 }  // namespace
 
@@ -129,13 +131,15 @@ Result<ModelSource> ModelSource::from_bytes(std::shared_ptr<const std::string> b
   m.external_data_dir = std::move(external_data_dir);
   m.size = bytes->size();
   m.file_hash = xxhash64(as_bytes(*bytes));
-  KILN_ASSIGN_OR_RETURN(m.hash, model_hash(as_bytes(*bytes), m.file_hash,
-                                           m.external_data_dir, m.label));
+  KILN_ASSIGN_OR_RETURN(m.hash,
+                        model_hash(as_bytes(*bytes), m.file_hash, m.external_data_dir, m.label));
   m.bytes = std::move(bytes);
   return m;
 }
 
-std::filesystem::path default_compile_cache_dir() { return cache_root() / "artifacts"; }
+std::filesystem::path default_compile_cache_dir() {
+  return cache_root() / "artifacts";
+}
 
 CompileCache::CompileCache(std::filesystem::path dir, bool use_disk)
     : dir_(dir.empty() ? default_compile_cache_dir() : std::move(dir)), use_disk_(use_disk) {}
@@ -157,7 +161,9 @@ std::string CompileCache::fingerprint_text(const std::string& target) const {
   auto [it, inserted] = fingerprints_.try_emplace(target);
   if (inserted) {
     it->second = fmt::format("kiln {}\ntarget {}\n", kiln_version(), target);
-    for (const auto& [k, v] : device_fingerprint(target)) it->second += fmt::format("{}={}\n", k, v);
+    for (const auto& [k, v] : device_fingerprint(target)) {
+      it->second += fmt::format("{}={}\n", k, v);
+    }
   }
   return it->second;
 }
@@ -228,9 +234,10 @@ std::shared_ptr<Executable> CompileCache::load_file(const ModelSource& model,
   if (!artifact.ok()) return reject(artifact.status().message());
   const ArtifactHeader& h = artifact->header();
   if (h.source.size != model.size || h.source.hash != model.file_hash) {
-    return reject(fmt::format("compiled from a model of {} bytes with hash {:016x}; this one has "
-                              "{} bytes, hash {:016x}",
-                              h.source.size, h.source.hash, model.size, model.file_hash));
+    return reject(
+        fmt::format("compiled from a model of {} bytes with hash {:016x}; this one has "
+                    "{} bytes, hash {:016x}",
+                    h.source.size, h.source.hash, model.size, model.file_hash));
   }
   if (h.target != request.target) {
     return reject(fmt::format("compiled for target {}, expected {}", h.target, request.target));
@@ -274,17 +281,16 @@ bool CompileCache::store(const ModelSource& model, const CompileRequest& request
   source.size = model.size;
   source.hash = model.file_hash;
   source.options = request_options(request);
-  source.recompile_command = fmt::format("kiln compile {} --target {}",
-                                         model.path.empty() ? source.name : model.path,
-                                         request.target);
+  source.recompile_command = fmt::format(
+      "kiln compile {} --target {}", model.path.empty() ? source.name : model.path, request.target);
   for (const auto& [flag, value] : source.options) {
     source.recompile_command += value.empty() ? " --" + flag : fmt::format(" --{} {}", flag, value);
   }
   source.recompile_command += " -o " + file.string();
   std::error_code ec;
   fs::create_directories(dir_, ec);
-  Status saved = ec ? permission_denied_error(fmt::format("cannot create \"{}\": {}",
-                                                          dir_.string(), ec.message()))
+  Status saved = ec ? permission_denied_error(
+                          fmt::format("cannot create \"{}\": {}", dir_.string(), ec.message()))
                     : save_artifact(file.string(), exe, request.options, source);
   if (!saved.ok()) {
     ++store_failures_;

@@ -108,8 +108,8 @@ TEST(CompileCache, AHitGivesTheSameOutputsWithoutCompiling) {
   EXPECT_EQ(compiled->from, CompiledModel::From::kCompiled);
   EXPECT_EQ(compiled->artifact, first.file_for(*model, request));
   EXPECT_EQ(compiled->artifact.parent_path(), dir.path());
-  EXPECT_EQ(compiled->artifact.filename().string().rfind("tiny_cnn.onnx-" + request.target + "-", 0),
-            0u)
+  EXPECT_EQ(
+      compiled->artifact.filename().string().rfind("tiny_cnn.onnx-" + request.target + "-", 0), 0u)
       << compiled->artifact;
   ASSERT_TRUE(fs::exists(compiled->artifact));
   const std::vector<float> expected = outputs_of(*compiled->executable);

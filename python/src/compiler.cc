@@ -602,11 +602,10 @@ void bind_compiler(py::module_& m) {
         }();
         ProgramSource source{std::filesystem::path(filename).filename().string(), filename, nullptr,
                              shape_options(map_input_dims)};
-        return Program(unwrap(std::move(compiled)).executable, std::move(source),
-                       request.options);
+        return Program(unwrap(std::move(compiled)).executable, std::move(source), request.options);
       },
-      "filename"_a, "target"_a, "map_input_dims"_a, "default_dim_value"_a, "cache"_a,
-      "cache_dir"_a, "seed"_a, "threads"_a);
+      "filename"_a, "target"_a, "map_input_dims"_a, "default_dim_value"_a, "cache"_a, "cache_dir"_a,
+      "seed"_a, "threads"_a);
 }
 
 }  // namespace kiln::python

@@ -40,7 +40,9 @@ bool inside_root(const std::filesystem::path& root, const std::filesystem::path&
   return true;
 }
 
-std::filesystem::path default_cache_dir() { return compiler::default_compile_cache_dir(); }
+std::filesystem::path default_cache_dir() {
+  return compiler::default_compile_cache_dir();
+}
 
 Result<std::filesystem::path> find_model_file(const BackendContext& ctx,
                                               std::string_view extension) {

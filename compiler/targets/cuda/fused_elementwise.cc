@@ -410,7 +410,9 @@ Result<std::string> nvrtc_version() {
   return fmt::format("{}.{}", major, minor);
 }
 
-std::string nvrtc_cache_dir() { return (cache_root() / "nvrtc").string(); }
+std::string nvrtc_cache_dir() {
+  return (cache_root() / "nvrtc").string();
+}
 
 Result<Cubin> compile_cubin(const std::string& source, const CubinOptions& options) {
   KILN_ASSIGN_OR_RETURN(const std::string version, nvrtc_version());
