@@ -15,7 +15,7 @@ namespace kiln {
 
 namespace {
 constexpr EnvFlagInfo kFlags[] = {
-#define KILN_ENV_FLAG(id, var, def, doc) {EnvFlag::id, var, def, doc},
+#define KILN_ENV_FLAG(id, var, def, component, doc) {EnvFlag::id, var, def, component, doc},
 #include "core/env_flags.inc"
 #undef KILN_ENV_FLAG
 };
@@ -36,10 +36,19 @@ const EnvFlagInfo& env_flag_info(EnvFlag flag) {
   return kFlags[index];
 }
 
-std::string env_flag_string(EnvFlag flag) {
+const char* env_flag_c_str(EnvFlag flag) {
   const EnvFlagInfo& info = env_flag_info(flag);
-  const char* value = std::getenv(std::string(info.variable).c_str());
-  return value ? std::string(value) : std::string(info.default_value);
+  // Every variable and default in the table is a string literal: data() is NUL-terminated.
+  const char* value = std::getenv(info.variable.data());
+  return value != nullptr ? value : info.default_value.data();
+}
+
+bool env_flag_is_set(EnvFlag flag) {
+  return std::getenv(env_flag_info(flag).variable.data()) != nullptr;
+}
+
+std::string env_flag_string(EnvFlag flag) {
+  return env_flag_c_str(flag);
 }
 
 int64_t env_flag_int(EnvFlag flag) {

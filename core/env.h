@@ -10,7 +10,7 @@
 namespace kiln {
 
 enum class EnvFlag : int {
-#define KILN_ENV_FLAG(id, var, def, doc) id,
+#define KILN_ENV_FLAG(id, var, def, component, doc) id,
 #include "core/env_flags.inc"
 #undef KILN_ENV_FLAG
 };
@@ -19,6 +19,9 @@ struct EnvFlagInfo {
   EnvFlag flag;
   std::string_view variable;
   std::string_view default_value;
+  // The part that reads it: "core", "compiler", "cpu", "cuda", "server", or "tests" (kiln's own
+  // tests). A target's flags (component == its name) may change what it compiles.
+  std::string_view component;
   std::string_view doc;
 };
 
@@ -32,5 +35,10 @@ std::string env_flag_string(EnvFlag flag);
 int64_t env_flag_int(EnvFlag flag);
 // True for "1", "true", "yes", "on" (any case).
 bool env_flag_bool(EnvFlag flag);
+// The value as getenv() gives it, or the default when unset; never null. Valid until the
+// environment changes (as getenv()'s pointer is).
+const char* env_flag_c_str(EnvFlag flag);
+// Whether the variable is set (to anything, even empty).
+bool env_flag_is_set(EnvFlag flag);
 
 }  // namespace kiln

@@ -37,12 +37,15 @@ TEST(Env, TableIsWellFormed) {
   std::span<const EnvFlagInfo> flags = env_flags();
   ASSERT_FALSE(flags.empty());
   std::set<std::string_view> variables;
+  const std::set<std::string_view> components = {"core", "compiler", "cpu",
+                                                 "cuda", "server",   "tests"};
   for (size_t i = 0; i < flags.size(); ++i) {
     const EnvFlagInfo& f = flags[i];
     EXPECT_EQ(static_cast<size_t>(f.flag), i) << f.variable;  // declaration order = enum order
     EXPECT_EQ(&env_flag_info(f.flag), &f);
     EXPECT_EQ(f.variable.rfind("KILN_", 0), 0u) << f.variable;
     EXPECT_FALSE(f.doc.empty()) << f.variable;
+    EXPECT_TRUE(components.count(f.component)) << f.variable << ": component " << f.component;
     EXPECT_TRUE(variables.insert(f.variable).second) << "duplicate " << f.variable;
   }
   EXPECT_EQ(env_flag_info(EnvFlag::kLogLevel).variable, "KILN_LOG_LEVEL");
@@ -111,6 +114,26 @@ TEST(Env, Bool) {
   }
   env.set("1");
   EXPECT_EQ(env_flag_int(EnvFlag::kTracePasses), 1);
+}
+
+TEST(Env, CStrGivesTheValueOrTheDefault) {
+  ScopedEnv env("KILN_CUDA_ATTENTION_BLOCKS", std::nullopt);
+  EXPECT_STREQ(env_flag_c_str(EnvFlag::kCudaAttentionBlocks), "3");
+  EXPECT_FALSE(env_flag_is_set(EnvFlag::kCudaAttentionBlocks));
+  env.set("4");
+  EXPECT_STREQ(env_flag_c_str(EnvFlag::kCudaAttentionBlocks), "4");
+  EXPECT_TRUE(env_flag_is_set(EnvFlag::kCudaAttentionBlocks));
+  env.set("");
+  EXPECT_STREQ(env_flag_c_str(EnvFlag::kCudaAttentionBlocks), "");
+  EXPECT_TRUE(env_flag_is_set(EnvFlag::kCudaAttentionBlocks));
+  // Flags whose default is empty give "" (never null) when unset.
+  ScopedEnv mma("KILN_CUDA_CONV_MMA", std::nullopt);
+  ASSERT_NE(env_flag_c_str(EnvFlag::kCudaConvMma), nullptr);
+  EXPECT_STREQ(env_flag_c_str(EnvFlag::kCudaConvMma), "");
+  for (const EnvFlagInfo& f : env_flags()) {
+    ScopedEnv unset(std::string(f.variable).c_str(), std::nullopt);
+    EXPECT_EQ(std::string(env_flag_c_str(f.flag)), f.default_value) << f.variable;
+  }
 }
 
 TEST(EnvDeathTest, InvalidFlagAborts) {

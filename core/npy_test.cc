@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "core/env.h"
 #include "core/mapped_file.h"
 
 namespace kiln {
@@ -45,7 +46,7 @@ class TempDir {
 
 // Runs core/testdata/npy_fixture.py in `mode` ("write" or "check") on `dir`; returns its exit code.
 int run_fixture(std::string_view mode, const std::string& dir) {
-  const char* env = std::getenv("KILN_PYTHON");
+  const char* env = env_flag_c_str(EnvFlag::kPython);
   const std::string python = env && *env ? env : "/usr/bin/python3";
   const std::string command = fmt::format(
       "'{}' '{}' {} '{}'", python, KILN_SOURCE_DIR "/core/testdata/npy_fixture.py", mode, dir);

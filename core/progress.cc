@@ -6,11 +6,48 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <memory>
+#include <mutex>
 
 namespace kiln {
 
 namespace {
 constexpr int kBarWidth = 30;
+
+std::mutex& sink_mutex() {
+  static std::mutex m;
+  return m;
+}
+ProgressSink& sink() {
+  static ProgressSink s;
+  return s;
+}
+}  // namespace
+
+void set_progress_sink(ProgressSink s) {
+  std::lock_guard<std::mutex> lock(sink_mutex());
+  sink() = std::move(s);
+}
+
+void report_progress(std::string_view label, int64_t done, int64_t total) {
+  std::lock_guard<std::mutex> lock(sink_mutex());
+  if (sink()) sink()(label, done, total);
+}
+
+ProgressSink terminal_progress_sink(std::FILE* stream) {
+  struct State {
+    std::string label;
+    std::unique_ptr<ProgressBar> bar;
+  };
+  auto state = std::make_shared<State>();
+  return [state, stream](std::string_view label, int64_t done, int64_t total) {
+    if (state->bar == nullptr || state->label != label) {
+      state->label = std::string(label);
+      state->bar = std::make_unique<ProgressBar>(state->label, stream);
+    }
+    state->bar->update(done, total);
+    if (done >= total) state->bar.reset();
+  };
 }
 
 ProgressBar::ProgressBar(std::string label, std::FILE* stream)

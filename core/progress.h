@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// Progress: a callback libraries report long loops through, and a terminal bar hosts draw with it.
+// Progress: a callback libraries report long loops through (or a sink the host installs, for loops
+// deep inside a call), and a terminal bar hosts draw with it.
 #pragma once
 
 #include <chrono>
@@ -7,6 +8,7 @@
 #include <cstdio>
 #include <functional>
 #include <string>
+#include <string_view>
 
 namespace kiln {
 
@@ -38,5 +40,21 @@ class ProgressBar {
   bool interactive_;
   std::chrono::steady_clock::time_point start_;
 };
+
+// Where progress goes for a library loop no callback reaches (a target tuning inside compile()):
+// the host installs it, as it installs the log sink; `label` names the loop ("cuda: tuning").
+// Without one, progress is not shown (the server, the Python package).
+using ProgressSink = std::function<void(std::string_view label, int64_t done, int64_t total)>;
+
+// Installs the sink (an empty function removes it). Thread-safe; the sink is called under a lock,
+// one report at a time.
+void set_progress_sink(ProgressSink sink);
+// What a library calls after each step of a loop labelled `label`: `done` of `total` finished.
+// A loop that ends early reports (total, total) to finish it.
+void report_progress(std::string_view label, int64_t done, int64_t total);
+
+// A sink that draws a ProgressBar on `stream` per loop: a new bar when the label changes or the
+// last one finished. For CLIs: set_progress_sink(terminal_progress_sink()).
+ProgressSink terminal_progress_sink(std::FILE* stream = stderr);
 
 }  // namespace kiln

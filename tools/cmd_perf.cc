@@ -18,6 +18,7 @@
 #include "compiler/targets/target.h"
 #include "core/gpu.h"
 #include "tools/command.h"
+#include "tools/compile_model.h"
 #include "tools/model_io.h"
 #include "tools/quantize_flags.h"
 
@@ -42,6 +43,7 @@ struct Options {
   // NAME=VALUE: also compile with that environment variable, runs alternating.
   std::string ab;
   bool turns = false;  // timed runs in turns asked for on standard input
+  bool cache = false;  // an .onnx model through the compile cache (compile time not measured)
   ModelInputOptions inputs;
   QuantizeFlags quantize;
 };
@@ -299,19 +301,41 @@ int run_perf(Options opts) {
   if (!target.ok()) return report_error(target.status());
   compiler::CompileOptions compile_options;
   compile_options.threads = opts.threads;
-  std::shared_ptr<compiler::Graph> graph(prepared->model ? std::move(prepared->model->graph)
-                                                         : nullptr);
+  std::shared_ptr<compiler::Graph> graph(
+      prepared->model && !opts.cache ? std::move(prepared->model->graph) : nullptr);
   if (graph) {
     Status quantized = apply_quantization(*graph, opts.quantize, **target);
     if (!quantized.ok()) return report_error(quantized);
   }
   const auto compile_start = Clock::now();
   // A .kiln artifact was loaded (finalized) by prepare_model: its load time is reported instead.
-  auto exe = graph ? compiler::compile(graph, **target, compile_options)
-                   : load_for_perf(opts, std::move(*prepared));
+  // With --cache, a hit reports the cached artifact's load time.
+  Result<std::shared_ptr<compiler::Executable>> exe = internal_error("not compiled");
+  bool loaded = !graph;
+  if (graph) {
+    exe = compiler::compile(graph, **target, compile_options);
+  } else if (prepared->model) {
+    CompileChoice choice;
+    choice.target = opts.target;
+    choice.options = compile_options;
+    if (opts.quantize.any()) {
+      choice.rewrite = [q = opts.quantize](compiler::Graph& g, const compiler::Target& t) {
+        return apply_quantization(g, q, t);
+      };
+      choice.rewrite_flags = opts.quantize.as_options();
+    }
+    choice.use_cache = !opts.quantize.int8;
+    Result<CompiledForRun> compiled = compile_for_run(opts.model, *prepared, choice);
+    if (!compiled.ok()) return report_error(compiled.status());
+    exe = std::move(compiled->executable);
+    loaded = compiled->from_cache;
+  } else {
+    exe = load_for_perf(opts, std::move(*prepared));
+  }
   if (!exe.ok()) return report_error(exe.status());
-  const double compile_ms = graph ? Ms(Clock::now() - compile_start).count() : prepared->load_ms;
-  const char* compile_what = graph ? "compile" : "load";
+  const double compile_ms =
+      !loaded || prepared->model ? Ms(Clock::now() - compile_start).count() : prepared->load_ms;
+  const char* compile_what = loaded ? "load" : "compile";
   const std::string target_name((*exe)->target());  // an artifact's own target
   // What ran it: the GPU's name for the cuda target, "cpu" (the host) for the others.
   std::string device = "cpu";
@@ -512,6 +536,9 @@ CommandAction add_perf_command(CLI::App& app) {
                 "ends (then the usual report over all of them); for a driver alternating kiln "
                 "with another runtime (bench/cpu_vs_ort)");
   add_quantize_flags(cmd, &opts->quantize, true);
+  cmd->add_flag("--cache", opts->cache,
+                "compile an .onnx model through the compile cache: a cached compile is loaded "
+                "(and reported as load), a new one is cached (not with --ab)");
   return [opts, target] {
     opts->target_given = target->count() > 0;
     return run_perf(*opts);

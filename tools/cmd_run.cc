@@ -8,6 +8,7 @@
 #include "compiler/quantize/quantize.h"
 #include "compiler/targets/target.h"
 #include "tools/command.h"
+#include "tools/compile_model.h"
 #include "tools/model_io.h"
 #include "tools/quantize_flags.h"
 
@@ -21,6 +22,7 @@ CommandAction add_run_command(CLI::App& app) {
     std::string precision = "f32";
     ModelInputOptions inputs;
     QuantizeFlags quantize;
+    bool no_cache = false;
   };
   auto opts = std::make_shared<Options>();
   CLI::App* cmd = app.add_subcommand("run", "Compile a model and run it once");
@@ -41,6 +43,9 @@ CommandAction add_run_command(CLI::App& app) {
       ->check(CLI::IsMember({"f32", "f64"}))
       ->capture_default_str();
   add_quantize_flags(cmd, &opts->quantize, true);
+  cmd->add_flag("--no-cache", opts->no_cache,
+                "compile an .onnx model again instead of loading it from the compile cache "
+                "($KILN_CACHE_DIR/artifacts, else ~/.cache/kiln/artifacts), and do not cache it");
   return [opts, target_option] {
     using ms = std::chrono::duration<double, std::milli>;
     auto prepared = prepare_model(opts->model, opts->inputs);
@@ -68,18 +73,25 @@ CommandAction add_run_command(CLI::App& app) {
       }
       how = fmt::format("loaded the artifact in {:.1f} ms", prepared->load_ms);
     } else {
-      auto target = compiler::make_target(opts->target);
-      if (!target.ok()) return report_error(target.status());
-      std::shared_ptr<compiler::Graph> graph(std::move(prepared->model->graph));
-      Status quantized = f64 ? compiler::convert_to_f64(*graph)
-                             : apply_quantization(*graph, opts->quantize, **target);
-      if (!quantized.ok()) return report_error(quantized);
-      auto start = std::chrono::steady_clock::now();
-      auto compiled = compiler::compile(graph, **target);
+      CompileChoice choice;
+      choice.target = opts->target;
+      if (f64) {
+        choice.rewrite = [](compiler::Graph& g, const compiler::Target&) {
+          return compiler::convert_to_f64(g);
+        };
+        choice.rewrite_flags.emplace_back("precision", "f64");
+      } else if (opts->quantize.any()) {
+        choice.rewrite = [q = opts->quantize](compiler::Graph& g, const compiler::Target& t) {
+          return apply_quantization(g, q, t);
+        };
+        choice.rewrite_flags = opts->quantize.as_options();
+      }
+      // int8 is calibrated on a folder of data the flags only name: compiled each time.
+      choice.use_cache = !opts->no_cache && !opts->quantize.int8;
+      auto compiled = compile_for_run(opts->model, *prepared, choice);
       if (!compiled.ok()) return report_error(compiled.status());
-      exe = std::move(compiled).value();
-      how = fmt::format("compiled in {:.1f} ms",
-                        ms(std::chrono::steady_clock::now() - start).count());
+      exe = std::move(compiled->executable);
+      how = std::move(compiled->how);
     }
     auto start = std::chrono::steady_clock::now();
     auto outputs = exe->run(std::move(prepared->inputs));

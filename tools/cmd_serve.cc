@@ -11,6 +11,7 @@
 #include <memory>
 #include <string>
 
+#include "core/progress.h"
 #include "server/core/server.h"
 #include "server/grpc/grpc_server.h"
 #include "server/http/http_server.h"
@@ -195,7 +196,10 @@ CommandAction add_serve_command(CLI::App& app) {
   sub->add_option("--max-instances", o->max_instances,
                   "Most instances (threads) one model version may ask for")
       ->check(CLI::PositiveNumber);
-  return [o] { return serve(*o); };
+  return [o] {
+    set_progress_sink(nullptr);  // a server's compiles show in its log, not as terminal bars
+    return serve(*o);
+  };
 }
 
 }  // namespace kiln::tools

@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// The `kiln` command-line tool: installs the spdlog sink and dispatches to a subcommand.
+// The `kiln` command-line tool: installs the spdlog and progress sinks and dispatches to a
+// subcommand.
 #include <fmt/format.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
@@ -8,6 +9,7 @@
 #include <vector>
 
 #include "core/logging.h"
+#include "core/progress.h"
 #include "tools/command.h"
 #include "tools/version.h"
 
@@ -36,6 +38,7 @@ int report_error(const Status& status) {
 
 int main(int argc, char** argv) {
   install_log_sink();
+  kiln::set_progress_sink(kiln::terminal_progress_sink());  // libraries report, the CLI draws
   CLI::App app{"kiln: compiles neural networks, prepares their inputs and serves them"};
   app.set_version_flag("--version", std::string("kiln ") + KILN_VERSION_STRING);
   app.require_subcommand(1);

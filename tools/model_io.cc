@@ -205,6 +205,7 @@ Result<PreparedModel> prepare_model(const std::string& path, const ModelInputOpt
     return out;
   }
   KILN_ASSIGN_OR_RETURN(out.model, compiler::import_onnx_file(path, import));
+  out.import = import;
   KILN_ASSIGN_OR_RETURN(out.inputs,
                         make_inputs(*out.model->graph, std::move(given), {}, 0, options.seed));
   return out;

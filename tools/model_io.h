@@ -12,6 +12,7 @@
 #include "compiler/artifact/artifact.h"
 #include "compiler/ir/argument.h"
 #include "compiler/ir/model.h"
+#include "compiler/onnx/importer.h"
 #include "core/status.h"
 
 namespace kiln::tools {
@@ -27,6 +28,7 @@ struct ModelInputOptions {
 // A model with its inputs ready to run: an imported ONNX model, or a loaded artifact.
 struct PreparedModel {
   std::unique_ptr<compiler::Model> model;  // set for an .onnx model
+  compiler::ImportOptions import;          // what it was imported with (shapes, --batch)
   // Set for a .kiln artifact: already finalized for its target (`artifact.target`).
   std::shared_ptr<compiler::Executable> executable;
   compiler::ArtifactHeader artifact;

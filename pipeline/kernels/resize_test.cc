@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <fstream>
 
+#include "core/env.h"
 #include "core/mapped_file.h"
 #include "pipeline/decoders/image_decoder.h"
 #include "pipeline/kernels/kernel_test_util.h"
@@ -211,8 +212,8 @@ TEST(ResizeTest, SameSizeIsIdentity) {
 // PIL's Image.resize(BILINEAR) is the antialiased triangle filter; it rounds to uint8 between its
 // horizontal and vertical passes, so it may differ from ours by one level.
 TEST(ResizeTest, AntialiasedMatchesPil) {
-  const char* python = std::getenv("KILN_PYTHON");
-  if (python == nullptr ||
+  const char* python = env_flag_c_str(EnvFlag::kPython);
+  if (*python == '\0' ||
       std::system(fmt::format("{} -c 'import PIL' 2>/dev/null", python).c_str()) != 0) {
     GTEST_SKIP() << "no Python with PIL (set KILN_PYTHON; Debian package python3-pil)";
   }
@@ -248,8 +249,8 @@ TEST(ResizeTest, AntialiasedMatchesPil) {
 
 // PIL's BICUBIC is Keys' a = -0.5 with the support widened by the downscale factor.
 TEST(ResizeTest, CubicAntialiasedMatchesPil) {
-  const char* python = std::getenv("KILN_PYTHON");
-  if (python == nullptr ||
+  const char* python = env_flag_c_str(EnvFlag::kPython);
+  if (*python == '\0' ||
       std::system(fmt::format("{} -c 'import PIL' 2>/dev/null", python).c_str()) != 0) {
     GTEST_SKIP() << "no Python with PIL (set KILN_PYTHON; Debian package python3-pil)";
   }

@@ -40,7 +40,7 @@ Target = target
 __all__ = [
     "KilnError", "KilnNotImplementedError", "argument", "shape", "program", "target", "op",
     "module", "instruction_ref",
-    "parse_onnx", "parse_onnx_buffer", "get_onnx_operators", "get_target", "target_names", "save", "load",
+    "parse_onnx", "parse_onnx_buffer", "compile_onnx", "get_onnx_operators", "get_target", "target_names", "save", "load",
     "save_buffer", "load_buffer", "quantize_fp16", "quantize_bf16", "quantize_int8",
     "generate_argument", "fill_argument", "__version__",
 ]
@@ -56,6 +56,18 @@ def get_target(name):
     """The compilation target called ``name``: "ref", "cpu", or "cuda" (MIGraphX's "gpu") when
     this build has it. Raises KilnError listing the targets this build has otherwise."""
     return _get_target("cuda" if name == "gpu" else name)
+
+
+def compile_onnx(filename, target="cpu", map_input_dims=None, default_dim_value=0, cache=True,
+                 cache_dir=None, seed=0, threads=0):
+    """``parse_onnx`` and ``compile`` in one call, through kiln's compile cache: the first call
+    compiles ``filename`` for ``target`` and stores the artifact in ``cache_dir`` (default:
+    $KILN_CACHE_DIR/artifacts, else ~/.cache/kiln/artifacts; never beside the model); later calls
+    with the same model bytes, shapes, seed and machine load it instead. ``cache=False`` compiles
+    without reading or writing it. Returns a compiled program, ready to run()."""
+    return _kiln._compile_onnx(str(filename), "cuda" if target == "gpu" else str(target),
+                               dict(map_input_dims or {}), int(default_dim_value), bool(cache),
+                               str(cache_dir or ""), int(seed), int(threads))
 
 
 def save(p, filename, format="kiln"):

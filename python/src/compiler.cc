@@ -12,6 +12,7 @@
 
 #include "compiler/artifact/artifact.h"
 #include "compiler/artifact/checksum.h"
+#include "compiler/cache/compile_cache.h"
 #include "compiler/ir/printer.h"
 #include "compiler/onnx/importer.h"
 #include "compiler/quantize/quantize.h"
@@ -54,6 +55,10 @@ class Program {
   Program() : graph_(std::make_shared<compiler::Graph>()), source_{"<builder>", "", nullptr, {}} {}
   // A program loaded compiled (from an artifact).
   explicit Program(std::shared_ptr<compiler::Executable> exe) : exe_(std::move(exe)) {}
+  // A program the compile cache compiled or loaded from `source` with `options`.
+  Program(std::shared_ptr<compiler::Executable> exe, ProgramSource source,
+          const compiler::CompileOptions& options)
+      : exe_(std::move(exe)), options_(options), source_(std::move(source)) {}
 
   const compiler::Graph& graph() const { return exe_ ? exe_->graph() : *graph_; }
   // The graph before compilation, which the builder edits; null once compiled.
@@ -577,6 +582,30 @@ void bind_compiler(py::module_& m) {
       "buffer"_a, "default_dim_value"_a = 0,
       "map_input_dims"_a = std::map<std::string, std::vector<int64_t>>{},
       "external_data_path"_a = "");
+  m.def(
+      "_compile_onnx",
+      [](const std::string& filename, const std::string& target,
+         const std::map<std::string, std::vector<int64_t>>& map_input_dims,
+         int64_t default_dim_value, bool cache, const std::string& cache_dir, uint64_t seed,
+         int threads) {
+        compiler::CompileRequest request;
+        request.target = target;
+        request.import = import_options(map_input_dims, default_dim_value);
+        request.options.seed = seed;
+        request.options.threads = threads;
+        Result<compiler::CompiledModel> compiled = [&]() -> Result<compiler::CompiledModel> {
+          py::gil_scoped_release release;
+          KILN_ASSIGN_OR_RETURN(compiler::ModelSource model,
+                                compiler::ModelSource::from_file(filename));
+          compiler::CompileCache compile_cache(cache_dir, cache);
+          return compile_cache.get(model, request);
+        }();
+        ProgramSource source{std::filesystem::path(filename).filename().string(), filename, nullptr,
+                             shape_options(map_input_dims)};
+        return Program(unwrap(std::move(compiled)).executable, std::move(source), request.options);
+      },
+      "filename"_a, "target"_a, "map_input_dims"_a, "default_dim_value"_a, "cache"_a, "cache_dir"_a,
+      "seed"_a, "threads"_a);
 }
 
 }  // namespace kiln::python

@@ -285,3 +285,40 @@ def test_gpu_is_migraphx_name_for_cuda():
     ops = kiln.get_onnx_operators()
     assert {"Conv", "Gemm", "MaxPool", "Softmax"} <= set(ops) and ops == sorted(ops)
     assert os.path.basename(kiln._kiln.__file__).startswith("_kiln")
+
+
+def test_compile_onnx_uses_the_compile_cache(tmp_path, digit):
+    # A read-only copy of the model: the cache writes only into cache_dir.
+    models = tmp_path / "models"
+    models.mkdir()
+    model = models / "tiny_cnn.onnx"
+    model.write_bytes(open(MODEL, "rb").read())
+    models.chmod(0o555)
+    cache = tmp_path / "cache"
+    dims = {"image": [1, 1, 28, 28]}
+    first = kiln.compile_onnx(model, "ref", map_input_dims=dims, cache_dir=cache)
+    assert first.is_compiled() and first.target_name() == "ref"
+    files = sorted(cache.iterdir())
+    assert [f.suffix for f in files] == [".kiln"]
+    assert files[0].name.startswith("tiny_cnn.onnx-ref-")
+    written = files[0].stat().st_mtime_ns
+    expected = np.asarray(first.run({"image": digit})[0])
+
+    again = kiln.compile_onnx(model, "ref", map_input_dims=dims, cache_dir=cache)
+    np.testing.assert_array_equal(np.asarray(again.run({"image": digit})[0]), expected)
+    assert files[0].stat().st_mtime_ns == written  # loaded, not compiled again
+    assert sorted(os.listdir(models)) == ["tiny_cnn.onnx"]
+
+    # Another batch is another key; cache=False writes nothing.
+    kiln.compile_onnx(model, "ref", map_input_dims={"image": [2, 1, 28, 28]}, cache_dir=cache)
+    assert len(os.listdir(cache)) == 2
+    kiln.compile_onnx(model, "ref", map_input_dims={"image": [3, 1, 28, 28]}, cache=False,
+                      cache_dir=cache)
+    assert len(os.listdir(cache)) == 2
+    # It saves as a parsed-and-compiled program does.
+    kiln.save(again, tmp_path / "again.kiln")
+    loaded = kiln.load(tmp_path / "again.kiln")
+    np.testing.assert_array_equal(np.asarray(loaded.run({"image": digit})[0]), expected)
+
+    with pytest.raises(kiln.KilnError, match="absent.onnx"):
+        kiln.compile_onnx(tmp_path / "absent.onnx", "ref", cache_dir=cache)

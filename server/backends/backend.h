@@ -90,8 +90,8 @@ std::vector<std::string> backend_names();
 // Whether `path` (symlinks resolved) is `root` or inside it; `root` must be canonical.
 bool inside_root(const std::filesystem::path& root, const std::filesystem::path& path);
 
-// The default compile cache: $KILN_CACHE_DIR/artifacts, else $XDG_CACHE_HOME/kiln/artifacts,
-// else ~/.cache/kiln/artifacts.
+// The default compile cache (compiler::default_compile_cache_dir()): $KILN_CACHE_DIR/artifacts,
+// else $XDG_CACHE_HOME/kiln/artifacts, else ~/.cache/kiln/artifacts.
 std::filesystem::path default_cache_dir();
 
 }  // namespace kiln::server

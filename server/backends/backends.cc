@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cstdlib>
 
-#include "core/env.h"
+#include "compiler/cache/compile_cache.h"
 #include "server/backends/backend.h"
 #include "server/backends/chain_backend.h"
 #include "server/backends/compiler_backend.h"
@@ -41,14 +41,7 @@ bool inside_root(const std::filesystem::path& root, const std::filesystem::path&
 }
 
 std::filesystem::path default_cache_dir() {
-  namespace fs = std::filesystem;
-  const std::string kiln_dir = env_flag_string(EnvFlag::kCacheDir);
-  if (!kiln_dir.empty()) return fs::path(kiln_dir) / "artifacts";
-  const char* xdg = std::getenv("XDG_CACHE_HOME");
-  if (xdg != nullptr && *xdg != '\0') return fs::path(xdg) / "kiln" / "artifacts";
-  const char* home = std::getenv("HOME");
-  return fs::path(home != nullptr && *home != '\0' ? home : "/tmp") / ".cache" / "kiln" /
-         "artifacts";
+  return compiler::default_compile_cache_dir();
 }
 
 Result<std::filesystem::path> find_model_file(const BackendContext& ctx,

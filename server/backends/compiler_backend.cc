@@ -1,22 +1,17 @@
 // SPDX-License-Identifier: Apache-2.0
-// The compiler backend: imports the ONNX model, compiles it per batch size (cached as .kiln
-// artifacts in the server's cache folder, never in the repository), and runs batches of requests
-// joined along dim 0.
+// The compiler backend: imports the ONNX model, compiles it per batch size through the compile
+// cache (compiler/cache: .kiln artifacts in the server's cache folder, never in the repository),
+// and runs batches of requests joined along dim 0.
 #include "server/backends/compiler_backend.h"
 
 #include <fmt/format.h>
 
-#include <cctype>
 #include <cstring>
 #include <map>
-#include <mutex>
 
-#include "compiler/artifact/artifact.h"
-#include "compiler/artifact/checksum.h"
+#include "compiler/cache/compile_cache.h"
 #include "compiler/onnx/importer.h"
 #include "compiler/targets/target.h"
-#include "core/logging.h"
-#include "core/mapped_file.h"
 
 namespace kiln::server {
 
@@ -38,61 +33,6 @@ void copy_rows(const Tensor& src, int64_t rows, Tensor& dst, int64_t at) {
   const size_t bytes = static_cast<size_t>(row) * dtype_size(src.dtype());
   std::memcpy(static_cast<char*>(dst.raw_data()) + static_cast<size_t>(at) * bytes, src.raw_data(),
               static_cast<size_t>(rows) * bytes);
-}
-
-// `name` with every character but letters, digits, '-' and '_' replaced by '-'.
-std::string file_safe(std::string_view name) {
-  std::string out;
-  for (char c : name) {
-    out += std::isalnum(static_cast<unsigned char>(c)) || c == '_' ? c : '-';
-  }
-  return out;
-}
-
-// "image-8x1x8x8" for every input (names made file-safe), or a hash when that gets long.
-std::string shape_profile(const std::map<std::string, std::vector<int64_t>>& shapes) {
-  std::string profile;
-  for (const auto& [name, dims] : shapes) {
-    if (!profile.empty()) profile += '_';
-    for (char c : name) profile += std::isalnum(static_cast<unsigned char>(c)) ? c : '-';
-    profile += fmt::format("-{}", fmt::join(dims, "x"));
-  }
-  if (profile.size() > 96) {
-    profile = fmt::format("{:016x}",
-                          compiler::xxhash64(std::span<const uint8_t>(
-                              reinterpret_cast<const uint8_t*>(profile.data()), profile.size())));
-  }
-  return profile;
-}
-
-// A hash of the kiln version and this machine's fingerprint for `target`.
-uint64_t fingerprint_hash(const std::string& target) {
-  std::string text(compiler::kiln_version());
-  for (const auto& [key, value] : compiler::device_fingerprint(target)) {
-    text += fmt::format("\n{}={}", key, value);
-  }
-  return compiler::xxhash64(
-      std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(text.data()), text.size()));
-}
-
-// Whether `exe`'s inputs have exactly `shapes`; the error says the first that differs.
-Status check_input_shapes(const Executable& exe,
-                          const std::map<std::string, std::vector<int64_t>>& shapes) {
-  for (const compiler::Value* in : exe.graph().inputs()) {
-    auto it = shapes.find(in->name());
-    if (it == shapes.end() || !in->type().is_tensor() || !in->tensor_type().has_rank()) {
-      return invalid_argument_error(
-          fmt::format("input \"{}\" is not one the model has", in->name()));
-    }
-    std::vector<int64_t> dims;
-    for (const compiler::Dim& d : *in->tensor_type().dims) dims.push_back(d.value);
-    if (dims != it->second) {
-      return invalid_argument_error(fmt::format("input \"{}\" has shape [{}], expected [{}]",
-                                                in->name(), fmt::join(dims, ","),
-                                                fmt::join(it->second, ",")));
-    }
-  }
-  return Status();
 }
 
 Result<Tensor> slice_rows(const Tensor& src, int64_t begin, int64_t rows) {
@@ -121,8 +61,7 @@ class CompilerBackend final : public Backend {
     KILN_ASSIGN_OR_RETURN(path_, find_model_file(ctx, ".onnx"));
     KILN_ASSIGN_OR_RETURN(std::optional<std::string> target, p.get_string("target"));
     target_name_ = target.value_or("cpu");
-    KILN_ASSIGN_OR_RETURN(auto target_or, compiler::make_target(target_name_));
-    target_ = std::move(target_or);
+    KILN_RETURN_IF_ERROR(compiler::make_target(target_name_).status());  // a clear error now
     KILN_ASSIGN_OR_RETURN(std::optional<int64_t> batch, p.get_int("batch"));
     if (!batch) {
       KILN_ASSIGN_OR_RETURN(batch, p.get_int("batch_size"));
@@ -130,19 +69,12 @@ class CompilerBackend final : public Backend {
     KILN_ASSIGN_OR_RETURN(std::optional<bool> pad, p.get_bool("pad_batch"));
     pad_batch_ = pad.value_or(true);
     KILN_ASSIGN_OR_RETURN(std::optional<bool> cache, p.get_bool("cache"));
-    // The cache lives outside the repository (which may be read-only, and is never written):
-    // <cache_dir>/<model>-<hash of the model file's path>/, so models of one name in different
-    // repositories keep apart.
-    cache_ = cache.value_or(true) && !ctx.cache_dir.empty();
-    if (cache_) {
-      fingerprint_hash_ = fingerprint_hash(target_name_);
-      std::error_code ec;
-      const std::string where = std::filesystem::weakly_canonical(path_, ec).string();
-      cache_dir_ = ctx.cache_dir /
-                   fmt::format("{}-{:016x}", file_safe(name_),
-                               compiler::xxhash64(std::span<const uint8_t>(
-                                   reinterpret_cast<const uint8_t*>(where.data()), where.size())));
-    }
+    // The cache lives outside the repository (which may be read-only, and is never written); its
+    // files are keyed by the model's bytes, so models of one name in different repositories keep
+    // apart and one model in two repositories is compiled once.
+    const bool on_disk = cache.value_or(true) && !ctx.cache_dir.empty();
+    cache_ = std::make_unique<compiler::CompileCache>(ctx.cache_dir, on_disk);
+    KILN_ASSIGN_OR_RETURN(model_, compiler::ModelSource::from_file(path_.string(), name_));
 
     // A first import tells which inputs carry a dynamic batch dim.
     KILN_ASSIGN_OR_RETURN(auto probe, compiler::import_onnx_file(path_.string()));
@@ -240,107 +172,20 @@ class CompilerBackend final : public Backend {
 
  private:
   Result<std::shared_ptr<const Executable>> executable(int64_t size) {
-    std::lock_guard<std::mutex> lock(mutex_);
-    auto it = executables_.find(size);
-    if (it != executables_.end()) return it->second;
-    compiler::ImportOptions options;
-    std::map<std::string, std::vector<int64_t>> shapes;
+    compiler::CompileRequest request;
+    request.target = target_name_;
     for (const auto& [name, dims] : fixed_dims_) {
       std::vector<int64_t> shape = dims;
       if (batching_) shape[0] = size;
-      options.input_shapes[name] = shape;
-      shapes[name] = shape;
+      request.import.input_shapes[name] = std::move(shape);
     }
-    std::filesystem::path cached;
-    if (cache_) {
-      cached = cache_dir_ / fmt::format("{}-{:016x}-{}.kiln", target_name_, fingerprint_hash_,
-                                        shape_profile(shapes));
-      if (std::shared_ptr<Executable> hit = load_cached(cached, shapes)) {
-        executables_[size] = hit;
-        return std::shared_ptr<const Executable>(hit);
-      }
+    Result<compiler::CompiledModel> compiled = cache_->get(model_, request);
+    if (!compiled.ok()) {
+      return compiled.status().with_context(
+          fmt::format("model \"{}\": compiling {} for {} (batch {})", name_,
+                      path_.filename().string(), target_name_, size));
     }
-    KILN_ASSIGN_OR_RETURN(auto model, compiler::import_onnx_file(path_.string(), options));
-    std::shared_ptr<compiler::Graph> graph(std::move(model->graph));
-    Result<std::shared_ptr<Executable>> exe = compiler::compile(graph, *target_);
-    if (!exe.ok()) {
-      return exe.status().with_context(fmt::format("model \"{}\": compiling {} for {} (batch {})",
-                                                   name_, path_.filename().string(), target_name_,
-                                                   size));
-    }
-    if (cache_) save_cached(cached, **exe, shapes);
-    executables_[size] = *exe;
-    return std::shared_ptr<const Executable>(*exe);
-  }
-
-  // The executable in the cache file `path` when it is there, intact, runs here, was compiled
-  // from this model's bytes and has `shapes`; otherwise null, with an info log saying why.
-  std::shared_ptr<Executable> load_cached(
-      const std::filesystem::path& path,
-      const std::map<std::string, std::vector<int64_t>>& shapes) {
-    std::error_code ec;
-    if (!std::filesystem::exists(path, ec)) {
-      kiln::log(LogLevel::kInfo, "model \"{}\": no cached artifact {}; compiling", name_,
-                path.string());
-      return nullptr;
-    }
-    auto stale = [&](const Status& why) {
-      kiln::log(LogLevel::kInfo, "model \"{}\": cached artifact {} is not usable ({}); recompiling",
-                name_, path.string(), why.message());
-      return nullptr;
-    };
-    Result<compiler::Artifact> artifact = compiler::open_artifact(path.string());
-    if (!artifact.ok()) return stale(artifact.status());
-    // The model is read again here rather than kept: a large model's bytes are not held twice.
-    Result<std::string> model = read_file(path_.string());
-    if (!model.ok()) return stale(model.status());
-    Status source = artifact->check_source(
-        std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(model->data()), model->size()));
-    if (!source.ok()) return stale(source);
-    Result<compiler::LoadedArtifact> loaded = compiler::load_artifact(path.string());
-    if (!loaded.ok()) return stale(loaded.status());
-    if (loaded->header.target != target_name_) {
-      return stale(invalid_argument_error(
-          fmt::format("compiled for target {}, expected {}", loaded->header.target, target_name_)));
-    }
-    Status same_shapes = check_input_shapes(*loaded->executable, shapes);
-    if (!same_shapes.ok()) return stale(same_shapes);
-    kiln::log(LogLevel::kInfo, "model \"{}\": loaded cached artifact {}", name_, path.string());
-    return loaded->executable;
-  }
-
-  // Writes `exe` to the cache file `path` (atomically); a failure is logged, never an error.
-  void save_cached(const std::filesystem::path& path, const Executable& exe,
-                   const std::map<std::string, std::vector<int64_t>>& shapes) {
-    std::error_code ec;
-    std::filesystem::create_directories(path.parent_path(), ec);
-    Result<std::string> model = read_file(path_.string());
-    if (!model.ok()) {
-      kiln::log(LogLevel::kWarning, "model \"{}\": cannot cache the compiled model: {}", name_,
-                model.status().message());
-      return;
-    }
-    compiler::ArtifactSource source;
-    source.name = path_.filename().string();
-    source.size = model->size();
-    source.hash = compiler::xxhash64(
-        std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(model->data()), model->size()));
-    source.recompile_command =
-        fmt::format("kiln compile {} --target {}", path_.string(), target_name_);
-    for (const auto& [name, dims] : shapes) {
-      std::string shape = fmt::format("{}={}", name, fmt::join(dims, ","));
-      source.options.emplace_back("input_shape", shape);
-      source.recompile_command += " --input-shape " + shape;
-    }
-    source.recompile_command += " -o " + path.string();
-    Status saved = compiler::save_artifact(path.string(), exe, {}, source);
-    if (!saved.ok()) {
-      kiln::log(LogLevel::kWarning, "model \"{}\": cannot cache the compiled model as {}: {}",
-                name_, path.string(), saved.message());
-      return;
-    }
-    kiln::log(LogLevel::kInfo, "model \"{}\": cached the compiled model as {}", name_,
-              path.string());
+    return std::shared_ptr<const Executable>(compiled->executable);
   }
 
   const Tensor* find_input(const InferenceRequest& r, const std::string& name) const {
@@ -421,18 +266,14 @@ class CompilerBackend final : public Backend {
   std::string name_;
   std::filesystem::path path_;
   std::string target_name_;
-  std::unique_ptr<compiler::Target> target_;
+  compiler::ModelSource model_;
+  std::unique_ptr<compiler::CompileCache> cache_;  // also holds the executable of each batch size
   bool batching_ = false;
   bool pad_batch_ = true;
-  bool cache_ = true;
-  uint64_t fingerprint_hash_ = 0;
-  std::filesystem::path cache_dir_;
   int64_t batch_ = 1;
   std::vector<std::string> input_names_;
   std::vector<std::string> output_names_;
   std::map<std::string, std::vector<int64_t>> fixed_dims_;
-  std::mutex mutex_;
-  std::map<int64_t, std::shared_ptr<const Executable>> executables_;
 };
 
 }  // namespace

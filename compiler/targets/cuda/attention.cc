@@ -14,6 +14,7 @@
 
 #include "compiler/ops/all_ops.h"
 #include "compiler/targets/cuda/program.h"
+#include "core/env.h"
 #include "core/logging.h"
 
 namespace kiln::compiler::cuda {
@@ -400,7 +401,7 @@ struct Attention {
 };
 
 bool enabled() {
-  const char* env = std::getenv("KILN_CUDA_ATTENTION");
+  const char* env = env_flag_c_str(EnvFlag::kCudaAttention);
   return env == nullptr || std::strcmp(env, "0") != 0;
 }
 

@@ -15,6 +15,7 @@
 
 #include "compiler/targets/cuda/attention.h"
 #include "compiler/targets/cuda/kernel_common.cuh"
+#include "core/env.h"
 
 namespace kiln::compiler::cuda {
 namespace {
@@ -287,7 +288,7 @@ Status launch_attention(Elem e, const AttentionOperand& q, const AttentionOperan
                   static_cast<unsigned>((queries + kRows - 1) / kRows));
   auto s = static_cast<cudaStream_t>(stream);
   static const bool four = [] {
-    const char* env = std::getenv("KILN_CUDA_ATTENTION_BLOCKS");
+    const char* env = env_flag_c_str(EnvFlag::kCudaAttentionBlocks);
     return env != nullptr && std::strcmp(env, "4") == 0;
   }();
   if (e == Elem::kF16) {

@@ -16,8 +16,8 @@
 #include <functional>
 #include <iterator>
 
+#include "core/cache_dir.h"
 #include "core/check.h"
-#include "core/env.h"
 #include "core/logging.h"
 
 namespace kiln::compiler::cuda {
@@ -411,14 +411,7 @@ Result<std::string> nvrtc_version() {
 }
 
 std::string nvrtc_cache_dir() {
-  namespace fs = std::filesystem;
-  const std::string kiln_dir = env_flag_string(EnvFlag::kCacheDir);
-  if (!kiln_dir.empty()) return (fs::path(kiln_dir) / "nvrtc").string();
-  const char* xdg = std::getenv("XDG_CACHE_HOME");
-  if (xdg != nullptr && *xdg != '\0') return (fs::path(xdg) / "kiln" / "nvrtc").string();
-  const char* home = std::getenv("HOME");
-  return (fs::path(home != nullptr && *home != '\0' ? home : "/tmp") / ".cache" / "kiln" / "nvrtc")
-      .string();
+  return (cache_root() / "nvrtc").string();
 }
 
 Result<Cubin> compile_cubin(const std::string& source, const CubinOptions& options) {

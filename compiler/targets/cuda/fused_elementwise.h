@@ -101,7 +101,8 @@ struct Cubin {
   std::string cache_path;  // the file it was read from or written to; empty when not cached
 };
 
-// $KILN_CACHE_DIR/nvrtc, else $XDG_CACHE_HOME/kiln/nvrtc, else ~/.cache/kiln/nvrtc.
+// cache_root()/nvrtc: $KILN_CACHE_DIR/nvrtc, else $XDG_CACHE_HOME/kiln/nvrtc, else
+// ~/.cache/kiln/nvrtc.
 std::string nvrtc_cache_dir();
 
 // The CUBIN of `source` for `options.arch`: from the disk cache (key: hash of source, arch and

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "core/env.h"
 #include "core/gpu.h"
 #include "core/half.h"
 #include "core/logging.h"
@@ -212,15 +213,15 @@ TEST(FusedElementwiseNvrtc, BadProgramErrorCarriesTheLog) {
 }
 
 TEST(FusedElementwiseNvrtc, CacheDirFollowsTheEnvironment) {
-  const char* saved = std::getenv("KILN_CACHE_DIR");
-  const std::string restore = saved != nullptr ? saved : "";
+  const bool saved = env_flag_is_set(EnvFlag::kCacheDir);
+  const std::string restore = env_flag_string(EnvFlag::kCacheDir);
   setenv("KILN_CACHE_DIR", "/some/where", 1);
   EXPECT_EQ(nvrtc_cache_dir(), "/some/where/nvrtc");
   unsetenv("KILN_CACHE_DIR");
   setenv("XDG_CACHE_HOME", "/xdg", 1);
   EXPECT_EQ(nvrtc_cache_dir(), "/xdg/kiln/nvrtc");
   unsetenv("XDG_CACHE_HOME");
-  if (saved != nullptr) setenv("KILN_CACHE_DIR", restore.c_str(), 1);
+  if (saved) setenv("KILN_CACHE_DIR", restore.c_str(), 1);
 }
 
 // ---- Launches (GPU) -----------------------------------------------------------------------------

@@ -16,6 +16,7 @@
 
 #include "compiler/targets/cuda/kernel_common.cuh"
 #include "compiler/targets/cuda/kernels.h"
+#include "core/env.h"
 
 namespace kiln::compiler::cuda {
 
@@ -1033,7 +1034,7 @@ constexpr int kDepthwisePixels = 2;
 
 int depthwise_pixels() {
   static const int pixels = [] {
-    const char* v = std::getenv("KILN_CUDA_DW_PIXELS");
+    const char* v = env_flag_c_str(EnvFlag::kCudaDwPixels);
     const std::string s = v != nullptr ? v : "";
     return s == "1" ? 1 : s == "4" ? 4 : s == "8" ? 8 : kDepthwisePixels;
   }();

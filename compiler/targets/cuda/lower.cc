@@ -664,7 +664,7 @@ struct CudnnStep {
 // KILN_CUDA_CONV_MMA=0 never takes the own kernel, =1 always (where it is supported).
 bool conv_mma_wins(Builder& b, ConvDescs& d, const ConvBytes& bytes, Elem e, const ConvMma& p,
                    const CudnnStep& step, const std::string& key) {
-  if (const char* mode = std::getenv("KILN_CUDA_CONV_MMA"); mode != nullptr && *mode != '\0') {
+  if (const char* mode = env_flag_c_str(EnvFlag::kCudaConvMma); *mode != '\0') {
     return std::string_view(mode) != "0";
   }
   const std::string own_key =
@@ -1002,7 +1002,7 @@ Result<bool> lower_conv_as(Builder& b, const Node& node, bool nhwc) {
   // SiLU as cuDNN's swish (beta 1) where the trial shows cuDNN takes it, else in the bias kernel.
   // KILN_CUDA_FUSED_BIAS=0 keeps every epilogue in the bias kernel (to compare the two on a GPU).
   static const bool cudnn_epilogues = [] {
-    const char* v = std::getenv("KILN_CUDA_FUSED_BIAS");
+    const char* v = env_flag_c_str(EnvFlag::kCudaFusedBias);
     return v == nullptr || std::string_view(v) != "0";
   }();
   if (cudnn_epilogues && has_bias && (groups == 1 || (lo == 0.0f && hi == INFINITY && !silu))) {
@@ -2058,7 +2058,7 @@ bool lower_gelu(Builder& b, const Node& scale) {
 // approximation, at most 4.7e-4 from the exact GELU, at x = 2.7 where f16's spacing is 2e-3) and
 // unless KILN_CUDA_GELU_EPILOGUE=0.
 std::optional<std::vector<const Node*>> gelu_reading(const Builder& b, const Value* x) {
-  const char* env = std::getenv("KILN_CUDA_GELU_EPILOGUE");
+  const char* env = env_flag_c_str(EnvFlag::kCudaGeluEpilogue);
   if ((env != nullptr && std::strcmp(env, "0") == 0) || elem_of(x) == Elem::kF32) {
     return std::nullopt;
   }

@@ -29,6 +29,7 @@
 #include "compiler/targets/cuda/int8_gemm.h"
 #include "compiler/targets/cuda/program.h"
 #include "compiler/targets/cuda/quantized_kernels.h"
+#include "core/env.h"
 #include "core/half.h"
 #include "core/logging.h"
 
@@ -376,7 +377,7 @@ enum class Stem {
 // s2d picks one (where it applies), to compare them on a GPU.
 Stem stem_of(const Builder& b, const Value* v, const Shape& shape, const Int8Layout& x_layout) {
   static const std::string_view forced = [] {
-    const char* e = std::getenv("KILN_CUDA_INT8_STEM");
+    const char* e = env_flag_c_str(EnvFlag::kCudaInt8Stem);
     return std::string_view(e == nullptr ? "" : e);
   }();
   if (forced == "int8" || shape.rank() != 4 || shape[1] > 8 || shape[1] % 4 == 0 || x_layout.nhwc ||
@@ -1159,7 +1160,7 @@ struct KernelChoice {
 // scratch operands, kept as a tuning choice. KILN_CUDA_INT8_GEMM=0 never takes the own kernel,
 // =1 always (its fastest configuration).
 Result<KernelChoice> choose_kernel(Builder& b, const ConvProblem& p, const Int8Gemm& g) {
-  const char* env = std::getenv("KILN_CUDA_INT8_GEMM");
+  const char* env = env_flag_c_str(EnvFlag::kCudaInt8Gemm);
   const std::string_view forced(env == nullptr ? "" : env);
   KernelChoice c;
   if (forced == "0") {
@@ -1306,7 +1307,7 @@ Result<std::shared_ptr<ConvPlan>> choose_half_plan(Builder& b, ConvProblem& p, c
 // tuning choice; KILN_CUDA_INT8_GEMM=0 or 1 as in choose_kernel.
 Result<int> choose_stem(Builder& b, const ConvProblem& half, const ConvPlan* plan,
                         const ConvProblem& s8, const Int8Gemm& g) {
-  const char* env = std::getenv("KILN_CUDA_INT8_GEMM");
+  const char* env = env_flag_c_str(EnvFlag::kCudaInt8Gemm);
   const std::string_view forced(env == nullptr ? "" : env);
   if (forced == "0") return -1;
   const std::string key = "int8 gemm stem of " + s8.key();

@@ -1,15 +1,15 @@
 // SPDX-License-Identifier: Apache-2.0
-// Encoding of the cuda target's tuning section, the GPU fingerprint and the tuning progress bar.
+// Encoding of the cuda target's tuning section, the GPU fingerprint and the tuning progress.
 #include "compiler/targets/cuda/tuning.h"
 
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
 #include <cudnn.h>
 #include <fmt/format.h>
-#include <unistd.h>
 
-#include <cstdio>
 #include <cstring>
+
+#include "core/progress.h"
 
 namespace kiln::compiler::cuda {
 
@@ -105,22 +105,16 @@ std::string gpu_fingerprint() {
                      cublasLtGetVersion());
 }
 
-TuningProgress::TuningProgress(int total) : total_(total), draw_(total > 0 && isatty(2) == 1) {}
+TuningProgress::TuningProgress(int total) : total_(total), draw_(total > 0) {}
 
 TuningProgress::~TuningProgress() {
-  if (draw_ && measured_) std::fputc('\n', stderr);
+  if (draw_ && measured_ && done_ < total_) report_progress("cuda: tuning", total_, total_);
 }
 
 void TuningProgress::step(bool measured) {
   ++done_;
   measured_ = measured_ || measured;
-  if (!draw_ || !measured_) return;
-  constexpr int kWidth = 30;
-  const int filled = total_ > 0 ? kWidth * std::min(done_, total_) / total_ : kWidth;
-  std::fprintf(stderr, "\rcuda: tuning %d/%d [%s%s]", done_, total_,
-               std::string(static_cast<size_t>(filled), '#').c_str(),
-               std::string(static_cast<size_t>(kWidth - filled), '.').c_str());
-  std::fflush(stderr);
+  if (draw_ && measured_ && done_ <= total_) report_progress("cuda: tuning", done_, total_);
 }
 
 }  // namespace kiln::compiler::cuda

@@ -46,8 +46,8 @@ std::optional<T> choice_value(const std::vector<uint8_t>& bytes) {
   return value;
 }
 
-// Progress of a compile's tuning on stderr, drawn only when stderr is a terminal and something is
-// measured (a load with stored choices stays quiet): "cuda: tuning 12/53 [#####.....]".
+// Progress of a compile's tuning, reported through core/progress.h's sink as "cuda: tuning" (the
+// CLI draws it) once something is measured: a load with stored choices stays quiet.
 class TuningProgress {
  public:
   explicit TuningProgress(int total);
