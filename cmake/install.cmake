@@ -61,7 +61,7 @@ kiln_install_dependency(dnnl ITEMS DNNL::dnnl FIND "find_dependency(dnnl CONFIG)
 kiln_install_dependency(openmp ITEMS gomp LIBS -lgomp)
 kiln_install_dependency(dl ITEMS ${CMAKE_DL_LIBS} LIBS -l${CMAKE_DL_LIBS})
 kiln_install_dependency(boost ITEMS Boost::headers FIND "find_dependency(Boost 1.81)"
-  DEB libboost-dev)
+  DEB libboost1.81-dev)
 kiln_install_dependency(openssl ITEMS OpenSSL::SSL OpenSSL::Crypto FIND "find_dependency(OpenSSL)"
   DEB libssl-dev PKG_CONFIG openssl)
 kiln_install_dependency(grpc ITEMS PkgConfig::KILN_GRPCPP
