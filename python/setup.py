@@ -34,18 +34,26 @@ def build_dir():
     return (ROOT / os.environ.get("KILN_BUILD_DIR", "build/wheel")).resolve()
 
 
+def cmake(args):
+    try:
+        subprocess.run(args, check=True)
+    except FileNotFoundError:
+        raise SystemExit("kiln wheel: cmake is not installed; scripts/setup installs what kiln "
+                         "builds with (Debian 12)")
+    except subprocess.CalledProcessError as error:
+        raise SystemExit(f"kiln wheel: `{' '.join(args)}` failed with status {error.returncode} "
+                         "(its output is above)")
+
+
 def cmake_build():
     """Configures (when needed) and builds the targets the wheel packs; returns the folder."""
     folder = build_dir()
     if not (folder / "CMakeCache.txt").exists():
-        subprocess.run(
-            ["cmake", "-S", str(ROOT), "-B", str(folder), "-G", "Ninja",
-             "-DCMAKE_BUILD_TYPE=Release", "-DKILN_BUILD_TESTS=OFF", "-DKILN_BUILD_BENCH=OFF",
-             "-DKILN_CUDA=" + os.environ.get("KILN_CUDA", "AUTO")],
-            check=True)
+        cmake(["cmake", "-S", str(ROOT), "-B", str(folder), "-G", "Ninja",
+               "-DCMAKE_BUILD_TYPE=Release", "-DKILN_BUILD_TESTS=OFF", "-DKILN_BUILD_BENCH=OFF",
+               "-DKILN_CUDA=" + os.environ.get("KILN_CUDA", "AUTO")])
     jobs = os.environ.get("KILN_JOBS") or str(os.cpu_count() or 1)
-    subprocess.run(["cmake", "--build", str(folder), "-j", jobs, "--target", "kiln_python_package",
-                    "kiln"], check=True)
+    cmake(["cmake", "--build", str(folder), "-j", jobs, "--target", "kiln_python_package", "kiln"])
     return folder
 
 
@@ -58,7 +66,8 @@ class CMakeBuildExt(build_ext):
         target = Path(self.build_lib) / "kiln"
         extensions = sorted(package.glob("_kiln*.so"))
         if len(extensions) != 1:
-            raise RuntimeError(f"expected one kiln/_kiln*.so in {package}, found {extensions}")
+            raise SystemExit(f"kiln wheel: expected one kiln/_kiln*.so in {package}, found "
+                             f"{[e.name for e in extensions]}")
         for source, relative in [(extensions[0], extensions[0].name),
                                  (package / "pipeline" / "fn.pyi", "pipeline/fn.pyi"),
                                  (package / "client" / "grpc_predict_v2_pb2.py",
