@@ -57,7 +57,7 @@ kiln_install_dependency(jpeg ITEMS libjpeg-turbo::turbojpeg libjpeg-turbo::jpeg
 kiln_install_dependency(hwy ITEMS hwy::hwy FIND "find_dependency(hwy CONFIG)" DEB libhwy-dev
   PKG_CONFIG libhwy)
 kiln_install_dependency(dnnl ITEMS DNNL::dnnl FIND "find_dependency(dnnl CONFIG)"
-  DEB libdnnl-dev LIBS -ldnnl)
+  DEB libdnnl-dev ocl-icd-opencl-dev LIBS -ldnnl)
 kiln_install_dependency(openmp ITEMS gomp LIBS -lgomp)
 kiln_install_dependency(dl ITEMS ${CMAKE_DL_LIBS} LIBS -l${CMAKE_DL_LIBS})
 kiln_install_dependency(boost ITEMS Boost::headers FIND "find_dependency(Boost 1.81)"

@@ -231,6 +231,50 @@ def check_ports(what, container, args):
             fail(f"{what}: the {kind} asks {probe['httpGet']['path']}, not /v2/health/*")
 
 
+def check_references(docs):
+    """What the documents name in each other: InferenceServices name the ServingRuntime and one of
+    its model formats; each rendering's Service, HPA and PDB reach its Deployment and its ports."""
+    runtimes = {d["doc"]["metadata"]["name"]: d["doc"] for d in docs
+                if d["doc"]["kind"] == "ServingRuntime"}
+    for item in docs:
+        doc, file = item["doc"], os.path.basename(item["file"])
+        if doc["kind"] == "InferenceService":
+            model = doc["spec"]["predictor"]["model"]
+            runtime = runtimes.get(model.get("runtime"))
+            if runtime is None:
+                fail(f"{file}: runtime {model.get('runtime')} is not a ServingRuntime here")
+            formats = [f["name"] for f in runtime["spec"]["supportedModelFormats"]]
+            if model["modelFormat"]["name"] not in formats:
+                fail(f"{file}: model format {model['modelFormat']['name']} is not one of {formats}")
+    by_file = {}
+    for item in docs:
+        by_file.setdefault(item["file"], []).append(item["doc"])
+    for file, group in by_file.items():
+        deployments = [d for d in group if d["kind"] == "Deployment"]
+        if not deployments:
+            continue
+        deployment = deployments[0]
+        pod = deployment["spec"]["template"]
+        names = {p["name"] for p in pod["spec"]["containers"][0]["ports"]}
+        labels = pod["metadata"]["labels"]
+        for doc in group:
+            selector = (doc["spec"].get("selector") or {}) if doc["kind"] != "Deployment" else {}
+            selector = selector.get("matchLabels", selector)
+            if doc["kind"] in ("Service", "PodDisruptionBudget") and not all(
+                    labels.get(k) == v for k, v in selector.items()):
+                fail(f"{file}: the {doc['kind']}'s selector {selector} does not match the pods")
+            if doc["kind"] == "Service":
+                for port in doc["spec"]["ports"]:
+                    if port["targetPort"] not in names:
+                        fail(f"{file}: Service port {port['name']} targets {port['targetPort']}, "
+                             f"not a container port ({sorted(names)})")
+            if doc["kind"] == "HorizontalPodAutoscaler":
+                target = doc["spec"]["scaleTargetRef"]
+                if (target["kind"], target["name"]) != ("Deployment",
+                                                        deployment["metadata"]["name"]):
+                    fail(f"{file}: the HPA scales {target}, not the Deployment")
+
+
 def check_apt_packages():
     names = set()
     for path in CONTAINERFILES:
@@ -281,6 +325,7 @@ def main():
                 fail(f"{path}: its ENTRYPOINT, CMD or HEALTHCHECK differs from Containerfile's")
         starts = [("Containerfile CMD", cmd, 30)]
         kinds = set()
+        check_references(docs)
         for item in docs:
             doc, file = item["doc"], os.path.basename(item["file"])
             kinds.add(doc["kind"])
@@ -303,7 +348,7 @@ def main():
                 fail(f"{what}: the model repository is not /mnt/models")
             starts.append((what, container["args"], grace))
         for needed in ("ServingRuntime", "InferenceService", "Deployment", "Service",
-                       "HorizontalPodAutoscaler"):
+                       "HorizontalPodAutoscaler", "PodDisruptionBudget"):
             if needed not in kinds:
                 fail(f"no {needed} among the manifests and renderings")
         for what, args, grace in starts:
