@@ -133,7 +133,7 @@ CommandAction add_serve_command(CLI::App& app) {
   auto o = std::make_shared<ServeOptions>();
   CLI::App* sub = app.add_subcommand(
       "serve", "Serve a model repository over KServe v2 HTTP and gRPC (see docs/server.md)");
-  sub->add_option("--repository", o->repository,
+  sub->add_option("--repository,--model-repository", o->repository,
                   "Folder of models: <model>/config.toml and <model>/<version>/")
       ->required()
       ->check(CLI::ExistingDirectory);
