@@ -231,14 +231,19 @@ TEST(Int8, QuantizesResidualAddsPoolsAndWhatEndsInAnInt8Reader) {
 
 // Symmetric activations (the cuda target's default): every pair s8 with zero point 0, the
 // never-negative ones too, scale = max|x| / 127.
-TEST(Int8, SymmetricActivationsAreSignedWithZeroPointZero) {
-  Graph g("residual");
+// build_residual's graph quantized on ref with `options`, calibrated on one batch.
+Result<Int8Report> quantize_residual(Graph& g, const Int8Options& options) {
   build_residual(g);
   auto target = make_target("ref");
+  std::vector<CalibrationBatch> data = {{{"x", filled(Shape{1, 4, 8, 8}, 7, -1, 1)}}};
+  return quantize_int8(g, **target, data, options);
+}
+
+TEST(Int8, SymmetricActivationsAreSignedWithZeroPointZero) {
+  Graph g("residual");
   Int8Options options;
   options.symmetric_activations = true;
-  std::vector<CalibrationBatch> data = {{{"x", filled(Shape{1, 4, 8, 8}, 7, -1, 1)}}};
-  Result<Int8Report> report = quantize_int8(g, **target, data, options);
+  Result<Int8Report> report = quantize_residual(g, options);
   ASSERT_TRUE(report.ok()) << report.status().to_string();
   for (const ActivationScale& a : report->activations) {
     EXPECT_FALSE(a.is_unsigned) << a.value;
@@ -251,12 +256,9 @@ TEST(Int8, ExcludedNodesAndOpsStayInFloat) {
   for (const std::vector<std::string>& exclude :
        std::vector<std::vector<std::string>>{{"add"}, {"Add"}}) {
     Graph g("residual");
-    build_residual(g);
-    auto target = make_target("ref");
     Int8Options options;
     options.exclude = exclude;
-    std::vector<CalibrationBatch> data = {{{"x", filled(Shape{1, 4, 8, 8}, 7, -1, 1)}}};
-    Result<Int8Report> report = quantize_int8(g, **target, data, options);
+    Result<Int8Report> report = quantize_residual(g, options);
     ASSERT_TRUE(report.ok()) << report.status().to_string();
     const std::string ir = print_graph(g);
     EXPECT_EQ(ir.find("%c1_QuantizeLinear"), std::string::npos) << ir;
