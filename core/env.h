@@ -20,7 +20,8 @@ struct EnvFlagInfo {
   std::string_view variable;
   std::string_view default_value;
   // The part that reads it: "core", "compiler", "cpu", "cuda", "server", "tests" (kiln's own
-  // tests) or "packaging" (the wheel's build). A target's flags (component == its name) may change what it compiles.
+  // tests) or "packaging" (the wheel's build). A target's flags (component == its name) may change
+  // what it compiles.
   std::string_view component;
   std::string_view doc;
 };

@@ -281,8 +281,8 @@ int run_perf(Options opts) {
       const auto& t = in->tensor_type();
       if (!t.has_rank()) continue;
       // A dynamic batch dim takes any --batch (an artifact compiled without one keeps it).
-      const bool other_batch = t.rank() < 1 || ((*t.dims)[0].known() &&
-                                                 (*t.dims)[0].value != opts.inputs.batch);
+      const bool other_batch =
+          t.rank() < 1 || ((*t.dims)[0].known() && (*t.dims)[0].value != opts.inputs.batch);
       if (other_batch) {
         return report_error(invalid_argument_error(fmt::format(
             "--batch {}: input \"{}\" has the fixed shape {}; export the model with a dynamic "

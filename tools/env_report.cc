@@ -21,7 +21,8 @@ std::string_view component_title(std::string_view component) {
   if (component == "cuda") return "The cuda target";
   if (component == "server") return "The server";
   if (component == "tests") return "kiln's own tests (not read by kiln itself)";
-  if (component == "packaging") return "Building the wheel (python/setup.py; not read by kiln itself)";
+  if (component == "packaging")
+    return "Building the wheel (python/setup.py; not read by kiln itself)";
   return component;
 }
 

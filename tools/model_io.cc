@@ -199,9 +199,9 @@ Result<PreparedModel> prepare_model(const std::string& path, const ModelInputOpt
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
     out.executable = std::move(loaded.executable);
     out.artifact = std::move(loaded.header);
-    KILN_ASSIGN_OR_RETURN(out.inputs, make_inputs(out.executable->graph(), std::move(given),
-                                                  import.input_shapes, options.batch,
-                                                  options.seed));
+    KILN_ASSIGN_OR_RETURN(
+        out.inputs, make_inputs(out.executable->graph(), std::move(given), import.input_shapes,
+                                options.batch, options.seed));
     return out;
   }
   KILN_ASSIGN_OR_RETURN(out.model, compiler::import_onnx_file(path, import));

@@ -104,9 +104,8 @@ void build_qdq_pool(Graph& g, float out_scale, bool indices) {
   Value* x = b.input("x", testing::f32({1, 2, 6, 6}));
   Value* s = b.constant(Tensor::scalar(0.04f), "s");
   Value* z = b.constant(Tensor::scalar<uint8_t>(3), "z");
-  Value* xd = b.add(Op(ops::DequantizeLinear{}), {b.add(Op(ops::QuantizeLinear{}), {x, s, z}, "xq"),
-                                                   s, z},
-                    "xd");
+  Value* xd = b.add(Op(ops::DequantizeLinear{}),
+                    {b.add(Op(ops::QuantizeLinear{}), {x, s, z}, "xq"), s, z}, "xd");
   ops::MaxPool pool;
   pool.kernel_shape = std::vector<int64_t>{3, 3};
   pool.strides = std::vector<int64_t>{2, 2};

@@ -129,8 +129,8 @@ TEST(Rebatch, KeepsDynamicAndMatchingBatchesAndSaysWhatIsMissing) {
                                         "the calibration data holds 4 samples in all"),
             std::string::npos)
       << few.status().message();
-  Result<std::vector<CalibrationBatch>> wide =
-      rebatch_calibration(*one_input(2), {{{"x", Tensor(DType::kF32, Shape{1, 4})}}, samples(2, 0)});
+  Result<std::vector<CalibrationBatch>> wide = rebatch_calibration(
+      *one_input(2), {{{"x", Tensor(DType::kF32, Shape{1, 4})}}, samples(2, 0)});
   ASSERT_FALSE(wide.ok());
   EXPECT_NE(wide.status().message().find("calibration batch 0: input \"x\" is f32[1,4]"),
             std::string::npos)

@@ -123,9 +123,9 @@ bool is_int8_passage(const Node& node) {
 
 // Places the QDQ pairs: the input of Conv, MatMul and Gemm with constant weights (those in
 // `kinds`) and of a GlobalAveragePool, and both inputs of a residual Add and the input of a
-// MaxPool or element-moving op whose output (after a Relu, for the Add) an int8 op reads -- a pair where nothing after
-// reads int8 would only add a DequantizeLinear. The output of a MaxPool or of an op moving
-// elements takes its input's scale, so the targets run it on the 8-bit data.
+// MaxPool or element-moving op whose output (after a Relu, for the Add) an int8 op reads -- a pair
+// where nothing after reads int8 would only add a DequantizeLinear. The output of a MaxPool or of
+// an op moving elements takes its input's scale, so the targets run it on the 8-bit data.
 Placement place(Graph& graph, const std::unordered_set<OpKind>& kinds,
                 const std::vector<std::string>& exclude) {
   std::unordered_set<const Node*> int8;

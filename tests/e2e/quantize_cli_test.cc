@@ -79,9 +79,8 @@ TEST_F(QuantizeCli, Int8ArtifactKeepsItsScalesAndRuns) {
   // On cpu the convolutions are integer ops holding their int8 weights; the Gemms, whose outputs
   // are not quantized, hold their weights dequantized once at compile time.
   for (const char* expected :
-       {"# calibration-method: percentile", "--percentile 99.9", "i8[16,8,3,3]",
-        "= QLinearConv[", "%2.weight_quantized", "u8[batch,1,8,8] = QuantizeLinear",
-        "_DequantizeLinear_folded"}) {
+       {"# calibration-method: percentile", "--percentile 99.9", "i8[16,8,3,3]", "= QLinearConv[",
+        "%2.weight_quantized", "u8[batch,1,8,8] = QuantizeLinear", "_DequantizeLinear_folded"}) {
     EXPECT_NE(p.output.find(expected), std::string::npos) << expected << "\n" << p.output;
   }
   KilnRun r =

@@ -32,8 +32,7 @@ bool same_8bit(const Value* a, const Value* b) {
 }
 
 bool lower_pool(ProgramBuilder& b, const Node& node) {
-  const bool int8_max =
-      node.kind() == OpKind::kMaxPool && same_8bit(node.input(0), node.output(0));
+  const bool int8_max = node.kind() == OpKind::kMaxPool && same_8bit(node.input(0), node.output(0));
   if (!int8_max && !same_float({node.input(0), node.output(0)})) return false;
   const memory::desc src = b.layout_of(node.input(0));
   std::optional<dnnl::pooling_v2_forward::desc> desc =

@@ -75,14 +75,7 @@ std::unique_ptr<Step> primitive_step(ProgramBuilder& b, const Node& node, std::s
       std::make_unique<PrimitiveStep>(b.engine(), std::move(primitive), args, std::move(prefill));
   step->node = &node;
   step->kind = std::move(kind) + tail.kinds;
-  for (const Arg& a : args) {
-    if (a.buffer < 0) continue;
-    if (a.arg == DNNL_ARG_DST || a.arg == DNNL_ARG_SCRATCHPAD) {
-      step->writes.push_back(a.buffer);
-    } else {
-      step->reads.push_back(a.buffer);
-    }
-  }
+  add_arg_buffers(*step, args);
   if (prefill_from >= 0) step->reads.push_back(prefill_from);
   return step;
 }

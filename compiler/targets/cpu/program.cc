@@ -611,4 +611,15 @@ Result<std::unique_ptr<Program>> ProgramBuilder::build_program() {
                                    static_cast<int>(on_dnnl.size()));
 }
 
+void add_arg_buffers(Step& step, const std::vector<PrimitiveStep::Arg>& args) {
+  for (const PrimitiveStep::Arg& a : args) {
+    if (a.buffer < 0) continue;
+    if (a.arg == DNNL_ARG_DST || a.arg == DNNL_ARG_SCRATCHPAD) {
+      step.writes.push_back(a.buffer);
+    } else {
+      step.reads.push_back(a.buffer);
+    }
+  }
+}
+
 }  // namespace kiln::compiler::cpu

@@ -260,4 +260,8 @@ class PrimitiveStep final : public Step {
   std::optional<Prefill> prefill_;
 };
 
+// Adds the buffers of `args` to `step`'s reads, and its destination and scratchpad to its writes:
+// what a step running a primitive over `args` touches.
+void add_arg_buffers(Step& step, const std::vector<PrimitiveStep::Arg>& args);
+
 }  // namespace kiln::compiler::cpu

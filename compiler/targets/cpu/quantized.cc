@@ -142,14 +142,7 @@ void add(ProgramBuilder& b, const Node& node, std::unique_ptr<Step> step,
          const std::vector<Arg>& args, int extra_read = -1) {
   step->node = &node;
   step->kind = std::string(node.op().name()) + " int8";
-  for (const Arg& a : args) {
-    if (a.buffer < 0) continue;
-    if (a.arg == DNNL_ARG_DST || a.arg == DNNL_ARG_SCRATCHPAD) {
-      step->writes.push_back(a.buffer);
-    } else {
-      step->reads.push_back(a.buffer);
-    }
-  }
+  add_arg_buffers(*step, args);
   if (extra_read >= 0) step->reads.push_back(extra_read);
   b.add_step(std::move(step));
 }

@@ -304,8 +304,8 @@ std::shared_ptr<Graph> residual_block() {
     ops::Conv op;
     op.pads = std::vector<int64_t>{k / 2, k / 2, k / 2, k / 2};
     const float bound = 1.0f / std::sqrt(static_cast<float>(16 * k * k));
-    Value* w = b.constant(random_f32(Shape{16, in->tensor_type().shape()[1], k, k}, -bound, bound,
-                                     ++seed));
+    Value* w = b.constant(
+        random_f32(Shape{16, in->tensor_type().shape()[1], k, k}, -bound, bound, ++seed));
     return b.add(Op(op), {in, w, b.constant(random_f32(Shape{16}, -0.1f, 0.1f, ++seed))});
   };
   Value* stem = b.add(Op(ops::Relu{}), {conv(x, 3)});
