@@ -116,7 +116,7 @@ def main():
             first_ms.append(float(m.group(2)))
             artifact_wall.append(wall)
             wall, out, rss, cpu = run([args.kiln, "run", onnx_path, "--target", args.target,
-                                       *shape_args])
+                                       "--no-cache", *shape_args])
             onnx_rss.append(rss)
             onnx_cpu.append(cpu)
             m = re.search(r"compiled in ([\d.]+) ms, ran in ([\d.]+) ms", out)

@@ -33,8 +33,8 @@ namespace {
 
 using dnnl::memory;
 
-// Where conv1x1_f32 is faster than oneDNN's jit_1x1 in a model (docs/performance.md, "Session 8's
-// main" and "Session 10"). From 64 input channels to 256 outputs or more it splits by channels and
+// Where conv1x1_f32 is faster than oneDNN's jit_1x1 in a model (docs/performance.md, "The own 1x1
+// convolution"). From 64 input channels to 256 outputs or more it splits by channels and
 // wins at every size (ResNet-50's expanding 1x1s, SqueezeNet's 1000-way classifier). To fewer
 // outputs it split by pixels and lost in a model while its passes filled L1 (DenseNet-121 1.044x
 // slower); with passes of at most 96 input channels it wins there as well, paired against

@@ -109,7 +109,7 @@ class ReleaseAfterPacking {
 // An executable's packed weights, side by side in large blocks on transparent huge pages
 // (core/huge_pages.h): a batch-1 run reads every weight once, and on 4 KiB pages each 4 KiB of
 // them needs a TLB entry of its own. Paired against oneDNN's allocations (docs/performance.md,
-// "Session 11"), the models ran 0.980-0.995 of the time with it. Blocks grow from 2 MiB (left on
+// "Weights"), the models ran 0.980-0.995 of the time with it. Blocks grow from 2 MiB (left on
 // small pages, so that a small model's weights stay a few pages) to 32 MiB. The memory lives as
 // long as the arena.
 class WeightArena {

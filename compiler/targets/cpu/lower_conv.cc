@@ -79,7 +79,7 @@ bool lower_conv(ProgramBuilder& b, const Node& conv, const Node* add) {
   attr.set_post_ops(post);
   // A channel-blocked model's 3x3 stride-2 convolutions of a batch of one run in the layouts
   // oneDNN picks (NHWC brgconv), reorders on both sides included: ResNet-50's three took 0.6-0.8
-  // of the time of jit:avx512_core over nChw16c (docs/performance.md, "Branch cpu-b1c").
+  // of the time of jit:avx512_core over nChw16c (docs/performance.md, "Convolution layouts").
   const bool nhwc_s2 = b.conv_layout() == ConvLayout::kBlocked16 && s->src.size() == 4 &&
                        s->src[0] == 1 && s->weights.size() == 4 && s->weights[2] == 3 &&
                        s->weights[3] == 3 && s->strides[0] == 2 && s->strides[1] == 2 &&
@@ -222,7 +222,7 @@ Result<ConvLayout> choose_conv_layout(const Graph& graph) {
     // Winograd pays from 32 input channels: SqueezeNet's 27x27 and 13x13 expands at batch 16
     // (F(4x4, 3x3), jit_wino_4x3) took 0.4 of brgconv's time in NHWC, and at batch 1 the
     // network runs 0.94-0.95 of its NHWC time blocked, with its stem on kiln's kernel and its
-    // Concat copied as blocks (docs/performance.md, "Session 8's main").
+    // Concat copied as blocks (docs/performance.md, "Convolution layouts").
     if (is_winograd_shape(*s) && s->weights[0] >= 32 && s->weights[1] >= 32) {
       winograd += macs;
     }

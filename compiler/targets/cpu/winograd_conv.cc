@@ -387,7 +387,7 @@ class WinogradStep final : public Step {
 };
 
 // Where the own Winograd is faster than oneDNN's, paired in ResNet-50 (`kiln perf --ab`,
-// docs/performance.md, "Session 13"): layer 3 (256 channels at 14x14) 1.040 with oneDNN's over
+// docs/performance.md, "The own Winograd"): layer 3 (256 at 14x14) 1.040 with oneDNN's over
 // the own; layer 2 (128 at 28x28) on top, 0.988-0.994 with the own F(2x2), then 0.984-0.992 with
 // F(4x4) over that. Layer 4 (512 at 7x7) ran as the 1x1 over taps (conv1x1.h); as F(2x2) on top
 // of the others, 0.981-0.985, though its transformed weights are 16/9 as many. Layer 1 (64 at

@@ -182,8 +182,8 @@ void conv1x1_f32(const Conv1x1Shape& s, const float* x, const float* weights, co
     // Items of a group of output channels over a range of pixels, about 4 a thread, claimed one at
     // a time: a thread on a slower core takes fewer. This VM's two cores often run at different
     // speeds (134 and 77 GFLOP/s at once while another tenant loads one), and an even static
-    // split waits for the slower (docs/performance.md, "Session 9"). Pixels are split only where
-    // there are fewer groups than that, into parts of at least two tiles.
+    // split waits for the slower (docs/performance.md, "The own 1x1 convolution"). Pixels are
+    // split only where there are fewer groups than that, into parts of at least two tiles.
     const int64_t threads = omp_get_num_threads();
     const int64_t want = (4 * threads + groups - 1) / groups;
     const int64_t splits = std::max<int64_t>(1, std::min(want, s.pixels / (2 * kTilePixels)));
