@@ -7,10 +7,12 @@ Containerfile's last stage in it: its COPY of the kiln .deb, its RUN lines in a 
 find every dependency of the package in Debian), its ENV, USER and WORKDIR; then runs its
 ENTRYPOINT and CMD (loopback, free ports) as that user, runs its HEALTHCHECK inside the root,
 classifies the held-out digits over HTTP from outside (>= 90% right), and checks that SIGTERM ends
-the server with status 0. Needs root, debootstrap and the Debian mirror; mounts stay private
+the server with status 0. With --dev it then installs kiln-dev (with cmake, g++ and ninja) in the
+root and builds and runs tests/install/consumer there with find_package(kiln): kiln-dev's
+dependencies must be complete. Needs root, debootstrap and the Debian mirror; mounts stay private
 (unshare).
 
-usage: fresh_debian_check.py DEB_DIR [--root DIR]
+usage: fresh_debian_check.py DEB_DIR [--root DIR] [--dev]
   DEB_DIR: `cpack -G DEB -B DEB_DIR` of a build without the cuda target (the CPU image's build);
   --root: where the Debian root goes (reused when it is there; default: a new temporary folder)
 """
@@ -71,6 +73,7 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("debs")
     parser.add_argument("--root")
+    parser.add_argument("--dev", action="store_true")
     options = parser.parse_args()
     if os.getuid() != 0:
         fail("run as root (debootstrap, chroot)")
@@ -179,7 +182,32 @@ def main():
         if server.poll() is None:
             server.kill()
             server.wait()
+    if options.dev:
+        check_dev(root, debs, env)
     print(f"PASS (root: {root})")
+
+
+def check_dev(root, debs, env):
+    """kiln-dev on the fresh root: a consumer built there with find_package(kiln) runs."""
+    (deb,) = glob.glob(os.path.join(debs, "kiln-dev_*.deb"))
+    shutil.copy(deb, os.path.join(root, "tmp"))
+    for folder in ["tests/install/consumer", "examples"]:
+        shutil.copytree(os.path.join(SOURCE, folder),
+                        os.path.join(root, "tmp", "kiln-src", os.path.basename(folder)),
+                        dirs_exist_ok=True)
+    print("== apt-get install kiln-dev cmake g++ ninja-build; the consumer with find_package(kiln)",
+          flush=True)
+    script = (f"apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q "
+              f"--no-install-recommends /tmp/{os.path.basename(deb)} cmake g++ ninja-build && "
+              "cmake -S /tmp/kiln-src/consumer -B /tmp/kiln-consumer -G Ninja "
+              "-DCMAKE_BUILD_TYPE=Release && cmake --build /tmp/kiln-consumer && "
+              "KILN_CACHE_DIR=/tmp/kiln-consumer-cache /tmp/kiln-consumer/kiln_consumer "
+              "/tmp/kiln-src/examples")
+    result = chroot(root, ["/bin/sh", "-c", script], env=env, stdout=subprocess.PIPE,
+                    stderr=subprocess.STDOUT, text=True)
+    if result.returncode != 0:
+        fail(f"kiln-dev on the fresh root:\n{result.stdout[-4000:]}")
+    print("\n".join(result.stdout.strip().splitlines()[-2:]))
 
 
 if __name__ == "__main__":
