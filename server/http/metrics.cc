@@ -47,8 +47,8 @@ void histogram(std::string& out, std::string_view name, const ModelStatistics& s
 }
 
 // Triton's series (nv_inference_*) for the same counts, so dashboards and alerts written for Triton
-// work unchanged. Only those kiln measures with Triton's meaning: Triton's compute input/infer/
-// output times are summed per request, kiln times whole batches (kiln_inference_compute_duration_us).
+// work unchanged. Only those kiln measures with Triton's meaning: Triton sums its compute
+// input/infer/output times per request, kiln times whole batches (its compute histogram).
 void triton_metrics(std::string& out, const std::vector<ModelStatistics>& stats) {
   auto series = [&](std::string_view name, std::string_view type, std::string_view help,
                     auto value) {
