@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
 // Prometheus text exposition of the per-model statistics: counts, failures by reason, queue and
-// compute time histograms, batch sizes and pending requests.
+// compute time histograms, batch sizes and pending requests; and Triton's names for the counts.
 #include <fmt/format.h>
 
 #include "server/http/router.h"
@@ -46,6 +46,36 @@ void histogram(std::string& out, std::string_view name, const ModelStatistics& s
                      labels(s), h.count);
 }
 
+// Triton's series (nv_inference_*) for the same counts, so dashboards and alerts written for Triton
+// work unchanged. Only those kiln measures with Triton's meaning: Triton sums its compute
+// input/infer/output times per request, kiln times whole batches (its compute histogram).
+void triton_metrics(std::string& out, const std::vector<ModelStatistics>& stats) {
+  auto series = [&](std::string_view name, std::string_view type, std::string_view help,
+                    auto value) {
+    family(out, name, type, help);
+    for (const auto& s : stats) out += fmt::format("{}{{{}}} {}\n", name, labels(s), value(s));
+  };
+  using S = const ModelStatistics&;
+  series("nv_inference_request_success", "counter",
+         "Number of successful inference requests, all batch sizes",
+         [](S s) { return s.success.count; });
+  series("nv_inference_request_failure", "counter",
+         "Number of failed inference requests, all batch sizes", [](S s) { return s.fail.count; });
+  series("nv_inference_count", "counter", "Number of inferences performed (a batch of n counts n)",
+         [](S s) { return s.inference_count; });
+  series("nv_inference_exec_count", "counter", "Number of model executions performed",
+         [](S s) { return s.execution_count; });
+  series("nv_inference_request_duration_us", "counter",
+         "Cumulative inference request duration in microseconds (successful requests)",
+         [](S s) { return s.success.ns / 1000; });
+  series("nv_inference_queue_duration_us", "counter",
+         "Cumulative inference queuing duration in microseconds (successful requests)",
+         [](S s) { return s.queue.ns / 1000; });
+  series("nv_inference_pending_request_count", "gauge",
+         "Instantaneous number of pending requests awaiting execution per-model",
+         [](S s) { return s.pending; });
+}
+
 }  // namespace
 
 std::string prometheus_metrics(const Server& server) {
@@ -85,6 +115,7 @@ std::string prometheus_metrics(const Server& server) {
   }
   family(out, "kiln_inference_batch_size", "histogram", "Batch sizes executed.");
   for (const auto& s : stats) histogram(out, "kiln_inference_batch_size", s, s.batch_size);
+  triton_metrics(out, stats);
   return out;
 }
 
