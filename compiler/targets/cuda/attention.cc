@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // Attention subgraphs as exported (head splits, scalings, MatMul, Softmax, MatMul, head merge) as
-// one fused attention step (attention.cu) reading q, k and v through strides straight from the
-// projection's output and writing the heads already merged.
-#include "compiler/targets/cuda/attention.h"
+// one fused attention step (kernels/attention.cu) reading q, k and v through strides straight from
+// the projection's output and writing the heads already merged.
+#include "compiler/targets/cuda/kernels/attention.h"
 
 #include <algorithm>
 #include <cmath>
@@ -13,6 +13,8 @@
 #include <vector>
 
 #include "compiler/ops/all_ops.h"
+#include "compiler/targets/cuda/lower_util.h"
+#include "compiler/targets/cuda/lowering.h"
 #include "compiler/targets/cuda/program.h"
 #include "core/env.h"
 #include "core/logging.h"
@@ -31,10 +33,6 @@ struct FineView {
   std::vector<std::vector<Factor>> dims;
   int64_t offset = 0;
 };
-
-Shape shape_of(const Value* v) {
-  return v->tensor_type().shape();
-}
 
 FineView contiguous(const Shape& s) {
   FineView f;

@@ -295,7 +295,7 @@ Result<std::vector<char>> nvrtc_compile(const std::string& source, const std::st
   nvrtcResult r = n.create(&prog, source.c_str(), "kiln_fused.cu", 0, nullptr, nullptr);
   if (r != NVRTC_SUCCESS) return nvrtc_error(r, "nvrtcCreateProgram");
   const std::string arch_option = "--gpu-architecture=" + arch;
-  // No fast math: IEEE division and square root, denormals kept, as nvcc builds kernels.cu.
+  // No fast math: IEEE division and square root, denormals kept, as nvcc builds kernels/*.cu.
   const char* options[] = {arch_option.c_str(), "-default-device",  "--ftz=false",
                            "--prec-div=true",   "--prec-sqrt=true", "-std=c++17"};
   r = n.compile(prog, static_cast<int>(std::size(options)), options);

@@ -9,7 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "compiler/targets/cuda/kernels.h"
+#include "compiler/targets/cuda/kernels/elementwise.h"
+#include "compiler/targets/cuda/kernels/types.h"
 #include "core/status.h"
 
 namespace kiln::compiler::cuda {
@@ -82,7 +83,7 @@ std::string load_code(Elem elem, const std::string& pointer, const std::string& 
 std::string store_code(Elem elem, const std::string& value);
 
 // The CUDA C expression of an op on float `x` (Unary, attributes `alpha`/`beta`) or `a`, `b`
-// (Binary): the same formulas as kernels.cu's apply_unary / apply_binary.
+// (Binary): the same formulas as kernels/elementwise.cu's apply_unary / apply_binary.
 const char* unary_formula(Unary op);
 const char* binary_formula(Binary op);
 

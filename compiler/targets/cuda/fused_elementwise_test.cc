@@ -226,7 +226,7 @@ TEST(FusedElementwiseNvrtc, CacheDirFollowsTheEnvironment) {
 
 // ---- Launches (GPU) -----------------------------------------------------------------------------
 
-// The host reference of one op, with the formulas of kernels.cu.
+// The host reference of one op, with the formulas of kernels/elementwise.cu.
 float host_unary(Unary op, float x, float alpha, float beta) {
   switch (op) {
     case Unary::kRelu: return x > 0.0f ? x : 0.0f;

@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Generated row kernels: one warp a row up to 1,024 columns (four rows a block), up to 32 warps a
-// row beyond, the row in registers, as kernels.cu's layernorm/softmax warp kernels; f32 arithmetic
-// on f32, f16 or bf16 storage.
+// row beyond, the row in registers, as kernels/rows.cu's layernorm/softmax warp kernels; f32
+// arithmetic on f32, f16 or bf16 storage.
 #include "compiler/targets/cuda/fused_rows.h"
 
 #include <fmt/format.h>

@@ -9,6 +9,8 @@
 #include "compiler/ops/all_ops.h"
 #include "compiler/targets/cuda/fused_elementwise.h"
 #include "compiler/targets/cuda/fused_rows.h"
+#include "compiler/targets/cuda/lower_util.h"
+#include "compiler/targets/cuda/lowering.h"
 #include "compiler/targets/cuda/program.h"
 #include "core/env.h"
 #include "core/logging.h"
@@ -16,10 +18,6 @@
 namespace kiln::compiler::cuda {
 
 namespace {
-
-Shape shape_of(const Value* v) {
-  return v->tensor_type().shape();
-}
 
 std::vector<int64_t> plain_strides(const std::vector<int64_t>& dims) {
   std::vector<int64_t> strides(dims.size());

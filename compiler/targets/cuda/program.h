@@ -22,7 +22,6 @@
 #include "compiler/ir/graph.h"
 #include "compiler/runtime/memory_plan.h"
 #include "compiler/runtime/plan.h"
-#include "compiler/targets/cuda/kernels.h"
 #include "compiler/targets/cuda/tuning.h"
 #include "compiler/targets/ref/interpreter.h"
 #include "compiler/targets/target.h"
@@ -86,7 +85,7 @@ class Step : public runtime::PlannedStep {
 };
 
 // A device step that runs a function over the session (its captured buffer ids index
-// session.device): how the lowerings (lower.cc, quantized.cc) queue their kernels.
+// session.device): how the lowering rules (lowering.h) queue their kernels.
 class FunctionStep final : public Step {
  public:
   using Fn = std::function<Status(Session&)>;
@@ -187,7 +186,7 @@ class Builder : public runtime::PlanBuilder<Buffer, Step> {
   // subgraphs): the executable then runs the ref interpreter.
   Result<std::unique_ptr<Program>> build();
 
-  // ---- for the lowering functions (lower.cc) ----
+  // ---- for the lowering functions (lowering.h) ----
   cudnnHandle_t cudnn() const { return cudnn_; }
   cublasLtHandle_t lt() const { return lt_; }
   // `v`'s buffer in the plain (NCHW, row-major) layout: a 4-D value stored NHWC gets one reorder
@@ -241,45 +240,13 @@ class Builder : public runtime::PlanBuilder<Buffer, Step> {
 // to a host ref step. Defined in lower.cc.
 Result<bool> lower_device(Builder& builder, const Node& node);
 
-// Lowers the 8-bit ops (QuantizeLinear, DequantizeLinear, QLinearConv, the int8 residual Add and
-// MaxPool between Q/DQ) to int8 kernels when it can. Defined in quantized.cc.
-Result<bool> lower_quantized(Builder& builder, const Node& node);
-
 // Marks the nodes of every attention subgraph the fused attention step takes as fused, all but
 // the one whose lowering adds the step (lower_attention); called before any node is lowered.
 // Returns how many it found (none with KILN_CUDA_ATTENTION=0). Defined in attention.cc.
 int plan_attention(Builder& builder);
 
-// Adds the fused attention step when `node` ends an attention subgraph plan_attention marked;
-// false for any other node. Defined in attention.cc.
-bool lower_attention(Builder& builder, const Node& node);
-
-// The kernels' element type of a float dtype or value (f32, f16, bf16), a float constant's values
-// as f32 and an integer constant's as i64, when they are such. Defined in lower.cc.
-std::optional<Elem> elem_of(DType dtype);
-std::optional<Elem> elem_of(const Value* v);
-std::optional<std::vector<float>> constant_floats(const Value* v);
-std::optional<std::vector<int64_t>> constant_ints(const Value* v);
-
-// The Unary (with its alpha, beta) or Binary of an elementwise node, when it is one; the strides
-// of `in` (right-aligned against `out`) per output dim, 0 where it broadcasts. Defined in lower.cc.
-std::optional<std::pair<Unary, std::pair<float, float>>> unary_of(const Node& node);
-std::optional<Binary> binary_of(OpKind kind);
-void broadcast_strides(const Shape& in, const Shape& out, int64_t* strides);
-
-// With KILN_CUDA_NVRTC (default on), lowers `node` and the nodes around it to one kernel generated
-// and compiled through NVRTC: an elementwise chain starting at `node`, with a row op (LayerNorm,
-// Softmax, LogSoftmax, trailing-axis ReduceSum/Mean/Max) or a Transpose after it, or the row op or
-// Transpose `node` with a chain after it. False when none applies or NVRTC fails (a warning
-// logged). Defined in lower_fused.cc.
-bool lower_fused(Builder& builder, const Node& node);
-
-// A 4-D constant's bytes reordered from NCHW (KCRS) to NHWC (KRSC), with `channels` (at least its
-// own) per pixel, the added ones zero. Defined in lower.cc.
-std::vector<uint8_t> nhwc_bytes(const Tensor& t, int64_t channels);
-
 // Adds a step copying 4-D buffer `from` into `to` (logical NCHW `shape`), NCHW to NHWC when
-// `to_nhwc`, else back. Defined in lower.cc.
+// `to_nhwc`, else back. Defined in lower_util.cc.
 void add_reorder(Builder& builder, int from, int to, const Shape& shape, bool to_nhwc);
 
 }  // namespace kiln::compiler::cuda

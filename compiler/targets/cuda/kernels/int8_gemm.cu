@@ -13,8 +13,8 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "compiler/targets/cuda/int8_gemm.h"
-#include "compiler/targets/cuda/kernel_common.cuh"
+#include "compiler/targets/cuda/kernels/common.cuh"
+#include "compiler/targets/cuda/kernels/int8_gemm.h"
 
 namespace kiln::compiler::cuda {
 namespace {

@@ -1,12 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
-// Launchers of the cuda target's 8-bit kernels (quantized_kernels.cu), for quantized.cc: plain
-// C++, no CUDA headers needed. An 8-bit tensor is read and written as u8 or s8 (`*_u8`), its
+// Launchers of the cuda target's 8-bit kernels (int8.cu), for the int8 lowering (quantized.h):
+// plain C++, no CUDA headers needed. An 8-bit tensor is read and written as u8 or s8 (`*_u8`), its
 // integer value offset by `*_off` (a zero point added or removed) and saturated to [lo, hi].
 #pragma once
 
 #include <cstdint>
 
-#include "compiler/targets/cuda/kernels.h"
+#include "compiler/targets/cuda/kernels/types.h"
 #include "core/status.h"
 
 namespace kiln::compiler::cuda {

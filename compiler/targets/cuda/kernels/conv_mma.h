@@ -7,7 +7,8 @@
 
 #include <cstdint>
 
-#include "compiler/targets/cuda/kernels.h"
+#include "compiler/targets/cuda/kernels/types.h"
+#include "core/status.h"
 
 namespace kiln::compiler::cuda {
 

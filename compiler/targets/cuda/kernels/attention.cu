@@ -13,8 +13,8 @@
 #include <cstring>
 #include <type_traits>
 
-#include "compiler/targets/cuda/attention.h"
-#include "compiler/targets/cuda/kernel_common.cuh"
+#include "compiler/targets/cuda/kernels/attention.h"
+#include "compiler/targets/cuda/kernels/common.cuh"
 #include "core/env.h"
 
 namespace kiln::compiler::cuda {

@@ -4,7 +4,7 @@
 
 #include <cstdint>
 
-#include "compiler/targets/cuda/kernels.h"
+#include "compiler/targets/cuda/kernels/types.h"
 #include "core/status.h"
 
 namespace kiln::compiler::cuda {

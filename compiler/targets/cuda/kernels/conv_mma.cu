@@ -12,8 +12,8 @@
 #include <algorithm>
 #include <cstdint>
 
-#include "compiler/targets/cuda/conv_mma.h"
-#include "compiler/targets/cuda/kernel_common.cuh"
+#include "compiler/targets/cuda/kernels/common.cuh"
+#include "compiler/targets/cuda/kernels/conv_mma.h"
 
 namespace kiln::compiler::cuda {
 namespace {

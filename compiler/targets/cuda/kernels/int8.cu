@@ -7,8 +7,8 @@
 
 #include <string>
 
-#include "compiler/targets/cuda/kernel_common.cuh"
-#include "compiler/targets/cuda/quantized_kernels.h"
+#include "compiler/targets/cuda/kernels/common.cuh"
+#include "compiler/targets/cuda/kernels/int8.h"
 
 namespace kiln::compiler::cuda {
 

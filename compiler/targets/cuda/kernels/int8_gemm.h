@@ -1,9 +1,9 @@
 // SPDX-License-Identifier: Apache-2.0
-// The own int8 convolution kernel (int8_gemm.cu), for quantized.cc: an implicit GEMM on the int8
-// tensor cores (mma.sync m16n8k32, s8 x s8 -> s32) of the centered s8 NHWC activations [pixels,
-// window x c] by the filter [k, r x s x c] (a plain GEMM for 1x1), with the same epilogue as the
-// cuDNN graph of quantized.cc: per-channel scale and bias, an optional s8 residual with its scale,
-// the clamp, and s8 rounded to nearest even. Plain C++, no CUDA headers needed.
+// The own int8 convolution kernel (int8_gemm.cu), for lower_qlinear_conv.cc: an implicit GEMM on
+// the int8 tensor cores (mma.sync m16n8k32, s8 x s8 -> s32) of the centered s8 NHWC activations
+// [pixels, window x c] by the filter [k, r x s x c] (a plain GEMM for 1x1), with the same epilogue
+// as the cuDNN graph of qlinear_conv_cudnn.cc: per-channel scale and bias, an optional s8 residual
+// with its scale, the clamp, and s8 rounded to nearest even. Plain C++, no CUDA headers needed.
 #pragma once
 
 #include <cstdint>
