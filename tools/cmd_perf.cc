@@ -422,7 +422,13 @@ int run_perf(Options opts) {
   std::sort(times.begin(), times.end());
   const double median = quantile(times, 0.5);
   const double p90 = quantile(times, 0.9);
-  const int64_t batch = opts.inputs.batch > 0 ? opts.inputs.batch : 1;
+  // The samples a run takes: --batch, else the first dim of the first input when it has more
+  // than one (an artifact compiled with --batch 256 runs 256 samples a run).
+  int64_t batch = opts.inputs.batch > 0 ? opts.inputs.batch : 1;
+  if (opts.inputs.batch <= 0 && !inputs.empty() && inputs[0].is_tensor() &&
+      inputs[0].tensor().shape().rank() >= 2) {
+    batch = inputs[0].tensor().shape()[0];
+  }
   const double throughput = median > 0 ? 1000.0 * static_cast<double>(batch) / median : 0.0;
   const std::vector<StepRow> steps = median_steps(profiles);
   const std::vector<KindRow> kinds = by_kind(steps);

@@ -185,19 +185,56 @@ bool clip_is_saturation(const Node& clip, const TensorParams& y) {
   return true;
 }
 
-// The value the QuantizeLinear `q` quantizes, looking through a Relu or Clip its saturation does;
-// sets `relu` when it looked through one.
-Value* quantized_source(const Node& q, const TensorParams& yp, bool& relu) {
+// Q(Relu(y)) equals Relu(Q(y)), a Relu on the 8-bit values, when the zero point is 0 of int8
+// (symmetric activations, which the cuda target's int8 kernels take: kiln's own calibration for
+// cuda, TensorRT-style models): a ReLU clamps the values below the zero point to it.
+bool relu_is_int8_floor(const TensorParams& y) {
+  return y.zero_point == 0 && y.qtype == DType::kI8;
+}
+
+// Q(Clip(y, 0, hi)) equals Relu(Q(y)) under relu_is_int8_floor when Q(hi) saturates (ReLU6 with
+// a range calibrated to [-6, 6] or narrower).
+bool clip_is_int8_floor(const Node& clip, const TensorParams& y) {
+  if (!relu_is_int8_floor(y) || !clip.has_input(1)) return false;
+  const Tensor* lo = constant_of(clip, 1);
+  if (lo == nullptr || lo->dtype() != DType::kF32 || lo->numel() != 1 ||
+      lo->data<float>()[0] != 0.0f) {
+    return false;
+  }
+  if (!clip.has_input(2)) return true;
+  const Tensor* hi = constant_of(clip, 2);
+  return hi != nullptr && hi->dtype() == DType::kF32 && hi->numel() == 1 &&
+         quantize_value(y, hi->data<float>()[0]) == 127;
+}
+
+// The value the QuantizeLinear `q` quantizes, looking through a Relu or Clip its saturation does
+// or that a Relu on the 8-bit values does (then sets `int_relu`: the fused node's output needs
+// with_int_relu).
+Value* quantized_source(const Node& q, const TensorParams& yp, bool& int_relu) {
   Value* y = q.input(0);
-  relu = false;
+  int_relu = false;
   Node* p = y->producer();
   if (p == nullptr || sole_user(y) != &q) return y;
   if ((p->kind() == OpKind::kRelu && relu_is_saturation(yp)) ||
       (p->kind() == OpKind::kClip && clip_is_saturation(*p, yp))) {
-    relu = true;
-    y = p->input(0);
+    return p->input(0);
+  }
+  if ((p->kind() == OpKind::kRelu && relu_is_int8_floor(yp)) ||
+      (p->kind() == OpKind::kClip && clip_is_int8_floor(*p, yp))) {
+    int_relu = true;
+    return p->input(0);
   }
   return y;
+}
+
+// `out` (a fused node's 8-bit output), through a Relu on its values when `int_relu`.
+Result<Value*> with_int_relu(Graph& graph, Node* q, Value* out, bool int_relu,
+                             const std::string& name) {
+  if (!int_relu) return out;
+  Node* relu = graph.add_node(Op(ops::Relu{}), {out}, 1, name + "_relu", q);
+  relu->output(0)->set_name(graph.unique_name(name + "_relu_q"));
+  KILN_RETURN_IF_ERROR(infer_node(*relu));
+  return relu->output(0);
 }
 
 Value* finish(Graph& graph, Node* q, Op op, std::vector<Value*> inputs, const std::string& name) {
@@ -211,13 +248,19 @@ Result<bool> fuse_conv(Graph& graph, Node* q) {
   if (q->kind() != OpKind::kQuantizeLinear) return false;
   std::optional<TensorParams> yp = tensor_params(*q);
   if (!yp) return false;
-  bool relu = false;
-  Value* y = quantized_source(*q, *yp, relu);
+  bool int_relu = false;
+  Value* y = quantized_source(*q, *yp, int_relu);
   Node* conv = y->producer();
   if (conv == nullptr || conv->kind() != OpKind::kConv || conv->graph() != &graph) return false;
   if (sole_user(y) == nullptr) return false;
   const auto& attrs = conv->attrs<ops::Conv>();
-  if (attrs.activation && (*attrs.activation != "Relu" || !relu_is_saturation(*yp))) return false;
+  if (attrs.activation) {
+    if (*attrs.activation != "Relu" || int_relu) return false;
+    if (!relu_is_saturation(*yp)) {
+      if (!relu_is_int8_floor(*yp)) return false;
+      int_relu = true;
+    }
+  }
   const Node* dqx = dequantize_of(conv->input(0));
   std::optional<WeightParams> w = conv->has_input(1) ? weight_params(conv->input(1)) : std::nullopt;
   if (dqx == nullptr || !w || (w->scales.size() != 1 && w->axis != 0)) return false;
@@ -249,6 +292,7 @@ Result<bool> fuse_conv(Graph& graph, Node* q) {
   if (bias == nullptr) inputs.pop_back();
   Value* out = finish(graph, q, Op(std::move(op)), std::move(inputs), conv->name());
   KILN_RETURN_IF_ERROR(infer_node(*out->producer()));
+  KILN_ASSIGN_OR_RETURN(out, with_int_relu(graph, q, out, int_relu, conv->name()));
   return replace_node(graph, q, out);
 }
 
@@ -257,8 +301,8 @@ Result<bool> fuse_matmul(Graph& graph, Node* q) {
   if (q->kind() != OpKind::kQuantizeLinear) return false;
   std::optional<TensorParams> yp = tensor_params(*q);
   if (!yp) return false;
-  bool relu = false;
-  Value* y = quantized_source(*q, *yp, relu);
+  bool int_relu = false;
+  Value* y = quantized_source(*q, *yp, int_relu);
   Node* mm = y->producer();
   if (mm == nullptr || mm->kind() != OpKind::kMatMul || mm->graph() != &graph ||
       sole_user(y) == nullptr) {
@@ -288,6 +332,7 @@ Result<bool> fuse_matmul(Graph& graph, Node* q) {
       zero_point_or_zero(graph, *q, 2, yp->qtype, nullptr, q)};
   Value* out = finish(graph, q, Op(ops::QLinearMatMul{}), std::move(inputs), mm->name());
   KILN_RETURN_IF_ERROR(infer_node(*out->producer()));
+  KILN_ASSIGN_OR_RETURN(out, with_int_relu(graph, q, out, int_relu, mm->name()));
   return replace_node(graph, q, out);
 }
 
@@ -345,8 +390,8 @@ Result<bool> fuse_linear(Graph& graph, Node* q) {
   if (q->kind() != OpKind::kQuantizeLinear) return false;
   std::optional<TensorParams> yp = tensor_params(*q);
   if (!yp) return false;
-  bool relu = false;
-  Value* y = quantized_source(*q, *yp, relu);
+  bool int_relu = false;
+  Value* y = quantized_source(*q, *yp, int_relu);
   Node* add = y->producer();
   if (add == nullptr || add->graph() != &graph || sole_user(y) == nullptr) return false;
   Node* mm = add;
@@ -422,7 +467,8 @@ Result<bool> fuse_linear(Graph& graph, Node* q) {
   Node* out = graph.add_node(Op(ops::Reshape{}), {conv, back}, 1, mm->name() + "_y", q);
   out->output(0)->set_name(graph.unique_name(mm->name() + "_y_q"));
   KILN_RETURN_IF_ERROR(infer_node(*out));
-  return replace_node(graph, q, out->output(0));
+  KILN_ASSIGN_OR_RETURN(Value* y_out, with_int_relu(graph, q, out->output(0), int_relu, mm->name()));
+  return replace_node(graph, q, y_out);
 }
 
 bool same_params(const TensorParams& a, const TensorParams& b) {

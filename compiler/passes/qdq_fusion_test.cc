@@ -249,6 +249,70 @@ TEST(QdqFusion, AbsorbsAClipThatTheQuantizationSaturates) {
   EXPECT_EQ(op_counts(wide)["Clip"], 1) << print_graph(wide);
 }
 
+// Conv -> Relu (or Clip(0, 6)) -> Q(int8, zero point 0): symmetric activations, as kiln's own
+// calibration writes them for cuda. The Q's saturation does not clamp at the zero point, so the
+// ReLU runs on the int8 values after the QLinearConv (Relu(Q(y)) is Q(Relu(y)) exactly).
+void build_conv_symmetric(Graph& g, bool clip, float y_scale) {
+  GraphBuilder b(g);
+  Value* x = b.input("x", TensorType(DType::kU8, Shape{1, 3, 5, 5}));
+  Value* xs = b.constant(Tensor::scalar(0.04f), "xs");
+  Value* xz = b.constant(Tensor::scalar<uint8_t>(128), "xz");
+  Value* xd = b.add(Op(ops::DequantizeLinear{}), {x, xs, xz}, "xd");
+  ops::DequantizeLinear axis0;
+  axis0.axis = 0;
+  Value* wd = b.add(Op(axis0),
+                    {b.constant(filled_i8(Shape{4, 3, 3, 3}, 3), "w"),
+                     b.constant(Tensor::from_vector<float>({0.01f, 0.02f, 0.015f, 0.005f}), "ws"),
+                     b.constant(Tensor(DType::kI8, Shape{4}), "wz")},
+                    "wd");
+  ops::Conv conv;
+  conv.pads = std::vector<int64_t>{1, 1, 1, 1};
+  Value* c = b.add(Op(conv), {xd, wd}, "conv");
+  Value* r = clip ? b.add(Op(ops::Clip{}),
+                          {c, b.constant(Tensor::scalar(0.0f), "lo"),
+                           b.constant(Tensor::scalar(6.0f), "hi")},
+                          "relu6")
+                  : b.add(Op(ops::Relu{}), {c}, "relu");
+  Value* ys = b.constant(Tensor::scalar(y_scale), "ys");
+  Value* yz = b.constant(Tensor::scalar<int8_t>(0), "yz");
+  b.output(b.add(Op(ops::QuantizeLinear{}), {r, ys, yz}, "yq"));
+}
+
+TEST(QdqFusion, RunsTheReluBeforeASymmetricQOnTheInt8Values) {
+  for (const auto& [clip, y_scale, fuses] :
+       {std::tuple{false, 0.05f, true}, std::tuple{true, 6.0f / 127.0f, true},
+        std::tuple{true, 0.1f, false}}) {  // 0.1: Q(6) = 60 clamps inside the range: Clip stays
+    SCOPED_TRACE(std::string(clip ? "clip " : "relu ") + std::to_string(y_scale));
+    auto g = std::make_shared<Graph>("sym");
+    build_conv_symmetric(*g, clip, y_scale);
+    auto original = std::make_shared<Graph>("sym");
+    build_conv_symmetric(*original, clip, y_scale);
+    ASSERT_TRUE(make_qdq_fusion()->run(*g).ok());
+    ASSERT_TRUE(make_dead_code_elimination()->run(*g).ok());
+    if (!fuses) {
+      EXPECT_EQ(op_counts(*g).count("QLinearConv"), 0u) << print_graph(*g);
+      continue;
+    }
+    EXPECT_EQ(op_counts(*g), (std::map<std::string, int>{{"QLinearConv", 1}, {"Relu", 1}}))
+        << print_graph(*g);
+    const Tensor x = u8_input(Shape{1, 3, 5, 5});
+    const Tensor want = run_ref(original, x);
+    const Tensor got = run_ref(g, x);
+    ASSERT_EQ(got.dtype(), DType::kI8);
+    ASSERT_EQ(want.shape(), got.shape());
+    int exact = 0, zeros = 0;
+    for (int64_t i = 0; i < want.numel(); ++i) {
+      const int w = want.data<int8_t>()[i], v = got.data<int8_t>()[i];
+      EXPECT_LE(std::abs(w - v), 1) << i;
+      EXPECT_GE(v, 0) << i;
+      exact += w == v;
+      zeros += v == 0;
+    }
+    EXPECT_GE(exact, want.numel() * 9 / 10);
+    EXPECT_GT(zeros, 0);  // the ReLU clamped something
+  }
+}
+
 // torch's export of a quantized Linear on [B, S, K]: MatMul(DQ(x), Transpose(DQ(w))) + DQ(bias).
 void build_linear(Graph& g) {
   GraphBuilder b(g);

@@ -320,6 +320,18 @@ TEST_F(Cli, PerfReportsLatencyAndTimePerKind) {
   }
 }
 
+// An artifact compiled with --batch 3 runs 3 samples a run: perf reports that batch without
+// being told, and its throughput counts samples.
+TEST_F(Cli, PerfOfAnArtifactReportsTheBatchItWasCompiledFor) {
+  const std::string kiln = (dir_ / "b3.kiln").string();
+  KilnRun c = run_kiln("compile " + model_ + " --target cpu --batch 3 -o " + kiln);
+  if (c.output.find("unknown target") != std::string::npos) GTEST_SKIP() << "no cpu target";
+  ASSERT_EQ(c.exit_code, 0) << c.output;
+  KilnRun r = run_kiln("perf " + kiln + " --iterations 3 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("\"batch\":3"), std::string::npos) << r.output;
+}
+
 TEST_F(Cli, PerfJsonIsOneLineWithEveryFigure) {
   KilnRun r = run_kiln("perf " + model_ + " --target cpu --batch 2 --iterations 4 --json");
   if (r.output.find("unknown target") != std::string::npos) GTEST_SKIP() << "no cpu target";

@@ -3,6 +3,8 @@
 // chains, and chains read by a row op or a Transpose; every case skips where no GPU is present.
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 
 #include "compiler/targets/cuda/cuda_testing.h"
@@ -48,6 +50,73 @@ TEST(CudaTarget, ElementwiseChainsRunAsOneNvrtcKernel) {
       EXPECT_EQ(steps_starting(*program, "Fused elementwise"), 1);
       if (dt == DType::kF32) {
         EXPECT_EQ(program->steps().size(), 1u);
+      }
+    }
+  }
+  ::unsetenv("KILN_CUDA_NVRTC");
+  ::unsetenv("KILN_CACHE_DIR");
+  std::filesystem::remove_all(cache);
+}
+
+// A chain of f16 or bf16 ops fused into one generated kernel gives, bit for bit, what the ops run
+// one by one give (KILN_CUDA_NVRTC=0): each op's value is rounded to the element type, as ONNX
+// stores every op's output, not carried in f32 to the chain's end. The same for a Softmax whose
+// input is an Add and a Mul (the prologue) and whose output is scaled (the epilogue), within one
+// ulp (the row kernels sum in another order), the Softmax in f32 between Casts.
+TEST(CudaTarget, HalfChainsRoundEveryOpLikeTheOpsOneByOne) {
+  SKIP_WITHOUT_GPU();
+  const std::string cache = testing::TempDir() + "kiln_nvrtc_round_cache";
+  ::setenv("KILN_CACHE_DIR", cache.c_str(), 1);
+  const std::vector<Tensor> inputs = {random_tensor(Shape{4, 3, 8, 40}, 72),
+                                      random_tensor(Shape{4, 3, 8, 40}, 73)};
+  for (bool rows : {false, true}) {
+    for (DType dt : {DType::kF16, DType::kBF16}) {
+      SCOPED_TRACE(std::string(dtype_name(dt)) + (rows ? " softmax" : " chain"));
+      std::vector<std::vector<Tensor>> outs;
+      for (const char* nvrtc : {"1", "0"}) {
+        ::setenv("KILN_CUDA_NVRTC", nvrtc, 1);
+        auto graph = make_graph(inputs, [&](GraphBuilder& b, const std::vector<Value*>& in) {
+          Value* x = cast_to(b, in[0], dt);
+          Value* y = cast_to(b, in[1], dt);
+          Value* third = b.constant(in_dtype(Tensor::scalar(0.3333f), dt));
+          Value* v = b.add(Op(ops::Mul{}), {x, third});
+          v = b.add(Op(ops::Add{}), {v, y});
+          if (rows) {
+            // In f32 between Casts, as quantize_fp16 leaves a Softmax.
+            ops::Softmax softmax;
+            softmax.axis = -1;
+            v = cast_to(b, b.add(Op(softmax), {cast_to(b, v, DType::kF32)}), dt);
+            v = b.add(Op(ops::Mul{}), {v, third});
+          } else {
+            v = b.add(Op(ops::Tanh{}), {v});
+            v = b.add(Op(ops::Sub{}), {x, v});
+            v = b.add(Op(ops::Mul{}), {v, v});
+          }
+          b.output(cast_to(b, v, DType::kF32));
+        });
+        std::shared_ptr<Executable> exe = compile_for(std::move(graph), "cuda");
+        ASSERT_NE(exe, nullptr);
+        const cuda::Program* program = cuda_program(*exe);
+        ASSERT_NE(program, nullptr);
+        // "Fused elementwise", or the row kernel named by its ops ("Mul+Add+Softmax").
+        int fused = steps_starting(*program, "Fused");
+        for (const auto& step : program->steps()) {
+          fused += step->kind.find("Add+Softmax") != std::string::npos;
+        }
+        EXPECT_EQ(fused > 0, std::string(nvrtc) == "1") << fused << " fused steps";
+        outs.push_back(run(*exe, inputs));
+      }
+      const Tensor& fused = outs[0][0];
+      const Tensor& apart = outs[1][0];
+      const float ulp = dt == DType::kBF16 ? 1.0f / 128 : 1.0f / 1024;  // at magnitude 1
+      int64_t differ = 0;
+      for (int64_t i = 0; i < fused.numel(); ++i) {
+        const float a = fused.data<float>()[i], e = apart.data<float>()[i];
+        if (a != e) ++differ;
+        ASSERT_LE(std::fabs(a - e), rows ? ulp * std::max(1.0f, std::fabs(e)) : 0.0f) << i;
+      }
+      if (!rows) {
+        EXPECT_EQ(differ, 0);
       }
     }
   }

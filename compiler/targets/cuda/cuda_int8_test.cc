@@ -9,6 +9,7 @@
 #include <map>
 
 #include "compiler/ir/printer.h"
+#include "compiler/quantize/quantize.h"
 #include "compiler/targets/cuda/cuda_testing.h"
 #include "compiler/targets/cuda/kernels/int8.h"
 #include "compiler/targets/cuda/kernels/int8_gemm.h"
@@ -268,6 +269,68 @@ TEST(CudaInt8, QdqResidualBlockRunsOnInt8KernelsAndMatchesRef) {
   EXPECT_EQ(program->count_steps("MaxPool int8"), 1) << ir;
   EXPECT_EQ(program->count_steps("DequantizeLinear"), 1) << ir;
   EXPECT_EQ(program->device_steps(), static_cast<int>(program->steps().size()));
+}
+
+// kiln's own flow for cuda: a float Conv -> Relu -> Conv -> Relu -> GlobalAveragePool quantized by
+// quantize_int8 (symmetric int8 activations, cuda's default) runs every convolution with its ReLU
+// as one int8 kernel (qdq_fusion leaves Relu on the int8 values; the convolution clamps at zero),
+// nothing in f32 but the head, and matches the same quantized graph on ref.
+TEST(CudaInt8, OwnSymmetricCalibrationRunsConvReluOnInt8Kernels) {
+  SKIP_WITHOUT_GPU();
+  auto build = [](GraphBuilder& b, const std::vector<Value*>& in) {
+    Value* v = in[0];
+    int64_t c = 16;
+    uint32_t seed = 81;
+    for (int64_t k : {32, 32}) {
+      ops::Conv conv;
+      conv.pads = std::vector<int64_t>{1, 1, 1, 1};
+      Value* w = b.constant(scaled_random(Shape{k, c, 3, 3}, seed++, 0.2f));
+      Value* bias = b.constant(scaled_random(Shape{k}, seed++, 0.1f));
+      v = b.add(Op(ops::Relu{}), {b.add(Op(conv), {v, w, bias})});
+      c = k;
+    }
+    b.output(b.add(Op(ops::GlobalAveragePool{}), {v}));
+  };
+  const Tensor x = random_tensor(Shape{4, 16, 12, 12}, 80);
+  auto quantized = [&] {
+    std::shared_ptr<Graph> g = make_graph({x}, build);
+    std::vector<CalibrationBatch> calibration;
+    for (uint32_t i = 0; i < 4; ++i) {
+      calibration.push_back({{"in0", random_tensor(Shape{4, 16, 12, 12}, 90 + i)}});
+    }
+    Int8Options options;
+    options.symmetric_activations = true;
+    auto ref = make_target("ref");
+    EXPECT_TRUE(ref.ok());
+    Result<Int8Report> report = quantize_int8(*g, **ref, calibration, options);
+    EXPECT_TRUE(report.ok()) << report.status().to_string();
+    return g;
+  };
+  std::shared_ptr<Executable> ref = compile_for(quantized(), "ref");
+  std::shared_ptr<Executable> exe = compile_for(quantized(), "cuda");
+  ASSERT_NE(ref, nullptr);
+  ASSERT_NE(exe, nullptr);
+  const Tensor want = run(*ref, {x})[0];
+  const Tensor got = run(*exe, {x})[0];
+  ASSERT_EQ(want.shape(), got.shape());
+  float range = 0, worst = 0;
+  for (int64_t i = 0; i < want.numel(); ++i) {
+    range = std::max(range, std::abs(want.data<float>()[i]));
+    worst = std::max(worst, std::abs(want.data<float>()[i] - got.data<float>()[i]));
+  }
+  EXPECT_GT(range, 0.0f);
+  EXPECT_LE(worst, 0.02f * range);  // a step or two of the last convolution's scale, averaged
+  const cuda::Program* program = cuda_program(*exe);
+  ASSERT_NE(program, nullptr);
+  const std::string ir = print_graph(exe->graph());
+  int conv_relu = 0;  // "QLinearConv+Relu int8", its "... gemm", or "QLinearConv f16+Relu int8"
+  for (const auto& step : program->steps()) {
+    conv_relu += step->kind.starts_with("QLinearConv") && step->kind.find("+Relu") != std::string::npos;
+  }
+  EXPECT_EQ(conv_relu, 2) << ir;
+  EXPECT_EQ(steps_starting(*program, "Conv"), 0) << ir;
+  EXPECT_EQ(program->count_steps("Relu"), 0) << ir;
+  EXPECT_EQ(program->device_steps(), static_cast<int>(program->steps().size())) << ir;
 }
 
 // ---- the own int8 1x1 kernel (int8_gemm.h) ----

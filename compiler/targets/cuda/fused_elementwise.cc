@@ -129,7 +129,13 @@ const TensorAccess& ElementwiseChain::access_of(int input) const {
 }
 
 std::string kernel_prelude(Elem elem) {
-  return std::string(kPrelude) + fmt::format("typedef {} T;\n", elem_code(elem).type);
+  // rnd(v): v rounded to the element type, as storing it and loading it back would.
+  const ElemCode code = elem_code(elem);
+  const std::string rnd =
+      elem == Elem::kF32 ? "v" : fmt::format("{}({}(v))", code.load, code.store);
+  return std::string(kPrelude) +
+         fmt::format("typedef {} T;\n__device__ __forceinline__ float rnd(float v) {{ return {}; }}\n",
+                     code.type, rnd);
 }
 
 std::string access_offset(const TensorAccess& access, const std::string& index) {
@@ -160,7 +166,9 @@ Result<std::string> chain_function_source(const ElementwiseChain& chain, const s
   if (chain.ops.empty() || chain.inputs < 1) {
     return invalid_argument_error("fused elementwise chain: needs at least one input and one op");
   }
-  // The chain's body, on f32 values x<i> (the loaded inputs), writing v<k> for op k.
+  // The chain's body, on f32 values x<i> (the loaded inputs), writing v<k> for op k. Each value is
+  // rounded to the element type (rnd), so that a fused chain of f16 or bf16 ops gives what the
+  // ops one by one give (ONNX rounds every op's output to its type), bit for bit.
   std::string body;
   for (size_t k = 0; k < chain.ops.size(); ++k) {
     const ChainOp& op = chain.ops[k];
@@ -169,14 +177,14 @@ Result<std::string> chain_function_source(const ElementwiseChain& chain, const s
       KILN_RETURN_IF_ERROR(check_operand(chain, op.b, k));
       const char* f = binary_formula(op.binary);
       if (f == nullptr) return invalid_argument_error("fused elementwise chain: unknown binary op");
-      body += fmt::format("  float v{}; {{ const float a = {}, b = {}; v{} = {}; }}\n", k,
+      body += fmt::format("  float v{}; {{ const float a = {}, b = {}; v{} = rnd({}); }}\n", k,
                           operand_code(op.a), operand_code(op.b), k, f);
     } else {
       const char* f = unary_formula(op.unary);
       if (f == nullptr) return invalid_argument_error("fused elementwise chain: unknown unary op");
       body += fmt::format(
           "  float v{}; {{ const float x = {}, alpha = {}, beta = {}; (void)alpha; (void)beta; "
-          "v{} = {}; }}\n",
+          "v{} = rnd({}); }}\n",
           k, operand_code(op.a), float_literal(op.alpha), float_literal(op.beta), k, f);
     }
   }

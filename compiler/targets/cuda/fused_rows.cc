@@ -175,7 +175,8 @@ std::string row_kernel(const RowKernelSpec& spec, const ElementwiseChain& prolog
   };
   // The epilogue on result `y` at output element `at`, its inputs read there.
   auto epilogue_of = [&](const std::string& at, const std::string& y) {
-    std::string args = y;
+    // The row op's result rounded to the element type first, as a separate op would store it.
+    std::string args = "rnd(" + y + ")";
     for (int i = 1; i < epilogue.inputs; ++i) {
       args += ", " + (vec && at != "row"
                           ? element(spec.elem, "", epilogue.access_of(i), fmt::format("q{}", i))

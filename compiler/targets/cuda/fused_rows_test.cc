@@ -117,7 +117,7 @@ TEST(FusedRowSource, BakesTheShapeAndOrdersTheParameters) {
   s = spec_of(RowOp::kReduceMean, Elem::kF32, 10, 64);
   src = fused_row_source(s, "k");
   ASSERT_TRUE(src.ok());
-  EXPECT_NE(src->find("if (threadIdx.x == 0) out[row] = (epilogue(r, ld(e1[row])));"),
+  EXPECT_NE(src->find("if (threadIdx.x == 0) out[row] = (epilogue(rnd(r), ld(e1[row])));"),
             std::string::npos)
       << *src;
 }

@@ -242,10 +242,11 @@ float round_ms(const ConvProblem& p) {
 // The plan of an f16-input convolution (half_stem's; `y` its output's parameters): an s8 output
 // clamped in the graph, or an f16 output (p.half_out) that a step rounds, whichever runs faster
 // with that step counted (the answer stored as a choice too). Sets p's output type and clamp.
-Result<std::shared_ptr<ConvPlan>> choose_half_plan(Builder& b, ConvProblem& p, const QParams& y) {
+Result<std::shared_ptr<ConvPlan>> choose_half_plan(Builder& b, ConvProblem& p, const QParams& y,
+                                                   bool relu) {
   auto variant = [&](bool f16_out, float* ms) -> Result<std::shared_ptr<ConvPlan>> {
     p.half_out = f16_out;
-    std::tie(p.lo, p.hi) = f16_out ? std::make_pair(-128, 127) : centered_bounds(y, false);
+    std::tie(p.lo, p.hi) = f16_out ? std::make_pair(-128, 127) : centered_bounds(y, relu);
     KILN_ASSIGN_OR_RETURN(std::shared_ptr<ConvPlan> plan, choose_plan(b, p, ms));
     if (plan == nullptr && p.lo < 0) {
       // As in lower_qlinear_conv: the s8 saturation alone.
@@ -380,15 +381,27 @@ ConvProblem conv_problem(const IntConv& c, const Shape& x, const Shape& y, int64
 
 }  // namespace
 
+namespace {
+
+// A Relu on the convolution's 8-bit values (what qdq_fusion leaves of a ReLU before a symmetric
+// int8 QuantizeLinear), when it is the output's only reader: it runs as the clamp at zero.
+const Node* int_relu_reader(const Builder& b, const Node& conv) {
+  const Node* r = sole_reader(b, conv.output(0));
+  return r != nullptr && r->kind() == OpKind::kRelu && !b.is_fused(r) ? r : nullptr;
+}
+
+}  // namespace
+
 Result<int> s2d_stem_config(Builder& b, const Node& conv, const Shape& x) {
   std::optional<IntConv> c = int_conv(conv);
   if (!c) return -1;
+  const bool relu = int_relu_reader(b, conv) != nullptr;
   ConvProblem half = conv_problem(*c, x, conv.output(0)->tensor_type().shape(), 16, true, true);
-  KILN_ASSIGN_OR_RETURN(std::shared_ptr<ConvPlan> plan, choose_half_plan(b, half, c->y));
+  KILN_ASSIGN_OR_RETURN(std::shared_ptr<ConvPlan> plan, choose_half_plan(b, half, c->y, relu));
   ConvProblem q = half;
   q.half = false;
   q.half_out = false;
-  std::tie(q.lo, q.hi) = centered_bounds(c->y, false);
+  std::tie(q.lo, q.hi) = centered_bounds(c->y, relu);
   std::optional<Int8Gemm> gemm = gemm_problem(q);
   if (!gemm) return -1;
   return choose_stem(b, half, plan.get(), q, *gemm);
@@ -442,14 +455,16 @@ Result<bool> lower_qlinear_conv(Builder& b, const Node& node) {
   // The plan, with the residual Add fused when an engine takes it (s8 input), else alone; an f16
   // input's with an s8 output when an engine writes one, else f16 rounded by a step after.
   std::optional<IntAdd> sum = p.half ? std::nullopt : fusable_add(b, node);
+  // A Relu on the output's int8 values (never with a residual Add: the Add reads the output).
+  const Node* relu = int_relu_reader(b, node);
   std::shared_ptr<ConvPlan> plan;
   int gemm_config = -1;  // the own kernel's tile configuration, when it runs
   std::optional<Int8Gemm> gemm;
   if (p.half) {
-    KILN_ASSIGN_OR_RETURN(plan, choose_half_plan(b, p, c->y));
+    KILN_ASSIGN_OR_RETURN(plan, choose_half_plan(b, p, c->y, relu != nullptr));
   } else if (s2d) {
     // The s8 space-to-depth stem (lower_quantize wrote it so for the own kernel).
-    std::tie(p.lo, p.hi) = centered_bounds(c->y, false);
+    std::tie(p.lo, p.hi) = centered_bounds(c->y, relu != nullptr);
     gemm = gemm_problem(p);
     KILN_ASSIGN_OR_RETURN(gemm_config, s2d_stem_config(b, node, x));
     if (!gemm) gemm_config = -1;
@@ -457,8 +472,8 @@ Result<bool> lower_qlinear_conv(Builder& b, const Node& node) {
     // The own kernel (every residual and clamp) or cuDNN, whichever is faster.
     p.residual = sum.has_value();
     if (sum) p.residual_scale = sum->in[1].scale / sum->out.scale;
-    std::tie(p.lo, p.hi) =
-        sum ? centered_bounds(sum->out, sum->relu != nullptr) : centered_bounds(c->y, false);
+    std::tie(p.lo, p.hi) = sum ? centered_bounds(sum->out, sum->relu != nullptr)
+                               : centered_bounds(c->y, relu != nullptr);
     gemm = gemm_problem(p);
     if (gemm) {
       KILN_ASSIGN_OR_RETURN(KernelChoice choice, choose_kernel(b, p, *gemm));
@@ -470,8 +485,8 @@ Result<bool> lower_qlinear_conv(Builder& b, const Node& node) {
        --fused) {
     p.residual = fused == 1;
     if (p.residual) p.residual_scale = sum->in[1].scale / sum->out.scale;
-    std::tie(p.lo, p.hi) =
-        p.residual ? centered_bounds(sum->out, sum->relu != nullptr) : centered_bounds(c->y, false);
+    std::tie(p.lo, p.hi) = p.residual ? centered_bounds(sum->out, sum->relu != nullptr)
+                                      : centered_bounds(c->y, relu != nullptr);
     KILN_ASSIGN_OR_RETURN(plan, choose_plan(b, p));
     if (plan == nullptr && p.lo < 0) {
       // No engine takes a negative lower clip: the output's s8 saturation alone (values below
@@ -522,7 +537,7 @@ Result<bool> lower_qlinear_conv(Builder& b, const Node& node) {
                                   std::move(w_bytes));
   const int si = b.constant(std::move(scale));
   const int bi = b.constant(std::move(bias));
-  const Value* yv = sum ? sum->q->output(0) : node.output(0);
+  const Value* yv = sum ? sum->q->output(0) : relu != nullptr ? relu->output(0) : node.output(0);
   const Out o = define_output(b, yv, p.k);
   // The convolution writes `o.centered`, or an f16 scratch buffer that a step rounds into it.
   int yi = o.centered;
@@ -541,6 +556,7 @@ Result<bool> lower_qlinear_conv(Builder& b, const Node& node) {
       sum      ? (sum->relu != nullptr ? "QLinearConv+Add+Relu int8" : "QLinearConv+Add int8")
       : p.half ? "QLinearConv f16 int8"
                : "QLinearConv int8";
+  if (relu != nullptr) kind.insert(kind.find(" int8"), "+Relu");
   // The step's operands in this session's arena.
   auto args = [=](Session& s) {
     ConvArgs a;
@@ -567,7 +583,7 @@ Result<bool> lower_qlinear_conv(Builder& b, const Node& node) {
     });
   }
   if (p.half_out) {
-    const auto [lo, hi] = centered_bounds(c->y, false);
+    const auto [lo, hi] = centered_bounds(c->y, relu != nullptr);
     Int8Layout l;
     l.n = p.n;
     l.c = p.k;
@@ -582,6 +598,7 @@ Result<bool> lower_qlinear_conv(Builder& b, const Node& node) {
     });
   }
   finish_output(b, o, yv, out);
+  if (relu != nullptr) b.mark_fused(relu);
   if (sum) {
     for (const Node* n : {sum->dq[0], sum->dq[1], sum->add, sum->relu, sum->q}) {
       if (n != nullptr) b.mark_fused(n);
