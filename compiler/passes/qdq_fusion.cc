@@ -244,7 +244,7 @@ Value* finish(Graph& graph, Node* q, Op op, std::vector<Value*> inputs, const st
 }
 
 // Q(Conv(DQ(x), DQ(w), bias)) (a Relu before the Q absorbed)  ==>  QLinearConv.
-Result<bool> fuse_conv(Graph& graph, Node* q) {
+Result<bool> fuse_conv(Graph& graph, Node* q, bool grouped_convs) {
   if (q->kind() != OpKind::kQuantizeLinear) return false;
   std::optional<TensorParams> yp = tensor_params(*q);
   if (!yp) return false;
@@ -254,6 +254,7 @@ Result<bool> fuse_conv(Graph& graph, Node* q) {
   if (conv == nullptr || conv->kind() != OpKind::kConv || conv->graph() != &graph) return false;
   if (sole_user(y) == nullptr) return false;
   const auto& attrs = conv->attrs<ops::Conv>();
+  if (attrs.group != 1 && !grouped_convs) return false;
   if (attrs.activation) {
     if (*attrs.activation != "Relu" || int_relu) return false;
     if (!relu_is_saturation(*yp)) {
@@ -566,23 +567,26 @@ Result<bool> clip_in_integers(Graph& graph, Node* q) {
 
 class QdqFusion final : public Pass {
  public:
-  explicit QdqFusion(bool max_pools) : max_pools_(max_pools) {}
+  QdqFusion(bool max_pools, bool grouped_convs)
+      : max_pools_(max_pools), grouped_convs_(grouped_convs) {}
   std::string_view name() const override { return "qdq_fusion"; }
   Result<bool> run(Graph& graph) override {
     const bool max_pools = max_pools_;
+    const bool grouped = grouped_convs_;
     auto elide = [max_pools](Graph& g, Node* q) { return elide_pair(g, q, max_pools); };
-    return rewrite_to_fixpoint(graph,
-                               {fuse_conv, fuse_matmul, fuse_linear, elide, clip_in_integers});
+    auto conv = [grouped](Graph& g, Node* q) { return fuse_conv(g, q, grouped); };
+    return rewrite_to_fixpoint(graph, {conv, fuse_matmul, fuse_linear, elide, clip_in_integers});
   }
 
  private:
   bool max_pools_;
+  bool grouped_convs_;
 };
 
 }  // namespace
 
-std::unique_ptr<Pass> make_qdq_fusion(bool max_pools) {
-  return std::make_unique<QdqFusion>(max_pools);
+std::unique_ptr<Pass> make_qdq_fusion(bool max_pools, bool grouped_convs) {
+  return std::make_unique<QdqFusion>(max_pools, grouped_convs);
 }
 
 }  // namespace kiln::compiler

@@ -313,6 +313,15 @@ TEST(QdqFusion, RunsTheReluBeforeASymmetricQOnTheInt8Values) {
   }
 }
 
+// A target whose int8 kernels take group 1 only (cuda) keeps a depthwise convolution in QDQ form.
+TEST(QdqFusion, LeavesGroupedConvolutionsToTargetsThatDoNotAskForThem) {
+  Graph g("clip");
+  build_conv_clip(g, 6.0f / 255.0f);
+  ASSERT_TRUE(make_qdq_fusion(/*max_pools=*/false, /*grouped_convs=*/false)->run(g).ok());
+  EXPECT_EQ(op_counts(g).count("QLinearConv"), 0u) << print_graph(g);
+  EXPECT_EQ(op_counts(g)["Conv"], 1) << print_graph(g);
+}
+
 // torch's export of a quantized Linear on [B, S, K]: MatMul(DQ(x), Transpose(DQ(w))) + DQ(bias).
 void build_linear(Graph& g) {
   GraphBuilder b(g);

@@ -62,6 +62,13 @@ void RangeObserver::observe(const float* values, int64_t count) {
   }
 }
 
+void RangeObserver::observe_range(double lo, double hi, int64_t count) {
+  if (count <= 0) return;
+  min_ = count_ == 0 ? lo : std::min(min_, lo);
+  max_ = count_ == 0 ? hi : std::max(max_, hi);
+  count_ += count;
+}
+
 void RangeObserver::observe(const Tensor& values) {
   if (values.dtype() == DType::kF32) {
     observe(values.data<float>(), values.numel());

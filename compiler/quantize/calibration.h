@@ -21,6 +21,9 @@ class RangeObserver {
   // Adds the elements of a float tensor (f32, f16, bf16 or f64).
   void observe(const Tensor& values);
   void observe(const float* values, int64_t count);
+  // Adds `count` elements known only by their least and greatest value: enough for max_abs() and
+  // the max method, not for the histogram (percentile and entropy need observe()).
+  void observe_range(double lo, double hi, int64_t count);
 
   int64_t count() const { return count_; }
   double min() const { return min_; }

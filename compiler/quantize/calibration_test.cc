@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <memory>
 #include <random>
 
@@ -33,6 +34,24 @@ TEST(RangeObserver, UniformValuesKeepTheirRange) {
   EXPECT_NEAR(o.percentile(99), 0.99, 0.01);
   // Nothing to clip in a uniform distribution: entropy keeps (nearly) the whole range.
   EXPECT_GT(o.entropy_threshold(128), 0.9);
+}
+
+// Ranges alone (what Executable::run_ranges gives) give the max method what the values give.
+TEST(RangeObserver, RangesGiveTheMaxMethodWhatTheValuesGive) {
+  RangeObserver values, ranges;
+  for (uint64_t batch = 0; batch < 3; ++batch) {
+    std::vector<float> v = normal(5000, 10 + batch);
+    for (float& x : v) x = x * static_cast<float>(batch + 1) + 0.5f;
+    values.observe(v.data(), static_cast<int64_t>(v.size()));
+    const auto [lo, hi] = std::minmax_element(v.begin(), v.end());
+    ranges.observe_range(*lo, *hi, static_cast<int64_t>(v.size()));
+  }
+  EXPECT_EQ(ranges.count(), values.count());
+  EXPECT_EQ(ranges.min(), values.min());
+  EXPECT_EQ(ranges.max(), values.max());
+  EXPECT_EQ(ranges.threshold(CalibrationMethod::kMax, 99.9, 128),
+            values.threshold(CalibrationMethod::kMax, 99.9, 128));
+  EXPECT_GT(ranges.max_abs(), 3.0);
 }
 
 TEST(RangeObserver, PercentileAndEntropyClipAnOutlier) {

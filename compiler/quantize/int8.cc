@@ -340,14 +340,26 @@ Result<Int8Report> quantize_int8(Graph& graph, const Target& target, int64_t cou
         observers[a].observe(args[static_cast<size_t>(input_index[a])].tensor());
       }
     }
-    Result<std::vector<Argument>> results = exe->run(std::move(args));
-    if (!results.ok()) {
-      return Status(results.status().code(),
-                    fmt::format("calibration batch {}: {}", b, results.status().message()));
-    }
-    for (size_t a = 0; a < activations.size(); ++a) {
-      if (output_index[a] >= 0) {
-        observers[a].observe((*results)[static_cast<size_t>(output_index[a])].tensor());
+    auto failed = [b](const Status& s) {
+      return Status(s.code(), fmt::format("calibration batch {}: {}", b, s.message()));
+    };
+    if (options.method == CalibrationMethod::kMax) {
+      // Only the ranges: the target reduces each value where it ran (the GPU keeps the
+      // activations, gigabytes at batch 256, and returns two numbers each).
+      Result<std::vector<OutputRange>> ranges = exe->run_ranges(std::move(args));
+      if (!ranges.ok()) return failed(ranges.status());
+      for (size_t a = 0; a < activations.size(); ++a) {
+        if (output_index[a] < 0) continue;
+        const OutputRange& r = (*ranges)[static_cast<size_t>(output_index[a])];
+        observers[a].observe_range(r.min, r.max, r.count);
+      }
+    } else {
+      Result<std::vector<Argument>> results = exe->run(std::move(args));
+      if (!results.ok()) return failed(results.status());
+      for (size_t a = 0; a < activations.size(); ++a) {
+        if (output_index[a] >= 0) {
+          observers[a].observe((*results)[static_cast<size_t>(output_index[a])].tensor());
+        }
       }
     }
     if (options.progress) options.progress(b + 1, count);

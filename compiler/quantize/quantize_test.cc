@@ -41,6 +41,31 @@ std::vector<Argument> run(std::shared_ptr<Graph> g, std::vector<Argument> inputs
   return out.ok() ? std::move(out).value() : std::vector<Argument>{};
 }
 
+// Executable::run_ranges (what int8 calibration's max method reads): each float output's least
+// and greatest value and its size, NaNs left out; an integer output has count 0.
+TEST(RunRanges, GiveEachFloatOutputsExtremes) {
+  auto g = std::make_shared<Graph>("ranges");
+  GraphBuilder b(*g);
+  Value* x = b.input("x", f32({2, 4}));
+  b.output(b.add(Op(ops::Relu{}), {x}, "r"));
+  b.output(b.add(Op(ops::Neg{}), {x}, "n"));
+  b.output(b.add(Op(ops::Shape{}), {x}, "s"));
+  ASSERT_TRUE(b.status().ok()) << b.status().to_string();
+  auto target = make_target("ref");
+  auto exe = compile(g, **target);
+  ASSERT_TRUE(exe.ok()) << exe.status().to_string();
+  Tensor in = Tensor::from_vector<float>({-3, 1.5f, NAN, 7, 0, -0.25f, 2, 4}).reshaped(Shape{2, 4});
+  Result<std::vector<OutputRange>> r = (*exe)->run_ranges({Argument(in)});
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  ASSERT_EQ(r->size(), 3u);
+  EXPECT_EQ((*r)[0].min, 0.0);
+  EXPECT_EQ((*r)[0].max, 7.0);
+  EXPECT_EQ((*r)[0].count, 8);
+  EXPECT_EQ((*r)[1].min, -7.0);
+  EXPECT_EQ((*r)[1].max, 3.0);
+  EXPECT_EQ((*r)[2].count, 0);
+}
+
 TEST(FloatPrecision, CastsOnlyAtRegionEdgesAndKeepsSoftmaxInF32) {
   Graph g("mlp");
   build_mlp(g);

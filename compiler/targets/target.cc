@@ -4,7 +4,41 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cmath>
+#include <type_traits>
+
 namespace kiln::compiler {
+
+Result<std::vector<OutputRange>> Executable::run_ranges(std::vector<Argument> inputs) const {
+  KILN_ASSIGN_OR_RETURN(std::vector<Argument> outputs, run(std::move(inputs)));
+  std::vector<OutputRange> ranges(outputs.size());
+  for (size_t o = 0; o < outputs.size(); ++o) {
+    if (!outputs[o].is_tensor()) continue;
+    const Tensor& t = outputs[o].tensor();
+    visit_dtype(t.dtype(), [&]<class T>() {
+      if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double> ||
+                    std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
+        OutputRange& r = ranges[o];
+        bool any = false;
+        for (const T& raw : t.span<T>()) {
+          double v = 0;
+          if constexpr (std::is_same_v<T, double>) {
+            v = raw;
+          } else {
+            v = static_cast<double>(static_cast<float>(raw));
+          }
+          if (std::isnan(v)) continue;
+          r.min = any ? std::min(r.min, v) : v;
+          r.max = any ? std::max(r.max, v) : v;
+          any = true;
+        }
+        r.count = t.numel();
+      }
+    });
+  }
+  return ranges;
+}
 
 Status check_inputs(const Graph& graph, const std::vector<Argument>& inputs) {
   if (inputs.size() != graph.inputs().size()) {

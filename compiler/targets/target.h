@@ -76,6 +76,14 @@ struct RunProfile {
   std::vector<StepTime> steps;
 };
 
+// The least and greatest value of one output of a run (NaNs left out), and how many elements
+// it has; count 0 for an output that is not a float tensor.
+struct OutputRange {
+  double min = 0;
+  double max = 0;
+  int64_t count = 0;
+};
+
 // A compiled model: immutable and shareable; run() may be called from several threads at once.
 class Executable {
  public:
@@ -105,6 +113,10 @@ class Executable {
         " runs on host memory: pass host tensors to run() (device-resident arguments are a cuda "
         "target feature)");
   }
+  // run(), returning each output's range instead of its values: what int8 calibration's max
+  // method reads of every activation. By default run() and a pass over the host tensors; the
+  // cuda target reduces on the GPU and copies two numbers an output.
+  virtual Result<std::vector<OutputRange>> run_ranges(std::vector<Argument> inputs) const;
   // What an artifact of this executable stores beside its graph (the cuda target: its tuning).
   virtual std::vector<TargetSection> artifact_sections() const { return {}; }
   // graph() with the value of every constant: what an artifact stores. A target that drops

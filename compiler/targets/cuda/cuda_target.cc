@@ -80,6 +80,14 @@ class CudaExecutable final : public Executable {
     if (out.ok()) sessions_.give_back(std::move(session));
     return out;
   }
+  Result<std::vector<OutputRange>> run_ranges(std::vector<Argument> inputs) const override {
+    if (program_ == nullptr) return Executable::run_ranges(std::move(inputs));
+    KILN_RETURN_IF_ERROR(check_inputs(*graph_, inputs));
+    KILN_ASSIGN_OR_RETURN(std::unique_ptr<cuda::Session> session, sessions_.take());
+    Result<std::vector<OutputRange>> out = program_->run_ranges(*session, inputs);
+    if (out.ok()) sessions_.give_back(std::move(session));
+    return out;
+  }
   const cuda::Program* program() const { return program_.get(); }
   // The algorithm choices, with this GPU's fingerprint, for artifacts.
   std::vector<TargetSection> artifact_sections() const override {
@@ -120,7 +128,7 @@ class CudaTarget final : public Target {
     passes.push_back(make_layer_norm_fusion());
     for (auto& pass : standard_passes()) passes.push_back(std::move(pass));
     // QDQ regions become QLinearConv and friends, which run on int8 kernels (quantized.cc).
-    passes.push_back(make_qdq_fusion());
+    passes.push_back(make_qdq_fusion(/*max_pools=*/false, /*grouped_convs=*/false));
     // The float Convs and Dequantizes the fusion replaced would otherwise still run.
     passes.push_back(make_dead_code_elimination());
     passes.push_back(make_conv_activation_fusion());

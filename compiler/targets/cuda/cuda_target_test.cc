@@ -7,6 +7,8 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <thread>
 
@@ -126,6 +128,42 @@ TEST(CudaTarget, DeviceResidentArgumentsGiveWhatHostTensorsGive) {
     }
   }
   EXPECT_EQ(exe->run_device(in, {out[0]}).code(), StatusCode::kInvalidArgument);
+}
+
+// run_ranges reduces each output on the GPU (int8 calibration's max method): the extremes of what
+// run() returns, for f32 and f16 outputs, NaNs left out, with a large output (several blocks).
+TEST(CudaTarget, RunRangesAreTheExtremesOfTheOutputs) {
+  SKIP_WITHOUT_GPU();
+  Tensor x = scaled_random(Shape{8, 16, 40, 40}, 31, 5.0f);
+  x.data<float>()[1234] = NAN;
+  x.data<float>()[99999] = -41.5f;
+  auto build = [](GraphBuilder& b, const std::vector<Value*>& in) {
+    Value* r = b.add(Op(ops::Relu{}), {in[0]});
+    b.output(b.add(Op(ops::Mul{}), {r, b.constant(Tensor::scalar(3.0f))}));
+    b.output(cast_to(b, b.add(Op(ops::Neg{}), {in[0]}), DType::kF16));
+  };
+  std::shared_ptr<Executable> exe = compile_for(make_graph({x}, build), "cuda");
+  ASSERT_NE(exe, nullptr);
+  const std::vector<Tensor> out = run(*exe, {x});
+  ASSERT_EQ(out.size(), 2u);
+  Result<std::vector<OutputRange>> ranges = exe->run_ranges({Argument(x)});
+  ASSERT_TRUE(ranges.ok()) << ranges.status().to_string();
+  ASSERT_EQ(ranges->size(), 2u);
+  for (size_t o = 0; o < 2; ++o) {
+    SCOPED_TRACE(o);
+    ASSERT_EQ(out[o].dtype(), o == 0 ? DType::kF32 : DType::kF16);
+    double lo = INFINITY, hi = -INFINITY;
+    for (int64_t i = 0; i < out[o].numel(); ++i) {
+      const float v = o == 0 ? out[o].data<float>()[i] : static_cast<float>(out[o].data<Half>()[i]);
+      if (std::isnan(v)) continue;
+      lo = std::min(lo, static_cast<double>(v));
+      hi = std::max(hi, static_cast<double>(v));
+    }
+    EXPECT_EQ((*ranges)[o].min, lo);
+    EXPECT_EQ((*ranges)[o].max, hi);
+    EXPECT_EQ((*ranges)[o].count, x.numel());
+  }
+  EXPECT_EQ((*ranges)[1].max, 41.5);
 }
 
 TEST(CudaTuning, EncodesAndDecodesAndRejectsDamage) {

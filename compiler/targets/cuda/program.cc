@@ -8,7 +8,9 @@
 #include <chrono>
 #include <cstring>
 #include <mutex>
+#include <optional>
 
+#include "compiler/targets/cuda/kernels/rows.h"
 #include "compiler/targets/ref/kernel.h"
 #include "core/env.h"
 #include "core/logging.h"
@@ -118,6 +120,7 @@ Session::~Session() {
   if (arena != nullptr) cudaFree(arena);
   if (workspace != nullptr) cudaFree(workspace);
   if (pinned != nullptr) cudaFreeHost(pinned);
+  if (pinned_out != nullptr) cudaFreeHost(pinned_out);
   if (stream != nullptr) cudaStreamDestroy(stream);
 }
 
@@ -139,8 +142,8 @@ Program::Program(std::vector<Buffer> buffers, std::vector<std::unique_ptr<Step>>
     at += align_up(buffers_[static_cast<size_t>(id)].bytes);
   }
   for (int id : outputs_) {
-    staging_.output_offsets.push_back(at);
-    at += align_up(buffers_[static_cast<size_t>(id)].bytes);
+    staging_.output_offsets.push_back(staging_.output_bytes);
+    staging_.output_bytes += align_up(buffers_[static_cast<size_t>(id)].bytes);
   }
   staging_.host_step_offset = at;
   staging_.bytes = at + host_step_bytes;
@@ -299,10 +302,8 @@ Status Program::run_device(Session& session, const std::vector<const void*>& inp
   return check_cuda(cudaStreamSynchronize(session.stream), "running the program");
 }
 
-Result<std::vector<Argument>> Program::run(Session& session, const std::vector<Argument>& inputs,
-                                           RunProfile* profile) const {
+Status Program::stage_inputs(Session& session, const std::vector<Argument>& inputs) const {
   std::vector<const void*> staged_in(inputs_.size());
-  std::vector<void*> staged_out(outputs_.size());
   for (size_t i = 0; i < inputs_.size(); ++i) {
     const Buffer& b = buffers_[static_cast<size_t>(inputs_[i])];
     staged_in[i] = session.pinned + staging_.input_offsets[i];
@@ -311,10 +312,69 @@ Result<std::vector<Argument>> Program::run(Session& session, const std::vector<A
                   b.bytes);
     }
   }
-  for (size_t i = 0; i < outputs_.size(); ++i) {
-    staged_out[i] = session.pinned + staging_.output_offsets[i];
+  return copy_inputs(session, staged_in);
+}
+
+Result<std::vector<OutputRange>> Program::run_ranges(Session& session,
+                                                     const std::vector<Argument>& inputs) const {
+  KILN_RETURN_IF_ERROR(stage_inputs(session, inputs));
+  KILN_RETURN_IF_ERROR(run_steps(session, nullptr));
+  void* scratch = nullptr;
+  const size_t bytes = std::max<size_t>(1, outputs_.size()) * 2 * sizeof(int32_t);
+  KILN_RETURN_IF_ERROR(check_cuda(cudaMallocAsync(&scratch, bytes, session.stream),
+                                  "allocating the outputs' ranges"));
+  auto* ordered = static_cast<int32_t*>(scratch);
+  std::vector<OutputRange> ranges(outputs_.size());
+  Status launched;
+  for (size_t i = 0; i < outputs_.size() && launched.ok(); ++i) {
+    const Buffer& b = buffers_[static_cast<size_t>(outputs_[i])];
+    const std::optional<Elem> e = b.dtype == DType::kF32    ? std::optional(Elem::kF32)
+                                  : b.dtype == DType::kF16  ? std::optional(Elem::kF16)
+                                  : b.dtype == DType::kBF16 ? std::optional(Elem::kBF16)
+                                                            : std::nullopt;
+    if (!e) continue;
+    ranges[i].count = output_shapes_[i].numel();
+    launched = launch_min_max(*e, session.device[static_cast<size_t>(outputs_[i])],
+                              ranges[i].count, ordered + 2 * i, session.stream);
   }
-  KILN_RETURN_IF_ERROR(copy_inputs(session, staged_in));
+  std::vector<int32_t> host(2 * outputs_.size());
+  Status copied = launched.ok() ? check_cuda(cudaMemcpyAsync(host.data(), ordered,
+                                                              host.size() * sizeof(int32_t),
+                                                              cudaMemcpyDeviceToHost, session.stream),
+                                              "copying the outputs' ranges")
+                                : launched;
+  const Status freed = check_cuda(cudaFreeAsync(scratch, session.stream), "freeing the ranges");
+  KILN_RETURN_IF_ERROR(copied);
+  KILN_RETURN_IF_ERROR(freed);
+  KILN_RETURN_IF_ERROR(check_cuda(cudaStreamSynchronize(session.stream), "running the program"));
+  for (size_t i = 0; i < outputs_.size(); ++i) {
+    if (ranges[i].count == 0) continue;
+    const float lo = ordered_to_float(host[2 * i]);
+    const float hi = ordered_to_float(host[2 * i + 1]);
+    // No value but NaNs: the range stays 0, as the host pass leaves it.
+    if (lo <= hi) {
+      ranges[i].min = lo;
+      ranges[i].max = hi;
+    }
+  }
+  return ranges;
+}
+
+Result<std::vector<Argument>> Program::run(Session& session, const std::vector<Argument>& inputs,
+                                           RunProfile* profile) const {
+  if (session.pinned_out == nullptr && staging_.output_bytes > 0) {
+    void* p = nullptr;
+    KILN_RETURN_IF_ERROR(check_cuda(
+        cudaMallocHost(&p, staging_.output_bytes),
+        fmt::format("allocating {} bytes of pinned host staging for the outputs",
+                    staging_.output_bytes)));
+    session.pinned_out = static_cast<uint8_t*>(p);
+  }
+  std::vector<void*> staged_out(outputs_.size());
+  for (size_t i = 0; i < outputs_.size(); ++i) {
+    staged_out[i] = session.pinned_out + staging_.output_offsets[i];
+  }
+  KILN_RETURN_IF_ERROR(stage_inputs(session, inputs));
   if (profile != nullptr) {
     // The input copies finish before the first step's clock starts: they are not its time.
     KILN_RETURN_IF_ERROR(
@@ -330,7 +390,7 @@ Result<std::vector<Argument>> Program::run(Session& session, const std::vector<A
     Result<Tensor> t = Tensor::allocate(b.dtype, output_shapes_[i]);
     if (!t.ok()) return t.status().with_context("cuda target: allocating an output");
     if (b.bytes != 0) {
-      std::memcpy(t->raw_data(), session.pinned + staging_.output_offsets[i], b.bytes);
+      std::memcpy(t->raw_data(), session.pinned_out + staging_.output_offsets[i], b.bytes);
     }
     results.emplace_back(std::move(t).value());
   }

@@ -67,8 +67,11 @@ struct Session {
   void* arena = nullptr;
   void* workspace = nullptr;
   size_t workspace_bytes = 0;
-  uint8_t* pinned = nullptr;  // inputs, outputs, then host-step staging
+  uint8_t* pinned = nullptr;  // inputs, then host-step staging
   size_t host_staging = 0;    // where host-step staging starts in `pinned`
+  // The outputs' staging, allocated by the first run() that copies outputs to the host (runs
+  // that keep them on the device, run_device and run_ranges, never pin gigabytes for them).
+  uint8_t* pinned_out = nullptr;
   std::vector<void*> device;  // every buffer's device address
   std::unique_ptr<ref::Interpreter> interpreter;
   cudaGraphExec_t graph = nullptr;  // the captured run of a device-only program
@@ -108,7 +111,8 @@ class Program {
  public:
   struct Staging {
     std::vector<size_t> input_offsets;
-    std::vector<size_t> output_offsets;
+    std::vector<size_t> output_offsets;  // in Session::pinned_out
+    size_t output_bytes = 0;
     size_t host_step_offset = 0;
     size_t bytes = 0;
   };
@@ -127,6 +131,10 @@ class Program {
   // Runs with inputs already checked against the graph; `profile` (optional) gets step times.
   Result<std::vector<Argument>> run(Session& session, const std::vector<Argument>& inputs,
                                     RunProfile* profile) const;
+  // Runs as run() does, and gives each output's range (Executable::run_ranges), reduced on the
+  // device: nothing but two numbers an output leaves the GPU.
+  Result<std::vector<OutputRange>> run_ranges(Session& session,
+                                              const std::vector<Argument>& inputs) const;
   // Runs on device-resident arguments (any pointer cudaMemcpyDefault takes), one per graph input
   // and output; returns when the outputs are written.
   Status run_device(Session& session, const std::vector<const void*>& inputs,
@@ -144,6 +152,8 @@ class Program {
   bool uses_graph() const { return graphable_; }
 
  private:
+  // Copies host `inputs` through the session's pinned staging into the arena (queued).
+  Status stage_inputs(Session& session, const std::vector<Argument>& inputs) const;
   // Queue copies into (out of) the arena's input (output) buffers on the session's stream.
   Status copy_inputs(Session& session, const std::vector<const void*>& from) const;
   Status copy_outputs(Session& session, const std::vector<void*>& to) const;

@@ -6,7 +6,9 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cfloat>
+#include <cstring>
 #include <cstdint>
 #include <type_traits>
 
@@ -224,6 +226,37 @@ unsigned row_blocks(int64_t rows) {
   return static_cast<unsigned>((rows + kRowsPerBlock - 1) / kRowsPerBlock);
 }
 
+// Floats as ints whose order is the floats' order (negatives' bits flipped), for atomicMin/Max.
+__device__ __forceinline__ int32_t ordered(float v) {
+  const int32_t i = __float_as_int(v);
+  return i >= 0 ? i : i ^ 0x7fffffff;
+}
+
+__global__ void min_max_init_kernel(int32_t* out) {
+  out[0] = ordered(__int_as_float(0x7f800000));   // +inf
+  out[1] = ordered(__int_as_float(0xff800000));   // -inf
+}
+
+// Each block's least and greatest value (NaNs left out) folded into out[0] and out[1].
+template <class T>
+__global__ void min_max_kernel(const T* x, int64_t n, int32_t* out) {
+  __shared__ float shared[kThreads];
+  float lo = __int_as_float(0x7f800000);
+  float hi = __int_as_float(0xff800000);
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const float v = ld(x[i]);
+    lo = fminf(lo, v);
+    hi = fmaxf(hi, v);
+  }
+  hi = block_reduce(hi, true, shared);
+  lo = -block_reduce(-lo, true, shared);
+  if (threadIdx.x == 0) {
+    atomicMin(out, ordered(lo));
+    atomicMax(out + 1, ordered(hi));
+  }
+}
+
 }  // namespace
 
 Status launch_layernorm(Elem e, const void* x, void* y, const float* scale, const float* bias,
@@ -273,6 +306,27 @@ Status launch_softmax(Elem e, const void* x, void* y, int64_t rows, int64_t cols
     }
     return launched("softmax");
   });
+}
+
+Status launch_min_max(Elem e, const void* x, int64_t n, int32_t* out, void* stream) {
+  return dispatch(e, [&](auto tag) {
+    using T = decltype(tag);
+    auto s = static_cast<cudaStream_t>(stream);
+    min_max_init_kernel<<<1, 1, 0, s>>>(out);
+    if (n > 0) {
+      const int64_t blocks = std::min<int64_t>((n + kThreads * 8 - 1) / (kThreads * 8), 1024);
+      min_max_kernel<<<static_cast<unsigned>(blocks), kThreads, 0, s>>>(static_cast<const T*>(x),
+                                                                        n, out);
+    }
+    return launched("min_max");
+  });
+}
+
+float ordered_to_float(int32_t v) {
+  const int32_t i = v >= 0 ? v : v ^ 0x7fffffff;
+  float f;
+  std::memcpy(&f, &i, sizeof(f));
+  return f;
 }
 
 }  // namespace kiln::compiler::cuda
