@@ -56,8 +56,9 @@ std::unique_ptr<Pass> make_layer_norm_fusion();
 // (for a target with 8-bit max pooling: the cpu target's; the cuda target lowers DQ -> MaxPool ->
 // Q itself). Activations need per-tensor constant parameters; weights are 8-bit constants with
 // per-tensor or per-output-channel scales.
-// `grouped_convs` false leaves grouped (depthwise) convolutions in QDQ form, for a target whose
-// int8 kernels take group 1 only (the cuda target: they then run on its float kernels, on the GPU).
+// `grouped_convs` false leaves grouped convolutions other than depthwise ones in QDQ form, for a
+// target whose int8 kernels take group 1 and depthwise only (the cuda target: the others then run
+// on its float kernels, on the GPU).
 std::unique_ptr<Pass> make_qdq_fusion(bool max_pools = false, bool grouped_convs = true);
 
 // Replaces an If whose condition is a constant by the nodes of the branch it takes (inside

@@ -254,7 +254,15 @@ Result<bool> fuse_conv(Graph& graph, Node* q, bool grouped_convs) {
   if (conv == nullptr || conv->kind() != OpKind::kConv || conv->graph() != &graph) return false;
   if (sole_user(y) == nullptr) return false;
   const auto& attrs = conv->attrs<ops::Conv>();
-  if (attrs.group != 1 && !grouped_convs) return false;
+  if (attrs.group != 1 && !grouped_convs) {
+    // Depthwise ones still fuse (group = input channels = filters, one input channel a filter).
+    const Value* wv = conv->input(1);
+    const bool depthwise = wv->type().is_tensor() && wv->tensor_type().is_static() &&
+                           wv->tensor_type().shape().rank() == 4 &&
+                           wv->tensor_type().shape()[0] == attrs.group &&
+                           wv->tensor_type().shape()[1] == 1;
+    if (!depthwise) return false;
+  }
   if (attrs.activation) {
     if (*attrs.activation != "Relu" || int_relu) return false;
     if (!relu_is_saturation(*yp)) {

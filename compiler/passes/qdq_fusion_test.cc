@@ -313,10 +313,30 @@ TEST(QdqFusion, RunsTheReluBeforeASymmetricQOnTheInt8Values) {
   }
 }
 
-// A target whose int8 kernels take group 1 only (cuda) keeps a depthwise convolution in QDQ form.
+// A target whose int8 kernels take group 1 and depthwise only (cuda) keeps other grouped
+// convolutions in QDQ form; a depthwise one still fuses.
 TEST(QdqFusion, LeavesGroupedConvolutionsToTargetsThatDoNotAskForThem) {
-  Graph g("clip");
-  build_conv_clip(g, 6.0f / 255.0f);
+  Graph depthwise("clip");
+  build_conv_clip(depthwise, 6.0f / 255.0f);
+  ASSERT_TRUE(make_qdq_fusion(/*max_pools=*/false, /*grouped_convs=*/false)->run(depthwise).ok());
+  EXPECT_EQ(op_counts(depthwise)["QLinearConv"], 1) << print_graph(depthwise);
+
+  Graph g("grouped");
+  GraphBuilder b(g);
+  Value* x = b.input("x", TensorType(DType::kU8, Shape{1, 4, 5, 5}));
+  Value* s = b.constant(Tensor::scalar(0.04f), "s");
+  Value* z = b.constant(Tensor::scalar<uint8_t>(128), "z");
+  Value* xd = b.add(Op(ops::DequantizeLinear{}), {x, s, z}, "xd");
+  Value* wd = b.add(Op(ops::DequantizeLinear{}),
+                    {b.constant(filled_i8(Shape{4, 2, 3, 3}, 3), "w"),
+                     b.constant(Tensor::scalar(0.01f), "ws"),
+                     b.constant(Tensor::scalar<int8_t>(0), "wz")},
+                    "wd");
+  ops::Conv conv;
+  conv.group = 2;
+  Value* c = b.add(Op(conv), {xd, wd}, "conv");
+  b.output(b.add(Op(ops::QuantizeLinear{}), {c, s, z}, "yq"));
+  ASSERT_TRUE(b.status().ok()) << b.status().to_string();
   ASSERT_TRUE(make_qdq_fusion(/*max_pools=*/false, /*grouped_convs=*/false)->run(g).ok());
   EXPECT_EQ(op_counts(g).count("QLinearConv"), 0u) << print_graph(g);
   EXPECT_EQ(op_counts(g)["Conv"], 1) << print_graph(g);

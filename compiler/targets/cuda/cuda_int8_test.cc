@@ -271,10 +271,11 @@ TEST(CudaInt8, QdqResidualBlockRunsOnInt8KernelsAndMatchesRef) {
   EXPECT_EQ(program->device_steps(), static_cast<int>(program->steps().size()));
 }
 
-// kiln's own flow for cuda: a float Conv -> Relu -> Conv -> Relu -> GlobalAveragePool quantized by
-// quantize_int8 (symmetric int8 activations, cuda's default) runs every convolution with its ReLU
-// as one int8 kernel (qdq_fusion leaves Relu on the int8 values; the convolution clamps at zero),
-// nothing in f32 but the head, and matches the same quantized graph on ref.
+// kiln's own flow for cuda: a float Conv -> Relu -> Conv -> Relu -> depthwise Conv -> Clip(0, 6)
+// -> GlobalAveragePool quantized by quantize_int8 (symmetric int8 activations, cuda's default)
+// runs every convolution with its ReLU as one int8 kernel (qdq_fusion leaves Relu on the int8
+// values; the convolution clamps at zero; the depthwise one on the own kernel), nothing in f32
+// but the head, and matches the same quantized graph on ref.
 TEST(CudaInt8, OwnSymmetricCalibrationRunsConvReluOnInt8Kernels) {
   SKIP_WITHOUT_GPU();
   auto build = [](GraphBuilder& b, const std::vector<Value*>& in) {
@@ -289,6 +290,15 @@ TEST(CudaInt8, OwnSymmetricCalibrationRunsConvReluOnInt8Kernels) {
       v = b.add(Op(ops::Relu{}), {b.add(Op(conv), {v, w, bias})});
       c = k;
     }
+    // MobileNetV2's depthwise 3x3/2 and ReLU6 (Clip(0, 6)).
+    ops::Conv dw;
+    dw.pads = std::vector<int64_t>{1, 1, 1, 1};
+    dw.strides = std::vector<int64_t>{2, 2};
+    dw.group = c;
+    Value* w = b.constant(scaled_random(Shape{c, 1, 3, 3}, seed++, 0.5f));
+    Value* bias = b.constant(scaled_random(Shape{c}, seed++, 0.1f));
+    v = b.add(Op(ops::Clip{}), {b.add(Op(dw), {v, w, bias}), b.constant(Tensor::scalar(0.0f)),
+                                b.constant(Tensor::scalar(6.0f))});
     b.output(b.add(Op(ops::GlobalAveragePool{}), {v}));
   };
   const Tensor x = random_tensor(Shape{4, 16, 12, 12}, 80);
@@ -327,7 +337,8 @@ TEST(CudaInt8, OwnSymmetricCalibrationRunsConvReluOnInt8Kernels) {
   for (const auto& step : program->steps()) {
     conv_relu += step->kind.starts_with("QLinearConv") && step->kind.find("+Relu") != std::string::npos;
   }
-  EXPECT_EQ(conv_relu, 2) << ir;
+  EXPECT_EQ(conv_relu, 3) << ir;
+  EXPECT_EQ(program->count_steps("QLinearConv+Relu depthwise int8"), 1) << ir;
   EXPECT_EQ(steps_starting(*program, "Conv"), 0) << ir;
   EXPECT_EQ(program->count_steps("Relu"), 0) << ir;
   EXPECT_EQ(program->device_steps(), static_cast<int>(program->steps().size())) << ir;

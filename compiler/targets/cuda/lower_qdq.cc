@@ -48,7 +48,9 @@ Stem stem_of(const Builder& b, const Value* v, const Shape& shape, const Int8Lay
   }
   // Only int8 convolutions read it (f16 integers hold any zero point's values exactly).
   for (const auto& use : v->uses()) {
-    if (use.node->kind() != OpKind::kQLinearConv || use.index != 0 || !int_conv(*use.node)) {
+    const std::optional<IntConv> c =
+        use.node->kind() == OpKind::kQLinearConv ? int_conv(*use.node) : std::nullopt;
+    if (use.index != 0 || !c || c->group != 1) {
       return Stem::kS8;
     }
   }

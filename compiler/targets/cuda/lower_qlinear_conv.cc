@@ -34,7 +34,9 @@ namespace kiln::compiler::cuda {
 std::optional<IntConv> int_conv(const Node& node) {
   if (node.kind() != OpKind::kQLinearConv || node.num_inputs() < 8) return std::nullopt;
   const auto& op = node.attrs<ops::QLinearConv>();
-  if (op.group != 1 || !is_static4(node.input(0)) || !is_static4(node.output(0))) {
+  if (!is_static4(node.input(0)) || !is_static4(node.output(0))) return std::nullopt;
+  if (op.group != 1 && (op.group != node.input(0)->tensor_type().shape()[1] ||
+                        op.group != node.output(0)->tensor_type().shape()[1])) {
     return std::nullopt;
   }
   IntConv c;
@@ -70,7 +72,8 @@ std::optional<IntConv> int_conv(const Node& node) {
   }
   const Shape xs = node.input(0)->tensor_type().shape();
   const Shape yo = node.output(0)->tensor_type().shape();
-  if (xs[1] != c.w->shape()[1] || yo[1] != k) return std::nullopt;
+  c.group = op.group;
+  if (xs[1] != c.w->shape()[1] * c.group || yo[1] != k) return std::nullopt;
   const std::vector<int64_t> in_hw = {xs[2], xs[3]};
   Result<WindowGeometry> g = forward_window(in_hw, {c.w->shape()[2], c.w->shape()[3]},
                                             {op.auto_pad, op.strides, op.dilations, op.pads});
@@ -429,9 +432,83 @@ std::optional<IntAdd> fusable_add(const Builder& b, const Node& node) {
 
 }  // namespace
 
+namespace {
+
+// A depthwise QLinearConv on the own s8 kernel (launch_depthwise8), centered NHWC in and out, a
+// Relu on its int8 values fused as the clamp at zero.
+bool lower_depthwise_qconv(Builder& b, const Node& node, const IntConv& c) {
+  const Value* xv = node.input(0);
+  const Shape x = xv->tensor_type().shape();
+  const Shape y = node.output(0)->tensor_type().shape();
+  if (c.g.rank() != 2 || c.g.pad_begin[0] < 0 || c.g.pad_begin[1] < 0) return false;
+  if (!b.buffer(b.stored_buffer(xv)).centered && (x[1] % 4 != 0 || !centerable(c.x))) {
+    return false;
+  }
+  const int xi = centered_input(b, xv, c.x);
+  const int64_t sc = b.buffer(xi).shape[1];  // stored channels
+  if (sc % 4 != 0) return false;
+  const Node* relu = int_relu_reader(b, node);
+  const int64_t kh = c.w->shape()[2];
+  const int64_t kw = c.w->shape()[3];
+  // The filter as [kh, kw, stored channels], the requantization per stored channel (0 past C).
+  std::vector<uint8_t> w_bytes(static_cast<size_t>(kh * kw * sc), 0);
+  std::vector<float> scale(static_cast<size_t>(sc), 0.0f);
+  std::vector<float> bias(static_cast<size_t>(sc), 0.0f);
+  const auto* w = c.w->data<int8_t>();
+  for (int64_t ch = 0; ch < x[1]; ++ch) {
+    for (int64_t t = 0; t < kh * kw; ++t) {
+      w_bytes[static_cast<size_t>(t * sc + ch)] = static_cast<uint8_t>(w[ch * kh * kw + t]);
+    }
+    const double ws = c.w_scales[c.w_scales.size() == 1 ? 0 : static_cast<size_t>(ch)];
+    const double s = static_cast<double>(c.x.scale) * ws / c.y.scale;
+    scale[static_cast<size_t>(ch)] = static_cast<float>(s);
+    if (c.bias != nullptr) {
+      bias[static_cast<size_t>(ch)] =
+          static_cast<float>(static_cast<double>(c.bias->data<int32_t>()[ch]) * s);
+    }
+  }
+  const int wi = b.constant_bytes(DType::kI8, Shape{kh, kw, sc}, std::move(w_bytes));
+  const int si = b.constant(std::move(scale));
+  const int bi = b.constant(std::move(bias));
+  const Value* yv = relu != nullptr ? relu->output(0) : node.output(0);
+  const Out o = define_output(b, yv, sc);
+  Depthwise8 p;
+  p.n = x[0];
+  p.h = x[2];
+  p.width = x[3];
+  p.c = sc;
+  p.oh = y[2];
+  p.ow = y[3];
+  p.kh = static_cast<int>(kh);
+  p.kw = static_cast<int>(kw);
+  p.sh = static_cast<int>(c.g.strides[0]);
+  p.sw = static_cast<int>(c.g.strides[1]);
+  p.ph = static_cast<int>(c.g.pad_begin[0]);
+  p.pw = static_cast<int>(c.g.pad_begin[1]);
+  p.dh = static_cast<int>(c.g.dilations[0]);
+  p.dw = static_cast<int>(c.g.dilations[1]);
+  std::tie(p.lo, p.hi) = centered_bounds(c.y, relu != nullptr);
+  const int yi = o.centered;
+  add(b, node, relu != nullptr ? "QLinearConv+Relu depthwise int8" : "QLinearConv depthwise int8",
+      {xi, wi, si, bi}, {yi}, [=](Session& s) mutable {
+        p.x = ptr(s, xi);
+        p.w = ptr(s, wi);
+        p.scale = static_cast<const float*>(ptr(s, si));
+        p.bias = static_cast<const float*>(ptr(s, bi));
+        p.y = ptr(s, yi);
+        return launch_depthwise8(p, s.stream);
+      });
+  finish_output(b, o, yv, c.y);
+  if (relu != nullptr) b.mark_fused(relu);
+  return true;
+}
+
+}  // namespace
+
 Result<bool> lower_qlinear_conv(Builder& b, const Node& node) {
   std::optional<IntConv> c = int_conv(node);
   if (!c) return false;
+  if (c->group != 1) return lower_depthwise_qconv(b, node, *c);
   const Value* xv = node.input(0);
   const Shape x = xv->tensor_type().shape();
   const Shape y = node.output(0)->tensor_type().shape();

@@ -91,14 +91,15 @@ bool deferred_dq(const Builder& b, const Node& dq);
 // What QLinearConv takes, and its space-to-depth form (lower_qlinear_conv.cc).
 
 // What a QLinearConv needs to run here: 4-D static, a constant s8 filter [K, C, R, S] with zero
-// points 0 and per-tensor or per-K scales, group 1, per-tensor x and y parameters, a constant
-// int32 bias [K] or none.
+// points 0 and per-tensor or per-K scales, group 1 or depthwise (group = C = K, filter
+// [C, 1, R, S]), per-tensor x and y parameters, a constant int32 bias [K] or none.
 struct IntConv {
   QParams x, y;
   const Tensor* w = nullptr;
   std::vector<float> w_scales;
   const Tensor* bias = nullptr;
   WindowGeometry g;
+  int64_t group = 1;
 };
 
 std::optional<IntConv> int_conv(const Node& node);

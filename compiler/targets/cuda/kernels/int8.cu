@@ -324,6 +324,43 @@ __global__ void maxpool8_kernel(const char4* x, char4* y, Pool8 p) {
   }
 }
 
+// Four channels per thread (c % 4 == 0): the taps' char4 of x and of the filter, s32 sums, the
+// per-channel requantization in f32 rounded half to even.
+__global__ void depthwise8_kernel(const char4* x, const char4* w, const float4* scale,
+                                  const float4* bias, char4* y, Depthwise8 p) {
+  const int64_t c4 = p.c / 4;
+  const int64_t total = p.n * p.oh * p.ow * c4;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t c = i % c4;
+    const int64_t ox = (i / c4) % p.ow;
+    const int64_t oy = (i / (c4 * p.ow)) % p.oh;
+    const int64_t n = i / (c4 * p.ow * p.oh);
+    int a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+    for (int r = 0; r < p.kh; ++r) {
+      const int64_t iy = oy * p.sh - p.ph + r * p.dh;
+      if (iy < 0 || iy >= p.h) continue;
+      for (int q = 0; q < p.kw; ++q) {
+        const int64_t ix = ox * p.sw - p.pw + q * p.dw;
+        if (ix < 0 || ix >= p.width) continue;
+        const char4 v = x[((n * p.h + iy) * p.width + ix) * c4 + c];
+        const char4 f = w[(r * p.kw + q) * c4 + c];
+        a0 += static_cast<int>(v.x) * f.x;
+        a1 += static_cast<int>(v.y) * f.y;
+        a2 += static_cast<int>(v.z) * f.z;
+        a3 += static_cast<int>(v.w) * f.w;
+      }
+    }
+    const float4 k = scale[c];
+    const float4 b = bias[c];
+    auto out = [&](int acc, float ks, float bs) {
+      const int q = __float2int_rn(static_cast<float>(acc) * ks + bs);
+      return static_cast<signed char>(min(max(q, p.lo), p.hi));
+    };
+    y[i] = make_char4(out(a0, k.x, b.x), out(a1, k.y, b.y), out(a2, k.z, b.z), out(a3, k.w, b.w));
+  }
+}
+
 }  // namespace
 
 Status launch_quantize8(Elem e, const void* x, const Int8Layout& xl, void* y, const Int8Layout& yl,
@@ -457,6 +494,22 @@ Status launch_maxpool8(const void* x, void* y, const Pool8& p, void* stream) {
   maxpool8_kernel<<<blocks_for(total), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
       static_cast<const char4*>(x), static_cast<char4*>(y), p);
   return launched("maxpool8");
+}
+
+Status launch_depthwise8(const Depthwise8& p, void* stream) {
+  if (p.c % 4 != 0)
+    return invalid_argument_error("cuda kernel depthwise8: channels not a multiple of 4");
+  const int64_t total = p.n * p.oh * p.ow * (p.c / 4);
+  if (total <= 0) return Status();
+  auto aligned = [](const void* q) { return reinterpret_cast<uintptr_t>(q) % 16 == 0; };
+  if (!aligned(p.scale) || !aligned(p.bias)) {
+    return invalid_argument_error("cuda kernel depthwise8: scale and bias not 16-byte aligned");
+  }
+  depthwise8_kernel<<<blocks_for(total), kThreads, 0, static_cast<cudaStream_t>(stream)>>>(
+      static_cast<const char4*>(p.x), static_cast<const char4*>(p.w),
+      reinterpret_cast<const float4*>(p.scale), reinterpret_cast<const float4*>(p.bias),
+      static_cast<char4*>(p.y), p);
+  return launched("depthwise8");
 }
 
 }  // namespace kiln::compiler::cuda

@@ -74,4 +74,20 @@ struct Pool8 {
 };
 Status launch_maxpool8(const void* x, void* y, const Pool8& p, void* stream);
 
+// Depthwise convolution of centered s8 NHWC `x` [n, h, w, c] (zero is 0: taps outside the image
+// add nothing) with s8 filters `w` [kh, kw, c] into s8 NHWC `y` [n, oh, ow, c]:
+// y = clamp(round_half_even(sum * scale[ch] + bias[ch]), lo, hi), scale and bias f32 [c] (16-byte
+// aligned); c is the stored channel count, a multiple of 4.
+struct Depthwise8 {
+  const void* x = nullptr;
+  const void* w = nullptr;
+  const float* scale = nullptr;
+  const float* bias = nullptr;
+  void* y = nullptr;
+  int64_t n = 0, h = 0, width = 0, c = 0, oh = 0, ow = 0;
+  int kh = 1, kw = 1, sh = 1, sw = 1, ph = 0, pw = 0, dh = 1, dw = 1;
+  int32_t lo = -128, hi = 127;
+};
+Status launch_depthwise8(const Depthwise8& p, void* stream);
+
 }  // namespace kiln::compiler::cuda
