@@ -59,6 +59,11 @@ function(kiln_add_test name)
   if(NOT ARG_TIMEOUT)
     set(ARG_TIMEOUT 600)
   endif()
+  # Compiled artifacts the tests cache (kiln run, the server) go under the build tree, not into
+  # the user's cache directory; a test that sets KILN_CACHE_DIR itself keeps its own.
+  if(NOT "${ARG_ENVIRONMENT}" MATCHES "KILN_CACHE_DIR=")
+    list(APPEND ARG_ENVIRONMENT "KILN_CACHE_DIR=${PROJECT_BINARY_DIR}/test-cache")
+  endif()
   add_executable(${name} ${ARG_SOURCES})
   target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gmock GTest::gtest_main Threads::Threads)
   kiln_target_defaults(${name})
