@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// float64 conversion: every f32 tensor of a graph becomes f64, for a float64 reference run on ref.
+// float64 conversion: every f32, f16 and bf16 tensor of a graph becomes f64, for a float64
+// reference run on ref.
 #include <fmt/format.h>
 
 #include "compiler/ops/all_ops.h"
@@ -10,11 +11,24 @@ namespace kiln::compiler {
 
 namespace {
 
+// The element types widened to f64: every f64 value is exact in double.
+bool widens(DType dtype) {
+  return dtype == DType::kF32 || dtype == DType::kF16 || dtype == DType::kBF16;
+}
+
 Tensor to_f64(const Tensor& t) {
   Tensor out(DType::kF64, t.shape());
-  const float* src = t.data<float>();
   double* dst = out.data<double>();
-  for (int64_t i = 0; i < t.numel(); ++i) dst[i] = static_cast<double>(src[i]);
+  visit_dtype(t.dtype(), [&]<class T>() {
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, Half> ||
+                  std::is_same_v<T, BFloat16>) {
+      const T* src = t.data<T>();
+      for (int64_t i = 0; i < t.numel(); ++i)
+        dst[i] = static_cast<double>(static_cast<float>(src[i]));
+    } else {
+      KILN_CHECK(false, "to_f64: a widened type expected");
+    }
+  });
   return out;
 }
 
@@ -22,7 +36,7 @@ ValueType widened(const ValueType& type) {
   switch (type.kind()) {
     case ValueType::Kind::kTensor: {
       TensorType t = type.tensor();
-      if (t.dtype == DType::kF32) t.dtype = DType::kF64;
+      if (widens(t.dtype)) t.dtype = DType::kF64;
       return ValueType(std::move(t));
     }
     case ValueType::Kind::kSequence: return ValueType::sequence(widened(type.element()));
@@ -31,26 +45,27 @@ ValueType widened(const ValueType& type) {
   return type;
 }
 
-// Turns the element-type attributes that make f32 (Cast's `to`, random ops' `dtype`, ...) and
-// f32 tensor attributes (ConstantOfShape's `value`) into their f64 forms.
+// Turns the element-type attributes that make f32, f16 or bf16 (Cast's `to`, random ops' `dtype`,
+// Attention's `softmax_precision`, ...) and such tensor attributes (ConstantOfShape's `value`) into
+// their f64 forms.
 class AttributeWidener final : public AttrVisitor {
  public:
   void visit(std::string_view, AttrRef field) override {
-    if (auto* d = std::get_if<DType*>(&field); d && **d == DType::kF32) **d = DType::kF64;
-    if (auto* d = std::get_if<std::optional<DType>*>(&field); d && **d == DType::kF32) {
+    if (auto* d = std::get_if<DType*>(&field); d && widens(**d)) **d = DType::kF64;
+    if (auto* d = std::get_if<std::optional<DType>*>(&field); d && **d && widens(***d)) {
       **d = DType::kF64;
     }
-    if (auto* t = std::get_if<Tensor*>(&field);
-        t && (*t)->defined() && (*t)->dtype() == DType::kF32) {
+    if (auto* t = std::get_if<Tensor*>(&field); t && (*t)->defined() && widens((*t)->dtype())) {
       **t = to_f64(**t);
     }
   }
 };
 
-// Constant's f32 forms (a tensor, value_float, value_floats) as one f64 tensor attribute.
+// Constant's float forms (an f32, f16 or bf16 tensor, value_float, value_floats) as one f64 tensor
+// attribute.
 std::optional<Op> widened_constant(const ops::Constant& c) {
   ops::Constant out;
-  if (c.value.defined() && c.value.dtype() == DType::kF32) {
+  if (c.value.defined() && widens(c.value.dtype())) {
     out.value = to_f64(c.value);
   } else if (c.value_float) {
     out.value = Tensor::scalar<double>(*c.value_float);
@@ -135,7 +150,7 @@ Status widen(Graph& graph, bool in_branch) {
 Status convert_to_f64(Graph& graph) {
   Node* first = graph.nodes().empty() ? nullptr : graph.nodes().front().get();
   for (Value* in : graph.inputs()) {
-    if (!in->type().is_tensor() || in->tensor_type().dtype != DType::kF32) continue;
+    if (!in->type().is_tensor() || !widens(in->tensor_type().dtype)) continue;
     std::vector<Use> uses = in->uses();
     Value* wide = cast(graph, in, DType::kF64, first);
     for (const Use& use : uses) use.node->set_input(use.index, wide);
