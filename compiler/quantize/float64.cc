@@ -46,19 +46,24 @@ ValueType widened(const ValueType& type) {
 }
 
 // Turns the element-type attributes that make f32, f16 or bf16 (Cast's `to`, random ops' `dtype`,
-// Attention's `softmax_precision`, ...) and such tensor attributes (ConstantOfShape's `value`) into
-// their f64 forms.
+// Attention's `softmax_precision`, ...) into `to` (f64, or f32 for the nodes that stay in f32), and
+// such tensor attributes (ConstantOfShape's `value`) into their f64 forms.
 class AttributeWidener final : public AttrVisitor {
  public:
+  explicit AttributeWidener(DType to) : to_(to) {}
+
   void visit(std::string_view, AttrRef field) override {
-    if (auto* d = std::get_if<DType*>(&field); d && widens(**d)) **d = DType::kF64;
+    if (auto* d = std::get_if<DType*>(&field); d && widens(**d)) **d = to_;
     if (auto* d = std::get_if<std::optional<DType>*>(&field); d && **d && widens(***d)) {
-      **d = DType::kF64;
+      **d = to_;
     }
     if (auto* t = std::get_if<Tensor*>(&field); t && (*t)->defined() && widens((*t)->dtype())) {
       **t = to_f64(**t);
     }
   }
+
+ private:
+  DType to_;
 };
 
 // Constant's float forms (an f32, f16 or bf16 tensor, value_float, value_floats) as one f64 tensor
@@ -85,6 +90,15 @@ bool stays_f32(OpKind kind, int index) {
          (kind == OpKind::kNonMaxSuppression && index != 2);
 }
 
+// The quantization ops, whose float inputs ONNX allows in f32, f16 and bf16 but not f64: they stay
+// in f32 (which holds every f16 and bf16 value), their float inputs cast to f32 and their float
+// outputs cast to f64. Their rounding to integers is their meaning, which float64 does not change.
+bool computes_in_f32(OpKind kind) {
+  return kind == OpKind::kQuantizeLinear || kind == OpKind::kDequantizeLinear ||
+         kind == OpKind::kDynamicQuantizeLinear || kind == OpKind::kQLinearConv ||
+         kind == OpKind::kQLinearMatMul;
+}
+
 Value* cast(Graph& graph, Value* v, DType to, Node* before) {
   ops::Cast c;
   c.to = to;
@@ -104,7 +118,9 @@ Status widen(Graph& graph, bool in_branch) {
   }
   std::vector<Node*> order;
   for (auto& node : graph.nodes()) order.push_back(node.get());
-  for (Node* node : order) {
+  for (size_t n = 0; n < order.size(); ++n) {
+    Node* node = order[n];
+    const bool in_f32 = computes_in_f32(node->kind());
     if (const auto* c = node->op().get_if<ops::Constant>()) {
       if (std::optional<Op> op = widened_constant(*c)) node->set_op(std::move(*op));
     } else if (const auto* fill = node->op().get_if<ops::ConstantOfShape>();
@@ -113,7 +129,7 @@ Status widen(Graph& graph, bool in_branch) {
       zeros.value = Tensor::from_vector(std::vector<double>{0.0});
       node->set_op(Op(std::move(zeros)));
     } else {
-      AttributeWidener widener;
+      AttributeWidener widener(in_f32 ? DType::kF32 : DType::kF64);
       node->set_op(node->op().with_attributes(widener));
     }
     for (Graph* sub : node->op().subgraphs()) {
@@ -121,7 +137,7 @@ Status widen(Graph& graph, bool in_branch) {
     }
     for (int i = 0; i < node->num_inputs(); ++i) {
       Value* in = node->input(i);
-      if (in == nullptr || !stays_f32(node->kind(), i) || !in->type().is_tensor() ||
+      if (in == nullptr || !(in_f32 || stays_f32(node->kind(), i)) || !in->type().is_tensor() ||
           in->tensor_type().dtype != DType::kF64) {
         continue;
       }
@@ -140,6 +156,22 @@ Status widen(Graph& graph, bool in_branch) {
       const bool same_dtype = !out->type().is_tensor() || !want.is_tensor() ||
                               out->tensor_type().dtype == want.tensor().dtype;
       if (!inferred.ok() || same_dtype) out->set_type(want);
+      if (!in_f32 || !inferred.ok() || !out->type().is_tensor() ||
+          out->tensor_type().dtype != DType::kF32) {
+        continue;
+      }
+      // Its readers (and the graph's outputs) take it widened.
+      std::vector<Use> uses = out->uses();
+      Value* wide = cast(graph, out, DType::kF64, n + 1 < order.size() ? order[n + 1] : nullptr);
+      for (const Use& use : uses) use.node->set_input(use.index, wide);
+      for (size_t k = 0; k < graph.outputs().size(); ++k) {
+        if (graph.outputs()[k] != out) continue;
+        graph.set_output(static_cast<int>(k), wide);
+        // Outputs keep their names, which callers read them by.
+        std::string name = out->name();
+        out->set_name(wide->name());
+        wide->set_name(std::move(name));
+      }
     }
   }
   return Status();

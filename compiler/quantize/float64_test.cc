@@ -222,5 +222,43 @@ TEST(Float64Conversion, WidensBf16ConstantsFillsAndCasts) {
     EXPECT_DOUBLE_EQ(y.data<double>()[i], (half_at(x, i) + k[i]) / 3) << i;
 }
 
+// x: f16[4] -> QuantizeLinear(scale f16 0.25, zero point u8 10) -> DequantizeLinear -> y: f16[4].
+std::shared_ptr<Graph> f16_qdq() {
+  auto g = std::make_shared<Graph>("f16_qdq");
+  GraphBuilder b(*g);
+  Value* x = b.input("x", TensorType(DType::kF16, Shape({4})));
+  Value* scale = b.constant(half_tensor(DType::kF16, {0.25f}, Shape({})), "scale");
+  Value* zero = b.constant(Tensor::scalar<uint8_t>(10), "zero");
+  Value* q = b.add(Op(ops::QuantizeLinear{}), {x, scale, zero}, "q");
+  b.output(b.add(Op(ops::DequantizeLinear{}), {q, scale, zero}, "y"));
+  EXPECT_TRUE(b.status().ok()) << b.status().to_string();
+  return g;
+}
+
+TEST(Float64Conversion, QuantizationOpsStayInF32BetweenWidenedValues) {
+  std::shared_ptr<Graph> g = f16_qdq();
+  Status converted = convert_to_f64(*g);
+  ASSERT_TRUE(converted.ok()) << converted.to_string();
+  for (const auto& node : g->nodes()) {
+    if (node->kind() != OpKind::kQuantizeLinear && node->kind() != OpKind::kDequantizeLinear) {
+      continue;
+    }
+    EXPECT_EQ(node->input(0)->tensor_type().dtype,
+              node->kind() == OpKind::kQuantizeLinear ? DType::kF32 : DType::kU8);
+    EXPECT_EQ(node->input(1)->tensor_type().dtype, DType::kF32) << "ONNX has no f64 scales";
+  }
+  ASSERT_EQ(g->outputs()[0]->type().to_string(), "f64[4]");
+  EXPECT_EQ(g->outputs()[0]->name(), "y") << "outputs keep their names";
+  const Tensor x = half_tensor(DType::kF16, {1.0f, -0.3f, 70.0f, 0.125f}, Shape({4}));
+  auto out = run_on_ref(g, {Argument(x)});
+  ASSERT_TRUE(out.ok()) << out.status().to_string();
+  const Tensor& y = (*out)[0].tensor();
+  ASSERT_EQ(y.dtype(), DType::kF64);
+  // Quantized to round(x / 0.25) + 10 (ties to even) saturated to [0, 255], back as (q - 10) *
+  // 0.25.
+  const std::vector<double> want = {1.0, -0.25, 61.25, 0.0};
+  for (int64_t i = 0; i < 4; ++i) EXPECT_EQ(y.data<double>()[i], want[i]) << i;
+}
+
 }  // namespace
 }  // namespace kiln::compiler

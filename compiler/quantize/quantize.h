@@ -54,7 +54,9 @@ Status quantize_bf16(Graph& graph, const std::vector<std::string>& ops = {});
 // `stash_type`, `softmax_precision`) and such tensor attributes (ConstantOfShape's `value`). Graph
 // inputs of those types keep their type, each followed by a Cast to f64, so callers feed the same
 // inputs; outputs become f64. Inputs ONNX requires in f32 whatever the data type (Resize's and
-// Upsample's scales, NonMaxSuppression's boxes and scores) get a Cast back to f32. Compiled for
+// Upsample's scales, NonMaxSuppression's boxes and scores) get a Cast back to f32, and the
+// quantization ops (QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear, QLinearConv,
+// QLinearMatMul), which ONNX defines for no f64 scale, compute in f32 between Casts. Compiled for
 // ref, whose kernels compute in double, the graph gives a float64 reference of the model, of a
 // half-precision one too (`kiln run --precision f64`): widening is exact, so the reference sees
 // the same inputs and weights and only rounds in double. Fails naming the node when a converted
