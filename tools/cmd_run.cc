@@ -38,8 +38,9 @@ CommandAction add_run_command(CLI::App& app) {
                   "write each output as DIR/<name>.npy plus DIR/outputs.json");
   cmd->add_option("--seed", opts->inputs.seed, "seed of the random inputs")->capture_default_str();
   cmd->add_option("--precision", opts->precision,
-                  "f32 (the model as it is) or f64: every f32 tensor computed in float64, a "
-                  "reference for accuracy (with --target ref; f32 inputs, f64 outputs)")
+                  "f32 (the model as it is) or f64: every f32, f16 and bf16 tensor computed in "
+                  "float64, a reference for accuracy (with --target ref; inputs of the model's "
+                  "types, f64 outputs)")
       ->check(CLI::IsMember({"f32", "f64"}))
       ->capture_default_str();
   add_quantize_flags(cmd, &opts->quantize, true);
@@ -80,6 +81,8 @@ CommandAction add_run_command(CLI::App& app) {
           return compiler::convert_to_f64(g);
         };
         choice.rewrite_flags.emplace_back("precision", "f64");
+        // The widened types are part of the compile-cache key and of the artifact's record.
+        choice.rewrite_flags.emplace_back("f64-widens", "f32,f16,bf16");
       } else if (opts->quantize.any()) {
         choice.rewrite = [q = opts->quantize](compiler::Graph& g, const compiler::Target& t) {
           return apply_quantization(g, q, t);

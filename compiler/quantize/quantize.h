@@ -49,15 +49,18 @@ Status quantize_bf16(Graph& graph, const std::vector<std::string>& ops = {});
 
 // ---- float64 reference ----
 
-// Converts every f32 tensor of `graph` to f64: constants, value types (subgraphs included), the
-// element-type attributes that make f32 (Cast's `to`, random ops' `dtype`) and f32 tensor
-// attributes (ConstantOfShape's `value`). f32 graph inputs keep their type, each followed by a Cast
-// to f64, so callers feed the same inputs; outputs become f64. Inputs ONNX requires in f32 whatever
-// the data type (Resize's and Upsample's scales, NonMaxSuppression's boxes and scores) get a Cast
-// back to f32. Compiled for ref, whose
-// kernels compute in double, the graph gives a float64 reference of the model (`kiln run
-// --precision f64`). Fails naming the node when a converted node does not type-check, except
-// inside If branches (left to run time, as type_refinement does).
+// Converts every f32, f16 and bf16 tensor of `graph` to f64: constants, value types (subgraphs
+// included), the element-type attributes that make those types (Cast's `to`, random ops' `dtype`,
+// `stash_type`, `softmax_precision`) and such tensor attributes (ConstantOfShape's `value`). Graph
+// inputs of those types keep their type, each followed by a Cast to f64, so callers feed the same
+// inputs; outputs become f64. Inputs ONNX requires in f32 whatever the data type (Resize's and
+// Upsample's scales, NonMaxSuppression's boxes and scores) get a Cast back to f32, and the
+// quantization ops (QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear, QLinearConv,
+// QLinearMatMul), which ONNX defines for no f64 scale, compute in f32 between Casts. Compiled for
+// ref, whose kernels compute in double, the graph gives a float64 reference of the model, of a
+// half-precision one too (`kiln run --precision f64`): widening is exact, so the reference sees
+// the same inputs and weights and only rounds in double. Fails naming the node when a converted
+// node does not type-check, except inside If branches (left to run time, as type_refinement does).
 Status convert_to_f64(Graph& graph);
 
 // ---- int8 ----
