@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
 // Runs ONNX's backend test data (Debian's libonnx-testdata) on a kiln target and checks every
-// output against the expected-failures file: a failure outside it, or a pass inside it, fails.
+// output against the expected-failures file: a failure outside it, or a pass inside it, fails. An
+// f16/bf16 output that misses the data is judged against float64 (f64_judge.h).
 #include <CLI/CLI.hpp>
 #include <execinfo.h>
 #include <fmt/format.h>
@@ -16,6 +17,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <regex>
 #include <set>
 #include <string>
@@ -27,10 +29,12 @@
 #include "core/logging.h"
 #include "core/mapped_file.h"
 #include "core/thread_pool.h"
+#include "tests/onnx_backend/f64_judge.h"
 
 namespace fs = std::filesystem;
 using namespace kiln;
 using namespace kiln::compiler;
+using namespace kiln::onnx_backend;
 
 namespace {
 
@@ -42,7 +46,41 @@ struct Tolerance {
 struct Outcome {
   bool passed = false;
   std::string reason;  // why it failed
+  // Passed against float64: the outputs the judge accepted, with how far data and target are.
+  std::vector<std::string> judged;
+  std::vector<std::string> report;  // --f64-report: every f16/bf16 output against float64
 };
+
+// How the runner uses the float64 judge.
+struct JudgeOptions {
+  const Target* ref = nullptr;  // the ref target, which computes the float64 reference
+  bool decide = false;          // judge an f16/bf16 output that misses the data
+  bool report = false;          // measure every f16/bf16 output against float64, passing or not
+};
+
+// Whether the judge decides `a`: an f16 or bf16 tensor, or a sequence of them.
+bool judged_type(const Argument& a) {
+  auto half = [](const Tensor& t) { return t.dtype() == DType::kF16 || t.dtype() == DType::kBF16; };
+  if (a.is_tensor()) return half(a.tensor());
+  return a.is_sequence() && !a.sequence().empty() &&
+         std::all_of(a.sequence().begin(), a.sequence().end(), half);
+}
+
+// Whether output `index` of `graph` comes straight from a Cast or CastLike: its rounding is the
+// op's meaning, which the float64 reference (where the Cast widens instead) cannot judge.
+bool converted_output(const Graph& graph, size_t index) {
+  const Node* producer = graph.outputs()[index]->producer();
+  return producer != nullptr &&
+         (producer->kind() == OpKind::kCast || producer->kind() == OpKind::kCastLike);
+}
+
+Argument deep_copy(const Argument& a) {
+  if (a.is_tensor()) return Argument(a.tensor().clone());
+  if (!a.is_sequence()) return a;
+  std::vector<Tensor> elements;
+  for (const Tensor& t : a.sequence()) elements.push_back(t.clone());
+  return Argument::sequence(std::move(elements));
+}
 
 template <class Proto>
 Result<Proto> read_proto(const fs::path& path) {
@@ -201,7 +239,7 @@ void report_crash(int sig) {
   std::raise(sig);
 }
 
-Outcome run_test(const fs::path& dir, const Target& target) {
+Outcome run_test(const fs::path& dir, const Target& target, const JudgeOptions& judge) {
   auto fail = [](std::string reason) { return Outcome{false, std::move(reason)}; };
   Result<std::unique_ptr<Model>> model = import_onnx_file((dir / "model.onnx").string());
   if (!model.ok()) return fail("import: " + model.status().to_string());
@@ -211,6 +249,10 @@ Outcome run_test(const fs::path& dir, const Target& target) {
   std::vector<ValueType> input_types, output_types;
   for (const Value* v : graph->inputs()) input_types.push_back(v->type());
   for (const Value* v : graph->outputs()) output_types.push_back(v->type());
+  std::vector<bool> conversions;
+  for (size_t i = 0; i < graph->outputs().size(); ++i) {
+    conversions.push_back(converted_output(*graph, i));
+  }
   Result<std::shared_ptr<Executable>> exe = compile(graph, target);
   if (!exe.ok()) return fail("compile: " + exe.status().to_string());
 
@@ -220,6 +262,7 @@ Outcome run_test(const fs::path& dir, const Target& target) {
   }
   std::sort(sets.begin(), sets.end());
   if (sets.empty()) return fail("no test_data_set_* folder");
+  Outcome outcome{true, "", {}, {}};
   for (const fs::path& set : sets) {
     std::vector<Argument> inputs, expected;
     for (size_t i = 0; i < input_types.size(); ++i) {
@@ -234,18 +277,53 @@ Outcome run_test(const fs::path& dir, const Target& target) {
       if (!a.ok()) return fail(a.status().to_string());
       expected.push_back(std::move(a).value());
     }
+    // The float64 reference runs on the same inputs, computed once per set when first needed.
+    std::vector<Argument> kept;
+    if ((judge.decide || judge.report) && !random) {
+      for (const Argument& a : inputs) kept.push_back(deep_copy(a));
+    }
+    std::optional<Result<std::vector<Argument>>> f64;
+    auto reference = [&]() -> const Result<std::vector<Argument>>& {
+      if (!f64) f64 = float64_reference((dir / "model.onnx").string(), *judge.ref, std::move(kept));
+      return *f64;
+    };
     Result<std::vector<Argument>> actual = (*exe)->run(std::move(inputs));
     if (!actual.ok()) return fail("run: " + actual.status().to_string());
     for (size_t i = 0; i < expected.size(); ++i) {
+      const std::string output = fmt::format("{}: output {} (\"{}\")", set.filename().string(), i,
+                                             graph->outputs()[i]->name());
       std::string d = random ? compare_random(expected[i], (*actual)[i], bernoulli)
                              : compare(expected[i], (*actual)[i], Tolerance{});
-      if (!d.empty()) {
-        return fail(fmt::format("{}: output {} (\"{}\"): {}", set.filename().string(), i,
-                                graph->outputs()[i]->name(), d));
+      const bool half = !random && judged_type(expected[i]);
+      if (half && conversions[i] && judge.decide && !d.empty()) {
+        return fail(fmt::format(
+            "{}: {}; not judged against float64: a Cast's output, whose rounding is the op itself",
+            output, d));
       }
+      if (!half || conversions[i] || !(judge.report || (judge.decide && !d.empty()))) {
+        if (!d.empty()) return fail(fmt::format("{}: {}", output, d));
+        continue;
+      }
+      const Result<std::vector<Argument>>& ref64 = reference();
+      std::string figures;
+      std::optional<Judgement> j;
+      if (ref64.ok()) {
+        j = judge_against_f64(expected[i], (*actual)[i], (*ref64)[i]);
+        figures = fmt::format("data off by {:.3g} ulp, target by {:.3g} ulp", j->data_ulps,
+                              j->target_ulps);
+      }
+      if (judge.report) {
+        outcome.report.push_back(
+            fmt::format("{}: {}", output, ref64.ok() ? figures : ref64.status().message()));
+      }
+      if (d.empty()) continue;
+      if (!judge.decide) return fail(fmt::format("{}: {}", output, d));
+      if (!ref64.ok()) return fail(fmt::format("{}: {}; {}", output, d, ref64.status().message()));
+      if (!j->passed) return fail(fmt::format("{}: {}; against float64: {}", output, d, j->reason));
+      outcome.judged.push_back(fmt::format("{}: {}", output, figures));
     }
   }
-  return Outcome{true, ""};
+  return outcome;
 }
 
 // "name reason..." lines; '#' starts a comment line.
@@ -275,6 +353,8 @@ int main(int argc, char** argv) {
   std::string filter;
   std::vector<std::string> kinds = {"node", "pytorch-converted", "pytorch-operator", "simple"};
   bool verbose = false;
+  bool judge_f64 = true;
+  bool f64_report = false;
   int threads = 0;
   app.add_option("--data", data, "the test data root (node/, simple/, ...)");
   app.add_option("--target", target_name, "the kiln target to run");
@@ -283,6 +363,12 @@ int main(int argc, char** argv) {
   app.add_option("--kinds", kinds, "which folders to run")->delimiter(',');
   app.add_option("--threads", threads, "tests run in parallel on this many threads (0: all cores)");
   app.add_flag("-v,--verbose", verbose, "print every test's result");
+  app.add_flag("--judge-f64,!--no-judge-f64", judge_f64,
+               "judge an f16/bf16 output that misses the data against the model's float64 "
+               "reference (on by default; such passes are printed and counted apart)");
+  app.add_flag("--f64-report", f64_report,
+               "print how far the data and the target are from float64 for every f16/bf16 "
+               "output, passing or not");
   CLI11_PARSE(app, argc, argv);
   set_log_level(LogLevel::kError);
 
@@ -300,6 +386,15 @@ int main(int argc, char** argv) {
     fmt::print(stderr, "onnx_backend: {}\n", target.status().message());
     return 2;
   }
+  auto ref = make_target("ref");
+  if (!ref.ok()) {
+    fmt::print(stderr, "onnx_backend: {}\n", ref.status().message());
+    return 2;
+  }
+  JudgeOptions judge;
+  judge.ref = ref->get();
+  judge.decide = judge_f64;
+  judge.report = f64_report;
   std::regex filter_re(filter.empty() ? ".*" : filter);
 
   struct Case {
@@ -333,26 +428,37 @@ int main(int argc, char** argv) {
     for (int64_t i = begin; i < end; ++i) {
       Case& c = cases[static_cast<size_t>(i)];
       running_test = c.name.c_str();
-      c.outcome = run_test(c.dir, **target);
+      c.outcome = run_test(c.dir, **target, judge);
     }
     running_test = nullptr;
   });
 
   struct Counts {
     int passed = 0, failed = 0, expected_failed = 0, unexpected_failed = 0, unexpected_passed = 0;
+    int passed_f64 = 0;  // of `passed`: by the float64 judge
   };
   std::map<std::string, Counts> per_kind;
-  std::vector<std::string> problems;
+  std::vector<std::string> problems, judged;
   for (const Case& c : cases) {
     Counts& n = per_kind[c.kind];
     bool listed = expected->count(c.name) > 0;
+    for (const std::string& line : c.outcome.report) fmt::print("f64 {} {}\n", c.name, line);
     if (c.outcome.passed) {
       ++n.passed;
+      const std::string notes = fmt::format("{}", fmt::join(c.outcome.judged, "; "));
+      if (!notes.empty()) {
+        ++n.passed_f64;
+        judged.push_back(fmt::format("PASSED AGAINST FLOAT64 {}: {}", c.name, notes));
+      }
       if (listed) {
         ++n.unexpected_passed;
-        problems.push_back(fmt::format("UNEXPECTED PASS {} (remove it from the expected failures)", c.name));
+        problems.push_back(
+            fmt::format("UNEXPECTED PASS {}{} (remove it from the expected failures)", c.name,
+                        notes.empty() ? "" : " (against float64: " + notes + ")"));
       }
-      if (verbose) fmt::print("pass {}\n", c.name);
+      if (verbose)
+        fmt::print("pass {}{}\n", c.name,
+                   notes.empty() ? "" : ": passed against float64: " + notes);
     } else {
       ++n.failed;
       if (listed) {
@@ -364,16 +470,21 @@ int main(int argc, char** argv) {
       if (verbose) fmt::print("fail {}: {}\n", c.name, c.outcome.reason);
     }
   }
+  for (const std::string& j : judged) fmt::print("{}\n", j);
   for (const std::string& p : problems) fmt::print("{}\n", p);
-  int total_pass = 0, total_fail = 0, bad = 0;
+  int total_pass = 0, total_f64 = 0, total_fail = 0, bad = 0;
   for (const auto& [kind, n] : per_kind) {
-    fmt::print("{:<18} {:4} passed, {:4} failed ({} expected, {} unexpected), {} unexpected passes\n",
-               kind + ":", n.passed, n.failed, n.expected_failed, n.unexpected_failed, n.unexpected_passed);
+    fmt::print(
+        "{:<18} {:4} passed ({} against float64), {:4} failed ({} expected, {} unexpected), "
+        "{} unexpected passes\n",
+        kind + ":", n.passed, n.passed_f64, n.failed, n.expected_failed, n.unexpected_failed,
+        n.unexpected_passed);
     total_pass += n.passed;
+    total_f64 += n.passed_f64;
     total_fail += n.failed;
     bad += n.unexpected_failed + n.unexpected_passed;
   }
-  fmt::print("onnx_backend[{}]: {} passed, {} failed, {} not as expected\n", target_name, total_pass,
-             total_fail, bad);
+  fmt::print("onnx_backend[{}]: {} passed ({} against float64{}), {} failed, {} not as expected\n",
+             target_name, total_pass, total_f64, judge_f64 ? "" : ": judge off", total_fail, bad);
   return bad == 0 ? 0 : 1;
 }
