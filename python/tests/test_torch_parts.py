@@ -59,20 +59,25 @@ def test_shape_questions_are_answered_with_the_sample_shapes():
         assert close(lowered(x), model(x))
 
 
+class Head(nn.Sequential):
+    def __init__(self, cin, cout):
+        super().__init__(block(cin, cout), nn.AdaptiveAvgPool2d(1), nn.Flatten())
+        self.gain = 3.0  # read by the parent (as RAFT reads update_block.hidden_state_size)
+
+
 class Branchy(nn.Module):
     """A branch on tensor values: no trace can stand for it, its parts can be lowered."""
 
     def __init__(self):
         super().__init__()
         self.backbone = block(3, 8)
-        self.bright = nn.Sequential(block(8, 8), nn.AdaptiveAvgPool2d(1), nn.Flatten())
-        self.dark = nn.Sequential(block(8, 4), nn.AdaptiveAvgPool2d(1), nn.Flatten())
-        self.scale = 3.0  # read through the parts (as RAFT reads update_block's attributes)
+        self.bright = Head(8, 8)
+        self.dark = Head(8, 4)
 
     def forward(self, x):
         f = self.backbone(x)
         if x.mean() > 0:
-            return self.bright(f) * self.scale
+            return self.bright(f) * self.bright.gain
         return self.dark(f)
 
 
@@ -83,7 +88,8 @@ def test_value_dependent_branch_is_lowered_by_parts():
     parts = {m.name: m for m in lowered.modules() if isinstance(m, LoweredPart)}
     # The branch not taken on the sample inputs stays as it is.
     assert sorted(parts) == ["backbone", "bright"]
-    assert isinstance(lowered.dark, nn.Sequential)
+    assert isinstance(lowered.dark, Head)
+    assert lowered.bright.gain == 3.0  # the original's attribute, through the part
     assert len(kiln.torch.kiln_islands(lowered)) == 2
     assert model.backbone is not lowered.backbone.original  # a copy: the model is untouched
     with torch.no_grad():

@@ -128,7 +128,10 @@ class LoweredPart(torch.nn.Module):
         try:
             return super().__getattr__(name)
         except AttributeError:
-            return getattr(self._modules["original"], name)
+            original = self.__dict__.get("_modules", {}).get("original")
+            if original is None or name.startswith("__"):
+                raise
+            return getattr(original, name)
 
     def extra_repr(self):
         return f"name={self.name!r}, lowered for {len(self.keys)} signature(s)"
