@@ -170,6 +170,77 @@ CASES.update({
                                                                   [192, 64, 1])), X4),
 })
 
+
+
+def _with_affine(norm, seed):
+    """``norm`` with random weight and bias (PyTorch initializes them to ones and zeros)."""
+    g = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        norm.weight.copy_(torch.randn(norm.weight.shape, generator=g))
+        norm.bias.copy_(torch.randn(norm.bias.shape, generator=g))
+    return norm
+
+
+def _running(norm, seed):
+    g = torch.Generator().manual_seed(seed)
+    norm.running_mean.copy_(torch.randn(norm.running_mean.shape, generator=g))
+    norm.running_var.copy_(torch.rand(norm.running_var.shape, generator=g) + 0.5)
+    return norm
+
+
+X79 = rand(2, 3, 7, 9, seed=5)
+GRID = rand(2, 5, 6, 2, seed=6) * 0.6  # mostly inside [-1, 1], some points outside
+# Vision models (kiln/torch/vision.py): interpolate's modes with PyTorch's coordinate rules,
+# grid sampling, instance and group normalization, torchvision's stochastic depth.
+CASES.update({
+    "interpolate_nearest_size": (Fn(lambda x: F.interpolate(x, size=(14, 5))), X79),
+    "interpolate_nearest_scale": (Fn(lambda x: F.interpolate(x, scale_factor=(1.5, 0.5))), X79),
+    "interpolate_nearest_exact": (Fn(lambda x: F.interpolate(
+        x, size=(11, 13), mode="nearest-exact")), X79),
+    "interpolate_bilinear": (Fn(lambda x: F.interpolate(
+        x, scale_factor=2.0, mode="bilinear", align_corners=False)), X79),
+    "interpolate_bilinear_corners": (Fn(lambda x: F.interpolate(
+        x, scale_factor=(1.5, 0.5), mode="bilinear", align_corners=True)), X79),
+    "interpolate_bicubic": (Fn(lambda x: F.interpolate(
+        x, size=(5, 4), mode="bicubic", align_corners=False)), X79),
+    "interpolate_recompute": (Fn(lambda x: F.interpolate(
+        x, scale_factor=3.0, mode="bilinear", recompute_scale_factor=True)), X79),
+    "interpolate_shape_of": (Fn2(lambda x, y: F.interpolate(
+        x, size=y.shape[-2:], mode="bilinear", align_corners=False) + y),
+        (X79, rand(2, 3, 10, 12, seed=7))),
+    "interpolate_linear_1d": (Fn(lambda x: F.interpolate(x, scale_factor=2, mode="linear")), X3),
+    "interpolate_trilinear": (Fn(lambda x: F.interpolate(
+        x, scale_factor=2, mode="trilinear")), rand(1, 2, 3, 4, 5)),
+    "nn.Upsample": (nn.Upsample(scale_factor=2, mode="bilinear"), X79),
+    "nn.UpsamplingBilinear2d": (nn.UpsamplingBilinear2d(size=(10, 10)), X79),
+    "aten.upsample_nearest2d": (Fn(lambda x: A.upsample_nearest2d.vec(x, None, [2.0, 2.0])),
+                                X79),
+    "aten.upsample_bilinear2d": (Fn(lambda x: A.upsample_bilinear2d.vec(
+        x, [11, 13], False, None)), X79),
+    "grid_sample_bilinear": (Fn2(lambda x, g: F.grid_sample(x, g, align_corners=False)),
+                             (X79, GRID)),
+    "grid_sample_nearest_border": (Fn2(lambda x, g: F.grid_sample(
+        x, g * 2, mode="nearest", padding_mode="border", align_corners=True)), (X79, GRID)),
+    "grid_sample_bicubic_reflection": (Fn2(lambda x, g: F.grid_sample(
+        x, g * 2, mode="bicubic", padding_mode="reflection", align_corners=False)),
+        (X79, GRID)),
+    "instance_norm": (nn.InstanceNorm2d(3), X79),
+    "instance_norm_affine": (_with_affine(nn.InstanceNorm2d(3, affine=True), 8), X79),
+    "instance_norm_running": (_running(nn.InstanceNorm1d(5, track_running_stats=True), 9), X3),
+    "F.instance_norm": (Fn(lambda x: F.instance_norm(x, eps=1e-3)), X79),
+    "group_norm": (_with_affine(nn.GroupNorm(3, 6), 10), rand(2, 6, 5, 5)),
+    "F.group_norm": (Fn(lambda x: F.group_norm(x, 2)), rand(2, 6, 5, 5)),
+})
+try:
+    import torchvision.ops
+
+    CASES["stochastic_depth"] = (nn.Sequential(
+        nn.ReLU(), torchvision.ops.StochasticDepth(0.5, "row"), nn.Sigmoid()), X4)
+    CASES["F.stochastic_depth"] = (Fn(lambda x: torchvision.ops.stochastic_depth(
+        x.relu(), 0.2, "batch", False) * 2), X4)
+except ImportError:  # pragma: no cover - torchvision is part of the test set-up
+    pass
+
 if hasattr(A, "_native_batch_norm_legit_no_training"):  # PyTorch 2
     CASES["aten.batch_norm_no_training"] = (Fn(
         lambda x: A._native_batch_norm_legit_no_training.default(

@@ -67,3 +67,17 @@ def judge(kiln, ort, f64):
     if kiln_off <= ort_off and kiln_f64 <= ort_f64 and (kiln_off, kiln_f64) != (ort_off, ort_f64):
         return dict(out, verdict="closer to f64", passed=True)
     return dict(out, verdict="ORT closer to f64", passed=False)
+
+
+def canonical_detections(outs):
+    """``outs`` ([(name, array)] with "boxes" [N, 4], "scores" [N] and "labels" [N]) with the
+    detections in one order: by score (rounded to 1e-6), label, then box (rounded to 1e-3). A
+    random-weight detector scores many boxes exactly alike, and the order a sort leaves such
+    ties in depends on the last bits of the features, so detections are compared as sets of
+    rows."""
+    d = dict(outs)
+    boxes, scores, labels = d["boxes"], d["scores"], d["labels"]
+    key = np.round(boxes.astype(np.float64), 3)
+    order = np.lexsort((key[:, 3], key[:, 2], key[:, 1], key[:, 0], labels,
+                        -np.round(scores.astype(np.float64), 6)))
+    return [(n, a[order]) for n, a in outs]

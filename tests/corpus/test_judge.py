@@ -74,3 +74,21 @@ def test_inputs_are_seeded_and_in_range():
     assert np.all(x[..., 3] == 1.0)
     sr = inputs.make_input({"dtype": "int64", "shape": [], "fill": "value", "value": 16000}, 0)
     assert sr.dtype == np.int64 and sr.shape == () and sr == 16000
+
+
+def test_detections_tied_in_score_compare_as_sets_of_rows():
+    boxes = np.array([[0, 0, 4, 4], [1, 1, 5, 5], [2, 2, 6, 6], [3, 3, 7, 7]], np.float32)
+    scores = np.array([0.9, 0.5, 0.5, 0.5], np.float32)
+    labels = np.array([1, 2, 2, 2])
+    order = [0, 3, 1, 2]  # the tied rows in another order
+    a = judge.canonical_detections([("boxes", boxes), ("scores", scores), ("labels", labels)])
+    b = judge.canonical_detections([("boxes", boxes[order]), ("scores", scores[order]),
+                                    ("labels", labels[order])])
+    for (name, x), (_, y) in zip(a, b):
+        np.testing.assert_array_equal(x, y, err_msg=name)
+    assert a[1][1].tolist() == sorted(scores.tolist(), reverse=True)
+    # A box that differs is still found.
+    moved = boxes.copy()
+    moved[2, 0] += 1.0
+    c = judge.canonical_detections([("boxes", moved), ("scores", scores), ("labels", labels)])
+    assert not np.array_equal(dict(a)["boxes"], dict(c)["boxes"])

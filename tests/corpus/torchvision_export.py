@@ -6,6 +6,7 @@ arguments and the example inputs' shapes; the export is cached next to a stamp o
 
 usage: /usr/bin/python3 tests/corpus/torchvision_export.py OUT.onnx '<manifest torchvision JSON>'
 """
+import contextlib
 import json
 import sys
 
@@ -66,6 +67,19 @@ def build(spec):
     if family == "optical_flow":
         return Flow(model, updates)
     return model
+
+
+@contextlib.contextmanager
+def float64_coordinates():
+    """RAFT builds its pixel-coordinate grid with `.float()`, which a float64 model cannot add to
+    its float64 flow: for the float64 run the grid is built in float64."""
+    from torchvision.models.optical_flow import raft
+    grid = raft.make_coords_grid
+    raft.make_coords_grid = lambda *args, **kwargs: grid(*args, **kwargs).double()
+    try:
+        yield
+    finally:
+        raft.make_coords_grid = grid
 
 
 def export(out_path, spec):

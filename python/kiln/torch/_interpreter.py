@@ -5,7 +5,7 @@ import torch
 import torch.utils._pytree as pytree
 
 import kiln
-from kiln.torch import aten, converters  # noqa: F401  (register the converters)
+from kiln.torch import aten, converters, vision  # noqa: F401  (register the converters)
 from kiln.torch._context import KILN_TYPES, Context, QValue, is_value
 from kiln.torch._registry import converter, lookup, node_key
 

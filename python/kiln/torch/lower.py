@@ -10,9 +10,11 @@ from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
 from torch.fx.passes.operator_support import OperatorSupportBase
 from torch.fx.passes.shape_prop import ShapeProp
 
-from kiln.torch._context import KILN_TYPES
+from kiln.torch._context import KILN_TYPES, ConversionError
 from kiln.torch._registry import SUPPORTS, lookup, node_key
 from kiln.torch.module import KilnModule
+from kiln.torch.parts import UntraceableError, lower_parts, trace_failure
+from kiln.torch.tracer import data_dependent_nodes, mutation_hazard, trace_with_shapes
 
 log = logging.getLogger("kiln.torch")
 
@@ -49,6 +51,7 @@ class KilnSupport(OperatorSupportBase):
         self.gm = gm
         self.supported = {}
         self.reasons = {}
+        self.data_dependent = data_dependent_nodes(gm)
         for node in gm.graph.nodes:
             ok, reason = self._check(node)
             self.supported[node] = ok
@@ -69,6 +72,8 @@ class KilnSupport(OperatorSupportBase):
             supports = next((SUPPORTS[b] for b in key.__mro__ if b in SUPPORTS), None)
         if supports is not None and not supports(node, target):
             return False, "its arguments are not supported"
+        if node in self.data_dependent:
+            return False, "its shape depends on the data (after nonzero, a mask, unique, NMS)"
         for n in node.all_input_nodes + [node]:
             meta = n.meta.get("tensor_meta")
             if meta is not None and hasattr(meta, "dtype") and meta.dtype not in KILN_TYPES:
@@ -130,7 +135,8 @@ def _capture_inputs(gm, names, sample_inputs):
     return captured
 
 
-def lower(module, sample_inputs, target="cpu", fp16=False, min_island=5, threads=0):
+def lower(module, sample_inputs, target="cpu", fp16=False, min_island=5, threads=0,
+          parts=True):
     """Lowers ``module`` to kiln: returns a torch.nn.Module (an FX GraphModule) that runs the
     supported parts of the model as kiln executables compiled for ``target`` ("cpu", "cuda",
     "ref") and leaves the rest to PyTorch.
@@ -140,23 +146,73 @@ def lower(module, sample_inputs, target="cpu", fp16=False, min_island=5, threads
     (``kiln.quantize_fp16``). Supported islands with fewer than ``min_island`` operations stay
     in PyTorch (a kiln call costs more than a few small torch ops). ``threads``: intra-op
     threads of the kiln executables (0: the physical cores).
+
+    The module is traced by torch.fx, or where that fails by ``kiln.torch.tracer.ShapeTracer``,
+    which answers shape questions (``n, c, h, w = x.shape``, ``if x.dim() == 4``) with the
+    sample inputs' shapes. A module neither can trace (control flow on tensor values, in-place
+    updates the graph would lose) is lowered by parts when ``parts`` is true: a copy of it whose
+    traceable submodules are lowered, each for the arguments it got on ``sample_inputs`` (other
+    arguments run it in PyTorch), while its own forward runs in PyTorch (``kiln.torch.parts``).
+    With ``parts=False`` such a module raises a ``ConversionError`` naming what stopped the
+    trace and where.
     """
     if isinstance(sample_inputs, torch.Tensor):
         sample_inputs = (sample_inputs,)
     sample_inputs = tuple(sample_inputs)
     module = module.eval()
-    gm = trace(module, len(sample_inputs))
-    return lower_graph_module(gm, sample_inputs, target=target, fp16=fp16,
-                              min_island=min_island, threads=threads)
+    gm, error = _trace_whole(module, sample_inputs)
+    if gm is not None:
+        return lower_graph_module(gm, sample_inputs, target=target, fp16=fp16,
+                                  min_island=min_island, threads=threads)
+    if not parts:
+        raise ConversionError(
+            f"kiln.torch.lower: {trace_failure(module, error)}; lower with parts=True to lower "
+            f"its traceable submodules and run the rest in PyTorch, or lower a traceable "
+            f"submodule yourself") from error
+
+    def lower_graph(gm, tensors, name):
+        return lower_graph_module(gm, tensors, target=target, fp16=fp16, min_island=min_island,
+                                  threads=threads, part=name)
+
+    return lower_parts(module, sample_inputs, error, lower_graph)
 
 
-def lower_graph_module(gm, sample_inputs, target="cpu", fp16=False, min_island=5, threads=0):
-    """``lower`` for a GraphModule that is already traced (the torch.compile backend's)."""
+def _trace_whole(module, sample_inputs):
+    """``(graph module, None)``: ``module`` traced by torch.fx, else by ``ShapeTracer`` on
+    ``sample_inputs``; ``(None, error)`` when neither gives a graph that stands for it."""
+    try:
+        gm = trace(module, len(sample_inputs))
+        if mutation_hazard(gm) is None:
+            return gm, None
+    except Exception:  # noqa: BLE001, S110 - tracing runs the model's own code; try with shapes
+        pass
+    if not all(isinstance(x, torch.Tensor) for x in sample_inputs):
+        return None, UntraceableError(
+            "torch.fx cannot trace it, and tracing with shapes needs tensor sample inputs")
+    try:
+        gm = trace_with_shapes(module, sample_inputs)
+    except Exception as error:  # noqa: BLE001 - whatever the model's forward raises
+        return None, error
+    hazard = mutation_hazard(gm)
+    return (gm, None) if hazard is None else (None, UntraceableError(hazard))
+
+
+def lower_graph_module(gm, sample_inputs, target="cpu", fp16=False, min_island=5, threads=0,
+                       part=None):
+    """``lower`` for a GraphModule that is already traced (the torch.compile backend's).
+    ``part``: the submodule's name when lowering by parts (its messages are INFO then)."""
     gm.graph.eliminate_dead_code()  # e.g. the unused aten.empty of make_fx's batch norms
     gm.recompile()
-    split_gm, names, _ = split(gm, sample_inputs, min_island)
+    split_gm, names, support = split(gm, sample_inputs, min_island)
     if not names:
-        log.warning("kiln.torch: no part of the model is supported by kiln; it runs in PyTorch")
+        calls = [n for n in gm.graph.nodes if n.op.startswith("call_")]
+        if any(support.supported.get(n) for n in calls):
+            why = (f"its kiln-supported operations form islands of fewer than min_island="
+                   f"{min_island} operations")
+        else:
+            why = "none of its operations is supported by kiln"
+        log.log(logging.INFO if part else logging.WARNING, "kiln.torch: %s: %s; it runs in "
+                "PyTorch", part or "the model", why)
         return split_gm
     captured = _capture_inputs(split_gm, names, sample_inputs)
     for name in names:
