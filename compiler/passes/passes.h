@@ -64,6 +64,12 @@ std::unique_ptr<Pass> make_qdq_fusion(bool max_pools = false, bool grouped_convs
 // subgraphs too); a graph output the If returned keeps its name.
 std::unique_ptr<Pass> make_if_folding();
 
+// Gives an If whose outputs have no static types, because one of its branches does not type-check
+// for the shapes given while the other does, the output types of the branch that does (Silero
+// VAD v5's 8 kHz branch, given a 16 kHz window). For a target that plans the If with those types
+// and runs the other branch, should it be taken, where types are found at run time.
+std::unique_ptr<Pass> make_if_output_typing();
+
 // Re-infers output types that rewrites made computable (a Reshape whose shape was folded into a
 // constant), keeping every type that is already static, and constant-folds what that makes
 // constant (and folds Ifs whose condition became constant), to a fixpoint; changed when a type

@@ -52,6 +52,13 @@ void add_kernels(const Graph& graph, const dnnl::engine& engine, ref::KernelTabl
   }
 }
 
+bool has_if(const Graph& graph) {
+  for (const auto& node : graph.nodes()) {
+    if (node->kind() == OpKind::kIf) return true;
+  }
+  return false;
+}
+
 class CpuExecutable final : public Executable {
  public:
   CpuExecutable(std::shared_ptr<Graph> graph, uint64_t seed, int threads, dnnl::engine engine,
@@ -120,8 +127,17 @@ class CpuExecutable final : public Executable {
       return interpreter.run(*graph_, std::move(inputs));
     }
     KILN_ASSIGN_OR_RETURN(std::unique_ptr<cpu::Session> session, sessions_.take());
-    Result<std::vector<Argument>> out = program_->run(*session, std::move(inputs), profile);
+    Result<std::vector<Argument>> out = program_->run(*session, inputs, profile);
+    const bool fallback = session->ctx.fallback;
+    session->ctx.fallback = false;
     sessions_.give_back(std::move(session));
+    if (fallback) {
+      if (profile != nullptr) profile->steps.clear();
+      // An If took a branch the program could not plan (it does not type-check for the shapes
+      // compiled): the interpreter runs the call, finding types as it goes.
+      ref::Interpreter interpreter(seed_, &kernels_);
+      return interpreter.run(*graph_, std::move(inputs));
+    }
     return out;
   }
 
@@ -165,6 +181,10 @@ class CpuTarget final : public Target {
     std::vector<std::unique_ptr<Pass>> passes = standard_passes();
     // Folding shape computations leaves static types to infer (Reshape targets): the planned
     // program needs them, and they let the clean-up go further.
+    passes.push_back(make_type_refinement());
+    // An If with one branch that cannot run for these shapes is planned with the other's types
+    // (the program runs the interpreter should that branch be taken); its users typed after it.
+    passes.push_back(make_if_output_typing());
     passes.push_back(make_type_refinement());
     passes.push_back(make_layer_norm_fusion());
     // Quantized regions become integer ops (oneDNN int8 kernels) before the second clean-up.
@@ -222,10 +242,14 @@ class CpuTarget final : public Target {
       if (!env_flag_bool(EnvFlag::kCpuInterpret)) {
         auto factory = [&engine](const Node& node) { return make_kernel(node, engine); };
         cpu::ProgramBuilder builder(*graph, engine, &kernels, factory, options.seed);
-        builder.set_constant_release([&dropped, &packed, &unread](const Value* v) {
-          unread.insert(v);
-          return dropped.drop(v, packed);
-        });
+        // A graph with an If keeps its weights: a branch the program cannot plan runs on the
+        // interpreter, which reads them (the models with Ifs are small).
+        if (!has_if(*graph)) {
+          builder.set_constant_release([&dropped, &packed, &unread](const Value* v) {
+            unread.insert(v);
+            return dropped.drop(v, packed);
+          });
+        }
         Result<std::unique_ptr<cpu::Program>> built = builder.build();
         if (!built.ok()) {
           // The graph keeps its weights: `dropped` holds the packed copies to unpack.
