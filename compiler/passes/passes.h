@@ -64,6 +64,12 @@ std::unique_ptr<Pass> make_qdq_fusion(bool max_pools = false, bool grouped_convs
 // subgraphs too); a graph output the If returned keeps its name.
 std::unique_ptr<Pass> make_if_folding();
 
+// Computes in float32 what a float16 graph (one with a Conv, MatMul, Gemm or recurrence on float16
+// values) computes in float16: constants and value types become float32, float16 graph inputs and
+// outputs keep their type through a Cast at the edge. For a target without float16 kernels; the
+// results are closer to the float32 model's than float16 arithmetic is.
+std::unique_ptr<Pass> make_float16_widening();
+
 // Gives an If whose outputs have no static types, because one of its branches does not type-check
 // for the shapes given while the other does, the output types of the branch that does (Silero
 // VAD v5's 8 kHz branch, given a 16 kHz window). For a target that plans the If with those types

@@ -178,7 +178,11 @@ class CpuTarget final : public Target {
   std::string_view name() const override { return "cpu"; }
   bool supports(const Node&) const override { return true; }
   std::vector<std::unique_ptr<Pass>> passes(const CompileOptions&) const override {
-    std::vector<std::unique_ptr<Pass>> passes = standard_passes();
+    // Float16 graphs compute in float32: oneDNN has no float16 kernels for processors without
+    // AVX512-FP16, and the ref kernels are a hundred times slower.
+    std::vector<std::unique_ptr<Pass>> passes;
+    passes.push_back(make_float16_widening());
+    for (auto& pass : standard_passes()) passes.push_back(std::move(pass));
     // Folding shape computations leaves static types to infer (Reshape targets): the planned
     // program needs them, and they let the clean-up go further.
     passes.push_back(make_type_refinement());
