@@ -583,6 +583,7 @@ bool lower(ProgramBuilder& b, const Node& node) {
     case OpKind::kGemm: return lower_matmul(b, node) || lower_batched_matmul(b, node);
     case OpKind::kCast: return lower_cast(b, node);
     case OpKind::kPad: return lower_copy(b, node);
+    case OpKind::kLSTM: return lower_lstm(b, node);
     default: return lower_eltwise(b, node);
   }
 }

@@ -278,6 +278,9 @@ bool lower_quantized(ProgramBuilder& builder, const Node& node);
 // condition picks over this program's buffers; false when a branch cannot be planned. Defined in
 // control.cc.
 Result<bool> lower_if(ProgramBuilder& builder, const Node& node);
+// An LSTM on kiln's AVX-512 kernel (kernels/lstm.h), its weights packed at compile time; false
+// where the kernel does not apply (peepholes, clip, other activations, ...). Defined in rnn.cc.
+bool lower_lstm(ProgramBuilder& builder, const Node& node);
 // A channel Concat whose every reader is an inference BatchNormalization (DenseNet's dense blocks)
 // runs no step of its own: each reader's scale-shift pass reads the Concat's inputs where they
 // are. lower_deferred_concat returns whether that applies (and then adds nothing);
