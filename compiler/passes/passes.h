@@ -27,6 +27,10 @@ std::unique_ptr<Pass> make_algebraic_simplification();
 // Gemm) with constant weights when the BatchNormalization is that node's only user.
 std::unique_ptr<Pass> make_batchnorm_folding();
 
+// Folds a zero Pad of the spatial dims whose only reader is a Conv into the Conv's pads (what
+// tf2onnx writes for TensorFlow's "same" padding of strided convolutions); the Pad is left dead.
+std::unique_ptr<Pass> make_pad_conv_fusion();
+
 // Marks a Conv whose only use is a Relu as Conv[activation="Relu"] and removes the Relu (targets
 // with fused kernels run it; the ref Conv kernel honours the field too).
 std::unique_ptr<Pass> make_conv_activation_fusion();

@@ -196,6 +196,8 @@ class CpuTarget final : public Target {
     // Quantized weights no integer op took run as f32 constants (packed once), not dequantized
     // at every run.
     passes.push_back(make_constant_folding(int64_t{1} << 24, /*quantized_weights=*/true));
+    // tf2onnx's explicit Pads before strided convolutions become the convolutions' own padding.
+    passes.push_back(make_pad_conv_fusion());
     for (auto& pass : standard_passes()) passes.push_back(std::move(pass));
     passes.push_back(make_pool_before_pointwise_conv());
     // Before the Relus are fused: a split Conv's Relu follows the sum of its pieces.

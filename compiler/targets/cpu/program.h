@@ -281,6 +281,9 @@ Result<bool> lower_if(ProgramBuilder& builder, const Node& node);
 // An LSTM on kiln's AVX-512 kernel (kernels/lstm.h), its weights packed at compile time; false
 // where the kernel does not apply (peepholes, clip, other activations, ...). Defined in rnn.cc.
 bool lower_lstm(ProgramBuilder& builder, const Node& node);
+// Resize on oneDNN's resampling, in its input's layout, where oneDNN's coordinates are ONNX's
+// (linear half_pixel; nearest forms without ties); false otherwise. Defined in resize.cc.
+bool lower_resize(ProgramBuilder& builder, const Node& node);
 // A channel Concat whose every reader is an inference BatchNormalization (DenseNet's dense blocks)
 // runs no step of its own: each reader's scale-shift pass reads the Concat's inputs where they
 // are. lower_deferred_concat returns whether that applies (and then adds nothing);
