@@ -597,6 +597,7 @@ bool lower(ProgramBuilder& b, const Node& node) {
     case OpKind::kPad: return lower_copy(b, node);
     case OpKind::kLSTM: return lower_lstm(b, node);
     case OpKind::kResize: return lower_resize(b, node);
+    case OpKind::kConvTranspose: return lower_conv_transpose(b, node);
     default: return lower_eltwise(b, node);
   }
 }

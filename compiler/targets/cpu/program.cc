@@ -349,7 +349,12 @@ bool ProgramBuilder::is_small(const Node& node) {
   // Elements read and written, weights included: a 1x1 convolution of squeeze-and-excitation
   // (1152 -> 48 channels on one pixel: 57K) is small; a classifier's weights are not.
   constexpr int64_t kSmallElements = 64 * 1024;
-  return elements_of(node) <= kSmallElements;
+  if (elements_of(node) <= kSmallElements) return true;
+  // A convolution or matrix product of at most 1M multiply-adds takes tens of microseconds on one
+  // core: about what handing half of it to a sleeping thread costs, and far less than waiting for
+  // one the scheduler has not run yet on a busy machine.
+  const int64_t work = work_of(node);
+  return work != elements_of(node) && work <= kSmallStepWork;
 }
 
 int ProgramBuilder::buffer_of(const Value* v) const {
@@ -720,6 +725,8 @@ Result<std::unique_ptr<Program>> ProgramBuilder::build_program() {
   int64_t total_work = 0;
   for (const auto& node : graph_.nodes()) total_work += work_of(*node);
   one_thread_ = total_work <= kSmallProgramWork;
+  log(LogLevel::kDebug, "cpu program \"{}\": work {} ({})", graph_.name(), total_work,
+      one_thread_ ? "one thread" : "team");
   std::vector<int> outputs;
   {
     const TeamOfOne team(one_thread_);  // primitives take their team size when made

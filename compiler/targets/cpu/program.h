@@ -229,6 +229,8 @@ class ProgramBuilder : public runtime::PlanBuilder<Buffer, Step> {
   // Silero VAD's (a 1-D convolution front end and an LSTM cell) is 1.4M, a wake-word head's 0.2M,
   // a MobileNet's hundreds of millions.
   static constexpr int64_t kSmallProgramWork = int64_t{4} << 20;
+  // A convolution, matrix product or recurrence of at most this work runs on one thread.
+  static constexpr int64_t kSmallStepWork = int64_t{1} << 20;
   // Lowers every node; false when one cannot be planned (a constant without a value).
   Result<bool> lower_nodes();
   // Lowers `node` to oneDNN steps, or to its ref step.
@@ -281,6 +283,9 @@ Result<bool> lower_if(ProgramBuilder& builder, const Node& node);
 // An LSTM on kiln's AVX-512 kernel (kernels/lstm.h), its weights packed at compile time; false
 // where the kernel does not apply (peepholes, clip, other activations, ...). Defined in rnn.cc.
 bool lower_lstm(ProgramBuilder& builder, const Node& node);
+// ConvTranspose on oneDNN's deconvolution, weights packed, an eltwise tail fused; false where
+// oneDNN cannot run it. Defined in conv_transpose.cc.
+bool lower_conv_transpose(ProgramBuilder& builder, const Node& node);
 // Resize on oneDNN's resampling, in its input's layout, where oneDNN's coordinates are ONNX's
 // (linear half_pixel; nearest forms without ties); false otherwise. Defined in resize.cc.
 bool lower_resize(ProgramBuilder& builder, const Node& node);
