@@ -76,8 +76,7 @@ bool computes_in_f16(const Graph& graph) {
     for (const Graph* sub : node->op().subgraphs()) {
       if (computes_in_f16(*sub)) return true;
     }
-    if (is_compute(node->kind()) && !node->outputs().empty() &&
-        is_f16(node->output(0)->type())) {
+    if (is_compute(node->kind()) && !node->outputs().empty() && is_f16(node->output(0)->type())) {
       return true;
     }
   }

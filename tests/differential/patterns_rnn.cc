@@ -18,7 +18,8 @@ void gen_lstm(OnnxGraph& g) {
   const int64_t batch = r.chance(0.7) ? 1 : r.range(2, 3);
   const int64_t input = r.pick<int64_t>({1, 5, 16, 33, 64, 128});
   const int64_t hidden = r.pick<int64_t>({1, 7, 16, 33, 64, 128});
-  const std::string direction = r.pick<std::string>({"forward", "forward", "reverse", "bidirectional"});
+  const std::string direction =
+      r.pick<std::string>({"forward", "forward", "reverse", "bidirectional"});
   const int64_t d = direction == "bidirectional" ? 2 : 1;
   // What the kernel leaves to ref, now and then.
   const int other = r.chance(0.8) ? 0 : static_cast<int>(r.range(1, 3));

@@ -143,9 +143,9 @@ bool lower_lstm(ProgramBuilder& b, const Node& node) {
   std::vector<dnnl::memory> packed;
   const auto floats = static_cast<int64_t>(lstm_packed_floats(s.input, h));
   for (int64_t dir = 0; dir < d; ++dir) {
-    dnnl::memory m =
-        packed_memory(plain_desc(dnnl::memory::dims{floats}, DType::kF32), b.engine());
-    lstm_pack(w_plain.data<float>() + dir * 4 * h * s.input, r_plain.data<float>() + dir * 4 * h * h,
+    dnnl::memory m = packed_memory(plain_desc(dnnl::memory::dims{floats}, DType::kF32), b.engine());
+    lstm_pack(w_plain.data<float>() + dir * 4 * h * s.input,
+              r_plain.data<float>() + dir * 4 * h * h,
               bias != nullptr ? b_plain.data<float>() + dir * 8 * h : nullptr, s.input, h,
               static_cast<float*>(m.get_data_handle()));
     packed.push_back(std::move(m));

@@ -23,11 +23,10 @@ std::shared_ptr<Graph> lstm_graph(const LstmCase& c) {
   GraphBuilder b(*graph);
   const int64_t d = c.direction == "bidirectional" ? 2 : 1;
   const int64_t h = c.hidden;
-  std::vector<Value*> in = {
-      b.input("x", TensorType(DType::kF32, Shape{c.steps, c.batch, c.input})),
-      b.constant(random_tensor(Shape{d, 4 * h, c.input}, 400, 0.4f)),
-      b.constant(random_tensor(Shape{d, 4 * h, h}, 401, 0.4f)),
-      b.constant(random_tensor(Shape{d, 8 * h}, 402, 0.4f)), nullptr};
+  std::vector<Value*> in = {b.input("x", TensorType(DType::kF32, Shape{c.steps, c.batch, c.input})),
+                            b.constant(random_tensor(Shape{d, 4 * h, c.input}, 400, 0.4f)),
+                            b.constant(random_tensor(Shape{d, 4 * h, h}, 401, 0.4f)),
+                            b.constant(random_tensor(Shape{d, 8 * h}, 402, 0.4f)), nullptr};
   if (c.state_in) {
     in.push_back(b.input("h0", TensorType(DType::kF32, Shape{d, c.batch, h})));
     in.push_back(b.input("c0", TensorType(DType::kF32, Shape{d, c.batch, h})));
@@ -72,11 +71,11 @@ const cpu::Step* lstm_step(const cpu::Program& program) {
 TEST(CpuLstm, RunsOnKilnsKernelAndMatchesRef) {
   if (!cpu::has_fast_lstm()) GTEST_SKIP() << "no AVX-512 here";
   const std::vector<LstmCase> cases = {
-      {},                                                    // Silero VAD's: one step
-      {"forward", 4, 2, 33, 128, 3, true, false},           // wider than a block of 128 gates
-      {"reverse", 3, 1, 16, 16, 2, false, false},           // backwards, zero state
-      {"bidirectional", 5, 3, 5, 7, 3, true, false},        // both ways, Y interleaved
-      {"bidirectional", 2, 1, 1, 1, 1, false, false},       // Y only
+      {},                                              // Silero VAD's: one step
+      {"forward", 4, 2, 33, 128, 3, true, false},      // wider than a block of 128 gates
+      {"reverse", 3, 1, 16, 16, 2, false, false},      // backwards, zero state
+      {"bidirectional", 5, 3, 5, 7, 3, true, false},   // both ways, Y interleaved
+      {"bidirectional", 2, 1, 1, 1, 1, false, false},  // Y only
   };
   for (const LstmCase& c : cases) {
     SCOPED_TRACE(c.direction + " steps " + std::to_string(c.steps) + " hidden " +

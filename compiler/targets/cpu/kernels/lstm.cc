@@ -59,8 +59,8 @@ __attribute__((target("avx512f"))) void gates_of(const float* packed, const floa
 }
 
 // The cell of one batch row: c = f c + i g, h = o tanh(c), from the gates (i, o, f, g).
-__attribute__((target("avx512f"))) void cell(const float* gates, int64_t hidden, float* c,
-                                             float* h, float* y) {
+__attribute__((target("avx512f"))) void cell(const float* gates, int64_t hidden, float* c, float* h,
+                                             float* y) {
   for (int64_t j = 0; j < hidden; j += 16) {
     const __mmask16 m =
         hidden - j >= 16 ? __mmask16(0xffff) : static_cast<__mmask16>((1u << (hidden - j)) - 1);

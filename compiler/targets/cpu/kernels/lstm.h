@@ -29,15 +29,15 @@ struct LstmRun {
   int64_t batch = 0;
   int64_t input = 0;
   int64_t hidden = 0;
-  bool reverse = false;          // from the last step to the first
+  bool reverse = false;           // from the last step to the first
   const float* packed = nullptr;  // lstm_pack's
   const float* x = nullptr;       // [steps, batch, input]
   const float* h0 = nullptr;      // [batch, hidden], or null for zeros
   const float* c0 = nullptr;      // [batch, hidden], or null for zeros
   float* y = nullptr;             // h of step t, batch b at y + t * y_step + b * hidden; or null
   int64_t y_step = 0;
-  float* h = nullptr;  // [batch, hidden]: the state as it goes, the last h at the end
-  float* c = nullptr;  // [batch, hidden]: likewise the cell
+  float* h = nullptr;     // [batch, hidden]: the state as it goes, the last h at the end
+  float* c = nullptr;     // [batch, hidden]: likewise the cell
   float* work = nullptr;  // lstm_work_floats floats, 64-byte aligned
 };
 
