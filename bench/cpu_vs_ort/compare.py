@@ -80,17 +80,20 @@ def where_summary(kiln):
     latency = kiln["median_ms"]
     step_ms = kiln.get("step_ms", sum(s["ms"] for s in steps))
     between = max(0.0, latency - step_ms)
+    # Each kind of step's share of the steps' time (profiled runs, which wait after each step),
+    # and the share of the latency outside the steps.
     parts = []
     for w in kiln.get("where", []):
-        share = w["ms"] / latency if latency else 0
-        part = f"{w['runs_on']} {100 * share:.0f}%"
+        part = f"{w['runs_on']} {100 * w['ms'] / step_ms:.0f}%" if step_ms else w["runs_on"]
         if w["runs_on"] in ("ref", "table", "reorder") and w["kinds"]:
             part += " (" + ", ".join(w["kinds"].split(", ")[:3]) + ")"
         parts.append(part)
-    parts.append(f"between {100 * between / latency:.0f}%" if latency else "")
+    text = f"{len(steps)} steps: " + ", ".join(parts)
+    if latency:
+        text += f"; between steps {100 * between / latency:.0f}% of the latency"
     return {"steps": len(steps), "step_ms": step_ms, "between_ms": between,
             "between_us_per_step": 1000 * between / len(steps),
-            "where": kiln.get("where", []), "text": f"{len(steps)} steps: " + ", ".join(parts)}
+            "where": kiln.get("where", []), "text": text}
 
 
 def turn_runs(args, kiln_first, ort_first, batch):

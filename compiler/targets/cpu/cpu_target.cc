@@ -4,9 +4,14 @@
 // keeps the interpreter with oneDNN node kernels for graphs it cannot plan.
 #include "compiler/targets/cpu/cpu_target.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <omp.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <optional>
 #include <unordered_set>
@@ -52,6 +57,24 @@ void add_kernels(const Graph& graph, const dnnl::engine& engine, ref::KernelTabl
   }
 }
 
+// The runnable threads of the machine (/proc/loadavg's fourth field, "3/420": runnable/total),
+// or -1 where it cannot be read.
+long runnable_threads() {
+  const int fd = ::open("/proc/loadavg", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  char text[128];
+  const ssize_t n = ::read(fd, text, sizeof(text) - 1);
+  ::close(fd);
+  if (n <= 0) return -1;
+  text[n] = '\0';
+  const char* field = text;
+  for (int spaces = 0; spaces < 3 && field != nullptr; ++spaces) {
+    field = std::strchr(field, ' ');
+    if (field != nullptr) ++field;
+  }
+  return field != nullptr ? std::strtol(field, nullptr, 10) : -1;
+}
+
 bool has_if(const Graph& graph) {
   for (const auto& node : graph.nodes()) {
     if (node->kind() == OpKind::kIf) return true;
@@ -75,7 +98,9 @@ class CpuExecutable final : public Executable {
         kernels_(std::move(kernels)),
         program_(std::move(program)),
         dropped_(std::move(dropped)),
-        sessions_([p = program_.get()] { return p->new_session(); }) {
+        sessions_([p = program_.get()] { return p->new_session(); }),
+        cores_(static_cast<int>(std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN)))),
+        busy_threads_(env_flag_bool(EnvFlag::kCpuBusyThreads)) {
     if (compile_profile) profiles_ = std::make_unique<ShapeProfiles>(*graph_, compile_profile);
   }
 
@@ -114,8 +139,11 @@ class CpuExecutable final : public Executable {
  private:
   Result<std::vector<Argument>> run_with(std::vector<Argument> inputs, RunProfile* profile) const {
     KILN_RETURN_IF_ERROR(check_inputs(*graph_, inputs));
-    // oneDNN's OpenMP team size is per calling thread.
-    if (omp_get_max_threads() != threads_) omp_set_num_threads(threads_);
+    // oneDNN's OpenMP team size is per calling thread; a busy machine gets one thread (above).
+    const int team = busy_threads_ && program_ != nullptr && !program_->one_thread()
+                         ? threads_on_busy_machine(threads_, cores_, runnable_threads())
+                         : threads_;
+    if (omp_get_max_threads() != team) omp_set_num_threads(team);
     if (program_ == nullptr && profiles_ != nullptr) {
       // Dynamic dims: the program compiled for these shapes (compiled now on first sight).
       KILN_ASSIGN_OR_RETURN(std::shared_ptr<Executable> exe, profiles_->get(inputs));
@@ -155,6 +183,8 @@ class CpuExecutable final : public Executable {
   cpu::DroppedConstants dropped_;
   SessionPool<cpu::Session> sessions_;
   std::unique_ptr<ShapeProfiles> profiles_;  // for graphs with dynamic input dims
+  int cores_;                                // online logical CPUs
+  bool busy_threads_;                        // KILN_CPU_BUSY_THREADS, read at compile time
 };
 
 // Sets the calling thread's OpenMP team size while it lives.
@@ -346,6 +376,16 @@ class CpuTarget final : public Target {
 };
 
 }  // namespace
+
+// oneDNN splits each step statically between the team's threads: on a busy machine a step waits
+// for a thread the scheduler has not run yet, a time slice each (a 1 ms model took 50 ms in one run
+// of ten at 2 threads on a 2-core machine running two compilers). The run's own threads are left
+// out of the count whether they spin between runs or sleep.
+int threads_on_busy_machine(int threads, int cores, long runnable) {
+  if (threads <= 1 || runnable < 0) return threads;
+  const long others = std::max(0L, runnable - threads);
+  return others >= cores - 1 ? 1 : threads;
+}
 
 std::unique_ptr<Target> make_cpu_target() {
   return std::make_unique<CpuTarget>();

@@ -165,6 +165,7 @@ Result<std::unique_ptr<Session>> Program::new_session() const {
                       plan_.arena_bytes >> 20));
     }
     session->arena = std::unique_ptr<uint8_t, void (*)(void*)>(static_cast<uint8_t*>(p), std::free);
+    populate_pages(p, plan_.arena_bytes);  // every run writes it
   }
   try {
     session->stream = std::make_unique<dnnl::stream>(engine_);
