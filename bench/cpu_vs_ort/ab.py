@@ -19,7 +19,11 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def command(spec, args):
-    common = ["--batch", str(args.batch), "--iterations", str(args.iterations)]
+    common = ["--iterations", str(args.iterations)]
+    common += ["--batch", str(args.batch)] if not args.input else []
+    common += [w for f in args.input for w in ("--input", os.path.abspath(f) if "=" not in f
+                                               else f.split("=", 1)[0] + "=" +
+                                               os.path.abspath(f.split("=", 1)[1]))]
     if spec == "ort":
         cache = os.environ.get("KILN_BENCH_CACHE", os.path.join(HERE, "../../build/cpu_vs_ort"))
         return {}, ["node", os.path.join(HERE, "ort_bench.js"), os.path.join(cache, "ort"),
@@ -38,7 +42,9 @@ def main():
     p = argparse.ArgumentParser(description=__doc__)
     p.add_argument("model", help="the ONNX model (absolute path for ORT)")
     p.add_argument("variants", nargs="+", help="LABEL=SPEC, the first is the baseline")
-    p.add_argument("--batch", type=int, default=1)
+    p.add_argument("--batch", type=int, default=1, help="the batch (without --input)")
+    p.add_argument("--input", action="append", default=[],
+                   help="NAME=FILE.npy, for kiln and ORT alike (a corpus model's inputs)")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--iterations", type=int, default=20)

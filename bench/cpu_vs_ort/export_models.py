@@ -151,8 +151,12 @@ def write_inputs(name, out_dir, models=None, count=4, batch=2):
     return folder
 
 
-def export(name, out_dir, models=None, calibrated=False):
-    path = os.path.join(out_dir, name + (".calibrated" if calibrated else "") + ".onnx")
+def export(name, out_dir, models=None, calibrated=False, opset=17):
+    """Writes OUT_DIR/NAME.onnx (opset 17), or NAME_opN.onnx at another opset: the forms other
+    exporters write (opset 13: ReLU6 as Clip with min and max inputs, Split with a split input,
+    LayerNorm decomposed), the same weights."""
+    suffix = "" if opset == 17 else f"_op{opset}"
+    path = os.path.join(out_dir, name + suffix + (".calibrated" if calibrated else "") + ".onnx")
     if os.path.exists(path):
         return path
     model, sample = make_model(name, models)
@@ -166,7 +170,7 @@ def export(name, out_dir, models=None, calibrated=False):
     # Under no_grad, nn.MultiheadAttention (ViT) takes its fused fast path, which the TorchScript
     # exporter cannot write; with gradients on it traces the plain ops. The graph is the same.
     with torch.set_grad_enabled(name in EXPORT_WITH_GRAD):
-        torch.onnx.export(model, x, tmp, opset_version=17, input_names=["input"],
+        torch.onnx.export(model, x, tmp, opset_version=opset, input_names=["input"],
                           output_names=["output"],
                           dynamic_axes={"input": {0: "batch"}, "output": {0: "batch"}}, **legacy)
     os.replace(tmp, path)
@@ -182,6 +186,8 @@ def main():
     parser.add_argument("--inputs", help="also write random input batches as INPUTS/NAME/NNN.npy")
     parser.add_argument("--inputs-count", type=int, default=4, help="batches per model")
     parser.add_argument("--inputs-batch", type=int, default=2, help="samples per batch")
+    parser.add_argument("--opset", type=int, default=17,
+                        help="the opset to export at (other than 17: files NAME_opN.onnx)")
     parser.add_argument("models", nargs="*", default=[m for m in MODELS if m not in NAMED_ONLY],
                         help="models to export")
     args = parser.parse_args()
@@ -190,7 +196,7 @@ def main():
         if name not in MODELS:
             sys.exit(f"export_models: unknown model \"{name}\"; known: {', '.join(MODELS)}")
         try:
-            print(export(name, args.out, calibrated=args.calibrate), flush=True)
+            print(export(name, args.out, calibrated=args.calibrate, opset=args.opset), flush=True)
         except RuntimeError as e:
             sys.exit(f"export_models: {name}: {e}")
         if args.inputs:

@@ -72,3 +72,45 @@ TEST(ConstantFolding, IsDeterministic) {
 
 }  // namespace
 }  // namespace kiln::compiler
+
+namespace kiln::compiler {
+namespace {
+
+// Data movement of constants (an exporter's LSTM weights: Slice, Concat, Unsqueeze) folds by
+// copying runs of bytes: the values are the ref kernels', and a reshape shares its input's bytes.
+TEST(ConstantFolding, ConcatAndReshapesOfConstantsFoldAsRuns) {
+  Graph g("moves");
+  GraphBuilder b(g);
+  Tensor a = testing::random_tensor(Shape{2, 3, 2}, 1);
+  Tensor c = testing::random_tensor(Shape{2, 1, 2}, 2);
+  Value* av = b.constant(a, "a");
+  Value* cv = b.constant(c, "c");
+  ops::Concat concat;
+  concat.axis = -2;
+  Value* joined = b.add(Op(concat), {av, cv}, "joined");
+  Value* unsqueezed =
+      b.add(Op(ops::Unsqueeze{}), {av, b.constant(Tensor::from_vector<int64_t>({0}), "axes")}, "u");
+  b.output(joined);
+  b.output(unsqueezed);
+  ASSERT_TRUE(b.status().ok()) << b.status().to_string();
+  ASSERT_TRUE(make_constant_folding()->run(g).ok());
+  const Tensor* got = g.outputs()[0]->constant_value();
+  ASSERT_NE(got, nullptr);
+  ASSERT_EQ(got->shape(), Shape({2, 4, 2}));
+  for (int64_t n = 0; n < 2; ++n) {
+    for (int64_t j = 0; j < 4; ++j) {
+      for (int64_t k = 0; k < 2; ++k) {
+        const float want =
+            j < 3 ? a.data<float>()[(n * 3 + j) * 2 + k] : c.data<float>()[n * 2 + k];
+        EXPECT_EQ(got->data<float>()[(n * 4 + j) * 2 + k], want) << n << " " << j << " " << k;
+      }
+    }
+  }
+  const Tensor* shared = g.outputs()[1]->constant_value();
+  ASSERT_NE(shared, nullptr);
+  EXPECT_EQ(shared->shape(), Shape({1, 2, 3, 2}));
+  EXPECT_EQ(shared->raw_data(), a.raw_data()) << "the Unsqueeze copied its input";
+}
+
+}  // namespace
+}  // namespace kiln::compiler

@@ -27,6 +27,10 @@ std::unique_ptr<Pass> make_algebraic_simplification();
 // Gemm) with constant weights when the BatchNormalization is that node's only user.
 std::unique_ptr<Pass> make_batchnorm_folding();
 
+// Folds a zero Pad of the spatial dims whose only reader is a Conv into the Conv's pads (what
+// tf2onnx writes for TensorFlow's "same" padding of strided convolutions); the Pad is left dead.
+std::unique_ptr<Pass> make_pad_conv_fusion();
+
 // Marks a Conv whose only use is a Relu as Conv[activation="Relu"] and removes the Relu (targets
 // with fused kernels run it; the ref Conv kernel honours the field too).
 std::unique_ptr<Pass> make_conv_activation_fusion();
@@ -64,6 +68,18 @@ std::unique_ptr<Pass> make_qdq_fusion(bool max_pools = false, bool grouped_convs
 // Replaces an If whose condition is a constant by the nodes of the branch it takes (inside
 // subgraphs too); a graph output the If returned keeps its name.
 std::unique_ptr<Pass> make_if_folding();
+
+// Computes in float32 what a float16 graph (one with a Conv, MatMul, Gemm or recurrence on float16
+// values) computes in float16: constants and value types become float32, float16 graph inputs and
+// outputs keep their type through a Cast at the edge. For a target without float16 kernels; the
+// results are closer to the float32 model's than float16 arithmetic is.
+std::unique_ptr<Pass> make_float16_widening();
+
+// Gives an If whose outputs have no static types, because one of its branches does not type-check
+// for the shapes given while the other does, the output types of the branch that does (Silero
+// VAD v5's 8 kHz branch, given a 16 kHz window). For a target that plans the If with those types
+// and runs the other branch, should it be taken, where types are found at run time.
+std::unique_ptr<Pass> make_if_output_typing();
 
 // Re-infers output types that rewrites made computable (a Reshape whose shape was folded into a
 // constant), keeping every type that is already static, and constant-folds what that makes

@@ -16,7 +16,7 @@ size_t byte_size(DType dtype, const Shape& shape) {
   return static_cast<size_t>(shape.numel()) * dtype_size(dtype);
 }
 
-std::string why_not_plannable(const Graph& graph) {
+std::string why_not_plannable(const Graph& graph, bool if_nodes) {
   auto check = [](const Value* v) -> std::string {
     if (!v->type().is_tensor()) {
       return fmt::format("\"{}\" is a {}", v->name(), v->type().to_string());
@@ -31,7 +31,9 @@ std::string why_not_plannable(const Graph& graph) {
     if (std::string why = check(v); !why.empty()) return "input " + why;
   }
   for (const auto& node : graph.nodes()) {
-    if (!node->op().subgraphs().empty()) return node->describe() + " has subgraphs";
+    if (!node->op().subgraphs().empty() && !(if_nodes && node->kind() == OpKind::kIf)) {
+      return node->describe() + " has subgraphs";
+    }
     for (const Value* v : node->outputs()) {
       if (std::string why = check(v); !why.empty()) return node->describe() + ": output " + why;
     }

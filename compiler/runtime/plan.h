@@ -57,8 +57,9 @@ struct PlannedStep {
 size_t byte_size(DType dtype, const Shape& shape);
 
 // Why `graph` cannot run as a planned program -- a value that is not a static tensor, a string
-// tensor, a node with subgraphs -- naming the value or node; empty when it can.
-std::string why_not_plannable(const Graph& graph);
+// tensor, a node with subgraphs (but If nodes, where `if_nodes` is true: a target that plans
+// their branches) -- naming the value or node; empty when it can.
+std::string why_not_plannable(const Graph& graph, bool if_nodes = false);
 
 // The steps in `steps` of kind `kind`.
 template <class Step>

@@ -69,6 +69,10 @@ struct StepTime {
   std::string node;  // the (first) node it ran, as Node::describe() writes it
   std::string kind;  // what ran: "Conv", "Conv+Add+Relu", "Reorder", ...
   double ms = 0;
+  // What ran it, where the target says: "onednn" (a primitive), "reorder" (a layout change),
+  // "kiln" (kiln's own kernel), "ref" (the reference kernel), "table" (a oneDNN kernel over
+  // plain tensors); empty where the target does not say.
+  std::string runs_on;
 };
 
 // Per-step times of one run, in execution order.

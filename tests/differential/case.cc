@@ -11,7 +11,7 @@ std::span<const Pattern> patterns() {
     std::vector<Pattern> v;
     for (std::span<const Pattern> family :
          {conv_patterns(), fused_patterns(), tensor_patterns(), layout_patterns(), model_patterns(),
-          quantized_patterns(), control_patterns()}) {
+          quantized_patterns(), control_patterns(), rnn_patterns()}) {
       v.insert(v.end(), family.begin(), family.end());
     }
     return v;

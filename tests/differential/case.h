@@ -57,5 +57,6 @@ std::span<const Pattern> layout_patterns();
 std::span<const Pattern> model_patterns();
 std::span<const Pattern> quantized_patterns();
 std::span<const Pattern> control_patterns();
+std::span<const Pattern> rnn_patterns();
 
 }  // namespace kiln::differential

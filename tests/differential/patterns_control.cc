@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
 // Differential patterns with control flow: If branches and Loop bodies holding Convs, MatMuls and
-// Softmax, as detectors' post-processing and greedy decoders have them. The cpu target runs such
-// graphs on its interpreter, with oneDNN kernels for the nodes inside the subgraphs too.
+// Softmax, as detectors' post-processing and greedy decoders have them. The cpu target plans each
+// If branch as a program of its own (control.cc) and runs graphs with Loops on its interpreter,
+// with oneDNN kernels for the nodes inside the subgraphs too.
 #include <cmath>
 
 #include "tests/differential/builders.h"
@@ -52,6 +53,27 @@ void gen_if(OnnxGraph& g) {
   g.output(y);
 }
 
+// y = If(cond, then: Relu(MatMul(x, W)), else: Cast<f32>(NonZero(x > 0))): the else branch's shape
+// depends on the data, so the cpu target plans the If with the then branch's types and runs the
+// call on its interpreter when the else branch is taken; the second run takes the other branch.
+void gen_if_fallback(OnnxGraph& g) {
+  Rng& r = g.rng();
+  const int64_t d = r.range(2, 9);
+  const std::string x = g.input({2, d});
+  const bool first = r.chance(0.5);
+  const std::string cond = g.input(Tensor::scalar(first), Tensor::scalar(!first));
+  OnnxGraph then_branch(r, g.opset(), "then_");
+  then_branch.output(then_branch.node(
+      "Relu", {then_branch.node("MatMul", {x, then_branch.weight({d, d}, 1.0f)})}));
+  OnnxGraph else_branch(r, g.opset(), "else_");
+  const std::string positive = else_branch.node("Greater", {x, else_branch.scalar(0.0f)});
+  else_branch.output(else_branch.node("Cast", {else_branch.node("NonZero", {positive})},
+                                      {ai("to", onnx::TensorProto::FLOAT)}));
+  g.output(g.node(
+      "If", {cond},
+      {ag("then_branch", then_branch.subgraph()), ag("else_branch", else_branch.subgraph())}));
+}
+
 // h = Loop(trip, h0): h <- Tanh(MatMul(h, W) + b) (a greedy decoder's step), then Softmax.
 void gen_loop(OnnxGraph& g) {
   Rng& r = g.rng();
@@ -81,6 +103,10 @@ constexpr Pattern kPatterns[] = {
      "If branches with Conv, pools, Softmax/Sigmoid reading the parent's values (the "
      "interpreter with oneDNN kernels inside subgraphs); the second run takes the other branch",
      gen_if},
+    {"if_fallback",
+     "If whose else branch's shape depends on the data (NonZero): planned with the then branch's "
+     "types, the else branch run on the interpreter; the second run takes the other branch",
+     gen_if_fallback},
     {"loop", "Loop whose body runs MatMul, Add, Tanh a few times, then Softmax", gen_loop},
 };
 

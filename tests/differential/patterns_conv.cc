@@ -3,6 +3,7 @@
 // own 1x1, k x k over taps, Winograd and stem kernels, depthwise blocks, residual Adds and
 // BatchNormalization.
 #include <algorithm>
+#include <cmath>
 
 #include "tests/differential/builders.h"
 #include "tests/differential/case.h"
@@ -314,6 +315,58 @@ void gen_large(OnnxGraph& g) {
   }
 }
 
+// ConvTranspose (oneDNN's deconvolution on the cpu target): 1-3 spatial dims, groups, strides,
+// dilations, pads, output_padding or output_shape, a bias and an activation after it, reading a
+// blocked Conv output or a plain input; now and then auto_pad SAME_UPPER (left to ref).
+void gen_conv_transpose(OnnxGraph& g) {
+  Rng& r = g.rng();
+  const int spatial = r.chance(0.7) ? 2 : static_cast<int>(r.pick<int64_t>({1, 3}));
+  const int64_t groups = r.pick<int64_t>({1, 1, 1, 2, 4});
+  const int64_t in_c = groups * r.pick<int64_t>({1, 3, 8, 16});
+  const int64_t out_g = r.pick<int64_t>({1, 2, 5, 16});
+  Dims x_dims = {r.chance(0.8) ? 1 : 2, in_c};
+  for (int i = 0; i < spatial; ++i) x_dims.push_back(r.range(1, spatial == 3 ? 4 : 9));
+  std::string x = g.input(x_dims);
+  if (spatial == 2 && r.chance(0.5)) {
+    ConvSpec s;
+    s.out = in_c;
+    s.pads = {1, 1, 1, 1};
+    x = conv(g, x, s);
+  }
+  Dims kernel;
+  Dims strides;
+  Dims dilations;
+  Dims pads(static_cast<size_t>(2 * spatial), 0);
+  Dims output_padding;
+  for (int i = 0; i < spatial; ++i) {
+    kernel.push_back(r.range(1, 4));
+    strides.push_back(r.range(1, 3));
+    dilations.push_back(r.chance(0.8) ? 1 : 2);
+    const int64_t reach = (kernel.back() - 1) * dilations.back();
+    pads[static_cast<size_t>(i)] = r.range(0, reach);
+    pads[static_cast<size_t>(spatial + i)] = r.range(0, reach);
+    output_padding.push_back(r.range(0, std::max<int64_t>(strides.back(), dilations.back()) - 1));
+  }
+  Dims w_dims = {in_c, out_g};
+  w_dims.insert(w_dims.end(), kernel.begin(), kernel.end());
+  int64_t fan = in_c / groups;
+  for (int64_t k : kernel) fan *= k;
+  std::vector<std::string> inputs = {x,
+                                     g.weight(w_dims, std::sqrt(3.0f / static_cast<float>(fan)))};
+  if (r.chance(0.7)) inputs.push_back(g.weight({groups * out_g}, 0.3f));
+  std::vector<Attr> attrs = {ais("kernel_shape", kernel), ais("strides", strides),
+                             ais("dilations", dilations), ai("group", groups)};
+  if (r.chance(0.15)) {
+    attrs.push_back(as("auto_pad", "SAME_UPPER"));
+  } else {
+    attrs.push_back(ais("pads", pads));
+    if (r.chance(0.5)) attrs.push_back(ais("output_padding", output_padding));
+  }
+  std::string y = g.node("ConvTranspose", inputs, attrs);
+  y = activation(g, y, r.pick({Act::kNone, Act::kRelu, Act::kRelu6, Act::kSigmoid}));
+  g.output(y);
+}
+
 constexpr Pattern kPatterns[] = {
     {"conv",
      "Conv of any geometry (1-3 spatial dims, groups, depthwise, dilation, asymmetric "
@@ -335,6 +388,10 @@ constexpr Pattern kPatterns[] = {
      gen_large},
     {"batchnorm", "BatchNormalization after Conv (folded), alone, after Add, with Relu",
      gen_batchnorm},
+    {"conv_transpose",
+     "ConvTranspose of 1-3 spatial dims, groups, strides, dilations, pads, output_padding, "
+     "bias, activation after; blocked or plain input",
+     gen_conv_transpose},
 };
 
 }  // namespace

@@ -129,6 +129,44 @@ void gen_eltwise(OnnxGraph& g) {
   g.output(y);
 }
 
+// Element-wise math oneDNN runs as eltwise primitives or post-ops: Pow by a constant exponent
+// (squares of STFT magnitudes, cubes, square roots), Neg, Log, Reciprocal, after a Conv, a MatMul
+// or an input.
+void gen_eltwise_math(OnnxGraph& g) {
+  Rng& r = g.rng();
+  std::string y;
+  switch (r.range(0, 2)) {
+    case 0: {
+      const int64_t h = r.range(1, 10);
+      y = conv(g, g.input({1, odd_channels(r), h, h}), same3x3(odd_channels(r)));
+      break;
+    }
+    case 1: {
+      const int64_t k = r.range(1, 40);
+      y = g.node("MatMul", {g.input({r.range(1, 3), k}), g.weight({k, 17}, 0.5f)});
+      break;
+    }
+    default: y = g.input({r.range(1, 3), r.range(1, 200)}, 2.0f);
+  }
+  // Log, negative and fractional powers of |y| + 0.5: away from 0, where their slopes would turn
+  // the Conv's or MatMul's rounding (summation order) into errors past any tolerance.
+  auto positive = [&](const std::string& v) {
+    return g.node("Add", {g.node("Abs", {v}), g.scalar(0.5f)});
+  };
+  for (int64_t i = r.range(1, 3); i > 0; --i) {
+    switch (r.range(0, 5)) {
+      case 0: y = g.node("Pow", {y, g.scalar(r.pick({2.0f, 3.0f, 1.0f}))}); break;
+      case 1: y = g.node("Pow", {positive(y), g.scalar(r.pick({0.5f, 1.5f, -1.0f}))}); break;
+      case 2: y = g.node("Neg", {y}); break;
+      case 3: y = g.node("Log", {positive(y)}); break;
+      case 4: y = g.node("Reciprocal", {positive(y)}); break;
+      default: y = g.node("Relu", {y});
+    }
+    maybe_output(g, y, 0.1);
+  }
+  g.output(y);
+}
+
 // Binary ops with every broadcast a model writes, operands in either order, in blocked regions.
 void gen_binary(OnnxGraph& g) {
   Rng& r = g.rng();
@@ -246,6 +284,8 @@ constexpr Pattern kPatterns[] = {
      "chains of eltwise ops (Clip with min/max inputs, HardSigmoid, GELU forms, scales) "
      "after Conv, MatMul, binary, pooling",
      gen_eltwise},
+    {"eltwise_math", "Pow by a constant, Neg, Log, Reciprocal after a Conv, MatMul or input",
+     gen_eltwise_math},
     {"binary", "Add/Sub/Mul/Div/Max/Min with every broadcast, either order, blocked operands",
      gen_binary},
     {"pool",

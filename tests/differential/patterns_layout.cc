@@ -4,6 +4,7 @@
 // as blocks), Transpose/Reshape/Flatten around Convs (views and reorders), Slice, Split, Pad and
 // Resize.
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 
 #include "tests/differential/builders.h"
@@ -291,6 +292,55 @@ void gen_resize(OnnxGraph& g) {
   g.output(y);
 }
 
+// The Resize forms the cpu target runs on oneDNN's resampling (resize.cc): linear with
+// half_pixel or pytorch_half_pixel, nearest with half_pixel and round_prefer_ceil at any sizes,
+// and nearest by whole factors with half_pixel and round_prefer_floor or asymmetric and floor
+// (also at factors that are not whole, which stay on ref), from blocked Conv outputs and plain
+// inputs of 1 to 3 spatial dims, by scales or by sizes.
+void gen_resize_fast(OnnxGraph& g) {
+  Rng& r = g.rng();
+  const int spatial = r.chance(0.7) ? 2 : static_cast<int>(r.pick<int64_t>({1, 3}));
+  Dims in = {r.pick<int64_t>({1, 1, 2}), r.chance(0.5) ? 16 : odd_channels(r)};
+  for (int i = 0; i < spatial; ++i) in.push_back(r.range(1, spatial == 3 ? 5 : 12));
+  std::string x = g.input(in);
+  if (spatial == 2 && r.chance(0.5)) x = conv(g, x, conv_spec(in[1], 3));
+  const int form = static_cast<int>(r.range(0, 3));
+  std::vector<Attr> attrs;
+  if (form == 0) {
+    attrs = {as("mode", "linear"), as("coordinate_transformation_mode",
+                                      r.pick<const char*>({"half_pixel", "pytorch_half_pixel"}))};
+  } else if (form == 1) {
+    attrs = {as("mode", "nearest"), as("coordinate_transformation_mode", "half_pixel"),
+             as("nearest_mode", "round_prefer_ceil")};
+  } else if (form == 2) {
+    attrs = {as("mode", "nearest"), as("coordinate_transformation_mode", "half_pixel"),
+             as("nearest_mode", "round_prefer_floor")};
+  } else {
+    attrs = {as("mode", "nearest"), as("coordinate_transformation_mode", "asymmetric"),
+             as("nearest_mode", "floor")};
+  }
+  Dims out = {in[0], in[1]};
+  std::vector<float> scales = {1.0f, 1.0f};
+  const bool by_scales = r.chance(0.5);
+  for (int i = 0; i < spatial; ++i) {
+    const float s = r.pick({2.0f, 2.0f, 3.0f, 4.0f, 1.5f, 0.5f});
+    scales.push_back(s);
+    out.push_back(by_scales ? static_cast<int64_t>(std::floor(in[i + 2] * s))
+                            : r.range(1, 2 * in[i + 2] + 2));
+    if (out.back() < 1) out.back() = 1;
+  }
+  if (by_scales) {
+    // Scales whose products are not whole sizes stay on ref; keep the output non-empty.
+    for (int i = 0; i < spatial; ++i) {
+      if (out[i + 2] < 1) scales[static_cast<size_t>(i + 2)] = 1.0f;
+    }
+    g.output(
+        g.node("Resize", {x, "", g.floats({static_cast<int64_t>(scales.size())}, scales)}, attrs));
+  } else {
+    g.output(g.node("Resize", {x, "", "", g.ints(out)}, attrs));
+  }
+}
+
 constexpr Pattern kPatterns[] = {
     {"concat",
      "Concat of blocked, plain and transposed pieces on any axis; pooled or Conv over "
@@ -308,6 +358,10 @@ constexpr Pattern kPatterns[] = {
      "Resize (nearest, linear, cubic; scales or sizes; every coordinate mode) after "
      "Conv",
      gen_resize},
+    {"resize_fast",
+     "Resize forms oneDNN's resampling runs (linear half_pixel, nearest without ties), 1-3 "
+     "spatial dims, blocked and plain inputs, by scales or sizes",
+     gen_resize_fast},
 };
 
 }  // namespace

@@ -4,9 +4,14 @@
 // keeps the interpreter with oneDNN node kernels for graphs it cannot plan.
 #include "compiler/targets/cpu/cpu_target.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <omp.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <optional>
 #include <unordered_set>
@@ -52,6 +57,31 @@ void add_kernels(const Graph& graph, const dnnl::engine& engine, ref::KernelTabl
   }
 }
 
+// The runnable threads of the machine (/proc/loadavg's fourth field, "3/420": runnable/total),
+// or -1 where it cannot be read.
+long runnable_threads() {
+  const int fd = ::open("/proc/loadavg", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return -1;
+  char text[128];
+  const ssize_t n = ::read(fd, text, sizeof(text) - 1);
+  ::close(fd);
+  if (n <= 0) return -1;
+  text[n] = '\0';
+  const char* field = text;
+  for (int spaces = 0; spaces < 3 && field != nullptr; ++spaces) {
+    field = std::strchr(field, ' ');
+    if (field != nullptr) ++field;
+  }
+  return field != nullptr ? std::strtol(field, nullptr, 10) : -1;
+}
+
+bool has_if(const Graph& graph) {
+  for (const auto& node : graph.nodes()) {
+    if (node->kind() == OpKind::kIf) return true;
+  }
+  return false;
+}
+
 class CpuExecutable final : public Executable {
  public:
   CpuExecutable(std::shared_ptr<Graph> graph, uint64_t seed, int threads, dnnl::engine engine,
@@ -68,7 +98,9 @@ class CpuExecutable final : public Executable {
         kernels_(std::move(kernels)),
         program_(std::move(program)),
         dropped_(std::move(dropped)),
-        sessions_([p = program_.get()] { return p->new_session(); }) {
+        sessions_([p = program_.get()] { return p->new_session(); }),
+        cores_(static_cast<int>(std::max(1L, ::sysconf(_SC_NPROCESSORS_ONLN)))),
+        busy_threads_(env_flag_bool(EnvFlag::kCpuBusyThreads)) {
     if (compile_profile) profiles_ = std::make_unique<ShapeProfiles>(*graph_, compile_profile);
   }
 
@@ -107,8 +139,11 @@ class CpuExecutable final : public Executable {
  private:
   Result<std::vector<Argument>> run_with(std::vector<Argument> inputs, RunProfile* profile) const {
     KILN_RETURN_IF_ERROR(check_inputs(*graph_, inputs));
-    // oneDNN's OpenMP team size is per calling thread.
-    if (omp_get_max_threads() != threads_) omp_set_num_threads(threads_);
+    // oneDNN's OpenMP team size is per calling thread; a busy machine gets one thread (above).
+    const int team = busy_threads_ && program_ != nullptr && !program_->one_thread()
+                         ? threads_on_busy_machine(threads_, cores_, runnable_threads())
+                         : threads_;
+    if (omp_get_max_threads() != team) omp_set_num_threads(team);
     if (program_ == nullptr && profiles_ != nullptr) {
       // Dynamic dims: the program compiled for these shapes (compiled now on first sight).
       KILN_ASSIGN_OR_RETURN(std::shared_ptr<Executable> exe, profiles_->get(inputs));
@@ -120,8 +155,17 @@ class CpuExecutable final : public Executable {
       return interpreter.run(*graph_, std::move(inputs));
     }
     KILN_ASSIGN_OR_RETURN(std::unique_ptr<cpu::Session> session, sessions_.take());
-    Result<std::vector<Argument>> out = program_->run(*session, std::move(inputs), profile);
+    Result<std::vector<Argument>> out = program_->run(*session, inputs, profile);
+    const bool fallback = session->ctx.fallback;
+    session->ctx.fallback = false;
     sessions_.give_back(std::move(session));
+    if (fallback) {
+      if (profile != nullptr) profile->steps.clear();
+      // An If took a branch the program could not plan (it does not type-check for the shapes
+      // compiled): the interpreter runs the call, finding types as it goes.
+      ref::Interpreter interpreter(seed_, &kernels_);
+      return interpreter.run(*graph_, std::move(inputs));
+    }
     return out;
   }
 
@@ -139,6 +183,8 @@ class CpuExecutable final : public Executable {
   cpu::DroppedConstants dropped_;
   SessionPool<cpu::Session> sessions_;
   std::unique_ptr<ShapeProfiles> profiles_;  // for graphs with dynamic input dims
+  int cores_;                                // online logical CPUs
+  bool busy_threads_;                        // KILN_CPU_BUSY_THREADS, read at compile time
 };
 
 // Sets the calling thread's OpenMP team size while it lives.
@@ -162,9 +208,17 @@ class CpuTarget final : public Target {
   std::string_view name() const override { return "cpu"; }
   bool supports(const Node&) const override { return true; }
   std::vector<std::unique_ptr<Pass>> passes(const CompileOptions&) const override {
-    std::vector<std::unique_ptr<Pass>> passes = standard_passes();
+    // Float16 graphs compute in float32: oneDNN has no float16 kernels for processors without
+    // AVX512-FP16, and the ref kernels are a hundred times slower.
+    std::vector<std::unique_ptr<Pass>> passes;
+    passes.push_back(make_float16_widening());
+    for (auto& pass : standard_passes()) passes.push_back(std::move(pass));
     // Folding shape computations leaves static types to infer (Reshape targets): the planned
     // program needs them, and they let the clean-up go further.
+    passes.push_back(make_type_refinement());
+    // An If with one branch that cannot run for these shapes is planned with the other's types
+    // (the program runs the interpreter should that branch be taken); its users typed after it.
+    passes.push_back(make_if_output_typing());
     passes.push_back(make_type_refinement());
     passes.push_back(make_layer_norm_fusion());
     // Quantized regions become integer ops (oneDNN int8 kernels) before the second clean-up.
@@ -172,6 +226,8 @@ class CpuTarget final : public Target {
     // Quantized weights no integer op took run as f32 constants (packed once), not dequantized
     // at every run.
     passes.push_back(make_constant_folding(int64_t{1} << 24, /*quantized_weights=*/true));
+    // tf2onnx's explicit Pads before strided convolutions become the convolutions' own padding.
+    passes.push_back(make_pad_conv_fusion());
     for (auto& pass : standard_passes()) passes.push_back(std::move(pass));
     passes.push_back(make_pool_before_pointwise_conv());
     // Before the Relus are fused: a split Conv's Relu follows the sum of its pieces.
@@ -222,10 +278,14 @@ class CpuTarget final : public Target {
       if (!env_flag_bool(EnvFlag::kCpuInterpret)) {
         auto factory = [&engine](const Node& node) { return make_kernel(node, engine); };
         cpu::ProgramBuilder builder(*graph, engine, &kernels, factory, options.seed);
-        builder.set_constant_release([&dropped, &packed, &unread](const Value* v) {
-          unread.insert(v);
-          return dropped.drop(v, packed);
-        });
+        // A graph with an If keeps its weights: a branch the program cannot plan runs on the
+        // interpreter, which reads them (the models with Ifs are small).
+        if (!has_if(*graph)) {
+          builder.set_constant_release([&dropped, &packed, &unread](const Value* v) {
+            unread.insert(v);
+            return dropped.drop(v, packed);
+          });
+        }
         Result<std::unique_ptr<cpu::Program>> built = builder.build();
         if (!built.ok()) {
           // The graph keeps its weights: `dropped` holds the packed copies to unpack.
@@ -316,6 +376,16 @@ class CpuTarget final : public Target {
 };
 
 }  // namespace
+
+// oneDNN splits each step statically between the team's threads: on a busy machine a step waits
+// for a thread the scheduler has not run yet, a time slice each (a 1 ms model took 50 ms in one run
+// of ten at 2 threads on a 2-core machine running two compilers). The run's own threads are left
+// out of the count whether they spin between runs or sleep.
+int threads_on_busy_machine(int threads, int cores, long runnable) {
+  if (threads <= 1 || runnable < 0) return threads;
+  const long others = std::max(0L, runnable - threads);
+  return others >= cores - 1 ? 1 : threads;
+}
 
 std::unique_ptr<Target> make_cpu_target() {
   return std::make_unique<CpuTarget>();

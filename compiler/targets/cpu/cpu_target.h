@@ -23,6 +23,11 @@ int cpu_dnnl_node_count(const Executable& executable);
 // shapes, subgraphs, KILN_CPU_INTERPRET=1) or for another target's executable.
 const cpu::Program* cpu_program(const Executable& executable);
 
+// The threads a run of an executable of `threads` threads takes on a machine of `cores` cores
+// where `runnable` threads are runnable (/proc/loadavg's fourth field, this run's own among them):
+// one when the others leave no core free for a second, else `threads` (KILN_CPU_BUSY_THREADS).
+int threads_on_busy_machine(int threads, int cores, long runnable);
+
 // The per-shape programs of a cpu executable whose graph has dynamic input dims (each input shape
 // it runs with is compiled once, on first sight); nullptr otherwise.
 const ShapeProfiles* cpu_shape_profiles(const Executable& executable);

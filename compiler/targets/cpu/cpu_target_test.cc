@@ -409,6 +409,20 @@ TEST(CpuTargetDeathTest, OneThreadExecutableStartsNoOtherThread) {
       ::testing::ExitedWithCode(0), "");
 }
 
+TEST(CpuTarget, RunsOnOneThreadWhereOtherWorkTakesTheOtherCores) {
+  // 2 threads on 2 cores: the run's own two threads runnable, nothing else: both.
+  EXPECT_EQ(threads_on_busy_machine(2, 2, 2), 2);
+  // One thread of other work: it takes the second core.
+  EXPECT_EQ(threads_on_busy_machine(2, 2, 3), 1);
+  EXPECT_EQ(threads_on_busy_machine(2, 2, 7), 1);
+  // 4 threads on 16 cores with 10 others: a core is still free for each.
+  EXPECT_EQ(threads_on_busy_machine(4, 16, 14), 4);
+  EXPECT_EQ(threads_on_busy_machine(4, 16, 19), 1);
+  // One thread stays one; an unreadable count changes nothing.
+  EXPECT_EQ(threads_on_busy_machine(1, 2, 9), 1);
+  EXPECT_EQ(threads_on_busy_machine(2, 2, -1), 2);
+}
+
 TEST(CpuTarget, IsListedAndNamed) {
   auto names = target_names();
   EXPECT_NE(std::find(names.begin(), names.end(), "cpu"), names.end());

@@ -3,6 +3,7 @@
 #include "compiler/targets/cpu/dnnl_kernel.h"
 
 #include <fmt/format.h>
+#include <sys/mman.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -179,7 +180,16 @@ void* WeightArena::allocate(size_t bytes) {
   void* p = b.data + b.used;
   b.used += bytes;
   used_ += bytes;
+  populate_pages(p, bytes);  // the packing writes them next
   return p;
+}
+
+void populate_pages(void* data, size_t bytes) {
+  constexpr uintptr_t kPage = 4096;
+  const auto begin = reinterpret_cast<uintptr_t>(data) / kPage * kPage;
+  const auto end = (reinterpret_cast<uintptr_t>(data) + bytes + kPage - 1) / kPage * kPage;
+  if (bytes == 0 || end <= begin) return;
+  ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_WRITE);
 }
 
 PackInto::PackInto(WeightArena* arena) : previous_(current_arena) {

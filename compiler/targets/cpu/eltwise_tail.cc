@@ -191,6 +191,17 @@ std::optional<Eltwise> eltwise_of(const Node& node) {
                          : dnnl::algorithm::eltwise_gelu_erf};
     case OpKind::kSwish:
       return Eltwise{dnnl::algorithm::eltwise_swish, node.attrs<ops::Swish>().alpha};
+    case OpKind::kLog: return Eltwise{dnnl::algorithm::eltwise_log};
+    case OpKind::kNeg: return Eltwise{dnnl::algorithm::eltwise_linear, -1.0f, 0.0f};
+    case OpKind::kReciprocal: return Eltwise{dnnl::algorithm::eltwise_pow, 1.0f, -1.0f};
+    case OpKind::kPow: {
+      // A constant scalar exponent (STFT magnitudes' x^2, exporters' LayerNorm variance).
+      std::optional<float> p = scalar_constant(node, 1);
+      if (!p) return std::nullopt;
+      if (*p == 2.0f) return Eltwise{dnnl::algorithm::eltwise_square};
+      if (*p == 1.0f) return Eltwise{dnnl::algorithm::eltwise_linear, 1.0f, 0.0f};
+      return Eltwise{dnnl::algorithm::eltwise_pow, 1.0f, *p};
+    }
     case OpKind::kClip: {
       float lo = -FLT_MAX;
       float hi = FLT_MAX;

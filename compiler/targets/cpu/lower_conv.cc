@@ -85,7 +85,10 @@ bool lower_conv(ProgramBuilder& b, const Node& conv, const Node* add) {
                        s->weights[3] == 3 && s->strides[0] == 2 && s->strides[1] == 2 &&
                        dtype(y) == DType::kF32;
   const bool blocked = b.conv_layout() == ConvLayout::kBlocked16 && !nhwc_s2;
-  const memory::desc blocked_dst(s->dst, memory::data_type::f32, memory::format_tag::nChw16c);
+  // (nChw16c only describes 2-D convolutions: a 1-D or 3-D one runs in the layouts oneDNN picks.)
+  const memory::desc blocked_dst =
+      s->dst.size() == 4 ? memory::desc(s->dst, memory::data_type::f32, memory::format_tag::nChw16c)
+                         : memory::desc();
   const bool wino = blocked && runs_winograd(*s);
   auto make = [&](const memory::desc& src0) {
     memory::desc src = src0;

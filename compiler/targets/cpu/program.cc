@@ -23,6 +23,22 @@ namespace {
 
 constexpr size_t kAlignment = 64;
 
+// The calling thread's OpenMP team is one thread while it lives, when `on`.
+class TeamOfOne {
+ public:
+  explicit TeamOfOne(bool on) : team_(on ? omp_get_max_threads() : 0) {
+    if (team_ > 1) omp_set_num_threads(1);
+  }
+  ~TeamOfOne() {
+    if (team_ > 1) omp_set_num_threads(team_);
+  }
+  TeamOfOne(const TeamOfOne&) = delete;
+  TeamOfOne& operator=(const TeamOfOne&) = delete;
+
+ private:
+  int team_;
+};
+
 using runtime::byte_size;
 using runtime::RefSlot;
 
@@ -47,6 +63,7 @@ class RefStep final : public Step {
     }
     return runtime::run_ref_step(*node, kernel_, ctx.interpreter, inputs_, in, outputs_, out);
   }
+  const char* runs_on() const override { return kernel_ != nullptr ? "table" : "ref"; }
 
  private:
   const ref::NodeKernel* kernel_;
@@ -123,14 +140,15 @@ Status PrimitiveStep::run(StepContext& ctx) const {
 
 Program::Program(dnnl::engine engine, std::vector<Buffer> buffers,
                  std::vector<std::unique_ptr<Step>> steps, std::vector<int> outputs,
-                 MemoryPlan plan, uint64_t seed, int dnnl_nodes)
+                 MemoryPlan plan, uint64_t seed, int dnnl_nodes, bool one_thread)
     : engine_(std::move(engine)),
       buffers_(std::move(buffers)),
       steps_(std::move(steps)),
       outputs_(std::move(outputs)),
       plan_(std::move(plan)),
       seed_(seed),
-      dnnl_nodes_(dnnl_nodes) {}
+      dnnl_nodes_(dnnl_nodes),
+      one_thread_(one_thread) {}
 
 int Program::count_steps(std::string_view kind) const {
   return runtime::count_steps(steps_, kind);
@@ -147,6 +165,7 @@ Result<std::unique_ptr<Session>> Program::new_session() const {
                       plan_.arena_bytes >> 20));
     }
     session->arena = std::unique_ptr<uint8_t, void (*)(void*)>(static_cast<uint8_t*>(p), std::free);
+    populate_pages(p, plan_.arena_bytes);  // every run writes it
   }
   try {
     session->stream = std::make_unique<dnnl::stream>(engine_);
@@ -169,17 +188,50 @@ Result<std::unique_ptr<Session>> Program::new_session() const {
 
 Result<std::vector<Argument>> Program::run(Session& session, std::vector<Argument> inputs,
                                            RunProfile* profile) const {
+  // Each output gets a tensor of its own, except one that is an input (returned as it is) or
+  // another output's buffer (the same value listed twice: its tensor is shared).
+  const size_t n = outputs_.size();
+  std::vector<Tensor> tensors(n);
+  std::vector<void*> out(n, nullptr);
+  for (size_t i = 0; i < n; ++i) {
+    const Buffer& b = buffers_[static_cast<size_t>(outputs_[i])];
+    if (b.kind == Buffer::Kind::kInput ||
+        (b.kind == Buffer::Kind::kOutput && static_cast<size_t>(b.index) != i)) {
+      continue;
+    }
+    Result<Tensor> t = Tensor::allocate(b.dtype, b.shape);
+    if (!t.ok()) return t.status().with_context("cpu target: allocating an output");
+    tensors[i] = std::move(t).value();
+    out[i] = tensors[i].raw_data();
+  }
+  std::vector<void*> in(inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) in[i] = inputs[i].tensor().raw_data();
+  if (profile != nullptr) profile->steps.clear();
+  KILN_RETURN_IF_ERROR(run_into(session, in, out, profile));
+  std::vector<Argument> results;
+  results.reserve(n);
+  for (size_t i = 0; i < n; ++i) {
+    const Buffer& b = buffers_[static_cast<size_t>(outputs_[i])];
+    if (b.kind == Buffer::Kind::kInput) {
+      results.push_back(inputs[static_cast<size_t>(b.index)]);
+    } else if (b.kind == Buffer::Kind::kOutput && static_cast<size_t>(b.index) != i) {
+      results.emplace_back(tensors[static_cast<size_t>(b.index)]);
+    } else {
+      results.emplace_back(std::move(tensors[i]));
+    }
+  }
+  return results;
+}
+
+Status Program::run_into(Session& session, std::span<void* const> inputs,
+                         std::span<void* const> outputs, RunProfile* profile) const {
   StepContext& ctx = session.ctx;
-  std::vector<Tensor> outputs(outputs_.size());
   for (size_t i = 0; i < buffers_.size(); ++i) {
     const Buffer& b = buffers_[i];
     if (b.kind == Buffer::Kind::kInput) {
-      ctx.data[i] = inputs[static_cast<size_t>(b.index)].tensor().raw_data();
+      ctx.data[i] = inputs[static_cast<size_t>(b.index)];
     } else if (b.kind == Buffer::Kind::kOutput) {
-      Result<Tensor> t = Tensor::allocate(b.dtype, b.shape);
-      if (!t.ok()) return t.status().with_context("cpu target: allocating an output");
-      outputs[static_cast<size_t>(b.index)] = std::move(t).value();
-      ctx.data[i] = outputs[static_cast<size_t>(b.index)].raw_data();
+      ctx.data[i] = outputs[static_cast<size_t>(b.index)];
     }
   }
   for (size_t i = 0; i < buffers_.size(); ++i) {
@@ -190,68 +242,120 @@ Result<std::vector<Argument>> Program::run(Session& session, std::vector<Argumen
   }
   ref::Interpreter interpreter(seed_);
   ctx.interpreter = &interpreter;
-  if (profile != nullptr) profile->steps.clear();
+  ctx.profile = profile;
+  // A program on one thread sets the team once; others for each step that runs on one.
+  const TeamOfOne whole(one_thread_);
   for (size_t i = 0; i < steps_.size(); ++i) {
     const std::unique_ptr<Step>& step = steps_[i];
     ctx.step = i;
     const auto start = std::chrono::steady_clock::now();
     Status s;
-    const int team = step->one_thread ? omp_get_max_threads() : 1;
-    if (step->one_thread) omp_set_num_threads(1);
     try {
+      const TeamOfOne team(step->one_thread && !one_thread_);
       s = step->run(ctx);
-      if (step->one_thread) omp_set_num_threads(team);
     } catch (const dnnl::error& e) {
-      if (step->one_thread) omp_set_num_threads(team);
       return internal_error(fmt::format("{}: oneDNN failed in {}: {} (status {})",
                                         step->node->describe(), step->kind, e.what(),
                                         static_cast<int>(e.status)));
     }
     if (!s.ok()) return s;
-    if (profile != nullptr) {
+    if (profile != nullptr && !step->profiles_itself()) {
       session.stream->wait();
       const std::chrono::duration<double, std::milli> ms = std::chrono::steady_clock::now() - start;
-      profile->steps.push_back({step->node->describe(), step->kind, ms.count()});
+      profile->steps.push_back({step->node->describe(), step->kind, ms.count(), step->runs_on()});
     }
   }
   session.stream->wait();
-  std::vector<Argument> results;
-  results.reserve(outputs_.size());
-  for (int id : outputs_) {
-    const Buffer& b = buffers_[static_cast<size_t>(id)];
-    switch (b.kind) {
-      case Buffer::Kind::kOutput:
-        results.emplace_back(outputs[static_cast<size_t>(b.index)]);
-        break;
-      case Buffer::Kind::kInput: results.push_back(inputs[static_cast<size_t>(b.index)]); break;
-      case Buffer::Kind::kConstant:
-      case Buffer::Kind::kView:
-      case Buffer::Kind::kArena: {
-        Result<Tensor> t = Tensor::allocate(b.dtype, b.shape);
-        if (!t.ok()) return t.status().with_context("cpu target: allocating an output");
-        if (b.bytes != 0) std::memcpy(t->raw_data(), ctx.data[static_cast<size_t>(id)], b.bytes);
-        results.emplace_back(std::move(t).value());
-        break;
-      }
+  // Outputs not written in place: an input, a constant, a view or an arena buffer.
+  for (size_t i = 0; i < outputs_.size(); ++i) {
+    const int id = outputs_[i];
+    const void* from = ctx.data[static_cast<size_t>(id)];
+    const size_t bytes = buffers_[static_cast<size_t>(id)].bytes;
+    if (outputs[i] != nullptr && outputs[i] != from && bytes != 0) {
+      std::memcpy(outputs[i], from, bytes);
     }
   }
-  return results;
+  return Status();
 }
 
 // ---- ProgramBuilder ----
+
+namespace {
+
+int64_t numel_of(const Value* v) {
+  return v != nullptr && v->type().is_tensor() && v->tensor_type().is_static()
+             ? v->tensor_type().shape().numel()
+             : 0;
+}
+
+// The elements `node` reads and writes, weights included.
+int64_t elements_of(const Node& node) {
+  int64_t elements = 0;
+  for (const Value* v : node.inputs()) elements += numel_of(v);
+  for (const Value* v : node.outputs()) elements += numel_of(v);
+  return elements;
+}
+
+}  // namespace
+
+int64_t ProgramBuilder::work_of(const Node& node) {
+  const int64_t elements = elements_of(node);
+  auto dim = [](const Value* v, int i) {
+    const Shape& s = v->tensor_type().shape();
+    return i < s.rank() ? s[i] : int64_t{1};
+  };
+  const Value* x = node.has_input(0) ? node.input(0) : nullptr;
+  const Value* w = node.has_input(1) ? node.input(1) : nullptr;
+  if (node.kind() != OpKind::kIf &&
+      (x == nullptr || w == nullptr || numel_of(x) == 0 || numel_of(w) == 0)) {
+    return elements;
+  }
+  switch (node.kind()) {
+    case OpKind::kConv:
+    case OpKind::kConvInteger:
+      // Each output element takes C/group x kernel multiply-adds: the weights' numel over the
+      // output channels.
+      return std::max(elements,
+                      numel_of(node.output(0)) * (numel_of(w) / std::max<int64_t>(dim(w, 0), 1)));
+    case OpKind::kMatMul:
+    case OpKind::kGemm:
+    case OpKind::kMatMulInteger: {
+      const Shape& xs = x->tensor_type().shape();
+      const int64_t k = xs.rank() > 0 ? xs[xs.rank() - 1] : 1;
+      return std::max(elements, numel_of(node.output(0)) * k);
+    }
+    case OpKind::kLSTM:
+    case OpKind::kGRU:
+    case OpKind::kRNN: {
+      // Every step multiplies the input and the hidden state by the gates' weights (W and R).
+      const Value* r = node.has_input(2) ? node.input(2) : nullptr;
+      const int64_t steps = dim(x, 0) * dim(x, 1);  // [seq, batch] or [batch, seq]
+      return std::max(elements, steps * (numel_of(w) + numel_of(r)));
+    }
+    case OpKind::kIf: {
+      // The branch that takes longer.
+      int64_t most = 0;
+      for (const Graph* branch : node.op().subgraphs()) {
+        int64_t work = 0;
+        for (const auto& n : branch->nodes()) work += work_of(*n);
+        most = std::max(most, work);
+      }
+      return std::max(elements, most);
+    }
+    default: return elements;
+  }
+}
 
 bool ProgramBuilder::is_small(const Node& node) {
   // Elements read and written, weights included: a 1x1 convolution of squeeze-and-excitation
   // (1152 -> 48 channels on one pixel: 57K) is small; a classifier's weights are not.
   constexpr int64_t kSmallElements = 64 * 1024;
-  int64_t elements = 0;
-  for (const Value* v : node.inputs()) {
-    if (v != nullptr && v->type().is_tensor()) elements += v->tensor_type().shape().numel();
-  }
-  for (const Value* v : node.outputs()) {
-    if (v->type().is_tensor()) elements += v->tensor_type().shape().numel();
-  }
-  return elements <= kSmallElements;
+  if (elements_of(node) <= kSmallElements) return true;
+  // A convolution or matrix product of at most 1M multiply-adds takes tens of microseconds on one
+  // core: about what handing half of it to a sleeping thread costs, and far less than waiting for
+  // one the scheduler has not run yet on a busy machine.
+  const int64_t work = work_of(node);
+  return work != elements_of(node) && work <= kSmallStepWork;
 }
 
 int ProgramBuilder::buffer_of(const Value* v) const {
@@ -513,29 +617,32 @@ Result<std::unique_ptr<Program>> ProgramBuilder::build() {
   }
 }
 
-Result<std::unique_ptr<Program>> ProgramBuilder::build_program() {
-  if (std::string why = runtime::why_not_plannable(graph_); !why.empty()) {
-    log(LogLevel::kDebug, "cpu target: the interpreter runs graph \"{}\": {}", graph_.name(), why);
-    return std::unique_ptr<Program>();
+Result<std::unique_ptr<Program>> ProgramBuilder::build_branch(
+    const Graph& branch, std::vector<const Value*> captures) const {
+  ProgramBuilder sub(branch, engine_, kernels_, make_kernel_, seed_);
+  sub.set_captures(std::move(captures));
+  return sub.build();
+}
+
+Status ProgramBuilder::lower_node(const Node& node) {
+  KILN_ASSIGN_OR_RETURN(bool lowered, lower_dnnl(*this, node));
+  if (lowered) return Status();
+  // A Conv whose Add could not take it: the Conv runs first, then the Add on its own.
+  if (const Node* conv = sum_partner(&node); conv != nullptr && !has_buffer(conv->output(0))) {
+    KILN_RETURN_IF_ERROR(lower_gate_alone(*conv));
+    add_ref_step(*conv);
   }
-  for (size_t i = 0; i < graph_.inputs().size(); ++i) {
-    const Value* v = graph_.inputs()[i];
-    Buffer b;
-    b.kind = Buffer::Kind::kInput;
-    b.dtype = v->tensor_type().dtype;
-    b.shape = v->tensor_type().shape();
-    b.bytes = byte_size(b.dtype, b.shape);
-    b.index = static_cast<int>(i);
-    value_buffers_[v] = add_buffer(std::move(b));
-  }
-  plan_sum_fusion();
-  KILN_ASSIGN_OR_RETURN(conv_layout_, choose_conv_layout(graph_));
-  KILN_RETURN_IF_ERROR(check_conv_flags());
+  KILN_RETURN_IF_ERROR(lower_gate_alone(node));
+  add_ref_step(node);
+  return Status();
+}
+
+Result<bool> ProgramBuilder::lower_nodes() {
   for (const auto& node : graph_.nodes()) {
     if (is_fused(node.get())) continue;
     if (node->kind() == OpKind::kConstant) {
       const Tensor* c = node->output(0)->constant_value();
-      if (c == nullptr) return std::unique_ptr<Program>();
+      if (c == nullptr) return false;
       Buffer b;
       b.kind = Buffer::Kind::kConstant;
       b.dtype = c->dtype();
@@ -552,27 +659,22 @@ Result<std::unique_ptr<Program>> ProgramBuilder::build_program() {
     const bool delayed = node->kind() == OpKind::kConv && sum_partner(node.get()) != nullptr;
     if (!delayed) done_.insert(node.get());
     if (add_view(*node)) continue;
+    if (node->kind() == OpKind::kIf) {
+      // Its branches decide their threads for themselves; one that cannot be planned leaves the
+      // whole graph to the interpreter.
+      KILN_ASSIGN_OR_RETURN(bool lowered, lower_if(*this, *node));
+      if (!lowered) return false;
+      continue;
+    }
     // A node with little work runs on one thread: waking the team costs more than it saves.
     const size_t first_step = steps_.size();
     const bool one_thread = is_small(*node);
-    const int team = omp_get_max_threads();
-    if (one_thread) omp_set_num_threads(1);  // primitives take their team size when made
-    Result<bool> lowered_or = lower_dnnl(*this, *node);
-    if (one_thread) omp_set_num_threads(team);
-    KILN_ASSIGN_OR_RETURN(bool lowered, std::move(lowered_or));
-    for (size_t i = first_step; lowered && one_thread && i < steps_.size(); ++i) {
-      steps_[i]->one_thread = true;
+    {
+      // Primitives (and kernel-table kernels) take the team size they are made with.
+      const TeamOfOne team(one_thread);
+      KILN_RETURN_IF_ERROR(lower_node(*node));
     }
-    if (!lowered) {
-      // A Conv whose Add could not take it: the Conv runs first, then the Add on its own.
-      if (const Node* conv = sum_partner(node.get());
-          conv != nullptr && !has_buffer(conv->output(0))) {
-        KILN_RETURN_IF_ERROR(lower_gate_alone(*conv));
-        add_ref_step(*conv);
-      }
-      KILN_RETURN_IF_ERROR(lower_gate_alone(*node));
-      add_ref_step(*node);
-    }
+    for (size_t i = first_step; one_thread && i < steps_.size(); ++i) steps_[i]->one_thread = true;
     // Weights packed into this node's steps go now, not at the end: the peak holds them once.
     for (const Value* v : node->inputs()) {
       if (v != nullptr) release_if_unread(v);
@@ -582,12 +684,64 @@ Result<std::unique_ptr<Program>> ProgramBuilder::build_program() {
   for (const auto& node : graph_.nodes()) {
     if (node->kind() == OpKind::kConstant) release_if_unread(node->output(0));
   }
-  building_ = nullptr;
+  return true;
+}
+
+Result<std::unique_ptr<Program>> ProgramBuilder::build_program() {
+  if (std::string why = runtime::why_not_plannable(graph_, /*if_nodes=*/true); !why.empty()) {
+    log(LogLevel::kDebug, "cpu target: the interpreter runs graph \"{}\": {}", graph_.name(), why);
+    return std::unique_ptr<Program>();
+  }
+  for (size_t i = 0; i < graph_.inputs().size(); ++i) {
+    const Value* v = graph_.inputs()[i];
+    Buffer b;
+    b.kind = Buffer::Kind::kInput;
+    b.dtype = v->tensor_type().dtype;
+    b.shape = v->tensor_type().shape();
+    b.bytes = byte_size(b.dtype, b.shape);
+    b.index = static_cast<int>(i);
+    value_buffers_[v] = add_buffer(std::move(b));
+  }
+  for (size_t i = 0; i < captures_.size(); ++i) {
+    const Value* v = captures_[i];
+    Buffer b;
+    b.dtype = v->tensor_type().dtype;
+    b.shape = v->tensor_type().shape();
+    b.bytes = byte_size(b.dtype, b.shape);
+    if (const Tensor* c = v->constant_value(); c != nullptr) {
+      b.kind = Buffer::Kind::kConstant;
+      b.constant = c->raw_data();
+    } else {
+      b.kind = Buffer::Kind::kInput;
+      b.index = static_cast<int>(graph_.inputs().size() + i);
+    }
+    value_buffers_[v] = add_buffer(std::move(b));
+  }
+  plan_sum_fusion();
+  KILN_ASSIGN_OR_RETURN(conv_layout_, choose_conv_layout(graph_));
+  KILN_RETURN_IF_ERROR(check_conv_flags());
+  // A model with little work in all (a voice-activity or wake-word model) runs on one thread from
+  // end to end: handing tiny steps to a team costs more than they take, and a busy machine makes
+  // each wake-up of a descheduled thread cost a time slice.
+  int64_t total_work = 0;
+  for (const auto& node : graph_.nodes()) total_work += work_of(*node);
+  one_thread_ = total_work <= kSmallProgramWork;
+  log(LogLevel::kDebug, "cpu program \"{}\": work {} ({})", graph_.name(), total_work,
+      one_thread_ ? "one thread" : "team");
   std::vector<int> outputs;
-  for (const Value* v : graph_.outputs()) {
-    int id = buffer_of(v);
-    if (!buffer(id).is_plain()) id = plain(v);
-    outputs.push_back(id);
+  {
+    const TeamOfOne team(one_thread_);  // primitives take their team size when made
+    KILN_ASSIGN_OR_RETURN(bool built, lower_nodes());
+    if (!built) return std::unique_ptr<Program>();
+    building_ = nullptr;
+    for (const Value* v : graph_.outputs()) {
+      int id = buffer_of(v);
+      if (!buffer(id).is_plain()) id = plain(v);
+      outputs.push_back(id);
+    }
+  }
+  if (one_thread_) {
+    for (auto& step : steps_) step->one_thread = true;
   }
   // Outputs read after the last step stay live to the end (a view's, the buffer it views).
   std::vector<int> read_last;
@@ -608,7 +762,7 @@ Result<std::unique_ptr<Program>> ProgramBuilder::build_program() {
   }
   return std::make_unique<Program>(engine_, std::move(buffers_), std::move(steps_),
                                    std::move(outputs), std::move(plan), seed_,
-                                   static_cast<int>(on_dnnl.size()));
+                                   static_cast<int>(on_dnnl.size()), one_thread_);
 }
 
 void add_arg_buffers(Step& step, const std::vector<PrimitiveStep::Arg>& args) {

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -53,6 +54,8 @@ struct Buffer : runtime::PlannedBuffer {
   bool is_plain() const;
 };
 
+struct Session;
+
 // What a step sees while it runs: every buffer's address, the stream and the interpreter (for
 // ref kernels that draw random numbers).
 struct StepContext {
@@ -67,6 +70,13 @@ struct StepContext {
   };
   std::vector<Memories> memories;  // one per step
   size_t step = 0;                 // the step running
+  RunProfile* profile = nullptr;   // where step times go, when the run is profiled
+  // Set by a step that cannot run this call (an If taking a branch that was not planned), which
+  // then fails it: the executable runs the call on the interpreter instead.
+  bool fallback = false;
+  // The sessions of programs that steps run inside themselves (an If's branches), made on first
+  // use; a step numbers its own (Step::nested_slots).
+  std::vector<std::unique_ptr<Session>> nested;
 };
 
 // One unit of work: a node, several fused nodes, or a reorder between layouts.
@@ -75,6 +85,11 @@ class Step : public runtime::PlannedStep {
   virtual ~Step() = default;
   // May throw dnnl::error; the program turns it into a Status naming the node.
   virtual Status run(StepContext& ctx) const = 0;
+  // What runs it, as profiles show it (StepTime::runs_on): kiln's own kernels unless overridden.
+  virtual const char* runs_on() const { return "kiln"; }
+  // Whether it adds its own entries to a run's profile (the steps of a branch it runs) instead
+  // of one for itself.
+  virtual bool profiles_itself() const { return false; }
 
   // Runs with an OpenMP team of one (its primitives were made for one thread).
   bool one_thread = false;
@@ -92,12 +107,17 @@ class Program {
  public:
   Program(dnnl::engine engine, std::vector<Buffer> buffers,
           std::vector<std::unique_ptr<Step>> steps, std::vector<int> outputs, MemoryPlan plan,
-          uint64_t seed, int dnnl_nodes);
+          uint64_t seed, int dnnl_nodes, bool one_thread = false);
 
   Result<std::unique_ptr<Session>> new_session() const;
   // Runs with inputs already checked against the graph; `profile` (optional) gets step times.
   Result<std::vector<Argument>> run(Session& session, std::vector<Argument> inputs,
                                     RunProfile* profile) const;
+  // Runs over graph input i at `inputs[i]`, writing graph output i to `outputs[i]` (nullptr: not
+  // wanted); appends step times to `profile` (optional). What an If's branch runs as, over its
+  // enclosing program's buffers.
+  Status run_into(Session& session, std::span<void* const> inputs, std::span<void* const> outputs,
+                  RunProfile* profile) const;
 
   size_t arena_bytes() const { return plan_.arena_bytes; }
   // The bytes of every arena buffer added up: the arena's size without reuse.
@@ -108,6 +128,9 @@ class Program {
   int count_steps(std::string_view kind) const;
   // How many graph nodes run on oneDNN (fused ones included).
   int dnnl_nodes() const { return dnnl_nodes_; }
+  // Whether every step runs on one thread (a model with little work in all): runs then keep the
+  // calling thread's team at one from the first step to the last.
+  bool one_thread() const { return one_thread_; }
 
  private:
   dnnl::engine engine_;
@@ -117,6 +140,7 @@ class Program {
   MemoryPlan plan_;           // offsets are per buffer (only arena buffers' are used)
   uint64_t seed_;
   int dnnl_nodes_;
+  bool one_thread_;
 };
 
 // Lowers a graph to a Program: fused oneDNN steps with blocked layouts where oneDNN runs a node
@@ -141,6 +165,20 @@ class ProgramBuilder : public runtime::PlanBuilder<Buffer, Step> {
   // node with subgraphs. The interpreter runs such graphs. A layout or primitive oneDNN refuses
   // outside a lowering function's own fallbacks is an internal error naming the node.
   Result<std::unique_ptr<Program>> build();
+
+  // Makes the builder one of an If branch: `captures` are the values of enclosing graphs that its
+  // nodes read (input i of the program is captures[i], after the graph's own inputs); constants
+  // among them are read where they are.
+  void set_captures(std::vector<const Value*> captures) { captures_ = std::move(captures); }
+  // A program of `branch` (an If's), reading `captures` (see set_captures), made with this
+  // builder's engine, kernels and seed; nullptr when it cannot be planned.
+  Result<std::unique_ptr<Program>> build_branch(const Graph& branch,
+                                                std::vector<const Value*> captures) const;
+  // Numbers `count` slots of a session's nested sessions (StepContext::nested) for a step.
+  size_t take_nested_slots(size_t count) {
+    nested_slots_ += count;
+    return nested_slots_ - count;
+  }
 
   // While build() runs, `release` is offered each constant that no step reads (its every user is
   // lowered, it is no graph output, no view reads it): weights the steps hold packed. It returns
@@ -184,6 +222,19 @@ class ProgramBuilder : public runtime::PlanBuilder<Buffer, Step> {
   // Whether `node` has so little work (elements of its inputs, weights and outputs) that its
   // steps run on one thread.
   static bool is_small(const Node& node);
+  // The work of `node`, for deciding on threads: multiply-adds of convolutions, matrix products
+  // and recurrences, else the elements it reads and writes.
+  static int64_t work_of(const Node& node);
+  // A graph whose nodes' work adds up to at most this runs on one thread (Program::one_thread):
+  // Silero VAD's (a 1-D convolution front end and an LSTM cell) is 1.4M, a wake-word head's 0.2M,
+  // a MobileNet's hundreds of millions.
+  static constexpr int64_t kSmallProgramWork = int64_t{4} << 20;
+  // A convolution, matrix product or recurrence of at most this work runs on one thread.
+  static constexpr int64_t kSmallStepWork = int64_t{1} << 20;
+  // Lowers every node; false when one cannot be planned (a constant without a value).
+  Result<bool> lower_nodes();
+  // Lowers `node` to oneDNN steps, or to its ref step.
+  Status lower_node(const Node& node);
   // Lowers the squeeze-and-excitation Mul that `conv` was to absorb (squeeze_excite.h), when `conv`
   // runs without it.
   Status lower_gate_alone(const Node& conv);
@@ -211,6 +262,9 @@ class ProgramBuilder : public runtime::PlanBuilder<Buffer, Step> {
   std::unordered_map<const Node*, const Node*> sum_partners_;  // Conv <-> Add, both ways
   ConvLayout conv_layout_ = ConvLayout::kAny;
   const Node* building_ = nullptr;  // the node build() is lowering
+  bool one_thread_ = false;         // the whole program runs on one thread
+  std::vector<const Value*> captures_;  // an If branch's reads of enclosing graphs
+  size_t nested_slots_ = 0;
   ConstantRelease release_;
   std::unordered_set<const Value*> released_;  // constants offered to release_
 };
@@ -222,6 +276,19 @@ Result<bool> lower_dnnl(ProgramBuilder& builder, const Node& node);
 // QuantizeLinear / DequantizeLinear to oneDNN int8 steps when it can; may throw dnnl::error.
 // Defined in quantized.cc.
 bool lower_quantized(ProgramBuilder& builder, const Node& node);
+// An If whose branches can be planned runs as one step that runs the program of the branch its
+// condition picks over this program's buffers; false when a branch cannot be planned. Defined in
+// control.cc.
+Result<bool> lower_if(ProgramBuilder& builder, const Node& node);
+// An LSTM on kiln's AVX-512 kernel (kernels/lstm.h), its weights packed at compile time; false
+// where the kernel does not apply (peepholes, clip, other activations, ...). Defined in rnn.cc.
+bool lower_lstm(ProgramBuilder& builder, const Node& node);
+// ConvTranspose on oneDNN's deconvolution, weights packed, an eltwise tail fused; false where
+// oneDNN cannot run it. Defined in conv_transpose.cc.
+bool lower_conv_transpose(ProgramBuilder& builder, const Node& node);
+// Resize on oneDNN's resampling, in its input's layout, where oneDNN's coordinates are ONNX's
+// (linear half_pixel; nearest forms without ties); false otherwise. Defined in resize.cc.
+bool lower_resize(ProgramBuilder& builder, const Node& node);
 // A channel Concat whose every reader is an inference BatchNormalization (DenseNet's dense blocks)
 // runs no step of its own: each reader's scale-shift pass reads the Concat's inputs where they
 // are. lower_deferred_concat returns whether that applies (and then adds nothing);
@@ -252,6 +319,7 @@ class PrimitiveStep final : public Step {
   PrimitiveStep(dnnl::engine engine, dnnl::primitive primitive, std::vector<Arg> args,
                 std::optional<Prefill> prefill = std::nullopt);
   Status run(StepContext& ctx) const override;
+  const char* runs_on() const override { return kind == "Reorder" ? "reorder" : "onednn"; }
 
  private:
   dnnl::engine engine_;

@@ -29,6 +29,7 @@ class ThenStep final : public Step {
     after_(ctx.data);
     return Status();
   }
+  const char* runs_on() const override { return step_->runs_on(); }
 
  private:
   std::unique_ptr<Step> step_;
