@@ -30,6 +30,7 @@ struct GemmArgs {
   int depth;         // the reduction: r * s * c
   int residual;
   float rescale, lo, hi;
+  float silu;  // > 0: the SiLU of the real value (the output's scale)
 };
 
 __device__ __forceinline__ uint32_t smem_addr(const void* p) {
@@ -263,6 +264,9 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32)
                          a.rescale);
           v1 =
               __fmul_rn(__fadd_rn(v1, static_cast<float>(static_cast<int8_t>(zz >> 8))), a.rescale);
+        } else if (a.silu > 0.0f) {
+          v0 = v0 / (1.0f + __expf(-v0 * a.silu));
+          v1 = v1 / (1.0f + __expf(-v1 * a.silu));
         }
         const int q0 = __float2int_rn(fminf(fmaxf(v0, a.lo), a.hi));
         const int q1 = __float2int_rn(fminf(fmaxf(v1, a.lo), a.hi));
@@ -340,7 +344,8 @@ bool int8_gemm_supported(const Int8Gemm& p) {
          (p.stride == 1 || p.stride == 2) && p.r >= 1 && p.s >= 1 && p.r <= 16 && p.s <= 16 &&
          p.ph >= 0 && p.pw >= 0 && p.ph < p.r && p.pw < p.s && p.h < 16384 && p.w < 16384 &&
          m * p.k < limit && p.n * p.h * p.w * p.c < limit && p.k * p.r * p.s * p.c < limit &&
-         (m + 63) / 64 <= kMaxGridRows && p.lo >= -128 && p.hi <= 127 && p.lo <= p.hi;
+         (m + 63) / 64 <= kMaxGridRows && p.lo >= -128 && p.hi <= 127 && p.lo <= p.hi &&
+         !(p.residual && p.silu > 0.0f);
 }
 
 Status launch_int8_gemm(int config, const Int8Gemm& p, const void* x, const void* w,
@@ -376,6 +381,7 @@ Status launch_int8_gemm(int config, const Int8Gemm& p, const void* x, const void
   a.rescale = p.rescale;
   a.lo = static_cast<float>(p.lo);
   a.hi = static_cast<float>(p.hi);
+  a.silu = p.silu;
   // For 256x128 tiles the grid's rows are half of 64x64's: supported() bounds the latter.
   return kConfigs[config].launch(a, x, w, scale, bias, z, y, static_cast<cudaStream_t>(stream));
 }
