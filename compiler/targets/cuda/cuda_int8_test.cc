@@ -478,6 +478,8 @@ std::vector<int8_t> int8_gemm_on_host(const cuda::Int8Gemm& p, const std::vector
           if (p.residual) {
             v = v + static_cast<float>(z[at + static_cast<size_t>(k)]);
             v = v * p.rescale;
+          } else if (p.silu > 0.0f) {
+            v = v / (1.0f + std::exp(-v * p.silu));
           }
           const float clamped = std::min(std::max(static_cast<float>(v), static_cast<float>(p.lo)),
                                          static_cast<float>(p.hi));
@@ -491,22 +493,28 @@ std::vector<int8_t> int8_gemm_on_host(const cuda::Int8Gemm& p, const std::vector
 
 TEST(CudaInt8, OwnGemmMatchesTheHostForEveryTileConfiguration) {
   SKIP_WITHOUT_GPU();
-  // 1x1 and 3x3 (pads 1) on 80 input channels (a partial 64-byte reduction step), 4x4 (pads 2)
-  // on 16 (the space-to-depth stem's: several taps in one step); stride 1 and 2 (odd input size:
-  // the last row and column unread by a strided 1x1), with and without a residual, a negative
-  // lower clamp and a ReLU's; 48 output channels and pixel counts that fill no tile.
-  for (const int64_t window : {1, 3, 4}) {
+  // 1x1 and 3x3 (pads 1) on 80 input channels (a partial 64-byte reduction step) and on 24 (a
+  // multiple of 8 only: the loads in 8-byte halves, a tap boundary inside a 16-byte chunk), 4x4
+  // (pads 2) on 16 (the space-to-depth stem's: several taps in one step); stride 1 and 2 (odd
+  // input size: the last row and column unread by a strided 1x1), with and without a residual, a
+  // negative lower clamp and a ReLU's, or a fused SiLU; 48 output channels and pixel counts that
+  // fill no tile.
+  for (const int64_t window : {1, 3, 4, -1, -3}) {  // negative: 24 channels, with a SiLU
     for (const int stride : {1, 2}) {
       for (const bool residual : {false, true}) {
-        SCOPED_TRACE(fmt::format("{}x{} stride {} residual {}", window, window, stride, residual));
+        const bool narrow = window < 0;
+        if (narrow && residual) continue;
+        SCOPED_TRACE(fmt::format("{}x{} stride {} residual {}{}", std::abs(window),
+                                 std::abs(window), stride, residual, narrow ? " 24 channels" : ""));
         cuda::Int8Gemm p;
         p.n = 3;
         p.h = 13;
         p.w = 11;
-        p.c = window == 4 ? 16 : 80;
+        p.c = window == 4 ? 16 : narrow ? 24 : 80;
+        p.silu = narrow ? 0.05f : 0.0f;
         p.k = 48;
-        p.r = p.s = window;
-        p.ph = p.pw = window / 2;  // 4x4: pads 2 before, 1 after
+        p.r = p.s = std::abs(window);
+        p.ph = p.pw = p.r / 2;  // 4x4: pads 2 before, 1 after
         p.stride = stride;
         p.oh = (p.h + 2 * p.ph - (window == 4 ? 1 : 0) - p.r) / stride + 1;
         p.ow = (p.w + 2 * p.pw - (window == 4 ? 1 : 0) - p.s) / stride + 1;
@@ -530,7 +538,7 @@ TEST(CudaInt8, OwnGemmMatchesTheHostForEveryTileConfiguration) {
         const std::vector<int8_t> want = int8_gemm_on_host(p, x, w, scale, bias, z);
         int lo = 127, hi = -128;
         for (int8_t v : want) lo = std::min<int>(lo, v), hi = std::max<int>(hi, v);
-        EXPECT_LT(lo, residual ? 1 : -50) << "a degenerate case";
+        EXPECT_LT(lo, residual ? 1 : narrow ? -2 : -50) << "a degenerate case";  // SiLU dips to -5.6
         EXPECT_GT(hi, 60) << "a degenerate case";
         DeviceBytes d;
         void* xd = d.copy(x);
@@ -549,8 +557,18 @@ TEST(CudaInt8, OwnGemmMatchesTheHostForEveryTileConfiguration) {
           std::vector<int8_t> got(want.size());
           cudaMemcpy(got.data(), yd, got.size(), cudaMemcpyDeviceToHost);
           int64_t off = 0;
-          for (size_t i = 0; i < got.size(); ++i) off += got[i] != want[i] ? 1 : 0;
-          EXPECT_EQ(off, 0) << off << " of " << got.size() << " differ";
+          int worst = 0;
+          for (size_t i = 0; i < got.size(); ++i) {
+            off += got[i] != want[i] ? 1 : 0;
+            worst = std::max(worst, std::abs(got[i] - want[i]));
+          }
+          if (narrow) {
+            // The device's __expf against std::exp: a value on a rounding boundary may differ.
+            EXPECT_LE(worst, 1);
+            EXPECT_LE(off * 200, static_cast<int64_t>(got.size())) << off << " differ";
+          } else {
+            EXPECT_EQ(off, 0) << off << " of " << got.size() << " differ";
+          }
         }
       }
     }

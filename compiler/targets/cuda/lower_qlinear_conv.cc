@@ -739,14 +739,14 @@ bool int8_silu_conv(const Node& conv) {
   }
   // Depthwise: launch_depthwise8, whole groups of 4 channels.
   if (op.group != 1) return op.group == x[1] && op.group == w[0] && w[1] == 1 && x[1] % 4 == 0;
-  // The own implicit GEMM (gemm_problem): 16-channel multiples, or an image's stride-2 stem
-  // run space-to-depth (stem_of, s2d_geometry) on 16 channels.
+  // The own implicit GEMM (gemm_problem): input channels in multiples of 8, output ones of 16, or
+  // an image's stride-2 stem run space-to-depth (stem_of, s2d_geometry) on 16 channels.
   const bool square = g->strides[0] == g->strides[1] && (g->strides[0] == 1 || g->strides[0] == 2);
   if (w[0] % 16 != 0 || g->dilations != std::vector<int64_t>{1, 1} || !square ||
       g->pad_begin[0] >= w[2] || g->pad_begin[1] >= w[3]) {
     return false;
   }
-  if (x[1] % 16 == 0) return true;
+  if (x[1] % 8 == 0) return true;
   if (x[1] > 4 || g->strides[0] != 2 || x[2] % 2 != 0 || x[3] % 2 != 0) return false;
   return s2d_window(*g, w, x, y).has_value();
 }

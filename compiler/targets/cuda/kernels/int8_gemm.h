@@ -35,8 +35,8 @@ struct Int8Gemm {
 int int8_gemm_configs();
 const char* int8_gemm_config_name(int config);
 
-// Whether launch_int8_gemm takes `p`: c and k multiples of 16, stride 1 or 2, leading pads
-// smaller than the window, 32-bit offsets.
+// Whether launch_int8_gemm takes `p`: c a multiple of 8 (16 loads whole taps; 8 in halves), k of
+// 16, stride 1 or 2, leading pads smaller than the window, 32-bit offsets.
 bool int8_gemm_supported(const Int8Gemm& p);
 
 // `w`: s8 [k, r, s, c]; `scale`, `bias`: f32 [k]; `z`: s8, y's shape, when p.residual (else
