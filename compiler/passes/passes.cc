@@ -11,6 +11,7 @@ std::vector<std::unique_ptr<Pass>> standard_passes() {
   passes.push_back(make_if_folding());
   passes.push_back(make_batchnorm_folding());
   passes.push_back(make_common_subexpression_elimination());
+  passes.push_back(make_hard_swish_fusion());
   passes.push_back(make_algebraic_simplification());
   passes.push_back(make_dead_code_elimination());
   return passes;

@@ -70,6 +70,11 @@ std::unique_ptr<Pass> make_layer_norm_fusion();
 std::unique_ptr<Pass> make_qdq_fusion(bool max_pools = false, bool grouped_convs = true,
                                       std::function<bool(const Node&)> silu_convs = {});
 
+// Rewrites x * Clip(x + 3, 0, 6) / 6 (or * 1/6, the scale on either side of the product) and
+// x * HardSigmoid(x) with alpha 1/6, beta 1/2 into HardSwish(x): hard-swish as exporters write it
+// below opset 14.
+std::unique_ptr<Pass> make_hard_swish_fusion();
+
 // Replaces an If whose condition is a constant by the nodes of the branch it takes (inside
 // subgraphs too); a graph output the If returned keeps its name.
 std::unique_ptr<Pass> make_if_folding();
