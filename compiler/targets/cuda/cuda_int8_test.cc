@@ -276,6 +276,49 @@ TEST(CudaInt8, QdqResidualBlockRunsOnInt8KernelsAndMatchesRef) {
 // runs every convolution with its ReLU as one int8 kernel (qdq_fusion leaves Relu on the int8
 // values; the convolution clamps at zero; the depthwise one on the own kernel), nothing in f32
 // but the head, and matches the same quantized graph on ref.
+// `build`'s graph on `x`, quantized by kiln's own calibration on ref as for cuda (symmetric
+// activations; every reader of a quantized value dequantizing when `every_reader`) over four
+// random batches shaped like x (seeds from `seed`), compiled for ref and for cuda and run on x:
+// the cuda executable and the largest difference over the largest |ref value|.
+struct OwnInt8Run {
+  std::shared_ptr<Executable> cuda;
+  float relative_error = INFINITY;
+};
+
+OwnInt8Run run_own_int8(const Tensor& x, const BuildFn& build, uint32_t seed, bool every_reader) {
+  auto quantized = [&] {
+    std::shared_ptr<Graph> g = make_graph({x}, build);
+    std::vector<CalibrationBatch> calibration;
+    for (uint32_t i = 0; i < 4; ++i) {
+      calibration.push_back({{"in0", random_tensor(x.shape(), seed + i)}});
+    }
+    Int8Options options;
+    options.symmetric_activations = true;
+    options.dequantize_every_reader = every_reader;
+    auto ref = make_target("ref");
+    EXPECT_TRUE(ref.ok());
+    Result<Int8Report> report = quantize_int8(*g, **ref, calibration, options);
+    EXPECT_TRUE(report.ok()) << report.status().to_string();
+    return g;
+  };
+  OwnInt8Run r;
+  std::shared_ptr<Executable> ref = compile_for(quantized(), "ref");
+  r.cuda = compile_for(quantized(), "cuda");
+  if (ref == nullptr || r.cuda == nullptr) return r;
+  const Tensor want = run(*ref, {x})[0];
+  const Tensor got = run(*r.cuda, {x})[0];
+  EXPECT_EQ(want.shape(), got.shape());
+  if (want.shape() != got.shape()) return r;
+  float range = 0, worst = 0;
+  for (int64_t i = 0; i < want.numel(); ++i) {
+    range = std::max(range, std::abs(want.data<float>()[i]));
+    worst = std::max(worst, std::abs(want.data<float>()[i] - got.data<float>()[i]));
+  }
+  EXPECT_GT(range, 0.0f);
+  r.relative_error = worst / range;
+  return r;
+}
+
 TEST(CudaInt8, OwnSymmetricCalibrationRunsConvReluOnInt8Kernels) {
   SKIP_WITHOUT_GPU();
   auto build = [](GraphBuilder& b, const std::vector<Value*>& in) {
@@ -302,34 +345,10 @@ TEST(CudaInt8, OwnSymmetricCalibrationRunsConvReluOnInt8Kernels) {
     b.output(b.add(Op(ops::GlobalAveragePool{}), {v}));
   };
   const Tensor x = random_tensor(Shape{4, 16, 12, 12}, 80);
-  auto quantized = [&] {
-    std::shared_ptr<Graph> g = make_graph({x}, build);
-    std::vector<CalibrationBatch> calibration;
-    for (uint32_t i = 0; i < 4; ++i) {
-      calibration.push_back({{"in0", random_tensor(Shape{4, 16, 12, 12}, 90 + i)}});
-    }
-    Int8Options options;
-    options.symmetric_activations = true;
-    auto ref = make_target("ref");
-    EXPECT_TRUE(ref.ok());
-    Result<Int8Report> report = quantize_int8(*g, **ref, calibration, options);
-    EXPECT_TRUE(report.ok()) << report.status().to_string();
-    return g;
-  };
-  std::shared_ptr<Executable> ref = compile_for(quantized(), "ref");
-  std::shared_ptr<Executable> exe = compile_for(quantized(), "cuda");
-  ASSERT_NE(ref, nullptr);
-  ASSERT_NE(exe, nullptr);
-  const Tensor want = run(*ref, {x})[0];
-  const Tensor got = run(*exe, {x})[0];
-  ASSERT_EQ(want.shape(), got.shape());
-  float range = 0, worst = 0;
-  for (int64_t i = 0; i < want.numel(); ++i) {
-    range = std::max(range, std::abs(want.data<float>()[i]));
-    worst = std::max(worst, std::abs(want.data<float>()[i] - got.data<float>()[i]));
-  }
-  EXPECT_GT(range, 0.0f);
-  EXPECT_LE(worst, 0.02f * range);  // a step or two of the last convolution's scale, averaged
+  const OwnInt8Run r = run_own_int8(x, build, 90, false);
+  ASSERT_NE(r.cuda, nullptr);
+  const Executable* exe = r.cuda.get();
+  EXPECT_LE(r.relative_error, 0.02f);  // a step or two of the last convolution's scale, averaged
   const cuda::Program* program = cuda_program(*exe);
   ASSERT_NE(program, nullptr);
   const std::string ir = print_graph(exe->graph());
@@ -373,35 +392,10 @@ TEST(CudaInt8, OwnCalibrationRunsEfficientNetBlocksOnInt8Kernels) {
     b.output(b.add(Op(ops::GlobalAveragePool{}), {b.add(Op(ops::Add{}), {stem, project})}));
   };
   const Tensor x = random_tensor(Shape{4, 3, 32, 32}, 110);
-  auto quantized = [&] {
-    std::shared_ptr<Graph> g = make_graph({x}, build);
-    std::vector<CalibrationBatch> calibration;
-    for (uint32_t i = 0; i < 4; ++i) {
-      calibration.push_back({{"in0", random_tensor(Shape{4, 3, 32, 32}, 111 + i)}});
-    }
-    Int8Options options;
-    options.symmetric_activations = true;
-    options.dequantize_every_reader = true;
-    auto ref = make_target("ref");
-    EXPECT_TRUE(ref.ok());
-    Result<Int8Report> report = quantize_int8(*g, **ref, calibration, options);
-    EXPECT_TRUE(report.ok()) << report.status().to_string();
-    return g;
-  };
-  std::shared_ptr<Executable> ref = compile_for(quantized(), "ref");
-  std::shared_ptr<Executable> exe = compile_for(quantized(), "cuda");
-  ASSERT_NE(ref, nullptr);
-  ASSERT_NE(exe, nullptr);
-  const Tensor want = run(*ref, {x})[0];
-  const Tensor got = run(*exe, {x})[0];
-  ASSERT_EQ(want.shape(), got.shape());
-  float range = 0, worst = 0;
-  for (int64_t i = 0; i < want.numel(); ++i) {
-    range = std::max(range, std::abs(want.data<float>()[i]));
-    worst = std::max(worst, std::abs(want.data<float>()[i] - got.data<float>()[i]));
-  }
-  EXPECT_GT(range, 0.0f);
-  EXPECT_LE(worst, 0.03f * range);
+  const OwnInt8Run r = run_own_int8(x, build, 111, true);
+  ASSERT_NE(r.cuda, nullptr);
+  const Executable* exe = r.cuda.get();
+  EXPECT_LE(r.relative_error, 0.03f);
   const cuda::Program* program = cuda_program(*exe);
   ASSERT_NE(program, nullptr);
   const std::string ir = print_graph(exe->graph());
