@@ -359,7 +359,8 @@ int run_perf(Options opts) {
       };
       choice.rewrite_flags = opts.quantize.as_options();
     }
-    choice.use_cache = !opts.quantize.int8;
+    choice.data_hash = opts.quantize.data_hash();
+    choice.use_cache = !opts.quantize.int8 || choice.data_hash != 0;
     Result<CompiledForRun> compiled = compile_for_run(opts.model, *prepared, choice);
     if (!compiled.ok()) return report_error(compiled.status());
     exe = std::move(compiled->executable);

@@ -89,8 +89,9 @@ CommandAction add_run_command(CLI::App& app) {
         };
         choice.rewrite_flags = opts->quantize.as_options();
       }
-      // int8 is calibrated on a folder of data the flags only name: compiled each time.
-      choice.use_cache = !opts->no_cache && !opts->quantize.int8;
+      // int8's key holds the hash of its calibration data, which the flags only name.
+      choice.data_hash = opts->quantize.data_hash();
+      choice.use_cache = !opts->no_cache && (!opts->quantize.int8 || choice.data_hash != 0);
       auto compiled = compile_for_run(opts->model, *prepared, choice);
       if (!compiled.ok()) return report_error(compiled.status());
       exe = std::move(compiled->executable);

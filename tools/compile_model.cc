@@ -29,6 +29,7 @@ Result<CompiledForRun> compile_for_run(const std::string& path, PreparedModel& p
     request.options = choice.options;
     request.rewrite = choice.rewrite;
     request.rewrite_flags = choice.rewrite_flags;
+    request.data_hash = choice.data_hash;
     compiler::CompileCache cache;
     KILN_ASSIGN_OR_RETURN(compiler::CompiledModel compiled,
                           cache.get(model, request, std::move(graph)));

@@ -22,8 +22,11 @@ struct CompileChoice {
   std::function<Status(compiler::Graph&, const compiler::Target&)> rewrite;
   // The rewrite as `kiln compile` flags ({"fp16", ""}); part of the cache key.
   std::vector<std::pair<std::string, std::string>> rewrite_flags;
-  // Through the compile cache: false for --no-cache, and for rewrites the flags do not pin down
-  // (int8 calibrated on a folder of data).
+  // The hash of the data the rewrite reads (int8's calibration folder: QuantizeFlags::data_hash);
+  // part of the cache key.
+  uint64_t data_hash = 0;
+  // Through the compile cache: false for --no-cache, and for int8 whose calibration data could
+  // not be hashed (the rewrite then says what is wrong with it).
   bool use_cache = true;
 };
 

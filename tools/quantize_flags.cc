@@ -11,6 +11,8 @@
 #include <map>
 #include <sstream>
 
+#include "compiler/artifact/checksum.h"
+#include "core/mapped_file.h"
 #include "core/npy.h"
 #include "core/progress.h"
 #include "pipeline/executor/pipeline.h"
@@ -41,6 +43,33 @@ std::vector<std::pair<std::string, std::string>> QuantizeFlags::as_options() con
   }
   for (const std::string& op : ops) out.emplace_back("quantize-ops", op);
   return out;
+}
+
+uint64_t QuantizeFlags::data_hash() const {
+  if (!int8 || calibration.empty()) return 0;
+  std::error_code ec;
+  std::vector<fs::path> files;
+  for (fs::recursive_directory_iterator it(calibration, ec), end; !ec && it != end;
+       it.increment(ec)) {
+    if (it->is_regular_file(ec)) files.push_back(it->path());
+  }
+  if (ec || files.empty()) return 0;
+  std::sort(files.begin(), files.end());
+  if (!pipeline.empty()) files.push_back(pipeline);
+  compiler::Xxhash64 h(0x6b696c6e);  // "kiln"
+  auto bytes_of = [](std::string_view s) {
+    return std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(s.data()), s.size());
+  };
+  for (const fs::path& f : files) {
+    Result<std::shared_ptr<const MappedFile>> mapped = MappedFile::open(f.string());
+    if (!mapped.ok()) return 0;
+    const std::string name = f.lexically_relative(calibration).generic_string() + "\n" +
+                             std::to_string((*mapped)->bytes().size()) + "\n";
+    h.update(bytes_of(name));
+    h.update((*mapped)->bytes());
+  }
+  const uint64_t digest = h.digest();
+  return digest == 0 ? 1 : digest;
 }
 
 void add_quantize_flags(CLI::App* cmd, QuantizeFlags* flags, bool with_int8) {

@@ -31,6 +31,10 @@ struct QuantizeFlags {
   std::string describe() const;
   // The flags as given, for an artifact's recompile command and options.
   std::vector<std::pair<std::string, std::string>> as_options() const;
+  // With int8, a hash of the calibration data: every file under the --calibration folder (its
+  // path in the folder, size and bytes, in name order) and the --calibration-pipeline file; 0
+  // without int8 or when a file cannot be read (then nothing is cached).
+  uint64_t data_hash() const;
 };
 
 // Adds --fp16 and --bf16, and with `with_int8` --int8 and its calibration flags, plus

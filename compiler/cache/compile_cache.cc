@@ -148,6 +148,7 @@ uint64_t CompileCache::key(const ModelSource& model, const CompileRequest& reque
   std::string text = fmt::format("kiln compile cache 1\n{}model {:016x} {}\n",
                                  fingerprint_text(request.target), model.hash, model.size);
   for (const auto& [k, v] : request_options(request)) text += fmt::format("--{} {}\n", k, v);
+  if (request.data_hash != 0) text += fmt::format("data {:016x}\n", request.data_hash);
   for (const EnvFlagInfo& f : env_flags()) {
     if (f.component == request.target) {
       text += fmt::format("{}={}\n", f.variable, env_flag_string(f.flag));

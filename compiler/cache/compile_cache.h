@@ -58,6 +58,9 @@ struct CompileRequest {
   // What the rewrite does, as `kiln compile` flags without the dashes ({"fp16", ""}): part of the
   // key (it must change whenever the rewrite's result would) and of the artifact's options.
   std::vector<std::pair<std::string, std::string>> rewrite_flags;
+  // A hash of what the rewrite reads besides the model (int8's calibration data, which the flags
+  // only name by folder), 0 for none: part of the key only.
+  uint64_t data_hash = 0;
 };
 
 struct CompiledModel {

@@ -163,15 +163,18 @@ TEST(CompileCache, AChangedOptionOrModelMisses) {
     ++rewrites;
     return Status();
   };
+  // The same rewrite over other data (int8 calibrated on another folder's contents).
+  CompileRequest other_data = rewritten;
+  other_data.data_hash = 0x1234;
   const uint64_t base_key = cache.key(*model, base);
   std::set<uint64_t> keys = {base_key};
-  for (const CompileRequest* r : {&batch2, &seeded, &rewritten}) {
+  for (const CompileRequest* r : {&batch2, &seeded, &rewritten, &other_data}) {
     EXPECT_TRUE(keys.insert(cache.key(*model, *r)).second);
     Result<CompiledModel> c = cache.get(*model, *r);
     ASSERT_TRUE(c.ok()) << c.status().to_string();
     EXPECT_EQ(c->from, CompiledModel::From::kCompiled);
   }
-  EXPECT_EQ(rewrites, 1);
+  EXPECT_EQ(rewrites, 2);
   Result<CompiledModel> two = cache.get(*model, batch2);
   ASSERT_TRUE(two.ok());
   EXPECT_EQ(outputs_of(*two->executable, 2).size(), 20u);
@@ -201,8 +204,8 @@ TEST(CompileCache, AChangedOptionOrModelMisses) {
   Result<CompiledModel> c = cache.get(*changed, base);
   ASSERT_TRUE(c.ok()) << c.status().to_string();
   EXPECT_EQ(c->from, CompiledModel::From::kCompiled);
-  EXPECT_EQ(cache.counters().compiles, 5);
-  EXPECT_EQ(files_in(dir.path()).size(), 5u);
+  EXPECT_EQ(cache.counters().compiles, 6);
+  EXPECT_EQ(files_in(dir.path()).size(), 6u);
 }
 
 TEST(CompileCache, ADamagedOrStaleFileIsCompiledOverWithAWarning) {

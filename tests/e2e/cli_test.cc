@@ -79,6 +79,47 @@ TEST_F(Cli, RunsTheBundledExampleAndWritesOutputs) {
   EXPECT_NEAR(sum, 1.0, 1e-5);
 }
 
+// An int8 compile goes through the compile cache too: its key holds a hash of the calibration
+// data, so the same folder loads the cached artifact and a changed file compiles again.
+TEST_F(Cli, Int8CompilesAreCachedByTheirCalibrationData) {
+  const fs::path calibration = dir_ / "calibration";
+  fs::create_directories(calibration);
+  fs::copy_file(digit_, calibration / "a.npy");
+  fs::copy_file(digit_, calibration / "b.npy");
+  const char* old = std::getenv("KILN_CACHE_DIR");
+  const std::string saved = old == nullptr ? "" : old;
+  ::setenv("KILN_CACHE_DIR", (dir_ / "cache").c_str(), 1);
+  const std::string args = "run " + model_ + " --input image=" + digit_ + " --int8 --calibration " +
+                           calibration.string();
+  KilnRun first = run_kiln(args);
+  KilnRun second = run_kiln(args);
+  // One calibration file changed (the digit shifted by one pixel).
+  Result<Tensor> digit = read_npy(digit_);
+  ASSERT_TRUE(digit.ok());
+  std::rotate(digit->data<float>(), digit->data<float>() + 1,
+              digit->data<float>() + digit->numel());
+  ASSERT_TRUE(write_npy((calibration / "b.npy").string(), digit->view()).ok());
+  KilnRun third = run_kiln(args);
+  if (old == nullptr) {
+    ::unsetenv("KILN_CACHE_DIR");
+  } else {
+    ::setenv("KILN_CACHE_DIR", saved.c_str(), 1);
+  }
+  for (const KilnRun* r : {&first, &second, &third}) ASSERT_EQ(r->exit_code, 0) << r->output;
+  EXPECT_NE(first.output.find("compiled in"), std::string::npos) << first.output;
+  EXPECT_NE(second.output.find("loaded from the compile cache"), std::string::npos)
+      << second.output;
+  EXPECT_NE(third.output.find("compiled in"), std::string::npos) << third.output;
+  EXPECT_EQ(second.output.find("calibrating"), std::string::npos) << second.output;
+  // The cached program computes what the compiled one did.
+  auto probabilities = [](const std::string& s) {
+    const size_t at = s.find("probabilities:");
+    return at == std::string::npos ? std::string() : s.substr(at, s.find('\n', at) - at);
+  };
+  EXPECT_FALSE(probabilities(first.output).empty()) << first.output;
+  EXPECT_EQ(probabilities(first.output), probabilities(second.output));
+}
+
 TEST_F(Cli, RandomInputsAreSeeded) {
   KilnRun a = run_kiln("run " + model_ + " --input-shape image=2x1x28x28 --seed 3");
   KilnRun b = run_kiln("run " + model_ + " --input-shape image=2x1x28x28 --seed 3");
