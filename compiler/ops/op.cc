@@ -189,14 +189,16 @@ std::string Op::attributes_string() const {
   FieldCollector c;
   impl_->reflect(c);
   std::string out;
-  for (const auto& [name, field] : c.fields) {
+  for (const auto& entry : c.fields) {
+    // Not a structured binding: clang before 16 (the fuzz builds' clang 14) cannot capture one.
+    const std::string_view name = entry.first;
     std::visit(
         [&](auto* p) {
           if (is_absent(*p)) return;
           out += out.empty() ? "[" : ", ";
           out += fmt::format("{}={}", name, format_field(*p));
         },
-        field);
+        entry.second);
   }
   if (!out.empty()) out += ']';
   return out;
