@@ -93,6 +93,10 @@ struct QLinearConv {
   std::optional<std::vector<int64_t>> kernel_shape;
   std::optional<std::vector<int64_t>> pads;
   std::optional<std::vector<int64_t>> strides;
+  // kiln's own, not ONNX's: an activation ("SiLU") applied to the real-valued result before it is
+  // quantized, set by qdq_fusion where a target's int8 convolutions apply it in their epilogue;
+  // absent in imported models.
+  std::optional<std::string> activation;
 
   template <class V>
   void reflect(V& v) {
@@ -102,6 +106,7 @@ struct QLinearConv {
     v("kernel_shape", kernel_shape);
     v("pads", pads);
     v("strides", strides);
+    v("activation", activation);
   }
 };
 

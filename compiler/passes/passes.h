@@ -2,6 +2,7 @@
 // The generic passes every target starts from, one file each in passes/.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -63,7 +64,11 @@ std::unique_ptr<Pass> make_layer_norm_fusion();
 // `grouped_convs` false leaves grouped convolutions other than depthwise ones in QDQ form, for a
 // target whose int8 kernels take group 1 and depthwise only (the cuda target: the others then run
 // on its float kernels, on the GPU).
-std::unique_ptr<Pass> make_qdq_fusion(bool max_pools = false, bool grouped_convs = true);
+// `silu_convs`, for a target whose int8 convolutions apply a SiLU in their epilogue (the cuda
+// target): Q(Mul(y, Sigmoid(y))) with y = Conv(DQ(x), DQ(w), bias), read by nothing else, becomes a
+// QLinearConv with kiln's activation "SiLU" where silu_convs(the Conv) says the target runs it so.
+std::unique_ptr<Pass> make_qdq_fusion(bool max_pools = false, bool grouped_convs = true,
+                                      std::function<bool(const Node&)> silu_convs = {});
 
 // Replaces an If whose condition is a constant by the nodes of the branch it takes (inside
 // subgraphs too); a graph output the If returned keeps its name.

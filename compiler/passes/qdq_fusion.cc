@@ -6,7 +6,9 @@
 
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <optional>
+#include <utility>
 
 #include "compiler/ops/all_ops.h"
 #include "compiler/ops/infer.h"
@@ -227,6 +229,23 @@ Value* quantized_source(const Node& q, const TensorParams& yp, bool& int_relu) {
   return y;
 }
 
+// The Conv output y when `z` is y * Sigmoid(y) (either order) and nothing else reads y or the
+// Sigmoid; nullptr otherwise.
+Value* silu_source(const Value* z) {
+  Node* mul = z->producer();
+  if (mul == nullptr || mul->kind() != OpKind::kMul || mul->num_inputs() != 2) return nullptr;
+  for (int i = 0; i < 2; ++i) {
+    Value* y = mul->input(i);
+    const Node* sigmoid = mul->input(1 - i)->producer();
+    if (sigmoid != nullptr && sigmoid->kind() == OpKind::kSigmoid && sigmoid->input(0) == y &&
+        sole_user(sigmoid->output(0)) == mul && y->uses().size() == 2 && !is_graph_output(y) &&
+        y->producer() != nullptr && y->producer()->kind() == OpKind::kConv) {
+      return y;
+    }
+  }
+  return nullptr;
+}
+
 // `out` (a fused node's 8-bit output), through a Relu on its values when `int_relu`.
 Result<Value*> with_int_relu(Graph& graph, Node* q, Value* out, bool int_relu,
                              const std::string& name) {
@@ -243,16 +262,25 @@ Value* finish(Graph& graph, Node* q, Op op, std::vector<Value*> inputs, const st
   return n->output(0);
 }
 
-// Q(Conv(DQ(x), DQ(w), bias)) (a Relu before the Q absorbed)  ==>  QLinearConv.
-Result<bool> fuse_conv(Graph& graph, Node* q, bool grouped_convs) {
+// Q(Conv(DQ(x), DQ(w), bias)) (a Relu before the Q absorbed)  ==>  QLinearConv; with
+// `silu_convs`, Q(SiLU(Conv(...)))  ==>  QLinearConv[activation = "SiLU"].
+Result<bool> fuse_conv(Graph& graph, Node* q, bool grouped_convs,
+                       const std::function<bool(const Node&)>& silu_convs) {
   if (q->kind() != OpKind::kQuantizeLinear) return false;
   std::optional<TensorParams> yp = tensor_params(*q);
   if (!yp) return false;
   bool int_relu = false;
   Value* y = quantized_source(*q, *yp, int_relu);
+  bool silu = false;
+  if (silu_convs && y == q->input(0) && sole_user(y) == q) {
+    if (Value* s = silu_source(y); s != nullptr && silu_convs(*s->producer())) {
+      y = s;
+      silu = true;
+    }
+  }
   Node* conv = y->producer();
   if (conv == nullptr || conv->kind() != OpKind::kConv || conv->graph() != &graph) return false;
-  if (sole_user(y) == nullptr) return false;
+  if (!silu && sole_user(y) == nullptr) return false;
   const auto& attrs = conv->attrs<ops::Conv>();
   if (attrs.group != 1 && !grouped_convs) {
     // Depthwise ones still fuse (group = input channels = filters, one input channel a filter).
@@ -264,7 +292,7 @@ Result<bool> fuse_conv(Graph& graph, Node* q, bool grouped_convs) {
     if (!depthwise) return false;
   }
   if (attrs.activation) {
-    if (*attrs.activation != "Relu" || int_relu) return false;
+    if (*attrs.activation != "Relu" || int_relu || silu) return false;
     if (!relu_is_saturation(*yp)) {
       if (!relu_is_int8_floor(*yp)) return false;
       int_relu = true;
@@ -288,6 +316,7 @@ Result<bool> fuse_conv(Graph& graph, Node* q, bool grouped_convs) {
   op.kernel_shape = attrs.kernel_shape;
   op.pads = attrs.pads;
   op.strides = attrs.strides;
+  if (silu) op.activation = "SiLU";
   std::vector<Value*> inputs = {
       dqx->input(0),
       dqx->input(1),
@@ -575,26 +604,30 @@ Result<bool> clip_in_integers(Graph& graph, Node* q) {
 
 class QdqFusion final : public Pass {
  public:
-  QdqFusion(bool max_pools, bool grouped_convs)
-      : max_pools_(max_pools), grouped_convs_(grouped_convs) {}
+  QdqFusion(bool max_pools, bool grouped_convs, std::function<bool(const Node&)> silu_convs)
+      : max_pools_(max_pools), grouped_convs_(grouped_convs), silu_convs_(std::move(silu_convs)) {}
   std::string_view name() const override { return "qdq_fusion"; }
   Result<bool> run(Graph& graph) override {
     const bool max_pools = max_pools_;
     const bool grouped = grouped_convs_;
     auto elide = [max_pools](Graph& g, Node* q) { return elide_pair(g, q, max_pools); };
-    auto conv = [grouped](Graph& g, Node* q) { return fuse_conv(g, q, grouped); };
+    auto conv = [grouped, this](Graph& g, Node* q) {
+      return fuse_conv(g, q, grouped, silu_convs_);
+    };
     return rewrite_to_fixpoint(graph, {conv, fuse_matmul, fuse_linear, elide, clip_in_integers});
   }
 
  private:
   bool max_pools_;
   bool grouped_convs_;
+  std::function<bool(const Node&)> silu_convs_;
 };
 
 }  // namespace
 
-std::unique_ptr<Pass> make_qdq_fusion(bool max_pools, bool grouped_convs) {
-  return std::make_unique<QdqFusion>(max_pools, grouped_convs);
+std::unique_ptr<Pass> make_qdq_fusion(bool max_pools, bool grouped_convs,
+                                      std::function<bool(const Node&)> silu_convs) {
+  return std::make_unique<QdqFusion>(max_pools, grouped_convs, std::move(silu_convs));
 }
 
 }  // namespace kiln::compiler

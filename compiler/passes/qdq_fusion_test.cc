@@ -342,6 +342,86 @@ TEST(QdqFusion, LeavesGroupedConvolutionsToTargetsThatDoNotAskForThem) {
   EXPECT_EQ(op_counts(g)["Conv"], 1) << print_graph(g);
 }
 
+// Conv(+bias) -> SiLU (x * Sigmoid(x)) -> Q(int8, zero point 0), as EfficientNet's blocks are
+// quantized by kiln's own calibration for cuda; `also_returned` makes the Conv's output a graph
+// output too (then nothing fuses).
+void build_conv_silu(Graph& g, bool also_returned) {
+  GraphBuilder b(g);
+  Value* x = b.input("x", TensorType(DType::kU8, Shape{1, 3, 5, 5}));
+  Value* xd = b.add(
+      Op(ops::DequantizeLinear{}),
+      {x, b.constant(Tensor::scalar(0.04f), "xs"), b.constant(Tensor::scalar<uint8_t>(128), "xz")},
+      "xd");
+  ops::DequantizeLinear axis0;
+  axis0.axis = 0;
+  Value* wd = b.add(Op(axis0),
+                    {b.constant(filled_i8(Shape{4, 3, 3, 3}, 5), "w"),
+                     b.constant(Tensor::from_vector<float>({0.01f, 0.02f, 0.015f, 0.005f}), "ws"),
+                     b.constant(Tensor(DType::kI8, Shape{4}), "wz")},
+                    "wd");
+  ops::Conv conv;
+  conv.pads = std::vector<int64_t>{1, 1, 1, 1};
+  Value* bias = b.constant(Tensor::from_vector<float>({0.3f, -0.2f, 0.05f, -1.0f}), "bias");
+  Value* c = b.add(Op(conv), {xd, wd, bias}, "conv");
+  Value* gate = b.add(Op(ops::Sigmoid{}), {c}, "gate");
+  Value* silu = b.add(Op(ops::Mul{}), {c, gate}, "silu");
+  b.output(b.add(
+      Op(ops::QuantizeLinear{}),
+      {silu, b.constant(Tensor::scalar(0.03f), "ys"), b.constant(Tensor::scalar<int8_t>(0), "yz")},
+      "yq"));
+  if (also_returned) b.output(c);
+}
+
+// For a target whose int8 convolutions apply a SiLU (cuda), Q(SiLU(Conv)) is one QLinearConv with
+// kiln's activation "SiLU", computing what the float graph did within one step; only where the
+// target says it takes that Conv, and never when something else reads the Conv's output.
+TEST(QdqFusion, FoldsASiluBeforeTheQIntoTheConvolutionForTargetsThatAskForIt) {
+  auto g = std::make_shared<Graph>("silu");
+  build_conv_silu(*g, false);
+  auto original = std::make_shared<Graph>("silu");
+  build_conv_silu(*original, false);
+  int asked = 0;
+  auto takes = [&asked](const Node& conv) {
+    EXPECT_EQ(conv.kind(), OpKind::kConv);
+    ++asked;
+    return true;
+  };
+  ASSERT_TRUE(make_qdq_fusion(false, false, takes)->run(*g).ok());
+  ASSERT_TRUE(make_dead_code_elimination()->run(*g).ok());
+  EXPECT_GE(asked, 1);
+  EXPECT_EQ(op_counts(*g), (std::map<std::string, int>{{"QLinearConv", 1}})) << print_graph(*g);
+  for (const auto& node : g->nodes()) {
+    if (node->kind() == OpKind::kQLinearConv) {
+      EXPECT_EQ(node->attrs<ops::QLinearConv>().activation, std::optional<std::string>("SiLU"));
+    }
+  }
+  const Tensor x = u8_input(Shape{1, 3, 5, 5});
+  const Tensor want = run_ref(original, x);
+  const Tensor got = run_ref(g, x);
+  ASSERT_EQ(got.dtype(), DType::kI8);
+  ASSERT_EQ(want.shape(), got.shape());
+  int exact = 0, negative = 0;
+  for (int64_t i = 0; i < want.numel(); ++i) {
+    const int w = want.data<int8_t>()[i], v = got.data<int8_t>()[i];
+    EXPECT_LE(std::abs(w - v), 1) << i;
+    exact += w == v;
+    negative += v < 0;
+  }
+  EXPECT_GE(exact, want.numel() * 9 / 10);
+  EXPECT_GT(negative, 0);  // SiLU's dip below zero survived: not a ReLU
+
+  for (const bool also_returned : {false, true}) {
+    Graph kept("silu");
+    build_conv_silu(kept, also_returned);
+    auto refuses = [](const Node&) { return false; };
+    ASSERT_TRUE(make_qdq_fusion(false, false,
+                                also_returned ? std::function<bool(const Node&)>(takes) : refuses)
+                    ->run(kept)
+                    .ok());
+    EXPECT_EQ(op_counts(kept).count("QLinearConv"), 0u) << print_graph(kept);
+  }
+}
+
 // torch's export of a quantized Linear on [B, S, K]: MatMul(DQ(x), Transpose(DQ(w))) + DQ(bias).
 void build_linear(Graph& g) {
   GraphBuilder b(g);

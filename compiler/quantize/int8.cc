@@ -390,15 +390,29 @@ Result<Int8Report> quantize_int8(Graph& graph, const Target& target, int64_t cou
   }
 
   // Rewrite into QDQ form: one pair per value, before its first int8 reader, which every int8
-  // reader then reads.
+  // reader then reads (every reader of this graph, with dequantize_every_reader: the pair then
+  // goes before the first of them).
+  const bool every_reader = options.dequantize_every_reader.value_or(target.name() == "cuda");
+  std::unordered_map<const Node*, size_t> position;
+  for (const auto& owned : graph.nodes()) position.emplace(owned.get(), position.size());
   std::unordered_set<const Node*> int8_nodes;
   for (Value* v : placement.values) {
-    const std::vector<Reader>& readers = placement.readers.at(v);
-    KILN_ASSIGN_OR_RETURN(Value * dq, add_qdq(graph, v, scales.at(v), readers.front().node));
-    for (const Reader& r : readers) {
-      r.node->set_input(r.input, dq);
-      int8_nodes.insert(r.node);
+    const std::vector<Reader>& int8_readers = placement.readers.at(v);
+    std::vector<Reader> readers = int8_readers;
+    Node* before = int8_readers.front().node;
+    if (every_reader) {
+      for (const Use& u : std::vector<Use>(v->uses())) {
+        if (u.node->graph() != &graph || position.count(u.node) == 0) continue;
+        const Reader r{u.node, u.index};
+        auto same = [&](const Reader& o) { return o.node == r.node && o.input == r.input; };
+        if (std::find_if(readers.begin(), readers.end(), same) != readers.end()) continue;
+        readers.push_back(r);
+        if (position.at(u.node) < position.at(before)) before = u.node;
+      }
     }
+    KILN_ASSIGN_OR_RETURN(Value * dq, add_qdq(graph, v, scales.at(v), before));
+    for (const Reader& r : readers) r.node->set_input(r.input, dq);
+    for (const Reader& r : int8_readers) int8_nodes.insert(r.node);
   }
   std::unordered_map<const Value*, Value*> weights;
   for (const Site& site : placement.sites) {

@@ -89,6 +89,11 @@ struct Int8Options {
   // the range: what the cuda target's int8 kernels take (centered s8). Unset: true for the cuda
   // target, else u8 for never-negative activations.
   std::optional<bool> symmetric_activations;
+  // Every node reading a quantized activation reads its DequantizeLinear, the float ops too (as
+  // ONNX Runtime's quantize_static does), not only the int8 ones: a SiLU's output that a
+  // squeeze-and-excitation Mul reads beside a convolution is then int8 alone, so the convolution
+  // writes int8 (the cuda target fuses the SiLU into it). Unset: true for the cuda target.
+  std::optional<bool> dequantize_every_reader;
   CalibrationMethod method = CalibrationMethod::kMax;
   double percentile = 99.99;  // kPercentile: which percentile of |x|, in (0, 100]
   int bins = 2048;            // histogram bins for kPercentile and kEntropy
@@ -125,7 +130,7 @@ using CalibrationReader = std::function<Result<CalibrationBatch>(int64_t index)>
 // each one's range with `method` (a MaxPool's or element-moving op's output takes its input's),
 // then rewrites the graph into standard ONNX QDQ form:
 //   activation -> QuantizeLinear(scale, zero point 0; u8 when never negative, else s8)
-//              -> DequantizeLinear -> every int8 reader
+//              -> DequantizeLinear -> every int8 reader (every reader: dequantize_every_reader)
 //   weight     -> int8 constant (symmetric, per output channel, in [-127, 127])
 //              -> DequantizeLinear(axis = the output-channel axis, per-channel scales) -> node
 // Biases stay float. Scales are graph constants, so they are stored in artifacts. Fails naming

@@ -277,6 +277,22 @@ TEST(Int8, SymmetricActivationsAreSignedWithZeroPointZero) {
   EXPECT_EQ(print_graph(g).find("u8["), std::string::npos) << print_graph(g);
 }
 
+// dequantize_every_reader (the cuda target's default): a float reader of a quantized activation
+// reads its DequantizeLinear too, as ONNX Runtime places the pairs; the int8 readers are the same.
+TEST(Int8, EveryReaderReadsTheDequantizedValueWhenAsked) {
+  Graph g("residual");
+  Int8Options options;
+  options.dequantize_every_reader = true;
+  Result<Int8Report> report = quantize_residual(g, options);
+  ASSERT_TRUE(report.ok()) << report.status().to_string();
+  EXPECT_EQ(report->quantized_nodes, 6);
+  const std::string ir = print_graph(g);
+  EXPECT_NE(ir.find("%float_add: f32[1,8,4,4] = Add(%c1_DequantizeLinear, %c2_DequantizeLinear)"),
+            std::string::npos)
+      << ir;
+  EXPECT_TRUE(verify_graph(g).ok());
+}
+
 TEST(Int8, ExcludedNodesAndOpsStayInFloat) {
   for (const std::vector<std::string>& exclude :
        std::vector<std::vector<std::string>>{{"add"}, {"Add"}}) {

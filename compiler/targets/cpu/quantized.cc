@@ -344,6 +344,8 @@ bool lower_as_matmul(ProgramBuilder& b, const Node& node, const IntConv& c) {
 }
 
 bool lower_qlinear_conv(ProgramBuilder& b, const Node& node) {
+  // A fused activation (the cuda target's qdq_fusion) runs on the ref kernel.
+  if (node.attrs<ops::QLinearConv>().activation) return false;
   IntConv c;
   c.x = node.input(0);
   c.w = constant_of(node, 3);

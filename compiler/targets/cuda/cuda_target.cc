@@ -11,6 +11,7 @@
 #include "compiler/runtime/session_pool.h"
 #include "compiler/targets/cuda/cublaslt_loader.h"
 #include "compiler/targets/cuda/program.h"
+#include "compiler/targets/cuda/quantized.h"
 #include "compiler/targets/ref/interpreter.h"
 #include "core/gpu.h"
 #include "core/logging.h"
@@ -128,7 +129,8 @@ class CudaTarget final : public Target {
     passes.push_back(make_layer_norm_fusion());
     for (auto& pass : standard_passes()) passes.push_back(std::move(pass));
     // QDQ regions become QLinearConv and friends, which run on int8 kernels (quantized.cc).
-    passes.push_back(make_qdq_fusion(/*max_pools=*/false, /*grouped_convs=*/false));
+    passes.push_back(make_qdq_fusion(/*max_pools=*/false, /*grouped_convs=*/false,
+                                     /*silu_convs=*/cuda::int8_silu_conv));
     // The float Convs and Dequantizes the fusion replaced would otherwise still run.
     passes.push_back(make_dead_code_elimination());
     passes.push_back(make_conv_activation_fusion());

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: Apache-2.0
-// The int8 residual Add (Q(Relu?(Add(DQ, DQ)))), MaxPool (Q(MaxPool(DQ))) and
-// GlobalAveragePool(DQ) on the 8-bit values (kernels/int8.h): their patterns and lowerings.
+// The int8 residual Add (Q(Relu?(Add(DQ, DQ)))), MaxPool (Q(MaxPool(DQ))), GlobalAveragePool(DQ)
+// and squeeze-and-excitation scaling (Q(Mul(DQ, Sigmoid))) on the 8-bit values (kernels/int8.h):
+// their patterns and lowerings.
 #include <optional>
 #include <vector>
 
@@ -101,8 +102,10 @@ std::optional<IntMean> int_mean(const Builder& b, const Node& pool) {
   m.pool = &pool;
   m.dq = pool.input(0)->producer();
   const Value* y = pool.output(0);
-  if (m.dq == nullptr || m.dq->kind() != OpKind::kDequantizeLinear ||
-      sole_reader(b, pool.input(0)) != &pool || !is_static4(m.dq->input(0)) ||
+  // Other readers of the DequantizeLinear may read it in float: the pool still reads the 8-bit
+  // values.
+  (void)b;
+  if (m.dq == nullptr || m.dq->kind() != OpKind::kDequantizeLinear || !is_static4(m.dq->input(0)) ||
       m.dq->output(0)->tensor_type().dtype != DType::kF32 || !is_static4(y) ||
       y->tensor_type().dtype != DType::kF32) {
     return std::nullopt;
@@ -113,14 +116,64 @@ std::optional<IntMean> int_mean(const Builder& b, const Node& pool) {
   return m;
 }
 
-// A DequantizeLinear whose step is its reader's (an int8 Add, MaxPool or GlobalAveragePool).
+std::optional<IntScale> int_channel_scale(const Builder& b, const Node& sigmoid) {
+  if (sigmoid.kind() != OpKind::kSigmoid || sigmoid.num_inputs() != 1) return std::nullopt;
+  IntScale r;
+  r.sigmoid = &sigmoid;
+  r.mul = sole_reader(b, sigmoid.output(0));
+  if (r.mul == nullptr || r.mul->kind() != OpKind::kMul || r.mul->num_inputs() != 2 ||
+      !is_static4(r.mul->output(0)) || r.mul->output(0)->tensor_type().dtype != DType::kF32) {
+    return std::nullopt;
+  }
+  const Value* x = r.mul->input(r.mul->input(0) == sigmoid.output(0) ? 1 : 0);
+  const Shape y = r.mul->output(0)->tensor_type().shape();
+  const Value* s = sigmoid.input(0);
+  if (x == sigmoid.output(0) || !is_static4(x) || x->tensor_type().shape() != y || !is_static4(s) ||
+      s->tensor_type().shape() != Shape{y[0], y[1], 1, 1} ||
+      s->tensor_type().dtype != DType::kF32 || y[2] * y[3] <= 1 || y[1] % 4 != 0) {
+    return std::nullopt;
+  }
+  r.dq = x->producer();
+  if (r.dq == nullptr || r.dq->kind() != OpKind::kDequantizeLinear) return std::nullopt;
+  std::optional<QParams> in = qdq_params(*r.dq);
+  if (!in || !centerable(*in)) return std::nullopt;
+  r.q = sole_reader(b, r.mul->output(0));
+  if (r.q == nullptr || r.q->kind() != OpKind::kQuantizeLinear) return std::nullopt;
+  std::optional<QParams> out = qdq_params(*r.q);
+  if (!out || !centerable(*out) || !is_static4(r.q->output(0))) return std::nullopt;
+  r.in = *in;
+  r.out = *out;
+  return r;
+}
+
+// A DequantizeLinear whose step is its readers' (int8 Adds, MaxPools, GlobalAveragePools and
+// channel scalings), none of them a graph output.
 bool deferred_dq(const Builder& b, const Node& dq) {
-  const Node* reader = sole_reader(b, dq.output(0));
-  if (reader == nullptr) return false;
-  if (reader->kind() == OpKind::kAdd) return int_add(b, *reader).has_value();
-  if (reader->kind() == OpKind::kMaxPool) return int_pool(b, *reader).has_value();
-  if (reader->kind() == OpKind::kGlobalAveragePool) return int_mean(b, *reader).has_value();
-  return false;
+  const Value* v = dq.output(0);
+  if (v->uses().empty()) return false;
+  for (const Value* out : b.graph().outputs()) {
+    if (out == v) return false;
+  }
+  for (const Use& use : v->uses()) {
+    const Node& reader = *use.node;
+    bool int8 = false;
+    switch (reader.kind()) {
+      case OpKind::kAdd: int8 = int_add(b, reader).has_value(); break;
+      case OpKind::kMaxPool: int8 = int_pool(b, reader).has_value(); break;
+      case OpKind::kGlobalAveragePool: int8 = int_mean(b, reader).has_value(); break;
+      case OpKind::kMul: {
+        const Value* other = reader.input(reader.input(0) == v ? 1 : 0);
+        const Node* sigmoid = other->producer();
+        const std::optional<IntScale> r =
+            sigmoid != nullptr ? int_channel_scale(b, *sigmoid) : std::nullopt;
+        int8 = r && r->dq == &dq;
+        break;
+      }
+      default: break;
+    }
+    if (!int8) return false;
+  }
+  return true;
 }
 
 // Both operands are stored alike: int_add checked the shapes and channels.
@@ -174,6 +227,34 @@ bool lower_int_mean(Builder& b, const IntMean& m) {
     return launch_mean8(ptr(ss, xi), n, c, stored_c, s, scale, static_cast<float*>(ptr(ss, yi)),
                         ss.stream);
   });
+  return true;
+}
+
+bool lower_int_channel_scale(Builder& b, const IntScale& r) {
+  const int xi = centered_input(b, r.dq->input(0), r.in);
+  const int64_t stored_c = b.buffer(xi).shape[1];
+  if (stored_c % 4 != 0 || !b.has_buffer(r.sigmoid->input(0))) return false;
+  const Shape x = r.dq->input(0)->tensor_type().shape();
+  const int gi = b.stored_buffer(r.sigmoid->input(0));  // [N, C, 1, 1]: alike in either layout
+  const Value* y = r.q->output(0);
+  const Out o = define_output(b, y, stored_c);
+  ChannelScale8 p;
+  p.n = x[0];
+  p.c = x[1];
+  p.stored_c = stored_c;
+  p.s = x[2] * x[3];
+  p.k = r.in.scale / r.out.scale;
+  std::tie(p.lo, p.hi) = centered_bounds(r.out, false);
+  const int yi = o.centered;
+  add(b, *r.mul, "Sigmoid+ChannelScale int8", {xi, gi}, {yi}, [=](Session& s) mutable {
+    p.x = ptr(s, xi);
+    p.gate = static_cast<const float*>(ptr(s, gi));
+    p.y = ptr(s, yi);
+    return launch_channel_scale8(p, s.stream);
+  });
+  finish_output(b, o, y, r.out);
+  b.mark_fused(r.mul);
+  b.mark_fused(r.q);
   return true;
 }
 

@@ -33,8 +33,10 @@ enum class Stem {
 // integer sums as the s8 kernels (|sum| < 2^24), at f16 tensor-core speed. cuDNN's s8 engines
 // for a 16-channel 7x7/2 convolution were slow: ResNet-50's stem took 7.18 ms of 14.2 at batch 256
 // on an H200. A stride-2 one (one reader) runs space-to-depth. KILN_CUDA_INT8_STEM=int8, f16 or
-// s2d picks one (where it applies), to compare them on a GPU.
-Stem stem_of(const Builder& b, const Value* v, const Shape& shape, const Int8Layout& x_layout) {
+// s2d picks one (where it applies), to compare them on a GPU. A convolution with a fused SiLU runs
+// on the own s8 kernel: s2d where it applies and the values are `centerable`, else s8.
+Stem stem_of(const Builder& b, const Value* v, const Shape& shape, const Int8Layout& x_layout,
+             bool centerable) {
   static const std::string_view forced = [] {
     const char* e = env_flag_c_str(EnvFlag::kCudaInt8Stem);
     return std::string_view(e == nullptr ? "" : e);
@@ -47,17 +49,20 @@ Stem stem_of(const Builder& b, const Value* v, const Shape& shape, const Int8Lay
     if (out == v) return Stem::kS8;
   }
   // Only int8 convolutions read it (f16 integers hold any zero point's values exactly).
+  bool silu = false;  // one applies a SiLU, which only the own s8 kernel does
   for (const auto& use : v->uses()) {
     const std::optional<IntConv> c =
         use.node->kind() == OpKind::kQLinearConv ? int_conv(*use.node) : std::nullopt;
     if (use.index != 0 || !c || c->group != 1) {
       return Stem::kS8;
     }
+    silu = silu || c->silu > 0.0f;
   }
-  if (forced == "f16" || v->uses().size() != 1) return Stem::kF16;
+  if ((forced == "f16" && !silu) || v->uses().size() != 1) return silu ? Stem::kS8 : Stem::kF16;
   const Node* conv = v->uses().front().node;
   std::optional<IntConv> c = int_conv(*conv);
   const bool s2d = c && s2d_geometry(*c, shape, conv->output(0)->tensor_type().shape());
+  if (silu) return s2d && centerable ? Stem::kS2d : Stem::kS8;
   return s2d ? Stem::kS2d : Stem::kF16;
 }
 
@@ -103,7 +108,7 @@ Result<bool> lower_quantize(Builder& b, const Node& node) {
   bool y_u8 = false;
   int32_t y_off = 0;
   auto [lo, hi] = centered_bounds(*p, false);
-  const Stem stem = *e == Elem::kF32 ? stem_of(b, y, shape, xl) : Stem::kS8;
+  const Stem stem = *e == Elem::kF32 ? stem_of(b, y, shape, xl, centerable(*p)) : Stem::kS8;
   // The first convolution's f16 input: whole quantized values, centered, NHWC.
   const auto define_f16 = [&](Shape f16_shape) {
     Buffer buf;

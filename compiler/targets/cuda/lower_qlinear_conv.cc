@@ -35,6 +35,7 @@ std::optional<IntConv> int_conv(const Node& node) {
   if (node.kind() != OpKind::kQLinearConv || node.num_inputs() < 8) return std::nullopt;
   const auto& op = node.attrs<ops::QLinearConv>();
   if (!is_static4(node.input(0)) || !is_static4(node.output(0))) return std::nullopt;
+  if (op.activation && *op.activation != "SiLU") return std::nullopt;
   if (op.group != 1 && (op.group != node.input(0)->tensor_type().shape()[1] ||
                         op.group != node.output(0)->tensor_type().shape()[1])) {
     return std::nullopt;
@@ -54,6 +55,7 @@ std::optional<IntConv> int_conv(const Node& node) {
   if (!centerable(*y)) return std::nullopt;
   c.x = *x;
   c.y = *y;
+  if (op.activation) c.silu = c.y.scale;
   const int64_t k = c.w->shape()[0];
   if (ws->numel() != 1 && ws->numel() != k) return std::nullopt;
   for (float s : ws->span<float>()) {
@@ -82,21 +84,31 @@ std::optional<IntConv> int_conv(const Node& node) {
   return c;
 }
 
-std::optional<S2d> s2d_geometry(const IntConv& c, const Shape& x, const Shape& y) {
-  if (c.g.strides != std::vector<int64_t>{2, 2} || c.g.dilations != std::vector<int64_t>{1, 1} ||
+namespace {
+
+// s2d_geometry of a window `g` with filter shape `w`.
+std::optional<S2d> s2d_window(const WindowGeometry& g_in, const Shape& w, const Shape& x,
+                              const Shape& y) {
+  if (g_in.strides != std::vector<int64_t>{2, 2} || g_in.dilations != std::vector<int64_t>{1, 1} ||
       x[1] > 4 || x[2] % 2 != 0 || x[3] % 2 != 0) {
     return std::nullopt;
   }
   S2d g;
   for (int d = 0; d < 2; ++d) {
-    const int64_t pad = c.g.pad_begin[static_cast<size_t>(d)];
-    const int64_t r = c.w->shape()[2 + d];
+    const int64_t pad = g_in.pad_begin[static_cast<size_t>(d)];
+    const int64_t r = w[2 + d];
     g.pre[d] = (pad + 1) / 2;
     g.taps[d] = (r - 1 + 2 * g.pre[d] - pad) / 2 + 1;
     g.post[d] = y[2 + d] - x[2 + d] / 2 - g.pre[d] + g.taps[d] - 1;
     if (g.post[d] < 0) return std::nullopt;
   }
   return g;
+}
+
+}  // namespace
+
+std::optional<S2d> s2d_geometry(const IntConv& c, const Shape& x, const Shape& y) {
+  return s2d_window(c.g, c.w->shape(), x, y);
 }
 
 namespace {
@@ -132,6 +144,7 @@ std::optional<Int8Gemm> gemm_problem(const ConvProblem& p) {
   g.rescale = p.residual_scale;
   g.lo = p.lo;
   g.hi = p.hi;
+  g.silu = p.silu;
   if (!int8_gemm_supported(g)) return std::nullopt;
   return g;
 }
@@ -155,7 +168,7 @@ Result<KernelChoice> choose_kernel(Builder& b, const ConvProblem& p, const Int8G
   const char* env = env_flag_c_str(EnvFlag::kCudaInt8Gemm);
   const std::string_view forced(env == nullptr ? "" : env);
   KernelChoice c;
-  if (forced == "0") {
+  if (forced == "0" && p.silu == 0.0f) {
     KILN_ASSIGN_OR_RETURN(c.plan, choose_plan(b, p));
     return c;
   }
@@ -167,7 +180,7 @@ Result<KernelChoice> choose_kernel(Builder& b, const ConvProblem& p, const Int8G
       c.config = *config;
       return c;
     }
-    if (config && *config == -1) {
+    if (config && *config == -1 && p.silu == 0.0f) {
       KILN_ASSIGN_OR_RETURN(c.plan, choose_plan(b, p));
       if (c.plan != nullptr) {
         b.record_choice(key, *known, false);
@@ -176,7 +189,7 @@ Result<KernelChoice> choose_kernel(Builder& b, const ConvProblem& p, const Int8G
     }
   }
   float cudnn_ms = INFINITY;
-  if (forced != "1") {
+  if (forced != "1" && p.silu == 0.0f) {  // cuDNN's graph has no SiLU
     float ms = NAN;
     KILN_ASSIGN_OR_RETURN(c.plan, choose_plan(b, p, &ms));
     // A plan chosen from stored tuning comes without its time.
@@ -291,7 +304,7 @@ Result<int> choose_stem(Builder& b, const ConvProblem& half, const ConvPlan* pla
                         const ConvProblem& s8, const Int8Gemm& g) {
   const char* env = env_flag_c_str(EnvFlag::kCudaInt8Gemm);
   const std::string_view forced(env == nullptr ? "" : env);
-  if (forced == "0") return -1;
+  if (forced == "0" && s8.silu == 0.0f) return -1;  // a fused SiLU runs on the own kernel only
   const std::string key = "int8 gemm stem of " + s8.key();
   if (const std::vector<uint8_t>* known = b.known_choice(key); known != nullptr && forced != "1") {
     std::optional<int32_t> config = choice_value<int32_t>(*known);
@@ -400,10 +413,14 @@ Result<int> s2d_stem_config(Builder& b, const Node& conv, const Shape& x) {
   if (!c) return -1;
   const bool relu = int_relu_reader(b, conv) != nullptr;
   ConvProblem half = conv_problem(*c, x, conv.output(0)->tensor_type().shape(), 16, true, true);
-  KILN_ASSIGN_OR_RETURN(std::shared_ptr<ConvPlan> plan, choose_half_plan(b, half, c->y, relu));
+  std::shared_ptr<ConvPlan> plan;  // cuDNN's f16 plan; none for a fused SiLU
+  if (c->silu == 0.0f) {
+    KILN_ASSIGN_OR_RETURN(plan, choose_half_plan(b, half, c->y, relu));
+  }
   ConvProblem q = half;
   q.half = false;
   q.half_out = false;
+  q.silu = c->silu;
   std::tie(q.lo, q.hi) = centered_bounds(c->y, relu);
   std::optional<Int8Gemm> gemm = gemm_problem(q);
   if (!gemm) return -1;
@@ -447,7 +464,7 @@ bool lower_depthwise_qconv(Builder& b, const Node& node, const IntConv& c) {
   const int xi = centered_input(b, xv, c.x);
   const int64_t sc = b.buffer(xi).shape[1];  // stored channels
   if (sc % 4 != 0) return false;
-  const Node* relu = int_relu_reader(b, node);
+  const Node* relu = c.silu > 0.0f ? nullptr : int_relu_reader(b, node);
   const int64_t kh = c.w->shape()[2];
   const int64_t kw = c.w->shape()[3];
   // The filter as [kh, kw, stored channels], the requantization per stored channel (0 past C).
@@ -488,8 +505,12 @@ bool lower_depthwise_qconv(Builder& b, const Node& node, const IntConv& c) {
   p.dh = static_cast<int>(c.g.dilations[0]);
   p.dw = static_cast<int>(c.g.dilations[1]);
   std::tie(p.lo, p.hi) = centered_bounds(c.y, relu != nullptr);
+  p.silu = c.silu;
   const int yi = o.centered;
-  add(b, node, relu != nullptr ? "QLinearConv+Relu depthwise int8" : "QLinearConv depthwise int8",
+  add(b, node,
+      relu != nullptr ? "QLinearConv+Relu depthwise int8"
+      : c.silu > 0.0f ? "QLinearConv+SiLU depthwise int8"
+                      : "QLinearConv depthwise int8",
       {xi, wi, si, bi}, {yi}, [=](Session& s) mutable {
         p.x = ptr(s, xi);
         p.w = ptr(s, wi);
@@ -529,11 +550,18 @@ Result<bool> lower_qlinear_conv(Builder& b, const Node& node) {
   const bool s2d = is_s2d(b.buffer(xi), x);
   // stem_of's f16 input
   ConvProblem p = conv_problem(*c, x, y, stored_c, b.buffer(xi).dtype == DType::kF16, s2d);
+  p.silu = c->silu;
+  if (p.silu > 0.0f && p.half) {
+    // stem_of gives a SiLU convolution's input s8 (the f16 engines are cuDNN's, without SiLU).
+    return internal_error(
+        fmt::format("cuda target: {}: a fused SiLU on an f16 input", node.describe()));
+  }
   // The plan, with the residual Add fused when an engine takes it (s8 input), else alone; an f16
-  // input's with an s8 output when an engine writes one, else f16 rounded by a step after.
-  std::optional<IntAdd> sum = p.half ? std::nullopt : fusable_add(b, node);
+  // input's with an s8 output when an engine writes one, else f16 rounded by a step after. Not
+  // after a fused SiLU (the own kernel applies one or the other).
+  std::optional<IntAdd> sum = p.half || p.silu > 0.0f ? std::nullopt : fusable_add(b, node);
   // A Relu on the output's int8 values (never with a residual Add: the Add reads the output).
-  const Node* relu = int_relu_reader(b, node);
+  const Node* relu = p.silu > 0.0f ? nullptr : int_relu_reader(b, node);
   std::shared_ptr<ConvPlan> plan;
   int gemm_config = -1;  // the own kernel's tile configuration, when it runs
   std::optional<Int8Gemm> gemm;
@@ -558,7 +586,8 @@ Result<bool> lower_qlinear_conv(Builder& b, const Node& node) {
       plan = std::move(choice.plan);
     }
   }
-  for (int fused = sum ? 1 : 0; !p.half && !s2d && gemm_config < 0 && fused >= 0 && plan == nullptr;
+  for (int fused = sum ? 1 : 0;
+       !p.half && !s2d && p.silu == 0.0f && gemm_config < 0 && fused >= 0 && plan == nullptr;
        --fused) {
     p.residual = fused == 1;
     if (p.residual) p.residual_scale = sum->in[1].scale / sum->out.scale;
@@ -572,6 +601,11 @@ Result<bool> lower_qlinear_conv(Builder& b, const Node& node) {
       p.hi = 127;
       KILN_ASSIGN_OR_RETURN(plan, choose_plan(b, p));
     }
+  }
+  if (plan == nullptr && gemm_config < 0 && p.silu > 0.0f) {
+    return internal_error(fmt::format(
+        "cuda target: {}: the own int8 kernel does not take this convolution with its SiLU ({})",
+        node.describe(), p.key()));
   }
   if (plan == nullptr && gemm_config < 0) {
     return unavailable_error(fmt::format(
@@ -634,6 +668,7 @@ Result<bool> lower_qlinear_conv(Builder& b, const Node& node) {
       : p.half ? "QLinearConv f16 int8"
                : "QLinearConv int8";
   if (relu != nullptr) kind.insert(kind.find(" int8"), "+Relu");
+  if (p.silu > 0.0f) kind.insert(kind.find(" int8"), "+SiLU");
   // The step's operands in this session's arena.
   auto args = [=](Session& s) {
     ConvArgs a;
@@ -646,7 +681,8 @@ Result<bool> lower_qlinear_conv(Builder& b, const Node& node) {
     return a;
   };
   if (gemm_config >= 0) {
-    kind = s2d ? "QLinearConv stem int8 gemm" : kind + " gemm";
+    kind = s2d ? (p.silu > 0.0f ? "QLinearConv+SiLU stem int8 gemm" : "QLinearConv stem int8 gemm")
+               : kind + " gemm";
     const Int8Gemm g = *gemm;
     add(b, node, std::move(kind), reads, {yi},
         [=](Session& s) { return run_gemm(gemm_config, g, args(s), s.stream); });
@@ -683,6 +719,36 @@ Result<bool> lower_qlinear_conv(Builder& b, const Node& node) {
     b.mark_fused(sole_reader(b, node.output(0)));
   }
   return true;
+}
+
+bool int8_silu_conv(const Node& conv) {
+  if (conv.kind() != OpKind::kConv || !conv.has_input(1) || !is_static4(conv.input(0)) ||
+      !is_static4(conv.input(1)) || !is_static4(conv.output(0))) {
+    return false;
+  }
+  const auto& op = conv.attrs<ops::Conv>();
+  const Shape x = conv.input(0)->tensor_type().shape();
+  const Shape w = conv.input(1)->tensor_type().shape();
+  const Shape y = conv.output(0)->tensor_type().shape();
+  const std::vector<int64_t> in_hw = {x[2], x[3]};
+  Result<WindowGeometry> g =
+      forward_window(in_hw, {w[2], w[3]}, {op.auto_pad, op.strides, op.dilations, op.pads});
+  if (!g.ok() || g->out != std::vector<int64_t>{y[2], y[3]} || g->pad_begin[0] < 0 ||
+      g->pad_begin[1] < 0) {
+    return false;
+  }
+  // Depthwise: launch_depthwise8, whole groups of 4 channels.
+  if (op.group != 1) return op.group == x[1] && op.group == w[0] && w[1] == 1 && x[1] % 4 == 0;
+  // The own implicit GEMM (gemm_problem): input channels in multiples of 8, output ones of 16, or
+  // an image's stride-2 stem run space-to-depth (stem_of, s2d_geometry) on 16 channels.
+  const bool square = g->strides[0] == g->strides[1] && (g->strides[0] == 1 || g->strides[0] == 2);
+  if (w[0] % 16 != 0 || g->dilations != std::vector<int64_t>{1, 1} || !square ||
+      g->pad_begin[0] >= w[2] || g->pad_begin[1] >= w[3]) {
+    return false;
+  }
+  if (x[1] % 8 == 0) return true;
+  if (x[1] > 4 || g->strides[0] != 2 || x[2] % 2 != 0 || x[3] % 2 != 0) return false;
+  return s2d_window(*g, w, x, y).has_value();
 }
 
 }  // namespace kiln::compiler::cuda

@@ -39,6 +39,8 @@ struct ConvProblem {
   // scaled value before rounding, quantized by a step after) where no engine writes s8.
   bool half = false;
   bool half_out = false;
+  // The fused SiLU's output scale (IntConv::silu): the own kernel only, no cuDNN graph.
+  float silu = 0.0f;
 
   size_t x_bytes() const { return static_cast<size_t>(n * c * h * w) * (half ? 2 : 1); }
   size_t w_bytes() const { return static_cast<size_t>(k * c * r * s) * (half ? 2 : 1); }
@@ -47,10 +49,10 @@ struct ConvProblem {
   std::string key() const {
     return fmt::format(
         "qconv {} nhwc x[{},{},{},{}] w[{},{},{},{}] pads{},{},{},{} strides{},{} "
-        "dilations{},{} residual{} clamp{},{}",
+        "dilations{},{} residual{} clamp{},{}{}",
         half ? (half_out ? "f16->f16" : "f16->s8") : "s8", n, c, h, w, k, c, r, s, pre[0], pre[1],
         post[0], post[1], strides[0], strides[1], dilations[0], dilations[1], residual ? 1 : 0, lo,
-        hi);
+        hi, silu > 0.0f ? " silu" : "");
   }
 };
 

@@ -15,7 +15,8 @@
 // fuses into the convolution that is lowered second, so ResNet's block end is one kernel.
 //
 // This file holds the quantization parameters, the centered buffers and lower_quantized, which
-// tries the lowerings of lower_qdq.cc, lower_qlinear_conv.cc and lower_int8_add_pool.cc.
+// tries the lowerings of lower_qdq.cc, lower_qlinear_conv.cc and lower_int8_add_pool.cc (the
+// squeeze-and-excitation scaling at its Sigmoid).
 #include "compiler/targets/cuda/quantized.h"
 
 #include <algorithm>
@@ -191,6 +192,10 @@ Result<bool> lower_quantized(Builder& b, const Node& node) {
     case OpKind::kGlobalAveragePool: {
       std::optional<IntMean> m = int_mean(b, node);
       return m && lower_int_mean(b, *m);
+    }
+    case OpKind::kSigmoid: {
+      std::optional<IntScale> r = int_channel_scale(b, node);
+      return r && lower_int_channel_scale(b, *r);
     }
     default: return false;
   }

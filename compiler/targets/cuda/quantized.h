@@ -85,7 +85,22 @@ struct IntMean {
 
 std::optional<IntMean> int_mean(const Builder& b, const Node& pool);
 
-// A DequantizeLinear whose step is its reader's (an int8 Add, MaxPool or GlobalAveragePool).
+// Q(Mul(DQ(x), Sigmoid(s))) (either order), squeeze-and-excitation's scaling of x [N, C, H, W] by
+// the sigmoid of s [N, C, 1, 1], per-tensor parameters: on the 8-bit values, the DequantizeLinear
+// and QuantizeLinear in the same pass (EfficientNet: with the SiLU fused into the convolutions
+// before it, its blocks stay int8 from one convolution to the next). Matched at the Sigmoid.
+struct IntScale {
+  const Node* dq = nullptr;
+  const Node* sigmoid = nullptr;
+  const Node* mul = nullptr;
+  const Node* q = nullptr;
+  QParams in, out;
+};
+
+std::optional<IntScale> int_channel_scale(const Builder& b, const Node& sigmoid);
+
+// A DequantizeLinear whose step is its readers' (int8 Adds, MaxPools, GlobalAveragePools or
+// channel scalings, every reader one).
 bool deferred_dq(const Builder& b, const Node& dq);
 
 // What QLinearConv takes, and its space-to-depth form (lower_qlinear_conv.cc).
@@ -100,9 +115,17 @@ struct IntConv {
   const Tensor* bias = nullptr;
   WindowGeometry g;
   int64_t group = 1;
+  // The output's scale when the node applies its activation "SiLU" before quantizing (qdq_fusion
+  // with the cuda target's silu_convs), else 0: the own kernels' epilogue computes it.
+  float silu = 0.0f;
 };
 
 std::optional<IntConv> int_conv(const Node& node);
+
+// Whether the float Conv `conv` of a QDQ region, followed by a SiLU, would run as one int8
+// convolution with the SiLU in its epilogue (the own implicit GEMM, the space-to-depth stem, the
+// depthwise kernel): qdq_fusion's silu_convs for the cuda target.
+bool int8_silu_conv(const Node& conv);
 
 // A stride-2 convolution of an image with even height and width over its 2x2 blocks (space to
 // depth: 4x the channels, half the height and width) as a stride-1 one, per spatial dim: input
@@ -149,10 +172,11 @@ void finish_output(Builder& b, const Out& o, const Value* v, const QParams& p);
 Result<bool> lower_quantize(Builder& b, const Node& node);
 bool lower_dequantize(Builder& b, const Node& node);
 
-// lower_int8_add_pool.cc: the patterns int_add, int_pool and int_mean matched.
+// lower_int8_add_pool.cc: the patterns int_add, int_pool, int_mean and int_channel_scale matched.
 bool lower_int_add(Builder& b, const IntAdd& a);
 bool lower_int_pool(Builder& b, IntPool r);
 bool lower_int_mean(Builder& b, const IntMean& m);
+bool lower_int_channel_scale(Builder& b, const IntScale& r);
 
 // lower_qlinear_conv.cc: QLinearConv on cuDNN's int8 engines or the own int8 implicit GEMM,
 // whichever is timed faster, a residual Add after it fused.

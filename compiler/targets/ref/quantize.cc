@@ -252,6 +252,8 @@ Status run_op(const ops::QLinearConv& op, KernelContext& ctx) {
                         bias.size());
     }
   }
+  const bool silu = op.activation == "SiLU";
+  if (op.activation && !silu) return ctx.errorf("unknown fused activation \"{}\"", *op.activation);
   const std::vector<int64_t> acc = conv_accumulate(x, w, x_zp, w_zp, op.group, g);
   Tensor& y = ctx.output(0);
   const int64_t spatial = y.shape().numel(2, y.rank());
@@ -260,9 +262,16 @@ Status run_op(const ops::QLinearConv& op, KernelContext& ctx) {
       Q* py = y.data<Q>();
       for (size_t i = 0; i < acc.size(); ++i) {
         const auto m = static_cast<size_t>((static_cast<int64_t>(i) / spatial) % channels);
-        const float multiplier = x_scale * static_cast<float>(w_scale[m]) / y_scale;
         const auto sum = static_cast<int32_t>(acc[i] + bias[m]);
-        py[i] = requantize<Q>(sum, multiplier, y_zp);
+        if (silu) {
+          // The float graph it replaces: the real result, its SiLU, then QuantizeLinear.
+          const float real = static_cast<float>(sum) * (x_scale * static_cast<float>(w_scale[m]));
+          const float act = real / (1.0f + std::exp(-real));
+          py[i] = quantize_value<Q>(act, y_scale, y_zp);
+        } else {
+          const float multiplier = x_scale * static_cast<float>(w_scale[m]) / y_scale;
+          py[i] = requantize<Q>(sum, multiplier, y_zp);
+        }
       }
     }
   });

@@ -66,6 +66,19 @@ Status launch_requant8(const Requant8& r, int64_t n, void* stream);
 Status launch_mean8(const void* x, int64_t n, int64_t c, int64_t stored_c, int64_t s, float scale,
                     float* y, void* stream);
 
+// Squeeze-and-excitation's scaling on the 8-bit values: y[n, p, c] = round_half_even(x[n, p, c] *
+// k * sigmoid(gate[n, c])) clamped to [lo, hi], x and y centered s8 NHWC [n, s, stored_c] (stored_c
+// a multiple of 4; channels from c on stay 0), `gate` f32 [n, c], k = x_scale / y_scale.
+struct ChannelScale8 {
+  const void* x = nullptr;
+  const float* gate = nullptr;
+  void* y = nullptr;
+  int64_t n = 0, c = 0, stored_c = 0, s = 0;
+  float k = 1.0f;
+  int32_t lo = -128, hi = 127;
+};
+Status launch_channel_scale8(const ChannelScale8& p, void* stream);
+
 // Max pooling of s8 NHWC `x` [n, h, w, c] into `y` [n, oh, ow, c] (window kh x kw, strides,
 // leading pads; positions outside the image are skipped).
 struct Pool8 {
@@ -87,6 +100,9 @@ struct Depthwise8 {
   int64_t n = 0, h = 0, width = 0, c = 0, oh = 0, ow = 0;
   int kh = 1, kw = 1, sh = 1, sw = 1, ph = 0, pw = 0, dh = 1, dw = 1;
   int32_t lo = -128, hi = 127;
+  // When > 0, the output's scale: the requantized value v becomes v * sigmoid(v * silu), the SiLU
+  // of the real value in the output's units (QLinearConv's fused "SiLU").
+  float silu = 0.0f;
 };
 Status launch_depthwise8(const Depthwise8& p, void* stream);
 

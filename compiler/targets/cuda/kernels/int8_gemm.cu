@@ -30,6 +30,7 @@ struct GemmArgs {
   int depth;         // the reduction: r * s * c
   int residual;
   float rescale, lo, hi;
+  float silu;  // > 0: the SiLU of the real value (the output's scale)
 };
 
 __device__ __forceinline__ uint32_t smem_addr(const void* p) {
@@ -40,6 +41,11 @@ __device__ __forceinline__ uint32_t smem_addr(const void* p) {
 __device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool valid) {
   const int bytes = valid ? 16 : 0;
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(bytes));
+}
+// 8 bytes (8-byte aligned), through L1; zeros when !valid.
+__device__ __forceinline__ void cp_async8(uint32_t dst, const void* src, bool valid) {
+  const int bytes = valid ? 8 : 0;
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(dst), "l"(src), "r"(bytes));
 }
 __device__ __forceinline__ void cp_async_commit() {
   asm volatile("cp.async.commit_group;\n" ::);
@@ -151,7 +157,37 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32)
   // Reduction step `tile`: entries tile * 64 .. + 63 of the window (r, s, c order, as the KRSC
   // filter's rows), this thread's 16 of them at `r0`: tap (ty, tx), channels c0 .. c0 + 15 (c a
   // multiple of 16: one tap). Zeros past the end and for window positions outside the image.
+  // With c a multiple of 8 only (MobileNetV2's and EfficientNet's 24 and 40 channels) the 16
+  // bytes are two 8-byte halves, each within one tap (load8).
+  auto load8 = [&](int tile, int slot) {
+    const uint32_t as = smem_addr(a_tiles + slot * BM * kBk);
+    const uint32_t bs = smem_addr(b_tiles + slot * BN * kBk);
+    for (int h = 0; h < 2; ++h) {
+      const int r = tile * kBk + chunk * 16 + h * 8;
+      const int tap = r / a.c;
+      const int c0 = r - tap * a.c;
+      const int ty = tap / a.s;
+      const int tx = tap - ty * a.s;
+      const bool k_ok = r < a.depth;
+      for (int i = 0; i < kARows; ++i) {
+        const int iy = a_iy[i] + ty;
+        const int ix = a_ix[i] + tx;
+        const bool ok = k_ok && iy >= 0 && iy < a.h && ix >= 0 && ix < a.w;
+        const int8_t* src = x + ((a_img[i] * a.h + iy) * a.w + ix) * a.c + c0;
+        cp_async8(as + swizzle(tid / 4 + i * kRowsPerPass, chunk) + h * 8, ok ? src : x, ok);
+      }
+      for (int i = 0; i < kBRows; ++i) {
+        const bool ok = b_ok[i] && k_ok;
+        cp_async8(bs + swizzle(tid / 4 + i * kRowsPerPass, chunk) + h * 8, ok ? b_src[i] + r : w,
+                  ok);
+      }
+    }
+  };
   auto load = [&](int tile, int slot) {
+    if (a.c % 16 != 0) {
+      load8(tile, slot);
+      return;
+    }
     const int r0 = tile * kBk + chunk * 16;
     const int tap = r0 / a.c;
     const int c0 = r0 - tap * a.c;
@@ -263,6 +299,9 @@ __global__ void __launch_bounds__(WARPS_M* WARPS_N * 32)
                          a.rescale);
           v1 =
               __fmul_rn(__fadd_rn(v1, static_cast<float>(static_cast<int8_t>(zz >> 8))), a.rescale);
+        } else if (a.silu > 0.0f) {
+          v0 = v0 / (1.0f + __expf(-v0 * a.silu));
+          v1 = v1 / (1.0f + __expf(-v1 * a.silu));
         }
         const int q0 = __float2int_rn(fminf(fmaxf(v0, a.lo), a.hi));
         const int q1 = __float2int_rn(fminf(fmaxf(v1, a.lo), a.hi));
@@ -336,11 +375,12 @@ const char* int8_gemm_config_name(int config) {
 bool int8_gemm_supported(const Int8Gemm& p) {
   const int64_t limit = int64_t{1} << 31;
   const int64_t m = p.n * p.oh * p.ow;
-  return p.n > 0 && p.c > 0 && p.k > 0 && p.oh > 0 && p.ow > 0 && p.c % 16 == 0 && p.k % 16 == 0 &&
+  return p.n > 0 && p.c > 0 && p.k > 0 && p.oh > 0 && p.ow > 0 && p.c % 8 == 0 && p.k % 16 == 0 &&
          (p.stride == 1 || p.stride == 2) && p.r >= 1 && p.s >= 1 && p.r <= 16 && p.s <= 16 &&
          p.ph >= 0 && p.pw >= 0 && p.ph < p.r && p.pw < p.s && p.h < 16384 && p.w < 16384 &&
          m * p.k < limit && p.n * p.h * p.w * p.c < limit && p.k * p.r * p.s * p.c < limit &&
-         (m + 63) / 64 <= kMaxGridRows && p.lo >= -128 && p.hi <= 127 && p.lo <= p.hi;
+         (m + 63) / 64 <= kMaxGridRows && p.lo >= -128 && p.hi <= 127 && p.lo <= p.hi &&
+         !(p.residual && p.silu > 0.0f);
 }
 
 Status launch_int8_gemm(int config, const Int8Gemm& p, const void* x, const void* w,
@@ -352,7 +392,8 @@ Status launch_int8_gemm(int config, const Int8Gemm& p, const void* x, const void
   }
   if (!int8_gemm_supported(p)) {
     return unavailable_error(
-        "cuda kernel int8_gemm: convolution not supported (channels must be multiples of 16)");
+        "cuda kernel int8_gemm: convolution not supported (input channels must be multiples of 8, "
+        "output channels multiples of 16)");
   }
   auto aligned = [](const void* q) { return reinterpret_cast<uintptr_t>(q) % 16 == 0; };
   if (!aligned(x) || !aligned(w) || !aligned(y) || (p.residual && !aligned(z))) {
@@ -376,6 +417,7 @@ Status launch_int8_gemm(int config, const Int8Gemm& p, const void* x, const void
   a.rescale = p.rescale;
   a.lo = static_cast<float>(p.lo);
   a.hi = static_cast<float>(p.hi);
+  a.silu = p.silu;
   // For 256x128 tiles the grid's rows are half of 64x64's: supported() bounds the latter.
   return kConfigs[config].launch(a, x, w, scale, bias, z, y, static_cast<cudaStream_t>(stream));
 }

@@ -16,6 +16,8 @@ namespace kiln::compiler::cuda {
 // (KRSC): output pixel (i, j) reads the window at input pixel (stride * i - ph, stride * j - pw),
 // zeros outside the image.
 //   v = acc * scale[k] + bias[k];  with a residual z (y's shape): v = (v + z) * rescale;
+//   with silu > 0 (no residual): v = v * sigmoid(v * silu), the SiLU of the real value, silu
+//   being the output's scale;
 //   y = round_half_even(clamp(v, lo, hi))
 // each step an f32 operation rounded to nearest, as cuDNN's pointwise graph computes it.
 struct Int8Gemm {
@@ -25,6 +27,7 @@ struct Int8Gemm {
   bool residual = false;
   float rescale = 1.0f;
   int32_t lo = -128, hi = 127;
+  float silu = 0.0f;
 };
 
 // The tile configurations the kernel is built for (tuning candidates), and one's name
@@ -32,8 +35,8 @@ struct Int8Gemm {
 int int8_gemm_configs();
 const char* int8_gemm_config_name(int config);
 
-// Whether launch_int8_gemm takes `p`: c and k multiples of 16, stride 1 or 2, leading pads
-// smaller than the window, 32-bit offsets.
+// Whether launch_int8_gemm takes `p`: c a multiple of 8 (16 loads whole taps; 8 in halves), k of
+// 16, stride 1 or 2, leading pads smaller than the window, 32-bit offsets.
 bool int8_gemm_supported(const Int8Gemm& p);
 
 // `w`: s8 [k, r, s, c]; `scale`, `bias`: f32 [k]; `z`: s8, y's shape, when p.residual (else
