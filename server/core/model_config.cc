@@ -199,10 +199,11 @@ Result<std::vector<ChainStep>> get_steps(std::string_view source, const toml::no
   return out;
 }
 
-// The line of the first byte over 0x7F outside a string or comment, or 0. TOML allows such
-// characters only in strings and comments, and toml++ 3.3 (Debian's) must not see one anywhere
-// else: classifying U+00A1..U+049A as whitespace or not, it reaches __builtin_unreachable (found
-// by fuzz_model_config; `x = [1, \u0322]`).
+// The line of the first byte over 0x7F outside a string or comment, or after a backslash in a
+// string, or 0. TOML allows such characters only in strings (not as escapes) and comments, and
+// toml++ 3.3 (Debian's) must not see one anywhere else: asking whether some of them (U+00A1 to
+// U+0499, U+2D0E to U+3107, U+FC26 to U+FEFE) are whitespace, it reaches __builtin_unreachable
+// (found by fuzz_model_config: `x = [1, \u0322]`, and a backslash then U+FECF in a string).
 int64_t non_ascii_outside_strings(std::string_view t) {
   int64_t line = 1;
   size_t i = 0;
@@ -219,7 +220,16 @@ int64_t non_ascii_outside_strings(std::string_view t) {
       const std::string_view end = multi ? close : close.substr(0, 1);
       i += end.size();
       while (i < t.size()) {
-        if (c == '"' && t[i] == '\\') {  // an escape; in a multi-line string maybe a newline
+        if (c == '"' && t[i] == '\\') {
+          // An escape, or a line-ending backslash: ASCII either way, and toml++ asks whether
+          // what follows the backslash (and its spaces) is whitespace.
+          size_t j = i + 1;
+          while (j < t.size() && (t[j] == ' ' || t[j] == '\t')) ++j;
+          if (j < t.size() && static_cast<unsigned char>(t[j]) > 0x7F) return line;
+          if (j > i + 1) {
+            i = j;
+            continue;
+          }
           if (i + 1 < t.size() && t[i + 1] == '\n') ++line;
           i += 2;
         } else if (t[i] == '\n' && !multi) {
@@ -251,7 +261,8 @@ constexpr std::string_view kTopKeys =
 Result<ModelConfig> parse_model_config(std::string_view text, std::string_view source) {
   if (int64_t line = non_ascii_outside_strings(text); line > 0) {
     return invalid_argument_error(fmt::format(
-        "{}:{}: a non-ASCII character outside a string or comment; TOML allows them only there",
+        "{}:{}: a non-ASCII character outside a string or comment, or after a backslash; "
+        "TOML allows neither",
         source, line));
   }
   toml::parse_result parsed = toml::parse(text, source);

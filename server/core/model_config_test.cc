@@ -91,14 +91,17 @@ TEST(ModelConfig, NonAsciiOutsideStringsIsAClearErrorAndInsideThemIsKept) {
   const std::pair<std::string_view, std::string_view> bad[] = {
       {"backend = \"echo\"\nx = [1, \u0322]\n", "m/config.toml:2: "},
       {"\u00e9 = 1\n", "m/config.toml:1: "},
-      {"backend = \"echo\" # a comment\n[parameters]\n  \u3000a = 1\n", "m/config.toml:3: "}};
+      {"backend = \"echo\" # a comment\n[parameters]\n  \u3000a = 1\n", "m/config.toml:3: "},
+      {"name = \"\"\"\nb\\\\\\\ufecf\"\"\"\n", "m/config.toml:2: "},
+      {"name = \"a\\ \t\u00e9\"\n", "m/config.toml:1: "}};
   for (const auto& [text, where] : bad) {
     Result<ModelConfig> c = parse_model_config(text, "m/config.toml");
     ASSERT_FALSE(c.ok()) << text;
     EXPECT_EQ(c.status().code(), StatusCode::kInvalidArgument);
     EXPECT_EQ(c.status().message(),
               std::string(where) +
-                  "a non-ASCII character outside a string or comment; TOML allows them only there");
+                  "a non-ASCII character outside a string or comment, or after a backslash; TOML "
+                  "allows neither");
   }
   Result<ModelConfig> kept = parse_model_config(
       "# caf\u00e9 \u0322\nbackend = \"echo\" # \u0322\n[parameters]\nlabel = \"caf\u00e9 "
