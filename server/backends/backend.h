@@ -3,6 +3,7 @@
 #pragma once
 
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -58,7 +59,9 @@ struct BackendContext {
 };
 
 // A loaded model version. execute() is called from the model's instance threads, several at once
-// when instances > 1, so it must be thread-safe.
+// when instances > 1, so it must be thread-safe. Failures are meant to be returned, but a backend
+// that throws (code it calls may) costs only its own requests or load: the server turns the
+// exception into an internal error naming the model.
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -80,6 +83,9 @@ class Backend {
 // decided before the file system is looked at, so answers do not probe paths outside.
 Result<std::filesystem::path> find_model_file(const BackendContext& context,
                                               std::string_view extension);
+
+// Makes a fresh backend (one per loaded model version).
+using BackendFactory = std::function<std::unique_ptr<Backend>()>;
 
 // The backend called `name` ("echo", "compiler" or its alias "migraphx", "pipeline" or its alias
 // "rocal", "chain"), or a not-found error

@@ -4,7 +4,10 @@
 
 #include <fmt/format.h>
 
+#include <exception>
 #include <set>
+
+#include "core/logging.h"
 
 namespace kiln::server {
 
@@ -31,18 +34,41 @@ FailureReason reason_of(const Status& status) {
   }
 }
 
+// The message of the exception being handled (call inside a catch block).
+std::string current_exception_message() {
+  try {
+    throw;
+  } catch (const std::exception& e) {
+    return e.what();
+  } catch (...) {
+    return "an exception that is not a std::exception";
+  }
+}
+
+// A backend's load, with an exception it throws turned into an internal error: the load runs on a
+// transport's thread, which must not unwind.
+Result<BackendInfo> load_backend(Backend& backend, const BackendContext& context) {
+  try {
+    return backend.load(context);
+  } catch (...) {
+    return internal_error(fmt::format("the {} backend threw while loading: {}",
+                                      context.config.backend, current_exception_message()));
+  }
+}
+
 }  // namespace
 
-Result<std::shared_ptr<Model>> Model::load(const ModelConfig& config, std::string version,
+Result<std::shared_ptr<Model>> Model::load(const ModelConfig& config,
+                                           std::unique_ptr<Backend> backend, std::string version,
                                            const std::filesystem::path& version_dir,
                                            ModelRouter* router, const std::filesystem::path& root,
                                            const std::filesystem::path& cache_dir) {
   std::shared_ptr<Model> m(new Model());
   m->config_ = config;
   m->version_ = std::move(version);
-  KILN_ASSIGN_OR_RETURN(m->backend_, make_backend(config.backend));
+  m->backend_ = std::move(backend);
   BackendContext context{config, m->version_, version_dir, router, root, cache_dir};
-  Result<BackendInfo> info = m->backend_->load(context);
+  Result<BackendInfo> info = load_backend(*m->backend_, context);
   if (!info.ok()) {
     return info.status().with_context(
         fmt::format("loading model \"{}\" version {}", config.name, m->version_));
@@ -216,9 +242,33 @@ void Model::run_batch(std::vector<PendingRequest>& batch) {
     units += p.batch_size;
   }
   const Clock::time_point start = Clock::now();
-  std::vector<Result<std::vector<InferTensor>>> results = backend_->execute(requests);
+  std::vector<Result<std::vector<InferTensor>>> results;
+  Status failed;
+  // A backend that throws or miscounts fails this batch's requests, not the instance thread (an
+  // exception escaping it would end the process) or the model's other requests.
+  try {
+    results = backend_->execute(requests);
+    if (results.size() != batch.size()) {
+      failed =
+          internal_error(fmt::format("the {} backend returned {} results for a batch of {} "
+                                     "requests",
+                                     config_.backend, results.size(), batch.size()));
+    }
+  } catch (...) {
+    failed =
+        internal_error(fmt::format("the {} backend threw while running a batch of {} "
+                                   "request(s): {}",
+                                   config_.backend, batch.size(), current_exception_message()));
+  }
   const Clock::time_point end = Clock::now();
-  KILN_CHECK(results.size() == batch.size(), "backend returned the wrong number of results");
+  if (!failed.ok()) {
+    int64_t held = 0;
+    if (backend_log_.allow(&held)) {
+      log(LogLevel::kError, "model \"{}\" version {}: {}{}", config_.name, version_,
+          failed.message(), held ? fmt::format(" ({} more batches failed so)", held) : "");
+    }
+    results.assign(batch.size(), failed);
+  }
   stats_->record_batch(units, nanos(end - start));
   for (size_t i = 0; i < batch.size(); ++i) {
     PendingRequest& p = batch[i];

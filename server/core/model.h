@@ -7,6 +7,7 @@
 #include <string>
 
 #include "server/backends/backend.h"
+#include "server/core/log_limiter.h"
 #include "server/core/model_config.h"
 #include "server/core/scheduler.h"
 #include "server/core/statistics.h"
@@ -15,10 +16,12 @@ namespace kiln::server {
 
 class Model {
  public:
-  // Makes the backend, loads the version's files and starts the instance threads.
-  // `router` lets a chain call the server's other models (may be null); `root` and `cache_dir`
-  // are the BackendContext's (the repository files must stay in, and the compile cache).
-  static Result<std::shared_ptr<Model>> load(const ModelConfig& config, std::string version,
+  // Loads the version's files into `backend` (made for config.backend) and starts the instance
+  // threads. `router` lets a chain call the server's other models (may be null); `root` and
+  // `cache_dir` are the BackendContext's (the repository files must stay in, and the compile
+  // cache). A backend whose load throws gives an internal error naming the model.
+  static Result<std::shared_ptr<Model>> load(const ModelConfig& config,
+                                             std::unique_ptr<Backend> backend, std::string version,
                                              const std::filesystem::path& version_dir,
                                              ModelRouter* router = nullptr,
                                              const std::filesystem::path& root = {},
@@ -57,6 +60,7 @@ class Model {
   std::unique_ptr<Backend> backend_;
   std::unique_ptr<StatsRecorder> stats_;
   std::unique_ptr<Scheduler> scheduler_;
+  LogLimiter backend_log_;  // a backend that throws, logged once in a while
 };
 
 }  // namespace kiln::server

@@ -199,6 +199,104 @@ Result<std::vector<ChainStep>> get_steps(std::string_view source, const toml::no
   return out;
 }
 
+// Appends the \u / \U escape of the UTF-8 character at t[i] and steps over it; false when the
+// bytes there are not UTF-8.
+bool append_escape(std::string_view t, size_t& i, std::string& out) {
+  const unsigned char b = static_cast<unsigned char>(t[i]);
+  const size_t n = b >= 0xC2 && b <= 0xDF   ? 2
+                   : b >= 0xE0 && b <= 0xEF ? 3
+                   : b >= 0xF0 && b <= 0xF4 ? 4
+                                            : 0;
+  if (n == 0 || i + n > t.size()) return false;
+  uint32_t cp = b & (0xFFu >> (n + 1));
+  for (size_t k = 1; k < n; ++k) {
+    const unsigned char next = static_cast<unsigned char>(t[i + k]);
+    if ((next & 0xC0) != 0x80) return false;
+    cp = cp << 6 | (next & 0x3F);
+  }
+  if ((n == 3 && cp < 0x800) || (n == 4 && (cp < 0x10000 || cp > 0x10FFFF)) ||
+      (cp >= 0xD800 && cp <= 0xDFFF)) {
+    return false;
+  }
+  out += cp > 0xFFFF ? fmt::format("\\U{:08X}", cp) : fmt::format("\\u{:04X}", cp);
+  i += n;
+  return true;
+}
+
+// `t` as the same TOML in ASCII alone: the non-ASCII characters of strings written as escapes (a
+// literal string becomes a basic one), those of comments dropped. toml++ 3.3 (Debian's) must
+// never see one: asking whether some of them (U+00A1 to U+0499, U+2D0E to U+3107, U+FC26 to
+// U+FEFE) are whitespace, it reaches __builtin_unreachable, in valid text and in its error paths
+// (found by fuzz_model_config: `x = [1, \u0322]`, `me = 422"(\ufef2`). Anywhere else, after a
+// backslash, or not UTF-8, such a character is an error naming its line.
+Result<std::string> ascii_toml(std::string_view t, std::string_view source) {
+  std::string out;
+  int64_t line = 1;
+  const auto fail = [&] {
+    return invalid_argument_error(
+        fmt::format("{}:{}: a non-ASCII character outside a string or comment, after a "
+                    "backslash, or not UTF-8; TOML allows none of these",
+                    source, line));
+  };
+  const auto ascii = [](char c) { return static_cast<unsigned char>(c) <= 0x7F; };
+  size_t i = 0;
+  while (i < t.size()) {
+    const char c = t[i];
+    if (c == '#') {
+      for (; i < t.size() && t[i] != '\n'; ++i) {
+        if (ascii(t[i])) out += t[i];
+      }
+    } else if (c == '"' || c == '\'') {
+      const std::string_view quotes = c == '"' ? R"(""")" : "'''";
+      const bool multi = t.substr(i, 3) == quotes;
+      const std::string_view end = multi ? quotes : quotes.substr(0, 1);
+      i += end.size();
+      std::string body;
+      bool closed = false;
+      while (i < t.size()) {
+        const char b = t[i];
+        if (c == '"' && b == '\\') {  // an escape or a line-ending backslash: ASCII either way
+          size_t j = i + 1;
+          while (j < t.size() && (t[j] == ' ' || t[j] == '\t')) ++j;
+          if (j < t.size() && !ascii(t[j])) return fail();
+          const size_t n = j > i + 1 ? j - i : std::min<size_t>(2, t.size() - i);
+          const std::string_view part = t.substr(i, n);
+          line += std::count(part.begin(), part.end(), '\n');
+          body += part;
+          i += n;
+        } else if (b == '\n' && !multi) {
+          break;  // unterminated: toml++ says so
+        } else if (t.substr(i, end.size()) == end) {
+          i += end.size();
+          for (int extra = 0; multi && extra < 2 && i < t.size() && t[i] == c; ++extra, ++i) {
+            body += c;  // up to two quotes before the closing three belong to the string
+          }
+          closed = true;
+          break;
+        } else if (!ascii(b)) {
+          if (!append_escape(t, i, body)) return fail();
+        } else {
+          if (c == '\'' && (b == '\\' || b == '"')) body += '\\';  // literal to basic
+          line += b == '\n';
+          body += b;
+          ++i;
+        }
+      }
+      const std::string_view quote = multi ? R"(""")" : R"(")";
+      out += quote;
+      out += body;
+      if (closed) out += quote;
+    } else if (!ascii(c)) {
+      return fail();
+    } else {
+      line += c == '\n';
+      out += c;
+      ++i;
+    }
+  }
+  return out;
+}
+
 constexpr std::string_view kTopKeys =
     "name, backend, platform, instances, version_policy, max_batch_size, [dynamic_batching], "
     "[parameters], [[inputs]], [[outputs]], [[steps]]";
@@ -206,6 +304,11 @@ constexpr std::string_view kTopKeys =
 }  // namespace
 
 Result<ModelConfig> parse_model_config(std::string_view text, std::string_view source) {
+  std::string ascii_text;
+  if (std::any_of(text.begin(), text.end(), [](char c) { return (c & 0x80) != 0; })) {
+    KILN_ASSIGN_OR_RETURN(ascii_text, ascii_toml(text, source));
+    text = ascii_text;
+  }
   toml::parse_result parsed = toml::parse(text, source);
   if (!parsed) {
     const toml::parse_error& e = parsed.error();

@@ -85,6 +85,39 @@ TEST(ModelConfig, BadConfigsAreClearErrors) {
   expect_error("backend = \"echo\"\nname = \n", {"m/config.toml:2"});
 }
 
+// Found by fuzz_model_config: a non-ASCII character where TOML expects whitespace made toml++ 3.3
+// reach __builtin_unreachable (UBSan: "execution reached an unreachable program point").
+TEST(ModelConfig, NonAsciiOutsideStringsIsAClearErrorAndInsideThemIsKept) {
+  const std::pair<std::string_view, std::string_view> bad[] = {
+      {"backend = \"echo\"\nx = [1, \u0322]\n", "m/config.toml:2: "},
+      {"\u00e9 = 1\n", "m/config.toml:1: "},
+      {"backend = \"echo\" # a comment\n[parameters]\n  \u3000a = 1\n", "m/config.toml:3: "},
+      {"name = \"\"\"\nb\\\\\\\ufecf\"\"\"\n", "m/config.toml:2: "},
+      {"name = \"a\\ \t\u00e9\"\n", "m/config.toml:1: "},
+      {"name = \"a\xff\"\n", "m/config.toml:1: "}};
+  // Not TOML, with the non-ASCII character where toml++ looked at it while failing.
+  Result<ModelConfig> broken = parse_model_config("me = 422\"(\ufef2\\eo", "m/config.toml");
+  EXPECT_EQ(broken.status().code(), StatusCode::kInvalidArgument) << broken.status().to_string();
+  for (const auto& [text, where] : bad) {
+    Result<ModelConfig> c = parse_model_config(text, "m/config.toml");
+    ASSERT_FALSE(c.ok()) << text;
+    EXPECT_EQ(c.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(c.status().message(),
+              std::string(where) +
+                  "a non-ASCII character outside a string or comment, after a backslash, or not "
+                  "UTF-8; TOML allows none of these");
+  }
+  Result<ModelConfig> kept = parse_model_config(
+      "# caf\u00e9 \u0322\nbackend = \"echo\" # \u0322\n[parameters]\nlabel = \"caf\u00e9 "
+      "\u0322\"\n"
+      "note = '''\n\u0322 \"\n'''\nescaped = \"\\\" \u0322\"\n",
+      "m/config.toml");
+  ASSERT_TRUE(kept.ok()) << kept.status().to_string();
+  EXPECT_EQ(kept->parameters.get_string("label").value(), "caf\u00e9 \u0322");
+  EXPECT_EQ(kept->parameters.get_string("note").value(), "\u0322 \"\n");
+  EXPECT_EQ(kept->parameters.get_string("escaped").value(), "\" \u0322");
+}
+
 TEST(ModelConfig, ReadChecksTheFileAndTheFolderName) {
   std::filesystem::path dir = std::filesystem::temp_directory_path() /
                               ("kiln_config_" + std::to_string(::getpid())) / "echo";

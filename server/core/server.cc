@@ -46,6 +46,14 @@ Result<std::unique_ptr<Server>> Server::create(ServerOptions options) {
   std::unique_ptr<Server> server(new Server(std::move(options)));
   const fs::path& repo = server->options_.repository;
   std::error_code ec;
+  const std::vector<std::string> own = backend_names();
+  for (const auto& [name, factory] : server->options_.backends) {
+    if (std::find(own.begin(), own.end(), name) != own.end() || !factory) {
+      return invalid_argument_error(fmt::format(
+          "backend \"{}\": {}", name,
+          factory ? "the name is one of kiln's own backends; give it another" : "no factory"));
+    }
+  }
   if (!repo.empty()) {
     if (!fs::is_directory(repo, ec)) {
       return not_found_error(
@@ -298,6 +306,14 @@ Result<ModelConfig> Server::model_config(const std::string& name,
   return c;
 }
 
+Result<std::unique_ptr<Backend>> Server::make_backend_named(std::string_view name) const {
+  auto added = options_.backends.find(std::string(name));
+  if (added == options_.backends.end()) return make_backend(name);
+  std::unique_ptr<Backend> backend = added->second();
+  if (!backend) return internal_error(fmt::format("backend \"{}\": its factory made none", name));
+  return backend;
+}
+
 Status Server::load_failed(const std::string& name, const Status& status) {
   std::unique_lock lock(mutex_);
   Entry& e = models_[name];
@@ -340,8 +356,10 @@ Status Server::load_entry(const ModelConfig& config, const fs::path& model_dir, 
   std::map<int64_t, std::shared_ptr<Model>> loaded;
   for (int64_t v : versions) {
     fs::path dir = worker ? model_dir : model_dir / std::to_string(v);
-    Result<std::shared_ptr<Model>> m =
-        Model::load(config, std::to_string(v), dir, this, root_, cache_dir_);
+    Result<std::unique_ptr<Backend>> backend = make_backend_named(config.backend);
+    if (!backend.ok()) return load_failed(name, backend.status());
+    Result<std::shared_ptr<Model>> m = Model::load(config, std::move(backend).value(),
+                                                   std::to_string(v), dir, this, root_, cache_dir_);
     if (!m.ok()) return load_failed(name, m.status());
     loaded[v] = std::move(m).value();
   }
@@ -400,7 +418,7 @@ Status Server::unload_model(const std::string& name) {
 }
 
 Result<std::string> Server::load_worker(const std::string& worker, const Parameters& parameters) {
-  KILN_ASSIGN_OR_RETURN(auto probe, make_backend(worker));
+  KILN_ASSIGN_OR_RETURN(auto probe, make_backend_named(worker));
   (void)probe;
   std::string endpoint;
   {

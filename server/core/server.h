@@ -51,6 +51,9 @@ struct ServerOptions {
   // Endpoint groups that need a header / metadata value (kiln serve --restricted-api); the
   // transports check it, the in-process API does not.
   AccessPolicy access;
+  // Backends the embedding program adds, by the name a config gives (`backend = "..."`) or a
+  // worker load asks for; kiln's own backend names cannot be taken.
+  std::map<std::string, BackendFactory> backends;
 };
 
 // One row of the repository index.
@@ -141,6 +144,8 @@ class Server final : public ModelRouter {
   // are resolved.
   Result<std::filesystem::path> model_folder(const std::string& name) const;
   Result<std::shared_ptr<Model>> find(const std::string& name, const std::string& version) const;
+  // A fresh backend called `name`: one of ServerOptions::backends, else kiln's (make_backend).
+  Result<std::unique_ptr<Backend>> make_backend_named(std::string_view name) const;
   // Loads `config`'s versions from `model_dir` and swaps them in; the old versions drain.
   Status load_entry(const ModelConfig& config, const std::filesystem::path& model_dir, bool worker,
                     const std::string& worker_name, const Parameters& parameters);

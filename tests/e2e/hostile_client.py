@@ -7,9 +7,11 @@ replays every defect of issue 28 plus slowloris, fd exhaustion and oversized JSO
 each that the server is alive and its resident set stays bounded. Exits 0 when it held, 1 with
 the failures listed otherwise. Figures (RSS, CPU seconds, log size) go to stdout.
 
-  tests/e2e/hostile_client.py build/ci/tools/kiln [--rounds N]
+  tests/e2e/hostile_client.py build/ci/tools/kiln [--rounds N] [--rss-limit-mb MB]
 
-ctest runs it as e2e.hostile_client; --rounds repeats the whole replay (a longer soak by hand).
+ctest runs it as e2e.hostile_client, and as asan.e2e.hostile_client against the ASan+UBSan build
+(whose shadow memory and redzones need a higher RSS bound); --rounds repeats the whole replay (a
+longer soak by hand).
 """
 import argparse
 import json
@@ -104,10 +106,10 @@ def exchange(port, data, timeout=10):
     return reply.split(b"\r\n", 1)[0].decode(errors="replace")
 
 
-def post(port, path, body, headers=""):
+def post(port, path, body, headers="", timeout=10):
     data = body.encode() if isinstance(body, str) else body
     return exchange(port, (f"POST {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n{headers}"
-                           f"Content-Length: {len(data)}\r\n\r\n").encode() + data)
+                           f"Content-Length: {len(data)}\r\n\r\n").encode() + data, timeout)
 
 
 def attacks(port, work):
@@ -157,7 +159,7 @@ def attacks(port, work):
         n = 6 << 20  # 6 M values, ~24 MB of JSON
         body = ('{"inputs":[{"name":"x","shape":[%d],"datatype":"FP32","data":[' % n +
                 ",".join(["1.5"] * n) + "]}]}")
-        status = post(port, "/v2/models/echo/infer", body)
+        status = post(port, "/v2/models/echo/infer", body, timeout=120)  # slow under ASan
         too_big = post(port, "/v2/models/echo/infer", "[" * (65 << 20))
         return f"{len(body) >> 20} MiB JSON: {status}; 65 MiB body: {too_big}"
 
@@ -232,10 +234,14 @@ def attacks(port, work):
 
 
 def main():
+    global RSS_LIMIT_MB
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[1])
     parser.add_argument("kiln")
     parser.add_argument("--rounds", type=int, default=1)
+    parser.add_argument("--rss-limit-mb", type=float, default=RSS_LIMIT_MB,
+                        help=f"the most RSS the server may hold (default {RSS_LIMIT_MB})")
     args = parser.parse_args()
+    RSS_LIMIT_MB = args.rss_limit_mb
     resource.setrlimit(resource.RLIMIT_NOFILE, (4096, max(4096, resource.getrlimit(
         resource.RLIMIT_NOFILE)[1])))
     root = tempfile.mkdtemp(prefix="kiln_hostile_")
