@@ -60,14 +60,6 @@ void build(Graph& g, Form form, Variant v = {}) {
   ASSERT_TRUE(b.status().ok()) << b.status().to_string();
 }
 
-std::map<std::string, int> counts(const Graph& g) {
-  std::map<std::string, int> c;
-  for (const auto& n : g.nodes()) {
-    if (n->kind() != OpKind::kConstant) ++c[std::string(n->op().name())];
-  }
-  return c;
-}
-
 std::vector<float> run_ref(std::shared_ptr<Graph> g, const Tensor& x) {
   auto target = make_target("ref");
   auto exe = compile(std::move(g), **target);
@@ -94,7 +86,7 @@ TEST(HardSwishFusion, EveryFormBecomesOneHardSwishWithTheSameValues) {
     ASSERT_TRUE(changed.ok()) << changed.status().to_string();
     EXPECT_TRUE(*changed);
     ASSERT_TRUE(make_dead_code_elimination()->run(*fused).ok());
-    EXPECT_EQ(counts(*fused), (std::map<std::string, int>{{"HardSwish", 1}}))
+    EXPECT_EQ(testing::op_counts(*fused), (std::map<std::string, int>{{"HardSwish", 1}}))
         << print_graph(*fused);
     EXPECT_TRUE(verify_graph(*fused).ok());
     const std::vector<float> want = run_ref(plain, x);

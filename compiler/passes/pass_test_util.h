@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
 #include <random>
 #include <string>
 #include <utility>
@@ -30,6 +31,15 @@ inline bool expect_rewrite(Graph& graph, Pass& pass, const std::string& before,
   Status verified = verify_graph(graph);
   EXPECT_TRUE(verified.ok()) << verified.to_string();
   return changed.ok() && *changed;
+}
+
+// How many nodes of each op (constants left out) `g` holds, by op name.
+inline std::map<std::string, int> op_counts(const Graph& g) {
+  std::map<std::string, int> counts;
+  for (const auto& node : g.nodes()) {
+    if (node->kind() != OpKind::kConstant) ++counts[std::string(node->op().name())];
+  }
+  return counts;
 }
 
 inline TensorType f32(std::initializer_list<int64_t> dims) {

@@ -11,13 +11,7 @@
 namespace kiln::compiler {
 namespace {
 
-std::map<std::string, int> op_counts(const Graph& g) {
-  std::map<std::string, int> counts;
-  for (const auto& node : g.nodes()) {
-    if (node->kind() != OpKind::kConstant) ++counts[std::string(node->op().name())];
-  }
-  return counts;
-}
+using testing::op_counts;
 
 Tensor filled_i8(Shape shape, int seed) {
   Tensor t(DType::kI8, std::move(shape));

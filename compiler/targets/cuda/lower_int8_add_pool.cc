@@ -96,7 +96,7 @@ std::optional<IntPool> int_pool(const Builder& b, const Node& pool) {
   return r;
 }
 
-std::optional<IntMean> int_mean(const Builder& b, const Node& pool) {
+std::optional<IntMean> int_mean(const Builder&, const Node& pool) {
   if (pool.kind() != OpKind::kGlobalAveragePool) return std::nullopt;
   IntMean m;
   m.pool = &pool;
@@ -104,7 +104,6 @@ std::optional<IntMean> int_mean(const Builder& b, const Node& pool) {
   const Value* y = pool.output(0);
   // Other readers of the DequantizeLinear may read it in float: the pool still reads the 8-bit
   // values.
-  (void)b;
   if (m.dq == nullptr || m.dq->kind() != OpKind::kDequantizeLinear || !is_static4(m.dq->input(0)) ||
       m.dq->output(0)->tensor_type().dtype != DType::kF32 || !is_static4(y) ||
       y->tensor_type().dtype != DType::kF32) {
