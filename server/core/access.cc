@@ -13,12 +13,13 @@ namespace kiln::server {
 
 namespace {
 
-constexpr std::array<std::pair<ApiGroup, std::string_view>, 5> kGroups = {{
+constexpr std::array<std::pair<ApiGroup, std::string_view>, 6> kGroups = {{
     {ApiGroup::kHealth, "health"},
     {ApiGroup::kMetadata, "metadata"},
     {ApiGroup::kInference, "inference"},
     {ApiGroup::kModelRepository, "model-repository"},
     {ApiGroup::kStatistics, "statistics"},
+    {ApiGroup::kTrace, "trace"},
 }};
 
 std::string lower(std::string_view s) {
@@ -52,7 +53,7 @@ Result<AccessPolicy> AccessPolicy::parse(const std::vector<std::string>& specs) 
     auto bad = [&](std::string_view why) {
       return invalid_argument_error(fmt::format(
           "restricted API \"{}\": {}; write GROUP[,GROUP...]:HEADER=VALUE with groups from "
-          "health, metadata, inference, model-repository, statistics",
+          "health, metadata, inference, model-repository, statistics, trace",
           spec, why));
     };
     if (colon == std::string::npos || equals == std::string::npos) return bad("no ':' or '='");

@@ -20,9 +20,10 @@ enum class ApiGroup : int {
   kInference,        // infer; ModelInfer
   kModelRepository,  // repository index, load, unload, workers; Repository*, Worker*
   kStatistics,       // stats and /metrics; ModelStatistics
+  kTrace,            // /v2[/models/NAME]/trace/setting
 };
 
-// "health", "metadata", "inference", "model-repository", "statistics".
+// "health", "metadata", "inference", "model-repository", "statistics", "trace".
 std::string_view api_group_name(ApiGroup group);
 
 class AccessPolicy {

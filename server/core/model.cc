@@ -272,6 +272,14 @@ void Model::run_batch(std::vector<PendingRequest>& batch) {
   stats_->record_batch(units, nanos(end - start));
   for (size_t i = 0; i < batch.size(); ++i) {
     PendingRequest& p = batch[i];
+    if (RequestTimeline* t = p.request.timeline) {  // a traced request
+      t->queued = p.arrived;
+      t->compute_start = start;
+      t->compute_end = end;
+      t->batch_requests = static_cast<int64_t>(batch.size());
+      t->batch_size = units;
+      t->version = version_;
+    }
     if (!results[i].ok()) {
       stats_->record_failure(reason_of(results[i].status()), nanos(end - p.arrived));
       p.done(results[i].status().with_context(fmt::format("model \"{}\"", config_.name)));

@@ -43,6 +43,9 @@ Result<int64_t> parse_version(const std::string& name, const std::string& versio
 }  // namespace
 
 Result<std::unique_ptr<Server>> Server::create(ServerOptions options) {
+  if (options.tracer == nullptr) {
+    KILN_ASSIGN_OR_RETURN(options.tracer, Tracer::create({}));
+  }
   std::unique_ptr<Server> server(new Server(std::move(options)));
   const fs::path& repo = server->options_.repository;
   std::error_code ec;
@@ -226,7 +229,7 @@ ServerMetadata Server::metadata() const {
   return {"kiln",
           KILN_SERVER_VERSION,
           {"binary_tensor_data", "model_repository", "model_configuration", "statistics",
-           "schedule_policy", "amdinfer_workers"}};
+           "schedule_policy", "amdinfer_workers", "trace"}};
 }
 
 std::vector<std::string> Server::model_names() const {

@@ -20,6 +20,7 @@
 #include "core/status.h"
 #include "server/core/access.h"
 #include "server/core/model.h"
+#include "server/core/trace.h"
 #include "server/core/types.h"
 
 namespace kiln::server {
@@ -54,6 +55,9 @@ struct ServerOptions {
   // Backends the embedding program adds, by the name a config gives (`backend = "..."`) or a
   // worker load asks for; kiln's own backend names cannot be taken.
   std::map<std::string, BackendFactory> backends;
+  // Which inference requests the transports trace and where the spans go (kiln serve --trace-*);
+  // null: a tracer that is off and exports nothing (its settings can still be read).
+  std::shared_ptr<Tracer> tracer;
 };
 
 // One row of the repository index.
@@ -104,6 +108,7 @@ class Server final : public ModelRouter {
   // request and the flag that allows it.
   Status model_control_status(std::string_view what) const;
   const AccessPolicy& access() const { return options_.access; }
+  Tracer& tracer() const { return *options_.tracer; }
 
   std::vector<RepositoryEntry> repository_index(bool ready_only = false) const;
   // Statistics of every loaded version (name empty), of one model, or of one version.

@@ -67,6 +67,16 @@ struct RequestedOutput {
   Parameters parameters;
 };
 
+// When a traced request waited and ran, filled by the model that runs it (server/core/trace.h).
+struct RequestTimeline {
+  std::chrono::steady_clock::time_point queued;  // arrival at the model's queue
+  std::chrono::steady_clock::time_point compute_start;
+  std::chrono::steady_clock::time_point compute_end;
+  int64_t batch_requests = 0;  // requests in its batch; 0 when it never ran
+  int64_t batch_size = 0;      // batch entries in its batch
+  std::string version;         // the model version that ran it
+};
+
 // One inference request as every transport hands it to the server core.
 struct InferenceRequest {
   std::string model;
@@ -78,6 +88,9 @@ struct InferenceRequest {
   // When the answer is due, queue and compute together: set by the model from "timeout" (or the
   // model's default); a chain gives its steps its own, so they share one budget. max(): none.
   std::chrono::steady_clock::time_point deadline = std::chrono::steady_clock::time_point::max();
+  // Set by a transport tracing the request (it owns the timeline until the callback has run);
+  // null otherwise, and never passed on to a chain's steps.
+  RequestTimeline* timeline = nullptr;
 };
 
 struct InferenceResponse {

@@ -60,6 +60,35 @@ std::optional<int64_t> micros_left(const CallbackServerContext* context) {
   return std::max<int64_t>(1, left.count());
 }
 
+// A trace for a ModelInfer call to `model`, continuing the W3C trace of the call's metadata; its
+// traceparent goes back in the initial metadata. Null when the model's trace level is OFF.
+std::shared_ptr<RequestTrace> start_trace(Tracer& tracer, CallbackServerContext* context,
+                                          const std::string& model) {
+  auto value = [&](std::string_view key) -> std::string_view {
+    const auto& metadata = context->client_metadata();
+    auto it = metadata.find(::grpc::string_ref(key.data(), key.size()));
+    return it == metadata.end() ? std::string_view()
+                                : std::string_view(it->second.data(), it->second.size());
+  };
+  std::shared_ptr<RequestTrace> trace =
+      tracer.start(model, {"grpc", "inference.GRPCInferenceService/ModelInfer"},
+                   value("traceparent"), value("tracestate"));
+  if (trace) {
+    trace->add_attribute("rpc.system", std::string("grpc"));
+    trace->add_attribute("rpc.service", std::string("inference.GRPCInferenceService"));
+    trace->add_attribute("rpc.method", std::string("ModelInfer"));
+    context->AddInitialMetadata("traceparent", trace->traceparent());
+  }
+  return trace;
+}
+
+// Ends a traced call's server span with the call's status.
+void end_trace(RequestTrace* trace, const ::grpc::Status& status) {
+  if (trace != nullptr) {
+    trace->finish("rpc.grpc.status_code", status.error_code(), status.error_message());
+  }
+}
+
 // Every rpc on the callback API; ModelInfer takes the raw bytes so that a message that is not a
 // valid ModelInferRequest gets INVALID_ARGUMENT with a message (gRPC itself would answer
 // UNIMPLEMENTED with none).
@@ -149,22 +178,31 @@ class InferenceService final : public ServiceBase {
         return reactor;
       }
     }
+    std::shared_ptr<RequestTrace> trace;
+    if (server_->tracer().enabled()) [[unlikely]] {
+      trace = start_trace(server_->tracer(), context, request.model_name());
+    }
     auto choice = std::make_shared<OutputChoice>();
     Result<InferenceRequest> decoded = decode_request(request, limits_, choice.get());
     if (!decoded.ok()) {
-      reactor->Finish(to_grpc_status(decoded.status()));
+      ::grpc::Status status = to_grpc_status(decoded.status());
+      end_trace(trace.get(), status);
+      reactor->Finish(status);
       return reactor;
     }
+    if (trace) decoded->timeline = trace->timeline();
     // The client's deadline becomes the request's queue timeout unless it set its own.
     if (!decoded->parameters.has("timeout")) {
       if (std::optional<int64_t> left = micros_left(context)) {
         decoded->parameters.set("timeout", *left);
       }
     }
-    server_->infer_async(std::move(decoded).value(), [reactor, response_bytes,
-                                                      choice](Result<InferenceResponse> result) {
+    server_->infer_async(std::move(decoded).value(), [reactor, response_bytes, choice,
+                                                      trace](Result<InferenceResponse> result) {
       if (!result.ok()) {
-        reactor->Finish(to_grpc_status(result.status()));
+        ::grpc::Status status = to_grpc_status(result.status());
+        end_trace(trace.get(), status);
+        reactor->Finish(status);
         return;
       }
       inference::ModelInferResponse response;
@@ -172,6 +210,7 @@ class InferenceService final : public ServiceBase {
       bool own_buffer = false;
       ::grpc::Status status = ::grpc::SerializationTraits<inference::ModelInferResponse>::Serialize(
           response, response_bytes, &own_buffer);
+      end_trace(trace.get(), status);
       reactor->Finish(status);
     });
     return reactor;

@@ -42,8 +42,9 @@ struct HttpServer::Impl {
         ioc(std::max(1, options.threads)),
         acceptor(net::make_strand(ioc)),
         accept_timer(acceptor.get_executor()),
-        router(server, options.limits),
-        access_keys(server->access().keys()) {}
+        router(server, options.limits, options.metrics_only, options.gpus),
+        access_keys(server->access().keys()),
+        tracer(&server->tracer()) {}
 
   void accept();
   // Accepts again after `delay` (a failed accept, or the connection limit reached).
@@ -56,6 +57,7 @@ struct HttpServer::Impl {
   std::chrono::milliseconds accept_backoff{0};
   Router router;
   const std::vector<std::string> access_keys;  // the headers the AccessPolicy reads
+  Tracer* const tracer;
   std::vector<std::thread> threads;
   std::atomic<int64_t> in_flight{0};
   std::atomic<int> connections{0};
@@ -223,6 +225,14 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
       auto it = req.find(key);
       if (it != req.end()) r.headers[key] = std::string(it->value());
     }
+    if (impl_->tracer->enabled()) {  // W3C Trace Context; several tracestate fields join with ','
+      auto parent = req.find("traceparent");
+      if (parent != req.end()) r.headers["traceparent"] = std::string(parent->value());
+      for (auto [it, end] = req.equal_range("tracestate"); it != end; ++it) {
+        std::string& state = r.headers["tracestate"];
+        state += (state.empty() ? "" : ",") + std::string(it->value());
+      }
+    }
     body_.clear();
     auto header = req.find("Inference-Header-Content-Length");
     if (header != req.end()) {
@@ -265,6 +275,7 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     if (resp.inference_header_length) {
       res_.set("Inference-Header-Content-Length", std::to_string(*resp.inference_header_length));
     }
+    if (!resp.traceparent.empty()) res_.set("traceparent", resp.traceparent);
     res_.keep_alive(keep_alive_ && !impl_->stopping);
     res_.body() = std::move(resp.body);
     res_.prepare_payload();
@@ -453,8 +464,9 @@ Result<std::unique_ptr<HttpServer>> HttpServer::start(Server* server, HttpServer
     ec = listen(tcp::endpoint(address, options.port), false);
   }
   if (ec) {
-    return unavailable_error(fmt::format(
-        "cannot listen on {}: {}; choose another port with --http-port", where, ec.message()));
+    return unavailable_error(fmt::format("cannot listen on {}: {}; choose another port with {}",
+                                         where, ec.message(),
+                                         options.metrics_only ? "--metrics-port" : "--http-port"));
   }
   impl->port = a.local_endpoint(ec).port();
   impl->accept();

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "core/status.h"
+#include "server/core/nvml.h"
 #include "server/core/server.h"
 #include "server/core/tls.h"
 #include "server/http/infer_json.h"
@@ -43,6 +44,10 @@ struct HttpServerOptions {
   DecodeLimits limits;
   // HTTPS (TLS 1.2+) when a certificate is given; mutual TLS with a client CA.
   TlsFiles tls;
+  // Serve GET /metrics alone, every other path 404 (kiln serve --metrics-port).
+  bool metrics_only = false;
+  // The GPUs whose gauges /metrics shows (NvmlReader); null: none.
+  std::shared_ptr<const GpuReader> gpus;
 };
 
 class HttpServer {

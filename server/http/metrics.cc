@@ -76,9 +76,49 @@ void triton_metrics(std::string& out, const std::vector<ModelStatistics>& stats)
          [](S s) { return s.pending; });
 }
 
+// What the tracer sampled and what became of the spans (only when traces are exported).
+void trace_metrics(std::string& out, const TraceCounters& c) {
+  family(out, "kiln_trace_sampled", "counter", "Inference requests traced (sampled).");
+  out += fmt::format("kiln_trace_sampled {}\n", c.sampled);
+  family(out, "kiln_trace_spans_exported", "counter", "Spans the OTLP collector accepted.");
+  out += fmt::format("kiln_trace_spans_exported {}\n", c.sink.exported);
+  family(out, "kiln_trace_spans_dropped", "counter",
+         "Spans dropped: the export queue was full, or the export failed after its retries.");
+  out += fmt::format("kiln_trace_spans_dropped{{reason=\"queue_full\"}} {}\n", c.sink.dropped_full);
+  out += fmt::format("kiln_trace_spans_dropped{{reason=\"export_failed\"}} {}\n",
+                     c.sink.dropped_failed);
+  family(out, "kiln_trace_export_failures", "counter",
+         "OTLP export requests that failed (every retry counts).");
+  out += fmt::format("kiln_trace_export_failures {}\n", c.sink.failed_requests);
+}
+
 }  // namespace
 
-std::string prometheus_metrics(const Server& server) {
+std::string gpu_metrics(const std::vector<GpuSample>& gpus) {
+  std::string out;
+  auto series = [&](std::string_view name, std::string_view help, auto value) {
+    bool any = false;
+    for (const GpuSample& g : gpus) any = any || value(g).has_value();
+    if (!any) return;
+    family(out, name, "gauge", help);
+    for (const GpuSample& g : gpus) {
+      if (auto v = value(g)) {
+        out += fmt::format("{}{{gpu_uuid=\"{}\"}} {}\n", name, escape_label(g.uuid), *v);
+      }
+    }
+  };
+  using G = const GpuSample&;
+  series("nv_gpu_utilization", "GPU utilization rate [0.0 - 1.0)",
+         [](G g) { return g.utilization; });
+  series("nv_gpu_memory_total_bytes", "GPU total memory, in bytes",
+         [](G g) { return g.memory_total_bytes; });
+  series("nv_gpu_memory_used_bytes", "GPU used memory, in bytes",
+         [](G g) { return g.memory_used_bytes; });
+  series("nv_gpu_power_usage", "GPU power usage in watts", [](G g) { return g.power_watts; });
+  return out;
+}
+
+std::string prometheus_metrics(const Server& server, const GpuReader* gpus) {
   std::vector<ModelStatistics> stats = server.statistics().value_or(std::vector<ModelStatistics>{});
   std::string out;
   family(out, "kiln_inference_request_success", "counter", "Successful inference requests.");
@@ -116,6 +156,8 @@ std::string prometheus_metrics(const Server& server) {
   family(out, "kiln_inference_batch_size", "histogram", "Batch sizes executed.");
   for (const auto& s : stats) histogram(out, "kiln_inference_batch_size", s, s.batch_size);
   triton_metrics(out, stats);
+  if (server.tracer().has_sink()) trace_metrics(out, server.tracer().counters());
+  if (gpus != nullptr) out += gpu_metrics(gpus->read());
   return out;
 }
 

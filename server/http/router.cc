@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "server/http/trace_json.h"
+
 namespace kiln::server::http {
 
 namespace {
@@ -62,6 +64,10 @@ std::optional<ApiGroup> api_group(const std::vector<std::string>& p) {
   if (p.size() == 1 && p[0] == "metrics") return ApiGroup::kStatistics;
   if (p.empty() || p[0] != "v2") return std::nullopt;
   if (p.size() == 1) return ApiGroup::kMetadata;
+  if ((p.size() == 3 && p[1] == "trace") ||
+      (p.size() == 5 && p[1] == "models" && p[3] == "trace")) {
+    return ApiGroup::kTrace;
+  }
   if (p[1] == "health") return ApiGroup::kHealth;
   if (p[1] == "repository" || p[1] == "workers") return ApiGroup::kModelRepository;
   if (p[1] != "models") return std::nullopt;
@@ -73,6 +79,36 @@ std::optional<ApiGroup> api_group(const std::vector<std::string>& p) {
   if (p[rest] == "infer") return ApiGroup::kInference;
   if (p[rest] == "stats") return ApiGroup::kStatistics;
   return ApiGroup::kMetadata;
+}
+
+// A trace for an inference request to `model`, continuing the caller's W3C trace; null when the
+// model's trace level is OFF.
+std::shared_ptr<RequestTrace> start_trace(Tracer& tracer, const HttpRequest& req,
+                                          const std::string& model) {
+  auto header = [&](std::string_view key) -> std::string_view {
+    auto it = req.headers.find(key);
+    return it == req.headers.end() ? std::string_view() : std::string_view(it->second);
+  };
+  std::shared_ptr<RequestTrace> trace =
+      tracer.start(model, {"http", "POST /v2/models/{model}/infer"}, header("traceparent"),
+                   header("tracestate"));
+  if (trace) {
+    trace->add_attribute("http.request.method", std::string("POST"));
+    trace->add_attribute("http.route", std::string("/v2/models/{model}/infer"));
+  }
+  return trace;
+}
+
+// `reply` that first ends the trace's server span with the response's status and names the span
+// in the response's traceparent header.
+std::function<void(HttpResponse)> traced(std::shared_ptr<RequestTrace> trace,
+                                         std::function<void(HttpResponse)> reply) {
+  return [trace = std::move(trace), reply = std::move(reply)](HttpResponse r) {
+    trace->finish("http.response.status_code", r.status,
+                  r.status >= 400 ? error_body_message(r.body) : std::string());
+    r.traceparent = trace->traceparent();
+    reply(std::move(r));
+  };
 }
 
 }  // namespace
@@ -118,8 +154,14 @@ void Router::handle(HttpRequest&& req, std::function<void(HttpResponse)> reply) 
     if (!get) return wrong_method("GET");
     HttpResponse r;
     r.content_type = "text/plain; version=0.0.4";
-    r.body = prometheus_metrics(*server_);
+    r.body = prometheus_metrics(*server_, gpus_.get());
     return reply(std::move(r));
+  }
+  if (metrics_only_) {
+    return reply(json(404, error_json(fmt::format(
+                               "no endpoint {} {}: this port (--metrics-port) serves GET /metrics "
+                               "alone",
+                               req.method, path))));
   }
   if (p.empty() || p[0] != "v2") {
     return reply(json(404, error_json(fmt::format(
@@ -195,6 +237,12 @@ void Router::handle(HttpRequest&& req, std::function<void(HttpResponse)> reply) 
     if (!get) return wrong_method("GET");
     Result<std::vector<ModelStatistics>> stats = server_->statistics();
     return reply(stats.ok() ? json(200, statistics_json(*stats)) : error(stats.status()));
+  }
+  // Triton's trace extension: /v2/trace/setting, /v2/models/{m}/trace/setting.
+  if ((p.size() == 3 && p[1] == "trace" && p[2] == "setting") ||
+      (p.size() == 5 && p[1] == "models" && p[3] == "trace" && p[4] == "setting")) {
+    if (!get && !post) return wrong_method("GET or POST");
+    return reply(trace_setting(req, p.size() == 5 ? p[2] : std::string()));
   }
   // /v2/models/{m}[/versions/{v}][/ready|infer|config|stats]
   if (p.size() >= 3 && p[1] == "models") {
@@ -296,8 +344,32 @@ Result<InferenceRequest> Router::raw_request(const std::string& body, const std:
   return r;
 }
 
+HttpResponse Router::trace_setting(const HttpRequest& req, const std::string& model) const {
+  if (!model.empty()) {
+    // A model that is loading or failed may get settings; one that does not exist may not.
+    Result<ModelMetadata> md = server_->model_metadata(model);
+    if (!md.ok() && md.status().code() == StatusCode::kNotFound) return error(md.status());
+  }
+  if (req.method != "POST") {
+    return json(200, trace_settings_json(server_->tracer().settings(model)));
+  }
+  Result<TraceSettingUpdate> update = parse_trace_settings_json(req.body);
+  if (!update.ok()) return error(update.status());
+  Result<TraceSettingValues> now = server_->tracer().update(model, *update);
+  if (!now.ok()) {
+    return error(model.empty() ? now.status()
+                               : now.status().with_context(fmt::format("model \"{}\"", model)));
+  }
+  return json(200, trace_settings_json(*now));
+}
+
 void Router::infer(HttpRequest&& req, const std::string& model, const std::string& version,
                    std::function<void(HttpResponse)> reply) const {
+  std::shared_ptr<RequestTrace> trace;
+  if (server_->tracer().enabled()) [[unlikely]] {
+    trace = start_trace(server_->tracer(), req, model);
+    if (trace) reply = traced(trace, std::move(reply));
+  }
   OutputEncoding encoding;
   Result<InferenceRequest> request = Status(StatusCode::kUnknown, "");
   if (req.inference_header_length == size_t{0}) {
@@ -317,6 +389,7 @@ void Router::infer(HttpRequest&& req, const std::string& model, const std::strin
   }
   request->model = model;
   request->version = version;
+  if (trace) request->timeline = trace->timeline();
   server_->infer_async(
       std::move(request).value(),
       [reply = std::move(reply), encoding = std::move(encoding)](Result<InferenceResponse> r) {

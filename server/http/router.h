@@ -6,11 +6,13 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "server/core/nvml.h"
 #include "server/core/server.h"
 #include "server/http/infer_json.h"
 
@@ -22,7 +24,8 @@ struct HttpRequest {
   std::string body;
   // The Inference-Header-Content-Length header, when present (already checked to be a number).
   std::optional<size_t> inference_header_length;
-  // The headers the server's AccessPolicy reads (names in lower case), as sent.
+  // The headers the server's AccessPolicy reads (names in lower case), as sent; while tracing is
+  // on also "traceparent" and "tracestate" (W3C Trace Context).
   std::map<std::string, std::string, std::less<>> headers;
 };
 
@@ -31,6 +34,7 @@ struct HttpResponse {
   std::string content_type = "application/json";
   std::string body;
   std::optional<size_t> inference_header_length;
+  std::string traceparent;  // the server span of a traced request (W3C Trace Context)
 };
 
 // HTTP status for a Status code: 400 invalid, 401 unauthenticated, 403 permission denied, 404 not
@@ -39,7 +43,11 @@ int http_status(StatusCode code);
 
 class Router {
  public:
-  Router(Server* server, DecodeLimits limits) : server_(server), limits_(limits) {}
+  // `metrics_only`: answer /metrics alone (the metrics port); `gpus`: whose gauges /metrics
+  // shows (may be null).
+  Router(Server* server, DecodeLimits limits, bool metrics_only = false,
+         std::shared_ptr<const GpuReader> gpus = nullptr)
+      : server_(server), limits_(limits), metrics_only_(metrics_only), gpus_(std::move(gpus)) {}
 
   // Answers the request through `reply`, exactly once, from this thread or (for inference) a
   // model instance thread.
@@ -52,12 +60,21 @@ class Router {
   // model's one input, one batch entry.
   Result<InferenceRequest> raw_request(const std::string& body, const std::string& model,
                                        const std::string& version) const;
+  // Triton's trace extension: GET or POST /v2[/models/NAME]/trace/setting.
+  HttpResponse trace_setting(const HttpRequest& request, const std::string& model) const;
 
   Server* server_;
   DecodeLimits limits_;
+  bool metrics_only_ = false;
+  std::shared_ptr<const GpuReader> gpus_;
 };
 
-// The Prometheus text exposition of every model's statistics (per-model and version labels).
-std::string prometheus_metrics(const Server& server);
+// The Prometheus text exposition of every model's statistics (per-model and version labels), the
+// trace export counts when traces are exported, and the GPUs' gauges when `gpus` is given.
+std::string prometheus_metrics(const Server& server, const GpuReader* gpus = nullptr);
+// Triton's GPU series (nv_gpu_utilization, nv_gpu_memory_total_bytes, nv_gpu_memory_used_bytes,
+// nv_gpu_power_usage) labelled gpu_uuid; a gauge no GPU reports is left out, and so is all of it
+// for no GPUs.
+std::string gpu_metrics(const std::vector<GpuSample>& gpus);
 
 }  // namespace kiln::server::http
