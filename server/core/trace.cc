@@ -55,6 +55,27 @@ Result<TraceLevel> parse_level(const std::vector<std::string>& values) {
   return timestamps ? TraceLevel::kTimestamps : TraceLevel::kOff;
 }
 
+int64_t offset_now() {
+  const auto system = std::chrono::system_clock::now().time_since_epoch();
+  const auto steady = std::chrono::steady_clock::now().time_since_epoch();
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(system).count() -
+         std::chrono::duration_cast<std::chrono::nanoseconds>(steady).count();
+}
+
+// Span times are steady-clock times plus this offset. One value serves every trace, so the
+// requests of one batch carry the very same compute times, until the system clock is stepped by
+// more than 1 ms (then the new offset is taken).
+int64_t clock_offset_ns() {
+  static std::atomic<int64_t> offset{offset_now()};
+  const int64_t now = offset_now();
+  const int64_t held = offset.load(std::memory_order_relaxed);
+  if (now - held > 1'000'000 || held - now > 1'000'000) {
+    offset.store(now, std::memory_order_relaxed);
+    return now;
+  }
+  return held;
+}
+
 Status check_settings(const TraceSettings& s) {
   if (s.rate < 1) return bad_setting("trace_rate", fmt::format("{} is below 1", s.rate));
   if (s.count < -1) return bad_setting("trace_count", fmt::format("{} is below -1", s.count));
@@ -78,7 +99,7 @@ RequestTrace::RequestTrace(std::shared_ptr<SpanSink> sink, const TraceId& trace_
       trace_state_(std::move(trace_state)),
       span_name_(protocol.span_name),
       traceparent_(format_traceparent(trace_id_, span_id_, sampled_)),
-      start_system_(std::chrono::system_clock::now()),
+      clock_offset_ns_(clock_offset_ns()),
       start_steady_(std::chrono::steady_clock::now()) {
   attributes_.push_back({"kiln.model.name", std::string(model)});
   attributes_.push_back({"kiln.protocol", std::string(protocol.name)});
@@ -89,10 +110,9 @@ void RequestTrace::add_attribute(std::string key, AttributeValue value) {
 }
 
 uint64_t RequestTrace::unix_ns(std::chrono::steady_clock::time_point t) const {
-  const auto since_start = std::chrono::duration_cast<std::chrono::nanoseconds>(t - start_steady_);
-  const auto start =
-      std::chrono::duration_cast<std::chrono::nanoseconds>(start_system_.time_since_epoch());
-  return static_cast<uint64_t>((start + since_start).count());
+  const int64_t steady =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+  return static_cast<uint64_t>(steady + clock_offset_ns_);
 }
 
 void RequestTrace::finish(std::string_view status_key, int64_t status_code,

@@ -127,7 +127,8 @@ class RequestTrace {
   const std::string trace_state_;
   const std::string span_name_;
   const std::string traceparent_;
-  const std::chrono::system_clock::time_point start_system_;
+  // The system clock minus the steady clock, in nanoseconds (see clock_offset_ns in trace.cc).
+  const int64_t clock_offset_ns_;
   const std::chrono::steady_clock::time_point start_steady_;
   std::vector<SpanAttribute> attributes_;
   RequestTimeline timeline_;

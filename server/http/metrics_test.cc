@@ -75,6 +75,64 @@ TEST(Metrics, TritonNamesCarryTheSameCountsAsKilns) {
   const std::string echo = "{model=\"echo_batched\",version=\"1\"}";
   EXPECT_EQ(v.at("nv_inference_request_success" + echo), 3);
   EXPECT_EQ(v.at("nv_inference_request_failure" + echo), 0);
+  EXPECT_EQ(prometheus_metrics(**server).find("nv_gpu"), std::string::npos);
+  EXPECT_EQ(prometheus_metrics(**server).find("kiln_trace"), std::string::npos);  // no exporter
+  (*server)->shutdown();
+  fs::remove_all(root);
+}
+
+// Fixed samples: they stand in for NVML only to check the text.
+class FixedGpus final : public GpuReader {
+ public:
+  explicit FixedGpus(std::vector<GpuSample> samples) : samples_(std::move(samples)) {}
+  std::vector<GpuSample> read() const override { return samples_; }
+
+ private:
+  std::vector<GpuSample> samples_;
+};
+
+TEST(Metrics, GpuGaugesCarryTritonsNamesAndLabels) {
+  const std::vector<GpuSample> gpus = {
+      {"GPU-5a4f", 0.5, uint64_t{80} << 30, uint64_t{3} << 30, 312.25},
+      {"GPU-\"b\"", std::nullopt, uint64_t{16} << 30, 0, std::nullopt}};
+  EXPECT_EQ(gpu_metrics(gpus),
+            "# HELP nv_gpu_utilization GPU utilization rate [0.0 - 1.0)\n"
+            "# TYPE nv_gpu_utilization gauge\n"
+            "nv_gpu_utilization{gpu_uuid=\"GPU-5a4f\"} 0.5\n"
+            "# HELP nv_gpu_memory_total_bytes GPU total memory, in bytes\n"
+            "# TYPE nv_gpu_memory_total_bytes gauge\n"
+            "nv_gpu_memory_total_bytes{gpu_uuid=\"GPU-5a4f\"} 85899345920\n"
+            "nv_gpu_memory_total_bytes{gpu_uuid=\"GPU-\\\"b\\\"\"} 17179869184\n"
+            "# HELP nv_gpu_memory_used_bytes GPU used memory, in bytes\n"
+            "# TYPE nv_gpu_memory_used_bytes gauge\n"
+            "nv_gpu_memory_used_bytes{gpu_uuid=\"GPU-5a4f\"} 3221225472\n"
+            "nv_gpu_memory_used_bytes{gpu_uuid=\"GPU-\\\"b\\\"\"} 0\n"
+            "# HELP nv_gpu_power_usage GPU power usage in watts\n"
+            "# TYPE nv_gpu_power_usage gauge\n"
+            "nv_gpu_power_usage{gpu_uuid=\"GPU-5a4f\"} 312.25\n");
+  EXPECT_EQ(gpu_metrics({}), "");
+  // prometheus_metrics appends them when given a reader.
+  fs::path root = testing::make_test_repository("metrics_gpu");
+  Result<std::unique_ptr<Server>> server = Server::create({root, false, {"echo"}});
+  ASSERT_TRUE(server.ok()) << server.status().to_string();
+  FixedGpus reader(gpus);
+  const std::string text = prometheus_metrics(**server, &reader);
+  EXPECT_NE(text.find("kiln_inference_request_success{model=\"echo\",version=\"1\"} 0\n"),
+            std::string::npos);
+  EXPECT_EQ(text.substr(text.size() - gpu_metrics(gpus).size()), gpu_metrics(gpus));
+  (*server)->shutdown();
+  fs::remove_all(root);
+}
+
+TEST(Metrics, WithoutNvmlThereAreNoGpuSeriesAndNothingFails) {
+  Result<std::unique_ptr<NvmlReader>> nvml = NvmlReader::open("libkiln-no-such-nvml.so.1");
+  ASSERT_FALSE(nvml.ok());
+  fs::path root = testing::make_test_repository("metrics_nogpu");
+  Result<std::unique_ptr<Server>> server = Server::create({root, false, {"echo"}});
+  ASSERT_TRUE(server.ok()) << server.status().to_string();
+  const std::string text = prometheus_metrics(**server, nvml.ok() ? nvml->get() : nullptr);
+  EXPECT_NE(text.find("kiln_inference_count"), std::string::npos);
+  EXPECT_EQ(text.find("nv_gpu"), std::string::npos);
   (*server)->shutdown();
   fs::remove_all(root);
 }
