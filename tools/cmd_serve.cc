@@ -8,13 +8,16 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
 #include <string>
 
 #include "core/progress.h"
+#include "server/core/nvml.h"
 #include "server/core/server.h"
 #include "server/grpc/grpc_server.h"
 #include "server/http/http_server.h"
+#include "server/http/otlp_exporter.h"
 #include "tools/command.h"
 
 namespace kiln::tools {
@@ -40,7 +43,42 @@ struct ServeOptions {
   std::string model_control = "none";
   std::vector<std::string> restricted_api;
   server::TlsFiles tls;
+  std::string trace_endpoint;  // empty: OTEL_EXPORTER_OTLP_(TRACES_)ENDPOINT, else no export
+  std::string trace_level;     // empty: TIMESTAMPS when traces are exported, else OFF
+  int64_t trace_rate = 1000;
+  int64_t trace_count = -1;
+  int metrics_port = -1;  // -1: /metrics on the HTTP port only
 };
+
+// The tracer the options ask for, and the OTLP exporter it sends to (when there is an endpoint).
+Result<std::shared_ptr<server::Tracer>> make_tracer(
+    const ServeOptions& o, std::shared_ptr<server::http::OtlpExporter>* exporter) {
+  auto env = [](const char* name) {
+    const char* v = std::getenv(name);
+    return std::string(v == nullptr ? "" : v);
+  };
+  std::string url;
+  if (!o.trace_endpoint.empty()) {
+    url = server::http::otlp_traces_url(o.trace_endpoint);
+  } else if (!env("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT").empty()) {
+    url = env("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT");  // the full URL, as OpenTelemetry reads it
+  } else if (!env("OTEL_EXPORTER_OTLP_ENDPOINT").empty()) {
+    url = server::http::otlp_traces_url(env("OTEL_EXPORTER_OTLP_ENDPOINT"));
+  }
+  server::TraceSettings settings;
+  settings.level = o.trace_level == "TIMESTAMPS" || (o.trace_level.empty() && !url.empty())
+                       ? server::TraceLevel::kTimestamps
+                       : server::TraceLevel::kOff;
+  settings.rate = o.trace_rate;
+  settings.count = o.trace_count;
+  if (!url.empty()) {
+    server::http::OtlpExporterOptions eo;
+    eo.url = url;
+    if (!env("OTEL_SERVICE_NAME").empty()) eo.service_name = env("OTEL_SERVICE_NAME");
+    KILN_ASSIGN_OR_RETURN(*exporter, server::http::OtlpExporter::start(eo));
+  }
+  return server::Tracer::create({settings, *exporter, url});
+}
 
 // The soft open-file limit raised to the hard one (as Go programs and nginx do): connections are
 // descriptors, and a soft limit of 1024 is a common default.
@@ -72,6 +110,14 @@ int serve(const ServeOptions& o) {
   so.load_all = o.models.empty();
   so.load_models = o.models;
   so.poll_interval = std::chrono::milliseconds(static_cast<int64_t>(o.poll_secs * 1000));
+  std::shared_ptr<server::http::OtlpExporter> exporter;
+  Result<std::shared_ptr<server::Tracer>> tracer = make_tracer(o, &exporter);
+  if (!tracer.ok()) return report_error(tracer.status());
+  so.tracer = *tracer;
+  // GPU gauges where NVIDIA's driver is installed; none (and no error) elsewhere.
+  Result<std::unique_ptr<server::NvmlReader>> nvml = server::NvmlReader::open();
+  std::shared_ptr<const server::GpuReader> gpus;
+  if (nvml.ok()) gpus = std::move(nvml).value();
   Result<std::unique_ptr<server::Server>> server = server::Server::create(so);
   if (!server.ok()) return report_error(server.status());
   for (const server::RepositoryEntry& e : (*server)->repository_index()) {
@@ -93,9 +139,28 @@ int serve(const ServeOptions& o) {
   ho.max_connections = o.max_connections;
   ho.fd_headroom = o.fd_headroom;
   ho.tls = o.tls;
+  ho.gpus = gpus;
   Result<std::unique_ptr<server::http::HttpServer>> http =
       server::http::HttpServer::start(server->get(), ho);
   if (!http.ok()) return report_error(http.status());
+  std::unique_ptr<server::http::HttpServer> metrics;
+  if (o.metrics_port >= 0) {  // plain HTTP, /metrics alone (Triton's 8002)
+    server::http::HttpServerOptions mo;
+    mo.address = o.host;
+    mo.port = static_cast<uint16_t>(o.metrics_port);
+    mo.threads = 1;
+    mo.metrics_only = true;
+    mo.gpus = gpus;
+    Result<std::unique_ptr<server::http::HttpServer>> started =
+        server::http::HttpServer::start(server->get(), mo);
+    if (!started.ok()) return report_error(started.status());
+    metrics = std::move(started).value();
+    fmt::print("kiln serve: metrics on http://{}:{}/metrics\n", o.host, metrics->port());
+  }
+  if (exporter) {
+    fmt::print("kiln serve: traces to {} (level {}, 1 in {} new traces)\n", exporter->url(),
+               (*tracer)->settings().at("trace_level")[0], o.trace_rate);
+  }
   std::unique_ptr<server::grpc::GrpcServer> grpc;
   if (o.grpc_port >= 0) {
     server::grpc::GrpcServerOptions go;
@@ -123,6 +188,8 @@ int serve(const ServeOptions& o) {
   (*server)->shutdown();
   if (grpc) grpc->stop();
   (*http)->stop();
+  if (metrics) metrics->stop();
+  if (exporter) exporter->stop();  // sends the spans still queued
   fmt::print("kiln serve: stopped\n");
   return 0;
 }
@@ -182,9 +249,25 @@ CommandAction add_serve_command(CLI::App& app) {
       ->check(CLI::IsMember({"none", "explicit"}));
   sub->add_option("--restricted-api", o->restricted_api,
                   "GROUP[,GROUP...]:HEADER=VALUE: calls to these endpoint groups (health, "
-                  "metadata, inference, model-repository, statistics) must carry the header "
+                  "metadata, inference, model-repository, statistics, trace) must carry the header "
                   "(HTTP) or metadata (gRPC) with this value, else 401 / UNAUTHENTICATED; "
                   "repeatable (Triton's --http-restricted-api)");
+  sub->add_option("--trace-otlp-endpoint", o->trace_endpoint,
+                  "Send traces over OTLP/HTTP (JSON) to this collector: http://HOST:PORT, spans "
+                  "POSTed to its /v1/traces (default: OTEL_EXPORTER_OTLP_ENDPOINT)");
+  sub->add_option("--trace-level", o->trace_level,
+                  "OFF or TIMESTAMPS (default: TIMESTAMPS when traces are sent, else OFF)")
+      ->check(CLI::IsMember({"OFF", "TIMESTAMPS"}));
+  sub->add_option("--trace-rate", o->trace_rate,
+                  "Sample 1 in R new traces: the 1st, (R+1)th, ... (Triton's trace rate); a "
+                  "request's own traceparent decides for itself")
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--trace-count", o->trace_count, "Sample at most N traces (-1: no limit)")
+      ->check(CLI::Range(int64_t{-1}, INT64_MAX));
+  sub->add_option("--metrics-port", o->metrics_port,
+                  "Also serve GET /metrics alone on this plain-HTTP port (0 picks a free one; "
+                  "default: /metrics on the HTTP port only)")
+      ->check(CLI::Range(0, 65535));
   sub->add_option("--tls-cert", o->tls.cert_file,
                   "PEM certificate chain: serve HTTPS and gRPC over TLS (with --tls-key)")
       ->check(CLI::ExistingFile);
