@@ -101,12 +101,13 @@ RequestTrace::RequestTrace(std::shared_ptr<SpanSink> sink, const TraceId& trace_
       traceparent_(format_traceparent(trace_id_, span_id_, sampled_)),
       clock_offset_ns_(clock_offset_ns()),
       start_steady_(std::chrono::steady_clock::now()) {
+  if (!sampled_) return;  // its spans go nowhere: no attributes to keep
   attributes_.push_back({"kiln.model.name", std::string(model)});
   attributes_.push_back({"kiln.protocol", std::string(protocol.name)});
 }
 
 void RequestTrace::add_attribute(std::string key, AttributeValue value) {
-  attributes_.push_back({std::move(key), std::move(value)});
+  if (sampled_) attributes_.push_back({std::move(key), std::move(value)});
 }
 
 uint64_t RequestTrace::unix_ns(std::chrono::steady_clock::time_point t) const {
