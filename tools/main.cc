@@ -96,16 +96,11 @@ int main(int argc, char** argv) {
     if (!sub->parsed()) continue;
     // A subcommand with --json of its own takes it after its name; this one reached the top.
     if (json_option->count() > 0) {
-      CLI::App* leaf = sub;
+      CLI::App* leaf = sub;  // the innermost subcommand given: `pipeline run`
       std::string name = sub->get_name();
-      for (bool deeper = true; deeper;) {
-        deeper = false;
-        for (CLI::App* child : leaf->get_subcommands()) {
-          leaf = child;
-          name += " " + child->get_name();
-          deeper = true;
-          break;
-        }
+      while (!leaf->get_subcommands().empty()) {
+        leaf = leaf->get_subcommands().front();
+        name += " " + leaf->get_name();
       }
       return kiln::tools::report_error(kiln::invalid_argument_error(
           leaf->get_option_no_throw("--json") != nullptr
@@ -121,6 +116,6 @@ int main(int argc, char** argv) {
     return kiln::tools::report_error(
         kiln::invalid_argument_error("--json goes with --version or after a subcommand"));
   }
-  fmt::print(stderr, "kiln: a subcommand is required\n{}", app.help());
-  return 1;
+  return kiln::tools::report_error(kiln::invalid_argument_error(
+      "a subcommand is required (run, verify, compile, ...; kiln --help lists them)"));
 }

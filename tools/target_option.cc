@@ -13,15 +13,20 @@
 namespace kiln::tools {
 
 void add_target_option(CLI::App* cmd, TargetOption* target, const std::string& what) {
+  // Not compiler::target_names(): it asks the CUDA driver for GPUs, which every kiln command
+  // would then pay for at start-up.
   target->option = cmd->add_option(
       "--target", target->given,
-      fmt::format("{} (default: $KILN_TARGET, else {}; valid: {})", what, builtin_default_target(),
-                  fmt::join(compiler::target_names(), ", ")));
+      fmt::format("{} (default: $KILN_TARGET, else {}; kiln devices lists the targets)", what,
+                  builtin_default_target()));
 }
 
 std::string builtin_default_target() {
-  const std::vector<std::string> names = compiler::target_names();
-  return std::find(names.begin(), names.end(), "cpu") != names.end() ? "cpu" : "ref";
+#ifdef KILN_HAVE_DNNL
+  return "cpu";
+#else
+  return "ref";
+#endif
 }
 
 Result<ResolvedTarget> resolve_target(const TargetOption& target) {
