@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <fstream>
 #include <map>
@@ -398,7 +399,11 @@ int run_loadgen(const Options& o) {
     if (to_stdout) {
       fmt::print("{}", text);
     } else {
-      std::ofstream(o.json) << text;
+      std::ofstream out(o.json);
+      out << text;
+      if (!out.good()) {
+        return report_error(errno_error(errno, fmt::format("--json: cannot write \"{}\"", o.json)));
+      }
     }
   }
   int64_t failures = 0;
@@ -442,7 +447,11 @@ CommandAction add_loadgen_command(CLI::App& app) {
   cmd->add_option("--seed", o->seed, "seed of the random inputs")->capture_default_str();
   cmd->add_option("--stats-url", o->stats_url,
                   "HTTP address to read server statistics from (default: --url for http)");
-  cmd->add_option("--json", o->json, "write the results as JSON to this file (\"-\": stdout)");
+  cmd->add_option("--json", o->json,
+                  "write the results as JSON to this file, or with no file (or -) print only the "
+                  "JSON object")
+      ->expected(0, 1)
+      ->default_str("-");
   return [o] {
     if (o->protocol != "native" && o->url.empty()) {
       return report_error(invalid_argument_error("--url is required unless --protocol native"));
