@@ -465,9 +465,9 @@ Result<std::unique_ptr<HttpServer>> HttpServer::start(Server* server, HttpServer
     ec = listen(tcp::endpoint(address, options.port), false);
   }
   if (ec) {
-    return unavailable_error(fmt::format(
-        "cannot listen on {}: {}; choose another port with {}", where, ec.message(),
-        options.status_page_only ? "--ui-port" : "--http-port"));
+    return unavailable_error(fmt::format("cannot listen on {}: {}; choose another port with {}",
+                                         where, ec.message(),
+                                         options.status_page_only ? "--ui-port" : "--http-port"));
   }
   impl->port = a.local_endpoint(ec).port();
   impl->accept();

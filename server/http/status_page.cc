@@ -22,8 +22,8 @@ std::string sha256_base64(std::string_view text) {
   unsigned int size = 0;
   KILN_CHECK(EVP_Digest(text.data(), text.size(), digest, &size, EVP_sha256(), nullptr) == 1);
   std::string out(4 * ((size + 2) / 3) + 1, '\0');
-  const int length = EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()), digest,
-                                     static_cast<int>(size));
+  const int length =
+      EVP_EncodeBlock(reinterpret_cast<unsigned char*>(out.data()), digest, static_cast<int>(size));
   out.resize(static_cast<size_t>(length));
   return out;
 }
@@ -108,8 +108,8 @@ std::string status_json(const Server& server) {
   const std::string statistics =
       statistics_json(stats.ok() ? *stats : std::vector<ModelStatistics>());
   const std::vector<RecentError> errors = server.recent_errors();
-  const uint64_t errors_total = std::max<uint64_t>(server.error_count(),
-                                                   errors.empty() ? 0 : errors.back().sequence);
+  const uint64_t errors_total =
+      std::max<uint64_t>(server.error_count(), errors.empty() ? 0 : errors.back().sequence);
 
   rapidjson::StringBuffer buffer;
   JsonWriter w(buffer);

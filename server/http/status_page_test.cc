@@ -136,16 +136,18 @@ TEST_F(StatusPageTest, ThePageIsTheSourceFileWithAHashOnlyPolicy) {
 TEST_F(StatusPageTest, TheJsonSaysStatesStatisticsAndRecentErrors) {
   start();
   const uint16_t port = http_->port();
-  ASSERT_EQ(fetch(port, "/v2/models/echo/infer",
-                  R"(-X POST -d '{"inputs":[{"name":"x","shape":[2],"datatype":"INT32","data":[1,2]}]}')")
-                .status,
-            200);
+  ASSERT_EQ(
+      fetch(port, "/v2/models/echo/infer",
+            R"(-X POST -d '{"inputs":[{"name":"x","shape":[2],"datatype":"INT32","data":[1,2]}]}')")
+          .status,
+      200);
   // Two failed requests: a body that is not JSON (refused by the transport) and a wrong input.
   ASSERT_EQ(fetch(port, "/v2/models/echo/infer", "-X POST -d '{oops'").status, 400);
-  ASSERT_EQ(fetch(port, "/v2/models/echo/infer",
-                  R"(-X POST -d '{"inputs":[{"name":"y","shape":[2],"datatype":"INT32","data":[1,2]}]}')")
-                .status,
-            400);
+  ASSERT_EQ(
+      fetch(port, "/v2/models/echo/infer",
+            R"(-X POST -d '{"inputs":[{"name":"y","shape":[2],"datatype":"INT32","data":[1,2]}]}')")
+          .status,
+      400);
   ASSERT_EQ(fetch(port, "/v2/repository/models/echo/unload", "-X POST").status, 200);
 
   Reply r = fetch(port, "/v2/kiln/status");
@@ -184,8 +186,7 @@ TEST_F(StatusPageTest, TheJsonSaysStatesStatisticsAndRecentErrors) {
     EXPECT_STREQ(errors[i]["code"].GetString(), "INVALID_ARGUMENT");
     EXPECT_EQ(errors[i]["http_status"].GetInt(), 400);
   }
-  EXPECT_NE(std::string(errors[1]["message"].GetString()).find("not valid JSON"),
-            std::string::npos)
+  EXPECT_NE(std::string(errors[1]["message"].GetString()).find("not valid JSON"), std::string::npos)
       << errors[1]["message"].GetString();
   EXPECT_NE(std::string(errors[2]["message"].GetString()).find("\"y\""), std::string::npos)
       << errors[2]["message"].GetString();
