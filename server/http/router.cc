@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "server/http/status_page.h"
+
 namespace kiln::server::http {
 
 namespace {
@@ -60,7 +62,10 @@ std::vector<std::string> split_path(std::string_view path) {
 // The endpoint group of a /v2 path (see AccessPolicy); nullopt for a path that is no endpoint.
 std::optional<ApiGroup> api_group(const std::vector<std::string>& p) {
   if (p.size() == 1 && p[0] == "metrics") return ApiGroup::kStatistics;
-  if (p.empty() || p[0] != "v2") return std::nullopt;
+  // The status page "/" and its JSON show statistics (and model states and errors) as /metrics
+  // does, so they are in its group.
+  if (p.empty() || (p.size() == 3 && p[0] == "v2" && p[1] == "kiln")) return ApiGroup::kStatistics;
+  if (p[0] != "v2") return std::nullopt;
   if (p.size() == 1) return ApiGroup::kMetadata;
   if (p[1] == "health") return ApiGroup::kHealth;
   if (p[1] == "repository" || p[1] == "workers") return ApiGroup::kModelRepository;
@@ -114,6 +119,11 @@ void Router::handle(HttpRequest&& req, std::function<void(HttpResponse)> reply) 
     }
   }
 
+  // The status page and its JSON (status_page.h).
+  if (p.empty() || (p.size() == 3 && p[0] == "v2" && p[1] == "kiln" && p[2] == "status")) {
+    if (!get) return wrong_method("GET");
+    return reply(p.empty() ? status_page_response() : status_json_response(*server_));
+  }
   if (p.size() == 1 && p[0] == "metrics") {
     if (!get) return wrong_method("GET");
     HttpResponse r;
@@ -309,6 +319,7 @@ void Router::infer(HttpRequest&& req, const std::string& model, const std::strin
   }
   if (!request.ok()) {
     Status s = request.status().with_context(fmt::format("model \"{}\"", model));
+    server_->record_request_error(model, version, s);
     // A tensor past the element limit is a payload too large, not a full queue.
     if (s.code() == StatusCode::kResourceExhausted) {
       return reply(json(413, error_json(s.message())));
