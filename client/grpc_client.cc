@@ -64,6 +64,7 @@ Status GrpcClient::connect() {
   ::grpc::ChannelArguments args;
   args.SetMaxReceiveMessageSize(options_.max_message_bytes);
   args.SetMaxSendMessageSize(options_.max_message_bytes);
+  if (options_.own_connection) args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   std::shared_ptr<::grpc::ChannelCredentials> credentials = ::grpc::InsecureChannelCredentials();
   if (options_.tls || !options_.tls_ca_file.empty()) {
     ::grpc::SslCredentialsOptions ssl;

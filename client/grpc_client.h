@@ -35,6 +35,10 @@ struct GrpcClientOptions {
   std::string tls_ca_file;
   std::string tls_cert_file;
   std::string tls_key_file;
+  // A connection of this client's own: gRPC otherwise shares one TCP connection among every
+  // channel to the same address in the process. Load generators open several so that one
+  // connection's HTTP/2 stream is not what they measure.
+  bool own_connection = false;
 };
 
 class GrpcClient final : public Client {

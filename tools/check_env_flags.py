@@ -42,6 +42,10 @@ NOT_VARIABLES = {
     'KILN_CUDA': 'a CMake option (-DKILN_CUDA=ON) an error message names',
     'KILN_TEST_API_KEY': 'server/core/access_test.cc names it in an "env:NAME" access rule, which '
                          'reads the variable an operator names',
+    'KILN_GIT_COMMIT': 'a macro cmake/git_info.cmake writes into tools/git_info.h (kiln --version); '
+                       'tools/git_info_test.py reads it back',
+    'KILN_GIT_DIRTY': 'a macro cmake/git_info.cmake writes into tools/git_info.h (kiln --version); '
+                      'tools/git_info_test.py reads it back',
 }
 
 

@@ -11,8 +11,10 @@
 #include "compiler/targets/target.h"
 #include "core/mapped_file.h"
 #include "tools/command.h"
+#include "tools/json_writer.h"
 #include "tools/model_io.h"
 #include "tools/quantize_flags.h"
+#include "tools/target_option.h"
 
 namespace kiln::tools {
 
@@ -21,7 +23,8 @@ namespace {
 struct Options {
   std::string model;
   std::string output;
-  std::string target;
+  TargetOption target;
+  bool json = false;
   std::vector<std::string> input_shapes;
   int64_t batch = 0;
   uint64_t seed = 0;
@@ -59,6 +62,9 @@ Result<std::map<std::string, std::vector<int64_t>>> import_shapes(std::span<cons
 int run_compile(const Options& opts) {
   using ms = std::chrono::duration<double, std::milli>;
   auto start = std::chrono::steady_clock::now();
+  auto resolved = resolve_target(opts.target);
+  if (!resolved.ok()) return report_error(resolved.status());
+  const std::string& target_name = resolved->name;
   // Fail before a long compile when the artifact cannot be written.
   const std::filesystem::path folder = std::filesystem::path(opts.output).parent_path();
   std::error_code ec;
@@ -93,7 +99,7 @@ int run_compile(const Options& opts) {
   if (!model.ok()) return report_error(model.status());
   auto imported = std::chrono::steady_clock::now();
 
-  auto target = compiler::make_target(opts.target);
+  auto target = compiler::make_target(target_name);
   if (!target.ok()) return report_error(target.status());
   compiler::CompileOptions options;
   options.seed = opts.seed;
@@ -105,7 +111,7 @@ int run_compile(const Options& opts) {
   auto compiled = std::chrono::steady_clock::now();
 
   source.name = std::filesystem::path(opts.model).filename().string();
-  source.recompile_command = fmt::format("kiln compile {} --target {}", opts.model, opts.target);
+  source.recompile_command = fmt::format("kiln compile {} --target {}", opts.model, target_name);
   for (const std::string& s : opts.input_shapes) {
     source.options.emplace_back("input_shape", s);
     source.recompile_command += " --input-shape " + s;
@@ -128,10 +134,37 @@ int run_compile(const Options& opts) {
   auto written = std::chrono::steady_clock::now();
 
   const auto size = std::filesystem::file_size(opts.output, ec);
+  if (opts.json) {
+    JsonWriter j;
+    j.begin_object()
+        .field("model", opts.model)
+        .field("output", opts.output)
+        .field("bytes", ec ? uint64_t{0} : static_cast<uint64_t>(size))
+        .field("target", target_name)
+        .field("precision", opts.quantize.describe())
+        .field("import_ms", ms(imported - start).count())
+        .field("compile_ms", ms(compiled - imported).count())
+        .field("write_ms", ms(written - compiled).count())
+        .field("recompile_command", source.recompile_command);
+    j.key("inputs").begin_array();
+    for (const compiler::Value* in : (*exe)->graph().inputs()) {
+      j.begin_object().field("name", in->name()).field("type", in->type().to_string()).end_object();
+    }
+    j.end_array().key("outputs").begin_array();
+    for (const compiler::Value* out : (*exe)->graph().outputs()) {
+      j.begin_object()
+          .field("name", out->name())
+          .field("type", out->type().to_string())
+          .end_object();
+    }
+    j.end_array().end_object();
+    fmt::print("{}", j.str());
+    return 0;
+  }
   fmt::print(
       "wrote {} ({} bytes) for target {} in {}: imported in {:.1f} ms, compiled in {:.1f} ms, "
       "written in {:.1f} ms\n",
-      opts.output, ec ? 0 : size, opts.target, opts.quantize.describe(),
+      opts.output, ec ? 0 : size, target_name, opts.quantize.describe(),
       ms(imported - start).count(), ms(compiled - imported).count(),
       ms(written - compiled).count());
   return 0;
@@ -141,17 +174,15 @@ int run_compile(const Options& opts) {
 
 CommandAction add_compile_command(CLI::App& app) {
   auto opts = std::make_shared<Options>();
-#ifdef KILN_HAVE_DNNL
-  opts->target = "cpu";
-#else
-  opts->target = "ref";
-#endif
   CLI::App* cmd = app.add_subcommand(
       "compile", "Compile an ONNX model for a target into a .kiln artifact that loads in ms");
   cmd->add_option("model", opts->model, "the .onnx model")->required();
   cmd->add_option("-o,--output", opts->output, "the artifact to write, e.g. model.kiln")
       ->required();
-  cmd->add_option("--target", opts->target, "the target to compile for")->capture_default_str();
+  add_target_option(cmd, &opts->target, "the target to compile for");
+  cmd->add_flag("--json", opts->json,
+                "print one JSON object (the artifact, its size, target, timings, inputs and "
+                "outputs) instead of the line");
   cmd->add_option("--input-shape", opts->input_shapes,
                   "NAME=1,3,224,224 (or 1x3x224x224): fix a dynamic input's shape");
   cmd->add_option("--batch", opts->batch,

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <fstream>
 #include <map>
@@ -47,6 +48,7 @@ struct Options {
   uint64_t seed = 0;
   std::string stats_url;  // where the server's statistics are (http://...), for gRPC
   std::string json;       // write the results here ("-": stdout)
+  int grpc_connections = 0;  // gRPC connections the senders share; 0: one per 8 senders
 };
 
 // What the statistics extension said, summed over the model's versions.
@@ -176,8 +178,23 @@ class Runner {
       KILN_ASSIGN_OR_RETURN(auto http, client::HttpClient::create(o.url));
       client_ = std::move(http);
     } else if (o.protocol == "grpc") {
-      KILN_ASSIGN_OR_RETURN(auto grpc, client::GrpcClient::create(o.url));
-      client_ = std::move(grpc);
+      // Several connections, as Triton's client library opens (it shares a channel among at most
+      // 6 clients): one HTTP/2 connection would cap the throughput, not the server.
+      const int senders = o.request_rate > 0
+                              ? o.max_inflight
+                              : *std::max_element(o.concurrency.begin(), o.concurrency.end());
+      const int connections =
+          o.grpc_connections > 0 ? o.grpc_connections : std::max(1, (senders + 7) / 8);
+      client::GrpcClientOptions options;
+      options.own_connection = connections > 1;
+      for (int c = 0; c < connections; ++c) {
+        KILN_ASSIGN_OR_RETURN(auto grpc, client::GrpcClient::create(o.url, options));
+        if (c == 0) {
+          client_ = std::move(grpc);
+        } else {
+          extra_clients_.push_back(std::move(grpc));
+        }
+      }
     } else {
       return invalid_argument_error(
           fmt::format("--protocol: expected http, grpc or native, got \"{}\"", o.protocol));
@@ -235,7 +252,10 @@ class Runner {
     std::optional<ServerStats> before;
     std::vector<std::thread> threads;
     for (int k = 0; k < senders; ++k) {
-      threads.emplace_back([&] {
+      // Sender k's connection (gRPC opens several; the others share one client).
+      const size_t pick = static_cast<size_t>(k) % (extra_clients_.size() + 1);
+      client::Client* sender = pick == 0 ? client_.get() : extra_clients_[pick - 1].get();
+      threads.emplace_back([&, sender] {
         std::vector<int64_t> latencies;
         std::map<std::string, int64_t> errors;
         int64_t ok = 0, failed = 0;
@@ -250,7 +270,7 @@ class Runner {
           } else if (due >= end) {
             break;
           }
-          Result<server::InferenceResponse> r = client_->model_infer(o_.model, request_);
+          Result<server::InferenceResponse> r = sender->model_infer(o_.model, request_);
           const Clock::time_point done = Clock::now();
           // perf_analyzer's rule: a request counts when it ends inside the window. Counting only
           // those sent inside it too undercounts the throughput by latency / duration (the
@@ -297,6 +317,7 @@ class Runner {
   Options o_;
   std::unique_ptr<server::Server> server_;
   std::unique_ptr<client::Client> client_;
+  std::vector<std::unique_ptr<client::Client>> extra_clients_;
   std::unique_ptr<client::HttpClient> stats_client_;
   server::ModelMetadata meta_;
   server::InferenceRequest request_;
@@ -378,7 +399,11 @@ int run_loadgen(const Options& o) {
     if (to_stdout) {
       fmt::print("{}", text);
     } else {
-      std::ofstream(o.json) << text;
+      std::ofstream out(o.json);
+      out << text;
+      if (!out.good()) {
+        return report_error(errno_error(errno, fmt::format("--json: cannot write \"{}\"", o.json)));
+      }
     }
   }
   int64_t failures = 0;
@@ -408,6 +433,9 @@ CommandAction add_loadgen_command(CLI::App& app) {
       "requests per second instead (constant intervals), latency from when each is due");
   cmd->add_option("--max-inflight", o->max_inflight, "senders in the request-rate mode")
       ->capture_default_str();
+  cmd->add_option("--grpc-connections", o->grpc_connections,
+                  "gRPC connections the senders share (0: one per 8 senders)")
+      ->capture_default_str();
   cmd->add_option("--duration", o->duration_s, "seconds measured per level")->capture_default_str();
   cmd->add_option("--warmup", o->warmup_s, "seconds before measuring")->capture_default_str();
   cmd->add_option("--batch", o->batch, "size of each request's variable first dim")
@@ -419,7 +447,11 @@ CommandAction add_loadgen_command(CLI::App& app) {
   cmd->add_option("--seed", o->seed, "seed of the random inputs")->capture_default_str();
   cmd->add_option("--stats-url", o->stats_url,
                   "HTTP address to read server statistics from (default: --url for http)");
-  cmd->add_option("--json", o->json, "write the results as JSON to this file (\"-\": stdout)");
+  cmd->add_option("--json", o->json,
+                  "write the results as JSON to this file, or with no file (or -) print only the "
+                  "JSON object")
+      ->expected(0, 1)
+      ->default_str("-");
   return [o] {
     if (o->protocol != "native" && o->url.empty()) {
       return report_error(invalid_argument_error("--url is required unless --protocol native"));

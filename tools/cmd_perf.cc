@@ -22,6 +22,7 @@
 #include "tools/compile_model.h"
 #include "tools/model_io.h"
 #include "tools/quantize_flags.h"
+#include "tools/target_option.h"
 
 namespace kiln::tools {
 
@@ -32,8 +33,8 @@ using Ms = std::chrono::duration<double, std::milli>;
 
 struct Options {
   std::string model;
-  std::string target = "cpu";
-  bool target_given = false;  // --target on the command line (an artifact names its own)
+  std::string target;  // resolved from `target_option` (an artifact names its own)
+  TargetOption target_option;
   int threads = 0;
   int iterations = 20;
   int warmup = 3;
@@ -301,13 +302,18 @@ int run_perf(Options opts) {
   if (!prepared.ok()) return report_error(prepared.status());
   // An artifact runs on the target it was compiled for: --target may only repeat it.
   if (prepared->executable) {
-    if (opts.target_given && opts.target != prepared->artifact.target) {
+    if (opts.target_option.was_given() && opts.target_option.given != prepared->artifact.target) {
       return report_error(invalid_argument_error(fmt::format(
           "{} was compiled for target {}; it cannot run on --target {}: drop --target, or "
           "compile the .onnx model for {} with kiln compile",
-          opts.model, prepared->artifact.target, opts.target, opts.target)));
+          opts.model, prepared->artifact.target, opts.target_option.given,
+          opts.target_option.given)));
     }
     opts.target = prepared->artifact.target;
+  } else {
+    auto resolved = resolve_target(opts.target_option);
+    if (!resolved.ok()) return report_error(resolved.status());
+    opts.target = resolved->name;
   }
   if (opts.inputs.batch > 0) {
     const compiler::Graph& g =
@@ -578,10 +584,9 @@ CommandAction add_perf_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "perf", "Time a compiled model: median/p90 latency, throughput, time per op kind and step");
   cmd->add_option("model", opts->model, "the .onnx model")->required();
-  CLI::Option* target = cmd->add_option("--target", opts->target,
-                                        "cpu, cuda, ref, or another target this build has (an "
-                                        "artifact's own by default)")
-                            ->capture_default_str();
+  add_target_option(cmd, &opts->target_option,
+                    "the target to compile for (an artifact runs on its own; --target may only "
+                    "repeat it)");
   cmd->add_option("--batch", opts->inputs.batch,
                   "size of every dynamic input dim (the batch) not given by --input-shape");
   cmd->add_option("--threads", opts->threads, "intra-op threads; 0: the physical cores")
@@ -614,10 +619,7 @@ CommandAction add_perf_command(CLI::App& app) {
   cmd->add_flag("--cache", opts->cache,
                 "compile an .onnx model through the compile cache: a cached compile is loaded "
                 "(and reported as load), a new one is cached (not with --ab)");
-  return [opts, target] {
-    opts->target_given = target->count() > 0;
-    return run_perf(*opts);
-  };
+  return [opts] { return run_perf(*opts); };
 }
 
 }  // namespace kiln::tools

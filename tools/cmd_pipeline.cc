@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <numeric>
+#include <variant>
 
 #include "core/mapped_file.h"
 #include "core/thread_pool.h"
@@ -16,6 +17,7 @@
 #include "pipeline/json/pipeline_json.h"
 #include "pipeline/readers/file_reader.h"
 #include "tools/command.h"
+#include "tools/json_writer.h"
 #include "tools/version.h"
 
 namespace kiln::tools {
@@ -32,7 +34,8 @@ struct PipelineFlags {
   int64_t epochs = 1;
   int64_t seed = -1;  // -1: the JSON's
   std::string save_grid;
-  std::string json_out;
+  std::string json_out;  // bench: the JSON file, "-" for stdout only
+  bool json = false;     // run, ops: one JSON object on stdout instead of the text
   bool decode_only = false;
 };
 
@@ -114,6 +117,21 @@ void print_stages(const std::vector<pipeline::StageTiming>& stages, int64_t imag
   }
 }
 
+// One output of a batch as JSON: its name, dtype and shape, or the shapes of ragged samples.
+void tensor_list_json(JsonWriter& j, const std::string& name, const pipeline::TensorList& list) {
+  j.begin_object().field("name", name);
+  if (list.dense.defined()) {
+    j.field("dtype", std::string(dtype_name(list.dense.dtype())))
+        .field("shape", list.dense.shape().dims());
+  } else {
+    if (!list.samples.empty()) j.field("dtype", std::string(dtype_name(list.samples[0].dtype())));
+    j.key("sample_shapes").begin_array();
+    for (const Tensor& t : list.samples) j.value(t.shape().dims());
+    j.end_array();
+  }
+  j.end_object();
+}
+
 int run_pipeline(const PipelineFlags& f) {
   Result<pipeline::PipelineSpec> spec = load_spec(f);
   if (!spec.ok()) return report_error(spec.status());
@@ -121,6 +139,14 @@ int run_pipeline(const PipelineFlags& f) {
   if (!p.ok()) return report_error(p.status());
   int64_t images = 0, batches = 0;
   bool grid_saved = f.save_grid.empty();
+  JsonWriter j;
+  j.begin_object()
+      .field("pipeline", f.pipeline_path)
+      .field("images_dir", f.images)
+      .field("batch_size", spec->options.batch_size)
+      .field("epochs", f.epochs)
+      .key("batches")
+      .begin_array();
   auto start = Clock::now();
   for (int64_t epoch = 0; epoch < f.epochs; ++epoch) {
     if (epoch > 0) (*p)->reset();
@@ -129,12 +155,26 @@ int run_pipeline(const PipelineFlags& f) {
       if (!batch.ok()) return report_error(batch.status());
       if (!*batch) break;
       const pipeline::Batch& b = **batch;
-      std::vector<std::string> outs;
-      for (size_t k = 0; k < b.outputs.size(); ++k) {
-        outs.push_back(fmt::format("{} {}", spec->options.outputs[k], describe(b.outputs[k])));
+      if (f.json) {
+        j.begin_object()
+            .field("epoch", b.epoch)
+            .field("batch", batches)
+            .field("samples", b.paths.size())
+            .field("padded", b.num_padded)
+            .field("paths", b.paths);
+        j.key("outputs").begin_array();
+        for (size_t k = 0; k < b.outputs.size(); ++k) {
+          tensor_list_json(j, spec->options.outputs[k], b.outputs[k]);
+        }
+        j.end_array().end_object();
+      } else {
+        std::vector<std::string> outs;
+        for (size_t k = 0; k < b.outputs.size(); ++k) {
+          outs.push_back(fmt::format("{} {}", spec->options.outputs[k], describe(b.outputs[k])));
+        }
+        fmt::print("epoch {} batch {}: {} samples; {}\n", b.epoch, batches, b.paths.size(),
+                   fmt::join(outs, "; "));
       }
-      fmt::print("epoch {} batch {}: {} samples; {}\n", b.epoch, batches, b.paths.size(),
-                 fmt::join(outs, "; "));
       images += static_cast<int64_t>(b.paths.size()) - b.num_padded;
       ++batches;
       if (!grid_saved) {
@@ -145,14 +185,35 @@ int run_pipeline(const PipelineFlags& f) {
         }
         Status s = pipeline::save_batch_grid(b.outputs[static_cast<size_t>(k)], f.save_grid);
         if (!s.ok()) return report_error(s);
-        fmt::print("wrote the first batch's \"{}\" as a grid to {}\n",
-                   spec->options.outputs[static_cast<size_t>(k)], f.save_grid);
+        if (!f.json) {
+          fmt::print("wrote the first batch's \"{}\" as a grid to {}\n",
+                     spec->options.outputs[static_cast<size_t>(k)], f.save_grid);
+        }
         grid_saved = true;
       }
     }
   }
   double seconds = std::chrono::duration<double>(Clock::now() - start).count();
   auto bad = (*p)->bad_samples();
+  if (f.json) {
+    j.end_array()
+        .field("images", images)
+        .field("batch_count", batches)
+        .field("seconds", seconds)
+        .field("images_per_s", static_cast<double>(images) / seconds);
+    j.key("bad_samples").begin_array();
+    for (const auto& b : bad)
+      j.begin_object().field("path", b.path).field("reason", b.reason).end_object();
+    j.end_array().key("grid");
+    if (f.save_grid.empty()) {
+      j.null();
+    } else {
+      j.value(f.save_grid);
+    }
+    j.end_object();
+    fmt::print("{}", j.str());
+    return 0;
+  }
   fmt::print("{} images in {} batches, {:.3f} s, {:.1f} images/s; {} bad samples skipped\n", images,
              batches, seconds, static_cast<double>(images) / seconds, bad.size());
   for (const auto& b : bad) fmt::print("  skipped \"{}\": {}\n", b.path, b.reason);
@@ -259,43 +320,95 @@ int bench_pipeline(const PipelineFlags& f) {
   std::sort(warm.begin(), warm.end());
   const double median = warm[warm.size() / 2];
   const int64_t rss = peak_rss_bytes();
-  for (size_t i = 0; i < epochs.size(); ++i) {
-    fmt::print("epoch {}: {} images, {:.3f} s, {:.1f} images/s, {:.2f} CPU s{}\n", i,
-               epochs[i].images, epochs[i].seconds, epochs[i].images_per_s(), epochs[i].cpu_seconds,
-               i == 0 && epochs.size() > 1 ? " (warm-up)" : "");
+  const bool json_only = f.json_out == "-";
+  if (!json_only) {
+    for (size_t i = 0; i < epochs.size(); ++i) {
+      fmt::print("epoch {}: {} images, {:.3f} s, {:.1f} images/s, {:.2f} CPU s{}\n", i,
+                 epochs[i].images, epochs[i].seconds, epochs[i].images_per_s(),
+                 epochs[i].cpu_seconds, i == 0 && epochs.size() > 1 ? " (warm-up)" : "");
+    }
+    fmt::print("{}: {:.1f} images/s (median of warm epochs), {} threads, peak RSS {:.1f} MB\n",
+               f.decode_only ? "decode-only ceiling" : "pipeline", median, threads,
+               static_cast<double>(rss) / 1e6);
+    int64_t total_images = 0;
+    for (const auto& e : epochs) total_images += e.images;
+    if (!stages.empty()) print_stages(stages, total_images);
   }
-  fmt::print("{}: {:.1f} images/s (median of warm epochs), {} threads, peak RSS {:.1f} MB\n",
-             f.decode_only ? "decode-only ceiling" : "pipeline", median, threads,
-             static_cast<double>(rss) / 1e6);
-  int64_t total_images = 0;
-  for (const auto& e : epochs) total_images += e.images;
-  if (!stages.empty()) print_stages(stages, total_images);
   if (!f.json_out.empty()) {
-    std::vector<std::string> epoch_json, stage_json;
+    JsonWriter j;
+    j.begin_object()
+        .field("tool", "kiln pipeline bench")
+        .field("version", KILN_VERSION_STRING)
+        .field("mode", f.decode_only ? "decode_only" : "pipeline")
+        .field("pipeline", f.pipeline_path)
+        .field("images_dir", f.images)
+        .field("threads", threads)
+        .field("batch_size", batch_size)
+        .field("prefetch_queue_depth", prefetch)
+        .field("images_per_s", median)
+        .field("peak_rss_bytes", rss);
+    j.key("epochs").begin_array();
     for (const auto& e : epochs) {
-      epoch_json.push_back(
-          fmt::format("{{\"images\": {}, \"seconds\": {:.6f}, \"cpu_seconds\": {:.6f}}}", e.images,
-                      e.seconds, e.cpu_seconds));
+      j.begin_object()
+          .field("images", e.images)
+          .field("seconds", e.seconds)
+          .field("cpu_seconds", e.cpu_seconds)
+          .end_object();
     }
+    j.end_array().key("stages").begin_array();
     for (const auto& s : stages) {
-      stage_json.push_back(fmt::format("{{\"stage\": \"{}\", \"calls\": {}, \"seconds\": {:.6f}}}",
-                                       s.stage, s.calls, s.seconds));
+      j.begin_object()
+          .field("stage", s.stage)
+          .field("calls", s.calls)
+          .field("seconds", s.seconds)
+          .end_object();
     }
-    std::string text = fmt::format(
-        "{{\"tool\": \"kiln pipeline bench\", \"version\": \"{}\", \"mode\": \"{}\", "
-        "\"pipeline\": \"{}\", \"images_dir\": \"{}\", \"threads\": {}, \"batch_size\": {}, "
-        "\"prefetch_queue_depth\": {}, \"images_per_s\": {:.3f}, \"peak_rss_bytes\": {}, "
-        "\"epochs\": [{}], \"stages\": [{}]}}\n",
-        KILN_VERSION_STRING, f.decode_only ? "decode_only" : "pipeline", f.pipeline_path, f.images,
-        threads, batch_size, prefetch, median, rss, fmt::join(epoch_json, ", "),
-        fmt::join(stage_json, ", "));
-    Status s = write_json(f.json_out, text);
-    if (!s.ok()) return report_error(s);
+    j.end_array().end_object();
+    if (json_only) {
+      fmt::print("{}", j.str());
+    } else {
+      Status s = write_json(f.json_out, j.str());
+      if (!s.ok()) return report_error(s);
+    }
   }
   return 0;
 }
 
-int list_operators() {
+// An argument's default as its JSON value.
+void arg_value_json(JsonWriter& j, const pipeline::ArgValue& v) {
+  std::visit([&](const auto& x) { j.value(x); }, v);
+}
+
+int list_operators(bool json) {
+  if (json) {
+    JsonWriter j;
+    j.begin_object().key("operators").begin_array();
+    for (const pipeline::OperatorSchema* schema : pipeline::operator_schemas()) {
+      j.begin_object()
+          .field("name", schema->name)
+          .field("doc", schema->doc)
+          .field("inputs", schema->inputs)
+          .field("outputs", schema->outputs);
+      j.key("args").begin_array();
+      for (const pipeline::ArgSpec& arg : schema->args) {
+        j.begin_object()
+            .field("name", arg.name)
+            .field("type", std::string(pipeline::arg_type_name(arg.type)))
+            .field("required", !arg.default_value.has_value())
+            .key("default");
+        if (arg.default_value) {
+          arg_value_json(j, *arg.default_value);
+        } else {
+          j.null();
+        }
+        j.field("per_sample", arg.per_sample).field("doc", arg.doc).end_object();
+      }
+      j.end_array().end_object();
+    }
+    j.end_array().end_object();
+    fmt::print("{}", j.str());
+    return 0;
+  }
   for (const pipeline::OperatorSchema* schema : pipeline::operator_schemas()) {
     fmt::print("{}({}) -> ({}): {}\n", schema->name, fmt::join(schema->inputs, ", "),
                fmt::join(schema->outputs, ", "), schema->doc);
@@ -319,17 +432,28 @@ CommandAction add_pipeline_command(CLI::App& app) {
   add_common_options(run, flags.get(), true);
   run->add_option("--epochs", flags->epochs, "epochs to run (default 1)");
   run->add_option("--save-grid", flags->save_grid, "write the first batch as a PNG grid");
+  run->add_flag("--json", flags->json,
+                "print one JSON object (every batch's samples, paths and output shapes, the "
+                "totals, bad samples) instead of the lines");
   auto* bench = cmd->add_subcommand("bench", "Measure a JSON pipeline: images/s, stage times");
   add_common_options(bench, flags.get(), false);
   flags->epochs = 1;
   bench->add_option("--epochs", flags->epochs,
                     "epochs; the first is a warm-up when there are several (bench default 3)");
-  bench->add_option("--json", flags->json_out, "also write the figures as JSON to this file");
+  bench
+      ->add_option("--json", flags->json_out,
+                   "write the figures as JSON to this file, or with no file (or -) print only "
+                   "the JSON object")
+      ->expected(0, 1)
+      ->default_str("-");
   bench->add_flag("--decode-only", flags->decode_only,
                   "instead: decode every image at full scale on all threads (the ceiling)");
   auto* ops = cmd->add_subcommand("ops", "List the pipeline operators with their arguments");
+  ops->add_flag("--json", flags->json,
+                "print one JSON object: each operator's inputs, outputs and arguments (type, "
+                "default, per-sample)");
   return [flags, run, bench, ops] {
-    if (ops->parsed()) return list_operators();
+    if (ops->parsed()) return list_operators(flags->json);
     if (bench->parsed()) {
       if (bench->count("--epochs") == 0) flags->epochs = 3;
       if (flags->epochs < 1) return report_error(invalid_argument_error("--epochs must be >= 1"));

@@ -29,6 +29,7 @@ struct ServeOptions {
   std::string host = "0.0.0.0";
   int http_port = 8000;
   int grpc_port = 8001;  // -1: no gRPC
+  int ui_port = -1;      // -1: the status page is on the HTTP port only
   int threads = 0;
   std::vector<std::string> models;
   uint64_t max_body_mib = 256;
@@ -139,6 +140,7 @@ int serve(const ServeOptions& o) {
   ho.max_connections = o.max_connections;
   ho.fd_headroom = o.fd_headroom;
   ho.tls = o.tls;
+  ho.ui_port = o.ui_port;
   ho.gpus = gpus;
   Result<std::unique_ptr<server::http::HttpServer>> http =
       server::http::HttpServer::start(server->get(), ho);
@@ -178,6 +180,10 @@ int serve(const ServeOptions& o) {
   }
   fmt::print("kiln serve: listening on http{}://{}:{}\n", o.tls.enabled() ? "s" : "", o.host,
              (*http)->port());
+  if (o.ui_port >= 0) {
+    fmt::print("kiln serve: status page on http{}://{}:{}/\n", o.tls.enabled() ? "s" : "", o.host,
+               (*http)->ui_port());
+  }
   std::fflush(stdout);
 
   int signal = 0;
@@ -208,6 +214,10 @@ CommandAction add_serve_command(CLI::App& app) {
       ->check(CLI::Range(0, 65535));
   sub->add_option("--grpc-port", o->grpc_port, "gRPC port (0 picks a free one, -1: no gRPC)")
       ->check(CLI::Range(-1, 65535));
+  sub->add_option("--ui-port", o->ui_port,
+                  "Also serve the status page (and its JSON) on this port alone (0 picks a free "
+                  "one); it is always at / on the HTTP port")
+      ->check(CLI::Range(0, 65535));
   sub->add_option("--host", o->host, "Address to listen on");
   sub->add_option("--threads", o->threads, "HTTP threads (0: KILN_NUM_THREADS or one per core)")
       ->check(CLI::NonNegativeNumber);

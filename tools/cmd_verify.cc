@@ -8,7 +8,9 @@
 #include "compiler/artifact/artifact.h"
 #include "compiler/targets/target.h"
 #include "tools/command.h"
+#include "tools/json_writer.h"
 #include "tools/model_io.h"
+#include "tools/target_option.h"
 #include "tools/verify_quantized.h"
 
 namespace kiln::tools {
@@ -18,6 +20,8 @@ namespace {
 struct Error {
   double max_abs = 0;
   double max_rel = 0;
+  // The largest |ref - got| / (atol + rtol * |ref|): the error against its bound; within <= 1.
+  double over_bound = 0;
   bool within = true;
   std::string problem;  // a dtype/shape mismatch
 };
@@ -54,7 +58,9 @@ Error compare(const compiler::Argument& ref, const compiler::Argument& got, doub
         if (std::isnan(abs)) abs = INFINITY;
         e.max_abs = std::max(e.max_abs, abs);
         e.max_rel = std::max(e.max_rel, abs / std::max(std::abs(x), 1e-12));
-        e.within &= abs <= atol + rtol * std::abs(x);
+        const double bound = atol + rtol * std::abs(x);
+        e.over_bound = std::max(e.over_bound, bound > 0 ? abs / bound : (abs > 0 ? INFINITY : 0.0));
+        e.within &= abs <= bound;
       }
     }
   });
@@ -66,7 +72,7 @@ Error compare(const compiler::Argument& ref, const compiler::Argument& got, doub
 CommandAction add_verify_command(CLI::App& app) {
   struct Options {
     std::string model;
-    std::string target = "ref";
+    TargetOption target;
     double rtol = 1e-3;
     double atol = 1e-5;
     ModelInputOptions inputs;
@@ -78,9 +84,8 @@ CommandAction add_verify_command(CLI::App& app) {
   cmd->add_option("model", opts->model,
                   "the .onnx model, or a .kiln artifact (checked against ref on its own graph)")
       ->required();
-  CLI::Option* target_option =
-      cmd->add_option("--target", opts->target, "the target to check against ref")
-          ->capture_default_str();
+  add_target_option(cmd, &opts->target,
+                    "the target to check against ref (an artifact is checked on its own)");
   cmd->add_option("--rtol", opts->rtol, "relative tolerance")->capture_default_str();
   cmd->add_option("--atol", opts->atol, "absolute tolerance")->capture_default_str();
   cmd->add_option("--input", opts->inputs.inputs, "NAME=FILE.npy; inputs not given are random");
@@ -95,21 +100,24 @@ CommandAction add_verify_command(CLI::App& app) {
   cmd->add_option("--pipeline", q.pipeline, "pipeline JSON that turns --inputs images into inputs");
   cmd->add_option("--labels", q.labels,
                   "\"FILE LABEL\" lines (e.g. labels.txt): report the accuracy of both models");
-  cmd->add_flag("--json", q.json, "print one line of JSON instead of the table");
+  cmd->add_flag("--json", q.json,
+                "print one JSON object (each output's errors and verdict) instead of the table");
   cmd->add_option("--min-top1", q.min_top1, "fail when top-1 agreement (percent) is below this");
   cmd->add_option("--min-cosine", q.min_cosine, "fail when cosine similarity is below this");
-  return [opts, target_option] {
+  return [opts] {
     const VerifyQuantizedOptions& given = opts->quantized;
     if (!given.quantize.any() &&
-        (!given.inputs.empty() || !given.labels.empty() || !given.pipeline.empty() || given.json)) {
+        (!given.inputs.empty() || !given.labels.empty() || !given.pipeline.empty())) {
       return report_error(invalid_argument_error(
-          "--inputs, --labels, --pipeline and --json compare a quantized model with fp32: add "
-          "--fp16, --bf16 or --int8"));
+          "--inputs, --labels and --pipeline compare a quantized model with fp32: add --fp16, "
+          "--bf16 or --int8"));
     }
     if (given.quantize.any()) {
+      auto target = resolve_target(opts->target);
+      if (!target.ok()) return report_error(target.status());
       VerifyQuantizedOptions q = opts->quantized;
       q.model = opts->model;
-      q.target = opts->target;
+      q.target = target->name;
       q.input_shapes = opts->inputs.input_shapes;
       return verify_quantized(q);
     }
@@ -122,14 +130,15 @@ CommandAction add_verify_command(CLI::App& app) {
     auto ref_target = compiler::make_target("ref");
     std::shared_ptr<compiler::Executable> exe = for_target->executable;
     Result<std::shared_ptr<compiler::Executable>> ref_exe = internal_error("not compiled");
+    std::string target_name;
     if (exe != nullptr) {
-      if (target_option->count() > 0 && opts->target != exe->target()) {
+      if (opts->target.was_given() && opts->target.given != exe->target()) {
         return report_error(invalid_argument_error(
             fmt::format("{} was compiled for target {}; it cannot be verified on --target {}: "
                         "drop --target, or compile the .onnx model for {} with kiln compile",
-                        opts->model, exe->target(), opts->target, opts->target)));
+                        opts->model, exe->target(), opts->target.given, opts->target.given)));
       }
-      opts->target = std::string(exe->target());
+      target_name = std::string(exe->target());
       compiler::CompileOptions as_stored = for_ref->artifact.options;
       as_stored.optimize = false;
       auto artifact = compiler::open_artifact(opts->model);
@@ -138,7 +147,10 @@ CommandAction add_verify_command(CLI::App& app) {
       if (!graph.ok()) return report_error(graph.status());
       ref_exe = compiler::compile(*graph, **ref_target, as_stored);
     } else {
-      auto target = compiler::make_target(opts->target);
+      auto resolved = resolve_target(opts->target);
+      if (!resolved.ok()) return report_error(resolved.status());
+      target_name = resolved->name;
+      auto target = compiler::make_target(target_name);
       if (!target.ok()) return report_error(target.status());
       ref_exe = compiler::compile(
           std::shared_ptr<compiler::Graph>(std::move(for_ref->model->graph)), **ref_target);
@@ -153,15 +165,42 @@ CommandAction add_verify_command(CLI::App& app) {
     auto actual = exe->run(std::move(for_target->inputs));
     if (!actual.ok()) return report_error(actual.status());
     bool all_ok = true;
-    fmt::print("{:<32} {:>12} {:>12}  {}\n", "output", "max abs err", "max rel err", "verdict");
+    std::vector<Error> errors;
     for (size_t i = 0; i < expected->size(); ++i) {
-      const std::string& name = (*ref_exe)->graph().outputs()[i]->name();
-      Error e = compare((*expected)[i], (*actual)[i], opts->rtol, opts->atol);
-      all_ok &= e.within;
-      fmt::print("{:<32} {:>12.3g} {:>12.3g}  {}{}\n", name, e.max_abs, e.max_rel,
+      errors.push_back(compare((*expected)[i], (*actual)[i], opts->rtol, opts->atol));
+      all_ok &= errors.back().within;
+    }
+    const auto& outputs = (*ref_exe)->graph().outputs();
+    if (given.json) {
+      JsonWriter j;
+      j.begin_object()
+          .field("model", opts->model)
+          .field("target", target_name)
+          .field("reference", "ref")
+          .field("rtol", opts->rtol)
+          .field("atol", opts->atol);
+      j.key("outputs").begin_array();
+      for (size_t i = 0; i < errors.size(); ++i) {
+        j.begin_object()
+            .field("name", outputs[i]->name())
+            .field("max_abs_err", errors[i].max_abs)
+            .field("max_rel_err", errors[i].max_rel)
+            .field("max_err_over_bound", errors[i].over_bound)
+            .field("within", errors[i].within);
+        if (!errors[i].problem.empty()) j.field("problem", errors[i].problem);
+        j.end_object();
+      }
+      j.end_array().field("agree", all_ok).end_object();
+      fmt::print("{}", j.str());
+      return all_ok ? 0 : 1;
+    }
+    fmt::print("{:<32} {:>12} {:>12}  {}\n", "output", "max abs err", "max rel err", "verdict");
+    for (size_t i = 0; i < errors.size(); ++i) {
+      const Error& e = errors[i];
+      fmt::print("{:<32} {:>12.3g} {:>12.3g}  {}{}\n", outputs[i]->name(), e.max_abs, e.max_rel,
                  e.within ? "ok" : "MISMATCH", e.problem.empty() ? "" : ": " + e.problem);
     }
-    fmt::print("{} vs ref: {}\n", opts->target, all_ok ? "all outputs agree" : "outputs differ");
+    fmt::print("{} vs ref: {}\n", target_name, all_ok ? "all outputs agree" : "outputs differ");
     return all_ok ? 0 : 1;
   };
 }

@@ -20,6 +20,7 @@ std::string_view component_title(std::string_view component) {
   if (component == "cpu") return "The cpu target";
   if (component == "cuda") return "The cuda target";
   if (component == "server") return "The server";
+  if (component == "cli") return "The kiln command-line tool";
   if (component == "tests") return "kiln's own tests (not read by kiln itself)";
   if (component == "packaging")
     return "Building the wheel (python/setup.py; not read by kiln itself)";

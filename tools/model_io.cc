@@ -191,6 +191,14 @@ Result<PreparedModel> prepare_model(const std::string& path, const ModelInputOpt
     if (!import.input_shapes.count(kv.first)) import.input_shapes[kv.first] = t->shape().dims();
     given[kv.first] = std::move(t).value();
   }
+  for (const auto& [name, t] : options.tensors) {
+    if (given.count(name)) {
+      return invalid_argument_error(
+          fmt::format("--input {}: given twice, as a .npy file and as images", name));
+    }
+    if (!import.input_shapes.count(name)) import.input_shapes[name] = t.shape().dims();
+    given[name] = t;
+  }
   PreparedModel out;
   if (compiler::is_artifact_file(path)) {
     auto start = std::chrono::steady_clock::now();

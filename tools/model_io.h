@@ -14,11 +14,13 @@
 #include "compiler/ir/model.h"
 #include "compiler/onnx/importer.h"
 #include "core/status.h"
+#include "core/tensor.h"
 
 namespace kiln::tools {
 
 struct ModelInputOptions {
   std::vector<std::string> inputs;        // NAME=FILE.npy
+  std::map<std::string, Tensor> tensors;  // inputs already made (images through --pipeline)
   std::vector<std::string> input_shapes;  // NAME=1x3x224x224
   uint64_t seed = 0;
   // When > 0, every dynamic input dim not set by input_shapes gets this size (`--batch`).
@@ -37,8 +39,9 @@ struct PreparedModel {
 };
 
 // Loads `path` — a .kiln artifact (recognised by its magic bytes) or an ONNX model imported with
-// the given shapes (and the shapes of the given .npy inputs) — then builds every input: from its
-// .npy file when given (checked against the model's dtype and shape), else random with `seed`.
+// the given shapes (and the shapes of the given .npy inputs and tensors) — then builds every
+// input: from its .npy file or tensor when given (checked against the model's dtype and shape),
+// else random with `seed`.
 // Errors name the input and say what to pass instead.
 Result<PreparedModel> prepare_model(const std::string& path, const ModelInputOptions& options);
 

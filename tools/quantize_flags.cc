@@ -11,9 +11,7 @@
 #include <map>
 #include <sstream>
 
-#include "compiler/artifact/checksum.h"
-#include "core/mapped_file.h"
-#include "core/npy.h"
+#include "compiler/cache/input_folder.h"
 #include "core/progress.h"
 #include "pipeline/executor/pipeline.h"
 #include "pipeline/json/pipeline_json.h"
@@ -47,29 +45,9 @@ std::vector<std::pair<std::string, std::string>> QuantizeFlags::as_options() con
 
 uint64_t QuantizeFlags::data_hash() const {
   if (!int8 || calibration.empty()) return 0;
-  std::error_code ec;
-  std::vector<fs::path> files;
-  for (fs::recursive_directory_iterator it(calibration, ec), end; !ec && it != end;
-       it.increment(ec)) {
-    if (it->is_regular_file(ec)) files.push_back(it->path());
-  }
-  if (ec || files.empty()) return 0;
-  std::sort(files.begin(), files.end());
-  if (!pipeline.empty()) files.push_back(pipeline);
-  compiler::Xxhash64 h(0x6b696c6e);  // "kiln"
-  auto bytes_of = [](std::string_view s) {
-    return std::span<const uint8_t>(reinterpret_cast<const uint8_t*>(s.data()), s.size());
-  };
-  for (const fs::path& f : files) {
-    Result<std::shared_ptr<const MappedFile>> mapped = MappedFile::open(f.string());
-    if (!mapped.ok()) return 0;
-    const std::string name = f.lexically_relative(calibration).generic_string() + "\n" +
-                             std::to_string((*mapped)->bytes().size()) + "\n";
-    h.update(bytes_of(name));
-    h.update((*mapped)->bytes());
-  }
-  const uint64_t digest = h.digest();
-  return digest == 0 ? 1 : digest;
+  std::vector<fs::path> extra;
+  if (!pipeline.empty()) extra.emplace_back(pipeline);
+  return compiler::hash_input_folder(calibration, extra);
 }
 
 void add_quantize_flags(CLI::App* cmd, QuantizeFlags* flags, bool with_int8) {
@@ -105,48 +83,14 @@ void add_quantize_flags(CLI::App* cmd, QuantizeFlags* flags, bool with_int8) {
 
 namespace {
 
-std::vector<fs::path> sorted_entries(const fs::path& dir, bool folders) {
-  std::vector<fs::path> out;
-  for (const auto& entry : fs::directory_iterator(dir)) {
-    if (folders ? entry.is_directory() : entry.path().extension() == ".npy") {
-      out.push_back(entry.path());
-    }
-  }
-  std::sort(out.begin(), out.end());
-  return out;
-}
-
 Result<std::vector<InputBatch>> load_npy_folder(const fs::path& dir, const compiler::Graph& graph) {
+  KILN_ASSIGN_OR_RETURN(std::vector<compiler::FolderBatch> read,
+                        compiler::read_npy_folder(dir, graph));
   std::vector<InputBatch> batches;
-  std::vector<fs::path> files = sorted_entries(dir, false);
-  if (!files.empty()) {
-    if (graph.inputs().size() != 1) {
-      return invalid_argument_error(fmt::format(
-          "\"{}\": the model has {} inputs, so each batch must be a sub-folder holding one "
-          "<input name>.npy per input, not a loose .npy file",
-          dir.string(), graph.inputs().size()));
-    }
-    for (const fs::path& file : files) {
-      KILN_ASSIGN_OR_RETURN(Tensor t, read_npy(file.string()));
-      InputBatch b;
-      b.tensors.emplace(graph.inputs()[0]->name(), std::move(t));
-      b.source = file.filename().string();
-      batches.push_back(std::move(b));
-    }
-    return batches;
-  }
-  for (const fs::path& folder : sorted_entries(dir, true)) {
+  for (compiler::FolderBatch& r : read) {
     InputBatch b;
-    b.source = folder.filename().string();
-    for (const compiler::Value* in : graph.inputs()) {
-      const fs::path file = folder / (in->name() + ".npy");
-      if (!fs::exists(file)) {
-        return not_found_error(fmt::format("\"{}\": no {}.npy for model input \"{}\"",
-                                           folder.string(), in->name(), in->name()));
-      }
-      KILN_ASSIGN_OR_RETURN(Tensor t, read_npy(file.string()));
-      b.tensors.emplace(in->name(), std::move(t));
-    }
+    b.tensors = std::move(r.tensors);
+    b.source = std::move(r.source);
     batches.push_back(std::move(b));
   }
   return batches;

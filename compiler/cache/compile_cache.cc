@@ -190,7 +190,7 @@ Result<CompiledModel> CompileCache::get(const ModelSource& model, const CompileR
   std::shared_ptr<Entry> entry;
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    std::shared_ptr<Entry>& slot = entries_[k];
+    std::shared_ptr<Entry>& slot = entries_[{k, request.device}];
     if (slot == nullptr) slot = std::make_shared<Entry>();
     entry = slot;
   }
@@ -199,6 +199,21 @@ Result<CompiledModel> CompileCache::get(const ModelSource& model, const CompileR
     ++memory_hits_;
     return CompiledModel{entry->executable, CompiledModel::From::kMemory, entry->artifact};
   }
+  // What is loaded or compiled next lives on the request's device; the thread's own comes back.
+  // (A target with no device here fails below, in make_target, saying why.)
+  const bool devices = device_count(request.target) > 0;
+  int before = 0;
+  if (devices) {
+    KILN_ASSIGN_OR_RETURN(before, use_device(request.target, request.device));
+  }
+  struct Restore {
+    std::string_view target;
+    int device;
+    bool set;
+    ~Restore() {
+      if (set) (void)use_device(target, device);
+    }
+  } restore{request.target, before, devices};
   const fs::path file = file_for(model, request);
   if (use_disk_) {
     if (std::shared_ptr<Executable> hit = load_file(model, request, file)) {

@@ -61,6 +61,9 @@ struct CompileRequest {
   // A hash of what the rewrite reads besides the model (int8's calibration data, which the flags
   // only name by folder), 0 for none: part of the key only.
   uint64_t data_hash = 0;
+  // The device of the target the executable is put on (cuda: a GPU index). Not part of the key:
+  // one artifact serves every device; this process keeps one executable per device.
+  int device = 0;
 };
 
 struct CompiledModel {
@@ -132,7 +135,7 @@ class CompileCache {
   bool use_disk_;
   mutable std::mutex mutex_;
   mutable std::map<std::string, std::string> fingerprints_;
-  std::map<uint64_t, std::shared_ptr<Entry>> entries_;
+  std::map<std::pair<uint64_t, int>, std::shared_ptr<Entry>> entries_;  // (key, device)
   std::atomic<int64_t> memory_hits_{0};
   std::atomic<int64_t> disk_hits_{0};
   std::atomic<int64_t> compiles_{0};

@@ -145,6 +145,27 @@ TEST(CompileCache, AHitGivesTheSameOutputsWithoutCompiling) {
       << artifact->header().source.recompile_command;
 }
 
+TEST(CompileCache, AHostTargetHasOneDeviceAndRefusesAnother) {
+  TempFolder dir("device");
+  Result<ModelSource> model = ModelSource::from_file(kModel);
+  ASSERT_TRUE(model.ok()) << model.status().to_string();
+  CompileRequest request = request_for_batch(1);
+  EXPECT_EQ(device_count(request.target), 1);
+  request.device = 1;
+  CompileCache cache(dir.path());
+  Result<CompiledModel> refused = cache.get(*model, request);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("has 1 device; there is no device 1"),
+            std::string::npos)
+      << refused.status().to_string();
+  EXPECT_TRUE(files_in(dir.path()).empty());
+  request.device = 0;
+  Result<CompiledModel> compiled = cache.get(*model, request);
+  ASSERT_TRUE(compiled.ok()) << compiled.status().to_string();
+  EXPECT_EQ(outputs_of(*compiled->executable).size(), 10u);
+}
+
 TEST(CompileCache, AChangedOptionOrModelMisses) {
   TempFolder dir("miss");
   Result<ModelSource> model = ModelSource::from_file(kModel);

@@ -35,6 +35,11 @@ class SessionPool {
     std::lock_guard<std::mutex> lock(mutex_);
     idle_.push_back(std::move(session));
   }
+  // Destroys the idle sessions now (an owner that must free them in some context first).
+  void clear() const {
+    std::lock_guard<std::mutex> lock(mutex_);
+    idle_.clear();
+  }
 
  private:
   Factory make_;

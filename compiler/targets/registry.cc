@@ -46,4 +46,23 @@ Result<std::unique_ptr<Target>> make_target(std::string_view name) {
   return not_found_error(fmt::format("unknown target \"{}\"; this build has: {}", name, known));
 }
 
+int device_count(std::string_view name) {
+#ifdef KILN_HAVE_CUDA_TARGET
+  if (name == "cuda") return cuda_device_count();
+#endif
+  return name == "cuda" ? 0 : 1;
+}
+
+Result<int> use_device(std::string_view name, int device) {
+#ifdef KILN_HAVE_CUDA_TARGET
+  if (name == "cuda") return cuda_use_device(device);
+#endif
+  const int count = device_count(name);
+  if (device < 0 || device >= count) {
+    return invalid_argument_error(fmt::format("target {} has {} device{}; there is no device {}",
+                                              name, count, count == 1 ? "" : "s", device));
+  }
+  return 0;
+}
+
 }  // namespace kiln::compiler

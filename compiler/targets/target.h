@@ -121,6 +121,12 @@ class Executable {
   // method reads of every activation. By default run() and a pass over the host tensors; the
   // cuda target reduces on the GPU and copies two numbers an output.
   virtual Result<std::vector<OutputRange>> run_ranges(std::vector<Argument> inputs) const;
+  // A host tensor (uninitialized) that run() reads fastest as an input: page-locked memory the
+  // cuda target copies to the GPU straight from, without staging it; Tensor::allocate elsewhere.
+  // For callers that fill an input buffer per run and keep it for the next (a server's batches).
+  virtual Result<Tensor> host_tensor(DType dtype, Shape shape) const {
+    return Tensor::allocate(dtype, std::move(shape));
+  }
   // What an artifact of this executable stores beside its graph (the cuda target: its tuning).
   virtual std::vector<TargetSection> artifact_sections() const { return {}; }
   // graph() with the value of every constant: what an artifact stores. A target that drops
@@ -172,6 +178,14 @@ Status check_inputs(const Graph& graph, const std::vector<Argument>& inputs);
 std::vector<std::string> target_names();
 // The target called `name`, or a not-found error listing the available ones.
 Result<std::unique_ptr<Target>> make_target(std::string_view name);
+
+// How many devices `name` can run on: the GPUs for "cuda", 1 for the host targets.
+int device_count(std::string_view name);
+// Makes device `device` of target `name` (cuda: a GPU index) the calling thread's, so that what
+// the thread compiles or loads next for that target lives on it; an executable then runs there
+// whichever thread calls it. Returns the device that was the thread's. Host targets have device 0
+// only; an index past the last device is an invalid-argument error naming the count.
+Result<int> use_device(std::string_view name, int device);
 
 // Runs the target's passes over `graph` (unless options.optimize is false) and finalizes it.
 // Fails naming the first node the target does not support.

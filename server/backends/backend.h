@@ -84,6 +84,12 @@ class Backend {
 Result<std::filesystem::path> find_model_file(const BackendContext& context,
                                               std::string_view extension);
 
+// A file or folder a backend parameter names (`parameter` = `given`), relative to the version
+// folder. With a root, the same rules as find_model_file's `model`: relative, without "..", and
+// resolving inside the root. Not found names the parameter and the path.
+Result<std::filesystem::path> repository_path(const BackendContext& context,
+                                              std::string_view parameter, const std::string& given);
+
 // Makes a fresh backend (one per loaded model version).
 using BackendFactory = std::function<std::unique_ptr<Backend>()>;
 

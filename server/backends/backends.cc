@@ -40,8 +40,48 @@ bool inside_root(const std::filesystem::path& root, const std::filesystem::path&
   return true;
 }
 
+namespace {
+
+// `found`, or permission denied when it resolves (through a symbolic link) outside the
+// repository.
+Result<std::filesystem::path> checked_inside(const BackendContext& ctx, std::string_view parameter,
+                                             const std::filesystem::path& found) {
+  if (!ctx.root.empty() && !inside_root(ctx.root, found)) {
+    return permission_denied_error(fmt::format(
+        "model \"{}\": {} {} resolves, through a symbolic link, to a place outside the model "
+        "repository {}; copy it into the repository",
+        ctx.config.name, parameter == "model" ? "model file" : parameter, found.string(),
+        ctx.root.string()));
+  }
+  return found;
+}
+
+}  // namespace
+
 std::filesystem::path default_cache_dir() {
   return compiler::default_compile_cache_dir();
+}
+
+Result<std::filesystem::path> repository_path(const BackendContext& ctx, std::string_view parameter,
+                                              const std::string& given) {
+  const std::string& model = ctx.config.name;
+  std::filesystem::path p(given);
+  if (!ctx.root.empty()) {
+    const bool up = std::any_of(p.begin(), p.end(), [](const auto& part) { return part == ".."; });
+    if (p.empty() || p.is_absolute() || up) {
+      return invalid_argument_error(
+          fmt::format("model \"{}\": parameter {} \"{}\" must be a relative path inside the model "
+                      "repository, without \"..\"",
+                      model, parameter, given));
+    }
+  }
+  if (p.is_relative()) p = ctx.version_dir / p;
+  std::error_code ec;
+  if (!std::filesystem::exists(p, ec)) {
+    return not_found_error(
+        fmt::format("model \"{}\": {} {} does not exist", model, parameter, p.string()));
+  }
+  return checked_inside(ctx, parameter, p);
 }
 
 Result<std::filesystem::path> find_model_file(const BackendContext& ctx,
@@ -50,45 +90,25 @@ Result<std::filesystem::path> find_model_file(const BackendContext& ctx,
   KILN_ASSIGN_OR_RETURN(std::optional<std::string> given,
                         ctx.config.parameters.get_string("model"));
   std::error_code ec;
-  std::filesystem::path found;
   if (given) {
-    std::filesystem::path p(*given);
-    if (!ctx.root.empty()) {
-      const bool up =
-          std::any_of(p.begin(), p.end(), [](const auto& part) { return part == ".."; });
-      if (p.empty() || p.is_absolute() || up) {
-        return invalid_argument_error(fmt::format(
-            "model \"{}\": parameter model \"{}\" must be a relative path inside the model "
-            "repository, without \"..\"",
-            model, *given));
-      }
-    }
-    if (p.is_relative()) p = ctx.version_dir / p;
+    KILN_ASSIGN_OR_RETURN(std::filesystem::path p, repository_path(ctx, "model", *given));
     if (!std::filesystem::is_regular_file(p, ec)) {
       return not_found_error(
-          fmt::format("model \"{}\": model file {} does not exist", model, p.string()));
+          fmt::format("model \"{}\": model file {} is not a file", model, p.string()));
     }
-    found = p;
-  } else {
-    std::vector<std::filesystem::path> files;
-    for (const auto& entry : std::filesystem::directory_iterator(ctx.version_dir, ec)) {
-      if (entry.path().extension() == extension) files.push_back(entry.path());
-    }
-    if (files.size() != 1) {
-      return not_found_error(fmt::format(
-          "model \"{}\": expected one {} file in {}, found {}; name it with the `model` "
-          "parameter",
-          model, extension, ctx.version_dir.string(), files.size()));
-    }
-    found = files[0];
+    return p;
   }
-  if (!ctx.root.empty() && !inside_root(ctx.root, found)) {
-    return permission_denied_error(
-        fmt::format("model \"{}\": model file {} resolves, through a symbolic link, to a place "
-                    "outside the model repository {}; copy the file into the repository",
-                    model, found.string(), ctx.root.string()));
+  std::vector<std::filesystem::path> files;
+  for (const auto& entry : std::filesystem::directory_iterator(ctx.version_dir, ec)) {
+    if (entry.path().extension() == extension) files.push_back(entry.path());
   }
-  return found;
+  if (files.size() != 1) {
+    return not_found_error(
+        fmt::format("model \"{}\": expected one {} file in {}, found {}; name it with the `model` "
+                    "parameter",
+                    model, extension, ctx.version_dir.string(), files.size()));
+  }
+  return checked_inside(ctx, "model", files[0]);
 }
 
 }  // namespace kiln::server

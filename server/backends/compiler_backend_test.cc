@@ -1,12 +1,15 @@
 // SPDX-License-Identifier: Apache-2.0
 // The compiler backend's artifact cache: the first load writes it, the next load uses it, and a
-// corrupted or stale cache file is replaced without failing the load.
+// corrupted or stale cache file is replaced without failing the load; and the precision
+// parameters (fp16, bf16, int8 with its calibration folder).
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <mutex>
 #include <random>
@@ -16,6 +19,7 @@
 #include "compiler/artifact/artifact.h"
 #include "core/logging.h"
 #include "core/mapped_file.h"
+#include "core/npy.h"
 #include "server/core/server.h"
 #include "server/core/test_repository.h"
 
@@ -229,6 +233,91 @@ TEST(CompilerBackendCache, ADiskFullWhileCachingDoesNotFailTheLoad) {
   s.shutdown();
   fs::remove_all(root);
   fs::remove_all(cache_dir);
+}
+
+// Rewrites the mnist model's config.toml with `extra` lines in [parameters] (and `top` lines
+// above it), then loads it again.
+Status reload_mnist(Server& s, const fs::path& root, const std::string& extra,
+                    const std::string& top = "") {
+  std::ofstream(root / "mnist" / "config.toml", std::ios::trunc)
+      << "platform = \"onnx_onnxv1\"\nmax_batch_size = 4\n"
+      << top
+      << "[dynamic_batching]\nmax_queue_delay_microseconds = 2000\n[parameters]\ntarget = "
+         "\"cpu\"\ncache = false\n"
+      << extra;
+  (void)s.unload_model("mnist");
+  return s.load_model("mnist");
+}
+
+float max_abs_difference(const std::vector<float>& a, const std::vector<float>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  float worst = 0;
+  for (size_t i = 0; i < std::min(a.size(), b.size()); ++i) {
+    worst = std::max(worst, std::abs(a[i] - b[i]));
+  }
+  return worst;
+}
+
+// Parameters precision (fp16, bf16, int8 with a calibration folder) compile the model the way
+// `kiln compile --fp16/--bf16/--int8` does; the answers stay close to fp32's, and every mistake
+// in the parameters is a load error that names it.
+TEST(CompilerBackendPrecision, ReducedPrecisionsServeCloseAnswersAndBadParametersFailTheLoad) {
+  fs::path root = testing::make_test_repository("precision");
+  fs::remove_all(root / "broken");
+  LogCapture logs;
+  Result<std::unique_ptr<Server>> created = Server::create(ServerOptions{root, false, {"mnist"}});
+  ASSERT_TRUE(created.ok()) << created.status().to_string();
+  Server& s = **created;
+  ASSERT_TRUE(reload_mnist(s, root, "").ok());
+  const std::vector<float> fp32 = classify(s);
+  ASSERT_EQ(fp32.size(), 30u);
+  float range = 0;
+  for (float v : fp32) range = std::max(range, std::abs(v));
+
+  for (const char* precision : {"fp16", "bf16"}) {
+    Status loaded = reload_mnist(s, root, fmt::format("precision = \"{}\"\n", precision));
+    ASSERT_TRUE(loaded.ok()) << precision << ": " << loaded.to_string();
+    const std::vector<float> got = classify(s);
+    EXPECT_LT(max_abs_difference(got, fp32), 0.02f * range) << precision;
+    EXPECT_NE(got, fp32) << precision << " ran in fp32";
+  }
+
+  // int8: 8 single-image calibration files, joined into batches of the compiled batch (4).
+  const fs::path calibration = root / "mnist" / "1" / "calibration";
+  fs::create_directories(calibration);
+  for (uint64_t i = 0; i < 8; ++i) {
+    ASSERT_TRUE(write_npy((calibration / fmt::format("{:02}.npy", i)).string(),
+                          testing::random_image(1, 100 + i).view())
+                    .ok());
+  }
+  Status int8 = reload_mnist(s, root, "precision = \"int8\"\ncalibration = \"calibration\"\n");
+  ASSERT_TRUE(int8.ok()) << int8.to_string();
+  EXPECT_EQ(logs.count("int8: "), 1);
+  const std::vector<float> got = classify(s);
+  EXPECT_LT(max_abs_difference(got, fp32), 0.1f * range);
+  EXPECT_NE(got, fp32);
+
+  struct Bad {
+    std::string parameters;
+    std::string top;
+    std::string says;
+  };
+  const std::vector<Bad> bad = {
+      {"precision = \"fp8\"\n", "", "precision must be fp32, fp16, bf16 or int8, got \"fp8\""},
+      {"precision = \"int8\"\n", "", "needs parameter calibration"},
+      {"precision = \"fp16\"\ncalibration = \"calibration\"\n", "", "are for precision \"int8\""},
+      {"precision = \"int8\"\ncalibration = \"../../mnist\"\n", "", "without \"..\""},
+      {"precision = \"int8\"\ncalibration = \"missing\"\n", "", "does not exist"},
+      {"precision = \"int8\"\ncalibration = \"model.onnx\"\n", "", "is not a folder"},
+      {"", "gpus = [0]\n", "gpus lists GPUs but the target is cpu"},
+  };
+  for (const Bad& b : bad) {
+    Status loaded = reload_mnist(s, root, b.parameters, b.top);
+    ASSERT_FALSE(loaded.ok()) << b.parameters << b.top;
+    EXPECT_NE(loaded.message().find(b.says), std::string::npos) << loaded.to_string();
+  }
+  s.shutdown();
+  fs::remove_all(root);
 }
 
 }  // namespace

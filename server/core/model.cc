@@ -93,7 +93,7 @@ Result<std::shared_ptr<Model>> Model::load(const ModelConfig& config,
   m->stats_ = std::make_unique<StatsRecorder>(config.name, m->version_);
   Model* raw = m.get();
   m->scheduler_ = std::make_unique<Scheduler>(
-      config.name, batching, config.instances,
+      config.name, batching, instance_threads(config),
       [raw](std::vector<PendingRequest>& batch) { raw->run_batch(batch); },
       [raw](PendingRequest& r) { raw->expire(r); });
   KILN_RETURN_IF_ERROR(m->scheduler_->start_status());

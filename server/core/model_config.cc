@@ -298,7 +298,8 @@ Result<std::string> ascii_toml(std::string_view t, std::string_view source) {
 }
 
 constexpr std::string_view kTopKeys =
-    "name, backend, platform, instances, version_policy, max_batch_size, [dynamic_batching], "
+    "name, backend, platform, instances, gpus, version_policy, max_batch_size, "
+    "[dynamic_batching], "
     "[parameters], [[inputs]], [[outputs]], [[steps]]";
 
 }  // namespace
@@ -326,6 +327,8 @@ Result<ModelConfig> parse_model_config(std::string_view text, std::string_view s
       KILN_ASSIGN_OR_RETURN(c.platform, get_string(source, "platform", v));
     } else if (k == "instances") {
       KILN_ASSIGN_OR_RETURN(c.instances, get_int(source, "instances", v, 1));
+    } else if (k == "gpus") {
+      KILN_ASSIGN_OR_RETURN(c.gpus, get_int_array(source, "gpus", v, 0));
     } else if (k == "version_policy") {
       KILN_ASSIGN_OR_RETURN(c.version_policy, get_string(source, "version_policy", v));
     } else if (k == "max_batch_size") {
@@ -394,6 +397,15 @@ Status validate_model_config(ModelConfig& c, std::string_view source) {
           "{}: preferred_batch_size {} exceeds max_batch_size {}", source, p, b.max_batch_size));
     }
   }
+  std::set<int64_t> gpus;
+  for (int64_t g : c.gpus) {
+    if (!gpus.insert(g).second) {
+      return invalid_argument_error(
+          fmt::format("{}: gpus lists GPU {} twice; list each GPU once and set instances to the "
+                      "threads per GPU",
+                      source, g));
+    }
+  }
   std::set<std::string> names;
   for (const TensorMetadata& t : c.inputs) {
     if (!names.insert(t.name).second) {
@@ -402,6 +414,11 @@ Status validate_model_config(ModelConfig& c, std::string_view source) {
     }
   }
   return Status();
+}
+
+int64_t instance_threads(const ModelConfig& config) {
+  return std::max<int64_t>(1, config.instances) *
+         std::max<int64_t>(1, static_cast<int64_t>(config.gpus.size()));
 }
 
 Result<ModelConfig> read_model_config(const std::filesystem::path& model_dir) {

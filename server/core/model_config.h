@@ -46,8 +46,13 @@ struct ModelConfig {
   // "rocal_json", "kiln_pipeline": pipeline; "ensemble": chain) when not given.
   std::string backend;
   std::string platform;
-  // Worker threads, each running whole batches.
+  // Worker threads, each running whole batches: `instances` per GPU when `gpus` lists some
+  // (Triton's instance_group count), else `instances` in all (instance_threads()).
   int64_t instances = 1;
+  // The GPUs the instances run on (Triton's instance_group gpus; the compiler backend's cuda
+  // target puts one executable on each and sends each batch to the least busy). Empty: the
+  // target's first device.
+  std::vector<int64_t> gpus;
   // "latest" loads the highest numbered version folder, "all" every one.
   std::string version_policy = "latest";
   BatchingConfig batching;
@@ -59,6 +64,9 @@ struct ModelConfig {
   // The chain backend's steps, run in order ([[steps]]).
   std::vector<ChainStep> steps;
 };
+
+// How many worker threads run the model's batches: instances per listed GPU, or instances.
+int64_t instance_threads(const ModelConfig& config);
 
 // Parses config.toml text; `source` names the file in messages. Unknown keys are errors, so a typo
 // never silently falls back to a default.

@@ -100,9 +100,24 @@ Result<ModelConfig> parse_model_config_pbtxt(std::string_view text, std::string_
     KILN_ASSIGN_OR_RETURN(TensorMetadata t, tensor(out, batched, source, "output"));
     c.outputs.push_back(std::move(t));
   }
+  // Triton runs `count` instances on each GPU a group lists; kiln runs every group on one set of
+  // GPUs, so the groups that list GPUs must list the same ones.
+  bool on_gpu = false;
   if (pb.instance_group_size() > 0) {
     c.instances = 0;
-    for (const auto& g : pb.instance_group()) c.instances += std::max(1, g.count());
+    for (const auto& g : pb.instance_group()) {
+      c.instances += std::max(1, g.count());
+      on_gpu = on_gpu || g.kind() == proto::ModelInstanceGroup::KIND_GPU || g.gpus_size() > 0;
+      if (g.gpus_size() == 0) continue;
+      std::vector<int64_t> gpus(g.gpus().begin(), g.gpus().end());
+      if (!c.gpus.empty() && c.gpus != gpus) {
+        return invalid_argument_error(fmt::format(
+            "{}: instance groups list different gpus; kiln runs every group on the same GPUs, so "
+            "list the same gpus in each (or merge the groups)",
+            source));
+      }
+      c.gpus = std::move(gpus);
+    }
   }
   if (!pb.default_model_filename().empty()) {
     c.parameters.set("model", pb.default_model_filename());
@@ -123,6 +138,12 @@ Result<ModelConfig> parse_model_config_pbtxt(std::string_view text, std::string_
         std::min<uint64_t>(d.default_queue_policy().default_timeout_microseconds(), INT64_MAX));
   }
   for (const auto& [key, value] : pb.parameters()) c.parameters.set(key, value.string_value());
+  // A compiled model on KIND_GPU instances runs on the cuda target unless a parameter says else.
+  const bool compiled =
+      c.backend == "compiler" || (c.backend.empty() && c.platform == "onnx_onnxv1");
+  if (on_gpu && compiled && !c.parameters.has("target")) {
+    c.parameters.set("target", std::string("cuda"));
+  }
   for (const auto& step : pb.ensemble_scheduling().step()) {
     ChainStep s;
     s.model = step.model_name();

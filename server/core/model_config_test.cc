@@ -135,6 +135,41 @@ TEST(ModelConfig, ReadChecksTheFileAndTheFolderName) {
   std::filesystem::remove_all(dir.parent_path());
 }
 
+// Triton's instance_group on GPUs: `count` instances on each listed GPU, the cuda target.
+TEST(ModelConfig, InstanceGroupsOnGpusRunCountPerGpu) {
+  Result<ModelConfig> c = parse_model_config_pbtxt(
+      "name: \"r\"\nplatform: \"onnx_onnxv1\"\nmax_batch_size: 64\n"
+      "instance_group [ { count: 2 kind: KIND_GPU gpus: [ 0, 1 ] } ]\n",
+      "r/config.pbtxt");
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->instances, 2);
+  EXPECT_EQ(c->gpus, (std::vector<int64_t>{0, 1}));
+  EXPECT_EQ(instance_threads(*c), 4);
+  EXPECT_EQ(c->parameters.get_string("target")->value(), "cuda");
+
+  Result<ModelConfig> differ = parse_model_config_pbtxt(
+      "name: \"r\"\nplatform: \"onnx_onnxv1\"\n"
+      "instance_group [ { count: 1 gpus: [ 0 ] }, { count: 1 gpus: [ 1 ] } ]\n",
+      "r/config.pbtxt");
+  ASSERT_FALSE(differ.ok());
+  EXPECT_NE(differ.status().message().find("list the same gpus"), std::string_view::npos)
+      << differ.status().to_string();
+
+  Result<ModelConfig> toml =
+      parse_model_config("backend = \"compiler\"\ninstances = 3\ngpus = [1, 0]\n", "r/config.toml");
+  ASSERT_TRUE(toml.ok()) << toml.status().to_string();
+  EXPECT_EQ(toml->gpus, (std::vector<int64_t>{1, 0}));
+  EXPECT_EQ(instance_threads(*toml), 6);
+  Result<ModelConfig> twice =
+      parse_model_config("backend = \"compiler\"\ngpus = [0, 0]\n", "r/config.toml");
+  ASSERT_FALSE(twice.ok());
+  EXPECT_NE(twice.status().message().find("lists GPU 0 twice"), std::string_view::npos);
+  Result<ModelConfig> negative =
+      parse_model_config("backend = \"compiler\"\ngpus = [-1]\n", "r/config.toml");
+  ASSERT_FALSE(negative.ok());
+  EXPECT_NE(negative.status().message().find("at least 0"), std::string_view::npos);
+}
+
 TEST(ModelConfig, ReadsTritonConfigPbtxt) {
   Result<ModelConfig> c = parse_model_config_pbtxt(R"(
 name: "mnist"
@@ -167,6 +202,9 @@ parameters { key: "pad_batch" value: { string_value: "false" } }
   EXPECT_EQ(c->outputs[0].shape, (std::vector<int64_t>{-1, 10}));
   EXPECT_EQ(c->parameters.get_string("model")->value(), "model.onnx");
   EXPECT_EQ(c->parameters.get_bool("pad_batch")->value(), false);
+
+  EXPECT_TRUE(c->gpus.empty());
+  EXPECT_FALSE(c->parameters.has("target"));  // KIND_CPU: the compiler's default target
 
   Result<ModelConfig> unknown = parse_model_config_pbtxt(
       "name: \"m\"\nbackend: \"onnxruntime\"\noptimization { priority: PRIORITY_MAX }\n",

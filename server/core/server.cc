@@ -323,6 +323,7 @@ Status Server::load_failed(const std::string& name, const Status& status) {
   e.failed = true;
   e.state = e.versions.empty() ? "UNAVAILABLE" : "READY";
   e.reason = std::string(status.message());
+  errors_->record(ErrorKind::kLoad, name, "", status);
   return status;
 }
 
@@ -522,8 +523,34 @@ Result<std::vector<ModelStatistics>> Server::statistics(const std::string& name,
   return out;
 }
 
+std::vector<ModelState> Server::model_states() const {
+  std::shared_lock lock(mutex_);
+  std::vector<ModelState> out;
+  for (const auto& [name, e] : models_) {
+    ModelState s;
+    s.name = name;
+    s.state = e.versions.empty() ? e.state : "READY";
+    s.failed = e.failed;
+    s.reason = e.reason;
+    for (const auto& [v, m] : e.versions) s.versions.push_back(std::to_string(v));
+    if (!e.versions.empty()) {
+      const Model& newest = *e.versions.rbegin()->second;
+      s.backend = newest.config().backend;
+      s.platform = newest.info().platform;
+    }
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
 void Server::infer_async(InferenceRequest request, InferCallback done) {
   const Clock::time_point arrived = Clock::now();
+  // Every failure it answers is kept among the recent errors too.
+  done = [errors = errors_, model = request.model, version = request.version,
+          done = std::move(done)](Result<InferenceResponse> r) {
+    if (!r.ok()) errors->record(ErrorKind::kRequest, model, version, r.status());
+    done(std::move(r));
+  };
   if (shutting_down_) {
     done(unavailable_error("the server is shutting down; no new requests are taken"));
     return;

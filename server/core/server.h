@@ -20,6 +20,7 @@
 #include "core/status.h"
 #include "server/core/access.h"
 #include "server/core/model.h"
+#include "server/core/recent_errors.h"
 #include "server/core/trace.h"
 #include "server/core/types.h"
 
@@ -68,6 +69,17 @@ struct RepositoryEntry {
   std::string reason;   // why it is unavailable
 };
 
+// One model as the status page shows it.
+struct ModelState {
+  std::string name;
+  std::vector<std::string> versions;  // the loaded ones, ascending; empty when none is
+  std::string state;                  // "READY", "LOADING", "UNAVAILABLE"
+  bool failed = false;  // the last load failed; a READY model still serves its older version
+  std::string reason;   // why it failed or is unavailable ("unloaded")
+  std::string backend;  // of the newest loaded version; empty when none is loaded
+  std::string platform;
+};
+
 class Server final : public ModelRouter {
  public:
   // Scans the repository and loads its models. A model that fails to load is reported by the
@@ -114,6 +126,18 @@ class Server final : public ModelRouter {
   // Statistics of every loaded version (name empty), of one model, or of one version.
   Result<std::vector<ModelStatistics>> statistics(const std::string& name = "",
                                                   const std::string& version = "") const;
+
+  // Every model the server knows, loaded or not, by name.
+  std::vector<ModelState> model_states() const;
+  // The latest failed requests and loads (RecentErrors), oldest first, and how many there were.
+  std::vector<RecentError> recent_errors() const { return errors_->snapshot(); }
+  uint64_t error_count() const { return errors_->total(); }
+  // Records a request a transport refused before it reached infer_async (e.g. a body that does
+  // not decode); infer_async records the failures it answers itself.
+  void record_request_error(const std::string& model, const std::string& version,
+                            const Status& status) {
+    errors_->record(ErrorKind::kRequest, model, version, status);
+  }
 
   // Runs a request; `done` is called exactly once, possibly on this thread (for a request that
   // fails its checks) or on a model instance thread.
@@ -169,6 +193,8 @@ class Server final : public ModelRouter {
   std::mutex poll_mutex_;
   std::condition_variable poll_cv_;
   std::thread poll_thread_;
+  // Shared with the completion callbacks infer_async wraps.
+  std::shared_ptr<RecentErrors> errors_ = std::make_shared<RecentErrors>();
 };
 
 }  // namespace kiln::server

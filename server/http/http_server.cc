@@ -28,6 +28,7 @@
 #include "core/thread_pool.h"
 #include "server/core/log_limiter.h"
 #include "server/http/router.h"
+#include "server/http/status_page.h"
 
 namespace kiln::server::http {
 
@@ -68,6 +69,7 @@ struct HttpServer::Impl {
   LogLimiter accept_log;
   LogLimiter limit_log;
   std::optional<net::ssl::context> ssl;  // HTTPS when set
+  std::unique_ptr<HttpServer> ui;        // the status page's own listener (ui_port)
 };
 
 namespace {
@@ -250,6 +252,11 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
       }
       r.inference_header_length = n;
     }
+    if (impl_->options.status_page_only && !is_status_page_target(r.target)) {
+      return respond_now(404, fmt::format("no endpoint {} {} on this port: it serves the status "
+                                          "page only (/ and /v2/kiln/status; kiln serve --ui-port)",
+                                          r.method, r.target.substr(0, r.target.find('?'))));
+    }
     ++impl_->in_flight;
     lowest().expires_never();  // the model may take its time; the idle timeout resumes after
     impl_->router.handle(std::move(r), [self = shared_from_this()](HttpResponse resp) {
@@ -272,10 +279,10 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
     res_.result(static_cast<unsigned>(resp.status));
     res_.set(bhttp::field::server, "kiln");
     res_.set(bhttp::field::content_type, resp.content_type);
+    for (const auto& [name, value] : resp.headers) res_.set(name, value);
     if (resp.inference_header_length) {
       res_.set("Inference-Header-Content-Length", std::to_string(*resp.inference_header_length));
     }
-    if (!resp.traceparent.empty()) res_.set("traceparent", resp.traceparent);
     res_.keep_alive(keep_alive_ && !impl_->stopping);
     res_.body() = std::move(resp.body);
     res_.prepare_payload();
@@ -392,6 +399,10 @@ Result<std::unique_ptr<HttpServer>> HttpServer::start(Server* server, HttpServer
           fmt::format("{} {} is out of range; give 512 to 65535 bytes", name, value));
     }
   }
+  if (options.ui_port > 65535) {
+    return invalid_argument_error(
+        fmt::format("--ui-port {} is out of range; give 0 to 65535", options.ui_port));
+  }
   if (options.max_connections < 1 || options.fd_headroom < 0) {
     return invalid_argument_error(
         fmt::format("--max-connections {} must be at least 1 (and the fd headroom {} at least 0)",
@@ -466,7 +477,9 @@ Result<std::unique_ptr<HttpServer>> HttpServer::start(Server* server, HttpServer
   if (ec) {
     return unavailable_error(fmt::format("cannot listen on {}: {}; choose another port with {}",
                                          where, ec.message(),
-                                         options.metrics_only ? "--metrics-port" : "--http-port"));
+                                         options.status_page_only ? "--ui-port"
+                                         : options.metrics_only   ? "--metrics-port"
+                                                                  : "--http-port"));
   }
   impl->port = a.local_endpoint(ec).port();
   impl->accept();
@@ -476,11 +489,25 @@ Result<std::unique_ptr<HttpServer>> HttpServer::start(Server* server, HttpServer
       io->run();
     });
   }
-  return std::unique_ptr<HttpServer>(new HttpServer(std::move(impl)));
+  std::unique_ptr<HttpServer> started(new HttpServer(std::move(impl)));
+  if (options.ui_port >= 0) {
+    HttpServerOptions ui = options;
+    ui.port = static_cast<uint16_t>(options.ui_port);
+    ui.ui_port = -1;
+    ui.status_page_only = true;
+    ui.threads = 1;
+    ui.max_connections = std::min(options.max_connections, 64);  // a few browsers, not clients
+    KILN_ASSIGN_OR_RETURN(started->impl_->ui, start(server, std::move(ui)));
+  }
+  return started;
 }
 
 uint16_t HttpServer::port() const {
   return impl_->port;
+}
+
+uint16_t HttpServer::ui_port() const {
+  return impl_->ui ? impl_->ui->port() : 0;
 }
 
 int HttpServer::max_connections() const {
@@ -493,6 +520,7 @@ int HttpServer::connections() const {
 
 void HttpServer::stop(std::chrono::milliseconds grace) {
   std::call_once(impl_->stopped, [&] {
+    if (impl_->ui) impl_->ui->stop(grace);
     impl_->stopping = true;
     net::post(impl_->acceptor.get_executor(), [impl = impl_.get()] {
       beast::error_code ec;

@@ -44,6 +44,12 @@ struct HttpServerOptions {
   DecodeLimits limits;
   // HTTPS (TLS 1.2+) when a certificate is given; mutual TLS with a client CA.
   TlsFiles tls;
+  // When 0 or more: a second listener on this port (0 picks a free one; ui_port() says which)
+  // that serves only the status page and its JSON (status_page.h), with the same TLS, limits and
+  // --restricted-api rules (kiln serve --ui-port). The page is on `port` as well.
+  int ui_port = -1;
+  // Serve only the status page and its JSON; other paths are 404 (what the ui_port listener does).
+  bool status_page_only = false;
   // Serve GET /metrics alone, every other path 404 (kiln serve --metrics-port).
   bool metrics_only = false;
   // The GPUs whose gauges /metrics shows (NvmlReader); null: none.
@@ -60,6 +66,8 @@ class HttpServer {
   HttpServer& operator=(const HttpServer&) = delete;
 
   uint16_t port() const;
+  // The status page's own port (HttpServerOptions::ui_port); 0 when it has none.
+  uint16_t ui_port() const;
   // The connection limit in force: max_connections, lowered to fit the open-file limit.
   int max_connections() const;
   // Connections open now.

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "server/http/status_page.h"
 #include "server/http/trace_json.h"
 
 namespace kiln::server::http {
@@ -62,7 +63,10 @@ std::vector<std::string> split_path(std::string_view path) {
 // The endpoint group of a /v2 path (see AccessPolicy); nullopt for a path that is no endpoint.
 std::optional<ApiGroup> api_group(const std::vector<std::string>& p) {
   if (p.size() == 1 && p[0] == "metrics") return ApiGroup::kStatistics;
-  if (p.empty() || p[0] != "v2") return std::nullopt;
+  // The status page "/" and its JSON show statistics (and model states and errors) as /metrics
+  // does, so they are in its group.
+  if (p.empty() || (p.size() == 3 && p[0] == "v2" && p[1] == "kiln")) return ApiGroup::kStatistics;
+  if (p[0] != "v2") return std::nullopt;
   if (p.size() == 1) return ApiGroup::kMetadata;
   if ((p.size() == 3 && p[1] == "trace") ||
       (p.size() == 5 && p[1] == "models" && p[3] == "trace")) {
@@ -106,7 +110,7 @@ std::function<void(HttpResponse)> traced(std::shared_ptr<RequestTrace> trace,
   return [trace = std::move(trace), reply = std::move(reply)](HttpResponse r) {
     trace->finish("http.response.status_code", r.status,
                   r.status >= 400 ? error_body_message(r.body) : std::string());
-    r.traceparent = trace->traceparent();
+    r.headers.emplace_back("traceparent", trace->traceparent());
     reply(std::move(r));
   };
 }
@@ -150,18 +154,23 @@ void Router::handle(HttpRequest&& req, std::function<void(HttpResponse)> reply) 
     }
   }
 
+  if (metrics_only_ && !(p.size() == 1 && p[0] == "metrics")) {
+    return reply(json(404, error_json(fmt::format(
+                               "no endpoint {} {}: this port (--metrics-port) serves GET /metrics "
+                               "alone",
+                               req.method, path))));
+  }
+  // The status page and its JSON (status_page.h).
+  if (p.empty() || (p.size() == 3 && p[0] == "v2" && p[1] == "kiln" && p[2] == "status")) {
+    if (!get) return wrong_method("GET");
+    return reply(p.empty() ? status_page_response() : status_json_response(*server_));
+  }
   if (p.size() == 1 && p[0] == "metrics") {
     if (!get) return wrong_method("GET");
     HttpResponse r;
     r.content_type = "text/plain; version=0.0.4";
     r.body = prometheus_metrics(*server_, gpus_.get());
     return reply(std::move(r));
-  }
-  if (metrics_only_) {
-    return reply(json(404, error_json(fmt::format(
-                               "no endpoint {} {}: this port (--metrics-port) serves GET /metrics "
-                               "alone",
-                               req.method, path))));
   }
   if (p.empty() || p[0] != "v2") {
     return reply(json(404, error_json(fmt::format(
@@ -381,6 +390,7 @@ void Router::infer(HttpRequest&& req, const std::string& model, const std::strin
   }
   if (!request.ok()) {
     Status s = request.status().with_context(fmt::format("model \"{}\"", model));
+    server_->record_request_error(model, version, s);
     // A tensor past the element limit is a payload too large, not a full queue.
     if (s.code() == StatusCode::kResourceExhausted) {
       return reply(json(413, error_json(s.message())));

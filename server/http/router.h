@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "server/core/nvml.h"
@@ -34,7 +35,8 @@ struct HttpResponse {
   std::string content_type = "application/json";
   std::string body;
   std::optional<size_t> inference_header_length;
-  std::string traceparent;  // the server span of a traced request (W3C Trace Context)
+  // More header fields (the status page's Content-Security-Policy, Cache-Control, ...).
+  std::vector<std::pair<std::string, std::string>> headers;
 };
 
 // HTTP status for a Status code: 400 invalid, 401 unauthenticated, 403 permission denied, 404 not

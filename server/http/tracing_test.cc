@@ -406,6 +406,7 @@ TEST(MetricsPort, ServesMetricsAloneAndTheHttpPortKeepsThem) {
   EXPECT_EQ(
       testing::http_exchange((*metrics)->port(), "POST", "/v2/models/echo/infer", kBody).status,
       404);
+  EXPECT_EQ(testing::http_exchange((*metrics)->port(), "GET", "/").status, 404);  // no status page
   // The HTTP port still serves /metrics (without GPU gauges: it was given no reader).
   HttpExchange main = testing::http_exchange(t.port(), "GET", "/metrics");
   EXPECT_EQ(main.status, 200);

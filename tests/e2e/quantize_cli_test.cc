@@ -119,8 +119,8 @@ TEST_F(QuantizeCli, VerifyReportsAgreementAndAccuracyAsJson) {
 }
 
 TEST_F(QuantizeCli, VerifyBf16PrintsATable) {
-  KilnRun v = run_kiln("verify " + kModel + " --bf16 --inputs " + path("test") + " --labels " +
-                       kImages + "/labels.txt --min-cosine 0.999");
+  KilnRun v = run_kiln("verify " + kModel + " --target ref --bf16 --inputs " + path("test") +
+                       " --labels " + kImages + "/labels.txt --min-cosine 0.999");
   ASSERT_EQ(v.exit_code, 0) << v.output;
   EXPECT_NE(v.output.find("bf16 vs fp32 on target ref, 16 input batches"), std::string::npos)
       << v.output;

@@ -5,6 +5,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <map>
 #include <mutex>
 
 #include "compiler/passes/passes.h"
@@ -20,23 +22,52 @@ namespace kiln::compiler {
 
 namespace {
 
-// The compile-time library handles (algorithm search needs them), made once per process.
+// The compile-time library handles (algorithm search needs them), made once per process and GPU:
+// a cuDNN handle belongs to the device that was current when it was made.
 struct Handles {
   cudnnHandle_t cudnn = nullptr;
   cublasLtHandle_t lt = nullptr;
+  Status made;
   std::mutex mutex;  // compiles search algorithms one at a time
 };
 
 Result<Handles*> compile_handles() {
-  static Handles* handles = new Handles();
-  static Status made = [] {
-    KILN_RETURN_IF_ERROR(cuda::load_cublaslt());
-    KILN_RETURN_IF_ERROR(cuda::check_cudnn(cudnnCreate(&handles->cudnn), "creating a handle"));
-    return cuda::check_cublas(cublasLtCreate(&handles->lt), "creating a handle");
-  }();
-  KILN_RETURN_IF_ERROR(made);
+  static std::mutex mutex;
+  static auto* per_device = new std::map<int, Handles*>();
+  int device = 0;
+  KILN_RETURN_IF_ERROR(cuda::check_cuda(cudaGetDevice(&device), "asking for the current GPU"));
+  std::lock_guard<std::mutex> lock(mutex);
+  Handles*& handles = per_device->try_emplace(device, nullptr).first->second;
+  if (handles == nullptr) {
+    handles = new Handles();
+    handles->made = [&]() -> Status {
+      KILN_RETURN_IF_ERROR(cuda::load_cublaslt());
+      KILN_RETURN_IF_ERROR(cuda::check_cudnn(cudnnCreate(&handles->cudnn), "creating a handle"));
+      return cuda::check_cublas(cublasLtCreate(&handles->lt), "creating a handle");
+    }();
+  }
+  KILN_RETURN_IF_ERROR(handles->made);
   return handles;
 }
+
+// Makes `device` the calling thread's GPU for the scope, and the one before it again after.
+class OnDevice {
+ public:
+  explicit OnDevice(int device) {
+    if (cudaGetDevice(&before_) == cudaSuccess && before_ != device) {
+      set_ = cudaSetDevice(device) == cudaSuccess;
+    }
+  }
+  ~OnDevice() {
+    if (set_) cudaSetDevice(before_);
+  }
+  OnDevice(const OnDevice&) = delete;
+  OnDevice& operator=(const OnDevice&) = delete;
+
+ private:
+  int before_ = 0;
+  bool set_ = false;
+};
 
 class CudaExecutable final : public Executable {
  public:
@@ -46,7 +77,14 @@ class CudaExecutable final : public Executable {
         seed_(seed),
         program_(std::move(program)),
         tuning_(std::move(tuning)),
-        sessions_([p = program_.get()] { return p->new_session(); }) {}
+        sessions_([p = program_.get()] { return p->new_session(); }) {
+    cudaGetDevice(&device_);  // the GPU the program's constants were put on
+  }
+  ~CudaExecutable() override {
+    // The sessions' streams, arenas and handles are freed on the GPU they were made on.
+    const OnDevice on(device_);
+    sessions_.clear();
+  }
 
   std::string_view target() const override { return "cuda"; }
   const Graph& graph() const override { return *graph_; }
@@ -76,6 +114,7 @@ class CudaExecutable final : public Executable {
     for (const void* p : outputs) {
       if (p == nullptr) return invalid_argument_error("run_device: an output pointer is null");
     }
+    const OnDevice on(device_);
     KILN_ASSIGN_OR_RETURN(std::unique_ptr<cuda::Session> session, sessions_.take());
     Status out = program_->run_device(*session, inputs, outputs);
     if (out.ok()) sessions_.give_back(std::move(session));
@@ -84,10 +123,23 @@ class CudaExecutable final : public Executable {
   Result<std::vector<OutputRange>> run_ranges(std::vector<Argument> inputs) const override {
     if (program_ == nullptr) return Executable::run_ranges(std::move(inputs));
     KILN_RETURN_IF_ERROR(check_inputs(*graph_, inputs));
+    const OnDevice on(device_);
     KILN_ASSIGN_OR_RETURN(std::unique_ptr<cuda::Session> session, sessions_.take());
     Result<std::vector<OutputRange>> out = program_->run_ranges(*session, inputs);
     if (out.ok()) sessions_.give_back(std::move(session));
     return out;
+  }
+  Result<Tensor> host_tensor(DType dtype, Shape shape) const override {
+    if (dtype == DType::kString) return Tensor::allocate(dtype, std::move(shape));
+    KILN_ASSIGN_OR_RETURN(const int64_t numel, shape.checked_numel());
+    const size_t bytes = std::max<size_t>(1, static_cast<size_t>(numel) * dtype_size(dtype));
+    void* p = nullptr;
+    KILN_RETURN_IF_ERROR(cuda::check_cuda(
+        cudaMallocHost(&p, bytes),
+        fmt::format("allocating {} bytes of page-locked host memory for a {} input", bytes,
+                    shape.to_string())));
+    std::shared_ptr<const void> owner(p, [](const void* q) { cudaFreeHost(const_cast<void*>(q)); });
+    return Tensor::wrap(dtype, std::move(shape), p, std::move(owner));
   }
   const cuda::Program* program() const { return program_.get(); }
   // The algorithm choices, with this GPU's fingerprint, for artifacts.
@@ -103,6 +155,7 @@ class CudaExecutable final : public Executable {
       ref::Interpreter interpreter(seed_);
       return interpreter.run(*graph_, std::move(inputs));
     }
+    const OnDevice on(device_);
     KILN_ASSIGN_OR_RETURN(std::unique_ptr<cuda::Session> session, sessions_.take());
     Result<std::vector<Argument>> out = program_->run(*session, inputs, profile);
     // A session whose run failed may hold a broken stream: drop it.
@@ -114,6 +167,7 @@ class CudaExecutable final : public Executable {
   uint64_t seed_;
   std::unique_ptr<cuda::Program> program_;
   cuda::Tuning tuning_;
+  int device_ = 0;
   SessionPool<cuda::Session> sessions_;
 };
 
@@ -208,6 +262,29 @@ Result<std::unique_ptr<Target>> make_cuda_target() {
         why.empty() ? "no CUDA device" : why));
   }
   return std::unique_ptr<Target>(std::make_unique<CudaTarget>());
+}
+
+int cuda_device_count() {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return count;
+}
+
+Result<int> cuda_use_device(int device) {
+  const int count = cuda_device_count();
+  if (device < 0 || device >= count) {
+    return invalid_argument_error(
+        fmt::format("target cuda: there is no GPU {}; this machine has {} (0 to {})", device, count,
+                    count - 1));
+  }
+  int before = 0;
+  KILN_RETURN_IF_ERROR(cuda::check_cuda(cudaGetDevice(&before), "asking for the current GPU"));
+  KILN_RETURN_IF_ERROR(
+      cuda::check_cuda(cudaSetDevice(device), fmt::format("making GPU {} current", device)));
+  return before;
 }
 
 const cuda::Program* cuda_program(const Executable& executable) {

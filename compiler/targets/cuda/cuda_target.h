@@ -16,6 +16,10 @@ class Program;
 // The cuda target, or kUnavailable saying why not (no GPU found, driver error).
 Result<std::unique_ptr<Target>> make_cuda_target();
 
+// The GPU count, and cudaSetDevice with its errors as a Status (use_device's cuda part).
+int cuda_device_count();
+Result<int> cuda_use_device(int device);
+
 // The planned program a cuda executable runs; nullptr when its graph runs on the ref interpreter
 // (dynamic shapes, subgraphs) or for another target's executable.
 const cuda::Program* cuda_program(const Executable& executable);

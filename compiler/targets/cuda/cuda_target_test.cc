@@ -6,9 +6,11 @@
 #include "compiler/targets/cuda/cuda_target.h"
 
 #include <cuda_runtime.h>
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <thread>
 
@@ -281,6 +283,61 @@ TEST(CudaTarget, ConcurrentRunsGiveEachCallerItsOwnResult) {
     });
   }
   for (std::thread& t : threads) t.join();
+}
+
+// Each GPU compiles its own executable (use_device before compiling); any thread may run either,
+// whatever its current GPU, and the thread's current GPU is left as it was.
+TEST(CudaTarget, ExecutablesRunOnTheGpuTheyWereCompiledFor) {
+  SKIP_WITHOUT_GPU();
+  const int gpus = device_count("cuda");
+  ASSERT_GE(gpus, 1);
+  Result<int> none = use_device("cuda", gpus);
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.status().message().find(fmt::format("there is no GPU {}", gpus)),
+            std::string::npos)
+      << none.status().to_string();
+  const std::vector<Tensor> inputs = {random_tensor(Shape{4, 33}, 71)};
+  const std::vector<Tensor> want = run(*relu_for(inputs, "ref"), inputs);
+  std::vector<std::shared_ptr<Executable>> per_gpu;
+  for (int g = 0; g < gpus; ++g) {
+    Result<int> before = use_device("cuda", g);
+    ASSERT_TRUE(before.ok()) << before.status().to_string();
+    per_gpu.push_back(relu_for(inputs, "cuda"));
+    ASSERT_NE(per_gpu.back(), nullptr);
+    ASSERT_TRUE(use_device("cuda", *before).ok());
+  }
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 2 * gpus; ++t) {
+    threads.emplace_back([&, t] {
+      const int mine = (t + 1) % gpus;  // the thread's GPU differs from the executable's
+      ASSERT_TRUE(use_device("cuda", mine).ok());
+      for (int r = 0; r < 5; ++r) expect_close(want, run(*per_gpu[t % gpus], inputs));
+      int current = -1;
+      cudaGetDevice(&current);
+      EXPECT_EQ(current, mine);
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  per_gpu.clear();  // sessions freed on their own GPUs
+}
+
+// An input in host_tensor()'s page-locked memory is copied from where it is; the results are
+// those of a plain tensor, and the buffer may be refilled for the next run.
+TEST(CudaTarget, PageLockedHostInputsGiveWhatPlainTensorsGive) {
+  SKIP_WITHOUT_GPU();
+  const std::vector<Tensor> inputs = {random_tensor(Shape{64, 1024}, 72)};  // 256 KiB
+  std::shared_ptr<Executable> exe = relu_for(inputs, "cuda");
+  ASSERT_NE(exe, nullptr);
+  Result<Tensor> pinned = exe->host_tensor(DType::kF32, Shape{64, 1024});
+  ASSERT_TRUE(pinned.ok()) << pinned.status().to_string();
+  cudaPointerAttributes a{};
+  ASSERT_EQ(cudaPointerGetAttributes(&a, pinned->raw_data()), cudaSuccess);
+  EXPECT_EQ(a.type, cudaMemoryTypeHost);
+  for (uint32_t round = 0; round < 3; ++round) {
+    const std::vector<Tensor> fresh = {random_tensor(Shape{64, 1024}, 80 + round)};
+    std::memcpy(pinned->raw_data(), fresh[0].raw_data(), fresh[0].nbytes());
+    expect_close(run(*exe, fresh), run(*exe, {*pinned}), 0.0f);
+  }
 }
 
 TEST(CudaTarget, WrongInputShapeIsAClearError) {

@@ -102,6 +102,10 @@ Status check_cublas(cublasStatus_t status, std::string_view what) {
       fmt::format("cuda target: cuBLASLt {}: status {}", what, static_cast<int>(status)));
 }
 
+// Inputs of at least this many bytes in page-locked memory are copied to the GPU from where they
+// are; smaller ones are cheaper to stage than to look up.
+constexpr size_t kDirectCopyBytes = 64 * 1024;
+
 // ---- Session ----
 
 std::shared_mutex& capture_mutex() {
@@ -302,10 +306,26 @@ Status Program::run_device(Session& session, const std::vector<const void*>& inp
   return check_cuda(cudaStreamSynchronize(session.stream), "running the program");
 }
 
+// Whether `p` is page-locked host memory (cudaMallocHost, Executable::host_tensor): the GPU
+// copies from it directly, so it needs no staging.
+static bool page_locked(const void* p) {
+  cudaPointerAttributes a{};
+  if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  return a.type == cudaMemoryTypeHost;
+}
+
 Status Program::stage_inputs(Session& session, const std::vector<Argument>& inputs) const {
   std::vector<const void*> staged_in(inputs_.size());
   for (size_t i = 0; i < inputs_.size(); ++i) {
     const Buffer& b = buffers_[static_cast<size_t>(inputs_[i])];
+    const void* from = inputs[i].tensor().raw_data();
+    if (b.bytes >= kDirectCopyBytes && page_locked(from)) {
+      staged_in[i] = from;
+      continue;
+    }
     staged_in[i] = session.pinned + staging_.input_offsets[i];
     if (b.bytes != 0) {
       std::memcpy(session.pinned + staging_.input_offsets[i], inputs[i].tensor().raw_data(),
