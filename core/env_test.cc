@@ -37,8 +37,8 @@ TEST(Env, TableIsWellFormed) {
   std::span<const EnvFlagInfo> flags = env_flags();
   ASSERT_FALSE(flags.empty());
   std::set<std::string_view> variables;
-  const std::set<std::string_view> components = {"core",   "compiler", "cpu",      "cuda",
-                                                 "server", "tests",    "packaging"};
+  const std::set<std::string_view> components = {"core",   "compiler", "cpu",       "cuda",
+                                                 "server", "cli",      "packaging", "tests"};
   for (size_t i = 0; i < flags.size(); ++i) {
     const EnvFlagInfo& f = flags[i];
     EXPECT_EQ(static_cast<size_t>(f.flag), i) << f.variable;  // declaration order = enum order
