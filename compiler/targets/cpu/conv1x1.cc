@@ -15,9 +15,9 @@
 #include <vector>
 
 #include "compiler/passes/rewrite.h"
-#include "compiler/targets/cpu/dnnl_kernel.h"
 #include "compiler/targets/cpu/kernels/conv1x1.h"
 #include "compiler/targets/cpu/lowering.h"
+#include "compiler/targets/cpu/onednn.h"
 #include "compiler/targets/cpu/silu.h"
 #include "compiler/targets/cpu/squeeze_excite.h"
 #include "core/check.h"

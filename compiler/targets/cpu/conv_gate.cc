@@ -4,7 +4,7 @@
 
 #include "compiler/ops/all_ops.h"
 #include "compiler/passes/rewrite.h"
-#include "compiler/targets/cpu/dnnl_kernel.h"
+#include "compiler/targets/cpu/onednn.h"
 
 namespace kiln::compiler::cpu {
 

@@ -20,7 +20,8 @@
 #include "compiler/runtime/session_pool.h"
 #include "compiler/runtime/shape_profiles.h"
 #include "compiler/runtime/threads.h"
-#include "compiler/targets/cpu/dnnl_kernel.h"
+#include "compiler/targets/cpu/node_program.h"
+#include "compiler/targets/cpu/onednn.h"
 #include "compiler/targets/cpu/packed_constants.h"
 #include "compiler/targets/cpu/program.h"
 #include "compiler/targets/ref/interpreter.h"
@@ -31,27 +32,45 @@ namespace kiln::compiler {
 
 namespace {
 
-// The oneDNN kernel for `node`, or nullptr to run its ref kernel.
-std::unique_ptr<ref::NodeKernel> make_kernel(const Node& node, const dnnl::engine& engine) {
+// The oneDNN kernel for `node` (the node alone as a program), or nullptr to run its ref kernel:
+// for the ops with work enough to repay a program's session, where oneDNN runs them.
+std::unique_ptr<ref::NodeKernel> make_kernel(const Node& node, const dnnl::engine& engine,
+                                             uint64_t seed) {
   switch (node.kind()) {
-    case OpKind::kConv: return cpu::make_conv_kernel(node, engine);
-    case OpKind::kMatMul: return cpu::make_matmul_kernel(node, engine);
-    case OpKind::kGemm: return cpu::make_gemm_kernel(node, engine);
+    case OpKind::kConv:
+    case OpKind::kConvTranspose:
+    case OpKind::kMatMul:
+    case OpKind::kGemm:
+    case OpKind::kLSTM: break;
     case OpKind::kMaxPool:
     case OpKind::kAveragePool:
-    case OpKind::kGlobalAveragePool: return cpu::make_pool_kernel(node, engine);
-    case OpKind::kRelu: return cpu::make_eltwise_kernel(node, engine);
+    case OpKind::kGlobalAveragePool:
+    case OpKind::kBatchNormalization:
+    case OpKind::kLayerNormalization:
+    case OpKind::kSoftmax:
+    case OpKind::kResize:
+    case OpKind::kRelu:
     case OpKind::kAdd:
-    case OpKind::kMul: return cpu::make_binary_kernel(node, engine);
+    case OpKind::kMul: {
+      constexpr int64_t kFewElements = 4096;
+      const Value* y = node.num_outputs() > 0 ? node.output(0) : nullptr;
+      if (y == nullptr || !y->type().is_tensor() || !y->tensor_type().is_static() ||
+          y->tensor_type().shape().numel() < kFewElements) {
+        return nullptr;
+      }
+      break;
+    }
     default: return nullptr;
   }
+  return cpu::make_node_kernel(node, engine, seed);
 }
 
 // Kernels for the nodes of `graph` and of its subgraphs.
-void add_kernels(const Graph& graph, const dnnl::engine& engine, ref::KernelTable& table) {
+void add_kernels(const Graph& graph, const dnnl::engine& engine, uint64_t seed,
+                 ref::KernelTable& table) {
   for (const auto& node : graph.nodes()) {
-    for (const Graph* sub : node->op().subgraphs()) add_kernels(*sub, engine, table);
-    if (std::unique_ptr<ref::NodeKernel> kernel = make_kernel(*node, engine)) {
+    for (const Graph* sub : node->op().subgraphs()) add_kernels(*sub, engine, seed, table);
+    if (std::unique_ptr<ref::NodeKernel> kernel = make_kernel(*node, engine, seed)) {
       table.emplace(node.get(), std::move(kernel));
     }
   }
@@ -276,7 +295,9 @@ class CpuTarget final : public Target {
       // later): they are made with the executable's.
       const TeamSize team(threads);
       if (!env_flag_bool(EnvFlag::kCpuInterpret)) {
-        auto factory = [&engine](const Node& node) { return make_kernel(node, engine); };
+        auto factory = [&engine, seed = options.seed](const Node& node) {
+          return make_kernel(node, engine, seed);
+        };
         cpu::ProgramBuilder builder(*graph, engine, &kernels, factory, options.seed);
         // A graph with an If keeps its weights: a branch the program cannot plan runs on the
         // interpreter, which reads them (the models with Ifs are small).
@@ -320,7 +341,7 @@ class CpuTarget final : public Target {
       if (program == nullptr) {
         // The interpreter reads plain values.
         if (stored) KILN_RETURN_IF_ERROR(stored->unpack(engine));
-        add_kernels(*graph, engine, kernels);
+        add_kernels(*graph, engine, options.seed, kernels);
       }
     }
     // A graph with dynamic input dims is compiled again for each input shape it is run with.

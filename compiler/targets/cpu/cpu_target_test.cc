@@ -331,6 +331,51 @@ TEST(CpuTarget, DynamicShapesRunOnRef) {
   EXPECT_NEAR(y.data<float>()[((1 * 3 + 2) * 3 + 1) * 3 + 2], std::max(acc, 0.0), 1e-5);
 }
 
+TEST(CpuTarget, NodesOfAGraphOnTheInterpreterRunAsProgramsOfTheirOwn) {
+  // NonZero's output has a data-dependent shape: no program plans the whole graph, and the
+  // interpreter runs it, the convolution (its Relu fused) as a program of that node alone.
+  auto graph = std::make_shared<Graph>("data_dependent");
+  GraphBuilder b(*graph);
+  Value* x = b.input("x", f32(Shape{2, 4, 16, 16}));
+  ops::Conv conv;
+  conv.pads = std::vector<int64_t>{1, 1, 1, 1};
+  Value* c = b.add(Op(conv), {x, b.constant(random_tensor(Shape{8, 4, 3, 3}, 70), "w")}, "conv");
+  Value* y = b.add(Op(ops::Relu{}), {c}, "relu");
+  b.output(y);
+  b.output(b.add(Op(ops::NonZero{}), {y}, "nonzero"));
+  ASSERT_TRUE(b.status().ok()) << b.status().to_string();
+  auto ref = compile(graph, **make_target("ref"));
+  ASSERT_TRUE(ref.ok()) << ref.status().to_string();
+  auto cpu = compile(graph, **make_target("cpu"));
+  ASSERT_TRUE(cpu.ok()) << cpu.status().to_string();
+  EXPECT_EQ(cpu_program(**cpu), nullptr);
+  EXPECT_EQ(cpu_dnnl_node_count(**cpu), 1) << print_graph((*cpu)->graph());
+  const Tensor input = random_tensor(Shape{2, 4, 16, 16}, 71);
+  auto want = (*ref)->run({Argument(input)});
+  ASSERT_TRUE(want.ok()) << want.status().to_string();
+  const auto expected = (*want)[0].tensor().span<float>();
+  // Each call makes its own session: calls on several threads at once agree.
+  std::vector<int> mismatches(3, 0);
+  std::vector<std::thread> threads;
+  for (size_t t = 0; t < mismatches.size(); ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 5; ++i) {
+        auto out = (*cpu)->run({Argument(input)});
+        if (!out.ok() || (*out)[1].tensor().shape()[0] != 4) {
+          ++mismatches[t];
+          continue;
+        }
+        const auto got = (*out)[0].tensor().span<float>();
+        for (size_t k = 0; k < expected.size(); ++k) {
+          if (std::abs(got[k] - expected[k]) > 1e-4f) ++mismatches[t];
+        }
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  for (int m : mismatches) EXPECT_EQ(m, 0);
+}
+
 TEST(CpuTarget, OneExecutableRunsOnSeveralThreadsAtOnce) {
   auto graph = std::make_shared<Graph>("shared");
   GraphBuilder b(*graph);

@@ -8,10 +8,10 @@
 
 #include "compiler/ops/all_ops.h"
 #include "compiler/passes/rewrite.h"
-#include "compiler/targets/cpu/dnnl_kernel.h"
 #include "compiler/targets/cpu/excitation.h"
 #include "compiler/targets/cpu/lower_conv.h"
 #include "compiler/targets/cpu/lowering.h"
+#include "compiler/targets/cpu/onednn.h"
 #include "compiler/targets/cpu/program.h"
 #include "core/env.h"
 
@@ -592,7 +592,9 @@ bool lower(ProgramBuilder& b, const Node& node) {
     case OpKind::kSoftmax: return lower_softmax(b, node);
     case OpKind::kTranspose: return lower_transpose(b, node);
     case OpKind::kMatMul:
-    case OpKind::kGemm: return lower_matmul(b, node) || lower_batched_matmul(b, node);
+    case OpKind::kGemm:
+      return lower_matmul(b, node) || lower_batched_matmul(b, node) ||
+             lower_general_matmul(b, node);
     case OpKind::kCast: return lower_cast(b, node);
     case OpKind::kPad: return lower_copy(b, node);
     case OpKind::kLSTM: return lower_lstm(b, node);

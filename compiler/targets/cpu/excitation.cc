@@ -8,9 +8,9 @@
 #include <cstring>
 #include <vector>
 
-#include "compiler/targets/cpu/dnnl_kernel.h"
 #include "compiler/targets/cpu/kernels/silu.h"
 #include "compiler/targets/cpu/lowering.h"
+#include "compiler/targets/cpu/onednn.h"
 
 #if defined(__x86_64__)
 #include <immintrin.h>

@@ -9,8 +9,8 @@
 #include "compiler/ops/all_ops.h"
 #include "compiler/passes/rewrite.h"
 #include "compiler/targets/cpu/conv1x1.h"
-#include "compiler/targets/cpu/dnnl_kernel.h"
 #include "compiler/targets/cpu/lowering.h"
+#include "compiler/targets/cpu/onednn.h"
 #include "compiler/targets/cpu/silu.h"
 #include "compiler/targets/cpu/squeeze_excite.h"
 #include "compiler/targets/cpu/stem.h"
@@ -49,7 +49,9 @@ bool lower_conv(ProgramBuilder& b, const Node& conv, const Node* add) {
   // A squeeze-and-excitation gate scales the weights; the convolution reads the ungated input.
   const std::optional<ConvGate> gate = absorbed_gate(conv);
   const Value* x = gate ? gate->x : conv.input(0);
-  if (!s || s->weights_const == nullptr || !b.has_buffer(x)) return false;
+  // Weights that arrive at run time (a graph input, another node's output) are reordered into the
+  // primitive's layout by a step of their own on every run.
+  if (!s || (s->weights_const == nullptr && gate) || !b.has_buffer(x)) return false;
   if (s->has_bias && s->bias_const == nullptr && !is_f32(conv.input(2))) return false;
   const Value* y = add != nullptr ? add->output(0) : conv.output(0);
   if (!same_float({conv.input(0), conv.input(1), conv.output(0), y})) return false;
@@ -133,10 +135,13 @@ bool lower_conv(ProgramBuilder& b, const Node& conv, const Node* add) {
   const int gated_weights = gate ? b.scratch(pd.weights_desc().get_size()) : -1;
   if (gate) {
     args.push_back({DNNL_ARG_WEIGHTS, gated_weights, pd.weights_desc(), {}});
-  } else {
+  } else if (s->weights_const != nullptr) {
     args.push_back(
         {DNNL_ARG_WEIGHTS, -1, pd.weights_desc(),
          pack(b.engine(), s->user_weights, s->weights_const->raw_data(), pd.weights_desc())});
+  } else {
+    const int w = reorder_into(b, conv, b.plain(conv.input(1)), s->user_weights, pd.weights_desc());
+    args.push_back({DNNL_ARG_WEIGHTS, w, pd.weights_desc(), {}});
   }
   if (s->has_bias) {
     if (s->bias_const != nullptr) {

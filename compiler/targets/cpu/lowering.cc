@@ -7,8 +7,8 @@
 
 #include "compiler/ops/all_ops.h"
 #include "compiler/passes/rewrite.h"
-#include "compiler/targets/cpu/dnnl_kernel.h"
 #include "compiler/targets/cpu/kernels/silu.h"
+#include "compiler/targets/cpu/onednn.h"
 
 namespace kiln::compiler::cpu {
 
@@ -92,6 +92,16 @@ void finish(ProgramBuilder& b, const Node& node, std::string kind, dnnl::primiti
          primitive_step(b, node, std::move(kind), std::move(primitive), std::move(args), tail,
                         std::move(prefill), prefill_from),
          tail);
+}
+
+int reorder_into(ProgramBuilder& b, const Node& node, int id, const dnnl::memory::desc& from,
+                 const dnnl::memory::desc& to) {
+  if (from == to) return id;
+  const int out = b.scratch(to.get_size());
+  dnnl::reorder reorder(dnnl::reorder::primitive_desc(b.engine(), from, b.engine(), to));
+  finish(b, node, "Reorder", reorder, {{DNNL_ARG_SRC, id, from, {}}, {DNNL_ARG_DST, out, to, {}}},
+         Tail{});
+  return out;
 }
 
 const Node* pooled_by(ProgramBuilder& b, const Value* y, const memory::desc& layout,

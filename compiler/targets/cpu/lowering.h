@@ -83,6 +83,11 @@ void finish(ProgramBuilder& b, std::unique_ptr<Step> step, const Tail& tail);
 void finish(ProgramBuilder& b, const Node& node, std::string kind, dnnl::primitive primitive,
             std::vector<PrimitiveStep::Arg> args, const Tail& tail,
             std::optional<PrimitiveStep::Prefill> prefill = std::nullopt, int prefill_from = -1);
+// Buffer `id`, read as `from`, reordered into a new buffer of layout `to` by a step of `node`'s
+// (a weight that arrives at run time, packed on every run as a constant one is once); `id` itself
+// where the layouts are one.
+int reorder_into(ProgramBuilder& b, const Node& node, int id, const dnnl::memory::desc& from,
+                 const dnnl::memory::desc& to);
 
 // The GlobalAveragePool reading `y` that the step writing it computes too (pool_after), and the
 // layout of the mean it defines: `y` is f32 in `layout`, channel-blocked by 16 (nChw16c, dense),
@@ -95,5 +100,7 @@ const Node* pooled_by(ProgramBuilder& b, const Value* y, const dnnl::memory::des
 // scale, a mask Add and eltwise nodes after it as post-ops; false when oneDNN cannot run it.
 // Defined in batched_matmul.cc.
 bool lower_batched_matmul(ProgramBuilder& b, const Node& node);
+// Any other f32 or bf16 MatMul or Gemm as one oneDNN matmul step over plain operands (matmul.cc).
+bool lower_general_matmul(ProgramBuilder& b, const Node& node);
 
 }  // namespace kiln::compiler::cpu

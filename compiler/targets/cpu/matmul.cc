@@ -1,84 +1,18 @@
 // SPDX-License-Identifier: Apache-2.0
-// MatMul and Gemm on oneDNN's matmul: constant weights (and Gemm's scaled C) are packed at
-// compile time; transposed operands are read through strides; Gemm's C is the primitive's bias.
-#include "compiler/ops/linalg.h"
-#include "compiler/targets/cpu/dnnl_kernel.h"
+// The MatMul and Gemm forms the other lowerings leave (dnnl_steps.cc's products with constant
+// weights, batched_matmul.cc's f32 activation products): operands of different ranks broadcast over
+// the batch dims, bf16 activations, Gemm's transposes, alpha and beta, and B and C that arrive at
+// run time. One oneDNN matmul step over plain operands (transposed ones read through strides):
+// alpha is the output scale, C a binary post-op, beta a linear post-op around it.
+#include "compiler/ops/all_ops.h"
+#include "compiler/targets/cpu/lowering.h"
+#include "compiler/targets/cpu/onednn.h"
 
 namespace kiln::compiler::cpu {
 
 namespace {
 
 using dnnl::memory;
-
-// How a matmul reads the node's tensors: user layouts of A, B, C and Y over the runtime data, and
-// the compile-time copies that replace B and C when they are constants.
-struct MatmulOperands {
-  memory::desc src;
-  memory::desc weights;
-  memory::desc bias;  // zero desc: no bias
-  memory::desc dst;
-  const Tensor* weights_const = nullptr;
-  const Tensor* bias_const = nullptr;
-};
-
-class MatmulKernel final : public DnnlKernel {
- public:
-  MatmulKernel(dnnl::engine engine, StaticShapes shapes, dnnl::matmul::primitive_desc pd,
-               MatmulOperands operands, std::optional<memory> packed_weights,
-               std::optional<memory> packed_bias)
-      : DnnlKernel(std::move(engine), std::move(shapes)),
-        pd_(std::move(pd)),
-        matmul_(pd_),
-        operands_(std::move(operands)),
-        packed_weights_(std::move(packed_weights)),
-        packed_bias_(std::move(packed_bias)) {}
-
- private:
-  void execute(ref::KernelContext& ctx, dnnl::stream& stream) const override {
-    std::unordered_map<int, memory> args = {
-        {DNNL_ARG_SRC, wrap(operands_.src, ctx.input(0))},
-        {DNNL_ARG_DST, wrap(operands_.dst, ctx.output(0))},
-        {DNNL_ARG_SCRATCHPAD, scratchpad(pd_)},
-    };
-    args[DNNL_ARG_WEIGHTS] =
-        packed_weights_ ? *packed_weights_ : wrap(operands_.weights, ctx.input(1));
-    if (packed_bias_) {
-      args[DNNL_ARG_BIAS] = *packed_bias_;
-    } else if (operands_.bias.get_size() > 0) {
-      args[DNNL_ARG_BIAS] = wrap(operands_.bias, ctx.input(2));
-    }
-    matmul_.execute(stream, args);
-  }
-
-  dnnl::matmul::primitive_desc pd_;
-  dnnl::matmul matmul_;
-  MatmulOperands operands_;
-  std::optional<memory> packed_weights_;
-  std::optional<memory> packed_bias_;
-};
-
-std::unique_ptr<ref::NodeKernel> build(const dnnl::engine& engine, StaticShapes shapes,
-                                       MatmulOperands operands) {
-  memory::desc weights = operands.weights;
-  if (operands.weights_const != nullptr) {
-    weights = memory::desc(operands.weights.dims(), operands.weights.data_type(),
-                           memory::format_tag::any);
-  }
-  dnnl::matmul::desc desc(operands.src, weights, operands.bias, operands.dst);
-  dnnl::matmul::primitive_desc pd(desc, scratchpad_attr(), engine);
-  std::optional<memory> packed_weights;
-  std::optional<memory> packed_bias;
-  if (operands.weights_const != nullptr) {
-    packed_weights =
-        pack(engine, operands.weights, operands.weights_const->raw_data(), pd.weights_desc());
-  }
-  if (operands.bias_const != nullptr) {
-    packed_bias = pack(engine, operands.bias, operands.bias_const->raw_data(), operands.bias);
-  }
-  return std::make_unique<MatmulKernel>(engine, std::move(shapes), std::move(pd),
-                                        std::move(operands), std::move(packed_weights),
-                                        std::move(packed_bias));
-}
 
 // Leading 1s up to `rank`.
 memory::dims padded(const Shape& s, int rank) {
@@ -87,101 +21,80 @@ memory::dims padded(const Shape& s, int rank) {
   return dims;
 }
 
-// f32, or bf16 (oneDNN's bf16 kernels: a bf16 attention's activation x activation products).
-std::unique_ptr<ref::NodeKernel> build_matmul(const Node& node, const dnnl::engine& engine) {
-  std::optional<StaticShapes> shapes = static_float_shapes(node);
-  if (!shapes || node.num_inputs() != 2) return nullptr;
-  const Shape& a = *shapes->inputs[0];
-  const Shape& b = *shapes->inputs[1];
-  const Shape& y = shapes->output;
-  if (a.rank() < 2 || b.rank() < 2 || y.rank() != std::max(a.rank(), b.rank())) return nullptr;
-  MatmulOperands operands;
-  operands.weights_const = node.input(1)->constant_value();
-  const int64_t k = a[a.rank() - 1];
-  const int64_t n = b[b.rank() - 1];
-  if (b.rank() == 2) {
-    // [..., M, K] x [K, N]: one [M', K] x [K, N] product over the flattened leading dims.
-    const int64_t m = k == 0 ? 0 : a.numel() / k;
-    operands.src = plain_desc(memory::dims{m, k}, shapes->dtype);
-    operands.weights = plain_desc(memory::dims{k, n}, shapes->dtype);
-    operands.dst = plain_desc(memory::dims{m, n}, shapes->dtype);
-  } else {
-    operands.src = plain_desc(padded(a, y.rank()), shapes->dtype);
-    operands.weights = plain_desc(padded(b, y.rank()), shapes->dtype);
-    operands.dst = plain_desc(y, shapes->dtype);
-  }
-  return build(engine, std::move(*shapes), std::move(operands));
-}
-
-// A copy of constant `t` with every element multiplied by `scale`.
-Tensor scaled(const Tensor& t, float scale) {
-  Tensor out = t.clone();
-  for (float& v : out.span<float>()) v *= scale;
-  return out;
-}
-
-// Scaled copies of a constant B or C (alpha, beta != 1) live until build() has packed them.
-std::unique_ptr<ref::NodeKernel> build_gemm(const Node& node, const dnnl::engine& engine) {
-  const auto& op = node.attrs<ops::Gemm>();
-  std::optional<StaticShapes> shapes = static_f32_shapes(node);
-  if (!shapes || node.num_inputs() < 2) return nullptr;
-  const Shape& a = *shapes->inputs[0];
-  const Shape& b = *shapes->inputs[1];
-  const Shape& y = shapes->output;
-  if (a.rank() != 2 || b.rank() != 2 || y.rank() != 2) return nullptr;
-  const int64_t m = y[0];
-  const int64_t n = y[1];
-  const int64_t k = op.transA ? a[0] : a[1];
-  MatmulOperands operands;
-  operands.src = memory::desc({m, k}, memory::data_type::f32,
-                              op.transA ? memory::dims{1, m} : memory::dims{k, 1});
-  operands.weights = memory::desc({k, n}, memory::data_type::f32,
-                                  op.transB ? memory::dims{1, k} : memory::dims{n, 1});
-  operands.dst = plain_desc(y);
-
-  Tensor b_scaled;
-  const Tensor* b_const = node.input(1)->constant_value();
-  if (op.alpha != 1.0f) {
-    if (b_const == nullptr) return nullptr;
-    b_scaled = scaled(*b_const, op.alpha);
-    b_const = &b_scaled;
-  }
-  operands.weights_const = b_const;
-
-  Tensor c_scaled;
-  if (node.has_input(2) && op.beta != 0.0f) {
-    const Shape& c = *shapes->inputs[2];
-    if (c.rank() > 2) return nullptr;
-    memory::dims c_dims = padded(c, 2);
-    if ((c_dims[0] != 1 && c_dims[0] != m) || (c_dims[1] != 1 && c_dims[1] != n)) return nullptr;
-    operands.bias = plain_desc(c_dims);
-    const Tensor* c_const = node.input(2)->constant_value();
-    if (op.beta != 1.0f) {
-      if (c_const == nullptr) return nullptr;
-      c_scaled = scaled(*c_const, op.beta);
-      c_const = &c_scaled;
-    }
-    operands.bias_const = c_const;
-  }
-  return build(engine, std::move(*shapes), std::move(operands));
-}
-
 }  // namespace
 
-std::unique_ptr<ref::NodeKernel> make_matmul_kernel(const Node& node, const dnnl::engine& engine) {
-  try {
-    return build_matmul(node, engine);
-  } catch (const dnnl::error&) {
-    return nullptr;  // a combination oneDNN does not implement: the ref kernel runs it
+bool lower_general_matmul(ProgramBuilder& b, const Node& node) {
+  const bool gemm = node.kind() == OpKind::kGemm;
+  if ((!gemm && node.kind() != OpKind::kMatMul) || node.num_inputs() < 2 ||
+      node.num_inputs() > (gemm ? 3 : 2) || !node.has_input(0) ||
+      !same_float({node.input(0), node.input(1), node.output(0)})) {
+    return false;
   }
-}
+  const DType type = dtype(node.output(0));
+  const memory::data_type dt = dnnl_type(type);
+  const Shape& a = node.input(0)->tensor_type().shape();
+  const Shape& w = node.input(1)->tensor_type().shape();
+  const Shape& y = node.output(0)->tensor_type().shape();
+  memory::desc src;
+  memory::desc weights;
+  const memory::desc dst = plain_desc(y, type);
+  dnnl::primitive_attr attr = scratchpad_attr();
+  dnnl::post_ops post;
+  const Value* c = nullptr;  // Gemm's C, added as a binary post-op
+  memory::desc c_desc;
+  if (!gemm) {
+    if (a.rank() < 2 || w.rank() < 2 || y.rank() != std::max(a.rank(), w.rank())) return false;
+    src = plain_desc(padded(a, y.rank()), type);
+    weights = plain_desc(padded(w, y.rank()), type);
+  } else {
+    const auto& op = node.attrs<ops::Gemm>();
+    if (a.rank() != 2 || w.rank() != 2 || y.rank() != 2) return false;
+    const int64_t m = y[0];
+    const int64_t n = y[1];
+    const int64_t k = op.transA ? a[0] : a[1];
+    src = memory::desc({m, k}, dt, op.transA ? memory::dims{1, m} : memory::dims{k, 1});
+    weights = memory::desc({k, n}, dt, op.transB ? memory::dims{1, k} : memory::dims{n, 1});
+    const bool with_c = node.has_input(2) && op.beta != 0.0f;
+    if (with_c) {
+      c = node.input(2);
+      if (!is_float(c) || dtype(c) != type || c->tensor_type().shape().rank() > 2) return false;
+      const memory::dims c_dims = padded(c->tensor_type().shape(), 2);
+      if ((c_dims[0] != 1 && c_dims[0] != m) || (c_dims[1] != 1 && c_dims[1] != n)) return false;
+      c_desc = plain_desc(c_dims, type);
+    }
+    // alpha * A.B + beta * C = beta * (alpha / beta * A.B + C).
+    const float scale = with_c ? op.alpha / op.beta : op.alpha;
+    if (scale != 1.0f) attr.set_output_scales(0, {scale});
+    if (with_c) post.append_binary(dnnl::algorithm::binary_add, c_desc);
+    if (with_c && op.beta != 1.0f) {
+      post.append_eltwise(1.0f, dnnl::algorithm::eltwise_linear, op.beta, 0.0f);
+    }
+  }
+  attr.set_post_ops(post);
+  dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(src, weights, dst), attr, b.engine());
 
-std::unique_ptr<ref::NodeKernel> make_gemm_kernel(const Node& node, const dnnl::engine& engine) {
-  try {
-    return build_gemm(node, engine);
-  } catch (const dnnl::error&) {
-    return nullptr;
+  std::vector<PrimitiveStep::Arg> args;
+  args.push_back({DNNL_ARG_SRC, b.plain(node.input(0)), src, {}});
+  if (const Tensor* constant = node.input(1)->constant_value()) {
+    args.push_back(
+        {DNNL_ARG_WEIGHTS, -1, weights, pack(b.engine(), weights, constant->raw_data(), weights)});
+  } else {
+    args.push_back({DNNL_ARG_WEIGHTS, b.plain(node.input(1)), weights, {}});
   }
+  if (c != nullptr) {
+    const int arg = DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1;
+    if (const Tensor* constant = c->constant_value()) {
+      args.push_back({arg, -1, c_desc, pack(b.engine(), c_desc, constant->raw_data(), c_desc)});
+    } else {
+      args.push_back({arg, b.plain(c), c_desc, {}});
+    }
+  }
+  args.push_back({DNNL_ARG_DST, b.define(node.output(0), dst), dst, {}});
+  if (int sp = b.scratch(pd.scratchpad_desc().get_size()); sp >= 0) {
+    args.push_back({DNNL_ARG_SCRATCHPAD, sp, pd.scratchpad_desc(), {}});
+  }
+  finish(b, node, std::string(node.op().name()), dnnl::matmul(pd), std::move(args), Tail{});
+  return true;
 }
 
 }  // namespace kiln::compiler::cpu

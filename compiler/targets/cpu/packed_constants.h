@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "compiler/ir/graph.h"
-#include "compiler/targets/cpu/dnnl_kernel.h"
+#include "compiler/targets/cpu/onednn.h"
 #include "core/status.h"
 
 namespace kiln::compiler::cpu {

@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: Apache-2.0
-// MaxPool, AveragePool and GlobalAveragePool on oneDNN's pooling over plain NC(D)HW tensors.
-// ceil_mode becomes extra right padding, which oneDNN's max and padding-excluding average ignore.
+// The oneDNN pooling descriptor of a MaxPool, AveragePool or GlobalAveragePool node. ceil_mode
+// becomes extra right padding, which oneDNN's max and padding-excluding average ignore.
 #include <algorithm>
 
 #include "compiler/ops/nn.h"
 #include "compiler/ops/nn_util.h"
-#include "compiler/targets/cpu/dnnl_kernel.h"
+#include "compiler/targets/cpu/onednn.h"
 
 namespace kiln::compiler::cpu {
 
@@ -13,37 +13,12 @@ namespace {
 
 using dnnl::memory;
 
-class PoolKernel final : public DnnlKernel {
- public:
-  PoolKernel(dnnl::engine engine, StaticShapes shapes, dnnl::pooling_v2_forward::primitive_desc pd)
-      : DnnlKernel(std::move(engine), std::move(shapes)), pd_(std::move(pd)), pool_(pd_) {}
-
- private:
-  void execute(ref::KernelContext& ctx, dnnl::stream& stream) const override {
-    pool_.execute(stream, {{DNNL_ARG_SRC, wrap(pd_.src_desc(), ctx.input(0))},
-                           {DNNL_ARG_DST, wrap(pd_.dst_desc(), ctx.output(0))},
-                           {DNNL_ARG_SCRATCHPAD, scratchpad(pd_)}});
-  }
-
-  dnnl::pooling_v2_forward::primitive_desc pd_;
-  dnnl::pooling_v2_forward pool_;
-};
-
 struct PoolSpec {
   dnnl::algorithm algorithm;
   WindowGeometry geometry;
   // Whether padding counts in averages; then ceil_mode may not stretch the right padding.
   bool include_padding = false;
 };
-
-// The input's static shape when it is f32 with 1 to 3 spatial dims.
-std::optional<StaticShapes> pool_shapes(const Node& node) {
-  std::optional<StaticShapes> shapes = static_f32_shapes(node);
-  if (!shapes || shapes->inputs.empty() || !shapes->inputs[0]) return std::nullopt;
-  const int rank = shapes->inputs[0]->rank();
-  if (rank < 3 || rank > 5 || shapes->output.rank() != rank) return std::nullopt;
-  return shapes;
-}
 
 std::vector<int64_t> spatial(const Shape& s) {
   return std::vector<int64_t>(s.begin() + 2, s.end());
@@ -88,16 +63,6 @@ std::optional<PoolSpec> pool_spec(const Node& node, const std::vector<int64_t>& 
   return std::nullopt;
 }
 
-std::unique_ptr<ref::NodeKernel> build_pool(const Node& node, const dnnl::engine& engine) {
-  std::optional<StaticShapes> shapes = pool_shapes(node);
-  if (!shapes) return nullptr;
-  std::optional<dnnl::pooling_v2_forward::desc> desc =
-      pool_desc(node, plain_desc(*shapes->inputs[0]), plain_desc(shapes->output));
-  if (!desc) return nullptr;
-  dnnl::pooling_v2_forward::primitive_desc pd(*desc, scratchpad_attr(), engine);
-  return std::make_unique<PoolKernel>(engine, std::move(*shapes), std::move(pd));
-}
-
 }  // namespace
 
 std::optional<dnnl::pooling_v2_forward::desc> pool_desc(const Node& node, const memory::desc& src,
@@ -137,14 +102,6 @@ std::optional<dnnl::pooling_v2_forward::desc> pool_desc(const Node& node, const 
   return dnnl::pooling_v2_forward::desc(dnnl::prop_kind::forward_inference, spec->algorithm, src,
                                         dst, to_dims(g.strides), to_dims(g.kernel),
                                         to_dims(dilates), to_dims(g.pad_begin), to_dims(pad_end));
-}
-
-std::unique_ptr<ref::NodeKernel> make_pool_kernel(const Node& node, const dnnl::engine& engine) {
-  try {
-    return build_pool(node, engine);
-  } catch (const dnnl::error&) {
-    return nullptr;  // a combination oneDNN does not implement: the ref kernel runs it
-  }
 }
 
 }  // namespace kiln::compiler::cpu

@@ -12,7 +12,7 @@
 #include "compiler/ops/all_ops.h"
 #include "compiler/passes/rewrite.h"
 #include "compiler/targets/cpu/conv_gate.h"
-#include "compiler/targets/cpu/dnnl_kernel.h"
+#include "compiler/targets/cpu/onednn.h"
 #include "compiler/targets/ref/kernel.h"
 #include "core/huge_pages.h"
 #include "core/logging.h"

@@ -23,7 +23,7 @@
 #include "compiler/quantize/quantize.h"
 #include "compiler/runtime/shape_profiles.h"
 #include "compiler/targets/cpu/cpu_target.h"
-#include "compiler/targets/cpu/dnnl_kernel.h"
+#include "compiler/targets/cpu/onednn.h"
 #include "compiler/targets/cpu/packed_constants.h"
 #include "compiler/targets/cpu/program.h"
 #include "compiler/targets/cpu/silu.h"

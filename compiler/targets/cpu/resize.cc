@@ -12,8 +12,8 @@
 #include <cmath>
 
 #include "compiler/ops/all_ops.h"
-#include "compiler/targets/cpu/dnnl_kernel.h"
 #include "compiler/targets/cpu/lowering.h"
+#include "compiler/targets/cpu/onednn.h"
 #include "compiler/targets/cpu/program.h"
 
 namespace kiln::compiler::cpu {

@@ -7,7 +7,7 @@
 
 #include "compiler/ops/all_ops.h"
 #include "compiler/passes/rewrite.h"
-#include "compiler/targets/cpu/dnnl_kernel.h"
+#include "compiler/targets/cpu/onednn.h"
 #include "compiler/targets/cpu/program.h"
 
 namespace kiln::compiler::cpu {

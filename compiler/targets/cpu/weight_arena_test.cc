@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// The arena packed weights go into (dnnl_kernel.h): alignment, no overlap, huge pages, and pack()
+// The arena packed weights go into (onednn.h): alignment, no overlap, huge pages, and pack()
 // using it inside a PackInto scope only.
 #include <gtest/gtest.h>
 
@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "compiler/targets/cpu/dnnl_kernel.h"
+#include "compiler/targets/cpu/onednn.h"
 #include "core/huge_pages.h"
 #include "core/testing/huge_pages.h"
 

@@ -8,7 +8,7 @@
 #include <random>
 #include <vector>
 
-#include "compiler/targets/cpu/dnnl_kernel.h"
+#include "compiler/targets/cpu/onednn.h"
 
 namespace kiln::compiler::cpu {
 namespace {

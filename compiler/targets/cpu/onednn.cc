@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// The oneDNN kernel base: shape checks, the ref fallback, error translation and layout helpers.
-#include "compiler/targets/cpu/dnnl_kernel.h"
+// Layouts, element types, weights packed at compile time and their arena, scratchpads.
+#include "compiler/targets/cpu/onednn.h"
 
 #include <fmt/format.h>
 #include <sys/mman.h>
@@ -281,37 +281,6 @@ dnnl::primitive_attr scratchpad_attr() {
   dnnl::primitive_attr attr;
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   return attr;
-}
-
-bool DnnlKernel::matches(ref::KernelContext& ctx) const {
-  if (ctx.num_inputs() != static_cast<int>(shapes_.inputs.size()) || ctx.num_outputs() < 1) {
-    return false;
-  }
-  for (int i = 0; i < ctx.num_inputs(); ++i) {
-    const std::optional<Shape>& want = shapes_.inputs[static_cast<size_t>(i)];
-    if (want.has_value() != ctx.has_input(i)) return false;
-    if (!want) continue;
-    const Argument& a = ctx.input_arg(i);
-    if (!a.is_tensor() || a.tensor().dtype() != shapes_.dtype || a.tensor().shape() != *want) {
-      return false;
-    }
-  }
-  const Tensor& out = ctx.output(0);
-  return out.defined() && out.dtype() == shapes_.dtype && out.shape() == shapes_.output;
-}
-
-Status DnnlKernel::run(ref::KernelContext& ctx) const {
-  if (!matches(ctx)) return ref::run_node(ctx.node(), ctx);
-  if (shapes_.output.numel() == 0) return Status();
-  try {
-    dnnl::stream stream(engine_);
-    execute(ctx, stream);
-    stream.wait();
-  } catch (const dnnl::error& e) {
-    return internal_error(fmt::format("{}: oneDNN failed: {} (status {})", ctx.node().describe(),
-                                      e.what(), static_cast<int>(e.status)));
-  }
-  return Status();
 }
 
 }  // namespace kiln::compiler::cpu

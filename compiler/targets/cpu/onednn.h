@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: Apache-2.0
-// The cpu target's oneDNN kernels: the base every primitive-backed node kernel shares, and helpers.
+// What the cpu target's oneDNN lowering shares: layouts and element types, weights packed at
+// compile time (and the arena they go into), and the setup of convolutions and pools from a node.
 #pragma once
 
 #include <oneapi/dnnl/dnnl.hpp>
@@ -13,8 +14,6 @@
 #include <vector>
 
 #include "compiler/ir/graph.h"
-#include "compiler/targets/ref/interpreter.h"
-#include "compiler/targets/ref/kernel.h"
 #include "core/tensor.h"
 
 namespace kiln::compiler::cpu {
@@ -157,36 +156,6 @@ class PackInto {
 // on this thread, or oneDNN's own allocation outside one (or when the arena is out of memory).
 dnnl::memory packed_memory(const dnnl::memory::desc& layout, const dnnl::engine& engine);
 
-// A node kernel backed by oneDNN primitives built for the node's static shapes. run() hands the
-// node to its ref kernel when the runtime inputs are not the compiled shapes, and turns a
-// dnnl::error into a Status that names the node.
-class DnnlKernel : public ref::NodeKernel {
- public:
-  Status run(ref::KernelContext& ctx) const final;
-
- protected:
-  DnnlKernel(dnnl::engine engine, StaticShapes shapes)
-      : engine_(std::move(engine)), shapes_(std::move(shapes)) {}
-  // Runs the primitives on `stream` over the context's tensors; may throw dnnl::error.
-  virtual void execute(ref::KernelContext& ctx, dnnl::stream& stream) const = 0;
-
-  // A memory over tensor data (not owned) in the given layout.
-  dnnl::memory wrap(const dnnl::memory::desc& layout, const Tensor& t) const {
-    return dnnl::memory(layout, engine_, t.raw_data());
-  }
-  // A scratchpad for one call of a primitive created with user-managed scratchpad.
-  dnnl::memory scratchpad(const dnnl::primitive_desc_base& pd) const {
-    return dnnl::memory(pd.scratchpad_desc(), engine_);
-  }
-  const dnnl::engine& engine() const { return engine_; }
-
- private:
-  bool matches(ref::KernelContext& ctx) const;
-
-  dnnl::engine engine_;
-  StaticShapes shapes_;
-};
-
 // An attribute with user-managed scratchpad (so one primitive may run on several threads at once).
 dnnl::primitive_attr scratchpad_attr();
 
@@ -208,14 +177,5 @@ std::optional<ConvSetup> conv_setup(const Node& node, bool allow_bf16 = false);
 std::optional<dnnl::pooling_v2_forward::desc> pool_desc(const Node& node,
                                                         const dnnl::memory::desc& src,
                                                         const dnnl::memory::desc& dst);
-
-// The families' kernel factories: a kernel for `node`, or nullptr when oneDNN cannot run it as
-// compiled (other dtypes, dynamic shapes, unsupported attributes): the node then runs on ref.
-std::unique_ptr<ref::NodeKernel> make_conv_kernel(const Node& node, const dnnl::engine& engine);
-std::unique_ptr<ref::NodeKernel> make_matmul_kernel(const Node& node, const dnnl::engine& engine);
-std::unique_ptr<ref::NodeKernel> make_gemm_kernel(const Node& node, const dnnl::engine& engine);
-std::unique_ptr<ref::NodeKernel> make_pool_kernel(const Node& node, const dnnl::engine& engine);
-std::unique_ptr<ref::NodeKernel> make_eltwise_kernel(const Node& node, const dnnl::engine& engine);
-std::unique_ptr<ref::NodeKernel> make_binary_kernel(const Node& node, const dnnl::engine& engine);
 
 }  // namespace kiln::compiler::cpu
