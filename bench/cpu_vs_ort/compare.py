@@ -85,7 +85,7 @@ def where_summary(kiln):
     parts = []
     for w in kiln.get("where", []):
         part = f"{w['runs_on']} {100 * w['ms'] / step_ms:.0f}%" if step_ms else w["runs_on"]
-        if w["runs_on"] in ("ref", "table", "reorder") and w["kinds"]:
+        if w["runs_on"] in ("ref", "node", "reorder") and w["kinds"]:
             part += " (" + ", ".join(w["kinds"].split(", ")[:3]) + ")"
         parts.append(part)
     text = f"{len(steps)} steps: " + ", ".join(parts)

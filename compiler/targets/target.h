@@ -70,8 +70,8 @@ struct StepTime {
   std::string kind;  // what ran: "Conv", "Conv+Add+Relu", "Reorder", ...
   double ms = 0;
   // What ran it, where the target says: "onednn" (a primitive), "reorder" (a layout change),
-  // "kiln" (kiln's own kernel), "ref" (the reference kernel), "table" (a oneDNN kernel over
-  // plain tensors); empty where the target does not say.
+  // "kiln" (kiln's own kernel), "ref" (the reference kernel), "node" (the node alone as a program,
+  // around a ref step), "cuda" (a step on the GPU); empty where the target does not say.
   std::string runs_on;
 };
 

@@ -63,7 +63,7 @@ class RefStep final : public Step {
     }
     return runtime::run_ref_step(*node, kernel_, ctx.interpreter, inputs_, in, outputs_, out);
   }
-  const char* runs_on() const override { return kernel_ != nullptr ? "table" : "ref"; }
+  const char* runs_on() const override { return kernel_ != nullptr ? "node" : "ref"; }
 
  private:
   const ref::NodeKernel* kernel_;

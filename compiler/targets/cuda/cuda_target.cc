@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: Apache-2.0
-// The cuda target: the cpu target's passes, then a Program of device and host steps; graphs it
-// cannot plan (dynamic shapes, subgraphs) run on the ref interpreter so any model runs.
+// The cuda target: the cpu target's passes, then a Program of device and host steps; a graph with
+// dynamic input dims is compiled again for each input shape it runs with (runtime/shape_profiles),
+// and graphs it cannot plan (subgraphs, shapes only a run reveals) run on the ref interpreter so
+// any model runs.
 #include "compiler/targets/cuda/cuda_target.h"
 
 #include <fmt/format.h>
@@ -11,6 +13,7 @@
 
 #include "compiler/passes/passes.h"
 #include "compiler/runtime/session_pool.h"
+#include "compiler/runtime/shape_profiles.h"
 #include "compiler/targets/cuda/cublaslt_loader.h"
 #include "compiler/targets/cuda/program.h"
 #include "compiler/targets/cuda/quantized.h"
@@ -72,13 +75,15 @@ class OnDevice {
 class CudaExecutable final : public Executable {
  public:
   CudaExecutable(std::shared_ptr<Graph> graph, uint64_t seed,
-                 std::unique_ptr<cuda::Program> program, cuda::Tuning tuning)
+                 std::unique_ptr<cuda::Program> program, cuda::Tuning tuning,
+                 ShapeProfiles::Compile compile_profile)
       : graph_(std::move(graph)),
         seed_(seed),
         program_(std::move(program)),
         tuning_(std::move(tuning)),
         sessions_([p = program_.get()] { return p->new_session(); }) {
     cudaGetDevice(&device_);  // the GPU the program's constants were put on
+    if (compile_profile) profiles_ = std::make_unique<ShapeProfiles>(*graph_, compile_profile);
   }
   ~CudaExecutable() override {
     // The sessions' streams, arenas and handles are freed on the GPU they were made on.
@@ -100,8 +105,11 @@ class CudaExecutable final : public Executable {
                     const std::vector<void*>& outputs) const override {
     if (program_ == nullptr) {
       return unimplemented_error(
-          "cuda target: this graph has dynamic shapes or subgraphs and runs on the host (ref): "
-          "pass host tensors to run()");
+          profiles_ != nullptr
+              ? "cuda target: this graph has dynamic input dims, compiled for the shapes of the "
+                "tensors run() is given: pass host tensors to run()"
+              : "cuda target: this graph has subgraphs or data-dependent shapes and runs on the "
+                "host (ref): pass host tensors to run()");
     }
     if (inputs.size() != graph_->inputs().size() || outputs.size() != graph_->outputs().size()) {
       return invalid_argument_error(fmt::format(
@@ -142,6 +150,7 @@ class CudaExecutable final : public Executable {
     return Tensor::wrap(dtype, std::move(shape), p, std::move(owner));
   }
   const cuda::Program* program() const { return program_.get(); }
+  const ShapeProfiles* profiles() const { return profiles_.get(); }
   // The algorithm choices, with this GPU's fingerprint, for artifacts.
   std::vector<TargetSection> artifact_sections() const override {
     if (tuning_.choices.empty()) return {};
@@ -151,6 +160,14 @@ class CudaExecutable final : public Executable {
  private:
   Result<std::vector<Argument>> run_with(std::vector<Argument> inputs, RunProfile* profile) const {
     KILN_RETURN_IF_ERROR(check_inputs(*graph_, inputs));
+    if (program_ == nullptr && profiles_ != nullptr) {
+      // Dynamic dims: the program compiled for these shapes (on this executable's GPU, now, on
+      // first sight).
+      const OnDevice on(device_);
+      KILN_ASSIGN_OR_RETURN(std::shared_ptr<Executable> exe, profiles_->get(inputs));
+      return profile != nullptr ? exe->run_profiled(std::move(inputs), *profile)
+                                : exe->run(std::move(inputs));
+    }
     if (program_ == nullptr) {
       ref::Interpreter interpreter(seed_);
       return interpreter.run(*graph_, std::move(inputs));
@@ -169,6 +186,7 @@ class CudaExecutable final : public Executable {
   cuda::Tuning tuning_;
   int device_ = 0;
   SessionPool<cuda::Session> sessions_;
+  std::unique_ptr<ShapeProfiles> profiles_;  // for graphs with dynamic input dims
 };
 
 class CudaTarget final : public Target {
@@ -203,9 +221,23 @@ class CudaTarget final : public Target {
     KILN_ASSIGN_OR_RETURN(
         std::unique_ptr<cuda::Program> program,
         cuda::Builder(*graph, options.seed, handles->cudnn, handles->lt, tuner).build());
-    if (program == nullptr) {
+    // A graph with dynamic input dims is compiled again for each input shape it is run with.
+    ShapeProfiles::Compile compile_profile;
+    if (program == nullptr && can_specialize(*graph)) {
+      CompileOptions profile_options = options;
+      profile_options.loaded = nullptr;
+      compile_profile =
+          [profile_options](std::shared_ptr<Graph> g) -> Result<std::shared_ptr<Executable>> {
+        KILN_ASSIGN_OR_RETURN(std::unique_ptr<Target> target, make_cuda_target());
+        return compile(std::move(g), *target, profile_options);
+      };
+      log(LogLevel::kDebug,
+          "cuda target: the graph has dynamic input dims; it is compiled for each input shape "
+          "it runs with");
+    } else if (program == nullptr) {
       log(LogLevel::kInfo,
-          "cuda target: the graph has dynamic shapes or subgraphs; it runs on the host (ref)");
+          "cuda target: the graph has subgraphs or data-dependent shapes; it runs on the host "
+          "(ref)");
     } else if (log_enabled(LogLevel::kDebug)) {
       log(LogLevel::kDebug,
           "cuda target: {} steps ({} on the device), arena {} bytes ({} unplanned), constants {} "
@@ -216,8 +248,9 @@ class CudaTarget final : public Target {
         if (!step->on_device) log(LogLevel::kDebug, "cuda target: on the host: {}", step->kind);
       }
     }
-    return std::shared_ptr<Executable>(std::make_shared<CudaExecutable>(
-        std::move(graph), options.seed, std::move(program), std::move(found)));
+    return std::shared_ptr<Executable>(
+        std::make_shared<CudaExecutable>(std::move(graph), options.seed, std::move(program),
+                                         std::move(found), std::move(compile_profile)));
   }
 
  private:
@@ -290,6 +323,11 @@ Result<int> cuda_use_device(int device) {
 const cuda::Program* cuda_program(const Executable& executable) {
   const auto* e = dynamic_cast<const CudaExecutable*>(&executable);
   return e != nullptr ? e->program() : nullptr;
+}
+
+const ShapeProfiles* cuda_shape_profiles(const Executable& executable) {
+  const auto* e = dynamic_cast<const CudaExecutable*>(&executable);
+  return e != nullptr ? e->profiles() : nullptr;
 }
 
 }  // namespace kiln::compiler

@@ -9,6 +9,7 @@
 
 namespace kiln::compiler {
 
+class ShapeProfiles;
 namespace cuda {
 class Program;
 }
@@ -23,5 +24,8 @@ Result<int> cuda_use_device(int device);
 // The planned program a cuda executable runs; nullptr when its graph runs on the ref interpreter
 // (dynamic shapes, subgraphs) or for another target's executable.
 const cuda::Program* cuda_program(const Executable& executable);
+// The programs compiled per input shape of a cuda executable whose graph has dynamic input dims;
+// nullptr for any other.
+const ShapeProfiles* cuda_shape_profiles(const Executable& executable);
 
 }  // namespace kiln::compiler

@@ -16,6 +16,7 @@
 
 #include "compiler/artifact/artifact.h"
 #include "compiler/onnx/importer.h"
+#include "compiler/runtime/shape_profiles.h"
 #include "compiler/targets/cuda/cuda_testing.h"
 #include "compiler/targets/cuda/tuning.h"
 
@@ -338,6 +339,43 @@ TEST(CudaTarget, PageLockedHostInputsGiveWhatPlainTensorsGive) {
     std::memcpy(pinned->raw_data(), fresh[0].raw_data(), fresh[0].nbytes());
     expect_close(run(*exe, fresh), run(*exe, {*pinned}), 0.0f);
   }
+}
+
+TEST(CudaTarget, DynamicBatchCompilesOnePlannedProgramPerShape) {
+  SKIP_WITHOUT_GPU();
+  // A symbolic batch: each batch size seen runs as a program of its own on the GPU, not on the
+  // host interpreter.
+  auto graph = std::make_shared<Graph>("dynamic");
+  GraphBuilder b(*graph);
+  Value* x = b.input("x", TensorType(DType::kF32, {Dim::symbolic("n"), Dim(3), Dim(8), Dim(8)}));
+  ops::Conv conv;
+  conv.pads = std::vector<int64_t>{1, 1, 1, 1};
+  Value* c = b.add(Op(conv), {x, b.constant(random_tensor(Shape{16, 3, 3, 3}, 80), "w")}, "conv");
+  Value* h = b.add(Op(ops::Relu{}), {c}, "relu");
+  ops::Flatten flatten;
+  b.output(b.add(Op(flatten), {b.add(Op(ops::GlobalAveragePool{}), {h}, "gap")}, "flat"));
+  ASSERT_TRUE(b.status().ok()) << b.status().to_string();
+  std::shared_ptr<Executable> ref = compile_for(graph, "ref");
+  std::shared_ptr<Executable> exe = compile_for(graph, "cuda");
+  ASSERT_NE(exe, nullptr);
+  EXPECT_EQ(cuda_program(*exe), nullptr) << "the dynamic graph itself has no single program";
+  const ShapeProfiles* profiles = cuda_shape_profiles(*exe);
+  ASSERT_NE(profiles, nullptr);
+  for (int64_t batch : {2, 5, 2}) {
+    const std::vector<Tensor> in = {random_tensor(Shape{batch, 3, 8, 8}, 90 + batch)};
+    std::vector<Tensor> got = run(*exe, in);
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_EQ(got[0].shape(), (Shape{batch, 16}));
+    expect_close(run(*ref, in), got);
+  }
+  EXPECT_EQ(profiles->size(), 2u);
+  EXPECT_EQ(profiles->compilations(), 2u) << "a shape seen before is not compiled again";
+  // Each profile is a planned program with its steps on the device.
+  RunProfile profile;
+  auto out = exe->run_profiled({Argument(random_tensor(Shape{5, 3, 8, 8}, 99))}, profile);
+  ASSERT_TRUE(out.ok()) << out.status().to_string();
+  ASSERT_FALSE(profile.steps.empty());
+  for (const StepTime& s : profile.steps) EXPECT_EQ(s.runs_on, "cuda") << s.kind;
 }
 
 TEST(CudaTarget, WrongInputShapeIsAClearError) {

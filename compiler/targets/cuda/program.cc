@@ -247,7 +247,8 @@ Status Program::enqueue(Session& session, RunProfile* profile) const {
     if (profile != nullptr) {
       KILN_RETURN_IF_ERROR(check_cuda(cudaStreamSynchronize(session.stream), step->kind));
       const std::chrono::duration<double, std::milli> ms = std::chrono::steady_clock::now() - start;
-      profile->steps.push_back({step->node->describe(), step->kind, ms.count()});
+      profile->steps.push_back(
+          {step->node->describe(), step->kind, ms.count(), step->on_device ? "cuda" : "ref"});
     }
   }
   return Status();
