@@ -84,6 +84,34 @@ Status run_ref_step(const Node& node, const ref::NodeKernel* kernel, ref::Interp
                     std::span<const RefSlot> inputs, std::span<void* const> in,
                     std::span<const RefSlot> outputs, std::span<void* const> out);
 
+// What every planned program holds once built: its buffers, its steps, the buffer of each graph
+// output and the arena plan (offsets per buffer; only arena buffers' are used). A target's Program
+// derives from it and adds how steps run and where buffers live while they do.
+template <class Buffer, class Step>
+class PlannedProgram {
+ public:
+  // The arena's bytes, and the bytes of every arena buffer added up (its size without reuse).
+  size_t arena_bytes() const { return plan_.arena_bytes; }
+  size_t unplanned_bytes() const { return plan_.total_bytes; }
+  const std::vector<Buffer>& buffers() const { return buffers_; }
+  const std::vector<size_t>& offsets() const { return plan_.offsets; }
+  const std::vector<std::unique_ptr<Step>>& steps() const { return steps_; }
+  int count_steps(std::string_view kind) const { return runtime::count_steps(steps_, kind); }
+
+ protected:
+  PlannedProgram(std::vector<Buffer> buffers, std::vector<std::unique_ptr<Step>> steps,
+                 std::vector<int> outputs, MemoryPlan plan)
+      : buffers_(std::move(buffers)),
+        steps_(std::move(steps)),
+        outputs_(std::move(outputs)),
+        plan_(std::move(plan)) {}
+
+  std::vector<Buffer> buffers_;
+  std::vector<std::unique_ptr<Step>> steps_;
+  std::vector<int> outputs_;  // the buffer of each graph output
+  MemoryPlan plan_;
+};
+
 // The state a target's builder keeps while it lowers a graph: the buffers, the steps, the buffer
 // of each value, and the nodes a step already computes. `Buffer` derives from PlannedBuffer and
 // `Step` from PlannedStep.

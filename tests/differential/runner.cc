@@ -23,8 +23,8 @@
 #include "core/npy.h"
 
 #ifdef KILN_HAVE_DNNL
+#include "compiler/targets/cpu/builder.h"
 #include "compiler/targets/cpu/cpu_target.h"
-#include "compiler/targets/cpu/program.h"
 #endif
 
 namespace kiln::differential {

@@ -10,7 +10,7 @@
 #include <unordered_set>
 
 #include "compiler/ops/all_ops.h"
-#include "compiler/targets/cpu/program.h"
+#include "compiler/targets/cpu/builder.h"
 
 namespace kiln::compiler::cpu {
 

@@ -6,8 +6,8 @@
 #include <cstdint>
 
 #include "compiler/ir/graph.h"
+#include "compiler/targets/cpu/builder.h"
 #include "compiler/targets/cpu/kernels/conv1x1.h"
-#include "compiler/targets/cpu/program.h"
 
 namespace kiln::compiler::cpu {
 

@@ -3,9 +3,9 @@
 // [in, out / group, k...] (oneDNN's iohw order), activations in the layouts it picks, the bias and
 // an eltwise tail inside (PaddleOCR's detector upsamples its segmentation map with two).
 #include "compiler/ops/all_ops.h"
+#include "compiler/targets/cpu/builder.h"
 #include "compiler/targets/cpu/lowering.h"
 #include "compiler/targets/cpu/onednn.h"
-#include "compiler/targets/cpu/program.h"
 
 namespace kiln::compiler::cpu {
 

@@ -8,11 +8,11 @@
 
 #include "compiler/ops/all_ops.h"
 #include "compiler/passes/rewrite.h"
+#include "compiler/targets/cpu/builder.h"
 #include "compiler/targets/cpu/excitation.h"
 #include "compiler/targets/cpu/lower_conv.h"
 #include "compiler/targets/cpu/lowering.h"
 #include "compiler/targets/cpu/onednn.h"
-#include "compiler/targets/cpu/program.h"
 #include "core/env.h"
 
 namespace kiln::compiler::cpu {

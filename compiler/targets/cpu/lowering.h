@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "compiler/targets/cpu/program.h"
+#include "compiler/targets/cpu/builder.h"
 #include "core/env.h"
 #include "core/status.h"
 

@@ -5,7 +5,7 @@
 #include <utility>
 #include <vector>
 
-#include "compiler/targets/cpu/program.h"
+#include "compiler/targets/cpu/builder.h"
 #include "compiler/targets/ref/kernel.h"
 
 namespace kiln::compiler::cpu {

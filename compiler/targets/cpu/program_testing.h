@@ -22,10 +22,10 @@
 #include "compiler/ops/all_ops.h"
 #include "compiler/quantize/quantize.h"
 #include "compiler/runtime/shape_profiles.h"
+#include "compiler/targets/cpu/builder.h"
 #include "compiler/targets/cpu/cpu_target.h"
 #include "compiler/targets/cpu/onednn.h"
 #include "compiler/targets/cpu/packed_constants.h"
-#include "compiler/targets/cpu/program.h"
 #include "compiler/targets/cpu/silu.h"
 #include "core/testing/scoped_env.h"
 

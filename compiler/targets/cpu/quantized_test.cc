@@ -12,8 +12,8 @@
 #include "compiler/ir/printer.h"
 #include "compiler/ops/all_ops.h"
 #include "compiler/quantize/quantize.h"
+#include "compiler/targets/cpu/builder.h"
 #include "compiler/targets/cpu/cpu_target.h"
-#include "compiler/targets/cpu/program.h"
 
 namespace kiln::compiler {
 namespace {

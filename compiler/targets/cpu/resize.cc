@@ -12,9 +12,9 @@
 #include <cmath>
 
 #include "compiler/ops/all_ops.h"
+#include "compiler/targets/cpu/builder.h"
 #include "compiler/targets/cpu/lowering.h"
 #include "compiler/targets/cpu/onednn.h"
-#include "compiler/targets/cpu/program.h"
 
 namespace kiln::compiler::cpu {
 

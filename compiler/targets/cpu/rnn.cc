@@ -6,10 +6,10 @@
 #include <fmt/format.h>
 
 #include "compiler/ops/all_ops.h"
+#include "compiler/targets/cpu/builder.h"
 #include "compiler/targets/cpu/kernels/lstm.h"
 #include "compiler/targets/cpu/lowering.h"
 #include "compiler/targets/cpu/onednn.h"
-#include "compiler/targets/cpu/program.h"
 
 namespace kiln::compiler::cpu {
 

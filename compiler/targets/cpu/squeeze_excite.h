@@ -8,8 +8,8 @@
 #include <optional>
 
 #include "compiler/ir/graph.h"
+#include "compiler/targets/cpu/builder.h"
 #include "compiler/targets/cpu/conv_gate.h"
-#include "compiler/targets/cpu/program.h"
 
 namespace kiln::compiler::cpu {
 

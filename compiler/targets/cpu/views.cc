@@ -7,8 +7,8 @@
 
 #include "compiler/ops/all_ops.h"
 #include "compiler/passes/rewrite.h"
+#include "compiler/targets/cpu/builder.h"
 #include "compiler/targets/cpu/onednn.h"
-#include "compiler/targets/cpu/program.h"
 
 namespace kiln::compiler::cpu {
 

@@ -5,7 +5,7 @@
 #pragma once
 
 #include "compiler/ir/graph.h"
-#include "compiler/targets/cpu/program.h"
+#include "compiler/targets/cpu/builder.h"
 
 namespace kiln::compiler::cpu {
 

@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "compiler/ops/all_ops.h"
+#include "compiler/targets/cuda/builder.h"
 #include "compiler/targets/cuda/lower_util.h"
 #include "compiler/targets/cuda/lowering.h"
-#include "compiler/targets/cuda/program.h"
 #include "core/env.h"
 #include "core/logging.h"
 

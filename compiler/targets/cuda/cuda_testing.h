@@ -17,8 +17,8 @@
 
 #include "compiler/ir/builder.h"
 #include "compiler/ops/all_ops.h"
+#include "compiler/targets/cuda/builder.h"
 #include "compiler/targets/cuda/cuda_target.h"
-#include "compiler/targets/cuda/program.h"
 #include "core/gpu.h"
 #include "core/half.h"
 #include "core/testing/scoped_env.h"

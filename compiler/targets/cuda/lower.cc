@@ -3,9 +3,9 @@
 // family's rule (lowering.h) by the node's kind, NVRTC-generated kernels (lower_fused.cc) where
 // they apply; a node no rule takes runs as a host ref step.
 #include "compiler/ops/all_ops.h"
+#include "compiler/targets/cuda/builder.h"
 #include "compiler/targets/cuda/lower_util.h"
 #include "compiler/targets/cuda/lowering.h"
-#include "compiler/targets/cuda/program.h"
 
 namespace kiln::compiler::cuda {
 

@@ -7,11 +7,11 @@
 #include <algorithm>
 
 #include "compiler/ops/all_ops.h"
+#include "compiler/targets/cuda/builder.h"
 #include "compiler/targets/cuda/fused_elementwise.h"
 #include "compiler/targets/cuda/fused_rows.h"
 #include "compiler/targets/cuda/lower_util.h"
 #include "compiler/targets/cuda/lowering.h"
-#include "compiler/targets/cuda/program.h"
 #include "core/env.h"
 #include "core/logging.h"
 

@@ -10,7 +10,7 @@
 
 #include "compiler/ir/builder.h"
 #include "compiler/ops/all_ops.h"
-#include "compiler/targets/cuda/program.h"
+#include "compiler/targets/cuda/builder.h"
 #include "core/gpu.h"
 #include "core/logging.h"
 

@@ -13,9 +13,9 @@
 
 #include "compiler/ir/graph.h"
 #include "compiler/ops/nn_util.h"
+#include "compiler/targets/cuda/builder.h"
 #include "compiler/targets/cuda/kernels/elementwise.h"
 #include "compiler/targets/cuda/kernels/types.h"
-#include "compiler/targets/cuda/program.h"
 
 namespace kiln::compiler::cuda {
 

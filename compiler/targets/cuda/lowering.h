@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "compiler/ir/graph.h"
-#include "compiler/targets/cuda/program.h"
+#include "compiler/targets/cuda/builder.h"
 #include "core/status.h"
 
 namespace kiln::compiler::cuda {

@@ -15,7 +15,7 @@
 #include <string>
 #include <vector>
 
-#include "compiler/targets/cuda/program.h"
+#include "compiler/targets/cuda/builder.h"
 #include "core/status.h"
 
 namespace kiln::compiler::cuda {

@@ -11,8 +11,8 @@
 
 #include "compiler/ir/graph.h"
 #include "compiler/ops/nn_util.h"
+#include "compiler/targets/cuda/builder.h"
 #include "compiler/targets/cuda/kernels/int8.h"
-#include "compiler/targets/cuda/program.h"
 #include "core/status.h"
 
 namespace kiln::compiler::cuda {
