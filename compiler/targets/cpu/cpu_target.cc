@@ -52,12 +52,15 @@ std::unique_ptr<ref::NodeKernel> make_kernel(const Node& node, const dnnl::engin
     case OpKind::kRelu:
     case OpKind::kAdd:
     case OpKind::kMul: {
+      // The elements the node reads or writes, at most: a pool's input, a binary op's output.
       constexpr int64_t kFewElements = 4096;
-      const Value* y = node.num_outputs() > 0 ? node.output(0) : nullptr;
-      if (y == nullptr || !y->type().is_tensor() || !y->tensor_type().is_static() ||
-          y->tensor_type().shape().numel() < kFewElements) {
-        return nullptr;
+      int64_t elements = 0;
+      for (const Value* v : {node.input(0), node.output(0)}) {
+        if (v != nullptr && v->type().is_tensor() && v->tensor_type().is_static()) {
+          elements = std::max(elements, v->tensor_type().shape().numel());
+        }
       }
+      if (elements < kFewElements) return nullptr;
       break;
     }
     default: return nullptr;

@@ -1,12 +1,17 @@
 // SPDX-License-Identifier: Apache-2.0
 #include "compiler/targets/cpu/node_program.h"
 
+#include <fmt/format.h>
+
+#include <cstdlib>
 #include <unordered_map>
 #include <utility>
 #include <vector>
 
+#include "compiler/runtime/session_pool.h"
 #include "compiler/targets/cpu/builder.h"
 #include "compiler/targets/ref/kernel.h"
+#include "core/huge_pages.h"
 
 namespace kiln::compiler::cpu {
 
@@ -17,6 +22,25 @@ bool static_tensor(const Value* v) {
   return v->type().is_tensor() && v->tensor_type().is_static() &&
          v->tensor_type().dtype != DType::kString;
 }
+
+// A thread's scratch memory for node programs' arenas, grown to the largest asked for.
+class Scratch {
+ public:
+  Result<uint8_t*> at_least(size_t bytes) {
+    if (bytes <= bytes_) return data_.get();
+    data_.reset(static_cast<uint8_t*>(alloc_huge_aligned(kArenaAlignment, bytes)));
+    bytes_ = data_ != nullptr ? bytes : 0;
+    if (data_ == nullptr) {
+      return resource_exhausted_error(
+          fmt::format("cpu target: cannot allocate {} MiB of scratch for a node", bytes >> 20));
+    }
+    return data_.get();
+  }
+
+ private:
+  std::unique_ptr<uint8_t, void (*)(void*)> data_{nullptr, std::free};
+  size_t bytes_ = 0;
+};
 
 class NodeProgramKernel final : public ref::NodeKernel {
  public:
@@ -48,16 +72,23 @@ class NodeProgramKernel final : public ref::NodeKernel {
       }
       out[static_cast<size_t>(o)] = t.raw_data();
     }
-    // A session per call: the interpreter runs few such nodes, and a pool would hold each node's
-    // arena for good.
-    KILN_ASSIGN_OR_RETURN(std::unique_ptr<Session> session, program_->new_session());
-    return program_->run_into(*session, in, out, nullptr);
+    // The interpreter runs one node at a time on a thread: every node program's arena is the
+    // thread's scratch, so that the nodes' sessions (streams, oneDNN memories) stay made without
+    // each holding its own arena.
+    thread_local Scratch scratch;
+    KILN_ASSIGN_OR_RETURN(uint8_t * arena, scratch.at_least(program_->arena_bytes()));
+    KILN_ASSIGN_OR_RETURN(std::unique_ptr<Session> session, sessions_.take());
+    program_->bind_arena(*session, arena);
+    Status s = program_->run_into(*session, in, out, nullptr);
+    sessions_.give_back(std::move(session));
+    return s;
   }
 
  private:
   std::unique_ptr<Graph> graph_;  // the node alone, which the program's steps name
   std::vector<int> inputs_;
   std::unique_ptr<Program> program_;
+  SessionPool<Session> sessions_{[p = program_.get()] { return p->new_session(false); }};
 };
 
 }  // namespace

@@ -100,9 +100,9 @@ Program::Program(dnnl::engine engine, std::vector<Buffer> buffers,
       dnnl_nodes_(dnnl_nodes),
       one_thread_(one_thread) {}
 
-Result<std::unique_ptr<Session>> Program::new_session() const {
+Result<std::unique_ptr<Session>> Program::new_session(bool own_arena) const {
   auto session = std::make_unique<Session>();
-  if (plan_.arena_bytes != 0) {
+  if (own_arena && plan_.arena_bytes != 0) {
     // On huge pages where it spans them (core/huge_pages.h), as the weights are.
     void* p = alloc_huge_aligned(kArenaAlignment, plan_.arena_bytes);
     if (p == nullptr) {
@@ -123,13 +123,16 @@ Result<std::unique_ptr<Session>> Program::new_session() const {
   session->ctx.stream = session->stream.get();
   for (size_t i = 0; i < buffers_.size(); ++i) {
     const Buffer& b = buffers_[i];
-    if (b.kind == Buffer::Kind::kArena) {
-      session->ctx.data[i] = session->arena.get() + plan_.offsets[i];
-    } else if (b.kind == Buffer::Kind::kConstant) {
-      session->ctx.data[i] = const_cast<void*>(b.constant);
-    }
+    if (b.kind == Buffer::Kind::kConstant) session->ctx.data[i] = const_cast<void*>(b.constant);
   }
+  if (session->arena) bind_arena(*session, session->arena.get());
   return session;
+}
+
+void Program::bind_arena(Session& session, uint8_t* arena) const {
+  for (size_t i = 0; i < buffers_.size(); ++i) {
+    if (buffers_[i].kind == Buffer::Kind::kArena) session.ctx.data[i] = arena + plan_.offsets[i];
+  }
 }
 
 Result<std::vector<Argument>> Program::run(Session& session, std::vector<Argument> inputs,

@@ -122,7 +122,11 @@ class Program : public runtime::PlannedProgram<Buffer, Step> {
           std::vector<std::unique_ptr<Step>> steps, std::vector<int> outputs, MemoryPlan plan,
           uint64_t seed, int dnnl_nodes, bool one_thread = false);
 
-  Result<std::unique_ptr<Session>> new_session() const;
+  // A session with an arena of its own, or, with `own_arena` false, one whose arena the caller
+  // places with bind_arena before each run.
+  Result<std::unique_ptr<Session>> new_session(bool own_arena = true) const;
+  // Points the session's arena buffers into `arena` (arena_bytes() bytes, kArenaAlignment-aligned).
+  void bind_arena(Session& session, uint8_t* arena) const;
   // Runs with inputs already checked against the graph; `profile` (optional) gets step times.
   Result<std::vector<Argument>> run(Session& session, std::vector<Argument> inputs,
                                     RunProfile* profile) const;
