@@ -72,6 +72,19 @@ TEST(LayerNormFusion, FusesThePatternWithScaleAndBias) {
       "}\n"));
 }
 
+TEST(LayerNormFusion, FusesEachPatternOnceNotOnceARound) {
+  // The pattern's nodes stay until dead-code elimination: the pass alone must not fuse the dead
+  // copy again on each of its rounds.
+  Graph g("once");
+  build_layer_norm(g, /*pow=*/false, /*affine=*/true);
+  Result<bool> changed = make_layer_norm_fusion()->run(g);
+  ASSERT_TRUE(changed.ok()) << changed.status().to_string();
+  EXPECT_TRUE(*changed);
+  int fused = 0;
+  for (const auto& node : g.nodes()) fused += node->kind() == OpKind::kLayerNormalization ? 1 : 0;
+  EXPECT_EQ(fused, 1) << print_graph(g);
+}
+
 TEST(LayerNormFusion, LeavesAPatternWhoseMeanIsUsedElsewhere) {
   Graph g("keep");
   build_layer_norm(g, /*pow=*/true, /*affine=*/false);
