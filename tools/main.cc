@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/env.h"
 #include "core/logging.h"
 #include "core/progress.h"
 #include "tools/command.h"
@@ -85,6 +86,11 @@ int main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   if (!log_level.empty()) {
     kiln::set_log_level(kiln::parse_log_level(log_level, kiln::LogLevel::kWarning));
+  } else if (const std::string env = kiln::env_flag_string(kiln::EnvFlag::kLogLevel);
+             !check_log_level(env).empty()) {
+    // As KILN_TARGET: a variable set to what it does not take is an error, not a quiet default.
+    fmt::print(stderr, "kiln: KILN_LOG_LEVEL={}: {} (or unset it)\n", env, check_log_level(env));
+    return 1;
   }
   if (version) {
     const kiln::tools::BuildFacts facts = kiln::tools::build_facts();

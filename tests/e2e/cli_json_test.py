@@ -261,6 +261,12 @@ def test_log_level_goes_before_or_after_the_subcommand_and_overrides_the_environ
     bad = kiln("--log-level", "verbose", "ops", check=False)
     assert bad.returncode != 0 and bad.stdout == ""
     assert 'unknown log level "verbose"; expected one of trace, debug, info, warn' in bad.stderr
+    bad_env = kiln("ops", env={"KILN_LOG_LEVEL": "loud"}, check=False)
+    assert bad_env.returncode == 1 and bad_env.stdout == ""
+    assert bad_env.stderr.startswith(
+        'kiln: KILN_LOG_LEVEL=loud: unknown log level "loud"; expected one of trace, debug, info')
+    # --log-level overrides the variable, a bad one too.
+    assert kiln("ops", "--log-level", "error", env={"KILN_LOG_LEVEL": "loud"}).returncode == 0
 
 
 def test_json_before_the_subcommand_or_on_one_without_it_is_a_clear_error():
