@@ -533,6 +533,10 @@ void HttpServer::stop(std::chrono::milliseconds grace) {
     }
     impl_->ioc.stop();
     for (std::thread& t : impl_->threads) t.join();
+    // The posted close may not have run before ioc.stop() (nothing in flight: no wait at all);
+    // with the threads joined nothing else touches the acceptor, and the port is free on return.
+    beast::error_code ec;
+    impl_->acceptor.close(ec);
   });
 }
 

@@ -101,6 +101,35 @@ Server* HttpTest::server_ = nullptr;
 HttpServer* HttpTest::http_ = nullptr;
 fs::path* HttpTest::root_ = nullptr;
 
+// Whether a TCP connection to 127.0.0.1:`port` is accepted.
+bool accepts_connections(uint16_t port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(port);
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  const bool connected = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  ::close(fd);
+  return connected;
+}
+
+TEST_F(HttpTest, StopClosesTheListeningSocketBeforeItReturns) {
+  // With nothing in flight, stop() stopped the threads before they ran the posted close: the
+  // port kept accepting connections until the object was destroyed.
+  for (int round = 0; round < 20; ++round) {
+    HttpServerOptions o;
+    o.address = "127.0.0.1";
+    o.port = 0;
+    o.threads = 2;
+    auto h = HttpServer::start(server_, o);
+    ASSERT_TRUE(h.ok()) << h.status().to_string();
+    const uint16_t p = (*h)->port();
+    ASSERT_TRUE(accepts_connections(p));
+    (*h)->stop(std::chrono::milliseconds(100));
+    EXPECT_FALSE(accepts_connections(p)) << "round " << round << ": port " << p;
+  }
+}
+
 TEST_F(HttpTest, HealthAndMetadataWithTheClientAndCurl) {
   auto c = client();
   EXPECT_TRUE(c->server_live().value());
