@@ -7,10 +7,10 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
-#include <sstream>
 
 #include "compiler/artifact/fingerprint.h"
 #include "compiler/targets/target.h"
+#include "core/strings.h"
 #include "tools/build_info.h"
 #include "tools/git_info.h"
 #include "tools/json_writer.h"
@@ -19,16 +19,6 @@
 namespace kiln::tools {
 
 namespace {
-
-std::vector<std::string> split_commas(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream in(s);
-  std::string item;
-  while (std::getline(in, item, ',')) {
-    if (!item.empty()) out.push_back(item);
-  }
-  return out;
-}
 
 std::string compiler_name() {
 #if defined(__clang__)

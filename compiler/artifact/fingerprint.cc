@@ -5,7 +5,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <sstream>
+
+#include "core/strings.h"
 
 #if defined(__x86_64__)
 #include <cpuid.h>
@@ -17,16 +18,6 @@
 namespace kiln::compiler {
 
 namespace {
-
-std::vector<std::string> split_list(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream in(s);
-  std::string item;
-  while (std::getline(in, item, ',')) {
-    if (!item.empty()) out.push_back(item);
-  }
-  return out;
-}
 
 #if defined(__x86_64__)
 uint64_t xgetbv0() {
@@ -119,9 +110,9 @@ std::string fingerprint_mismatch(const Fingerprint& stored, const Fingerprint& c
   for (const auto& [key, value] : stored) {
     const std::string* here = find(current, key);
     if (key == "cpu_isa") {
-      std::vector<std::string> have = split_list(here ? *here : "");
+      std::vector<std::string> have = split_commas(here ? *here : "");
       std::vector<std::string> missing;
-      for (const std::string& flag : split_list(value)) {
+      for (const std::string& flag : split_commas(value)) {
         if (std::find(have.begin(), have.end(), flag) == have.end()) missing.push_back(flag);
       }
       if (!missing.empty()) {
