@@ -5,6 +5,9 @@
 
 #include <fmt/format.h>
 #include <grpcpp/grpcpp.h>
+#include <grpcpp/impl/client_unary_call.h>
+#include <grpcpp/impl/rpc_method.h>
+#include <grpcpp/support/client_callback.h>
 
 #include "core/mapped_file.h"
 #include "grpc_predict_v2.grpc.pb.h"
@@ -17,6 +20,9 @@ namespace sg = server::grpc;
 struct GrpcClient::Stubs {
   std::unique_ptr<inference::GRPCInferenceService::Stub> inference;
   std::unique_ptr<inference::KilnWorkerService::Stub> workers;
+  // ModelInfer called with the message's bytes (sg::encode_request_bytes), so that input tensors
+  // are sent from their own storage rather than copied into the message and again into its bytes.
+  std::unique_ptr<::grpc::internal::RpcMethod> model_infer;
 };
 
 namespace {
@@ -36,6 +42,19 @@ Status call_status(const ::grpc::Status& status, const std::string& target) {
         fmt::format("grpc server {} cancelled the call (is it shutting down?)", target));
   }
   return sg::from_grpc_status(status);
+}
+
+// A ModelInfer answer's bytes as the response (its raw outputs moved, not copied, into tensors).
+Result<InferenceResponse> decode_answer(::grpc::ByteBuffer& answer) {
+  inference::ModelInferResponse response;
+  ::grpc::Status parsed =
+      ::grpc::SerializationTraits<inference::ModelInferResponse>::Deserialize(&answer, &response);
+  if (!parsed.ok()) {
+    return internal_error(fmt::format("the server's ModelInfer answer is not a valid "
+                                      "inference.ModelInferResponse: {}",
+                                      parsed.error_message()));
+  }
+  return sg::decode_response(response);
 }
 
 // The call's deadline and the metadata every call carries.
@@ -79,6 +98,9 @@ Status GrpcClient::connect() {
   channel_ = ::grpc::CreateCustomChannel(target_, credentials, args);
   stubs_->inference = inference::GRPCInferenceService::NewStub(channel_);
   stubs_->workers = inference::KilnWorkerService::NewStub(channel_);
+  stubs_->model_infer = std::make_unique<::grpc::internal::RpcMethod>(
+      "/inference.GRPCInferenceService/ModelInfer", ::grpc::internal::RpcMethod::NORMAL_RPC,
+      channel_);
   return Status();
 }
 
@@ -222,12 +244,14 @@ Result<InferenceResponse> GrpcClient::model_infer(const std::string& model,
   if (!model.empty()) request.model = model;
   ::grpc::ClientContext context;
   prepare(context, options_);
-  inference::ModelInferRequest message;
-  sg::encode_request(request, options_.raw_inputs, options_.raw_outputs, &message);
-  inference::ModelInferResponse response;
-  KILN_RETURN_IF_ERROR(
-      call_status(stubs_->inference->ModelInfer(&context, message, &response), target_));
-  return sg::decode_response(response);
+  const ::grpc::ByteBuffer message =
+      sg::encode_request_bytes(request, options_.raw_inputs, options_.raw_outputs);
+  ::grpc::ByteBuffer answer;
+  KILN_RETURN_IF_ERROR(call_status(
+      ::grpc::internal::BlockingUnaryCall(channel_.get(), *stubs_->model_infer, &context, message,
+                                          &answer),
+      target_));
+  return decode_answer(answer);
 }
 
 std::future<Result<InferenceResponse>> GrpcClient::model_infer_async(const std::string& model,
@@ -236,23 +260,23 @@ std::future<Result<InferenceResponse>> GrpcClient::model_infer_async(const std::
   // Everything the call needs lives until its callback has run.
   struct Call {
     ::grpc::ClientContext context;
-    inference::ModelInferRequest request;
-    inference::ModelInferResponse response;
+    ::grpc::ByteBuffer request;
+    ::grpc::ByteBuffer answer;
     std::promise<Result<InferenceResponse>> promise;
   };
   auto call = std::make_shared<Call>();
   prepare(call->context, options_);
-  sg::encode_request(request, options_.raw_inputs, options_.raw_outputs, &call->request);
+  call->request = sg::encode_request_bytes(request, options_.raw_inputs, options_.raw_outputs);
   std::future<Result<InferenceResponse>> future = call->promise.get_future();
-  stubs_->inference->async()->ModelInfer(
-      &call->context, &call->request, &call->response,
+  ::grpc::internal::CallbackUnaryCall(
+      channel_.get(), *stubs_->model_infer, &call->context, &call->request, &call->answer,
       [call, target = target_](::grpc::Status status) {
         Status s = call_status(status, target);
         if (!s.ok()) {
           call->promise.set_value(s);
           return;
         }
-        call->promise.set_value(sg::decode_response(call->response));
+        call->promise.set_value(decode_answer(call->answer));
       });
   return future;
 }

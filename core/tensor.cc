@@ -12,6 +12,14 @@
 namespace kiln {
 
 Result<Tensor> Tensor::allocate(DType dtype, Shape shape) {
+  return allocate_storage(dtype, std::move(shape), /*zero=*/true);
+}
+
+Result<Tensor> Tensor::allocate_uninitialized(DType dtype, Shape shape) {
+  return allocate_storage(dtype, std::move(shape), /*zero=*/false);
+}
+
+Result<Tensor> Tensor::allocate_storage(DType dtype, Shape shape, bool zero) {
   KILN_ASSIGN_OR_RETURN(int64_t numel, shape.checked_numel());
   const size_t elem = dtype_size(dtype);
   if (static_cast<uint64_t>(numel) > SIZE_MAX / elem / 2) {
@@ -38,7 +46,7 @@ Result<Tensor> Tensor::allocate(DType dtype, Shape shape) {
       std::free(const_cast<void*>(p));
     });
   } else {
-    std::memset(data, 0, padded);
+    if (zero) std::memset(data, 0, padded);
     t.storage_ = std::shared_ptr<const void>(data, [](const void* p) { std::free(const_cast<void*>(p)); });
   }
   return t;
@@ -61,7 +69,9 @@ Tensor Tensor::wrap(DType dtype, Shape shape, void* data, std::shared_ptr<const 
 
 Tensor Tensor::clone() const {
   if (!defined()) return *this;
-  Tensor out(dtype_, shape_);
+  Result<Tensor> copy = allocate_uninitialized(dtype_, shape_);
+  KILN_CHECK(copy.ok(), copy.status().to_string());
+  Tensor out = std::move(copy).value();
   if (dtype_ == DType::kString) {
     std::copy_n(data<std::string>(), numel(), out.data<std::string>());
   } else if (nbytes() > 0) {

@@ -54,6 +54,9 @@ class Tensor {
   // Allocates zeroed storage; fails with kResourceExhausted (naming the size) when memory runs out,
   // and kInvalidArgument for a negative dim.
   static Result<Tensor> allocate(DType dtype, Shape shape);
+  // Like allocate(), but the storage (of a dtype other than kString) is left as it is, for a
+  // caller that writes every element at once (a copy of received bytes): no pass zeroing it first.
+  static Result<Tensor> allocate_uninitialized(DType dtype, Shape shape);
   // Like allocate(), for sizes that are known to be small (tests, scalars); aborts on failure.
   Tensor(DType dtype, Shape shape);
 
@@ -110,6 +113,8 @@ class Tensor {
   bool equals(const Tensor& other) const;
 
  private:
+  static Result<Tensor> allocate_storage(DType dtype, Shape shape, bool zero);
+
   DType dtype_ = DType::kF32;
   Shape shape_;
   void* data_ = nullptr;

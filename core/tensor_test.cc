@@ -140,6 +140,30 @@ TEST(Tensor, CopiesShareAndCloneIsIndependent) {
   EXPECT_EQ(deep.data<float>()[2], 3.0f);
 }
 
+TEST(Tensor, UninitializedAllocationIsAlignedAndHoldsWhatIsWritten) {
+  std::vector<Tensor> keep;
+  for (DType d : {DType::kF32, DType::kU8, DType::kF64, DType::kString}) {
+    for (int64_t n : {0, 1, 65, 4097}) {
+      Result<Tensor> t = Tensor::allocate_uninitialized(d, Shape{n});
+      ASSERT_TRUE(t.ok()) << t.status().to_string();
+      EXPECT_TRUE(aligned(t->raw_data())) << dtype_name(d) << " n=" << n;
+      EXPECT_EQ(t->nbytes(), static_cast<size_t>(n) * dtype_size(d));
+      // BYTES elements are still constructed (empty strings); other dtypes are written by the
+      // caller.
+      if (d == DType::kString) {
+        for (const std::string& s : t->span<std::string>()) EXPECT_TRUE(s.empty());
+      } else if (n > 0) {
+        std::memset(t->raw_data(), 0x5a, t->nbytes());
+        EXPECT_EQ(static_cast<uint8_t*>(t->raw_data())[t->nbytes() - 1], 0x5a);
+      }
+      keep.push_back(std::move(t).value());
+    }
+  }
+  Result<Tensor> huge = Tensor::allocate_uninitialized(DType::kF32, Shape{int64_t{1} << 62});
+  ASSERT_FALSE(huge.ok());
+  EXPECT_EQ(huge.status().code(), StatusCode::kResourceExhausted);
+}
+
 TEST(Tensor, CloneOutlivesTheOriginal) {
   Tensor deep;
   {

@@ -19,6 +19,7 @@
 #include "client/grpc_client.h"
 #include "client/http_client.h"
 #include "client/native_client.h"
+#include "core/malloc_reuse.h"
 #include "core/mapped_file.h"
 #include "core/npy.h"
 #include "server/core/server.h"
@@ -355,6 +356,9 @@ std::string level_json(const Level& l, int64_t batch) {
 }
 
 int run_loadgen(const Options& o) {
+  // Answers (and, with --protocol native, the server's request tensors) are allocated and freed at
+  // the request rate: keep their pages, as `kiln serve` does.
+  keep_freed_memory_for_reuse();
   Runner runner;
   if (Status s = runner.open(o); !s.ok()) return report_error(s);
   std::vector<Level> levels;

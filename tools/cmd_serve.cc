@@ -12,6 +12,7 @@
 #include <memory>
 #include <string>
 
+#include "core/malloc_reuse.h"
 #include "core/progress.h"
 #include "server/core/nvml.h"
 #include "server/core/server.h"
@@ -100,6 +101,8 @@ int serve(const ServeOptions& o) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   raise_open_file_limit();
+  // Request tensors are allocated and freed at the request rate: keep their pages.
+  keep_freed_memory_for_reuse();
   server::ServerOptions so;
   so.repository = o.repository;
   so.max_instances = o.max_instances;

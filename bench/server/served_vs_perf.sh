@@ -55,7 +55,8 @@ trap cleanup EXIT
 # The repository lives in the cache, so its compiled artifact (.kiln-cache) is reused next time.
 repo=$cache/served_vs_perf_repo
 mkdir -p "$repo/resnet50/1"
-ln -sf "$model" "$repo/resnet50/1/model.onnx"
+rm -f "$repo/resnet50/1/model.onnx"  # a symbolic link out of the repository is refused
+cp "$model" "$repo/resnet50/1/model.onnx"
 cat >"$repo/resnet50/config.toml" <<EOF
 platform = "onnx_onnxv1"
 max_batch_size = $batch

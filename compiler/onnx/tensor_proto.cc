@@ -131,7 +131,11 @@ Result<Tensor> tensor_from_proto(const TensorProto& proto, const std::string& ex
   Shape shape(std::move(dims));
   Result<int64_t> numel = shape.checked_numel(int64_t{1} << 40);
   if (!numel.ok()) return numel.status().with_context(what);
-  KILN_ASSIGN_OR_RETURN(Tensor t, Tensor::allocate(*dtype, shape));
+  const bool external = proto.data_location() == TensorProto::EXTERNAL;
+  // Raw and external data (checked for size below) fill every element: no zeroing pass first.
+  KILN_ASSIGN_OR_RETURN(Tensor t, external || proto.has_raw_data()
+                                      ? Tensor::allocate_uninitialized(*dtype, shape)
+                                      : Tensor::allocate(*dtype, shape));
 
   if (*dtype == DType::kString) {
     if (static_cast<int64_t>(proto.string_data_size()) != *numel) {
@@ -144,7 +148,6 @@ Result<Tensor> tensor_from_proto(const TensorProto& proto, const std::string& ex
     return t;
   }
 
-  const bool external = proto.data_location() == TensorProto::EXTERNAL;
   if (external || proto.has_raw_data()) {
     std::string external_bytes;
     const std::string* raw = &proto.raw_data();

@@ -3,6 +3,7 @@
 #include "server/grpc/grpc_convert.h"
 
 #include <fmt/format.h>
+#include <grpcpp/support/slice.h>
 
 #include <cstring>
 #include <limits>
@@ -195,10 +196,15 @@ bool has_typed_field(DType dtype) {
   return dtype != DType::kF16 && dtype != DType::kBF16;
 }
 
-// A tensor from its wire description: `raw` when the message carries raw contents for it.
+// Raw contents of at least this many bytes become the tensor's storage (moved out of the
+// message); smaller ones are copied into a 64-byte aligned tensor.
+constexpr size_t kAdoptRawBytes = 4096;
+
+// A tensor from its wire description: `raw` when the message carries raw contents for it (large
+// raw contents of a fixed-size dtype are moved into the tensor, not copied).
 Result<Tensor> read_tensor(std::string_view where, const std::string& datatype,
                            const RepeatedField<int64_t>& shape, bool has_contents,
-                           const InferTensorContents& contents, const std::string* raw,
+                           const InferTensorContents& contents, std::string* raw,
                            const GrpcLimits& limits) {
   std::optional<DType> dtype = parse_wire_dtype(datatype);
   if (!dtype) {
@@ -245,7 +251,15 @@ Result<Tensor> read_tensor(std::string_view where, const std::string& datatype,
                     wire_dtype_name(*dtype), dims_to_string(dims), numel, field_name(*dtype),
                     total_contents(contents)));
   }
-  KILN_ASSIGN_OR_RETURN(Tensor t, Tensor::allocate(*dtype, Shape(std::move(dims))));
+  if (raw != nullptr && !bytes && raw->size() >= kAdoptRawBytes) {
+    // The parsed message's string is the one copy of the bytes the server makes.
+    auto owner = std::make_shared<std::string>(std::move(*raw));
+    void* data = owner->data();
+    return Tensor::wrap(*dtype, Shape(std::move(dims)), data, std::move(owner));
+  }
+  KILN_ASSIGN_OR_RETURN(Tensor t, raw != nullptr
+                                      ? Tensor::allocate_uninitialized(*dtype, Shape(std::move(dims)))
+                                      : Tensor::allocate(*dtype, Shape(std::move(dims))));
   if (raw != nullptr) {
     KILN_RETURN_IF_ERROR(read_raw(*raw, t, where));
   } else {
@@ -323,7 +337,7 @@ bool OutputChoice::is_raw(std::string_view name) const {
   return it == raw.end() ? raw_by_default : it->second;
 }
 
-Result<InferenceRequest> decode_request(const inference::ModelInferRequest& message,
+Result<InferenceRequest> decode_request(inference::ModelInferRequest& message,
                                         const GrpcLimits& limits, OutputChoice* choice) {
   InferenceRequest r;
   r.model = message.model_name();
@@ -356,7 +370,7 @@ Result<InferenceRequest> decode_request(const inference::ModelInferRequest& mess
     KILN_RETURN_IF_ERROR(read_parameters(in.parameters(), t.parameters, where));
     KILN_ASSIGN_OR_RETURN(
         t.data, read_tensor(where, in.datatype(), in.shape(), in.has_contents(), in.contents(),
-                            raw_count ? &message.raw_input_contents(i) : nullptr, limits));
+                            raw_count ? message.mutable_raw_input_contents(i) : nullptr, limits));
     r.inputs.push_back(std::move(t));
   }
   for (const auto& out : message.outputs()) {
@@ -399,8 +413,12 @@ void encode_response(const InferenceResponse& response, const OutputChoice& choi
   }
 }
 
-void encode_request(const InferenceRequest& request, bool raw_inputs, bool raw_outputs,
-                    inference::ModelInferRequest* message) {
+namespace {
+
+// encode_request's fields; with `raw_contents` false, raw inputs get no raw_input_contents entry
+// (the caller appends them). Returns whether the inputs go raw.
+bool encode_request_fields(const InferenceRequest& request, bool raw_inputs, bool raw_outputs,
+                           bool raw_contents, inference::ModelInferRequest* message) {
   message->set_model_name(request.model);
   message->set_model_version(request.version);
   message->set_id(request.id);
@@ -414,10 +432,10 @@ void encode_request(const InferenceRequest& request, bool raw_inputs, bool raw_o
     in->set_datatype(std::string(wire_dtype_name(t.data.dtype())));
     for (int64_t d : t.data.shape().dims()) in->add_shape(d);
     write_parameters(t.parameters, in->mutable_parameters());
-    if (raw) {
-      write_raw(t.data, message->add_raw_input_contents());
-    } else {
+    if (!raw) {
       write_typed(t.data, in->mutable_contents());
+    } else if (raw_contents) {
+      write_raw(t.data, message->add_raw_input_contents());
     }
   }
   for (const RequestedOutput& o : request.outputs) {
@@ -425,9 +443,57 @@ void encode_request(const InferenceRequest& request, bool raw_inputs, bool raw_o
     out->set_name(o.name);
     write_parameters(o.parameters, out->mutable_parameters());
   }
+  return raw;
 }
 
-Result<InferenceResponse> decode_response(const inference::ModelInferResponse& message,
+void append_varint(std::string& out, uint64_t v) {
+  while (v >= 0x80) {
+    out.push_back(static_cast<char>((v & 0x7f) | 0x80));
+    v >>= 7;
+  }
+  out.push_back(static_cast<char>(v));
+}
+
+}  // namespace
+
+void encode_request(const InferenceRequest& request, bool raw_inputs, bool raw_outputs,
+                    inference::ModelInferRequest* message) {
+  encode_request_fields(request, raw_inputs, raw_outputs, /*raw_contents=*/true, message);
+}
+
+::grpc::ByteBuffer encode_request_bytes(const InferenceRequest& request, bool raw_inputs,
+                                        bool raw_outputs) {
+  inference::ModelInferRequest message;
+  const bool raw =
+      encode_request_fields(request, raw_inputs, raw_outputs, /*raw_contents=*/false, &message);
+  // The message's other fields, then each raw_input_contents entry (field 7, length-delimited) in
+  // input order: the fields of a protobuf message may come in any order, a repeated field's
+  // entries in theirs. Element bytes travel as slices that hold the tensor's storage.
+  constexpr char kRawInputContentsTag = (7 << 3) | 2;
+  std::vector<::grpc::Slice> slices;
+  std::string pending = message.SerializeAsString();
+  for (const InferTensor& t : request.inputs) {
+    if (!raw) break;
+    pending.push_back(kRawInputContentsTag);
+    if (t.data.dtype() == DType::kString || t.data.nbytes() < 4096) {
+      std::string bytes;
+      write_raw(t.data, &bytes);
+      append_varint(pending, bytes.size());
+      pending += bytes;
+      continue;
+    }
+    append_varint(pending, t.data.nbytes());
+    slices.emplace_back(pending.data(), pending.size());
+    pending.clear();
+    slices.emplace_back(
+        t.data.raw_data(), t.data.nbytes(), [](void* p) { delete static_cast<Tensor*>(p); },
+        new Tensor(t.data));
+  }
+  if (!pending.empty() || slices.empty()) slices.emplace_back(pending.data(), pending.size());
+  return ::grpc::ByteBuffer(slices.data(), slices.size());
+}
+
+Result<InferenceResponse> decode_response(inference::ModelInferResponse& message,
                                           const GrpcLimits& limits) {
   InferenceResponse r;
   r.model = message.model_name();
@@ -448,7 +514,7 @@ Result<InferenceResponse> decode_response(const inference::ModelInferResponse& m
     KILN_RETURN_IF_ERROR(read_parameters(out.parameters(), t.parameters, where));
     // An output with typed contents leaves its raw entry empty.
     const bool typed = out.has_contents() && total_contents(out.contents()) > 0;
-    const std::string* raw = raw_count && !typed ? &message.raw_output_contents(i) : nullptr;
+    std::string* raw = raw_count && !typed ? message.mutable_raw_output_contents(i) : nullptr;
     KILN_ASSIGN_OR_RETURN(t.data, read_tensor(where, out.datatype(), out.shape(),
                                               out.has_contents(), out.contents(), raw, limits));
     r.outputs.push_back(std::move(t));

@@ -3,6 +3,7 @@
 // and GrpcClient share them), and between kiln's Status and grpc::Status.
 #pragma once
 
+#include <grpcpp/support/byte_buffer.h>
 #include <grpcpp/support/status.h>
 
 #include <cstdint>
@@ -33,12 +34,13 @@ void to_infer_parameter(const ParameterValue& value, inference::InferParameter* 
 // from its typed contents, checked against its datatype and shape; every error names the tensor.
 // `raw_outputs` is set from the "binary_data_output" request parameter and each output's
 // "binary_data" parameter (default: raw, as Triton answers), which are removed from the request.
+// Large raw input contents are moved out of `message` into the tensors, not copied.
 struct OutputChoice {
   bool raw_by_default = true;
   std::map<std::string, bool, std::less<>> raw;  // per requested output
   bool is_raw(std::string_view name) const;
 };
-Result<InferenceRequest> decode_request(const inference::ModelInferRequest& message,
+Result<InferenceRequest> decode_request(inference::ModelInferRequest& message,
                                         const GrpcLimits& limits, OutputChoice* choice);
 // Writes every output raw (raw_output_contents) or typed per `choice`; FP16 and BF16 are always
 // raw since the protocol has no typed field for them.
@@ -48,7 +50,11 @@ void encode_response(const InferenceResponse& response, const OutputChoice& choi
 // The client side: inputs raw (raw_input_contents) or typed, outputs asked raw or typed.
 void encode_request(const InferenceRequest& request, bool raw_inputs, bool raw_outputs,
                     inference::ModelInferRequest* message);
-Result<InferenceResponse> decode_response(const inference::ModelInferResponse& message,
+// The same request as the bytes of a ModelInferRequest, for a call that sends bytes: raw input
+// contents are not copied; the buffer's slices share the tensors' storage until gRPC has sent it.
+::grpc::ByteBuffer encode_request_bytes(const InferenceRequest& request, bool raw_inputs,
+                                        bool raw_outputs);
+Result<InferenceResponse> decode_response(inference::ModelInferResponse& message,
                                           const GrpcLimits& limits = {});
 
 }  // namespace kiln::server::grpc

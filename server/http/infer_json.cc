@@ -241,7 +241,9 @@ Result<InferTensor> parse_tensor(const Value& obj, std::string_view kind, size_t
                                                 where, count, dims_to_string(dims), *numel));
     }
   }
-  KILN_ASSIGN_OR_RETURN(t.data, Tensor::allocate(*dtype, std::move(s)));
+  // Binary data fills every byte of the tensor: no zeroing pass first.
+  KILN_ASSIGN_OR_RETURN(t.data, binary_size ? Tensor::allocate_uninitialized(*dtype, std::move(s))
+                                            : Tensor::allocate(*dtype, std::move(s)));
   if (binary_size) {
     KILN_RETURN_IF_ERROR(
         read_binary_data(binary.substr(offset, static_cast<size_t>(*binary_size)), t.data, where));

@@ -343,7 +343,7 @@ Result<InferenceRequest> Router::raw_request(const std::string& body, const std:
   KILN_ASSIGN_OR_RETURN(int64_t numel, shape.checked_numel(limits_.max_elements));
   (void)numel;
   InferenceRequest r;
-  KILN_ASSIGN_OR_RETURN(Tensor t, Tensor::allocate(in.dtype, shape));
+  KILN_ASSIGN_OR_RETURN(Tensor t, Tensor::allocate_uninitialized(in.dtype, shape));
   if (in.dtype == DType::kString) {
     t.data<std::string>()[0] = body;
   } else if (!body.empty()) {
