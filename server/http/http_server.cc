@@ -17,6 +17,7 @@
 #include <pthread.h>
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <optional>
@@ -114,6 +115,7 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
 
   // The first read of a Content-Length body, and the least it grows by afterwards.
   static constexpr size_t kBodyStep = size_t{256} << 10;
+  static constexpr size_t kBodyReserve = size_t{16} << 20;
 
   void read() {
     parser_.emplace();
@@ -160,6 +162,10 @@ class Session : public std::enable_shared_from_this<Session<Stream>> {
   // (a 600 KB tensor took ~1200 reads, each with its own epoll and timer calls).
   void read_body_direct(size_t length) {
     body_length_ = length;
+    // Address space for up to kBodyReserve bytes: pages the body never reaches are never touched
+    // (read_body_more writes only as far as the bytes asked for), and a body that fits grows in
+    // place instead of being copied each time it doubles.
+    body_.reserve(std::min(length, kBodyReserve));
     const size_t have = std::min(buffer_.size(), length);
     body_.resize(have);
     net::buffer_copy(net::buffer(body_.data(), have), buffer_.data());
