@@ -50,9 +50,10 @@ Result<InferenceResponse> decode_answer(::grpc::ByteBuffer& answer) {
   ::grpc::Status parsed =
       ::grpc::SerializationTraits<inference::ModelInferResponse>::Deserialize(&answer, &response);
   if (!parsed.ok()) {
-    return internal_error(fmt::format("the server's ModelInfer answer is not a valid "
-                                      "inference.ModelInferResponse: {}",
-                                      parsed.error_message()));
+    return internal_error(
+        fmt::format("the server's ModelInfer answer is not a valid "
+                    "inference.ModelInferResponse: {}",
+                    parsed.error_message()));
   }
   return sg::decode_response(response);
 }
@@ -247,10 +248,10 @@ Result<InferenceResponse> GrpcClient::model_infer(const std::string& model,
   const ::grpc::ByteBuffer message =
       sg::encode_request_bytes(request, options_.raw_inputs, options_.raw_outputs);
   ::grpc::ByteBuffer answer;
-  KILN_RETURN_IF_ERROR(call_status(
-      ::grpc::internal::BlockingUnaryCall(channel_.get(), *stubs_->model_infer, &context, message,
-                                          &answer),
-      target_));
+  KILN_RETURN_IF_ERROR(
+      call_status(::grpc::internal::BlockingUnaryCall(channel_.get(), *stubs_->model_infer,
+                                                      &context, message, &answer),
+                  target_));
   return decode_answer(answer);
 }
 
@@ -268,16 +269,16 @@ std::future<Result<InferenceResponse>> GrpcClient::model_infer_async(const std::
   prepare(call->context, options_);
   call->request = sg::encode_request_bytes(request, options_.raw_inputs, options_.raw_outputs);
   std::future<Result<InferenceResponse>> future = call->promise.get_future();
-  ::grpc::internal::CallbackUnaryCall(
-      channel_.get(), *stubs_->model_infer, &call->context, &call->request, &call->answer,
-      [call, target = target_](::grpc::Status status) {
-        Status s = call_status(status, target);
-        if (!s.ok()) {
-          call->promise.set_value(s);
-          return;
-        }
-        call->promise.set_value(decode_answer(call->answer));
-      });
+  ::grpc::internal::CallbackUnaryCall(channel_.get(), *stubs_->model_infer, &call->context,
+                                      &call->request, &call->answer,
+                                      [call, target = target_](::grpc::Status status) {
+                                        Status s = call_status(status, target);
+                                        if (!s.ok()) {
+                                          call->promise.set_value(s);
+                                          return;
+                                        }
+                                        call->promise.set_value(decode_answer(call->answer));
+                                      });
   return future;
 }
 

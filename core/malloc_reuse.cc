@@ -13,7 +13,8 @@ namespace kiln {
 
 bool keep_freed_memory_for_reuse() {
 #if defined(__GLIBC__)
-  for (const char* variable : {"MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "GLIBC_TUNABLES"}) {
+  for (const char* variable :
+       {"MALLOC_MMAP_THRESHOLD_", "MALLOC_TRIM_THRESHOLD_", "GLIBC_TUNABLES"}) {
     if (std::getenv(variable) != nullptr) return false;
   }
   // 32 MiB is the largest mmap threshold glibc takes (HEAP_MAX_SIZE / 2 on 64-bit).

@@ -257,9 +257,9 @@ Result<Tensor> read_tensor(std::string_view where, const std::string& datatype,
     void* data = owner->data();
     return Tensor::wrap(*dtype, Shape(std::move(dims)), data, std::move(owner));
   }
-  KILN_ASSIGN_OR_RETURN(Tensor t, raw != nullptr
-                                      ? Tensor::allocate_uninitialized(*dtype, Shape(std::move(dims)))
-                                      : Tensor::allocate(*dtype, Shape(std::move(dims))));
+  KILN_ASSIGN_OR_RETURN(
+      Tensor t, raw != nullptr ? Tensor::allocate_uninitialized(*dtype, Shape(std::move(dims)))
+                               : Tensor::allocate(*dtype, Shape(std::move(dims))));
   if (raw != nullptr) {
     KILN_RETURN_IF_ERROR(read_raw(*raw, t, where));
   } else {

@@ -25,8 +25,8 @@ InferenceRequest mixed_request() {
   r.version = "2";
   r.id = "req-1";
   r.parameters.set("priority", int64_t{3});
-  InferTensor a{"image", Tensor::from_vector(std::span<const float>(image), Shape{2, 3, 32, 32}),
-                {}};
+  InferTensor a{
+      "image", Tensor::from_vector(std::span<const float>(image), Shape{2, 3, 32, 32}), {}};
   a.parameters.set("note", std::string("first"));
   r.inputs.push_back(std::move(a));
   r.inputs.push_back({"ids", Tensor::from_vector(std::vector<int32_t>{4, -5, 6}), {}});
@@ -44,7 +44,8 @@ inference::ModelInferRequest parse(const ::grpc::ByteBuffer& bytes) {
   std::vector<::grpc::Slice> slices;
   EXPECT_TRUE(bytes.Dump(&slices).ok());
   std::string flat;
-  for (const ::grpc::Slice& s : slices) flat.append(reinterpret_cast<const char*>(s.begin()), s.size());
+  for (const ::grpc::Slice& s : slices)
+    flat.append(reinterpret_cast<const char*>(s.begin()), s.size());
   inference::ModelInferRequest message;
   EXPECT_TRUE(message.ParseFromString(flat));
   return message;
