@@ -197,8 +197,9 @@ bool has_typed_field(DType dtype) {
 }
 
 // Raw contents of at least this many bytes become the tensor's storage (moved out of the
-// message); smaller ones are copied into a 64-byte aligned tensor.
-constexpr size_t kAdoptRawBytes = 4096;
+// message; smaller ones are copied into a 64-byte aligned tensor), and are sent as a slice over the
+// tensor's storage (smaller ones are copied into the message's bytes).
+constexpr size_t kLargeRawBytes = 4096;
 
 // A tensor from its wire description: `raw` when the message carries raw contents for it (large
 // raw contents of a fixed-size dtype are moved into the tensor, not copied).
@@ -251,7 +252,7 @@ Result<Tensor> read_tensor(std::string_view where, const std::string& datatype,
                     wire_dtype_name(*dtype), dims_to_string(dims), numel, field_name(*dtype),
                     total_contents(contents)));
   }
-  if (raw != nullptr && !bytes && raw->size() >= kAdoptRawBytes) {
+  if (raw != nullptr && !bytes && raw->size() >= kLargeRawBytes) {
     // The parsed message's string is the one copy of the bytes the server makes.
     auto owner = std::make_shared<std::string>(std::move(*raw));
     void* data = owner->data();
@@ -475,7 +476,7 @@ void encode_request(const InferenceRequest& request, bool raw_inputs, bool raw_o
   for (const InferTensor& t : request.inputs) {
     if (!raw) break;
     pending.push_back(kRawInputContentsTag);
-    if (t.data.dtype() == DType::kString || t.data.nbytes() < 4096) {
+    if (t.data.dtype() == DType::kString || t.data.nbytes() < kLargeRawBytes) {
       std::string bytes;
       write_raw(t.data, &bytes);
       append_varint(pending, bytes.size());
