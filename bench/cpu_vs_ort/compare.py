@@ -209,6 +209,9 @@ def main():
     p.add_argument("--models", default="resnet50,mobilenet_v2,squeezenet1_1,efficientnet_b0,"
                    "densenet121,bert_base_seq128",
                    help="the torchvision set (files MODEL.onnx in --models-dir); '' for none")
+    p.add_argument("--opset", type=int, default=17,
+                   help="the opset the torchvision set was exported at (export_models.py --opset:"
+                   " files MODEL_opN.onnx other than at 17)")
     p.add_argument("--batches", default="1,16", help="batches of the torchvision set")
     p.add_argument("--corpus", default="",
                    help="real models of tests/corpus too: 'default' (every kind once), 'all', "
@@ -254,9 +257,10 @@ def main():
     for model in (m for m in args.models.split(",") if m):
         if not args.models_dir:
             sys.exit("cpu_vs_ort: --models names torchvision models; give --models-dir too")
-        path = os.path.join(args.models_dir, model + ".onnx")
+        suffix = "" if args.opset == 17 else f"_op{args.opset}"
+        path = os.path.join(args.models_dir, model + suffix + ".onnx")
         for batch in (int(b) for b in args.batches.split(",")):
-            cases.append((model, path, batch, [], "torchvision"))
+            cases.append((model + suffix, path, batch, [], "torchvision"))
     if args.corpus:
         import corpus  # numpy and tests/corpus, only when asked for
         cache = args.corpus_cache or corpus.default_cache()
