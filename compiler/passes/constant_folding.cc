@@ -79,13 +79,22 @@ std::optional<Tensor> moved_value(const Node& node, const std::vector<Argument>&
       if (axis < 0 || axis >= rank) return std::nullopt;
       int64_t outer = 1;
       for (int i = 0; i < axis; ++i) outer *= out.shape()[i];
+      int64_t along = 0;  // the inputs' extent along the axis, together
       for (const Argument& a : inputs) {
         if (!a.is_tensor() || a.tensor().dtype() != out.dtype ||
             a.tensor().shape().rank() != rank || !plain_bytes(a.tensor())) {
           return std::nullopt;
         }
+        for (int i = 0; i < rank; ++i) {
+          if (i != axis && a.tensor().shape()[i] != out.shape()[i]) return std::nullopt;
+        }
+        along += a.tensor().shape()[static_cast<int>(axis)];
       }
-      Tensor result(out.dtype, out.shape());
+      if (along != out.shape()[static_cast<int>(axis)]) return std::nullopt;
+      // Every byte of the result is one of the inputs': no zeroing pass first.
+      Result<Tensor> allocated = Tensor::allocate_uninitialized(out.dtype, out.shape());
+      if (!allocated.ok()) return std::nullopt;
+      Tensor result = std::move(allocated).value();
       if (!plain_bytes(result)) return std::nullopt;
       auto* to = static_cast<uint8_t*>(result.raw_data());
       for (int64_t o = 0; o < outer; ++o) {
