@@ -37,6 +37,7 @@ struct PipelineFlags {
   std::string json_out;  // bench: the JSON file, "-" for stdout only
   bool json = false;     // run, ops: one JSON object on stdout instead of the text
   bool decode_only = false;
+  bool keep_on_gpu = false;  // bench: GPU outputs stay on the device, as a training step takes them
 };
 
 void add_common_options(CLI::App* cmd, PipelineFlags* f, bool pipeline_required) {
@@ -291,6 +292,7 @@ int bench_pipeline(const PipelineFlags& f) {
     Result<pipeline::PipelineSpec> spec = load_spec(f);
     if (!spec.ok()) return report_error(spec.status());
     spec->options.num_threads = threads;
+    spec->options.gpu_outputs_on_device = f.keep_on_gpu;
     batch_size = spec->options.batch_size;
     prefetch = spec->options.prefetch_queue_depth;
     auto p = pipeline::Pipeline::create(spec->options, spec->ops);
@@ -345,6 +347,7 @@ int bench_pipeline(const PipelineFlags& f) {
         .field("threads", threads)
         .field("batch_size", batch_size)
         .field("prefetch_queue_depth", prefetch)
+        .field("gpu_outputs_on_device", f.keep_on_gpu)
         .field("images_per_s", median)
         .field("peak_rss_bytes", rss);
     j.key("epochs").begin_array();
@@ -379,6 +382,11 @@ void arg_value_json(JsonWriter& j, const pipeline::ArgValue& v) {
   std::visit([&](const auto& x) { j.value(x); }, v);
 }
 
+bool has_gpu_form(std::string_view name) {
+  auto names = pipeline::gpu_operator_names();
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
+
 int list_operators(bool json) {
   if (json) {
     JsonWriter j;
@@ -388,7 +396,8 @@ int list_operators(bool json) {
           .field("name", schema->name)
           .field("doc", schema->doc)
           .field("inputs", schema->inputs)
-          .field("outputs", schema->outputs);
+          .field("outputs", schema->outputs)
+          .field("gpu", has_gpu_form(schema->name));
       j.key("args").begin_array();
       for (const pipeline::ArgSpec& arg : schema->args) {
         j.begin_object()
@@ -410,8 +419,9 @@ int list_operators(bool json) {
     return 0;
   }
   for (const pipeline::OperatorSchema* schema : pipeline::operator_schemas()) {
-    fmt::print("{}({}) -> ({}): {}\n", schema->name, fmt::join(schema->inputs, ", "),
-               fmt::join(schema->outputs, ", "), schema->doc);
+    fmt::print("{}({}) -> ({}): {}{}\n", schema->name, fmt::join(schema->inputs, ", "),
+               fmt::join(schema->outputs, ", "), schema->doc,
+               has_gpu_form(schema->name) ? " [device cpu or gpu]" : "");
     for (const pipeline::ArgSpec& arg : schema->args) {
       fmt::print("    {:<22} {:<30} {}{}\n", arg.name,
                  arg.default_value ? pipeline::arg_value_to_string(*arg.default_value)
@@ -448,6 +458,9 @@ CommandAction add_pipeline_command(CLI::App& app) {
       ->default_str("-");
   bench->add_flag("--decode-only", flags->decode_only,
                   "instead: decode every image at full scale on all threads (the ceiling)");
+  bench->add_flag("--keep-on-gpu", flags->keep_on_gpu,
+                  "outputs of device \"gpu\" operators stay in GPU memory (as a training or "
+                  "inference step on the GPU takes them) instead of being copied back");
   auto* ops = cmd->add_subcommand("ops", "List the pipeline operators with their arguments");
   ops->add_flag("--json", flags->json,
                 "print one JSON object: each operator's inputs, outputs and arguments (type, "

@@ -3,7 +3,9 @@
 #include "pipeline/executor/pipeline.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 
@@ -63,6 +65,7 @@ Result<std::unique_ptr<Pipeline>> Pipeline::create(const PipelineOptions& option
 
   std::vector<Node> nodes;
   std::map<std::string, int, std::less<>> slots;
+  std::vector<bool> on_gpu;  // per slot
   std::vector<std::string> stages;
   for (size_t i = 0; i < ops.size(); ++i) {
     OpSpec& spec = ops[i];
@@ -83,11 +86,22 @@ Result<std::unique_ptr<Pipeline>> Pipeline::create(const PipelineOptions& option
                                                 schema.outputs.size(), spec.outputs.size()));
     }
     Node node;
+    node.gpu = spec.gpu;
+    if (spec.gpu && !op->supports_gpu()) {
+      return invalid_argument_error(fmt::format("{}: has no GPU form; device \"gpu\" takes {}",
+                                                where, fmt::join(gpu_operator_names(), ", ")));
+    }
     for (const std::string& name : spec.inputs) {
       auto it = slots.find(name);
       if (it == slots.end()) {
         return invalid_argument_error(
             fmt::format("{}: input \"{}\" is not an output of an earlier operator", where, name));
+      }
+      if (on_gpu[static_cast<size_t>(it->second)] && !spec.gpu) {
+        return invalid_argument_error(fmt::format(
+            "{}: input \"{}\" is made on the GPU, so this operator needs device \"gpu\" too "
+            "(or the earlier operators device \"cpu\")",
+            where, name));
       }
       node.inputs.push_back(it->second);
     }
@@ -102,6 +116,12 @@ Result<std::unique_ptr<Pipeline>> Pipeline::create(const PipelineOptions& option
         return invalid_argument_error(fmt::format(
             "{}: argument input \"{}\" is not an output of an earlier operator", where, name));
       }
+      if (on_gpu[static_cast<size_t>(it->second)]) {
+        return invalid_argument_error(fmt::format(
+            "{}: argument input \"{}\" is made on the GPU; per-sample arguments come from CPU "
+            "operators",
+            where, name));
+      }
       node.arg_slots.emplace_back(arg, it->second);
     }
     for (const std::string& name : spec.outputs) {
@@ -111,6 +131,7 @@ Result<std::unique_ptr<Pipeline>> Pipeline::create(const PipelineOptions& option
             fmt::format("{}: tensor name \"{}\" is already used", where, name));
       }
       node.outputs.push_back(slot);
+      on_gpu.push_back(spec.gpu);
     }
     stages.push_back(i == 0 ? std::string("read") : fmt::format("{}#{}", spec.op, i));
     node.op = std::move(op);
@@ -153,6 +174,21 @@ Result<std::unique_ptr<Pipeline>> Pipeline::create(const PipelineOptions& option
   }
   p->coco_images_ = std::move(coco_images);
   p->num_slots_ = static_cast<int>(slots.size());
+  for (size_t n = 0; n < nodes.size(); ++n) {
+    if (!nodes[n].gpu) continue;
+    p->gpu_nodes_.push_back(n);
+    for (int slot : nodes[n].inputs) {
+      if (!on_gpu[static_cast<size_t>(slot)] &&
+          std::find(p->gpu_input_slots_.begin(), p->gpu_input_slots_.end(), slot) ==
+              p->gpu_input_slots_.end()) {
+        p->gpu_input_slots_.push_back(slot);
+      }
+    }
+  }
+  if (!p->gpu_nodes_.empty()) {
+    KILN_ASSIGN_OR_RETURN(p->gpu_, kernels::GpuStream::create());
+  }
+  p->slot_on_gpu_ = std::move(on_gpu);
   p->nodes_ = std::move(nodes);
   p->stage_names_ = std::move(stages);
   p->counters_ = std::make_unique<Counter[]>(p->stage_names_.size());
@@ -246,8 +282,8 @@ Result<std::optional<Batch>> Pipeline::run_external() {
     fed_.pop_front();
   }
   if (samples.empty()) return std::optional<Batch>();
-  std::vector<Result<std::vector<Tensor>>> results = process_all(samples, epoch_);
-  std::vector<std::vector<Tensor>> good;
+  std::vector<Result<Sample>> results = process_all(samples, epoch_);
+  std::vector<Sample> good;
   std::vector<std::string> paths;
   for (size_t i = 0; i < samples.size(); ++i) {
     if (results[i].ok()) {
@@ -262,7 +298,8 @@ Result<std::optional<Batch>> Pipeline::run_external() {
     bad_samples_.push_back({epoch_, samples[i].path, std::string(results[i].status().message())});
   }
   if (good.empty()) return run_external();  // every sample was bad: try the next ones
-  return std::optional<Batch>(assemble(epoch_, std::move(good), std::move(paths), 0));
+  KILN_ASSIGN_OR_RETURN(Batch batch, assemble(epoch_, std::move(good), std::move(paths), 0));
+  return std::optional<Batch>(std::move(batch));
 }
 
 Result<std::optional<Batch>> Pipeline::run() {
@@ -352,21 +389,21 @@ Status Pipeline::read_sample(const SampleInput& sample, std::vector<Tensor>* slo
   return Status();
 }
 
-Result<std::vector<Tensor>> Pipeline::process(const SampleInput& sample, int64_t epoch) {
+Result<Pipeline::Sample> Pipeline::process(const SampleInput& sample, int64_t epoch) {
   std::vector<Tensor> slots(static_cast<size_t>(num_slots_));
   auto start = Clock::now();
   KILN_RETURN_IF_ERROR(read_sample(sample, &slots));
   counters_[0].calls++;
   counters_[0].nanos += nanos_since(start);
 
+  Sample result;
+  // What GPU operators will make, per slot: planned here, made batch by batch in run_gpu().
+  std::vector<std::pair<Shape, DType>> gpu_made(gpu_nodes_.empty() ? 0 : slots.size());
   std::vector<Tensor> inputs;
   std::vector<Tensor> outputs;
   for (size_t n = 1; n < nodes_.size(); ++n) {
     const Node& node = nodes_[n];
     start = Clock::now();
-    inputs.clear();
-    outputs.clear();
-    for (int slot : node.inputs) inputs.push_back(slots[slot]);
     SampleContext ctx;
     ctx.seed = mix_seed(
         {options_.seed, static_cast<uint64_t>(epoch), static_cast<uint64_t>(sample.position), n});
@@ -381,24 +418,43 @@ Result<std::vector<Tensor>> Pipeline::process(const SampleInput& sample, int64_t
       }
       args = &*sample_args;
     }
-    Status status = node.op->run(ctx, *args, inputs, &outputs);
+    Status status;
+    if (node.gpu) {
+      const auto in = static_cast<size_t>(node.inputs[0]);
+      const auto [shape, dtype] =
+          slot_on_gpu_[in] ? gpu_made[in] : std::pair(slots[in].shape(), slots[in].dtype());
+      Result<GpuSamplePlan> plan = node.op->plan_gpu(ctx, *args, shape, dtype);
+      status = plan.status();
+      if (plan.ok()) {
+        gpu_made[static_cast<size_t>(node.outputs[0])] = {plan->out_shape, plan->out_dtype};
+        result.steps.push_back(plan->step);
+      }
+    } else {
+      inputs.clear();
+      outputs.clear();
+      for (int slot : node.inputs) inputs.push_back(slots[slot]);
+      status = node.op->run(ctx, *args, inputs, &outputs);
+      if (status.ok()) {
+        KILN_CHECK(outputs.size() == node.outputs.size(),
+                   "operator returned the wrong output count");
+        for (size_t k = 0; k < outputs.size(); ++k) slots[node.outputs[k]] = std::move(outputs[k]);
+      }
+    }
     if (!status.ok()) {
       if (status.message().find(sample.path) != std::string_view::npos) return status;
       return status.with_context(fmt::format("sample \"{}\"", sample.path));
     }
-    KILN_CHECK(outputs.size() == node.outputs.size(), "operator returned the wrong output count");
-    for (size_t k = 0; k < outputs.size(); ++k) slots[node.outputs[k]] = std::move(outputs[k]);
     counters_[n].calls++;
     counters_[n].nanos += nanos_since(start);
   }
-  std::vector<Tensor> result;
-  for (int slot : output_slots_) result.push_back(slots[slot]);
+  for (int slot : output_slots_) result.tensors.push_back(slots[slot]);
+  for (int slot : gpu_input_slots_) result.tensors.push_back(slots[slot]);
   return result;
 }
 
-std::vector<Result<std::vector<Tensor>>> Pipeline::process_all(
-    const std::vector<SampleInput>& samples, int64_t epoch) {
-  std::vector<std::optional<Result<std::vector<Tensor>>>> results(samples.size());
+std::vector<Result<Pipeline::Sample>> Pipeline::process_all(const std::vector<SampleInput>& samples,
+                                                            int64_t epoch) {
+  std::vector<std::optional<Result<Sample>>> results(samples.size());
   // Samples are claimed one at a time (their cost varies several-fold with the crop), so no
   // runner idles while another still holds a long static chunk.
   const auto n = static_cast<int64_t>(samples.size());
@@ -406,7 +462,7 @@ std::vector<Result<std::vector<Tensor>>> Pipeline::process_all(
   pool_.parallel_for(pool_.size() + 1, [&](int64_t, int64_t) {
     for (int64_t i; (i = next.fetch_add(1)) < n;) results[i].emplace(process(samples[i], epoch));
   });
-  std::vector<Result<std::vector<Tensor>>> out;
+  std::vector<Result<Sample>> out;
   out.reserve(samples.size());
   for (auto& r : results) out.push_back(std::move(*r));
   return out;
@@ -420,13 +476,13 @@ void Pipeline::produce(int64_t epoch) {
       queue_.push(EndOfEpoch{});
       return;
     }
-    std::vector<std::vector<Tensor>> good;
+    std::vector<Sample> good;
     std::vector<std::string> paths;
     int64_t num_padded = 0;
     while (!refs.empty()) {
       std::vector<SampleInput> samples;
       for (const SampleRef& ref : refs) samples.push_back(file_sample(ref));
-      std::vector<Result<std::vector<Tensor>>> results = process_all(samples, epoch);
+      std::vector<Result<Sample>> results = process_all(samples, epoch);
       for (size_t i = 0; i < refs.size(); ++i) {
         const std::string& path = samples[i].path;
         if (results[i].ok()) {
@@ -466,14 +522,57 @@ void Pipeline::produce(int64_t epoch) {
         }
       }
     }
-    Batch batch = assemble(epoch, std::move(good), std::move(paths), num_padded);
-    batch.position = reader_->position();
-    if (!queue_.push(std::move(batch))) return;
+    Result<Batch> batch = assemble(epoch, std::move(good), std::move(paths), num_padded);
+    if (!batch.ok()) {
+      queue_.push(batch.status());
+      return;
+    }
+    batch->position = reader_->position();
+    if (!queue_.push(std::move(*batch))) return;
   }
 }
 
-Batch Pipeline::assemble(int64_t epoch, std::vector<std::vector<Tensor>> samples,
-                         std::vector<std::string> paths, int64_t num_padded) {
+Result<std::map<size_t, kernels::GpuImages>> Pipeline::run_gpu(const std::vector<Sample>& samples) {
+  std::map<int, kernels::GpuImages> made;  // by slot
+  std::vector<kernels::GpuStep> steps(samples.size());
+  std::vector<Tensor> host(samples.size());
+  for (size_t g = 0; g < gpu_nodes_.size(); ++g) {
+    const size_t n = gpu_nodes_[g];
+    const Node& node = nodes_[n];
+    const auto start = Clock::now();
+    const int in = node.inputs[0];
+    if (!made.contains(in)) {
+      const size_t at =
+          output_slots_.size() +
+          static_cast<size_t>(std::find(gpu_input_slots_.begin(), gpu_input_slots_.end(), in) -
+                              gpu_input_slots_.begin());
+      for (size_t i = 0; i < samples.size(); ++i) host[i] = samples[i].tensors[at];
+      KILN_ASSIGN_OR_RETURN(made[in], gpu_->upload(host, &pool_));
+    }
+    for (size_t i = 0; i < samples.size(); ++i) steps[i] = samples[i].steps[g];
+    Result<kernels::GpuImages> out = node.op->run_gpu(*gpu_, made[in], steps);
+    if (!out.ok()) {
+      return out.status().with_context(
+          fmt::format("pipeline operator #{} ({}) on the GPU", n, node.op->schema().name));
+    }
+    made[node.outputs[0]] = std::move(*out);
+    counters_[n].nanos += nanos_since(start);
+  }
+  KILN_RETURN_IF_ERROR(gpu_->synchronize());
+  std::map<size_t, kernels::GpuImages> outputs;
+  for (size_t k = 0; k < output_slots_.size(); ++k) {
+    auto it = made.find(output_slots_[k]);
+    if (it != made.end()) outputs[k] = it->second;
+  }
+  return outputs;
+}
+
+Result<Batch> Pipeline::assemble(int64_t epoch, std::vector<Sample> samples,
+                                 std::vector<std::string> paths, int64_t num_padded) {
+  std::map<size_t, kernels::GpuImages> gpu_outputs;
+  if (!gpu_nodes_.empty()) {
+    KILN_ASSIGN_OR_RETURN(gpu_outputs, run_gpu(samples));
+  }
   auto start = Clock::now();
   Batch batch;
   batch.epoch = epoch;
@@ -482,7 +581,44 @@ Batch Pipeline::assemble(int64_t epoch, std::vector<std::vector<Tensor>> samples
   const size_t n = samples.size();
   for (size_t k = 0; k < output_slots_.size(); ++k) {
     TensorList list;
-    for (size_t i = 0; i < n; ++i) list.samples.push_back(std::move(samples[i][k]));
+    auto gpu = gpu_outputs.find(k);
+    if (gpu != gpu_outputs.end() && options_.gpu_outputs_on_device) {
+      list.gpu = std::move(gpu->second);
+      batch.outputs.push_back(std::move(list));
+      continue;
+    }
+    if (gpu != gpu_outputs.end()) {
+      // Copied back into host tensors of the same shapes, one dense buffer when they agree.
+      const kernels::GpuImages& images = gpu->second;
+      const std::optional<Shape> uniform = images.uniform_shape();
+      if (uniform) {
+        std::vector<int64_t> dims{static_cast<int64_t>(n)};
+        dims.insert(dims.end(), uniform->begin(), uniform->end());
+        KILN_ASSIGN_OR_RETURN(list.dense, buffers_->allocate(images.dtype, Shape(std::move(dims))));
+        KILN_RETURN_IF_ERROR(gpu_->download(images, list.dense.raw_data(), list.dense.nbytes()));
+        auto owner = std::make_shared<Tensor>(list.dense);
+        const size_t bytes = list.dense.nbytes() / std::max<size_t>(n, 1);
+        auto* base = static_cast<uint8_t*>(list.dense.raw_data());
+        for (size_t i = 0; i < n; ++i) {
+          list.samples.push_back(Tensor::wrap(images.dtype, *uniform, base + i * bytes, owner));
+        }
+      } else {
+        int64_t total = 0;
+        for (const Shape& shape : images.shapes) total += shape.numel();
+        KILN_ASSIGN_OR_RETURN(Tensor all,
+                              kernels::allocate_uninitialized(images.dtype, Shape{total}));
+        KILN_RETURN_IF_ERROR(gpu_->download(images, all.raw_data(), all.nbytes()));
+        auto owner = std::make_shared<Tensor>(all);
+        auto* base = static_cast<uint8_t*>(all.raw_data());
+        for (const Shape& shape : images.shapes) {
+          list.samples.push_back(Tensor::wrap(images.dtype, shape, base, owner));
+          base += static_cast<size_t>(shape.numel()) * dtype_size(images.dtype);
+        }
+      }
+      batch.outputs.push_back(std::move(list));
+      continue;
+    }
+    for (size_t i = 0; i < n; ++i) list.samples.push_back(std::move(samples[i].tensors[k]));
     bool uniform = true;
     for (size_t i = 1; i < n; ++i) {
       uniform = uniform && list.samples[i].shape() == list.samples[0].shape() &&

@@ -18,6 +18,7 @@
 #include "core/thread_pool.h"
 #include "pipeline/executor/prefetch_queue.h"
 #include "pipeline/kernels/buffer.h"
+#include "pipeline/kernels/gpu_images.h"
 #include "pipeline/operators/operator.h"
 #include "pipeline/readers/coco.h"
 #include "pipeline/readers/file_reader.h"
@@ -38,6 +39,9 @@ struct OpSpec {
   std::vector<std::string> outputs;  // names for the schema outputs; empty: the schema's names
   // Per-sample arguments fed from a tensor (a scalar per sample), e.g. {"mirror", "coin"}.
   std::map<std::string, std::string> arg_inputs;
+  // device "gpu": the operator runs on the GPU over whole batches (Operator::supports_gpu());
+  // what it makes stays there for later GPU operators.
+  bool gpu = false;
 };
 
 struct PipelineOptions {
@@ -47,14 +51,20 @@ struct PipelineOptions {
   uint64_t seed = 0;
   BadDataPolicy bad_data = BadDataPolicy::kSkip;
   std::vector<std::string> outputs;  // the tensors each batch returns, in this order
+  // Outputs made on the GPU stay there (TensorList::gpu) instead of being copied to host tensors.
+  bool gpu_outputs_on_device = false;
 };
 
 // One output of a batch. When every sample has the same shape and dtype, `dense` holds them
 // contiguously as [N, sample shape...] and `samples` are views into it; otherwise (ragged) dense
 // is undefined and each sample owns its data.
+//
+// An output made on the GPU is copied into `samples`/`dense` the same way, unless the pipeline
+// keeps GPU outputs on the device: then `gpu` holds the batch in GPU memory and the rest is empty.
 struct TensorList {
   std::vector<Tensor> samples;
   Tensor dense;
+  kernels::GpuImages gpu;
 };
 
 struct Batch {
@@ -128,6 +138,14 @@ class Pipeline {
     std::vector<int> inputs;   // slots
     std::vector<int> outputs;  // slots
     std::vector<std::pair<std::string, int>> arg_slots;
+    bool gpu = false;
+  };
+  // What the workers make of one sample: the requested outputs (undefined where made on the
+  // GPU), then the host tensors GPU operators take (gpu_input_slots_ order), and each GPU
+  // operator's plan for this sample (gpu_nodes_ order).
+  struct Sample {
+    std::vector<Tensor> tensors;
+    std::vector<kernels::GpuStep> steps;
   };
   struct Counter {
     std::atomic<int64_t> calls{0};
@@ -158,12 +176,14 @@ class Pipeline {
   void start();
   void stop();
   void produce(int64_t epoch);
-  // Runs every operator on one sample; the requested output tensors, or why it failed.
-  Result<std::vector<Tensor>> process(const SampleInput& sample, int64_t epoch);
-  std::vector<Result<std::vector<Tensor>>> process_all(const std::vector<SampleInput>& samples,
-                                                       int64_t epoch);
-  Batch assemble(int64_t epoch, std::vector<std::vector<Tensor>> samples,
-                 std::vector<std::string> paths, int64_t num_padded);
+  // Runs every CPU operator on one sample and plans the GPU ones; or why it failed.
+  Result<Sample> process(const SampleInput& sample, int64_t epoch);
+  std::vector<Result<Sample>> process_all(const std::vector<SampleInput>& samples, int64_t epoch);
+  // The batch of these samples: CPU outputs stacked, GPU operators run. Errors only from the GPU.
+  Result<Batch> assemble(int64_t epoch, std::vector<Sample> samples, std::vector<std::string> paths,
+                         int64_t num_padded);
+  // Runs the GPU operators over the batch; the GPU outputs by output index.
+  Result<std::map<size_t, kernels::GpuImages>> run_gpu(const std::vector<Sample>& samples);
 
   PipelineOptions options_;
   std::optional<FileReader> reader_;  // none for external_source
@@ -176,6 +196,10 @@ class Pipeline {
   std::vector<CocoImage> coco_images_;  // readers.coco: the annotations, per reader entry
   int num_slots_ = 0;
   std::vector<int> output_slots_;
+  std::vector<bool> slot_on_gpu_;     // made by a GPU operator
+  std::vector<int> gpu_input_slots_;  // host slots GPU operators read
+  std::vector<size_t> gpu_nodes_;     // indices into nodes_
+  std::unique_ptr<kernels::GpuStream> gpu_;
   std::vector<std::string> stage_names_;
   std::unique_ptr<Counter[]> counters_;  // per stage_names_
 

@@ -13,6 +13,7 @@
 #include <set>
 #include <thread>
 
+#include "core/gpu.h"
 #include "core/logging.h"
 #include "core/mapped_file.h"
 #include "pipeline/decoders/image_decoder.h"
@@ -570,6 +571,38 @@ TEST(PipelineTest, WiringErrorsNameTheOperator) {
   expect_error({reader_spec(dir.path()), {"decoders.image", {}, {"encoded"}, {"label"}, {}}},
                {"label"}, "tensor name \"label\" is already used");
   expect_error({reader_spec(dir.path() + "/missing")}, {"label"}, "missing\" does not exist");
+  OpSpec gpu_cast{"cast", {{"dtype", std::string("float32")}}, {"images"}, {"floats"}, {}};
+  gpu_cast.gpu = true;
+  expect_error({reader_spec(dir.path()), {"decoders.image", {}, {"encoded"}, {}, {}}, gpu_cast},
+               {"floats"},
+               "operator #2 (cast): has no GPU form; device \"gpu\" takes resize, "
+               "random_resized_crop, crop, flip, crop_mirror_normalize");
+  OpSpec gpu_flip{"flip", {}, {"images"}, {"flipped"}, {}};
+  gpu_flip.gpu = true;
+  expect_error({reader_spec(dir.path()),
+                {"decoders.image", {}, {"encoded"}, {}, {}},
+                gpu_flip,
+                {"cast", {{"dtype", std::string("float32")}}, {"flipped"}, {"floats"}, {}}},
+               {"floats"},
+               "operator #3 (cast): input \"flipped\" is made on the GPU, so this operator needs "
+               "device \"gpu\" too");
+}
+
+TEST(PipelineTest, GpuOperatorsWithoutAGpuSayWhatIsMissing) {
+  std::string why;
+  if (!list_gpus(&why).empty()) GTEST_SKIP() << "this machine has a GPU";
+  testing::TempDir dir;
+  write_dataset(dir);
+  OpSpec gpu_flip{"flip", {}, {"images"}, {"flipped"}, {}};
+  gpu_flip.gpu = true;
+  auto p = Pipeline::create(
+      options(2, 1, {"flipped"}),
+      {reader_spec(dir.path()), {"decoders.image", {}, {"encoded"}, {}, {}}, gpu_flip});
+  ASSERT_FALSE(p.ok());
+  EXPECT_THAT(p.status().message(),
+              HasSubstr(built_with_cuda() ? "device \"gpu\" needs an NVIDIA GPU"
+                                          : "device \"gpu\" needs a kiln built with CUDA"));
+  EXPECT_THAT(p.status().message(), HasSubstr("run the operators with device \"cpu\""));
 }
 
 }  // namespace

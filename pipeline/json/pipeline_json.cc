@@ -379,7 +379,18 @@ Result<PipelineSpec> parse_kiln(const Value& root, std::string_view source) {
     op.op = entry["op"].GetString();
     where += fmt::format(" ({})", op.op);
     KILN_RETURN_IF_ERROR(
-        check_keys(entry, {"op", "args", "inputs", "outputs", "arg_inputs"}, where));
+        check_keys(entry, {"op", "args", "inputs", "outputs", "arg_inputs", "device"}, where));
+    if (entry.HasMember("device")) {
+      const Value& device = entry["device"];
+      const std::string_view name =
+          device.IsString() ? std::string_view(device.GetString(), device.GetStringLength())
+                            : std::string_view();
+      if (name != "cpu" && name != "gpu") {
+        return invalid_argument_error(
+            fmt::format("{}: \"device\" must be \"cpu\" or \"gpu\"", where));
+      }
+      op.gpu = name == "gpu";
+    }
     const OperatorSchema* schema = find_operator_schema(op.op);
     if (schema == nullptr) {
       std::vector<std::string_view> names;

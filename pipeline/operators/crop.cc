@@ -28,6 +28,22 @@ class Crop final : public Operator {
     outputs->push_back(std::move(out));
     return Status();
   }
+
+  bool supports_gpu() const override { return true; }
+  Result<GpuSamplePlan> plan_gpu(const SampleContext&, const OpArgs& args, const Shape& shape,
+                                 DType dtype) const override {
+    KILN_RETURN_IF_ERROR(check_gpu_image("crop", shape, dtype));
+    const auto& crop = args.get_ints("crop");
+    KILN_ASSIGN_OR_RETURN(
+        kernels::Window window,
+        anchored_window("crop", shape[0], shape[1], crop[0], crop[1], args.get_float("crop_pos_x"),
+                        args.get_float("crop_pos_y")));
+    return GpuSamplePlan{{window, crop[0], crop[1]}, Shape{crop[0], crop[1], shape[2]}, dtype};
+  }
+  Result<kernels::GpuImages> run_gpu(kernels::GpuStream& stream, const kernels::GpuImages& images,
+                                     std::span<const kernels::GpuStep> steps) const override {
+    return stream.crop_flip(images, steps);
+  }
 };
 
 }  // namespace

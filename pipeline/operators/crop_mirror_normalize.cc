@@ -22,7 +22,39 @@ class CropMirrorNormalize final : public Operator {
              std::vector<Tensor>* outputs) const override {
     const Tensor& in = inputs[0];
     KILN_RETURN_IF_ERROR(check_image("crop_mirror_normalize", in, true));
-    const int64_t h = in.shape()[0], w = in.shape()[1], c = in.shape()[2];
+    KILN_ASSIGN_OR_RETURN(kernels::Window window, crop_window(args, in.shape()));
+    const int64_t c = in.shape()[2];
+    Shape shape = layout_ == kernels::Layout::kHWC ? Shape{window.height, window.width, c}
+                                                   : Shape{c, window.height, window.width};
+    KILN_ASSIGN_OR_RETURN(Tensor out, kernels::allocate_uninitialized(dtype_, shape));
+    kernels::crop_mirror_normalize_u8(in.view(), out.view(), window, args.get_int("mirror") != 0,
+                                      mean_, std_, layout_);
+    outputs->push_back(std::move(out));
+    return Status();
+  }
+
+  bool supports_gpu() const override { return true; }
+  Result<GpuSamplePlan> plan_gpu(const SampleContext&, const OpArgs& args, const Shape& shape,
+                                 DType dtype) const override {
+    KILN_RETURN_IF_ERROR(check_gpu_image("crop_mirror_normalize", shape, dtype));
+    KILN_ASSIGN_OR_RETURN(kernels::Window window, crop_window(args, shape));
+    kernels::GpuStep step{window, window.height, window.width};
+    step.mirror = args.get_int("mirror") != 0;
+    const int64_t c = shape[2];
+    return GpuSamplePlan{step,
+                         layout_ == kernels::Layout::kHWC ? Shape{window.height, window.width, c}
+                                                          : Shape{c, window.height, window.width},
+                         dtype_};
+  }
+  Result<kernels::GpuImages> run_gpu(kernels::GpuStream& stream, const kernels::GpuImages& images,
+                                     std::span<const kernels::GpuStep> steps) const override {
+    return stream.crop_mirror_normalize(images, steps, mean_, std_, layout_, dtype_);
+  }
+
+ private:
+  // Checks mean and std against the image's channels; the window to read.
+  Result<kernels::Window> crop_window(const OpArgs& args, const Shape& in) const {
+    const int64_t h = in[0], w = in[1], c = in[2];
     if (mean_.size() != 1 && static_cast<int64_t>(mean_.size()) != c) {
       return invalid_argument_error(
           fmt::format("operator crop_mirror_normalize: mean has {} values for a {}-channel image",
@@ -40,16 +72,9 @@ class CropMirrorNormalize final : public Operator {
           window, anchored_window("crop_mirror_normalize", h, w, crop[0], crop[1],
                                   args.get_float("crop_pos_x"), args.get_float("crop_pos_y")));
     }
-    Shape shape = layout_ == kernels::Layout::kHWC ? Shape{window.height, window.width, c}
-                                                   : Shape{c, window.height, window.width};
-    KILN_ASSIGN_OR_RETURN(Tensor out, kernels::allocate_uninitialized(dtype_, shape));
-    kernels::crop_mirror_normalize_u8(in.view(), out.view(), window, args.get_int("mirror") != 0,
-                                      mean_, std_, layout_);
-    outputs->push_back(std::move(out));
-    return Status();
+    return window;
   }
 
- private:
   kernels::Layout layout_;
   DType dtype_;
   std::vector<float> mean_;

@@ -26,6 +26,20 @@ class Flip final : public Operator {
     outputs->push_back(std::move(out));
     return Status();
   }
+
+  bool supports_gpu() const override { return true; }
+  Result<GpuSamplePlan> plan_gpu(const SampleContext&, const OpArgs& args, const Shape& shape,
+                                 DType dtype) const override {
+    KILN_RETURN_IF_ERROR(check_gpu_image("flip", shape, dtype));
+    kernels::GpuStep step{kernels::Window{0, 0, shape[0], shape[1]}, shape[0], shape[1]};
+    step.mirror = args.get_int("horizontal") != 0;
+    step.flip_vertical = args.get_int("vertical") != 0;
+    return GpuSamplePlan{step, shape, dtype};
+  }
+  Result<kernels::GpuImages> run_gpu(kernels::GpuStream& stream, const kernels::GpuImages& images,
+                                     std::span<const kernels::GpuStep> steps) const override {
+    return stream.crop_flip(images, steps);
+  }
 };
 
 }  // namespace

@@ -85,13 +85,27 @@ Status check_warp_args(std::string_view op, const OpArgs& args) {
 }
 
 Status check_image(std::string_view op, const Tensor& image, bool u8_only) {
-  if (image.rank() != 3 || image.numel() == 0) {
-    return invalid_argument_error(fmt::format("operator {}: expected a non-empty HWC image, got {}",
-                                              op, image.shape().to_string()));
-  }
-  if (u8_only && image.dtype() != DType::kU8) {
+  return check_image(op, image.shape(), image.dtype(), u8_only);
+}
+
+Status check_image(std::string_view op, const Shape& shape, DType dtype, bool u8_only) {
+  if (shape.rank() != 3 || shape.numel() == 0) {
     return invalid_argument_error(
-        fmt::format("operator {}: expected uint8 pixels, got {}", op, dtype_name(image.dtype())));
+        fmt::format("operator {}: expected a non-empty HWC image, got {}", op, shape.to_string()));
+  }
+  if (u8_only && dtype != DType::kU8) {
+    return invalid_argument_error(
+        fmt::format("operator {}: expected uint8 pixels, got {}", op, dtype_name(dtype)));
+  }
+  return Status();
+}
+
+Status check_gpu_image(std::string_view op, const Shape& shape, DType dtype) {
+  KILN_RETURN_IF_ERROR(check_image(op, shape, dtype, true));
+  if (shape[2] > kernels::cuda_max_channels()) {
+    return invalid_argument_error(
+        fmt::format("operator {}: on the GPU, images have at most {} channels, got {}", op,
+                    kernels::cuda_max_channels(), shape.to_string()));
   }
   return Status();
 }
@@ -125,6 +139,22 @@ Result<kernels::Interp> parse_interp(std::string_view op, std::string_view name,
 }
 
 }  // namespace detail
+std::span<const std::string_view> gpu_operator_names() {
+  static constexpr std::string_view kNames[] = {"resize", "random_resized_crop", "crop", "flip",
+                                                "crop_mirror_normalize"};
+  return kNames;
+}
+
+Result<GpuSamplePlan> Operator::plan_gpu(const SampleContext&, const OpArgs&, const Shape&,
+                                         DType) const {
+  return internal_error(fmt::format("operator {} has no GPU form", schema().name));
+}
+
+Result<kernels::GpuImages> Operator::run_gpu(kernels::GpuStream&, const kernels::GpuImages&,
+                                             std::span<const kernels::GpuStep>) const {
+  return internal_error(fmt::format("operator {} has no GPU form", schema().name));
+}
+
 Status ReaderOperator::run(const SampleContext&, const OpArgs&, std::span<const Tensor>,
                            std::vector<Tensor>*) const {
   return internal_error(

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "pipeline/kernels/gpu_images.h"
 #include "pipeline/schema/schema.h"
 
 namespace kiln::pipeline {
@@ -45,6 +46,14 @@ struct SampleContext {
   std::string_view path;  // the sample's source file, for error messages
 };
 
+// One sample's share of a GPU operator's batch launch, planned on a CPU worker: what the kernel
+// does to the image, and the shape and dtype it makes.
+struct GpuSamplePlan {
+  kernels::GpuStep step;
+  Shape out_shape;
+  DType out_dtype = DType::kU8;
+};
+
 // One configured operator instance. run() is called concurrently from several threads, so it
 // must not modify the operator; all randomness comes from ctx.seed.
 class Operator {
@@ -66,6 +75,17 @@ class Operator {
   virtual Status run(const SampleContext& ctx, const OpArgs& args, std::span<const Tensor> inputs,
                      std::vector<Tensor>* outputs) const = 0;
 
+  // The GPU form (device "gpu"), for operators of one image input and one image output. The
+  // executor plans each sample on a CPU worker (plan_gpu: checks the sample, draws its random
+  // values from ctx.seed as run() does, so both devices pick the same windows), then launches
+  // the whole batch at once (run_gpu, `steps` in batch order).
+  virtual bool supports_gpu() const { return false; }
+  virtual Result<GpuSamplePlan> plan_gpu(const SampleContext& ctx, const OpArgs& args,
+                                         const Shape& shape, DType dtype) const;
+  virtual Result<kernels::GpuImages> run_gpu(kernels::GpuStream& stream,
+                                             const kernels::GpuImages& images,
+                                             std::span<const kernels::GpuStep> steps) const;
+
  private:
   OpArgs args_;
 };
@@ -79,6 +99,9 @@ class ReaderOperator final : public Operator {
   Status run(const SampleContext& ctx, const OpArgs& args, std::span<const Tensor> inputs,
              std::vector<Tensor>* outputs) const override;
 };
+
+// The operators that have a GPU form (Operator::supports_gpu()).
+std::span<const std::string_view> gpu_operator_names();
 
 // Every operator's schema, in operator_list.inc order.
 std::span<const OperatorSchema* const> operator_schemas();

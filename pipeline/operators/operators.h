@@ -16,6 +16,9 @@ namespace kiln::pipeline::detail {
 // Ok when `image` is a non-empty [H, W, C] tensor (uint8 when `u8_only`); else an error naming
 // `op`.
 Status check_image(std::string_view op, const Tensor& image, bool u8_only);
+Status check_image(std::string_view op, const Shape& shape, DType dtype, bool u8_only);
+// check_image for a GPU operator: uint8, and no more channels than the GPU kernels take.
+Status check_gpu_image(std::string_view op, const Shape& shape, DType dtype);
 // Checks the arguments rotate and warp_affine share: size ([] or [height, width] > 0),
 // interp_type (nearest or linear) and fill_value (0 to 255). Errors name `op`.
 Status check_warp_args(std::string_view op, const OpArgs& args);

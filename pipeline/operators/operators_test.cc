@@ -3,6 +3,9 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <map>
+
 #include "pipeline/operators/operator.h"
 
 namespace kiln::pipeline {
@@ -259,6 +262,77 @@ TEST(OperatorsTest, AugmentationOperatorsRunWithTheirShapesAndErrors) {
   EXPECT_THAT(singular.status().message(), HasSubstr("not invertible"));
   EXPECT_FALSE(create_operator("cast", {{"dtype", std::string("float64")}}).ok());
   EXPECT_FALSE(create_operator("rotate", {}).ok());  // angle is required
+}
+
+TEST(OperatorsTest, GpuPlansGiveTheShapesAndWindowsTheCpuRunMakes) {
+  // Planned on the CPU, a GPU step must make what run() makes: same shape, dtype and (for the
+  // random crop) the same window from the same seed.
+  struct Case {
+    std::string name;
+    ArgMap args;
+    std::map<std::string, double> sample_values;
+  };
+  const std::vector<Case> cases{
+      {"resize", {{"resize_shorter", int64_t{17}}}, {}},
+      {"random_resized_crop", {{"size", std::vector<int64_t>{9, 11}}}, {}},
+      {"crop", {{"crop", std::vector<int64_t>{5, 7}}, {"crop_pos_x", 0.25}}, {}},
+      {"flip", {{"vertical", int64_t{1}}}, {{"horizontal", 1.0}}},
+      {"crop_mirror_normalize",
+       {{"crop", std::vector<int64_t>{6, 8}}, {"dtype", std::string("float16")}},
+       {{"mirror", 1.0}}},
+  };
+  std::vector<std::string> covered;
+  Tensor in = image(30, 40, 3);
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    auto op = create_operator(c.name, c.args);
+    ASSERT_TRUE(op.ok()) << op.status().to_string();
+    ASSERT_TRUE((*op)->supports_gpu());
+    OpArgs args = (*op)->args();
+    for (const auto& [arg, value] : c.sample_values) args.set_sample_value(arg, value);
+    SampleContext ctx;
+    ctx.seed = 1;
+    auto plan = (*op)->plan_gpu(ctx, args, in.shape(), in.dtype());
+    ASSERT_TRUE(plan.ok()) << plan.status().to_string();
+    auto ran = run_op(c.name, c.args, {in}, c.sample_values, 1);
+    ASSERT_TRUE(ran.ok());
+    EXPECT_EQ(plan->out_shape, ran->shape());
+    EXPECT_EQ(plan->out_dtype, ran->dtype());
+    covered.push_back(c.name);
+  }
+  auto crop = create_operator("random_resized_crop", {{"size", std::vector<int64_t>{9, 11}}});
+  SampleContext ctx;
+  ctx.seed = 1;
+  auto a = (*crop)->plan_gpu(ctx, (*crop)->args(), Shape{300, 400, 3}, DType::kU8);
+  ctx.seed = 2;
+  auto b = (*crop)->plan_gpu(ctx, (*crop)->args(), Shape{300, 400, 3}, DType::kU8);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_NE(a->step.window.width * 1000 + a->step.window.x,
+            b->step.window.width * 1000 + b->step.window.x);
+  // The list the messages give is the list that has a GPU form.
+  for (std::string_view name : gpu_operator_names()) {
+    EXPECT_NE(std::find(covered.begin(), covered.end(), name), covered.end()) << name;
+  }
+  auto cast = create_operator("cast", {{"dtype", std::string("float32")}});
+  ASSERT_TRUE(cast.ok()) << cast.status().to_string();
+  EXPECT_FALSE((*cast)->supports_gpu());
+}
+
+TEST(OperatorsTest, GpuPlansRejectWhatTheKernelsCannotTake) {
+  auto resize = create_operator("resize", {{"resize_x", int64_t{8}}});
+  ASSERT_TRUE(resize.ok());
+  auto five = (*resize)->plan_gpu(SampleContext{}, (*resize)->args(), Shape{4, 4, 5}, DType::kU8);
+  ASSERT_FALSE(five.ok());
+  EXPECT_THAT(five.status().message(),
+              HasSubstr("operator resize: on the GPU, images have at most 4 channels"));
+  auto flip = create_operator("flip", {});
+  auto floats = (*flip)->plan_gpu(SampleContext{}, (*flip)->args(), Shape{4, 4, 3}, DType::kF32);
+  ASSERT_FALSE(floats.ok());
+  EXPECT_THAT(floats.status().message(), HasSubstr("operator flip: expected uint8 pixels"));
+  auto cmn = create_operator("crop_mirror_normalize", {{"crop", std::vector<int64_t>{9, 9}}});
+  auto small = (*cmn)->plan_gpu(SampleContext{}, (*cmn)->args(), Shape{4, 4, 3}, DType::kU8);
+  ASSERT_FALSE(small.ok());
+  EXPECT_THAT(small.status().message(), HasSubstr("crop_mirror_normalize"));
 }
 
 }  // namespace

@@ -19,13 +19,7 @@ class RandomResizedCrop final : public Operator {
              std::vector<Tensor>* outputs) const override {
     const Tensor& in = inputs[0];
     KILN_RETURN_IF_ERROR(check_image("random_resized_crop", in, true));
-    const int64_t h = in.shape()[0], w = in.shape()[1];
-    SampleRng rng(ctx.seed);
-    kernels::Window window = random_resized_crop_window(h, w, params_, rng);
-    // A fixed position (rocAL's CropResizeFixed) replaces the random one; the size stays.
-    const double pos_x = args.get_float("crop_pos_x"), pos_y = args.get_float("crop_pos_y");
-    if (pos_x >= 0.0) window.x = std::llround(std::min(pos_x, 1.0) * (w - window.width));
-    if (pos_y >= 0.0) window.y = std::llround(std::min(pos_y, 1.0) * (h - window.height));
+    const kernels::Window window = draw_window(ctx, args, in.shape()[0], in.shape()[1]);
     const auto& size = args.get_ints("size");
     KILN_ASSIGN_OR_RETURN(Tensor out, kernels::allocate_uninitialized(
                                           DType::kU8, Shape{size[0], size[1], in.shape()[2]}));
@@ -34,7 +28,32 @@ class RandomResizedCrop final : public Operator {
     return Status();
   }
 
+  bool supports_gpu() const override { return true; }
+  Result<GpuSamplePlan> plan_gpu(const SampleContext& ctx, const OpArgs& args, const Shape& shape,
+                                 DType dtype) const override {
+    KILN_RETURN_IF_ERROR(check_gpu_image("random_resized_crop", shape, dtype));
+    const auto& size = args.get_ints("size");
+    return GpuSamplePlan{{draw_window(ctx, args, shape[0], shape[1]), size[0], size[1]},
+                         Shape{size[0], size[1], shape[2]},
+                         DType::kU8};
+  }
+  Result<kernels::GpuImages> run_gpu(kernels::GpuStream& stream, const kernels::GpuImages& images,
+                                     std::span<const kernels::GpuStep> steps) const override {
+    return stream.resize(images, steps, interp_);
+  }
+
  private:
+  kernels::Window draw_window(const SampleContext& ctx, const OpArgs& args, int64_t h,
+                              int64_t w) const {
+    SampleRng rng(ctx.seed);
+    kernels::Window window = random_resized_crop_window(h, w, params_, rng);
+    // A fixed position (rocAL's CropResizeFixed) replaces the random one; the size stays.
+    const double pos_x = args.get_float("crop_pos_x"), pos_y = args.get_float("crop_pos_y");
+    if (pos_x >= 0.0) window.x = std::llround(std::min(pos_x, 1.0) * (w - window.width));
+    if (pos_y >= 0.0) window.y = std::llround(std::min(pos_y, 1.0) * (h - window.height));
+    return window;
+  }
+
   RandomCropParams params_;
   kernels::Interp interp_;
 };

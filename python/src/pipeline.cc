@@ -116,6 +116,7 @@ class PipelineCore {
       spec.inputs = d["inputs"].cast<std::vector<std::string>>();
       spec.outputs = d["outputs"].cast<std::vector<std::string>>();
       spec.arg_inputs = d["arg_inputs"].cast<std::map<std::string, std::string>>();
+      spec.gpu = d.contains("gpu") && d["gpu"].cast<bool>();
       specs.push_back(std::move(spec));
     }
     Result<std::unique_ptr<pipeline::Pipeline>> p = [&] {

@@ -424,3 +424,29 @@ def test_coco_boxes_follow_random_bbox_crop_and_flip(tmp_path):
         for (l, t, r, b), label in zip(bx, lb):
             cx, cy = int((l + r) / 2 * w), int((t + b) / 2 * h)
             assert tuple(img[cy, cx]) == colors[int(label)]
+
+
+def test_device_gpu_runs_the_gpu_form_or_says_why_not(dataset):
+    def build(device):
+        pipe = Pipeline(batch_size=4, num_threads=2, seed=3)
+        with pipe:
+            jpegs, labels = fn.readers.file(file_root=dataset)
+            images = fn.decoders.image(jpegs, device="mixed")
+            images = fn.resize(images, resize_x=24, resize_y=20, device=device)
+            out = fn.crop_mirror_normalize(images, crop=(16, 16), mean=[120.0], std=[60.0],
+                                           device=device)
+            pipe.set_outputs(out, labels)
+        return pipe
+
+    with pytest.raises(kiln.KilnError, match='device "tpu": expected "cpu", "gpu" or "mixed"'):
+        build("tpu")
+    cpu = build("cpu")
+    cpu.build()
+    expected = cpu.run()[0].as_array()
+    gpu = build("gpu")
+    if not torch.cuda.is_available():
+        with pytest.raises(kiln.KilnError, match='device "gpu" needs'):
+            gpu.build()
+        return
+    gpu.build()
+    np.testing.assert_allclose(gpu.run()[0].as_array(), expected, atol=1e-3)

@@ -21,8 +21,8 @@ VALUE_MAPS = {
 # rocAL fuses reading and decoding, so its decoders take the reader's arguments; kiln moves them
 # to the readers.file node the decoder reads from.
 READER_ARGS_ON_DECODERS = ("file_root", "file_list", "shard_id", "num_shards", "random_shuffle")
-# Arguments every rocAL/DALI operator takes that do not change what kiln's CPU operators compute:
-# `device` (kiln's pipeline runs on the CPU), DALI's `name` (kiln has one reader per pipeline, so
+# Arguments every rocAL/DALI operator takes that do not change what kiln's operators compute
+# (`device` is read before these: "gpu" runs an operator's GPU form), DALI's `name` (kiln has one reader per pipeline, so
 # reader_name is not needed to find it), and rocAL's per-op output_layout/output_dtype where the
 # operator has no such argument (its output stays HWC uint8; the iterators lay out and convert the
 # batch per the pipeline's tensor_layout and tensor_dtype).
@@ -70,7 +70,8 @@ def docstring(schema):
         sample = "; per-sample: may be a DataNode such as fn.random.uniform()" \
             if arg["per_sample"] else ""
         lines.append(f"    {arg['name']} ({arg['type']}, {default}): {arg['doc']}{sample}")
-    lines.append("    device: accepted for rocAL/DALI scripts; kiln's operators run on the CPU")
+    lines.append("    device: \"gpu\" runs the operator on the GPU (resize, random_resized_crop, crop, "
+                 "flip, crop_mirror_normalize); \"cpu\" (default) or \"mixed\" on the CPU")
     aliases = ALIASES.get(schema["name"], {})
     if aliases:
         lines.append("")

@@ -77,6 +77,9 @@ def add_operator(schema, inputs, kwargs):
     specs = {a["name"]: a for a in schema["args"]}
     aliases = _schema.ALIASES.get(op, {})
     args, arg_inputs, reader_args = {}, {}, {}
+    device = kwargs.pop("device", None) or "cpu"
+    if device not in ("cpu", "gpu", "mixed"):
+        raise _error(f"fn.{op}: device \"{device}\": expected \"cpu\", \"gpu\" or \"mixed\"")
     for key, value in kwargs.items():
         name = key[:-1] if key.endswith("_") and key[:-1] in specs else key
         name = aliases.get(name, name)
@@ -110,4 +113,7 @@ def add_operator(schema, inputs, kwargs):
         raise _error(f"fn.{op}: missing required argument(s): {', '.join(missing)}")
     if reader_args:
         pipe._forward_reader_args(op, inputs, reader_args)
-    return pipe._add_op(op, [n.name for n in inputs], args, arg_inputs, schema["outputs"])
+    # "mixed" (DALI's decoder that hands its images to the GPU) decodes on the CPU; the GPU
+    # operators after it upload the images.
+    return pipe._add_op(op, [n.name for n in inputs], args, arg_inputs, schema["outputs"],
+                        device == "gpu")

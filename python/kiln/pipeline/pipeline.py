@@ -19,7 +19,8 @@ class Pipeline:
 
     batch_size: samples per batch (required).
     num_threads: decode/augment worker threads (0 or -1: one per core).
-    device_id: accepted for rocAL/DALI scripts; kiln's pipeline runs on the CPU.
+    device_id: accepted for rocAL/DALI scripts; operators given device="gpu" run on the current
+        GPU (CUDA_VISIBLE_DEVICES picks it).
     seed: the seed of every random choice (shuffling, random operators); -1 picks one at random.
         The same seed gives the same batches whatever num_threads is.
     prefetch_queue_depth: batches prepared ahead of run().
@@ -63,7 +64,7 @@ class Pipeline:
         pop_pipeline()
         return False
 
-    def _add_op(self, op, inputs, args, arg_inputs, output_names):
+    def _add_op(self, op, inputs, args, arg_inputs, output_names, gpu=False):
         if self._core is not None:
             raise _error(f"fn.{op}: the pipeline is already built; define every operator before "
                          "build()", "FAILED_PRECONDITION")
@@ -71,7 +72,7 @@ class Pipeline:
         prefix = f"{op}#{index}"
         outputs = [f"{prefix}:{name}" for name in output_names]
         self._ops.append({"op": op, "args": dict(args), "inputs": list(inputs),
-                          "outputs": outputs, "arg_inputs": dict(arg_inputs)})
+                          "outputs": outputs, "arg_inputs": dict(arg_inputs), "gpu": gpu})
         nodes = tuple(DataNode(self, index, name) for name in outputs)
         return nodes[0] if len(nodes) == 1 else nodes
 

@@ -1,0 +1,232 @@
+// SPDX-License-Identifier: Apache-2.0
+// Batched image kernels: one thread per output pixel, one grid layer per image of the batch.
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <string>
+
+#include "pipeline/kernels/cuda/image_batch.h"
+
+namespace kiln::pipeline::kernels::cuda {
+namespace {
+
+constexpr int kTile = 16;
+
+// The taps of one output index along one axis, computed as resize.cc's make_taps does (double
+// weights normalised by their sum, then rounded to float), so both sides sum the same terms.
+struct Taps {
+  int first = 0;
+  int count = 0;
+  double center = 0.0;
+  double support = 0.0;
+  double filter_scale = 1.0;
+  double total = 1.0;
+  bool cubic = false;
+  bool nearest = false;
+};
+
+__device__ double triangle(double x) {
+  x = fabs(x);
+  return x < 1.0 ? 1.0 - x : 0.0;
+}
+
+__device__ double keys_cubic(double x) {
+  constexpr double a = -0.5;
+  x = fabs(x);
+  if (x < 1.0) return ((a + 2.0) * x - (a + 3.0)) * x * x + 1.0;
+  if (x < 2.0) return (((x - 5.0) * x + 8.0) * x - 4.0) * a;
+  return 0.0;
+}
+
+__device__ double raw_weight(const Taps& t, int j) {
+  const double x = (j - t.center + 0.5) / t.filter_scale;
+  return t.cubic ? keys_cubic(x) : triangle(x);
+}
+
+__device__ Taps make_taps(int i, int in_size, int out_size, Interp interp) {
+  Taps t;
+  const double scale = static_cast<double>(in_size) / out_size;
+  if (interp == Interp::kNearest) {
+    t.nearest = true;
+    t.first = min(static_cast<int>(floor((i + 0.5) * scale)), in_size - 1);
+    t.count = 1;
+    return t;
+  }
+  t.cubic = interp == Interp::kCubic || interp == Interp::kCubicAntialiased;
+  const bool antialias = interp == Interp::kAntialiased || interp == Interp::kCubicAntialiased;
+  t.filter_scale = antialias ? fmax(scale, 1.0) : 1.0;
+  t.support = (t.cubic ? 2.0 : 1.0) * t.filter_scale;
+  const int max_count = static_cast<int>(ceil(t.support)) * 2 + 1;
+  t.center = (i + 0.5) * scale;
+  const int lo = max(static_cast<int>(t.center - t.support + 0.5), 0);
+  const int hi = min(static_cast<int>(t.center + t.support + 0.5), in_size);
+  double total = 0.0;
+  int n = 0;
+  for (int j = lo; j < hi && n < max_count; ++j, ++n) total += raw_weight(t, j);
+  if (total == 0.0) {  // as on the CPU: keep the nearest pixel
+    t.nearest = true;
+    t.first = min(static_cast<int>(t.center), in_size - 1);
+    t.count = 1;
+    return t;
+  }
+  t.first = lo;
+  t.count = n;
+  t.total = total;
+  return t;
+}
+
+__device__ float tap_weight(const Taps& t, int k) {
+  if (t.nearest) return 1.0f;
+  return static_cast<float>(raw_weight(t, t.first + k) / t.total);
+}
+
+__global__ void resize_u8_kernel(const uint8_t* src, uint8_t* dst, const ImageJob* jobs,
+                                 Interp interp) {
+  const ImageJob job = jobs[blockIdx.z];
+  const int x = blockIdx.x * kTile + threadIdx.x;
+  const int y = blockIdx.y * kTile + threadIdx.y;
+  if (x >= job.dst_width || y >= job.dst_height) return;
+  const int c = job.channels;
+  const Taps tx = make_taps(x, job.win_width, job.dst_width, interp);
+  const Taps ty = make_taps(y, job.win_height, job.dst_height, interp);
+  const size_t stride = static_cast<size_t>(job.src_width) * c;
+  const uint8_t* base = src + job.src_offset +
+                        (static_cast<size_t>(job.win_y) + ty.first) * stride +
+                        (static_cast<size_t>(job.win_x) + tx.first) * c;
+  // Vertical sums first, per source column, then the horizontal sum of those: the CPU's order.
+  float acc[kMaxGpuChannels] = {0.0f, 0.0f, 0.0f, 0.0f};
+  for (int kx = 0; kx < tx.count; ++kx) {
+    float column[kMaxGpuChannels] = {0.0f, 0.0f, 0.0f, 0.0f};
+    const uint8_t* p = base + static_cast<size_t>(kx) * c;
+    for (int ky = 0; ky < ty.count; ++ky) {
+      const float wy = tap_weight(ty, ky);
+      for (int ch = 0; ch < c; ++ch) {
+        column[ch] = __fmaf_rn(wy, static_cast<float>(p[ch]), column[ch]);
+      }
+      p += stride;
+    }
+    const float wx = tap_weight(tx, kx);
+    for (int ch = 0; ch < c; ++ch) acc[ch] = __fmaf_rn(wx, column[ch], acc[ch]);
+  }
+  uint8_t* out = dst + job.dst_offset + (static_cast<size_t>(y) * job.dst_width + x) * c;
+  for (int ch = 0; ch < c; ++ch) {
+    out[ch] = static_cast<uint8_t>(fminf(fmaxf(acc[ch] + 0.5f, 0.0f), 255.0f));
+  }
+}
+
+__device__ const uint8_t* source_pixel(const uint8_t* src, const ImageJob& job, int x, int y,
+                                       int element_size) {
+  const int sy = job.win_y + (job.flip_vertical ? job.win_height - 1 - y : y);
+  const int sx = job.win_x + (job.mirror ? job.win_width - 1 - x : x);
+  return src + job.src_offset +
+         (static_cast<size_t>(sy) * job.src_width + sx) * job.channels * element_size;
+}
+
+template <class T>
+__global__ void crop_flip_kernel(const uint8_t* src, uint8_t* dst, const ImageJob* jobs) {
+  const ImageJob job = jobs[blockIdx.z];
+  const int x = blockIdx.x * kTile + threadIdx.x;
+  const int y = blockIdx.y * kTile + threadIdx.y;
+  if (x >= job.dst_width || y >= job.dst_height) return;
+  const T* in = reinterpret_cast<const T*>(source_pixel(src, job, x, y, sizeof(T)));
+  T* out = reinterpret_cast<T*>(dst + job.dst_offset) +
+           (static_cast<size_t>(y) * job.dst_width + x) * job.channels;
+  for (int ch = 0; ch < job.channels; ++ch) out[ch] = in[ch];
+}
+
+__device__ void store(float* p, float v) {
+  *p = v;
+}
+__device__ void store(__half* p, float v) {
+  *p = __float2half_rn(v);
+}
+__device__ void store(uint8_t* p, float v) {
+  *p = static_cast<uint8_t>(fminf(fmaxf(roundf(v), 0.0f), 255.0f));
+}
+
+template <class Out>
+__global__ void crop_mirror_normalize_kernel(const uint8_t* src, uint8_t* dst, const ImageJob* jobs,
+                                             NormalizeConstants k, bool chw) {
+  const ImageJob job = jobs[blockIdx.z];
+  const int x = blockIdx.x * kTile + threadIdx.x;
+  const int y = blockIdx.y * kTile + threadIdx.y;
+  if (x >= job.dst_width || y >= job.dst_height) return;
+  const uint8_t* p = source_pixel(src, job, x, y, 1);
+  Out* out = reinterpret_cast<Out*>(dst + job.dst_offset);
+  const size_t plane = static_cast<size_t>(job.dst_height) * job.dst_width;
+  const size_t pixel = static_cast<size_t>(y) * job.dst_width + x;
+  for (int ch = 0; ch < job.channels; ++ch) {
+    const float v = (static_cast<float>(p[ch]) - k.mean[ch]) * k.scale[ch];
+    store(chw ? out + ch * plane + pixel : out + pixel * job.channels + ch, v);
+  }
+}
+
+dim3 grid_for(int count, int max_height, int max_width) {
+  return dim3(static_cast<unsigned>((max_width + kTile - 1) / kTile),
+              static_cast<unsigned>((max_height + kTile - 1) / kTile),
+              static_cast<unsigned>(count));
+}
+
+Status launched(const char* what) {
+  const cudaError_t err = cudaGetLastError();
+  if (err == cudaSuccess) return Status();
+  return unavailable_error(std::string(what) + ": " + cudaGetErrorString(err));
+}
+
+}  // namespace
+
+Status resize_u8_cuda(const uint8_t* src, uint8_t* dst, const ImageJob* jobs, int count,
+                      int max_height, int max_width, Interp interp, void* stream) {
+  if (count == 0) return Status();
+  resize_u8_kernel<<<grid_for(count, max_height, max_width), dim3(kTile, kTile), 0,
+                     static_cast<cudaStream_t>(stream)>>>(src, dst, jobs, interp);
+  return launched("resize_u8_cuda");
+}
+
+Status crop_flip_cuda(const void* src, void* dst, const ImageJob* jobs, int count, int max_height,
+                      int max_width, int element_size, void* stream) {
+  if (count == 0) return Status();
+  const dim3 grid = grid_for(count, max_height, max_width);
+  const dim3 block(kTile, kTile);
+  auto s = static_cast<cudaStream_t>(stream);
+  auto in = static_cast<const uint8_t*>(src);
+  auto out = static_cast<uint8_t*>(dst);
+  switch (element_size) {
+    case 1: crop_flip_kernel<uint8_t><<<grid, block, 0, s>>>(in, out, jobs); break;
+    case 2: crop_flip_kernel<uint16_t><<<grid, block, 0, s>>>(in, out, jobs); break;
+    case 4: crop_flip_kernel<uint32_t><<<grid, block, 0, s>>>(in, out, jobs); break;
+    default:
+      return invalid_argument_error("crop_flip_cuda: elements must be 1, 2 or 4 bytes, got " +
+                                    std::to_string(element_size));
+  }
+  return launched("crop_flip_cuda");
+}
+
+Status crop_mirror_normalize_u8_cuda(const uint8_t* src, void* dst, const ImageJob* jobs, int count,
+                                     int max_height, int max_width,
+                                     const NormalizeConstants& constants, Layout layout,
+                                     DType dtype, void* stream) {
+  if (count == 0) return Status();
+  const dim3 grid = grid_for(count, max_height, max_width);
+  const dim3 block(kTile, kTile);
+  auto s = static_cast<cudaStream_t>(stream);
+  auto out = static_cast<uint8_t*>(dst);
+  const bool chw = layout == Layout::kCHW;
+  switch (dtype) {
+    case DType::kF32:
+      crop_mirror_normalize_kernel<float><<<grid, block, 0, s>>>(src, out, jobs, constants, chw);
+      break;
+    case DType::kF16:
+      crop_mirror_normalize_kernel<__half><<<grid, block, 0, s>>>(src, out, jobs, constants, chw);
+      break;
+    case DType::kU8:
+      crop_mirror_normalize_kernel<uint8_t><<<grid, block, 0, s>>>(src, out, jobs, constants, chw);
+      break;
+    default:
+      return invalid_argument_error(std::string("crop_mirror_normalize_u8_cuda: no ") +
+                                    std::string(dtype_name(dtype)) + " output");
+  }
+  return launched("crop_mirror_normalize_u8_cuda");
+}
+
+}  // namespace kiln::pipeline::kernels::cuda

@@ -1,0 +1,91 @@
+// SPDX-License-Identifier: Apache-2.0
+// Ragged batches of images in GPU memory, and the stream that moves them and runs kernels on them.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "core/tensor.h"
+#include "core/thread_pool.h"
+#include "pipeline/kernels/crop_flip.h"
+#include "pipeline/kernels/normalize.h"
+#include "pipeline/kernels/resize.h"
+
+namespace kiln::pipeline::kernels {
+
+// The most channels an image may have on the GPU.
+inline constexpr int64_t cuda_max_channels() {
+  return 4;
+}
+
+// A batch of images of one dtype in one GPU buffer, image i at byte offsets[i] with shapes[i]
+// (HWC, or CHW after a CHW normalize), packed in order. When every shape is equal the buffer is
+// the dense [N, shape...] batch.
+struct GpuImages {
+  std::shared_ptr<void> data;
+  DType dtype = DType::kU8;
+  std::vector<Shape> shapes;
+  std::vector<int64_t> offsets;
+  int64_t bytes = 0;
+
+  size_t size() const { return shapes.size(); }
+  // The common shape of every image, or nullopt when they differ (or there are none).
+  std::optional<Shape> uniform_shape() const {
+    if (shapes.empty()) return std::nullopt;
+    for (const Shape& s : shapes) {
+      if (s != shapes[0]) return std::nullopt;
+    }
+    return shapes[0];
+  }
+};
+
+// What one image's step reads and writes: the window of its input and the output size; mirror
+// and flip_vertical where the step takes them.
+struct GpuStep {
+  Window window;
+  int64_t out_height = 0;
+  int64_t out_width = 0;
+  bool mirror = false;
+  bool flip_vertical = false;
+};
+
+// One CUDA stream with its pinned staging memory: uploads host images, runs the batched kernels
+// in order and hands results back. Not thread-safe: one pipeline's producer owns it. Work is
+// enqueued asynchronously; synchronize() waits for it and reports any error of the kernels.
+// Without CUDA, or without a GPU, create() fails with a message that says so.
+class GpuStream {
+ public:
+  static Result<std::unique_ptr<GpuStream>> create();
+  ~GpuStream();
+  GpuStream(const GpuStream&) = delete;
+  GpuStream& operator=(const GpuStream&) = delete;
+
+  // Copies host tensors (HWC, all of one dtype) into one GPU batch through pinned memory; the
+  // packing into pinned memory is split over `pool`.
+  Result<GpuImages> upload(std::span<const Tensor> images, ThreadPool* pool);
+  // Waits for the stream, then copies `images` into `out`, host tensors of the same shapes and
+  // dtype (for a uniform batch, `out` may be one dense tensor: the caller views it).
+  Status download(const GpuImages& images, void* host, size_t bytes);
+
+  // The kernels: `steps` has one entry per image of `in`; outputs are allocated here.
+  Result<GpuImages> resize(const GpuImages& in, std::span<const GpuStep> steps, Interp interp);
+  Result<GpuImages> crop_flip(const GpuImages& in, std::span<const GpuStep> steps);
+  Result<GpuImages> crop_mirror_normalize(const GpuImages& in, std::span<const GpuStep> steps,
+                                          std::span<const float> mean,
+                                          std::span<const float> stddev, Layout layout,
+                                          DType dtype);
+
+  // Waits for everything enqueued; the first error of any of it.
+  Status synchronize();
+
+  struct Impl;  // the CUDA objects; buffers handed out keep it alive
+
+ private:
+  explicit GpuStream(std::shared_ptr<Impl> impl);
+  std::shared_ptr<Impl> impl_;
+};
+
+}  // namespace kiln::pipeline::kernels

@@ -1,0 +1,45 @@
+// SPDX-License-Identifier: Apache-2.0
+// GpuStream in a build without CUDA: create() says so; nothing else can be reached.
+#include "pipeline/kernels/gpu_images.h"
+
+namespace kiln::pipeline::kernels {
+
+struct GpuStream::Impl {};
+
+GpuStream::GpuStream(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
+GpuStream::~GpuStream() = default;
+
+Result<std::unique_ptr<GpuStream>> GpuStream::create() {
+  return unavailable_error(
+      "pipeline: device \"gpu\" needs a kiln built with CUDA (this one was built without it); "
+      "run the operators with device \"cpu\"");
+}
+
+namespace {
+Status unreachable() {
+  return internal_error("pipeline: GpuStream used in a build without CUDA");
+}
+}  // namespace
+
+Result<GpuImages> GpuStream::upload(std::span<const Tensor>, ThreadPool*) {
+  return unreachable();
+}
+Status GpuStream::download(const GpuImages&, void*, size_t) {
+  return unreachable();
+}
+Result<GpuImages> GpuStream::resize(const GpuImages&, std::span<const GpuStep>, Interp) {
+  return unreachable();
+}
+Result<GpuImages> GpuStream::crop_flip(const GpuImages&, std::span<const GpuStep>) {
+  return unreachable();
+}
+Result<GpuImages> GpuStream::crop_mirror_normalize(const GpuImages&, std::span<const GpuStep>,
+                                                   std::span<const float>, std::span<const float>,
+                                                   Layout, DType) {
+  return unreachable();
+}
+Status GpuStream::synchronize() {
+  return unreachable();
+}
+
+}  // namespace kiln::pipeline::kernels
