@@ -2,6 +2,8 @@
 """The data pipeline on the GPU machine: decode + random resized crop 224 + flip + normalize of an
 ImageNet-like JPEG folder, batch 256, through
 
+  kiln gpu (gpu decode)   decoders.image on the GPU's hardware JPEG decoders (nvJPEG), then
+                          random_resized_crop and crop_mirror_normalize on the GPU;
   kiln gpu (crop decode)  decoders.image_random_crop on the CPU (only the window, DCT-scaled),
                           resize and crop_mirror_normalize on the GPU, batches left on the GPU;
   kiln gpu (full decode)  decoders.image on the CPU, random_resized_crop and
@@ -59,7 +61,7 @@ def ensure_dataset(path, images, jobs):
         f.write(str(images))
 
 
-def pipeline_json(kind, batch):
+def pipeline_json(kind, batch, hw_decoder_load=None):
     crop_decode = [
         {"op": "readers.file", "args": {"random_shuffle": True}},
         {"op": "decoders.image_random_crop",
@@ -71,16 +73,18 @@ def pipeline_json(kind, batch):
         {"op": "decoders.image", "args": {"output_type": "RGB"}},
         {"op": "random_resized_crop", "args": {"size": [224, 224]}},
     ]
-    ops = full_decode if kind == "gpu_full_decode" else crop_decode
+    ops = full_decode if kind in ("gpu_full_decode", "gpu_decode") else crop_decode
     ops += [
         {"op": "random.coin_flip", "outputs": ["mirror"]},
         {"op": "crop_mirror_normalize", "arg_inputs": {"mirror": "mirror"},
          "args": {"mean": MEAN, "std": STD, "output_layout": "CHW", "dtype": "float32"}},
     ]
     if kind != "cpu":
-        for op in ops[2:]:
+        for op in ops[1 if kind == "gpu_decode" else 2:]:
             if op["op"] != "random.coin_flip":
                 op["device"] = "gpu"
+    if kind == "gpu_decode" and hw_decoder_load is not None:
+        ops[1]["args"]["hw_decoder_load"] = hw_decoder_load
     return {"batch_size": batch, "prefetch_queue_depth": 2, "seed": 1, "operators": ops,
             "outputs": ["images", "label"]}
 
@@ -88,7 +92,7 @@ def pipeline_json(kind, batch):
 def kiln_run(args, kind, tmp):
     spec = os.path.join(tmp, f"{kind}.json")
     with open(spec, "w") as f:
-        json.dump(pipeline_json(kind, args.batch), f)
+        json.dump(pipeline_json(kind, args.batch, args.hw_decoder_load), f)
     out = os.path.join(tmp, f"{kind}.out.json")
     cmd = [args.kiln, "pipeline", "bench", spec, "--images", args.data, "--threads",
            str(args.threads), "--epochs", str(args.epochs), "--json", out]
@@ -147,13 +151,18 @@ def main():
     ap.add_argument("--batch", type=int, default=256)
     ap.add_argument("--epochs", type=int, default=3, help="epochs per run; the first is warm-up")
     ap.add_argument("--skip-torchvision", action="store_true")
+    ap.add_argument("--kinds", default="gpu_decode,gpu_crop_decode,gpu_full_decode,cpu",
+                    help="the kiln pipelines to run, comma-separated")
+    ap.add_argument("--hw-decoder-load", type=float,
+                    help="decoders.image's hw_decoder_load in the gpu_decode pipeline "
+                         "(default: the operator's)")
     ap.add_argument("--out", default=os.path.join(ROOT, "build", "bench_results",
                                                   "pipeline_gpu.json"))
     args = ap.parse_args()
     ensure_dataset(args.data, args.images, min(args.threads, 16))
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
-        for kind in ("gpu_crop_decode", "gpu_full_decode", "cpu"):
+        for kind in args.kinds.split(","):
             results["kiln_" + kind] = kiln_run(args, kind, tmp)
     if not args.skip_torchvision:
         try:
@@ -165,8 +174,8 @@ def main():
     for k, v in results.items():
         print(f"{k:<26} {rate[k] if rate[k] else float('nan'):>10.1f}"
               + (f"  error: {v['error'][:200]}" if "error" in v else ""))
-    best_gpu = max((rate[k] for k in ("kiln_gpu_crop_decode", "kiln_gpu_full_decode") if rate[k]),
-                   default=None)
+    best_gpu = max((rate.get(k) for k in ("kiln_gpu_decode", "kiln_gpu_crop_decode",
+                                          "kiln_gpu_full_decode") if rate.get(k)), default=None)
     ratios = {}
     if best_gpu and rate.get("torchvision_gpu"):
         ratios["kiln_gpu_over_torchvision_gpu"] = best_gpu / rate["torchvision_gpu"]
@@ -175,6 +184,7 @@ def main():
     for k, v in ratios.items():
         print(f"{k}: {v:.2f}x")
     doc = {"bench": "pipeline_gpu", "batch": args.batch, "threads": args.threads,
+           "hw_decoder_load": args.hw_decoder_load,
            "images": args.images, "epochs": args.epochs, "ratios": ratios, "results": results}
     try:
         doc["commit"] = subprocess.run(["git", "-C", ROOT, "rev-parse", "HEAD"], capture_output=True,

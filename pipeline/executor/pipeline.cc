@@ -18,6 +18,10 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
+// GPU stage threads, a stream each: one decodes and transforms a batch while another finishes
+// the previous one and a third waits with the next.
+constexpr int kGpuStages = 3;
+
 int64_t nanos_since(Clock::time_point start) {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count();
 }
@@ -186,7 +190,12 @@ Result<std::unique_ptr<Pipeline>> Pipeline::create(const PipelineOptions& option
     }
   }
   if (!p->gpu_nodes_.empty()) {
-    KILN_ASSIGN_OR_RETURN(p->gpu_, kernels::GpuStream::create());
+    for (int k = 0; k < kGpuStages; ++k) {
+      KILN_ASSIGN_OR_RETURN(std::unique_ptr<kernels::GpuStream> stream,
+                            kernels::GpuStream::create());
+      stream->set_copy_pool(&p->pool_);
+      p->gpu_.push_back(std::move(stream));
+    }
   }
   p->slot_on_gpu_ = std::move(on_gpu);
   p->nodes_ = std::move(nodes);
@@ -206,13 +215,62 @@ void Pipeline::start() {
   failed_.reset();
   if (!reader_) return;  // external_source: run() does the work
   queue_.reopen();
+  if (!gpu_.empty()) {
+    gpu_queue_.reopen();
+    gpu_seq_ = 0;
+    next_out_ = 0;
+    for (auto& stream : gpu_) {
+      gpu_stages_.emplace_back([this, s = stream.get()] { run_gpu_stage(*s); });
+    }
+  }
   producer_ = std::thread([this, epoch = epoch_] { produce(epoch); });
 }
 
 void Pipeline::stop() {
   stopping_ = true;
   queue_.close();
+  gpu_queue_.close();
+  {
+    std::lock_guard lock(turn_mutex_);
+    turn_.notify_all();
+  }
   if (producer_.joinable()) producer_.join();
+  for (std::thread& t : gpu_stages_) t.join();
+  gpu_stages_.clear();
+}
+
+void Pipeline::run_gpu_stage(kernels::GpuStream& stream) {
+  while (std::optional<GpuItem> item = gpu_queue_.pop()) {
+    Item out = EndOfEpoch{};
+    if (auto* pending = std::get_if<Pending>(&item->what)) {
+      Result<Batch> batch = assemble(&stream, pending->epoch, std::move(pending->samples),
+                                     std::move(pending->paths), pending->num_padded);
+      if (batch.ok()) {
+        batch->position = pending->position;
+        out = std::move(*batch);
+      } else {
+        out = batch.status();
+      }
+    } else if (auto* status = std::get_if<Status>(&item->what)) {
+      out = *status;
+    }
+    {
+      std::unique_lock lock(turn_mutex_);
+      turn_.wait(lock, [&] { return next_out_ == item->seq || stopping_; });
+      if (stopping_) return;
+    }
+    const bool last = !std::holds_alternative<Batch>(out);
+    const bool pushed = queue_.push(std::move(out));
+    {
+      std::lock_guard lock(turn_mutex_);
+      ++next_out_;
+      turn_.notify_all();
+    }
+    if (!pushed || last) {
+      gpu_queue_.close();  // the other stage threads stop waiting for work
+      return;
+    }
+  }
 }
 
 void Pipeline::reset() {
@@ -298,7 +356,8 @@ Result<std::optional<Batch>> Pipeline::run_external() {
     bad_samples_.push_back({epoch_, samples[i].path, std::string(results[i].status().message())});
   }
   if (good.empty()) return run_external();  // every sample was bad: try the next ones
-  KILN_ASSIGN_OR_RETURN(Batch batch, assemble(epoch_, std::move(good), std::move(paths), 0));
+  KILN_ASSIGN_OR_RETURN(Batch batch, assemble(gpu_.empty() ? nullptr : gpu_[0].get(), epoch_,
+                                              std::move(good), std::move(paths), 0));
   return std::optional<Batch>(std::move(batch));
 }
 
@@ -423,7 +482,8 @@ Result<Pipeline::Sample> Pipeline::process(const SampleInput& sample, int64_t ep
       const auto in = static_cast<size_t>(node.inputs[0]);
       const auto [shape, dtype] =
           slot_on_gpu_[in] ? gpu_made[in] : std::pair(slots[in].shape(), slots[in].dtype());
-      Result<GpuSamplePlan> plan = node.op->plan_gpu(ctx, *args, shape, dtype);
+      Result<GpuSamplePlan> plan =
+          node.op->plan_gpu(ctx, *args, shape, dtype, slot_on_gpu_[in] ? nullptr : &slots[in]);
       status = plan.status();
       if (plan.ok()) {
         gpu_made[static_cast<size_t>(node.outputs[0])] = {plan->out_shape, plan->out_dtype};
@@ -470,10 +530,18 @@ std::vector<Result<Pipeline::Sample>> Pipeline::process_all(const std::vector<Sa
 
 void Pipeline::produce(int64_t epoch) {
   const int64_t batch_size = options_.batch_size;
+  // The end of the epoch and errors follow the batches through the GPU stage when there is one.
+  auto finish = [this](auto item) {
+    if (!gpu_.empty()) {
+      gpu_queue_.push(GpuItem{gpu_seq_++, std::move(item)});
+    } else {
+      queue_.push(std::move(item));
+    }
+  };
   while (!stopping_) {
     std::vector<SampleRef> refs = reader_->next_batch(batch_size);
     if (refs.empty()) {
-      queue_.push(EndOfEpoch{});
+      finish(EndOfEpoch{});
       return;
     }
     std::vector<Sample> good;
@@ -493,7 +561,7 @@ void Pipeline::produce(int64_t epoch) {
         }
         const Status& status = results[i].status();
         if (options_.bad_data == BadDataPolicy::kError) {
-          queue_.push(status);
+          finish(status);
           return;
         }
         log(LogLevel::kWarning, "pipeline: skipping sample \"{}\": {}", path, status.message());
@@ -522,7 +590,14 @@ void Pipeline::produce(int64_t epoch) {
         }
       }
     }
-    Result<Batch> batch = assemble(epoch, std::move(good), std::move(paths), num_padded);
+    if (!gpu_.empty()) {
+      if (!gpu_queue_.push(GpuItem{gpu_seq_++, Pending{epoch, std::move(good), std::move(paths),
+                                                       num_padded, reader_->position()}})) {
+        return;
+      }
+      continue;
+    }
+    Result<Batch> batch = assemble(nullptr, epoch, std::move(good), std::move(paths), num_padded);
     if (!batch.ok()) {
       queue_.push(batch.status());
       return;
@@ -532,7 +607,8 @@ void Pipeline::produce(int64_t epoch) {
   }
 }
 
-Result<std::map<size_t, kernels::GpuImages>> Pipeline::run_gpu(const std::vector<Sample>& samples) {
+Result<std::map<size_t, kernels::GpuImages>> Pipeline::run_gpu(kernels::GpuStream& stream,
+                                                               const std::vector<Sample>& samples) {
   std::map<int, kernels::GpuImages> made;  // by slot
   std::vector<kernels::GpuStep> steps(samples.size());
   std::vector<Tensor> host(samples.size());
@@ -541,16 +617,21 @@ Result<std::map<size_t, kernels::GpuImages>> Pipeline::run_gpu(const std::vector
     const Node& node = nodes_[n];
     const auto start = Clock::now();
     const int in = node.inputs[0];
-    if (!made.contains(in)) {
+    const bool reads_host = node.op->gpu_reads_host();
+    if (!slot_on_gpu_[static_cast<size_t>(in)]) {
       const size_t at =
           output_slots_.size() +
           static_cast<size_t>(std::find(gpu_input_slots_.begin(), gpu_input_slots_.end(), in) -
                               gpu_input_slots_.begin());
       for (size_t i = 0; i < samples.size(); ++i) host[i] = samples[i].tensors[at];
-      KILN_ASSIGN_OR_RETURN(made[in], gpu_->upload(host, &pool_));
+      if (!reads_host && !made.contains(in)) {
+        KILN_ASSIGN_OR_RETURN(made[in], stream.upload(host, &pool_));
+      }
     }
     for (size_t i = 0; i < samples.size(); ++i) steps[i] = samples[i].steps[g];
-    Result<kernels::GpuImages> out = node.op->run_gpu(*gpu_, made[in], steps);
+    Result<kernels::GpuImages> out = node.op->run_gpu(
+        stream, made[in], reads_host ? std::span<const Tensor>(host) : std::span<const Tensor>(),
+        steps);
     if (!out.ok()) {
       return out.status().with_context(
           fmt::format("pipeline operator #{} ({}) on the GPU", n, node.op->schema().name));
@@ -558,7 +639,7 @@ Result<std::map<size_t, kernels::GpuImages>> Pipeline::run_gpu(const std::vector
     made[node.outputs[0]] = std::move(*out);
     counters_[n].nanos += nanos_since(start);
   }
-  KILN_RETURN_IF_ERROR(gpu_->synchronize());
+  KILN_RETURN_IF_ERROR(stream.synchronize());
   std::map<size_t, kernels::GpuImages> outputs;
   for (size_t k = 0; k < output_slots_.size(); ++k) {
     auto it = made.find(output_slots_[k]);
@@ -567,11 +648,12 @@ Result<std::map<size_t, kernels::GpuImages>> Pipeline::run_gpu(const std::vector
   return outputs;
 }
 
-Result<Batch> Pipeline::assemble(int64_t epoch, std::vector<Sample> samples,
-                                 std::vector<std::string> paths, int64_t num_padded) {
+Result<Batch> Pipeline::assemble(kernels::GpuStream* stream, int64_t epoch,
+                                 std::vector<Sample> samples, std::vector<std::string> paths,
+                                 int64_t num_padded) {
   std::map<size_t, kernels::GpuImages> gpu_outputs;
-  if (!gpu_nodes_.empty()) {
-    KILN_ASSIGN_OR_RETURN(gpu_outputs, run_gpu(samples));
+  if (stream != nullptr) {
+    KILN_ASSIGN_OR_RETURN(gpu_outputs, run_gpu(*stream, samples));
   }
   auto start = Clock::now();
   Batch batch;
@@ -595,7 +677,7 @@ Result<Batch> Pipeline::assemble(int64_t epoch, std::vector<Sample> samples,
         std::vector<int64_t> dims{static_cast<int64_t>(n)};
         dims.insert(dims.end(), uniform->begin(), uniform->end());
         KILN_ASSIGN_OR_RETURN(list.dense, buffers_->allocate(images.dtype, Shape(std::move(dims))));
-        KILN_RETURN_IF_ERROR(gpu_->download(images, list.dense.raw_data(), list.dense.nbytes()));
+        KILN_RETURN_IF_ERROR(stream->download(images, list.dense.raw_data(), list.dense.nbytes()));
         auto owner = std::make_shared<Tensor>(list.dense);
         const size_t bytes = list.dense.nbytes() / std::max<size_t>(n, 1);
         auto* base = static_cast<uint8_t*>(list.dense.raw_data());
@@ -607,7 +689,7 @@ Result<Batch> Pipeline::assemble(int64_t epoch, std::vector<Sample> samples,
         for (const Shape& shape : images.shapes) total += shape.numel();
         KILN_ASSIGN_OR_RETURN(Tensor all,
                               kernels::allocate_uninitialized(images.dtype, Shape{total}));
-        KILN_RETURN_IF_ERROR(gpu_->download(images, all.raw_data(), all.nbytes()));
+        KILN_RETURN_IF_ERROR(stream->download(images, all.raw_data(), all.nbytes()));
         auto owner = std::make_shared<Tensor>(all);
         auto* base = static_cast<uint8_t*>(all.raw_data());
         for (const Shape& shape : images.shapes) {

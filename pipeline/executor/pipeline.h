@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <map>
@@ -153,6 +154,20 @@ class Pipeline {
   };
   struct EndOfEpoch {};
   using Item = std::variant<Batch, Status, EndOfEpoch>;
+  // A batch whose CPU work is done, handed from the producer to the GPU stage thread.
+  struct Sample;
+  struct Pending {
+    int64_t epoch = 0;
+    std::vector<Sample> samples;
+    std::vector<std::string> paths;
+    int64_t num_padded = 0;
+    ReaderPosition position;
+  };
+  // In producer order (`seq`), which the stage threads keep when they hand batches on.
+  struct GpuItem {
+    int64_t seq = 0;
+    std::variant<Pending, Status, EndOfEpoch> what;
+  };
 
   // One sample to process: its encoded bytes (undefined: read them from `path`), label, name and
   // position in the epoch (seeds derive from it).
@@ -176,14 +191,18 @@ class Pipeline {
   void start();
   void stop();
   void produce(int64_t epoch);
+  // With GPU operators, kGpuStages threads (a stream each) run batches' GPU work while the
+  // workers prepare the next ones; batches leave in order.
+  void run_gpu_stage(kernels::GpuStream& stream);
   // Runs every CPU operator on one sample and plans the GPU ones; or why it failed.
   Result<Sample> process(const SampleInput& sample, int64_t epoch);
   std::vector<Result<Sample>> process_all(const std::vector<SampleInput>& samples, int64_t epoch);
   // The batch of these samples: CPU outputs stacked, GPU operators run. Errors only from the GPU.
-  Result<Batch> assemble(int64_t epoch, std::vector<Sample> samples, std::vector<std::string> paths,
-                         int64_t num_padded);
+  Result<Batch> assemble(kernels::GpuStream* stream, int64_t epoch, std::vector<Sample> samples,
+                         std::vector<std::string> paths, int64_t num_padded);
   // Runs the GPU operators over the batch; the GPU outputs by output index.
-  Result<std::map<size_t, kernels::GpuImages>> run_gpu(const std::vector<Sample>& samples);
+  Result<std::map<size_t, kernels::GpuImages>> run_gpu(kernels::GpuStream& stream,
+                                                       const std::vector<Sample>& samples);
 
   PipelineOptions options_;
   std::optional<FileReader> reader_;  // none for external_source
@@ -199,7 +218,7 @@ class Pipeline {
   std::vector<bool> slot_on_gpu_;     // made by a GPU operator
   std::vector<int> gpu_input_slots_;  // host slots GPU operators read
   std::vector<size_t> gpu_nodes_;     // indices into nodes_
-  std::unique_ptr<kernels::GpuStream> gpu_;
+  std::vector<std::unique_ptr<kernels::GpuStream>> gpu_;  // empty without GPU operators
   std::vector<std::string> stage_names_;
   std::unique_ptr<Counter[]> counters_;  // per stage_names_
 
@@ -208,7 +227,13 @@ class Pipeline {
   // up to a few outputs each.
   std::shared_ptr<kernels::BufferPool> buffers_;
   detail::PrefetchQueue<Item> queue_;
+  detail::PrefetchQueue<GpuItem> gpu_queue_{1};
   std::thread producer_;
+  std::vector<std::thread> gpu_stages_;
+  int64_t gpu_seq_ = 0;  // the producer's next GpuItem
+  std::mutex turn_mutex_;
+  std::condition_variable turn_;
+  int64_t next_out_ = 0;  // the GpuItem whose turn it is to leave
   std::atomic<bool> stopping_{false};
   int64_t epoch_ = 0;
   ReaderPosition consumed_;

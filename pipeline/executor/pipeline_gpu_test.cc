@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 
 #include "core/gpu.h"
 #include "core/half.h"
@@ -209,6 +210,195 @@ TEST_F(PipelineGpu, OutputsCanStayOnTheDevice) {
                     .ok());
     EXPECT_TRUE(t.equals(host.outputs[0].samples[i])) << "sample " << i;
   }
+}
+
+// Decodes `encoded` with decoders.image on `gpu` or not; the images.
+std::vector<Tensor> decode_all(const std::vector<Tensor>& encoded, const std::string& color,
+                               bool gpu, double hw_decoder_load = 1.0) {
+  OpSpec decode{"decoders.image",
+                {{"output_type", color}, {"hw_decoder_load", hw_decoder_load}},
+                {"encoded"},
+                {"images"},
+                {}};
+  decode.gpu = gpu;
+  PipelineOptions options;
+  options.batch_size = static_cast<int64_t>(encoded.size());
+  options.num_threads = 2;
+  options.outputs = {"images"};
+  options.bad_data = BadDataPolicy::kError;
+  auto p = Pipeline::create(
+      options, {{"readers.external_source", {}, {}, {"encoded", "label"}, {}}, decode});
+  KILN_CHECK(p.ok(), p.status().to_string());
+  KILN_CHECK((*p)->feed(encoded).ok(), "feed");
+  auto batch = (*p)->run();
+  KILN_CHECK(batch.ok() && batch->has_value(), batch.status().to_string());
+  return (*batch)->outputs[0].samples;
+}
+
+Tensor bytes_tensor(const std::vector<uint8_t>& bytes) {
+  Tensor t(DType::kU8, Shape{static_cast<int64_t>(bytes.size())});
+  std::copy(bytes.begin(), bytes.end(), t.data<uint8_t>());
+  return t;
+}
+
+TEST_F(PipelineGpu, JpegDecodeOnTheGpuIsCloseToLibjpegAndTheRestExact) {
+  std::string why;
+  const bool hardware = kernels::gpu_jpeg_decoder_available(&why);
+  if (!hardware)
+    std::fprintf(stderr, "no GPU JPEG decoder (%s): every image decodes on the CPU\n", why.c_str());
+  std::vector<Tensor> jpegs;
+  std::vector<Tensor> exact;  // PNG and progressive JPEG: decoded on the CPU either way
+  for (const Source& s : kSources) {
+    std::vector<uint8_t> pixels =
+        testing::make_pixels(s.width, s.height, 3, testing::Pattern::kGradient);
+    for (int subsamp : {2 /* TJSAMP_420 */, 0 /* TJSAMP_444 */}) {
+      jpegs.push_back(
+          bytes_tensor(testing::encode_jpeg(pixels, s.width, s.height, 3, 90, subsamp)));
+    }
+    exact.push_back(bytes_tensor(testing::encode_png(pixels, s.width, s.height, 3)));
+    exact.push_back(bytes_tensor(
+        testing::encode_jpeg(pixels, s.width, s.height, 3, 90, 2, 1 << 14 /* progressive */)));
+  }
+  for (const char* color : {"RGB", "BGR", "GRAY"}) {
+    SCOPED_TRACE(color);
+    std::vector<Tensor> cpu = decode_all(jpegs, color, false);
+    std::vector<Tensor> gpu = decode_all(jpegs, color, true);
+    ASSERT_EQ(cpu.size(), gpu.size());
+    double total = 0.0, worst = 0.0;
+    int64_t count = 0;
+    for (size_t i = 0; i < cpu.size(); ++i) {
+      ASSERT_EQ(cpu[i].shape(), gpu[i].shape()) << "image " << i;
+      for (int64_t k = 0; k < cpu[i].numel(); ++k) {
+        const double d = std::abs(value_at(cpu[i], k) - value_at(gpu[i], k));
+        total += d;
+        worst = std::max(worst, d);
+        ++count;
+      }
+    }
+    const double mean = total / static_cast<double>(count);
+    std::fprintf(stderr, "%s: GPU decode against libjpeg-turbo: mean |diff| %.3f, max %.0f\n",
+                 color, mean, worst);
+    // Two decoders of one JPEG differ by their IDCT and chroma upsampling, not by content.
+    EXPECT_LT(mean, 2.0);
+    EXPECT_LE(worst, 40.0);
+    // With no load on the hardware decoder, the workers decode every JPEG: exactly the CPU's.
+    std::vector<Tensor> all_on_cpu = decode_all(jpegs, color, true, 0.0);
+    for (size_t i = 0; i < cpu.size(); ++i) {
+      EXPECT_TRUE(cpu[i].equals(all_on_cpu[i])) << "image " << i;
+    }
+    // Shared, some of each: each image is one decoder's or the other's.
+    std::vector<Tensor> shared = decode_all(jpegs, color, true, 0.5);
+    int on_cpu = 0;
+    for (size_t i = 0; i < cpu.size(); ++i) {
+      on_cpu += cpu[i].equals(shared[i]) ? 1 : 0;
+      if (!cpu[i].equals(shared[i])) {
+        EXPECT_TRUE(gpu[i].equals(shared[i])) << "image " << i;
+      }
+    }
+    if (hardware && std::string(color) != "GRAY") {
+      EXPECT_GT(on_cpu, 0);
+      EXPECT_LT(on_cpu, static_cast<int>(cpu.size()));
+    }
+    std::vector<Tensor> cpu_exact = decode_all(exact, color, false);
+    std::vector<Tensor> gpu_exact = decode_all(exact, color, true);
+    for (size_t i = 0; i < cpu_exact.size(); ++i) {
+      EXPECT_TRUE(cpu_exact[i].equals(gpu_exact[i])) << "image " << i;
+    }
+  }
+}
+
+TEST_F(PipelineGpu, ATruncatedJpegIsSkippedLikeOnTheCpu) {
+  std::vector<uint8_t> pixels = testing::make_pixels(64, 48, 3, testing::Pattern::kGradient);
+  std::vector<uint8_t> good = testing::encode_jpeg(pixels, 64, 48, 3, 90, 2);
+  std::vector<uint8_t> cut(good.begin(), good.begin() + static_cast<long>(good.size() / 2));
+  OpSpec decode{"decoders.image", {}, {"encoded"}, {"images"}, {}};
+  decode.gpu = true;
+  PipelineOptions options;
+  options.batch_size = 3;
+  options.outputs = {"images"};
+  auto p = Pipeline::create(
+      options, {{"readers.external_source", {}, {}, {"encoded", "label"}, {}}, decode});
+  ASSERT_TRUE(p.ok()) << p.status().to_string();
+  ASSERT_TRUE((*p)->feed({bytes_tensor(good), bytes_tensor(cut), bytes_tensor(good)}).ok());
+  auto batch = (*p)->run();
+  ASSERT_TRUE(batch.ok() && batch->has_value()) << batch.status().to_string();
+  EXPECT_EQ((*batch)->outputs[0].samples.size(), 2u);
+  ASSERT_EQ((*p)->bad_samples().size(), 1u);
+  EXPECT_EQ((*p)->bad_samples()[0].path, "external #1");
+}
+
+TEST_F(PipelineGpu, FileReaderBatchesOverlapCpuAndGpuAndMatchTheCpuEveryEpoch) {
+  // readers.file runs the GPU stage on its own thread: batches must still come in order, equal
+  // to the CPU pipeline's, across epochs and a reset in the middle of one.
+  testing::TempDir dir;
+  int k = 0;
+  for (const Source& s : kSources) {
+    for (int copy = 0; copy < 3; ++copy, ++k) {
+      std::vector<uint8_t> pixels =
+          testing::make_pixels(s.width + copy, s.height, 3, testing::Pattern::kGradient);
+      testing::write_bytes(dir.file(fmt::format("c{}/{:02d}.png", k % 2, k)),
+                           testing::encode_png(pixels, s.width + copy, s.height, 3));
+    }
+  }
+  auto make = [&](bool gpu) {
+    std::vector<OpSpec> ops{
+        {"readers.file",
+         {{"file_root", dir.path()}, {"random_shuffle", true}},
+         {},
+         {"encoded", "label"},
+         {}},
+        {"decoders.image", {}, {"encoded"}, {"images"}, {}},
+        {"random.coin_flip", {}, {}, {"coin"}, {}},
+        {"random_resized_crop",
+         {{"size", std::vector<int64_t>{20, 24}}},
+         {"images"},
+         {"crops"},
+         {}},
+        {"crop_mirror_normalize",
+         {{"mean", std::vector<double>{128.0}}, {"std", std::vector<double>{64.0}}},
+         {"crops"},
+         {"out"},
+         {{"mirror", "coin"}}}};
+    for (size_t i = 1; i < ops.size(); ++i) ops[i].gpu = gpu && ops[i].op != "random.coin_flip";
+    PipelineOptions options;
+    options.batch_size = 5;
+    options.num_threads = 2;
+    options.prefetch_queue_depth = 2;
+    options.seed = 4;
+    options.outputs = {"out", "label"};
+    auto p = Pipeline::create(options, ops);
+    KILN_CHECK(p.ok(), p.status().to_string());
+    return std::move(*p);
+  };
+  auto cpu = make(false);
+  auto gpu = make(true);
+  auto expect_same_batches = [&](int max_batches) {
+    for (int b = 0; b < max_batches; ++b) {
+      auto x = cpu->run();
+      auto y = gpu->run();
+      ASSERT_TRUE(x.ok() && y.ok()) << y.status().to_string();
+      ASSERT_EQ(x->has_value(), y->has_value()) << "batch " << b;
+      if (!x->has_value()) return;
+      EXPECT_EQ((*x)->paths, (*y)->paths) << "batch " << b;
+      EXPECT_TRUE((*x)->outputs[1].dense.equals((*y)->outputs[1].dense));
+      // Within one uint8 step of the resize, divided by the std.
+      const Tensor& a = (*x)->outputs[0].dense;
+      const Tensor& c = (*y)->outputs[0].dense;
+      ASSERT_EQ(a.shape(), c.shape());
+      for (int64_t i = 0; i < a.numel(); ++i) {
+        ASSERT_NEAR(a.data<float>()[i], c.data<float>()[i], 1.0 / 64 + 1e-3)
+            << "batch " << b << " @" << i;
+      }
+    }
+  };
+  expect_same_batches(100);  // epoch 0, to its end
+  cpu->reset();
+  gpu->reset();
+  expect_same_batches(2);  // part of epoch 1
+  cpu->reset();
+  gpu->reset();
+  expect_same_batches(100);  // epoch 2 after a reset in the middle of epoch 1
+  EXPECT_EQ(gpu->epoch(), 2);
 }
 
 }  // namespace

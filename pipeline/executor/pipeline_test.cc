@@ -575,7 +575,7 @@ TEST(PipelineTest, WiringErrorsNameTheOperator) {
   gpu_cast.gpu = true;
   expect_error({reader_spec(dir.path()), {"decoders.image", {}, {"encoded"}, {}, {}}, gpu_cast},
                {"floats"},
-               "operator #2 (cast): has no GPU form; device \"gpu\" takes resize, "
+               "operator #2 (cast): has no GPU form; device \"gpu\" takes decoders.image, resize, "
                "random_resized_crop, crop, flip, crop_mirror_normalize");
   OpSpec gpu_flip{"flip", {}, {"images"}, {"flipped"}, {}};
   gpu_flip.gpu = true;

@@ -6,6 +6,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "core/tensor.h"
@@ -50,7 +51,18 @@ struct GpuStep {
   int64_t out_width = 0;
   bool mirror = false;
   bool flip_vertical = false;
+  // A decode step whose image was decoded on the CPU instead (not a JPEG the GPU decodes): it is
+  // uploaded as it is.
+  Tensor host;
 };
+
+// The pixel layout a GPU JPEG decode writes.
+enum class JpegOutput { kRGB, kBGR, kGray };
+
+// Whether this machine's GPU has hardware JPEG decoders that nvJPEG (loaded at run time, so the
+// build needs none of its files) can drive; probed once per process. `why_not` receives the
+// reason when not.
+bool gpu_jpeg_decoder_available(std::string* why_not = nullptr);
 
 // One CUDA stream with its pinned staging memory: uploads host images, runs the batched kernels
 // in order and hands results back. Not thread-safe: one pipeline's producer owns it. Work is
@@ -77,6 +89,15 @@ class GpuStream {
                                           std::span<const float> mean,
                                           std::span<const float> stddev, Layout layout,
                                           DType dtype);
+
+  // JPEG decode: image i is steps[i].host uploaded when that is defined, else encoded[i] (a
+  // baseline JPEG, JpegHeader::hardware_decodable()) decoded by the hardware decoder into
+  // [out_height, out_width, 3 or 1]. Fails for the whole batch when the decoder rejects an image.
+  Result<GpuImages> decode_jpeg(std::span<const Tensor> encoded, std::span<const GpuStep> steps,
+                                JpegOutput output);
+
+  // The pool that packs uploads made inside decode_jpeg (none: the calling thread).
+  void set_copy_pool(ThreadPool* pool);
 
   // Waits for everything enqueued; the first error of any of it.
   Status synchronize();

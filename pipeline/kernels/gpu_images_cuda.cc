@@ -1,11 +1,14 @@
 // SPDX-License-Identifier: Apache-2.0
 // GpuStream over the CUDA runtime: a non-blocking stream, a private memory pool that keeps freed
-// batches for reuse, pinned staging for uploads and for the kernels' job tables.
+// batches for reuse, pinned staging for uploads and for the kernels' job tables; JPEG decode on
+// the hardware decoders through nvJPEG, loaded at run time.
 #include <cuda_runtime_api.h>
+#include <dlfcn.h>
 #include <fmt/format.h>
 
 #include <cstring>
 #include <limits>
+#include <mutex>
 
 #include "core/gpu.h"
 #include "pipeline/kernels/cuda/image_batch.h"
@@ -52,7 +55,96 @@ struct PinnedBuffer {
 
 constexpr size_t kJobArenaBytes = size_t{1} << 20;
 
+// The part of nvJPEG's C API used here (nvjpeg.h, CUDA 11 to 13; enums passed as int), resolved
+// from the shared library at run time.
+namespace nvjpeg {
+
+struct HandleTag;
+struct StateTag;
+using Handle = HandleTag*;
+using State = StateTag*;
+struct Image {
+  unsigned char* channel[4];
+  size_t pitch[4];
+};
+constexpr int kSuccess = 0;
+constexpr int kBackendHardware = 3;
+constexpr int kOutputY = 2;
+constexpr int kOutputRgbInterleaved = 5;
+constexpr int kOutputBgrInterleaved = 6;
+
+struct Api {
+  int (*create_ex)(int backend, void* device_allocator, void* pinned_allocator, unsigned flags,
+                   Handle* handle) = nullptr;
+  int (*destroy)(Handle handle) = nullptr;
+  int (*state_create)(Handle handle, State* state) = nullptr;
+  int (*state_destroy)(State state) = nullptr;
+  int (*batched_initialize)(Handle handle, State state, int batch_size, int max_cpu_threads,
+                            int output_format) = nullptr;
+  int (*decode_batched)(Handle handle, State state, const unsigned char* const* data,
+                        const size_t* lengths, Image* destinations, cudaStream_t stream) = nullptr;
+};
+
+// The library and a probe of the hardware backend, once per process.
+struct Loaded {
+  Api api;
+  bool hardware = false;
+  std::string why_not;
+};
+
+const Loaded& loaded() {
+  static const Loaded result = [] {
+    Loaded l;
+    void* lib = nullptr;
+    for (const char* name : {"libnvjpeg.so.13", "libnvjpeg.so.12", "libnvjpeg.so"}) {
+      lib = dlopen(name, RTLD_NOW | RTLD_LOCAL);
+      if (lib) break;
+    }
+    if (!lib) {
+      l.why_not = "nvJPEG (libnvjpeg.so.13 or .12) is not installed";
+      return l;
+    }
+    auto get = [&](auto& fn, const char* name) {
+      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(lib, name));
+      return fn != nullptr;
+    };
+    if (!get(l.api.create_ex, "nvjpegCreateEx") || !get(l.api.destroy, "nvjpegDestroy") ||
+        !get(l.api.state_create, "nvjpegJpegStateCreate") ||
+        !get(l.api.state_destroy, "nvjpegJpegStateDestroy") ||
+        !get(l.api.batched_initialize, "nvjpegDecodeBatchedInitialize") ||
+        !get(l.api.decode_batched, "nvjpegDecodeBatched")) {
+      l.why_not = "the nvJPEG library lacks the batched decode API";
+      return l;
+    }
+    Handle handle = nullptr;
+    const int status = l.api.create_ex(kBackendHardware, nullptr, nullptr, 0, &handle);
+    if (status != kSuccess) {
+      l.why_not =
+          fmt::format("this GPU has no hardware JPEG decoder nvJPEG can use (status {})", status);
+      return l;
+    }
+    l.api.destroy(handle);
+    l.hardware = true;
+    return l;
+  }();
+  return result;
+}
+
+}  // namespace nvjpeg
+
 }  // namespace
+
+bool gpu_jpeg_decoder_available(std::string* why_not) {
+  // Asked once per sample by the workers: probed once, since every CUDA call takes the runtime's
+  // locks that the GPU stage needs.
+  static const std::pair<bool, std::string> probe = []() -> std::pair<bool, std::string> {
+    if (list_gpus().empty()) return {false, "no GPU"};
+    const nvjpeg::Loaded& l = nvjpeg::loaded();
+    return {l.hardware, l.why_not};
+  }();
+  if (why_not) *why_not = probe.second;
+  return probe.first;
+}
 
 struct GpuStream::Impl {
   cudaStream_t stream = nullptr;
@@ -60,9 +152,16 @@ struct GpuStream::Impl {
   PinnedBuffer staging;
   PinnedBuffer jobs;
   size_t jobs_used = 0;
+  nvjpeg::Handle jpeg = nullptr;  // created at the first decode
+  nvjpeg::State jpeg_state = nullptr;
+  int jpeg_batch = 0;
+  int jpeg_format = -1;
+  ThreadPool* copy_pool = nullptr;
 
   ~Impl() {
     if (stream) cudaStreamSynchronize(stream);
+    if (jpeg_state) nvjpeg::loaded().api.state_destroy(jpeg_state);
+    if (jpeg) nvjpeg::loaded().api.destroy(jpeg);
     if (pool) cudaMemPoolDestroy(pool);
     if (stream) cudaStreamDestroy(stream);
   }
@@ -176,6 +275,93 @@ Status GpuStream::download(const GpuImages& images, void* host, size_t bytes) {
     at += n;
   }
   return synchronize();
+}
+
+void GpuStream::set_copy_pool(ThreadPool* pool) {
+  impl_->copy_pool = pool;
+}
+
+Result<GpuImages> GpuStream::decode_jpeg(std::span<const Tensor> encoded,
+                                         std::span<const GpuStep> steps, JpegOutput output) {
+  KILN_CHECK(encoded.size() == steps.size(), "GpuStream::decode_jpeg: one step per image");
+  const int64_t channels = output == JpegOutput::kGray ? 1 : 3;
+  GpuImages out;
+  out.dtype = DType::kU8;
+  std::vector<Tensor> uploads;
+  std::vector<size_t> on_gpu;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const GpuStep& step = steps[i];
+    out.shapes.push_back(step.host.defined() ? step.host.shape()
+                                             : Shape{step.out_height, step.out_width, channels});
+    if (step.host.defined()) {
+      uploads.push_back(step.host);
+    } else {
+      on_gpu.push_back(i);
+    }
+  }
+  out.bytes = pack(out.shapes, out.dtype, &out.offsets);
+  KILN_ASSIGN_OR_RETURN(out.data, allocate(impl_, out.bytes));
+  auto* base = static_cast<uint8_t*>(out.data.get());
+  if (!uploads.empty()) {
+    // The CPU-decoded images: one staged copy each into their places.
+    KILN_ASSIGN_OR_RETURN(GpuImages staged, upload(uploads, impl_->copy_pool));
+    size_t k = 0;
+    for (size_t i = 0; i < steps.size(); ++i) {
+      if (!steps[i].host.defined()) continue;
+      KILN_RETURN_IF_ERROR(cuda_status(
+          cudaMemcpyAsync(base + out.offsets[i],
+                          static_cast<const uint8_t*>(staged.data.get()) + staged.offsets[k],
+                          static_cast<size_t>(out.shapes[i].numel()), cudaMemcpyDeviceToDevice,
+                          impl_->stream),
+          "placing a CPU-decoded image"));
+      ++k;
+    }
+  }
+  if (on_gpu.empty()) return out;
+  const nvjpeg::Loaded& lib = nvjpeg::loaded();
+  if (!lib.hardware) {
+    return unavailable_error(fmt::format("pipeline on the GPU: JPEG decode: {}", lib.why_not));
+  }
+  const int format = output == JpegOutput::kGray  ? nvjpeg::kOutputY
+                     : output == JpegOutput::kBGR ? nvjpeg::kOutputBgrInterleaved
+                                                  : nvjpeg::kOutputRgbInterleaved;
+  auto jpeg_status = [](int status, std::string_view what) -> Status {
+    if (status == nvjpeg::kSuccess) return Status();
+    return unavailable_error(fmt::format(
+        "pipeline on the GPU: JPEG decode: {} failed (nvJPEG status {})", what, status));
+  };
+  if (impl_->jpeg == nullptr) {
+    KILN_RETURN_IF_ERROR(
+        jpeg_status(lib.api.create_ex(nvjpeg::kBackendHardware, nullptr, nullptr, 0, &impl_->jpeg),
+                    "creating the hardware decoder"));
+    KILN_RETURN_IF_ERROR(
+        jpeg_status(lib.api.state_create(impl_->jpeg, &impl_->jpeg_state), "creating its state"));
+  }
+  const int n = static_cast<int>(on_gpu.size());
+  if (n != impl_->jpeg_batch || format != impl_->jpeg_format) {
+    KILN_RETURN_IF_ERROR(
+        jpeg_status(lib.api.batched_initialize(impl_->jpeg, impl_->jpeg_state, n, 1, format),
+                    "initializing a batch"));
+    impl_->jpeg_batch = n;
+    impl_->jpeg_format = format;
+  }
+  std::vector<const unsigned char*> data;
+  std::vector<size_t> lengths;
+  std::vector<nvjpeg::Image> images(on_gpu.size(), nvjpeg::Image{});
+  for (size_t k = 0; k < on_gpu.size(); ++k) {
+    const size_t i = on_gpu[k];
+    data.push_back(static_cast<const unsigned char*>(encoded[i].raw_data()));
+    lengths.push_back(encoded[i].nbytes());
+    images[k].channel[0] = base + out.offsets[i];
+    images[k].pitch[0] = static_cast<size_t>(steps[i].out_width * channels);
+  }
+  const int status = lib.api.decode_batched(impl_->jpeg, impl_->jpeg_state, data.data(),
+                                            lengths.data(), images.data(), impl_->stream);
+  if (status != nvjpeg::kSuccess) {
+    impl_->jpeg_batch = 0;  // a failed batch needs a fresh initialize
+    return jpeg_status(status, fmt::format("decoding a batch of {} images", n));
+  }
+  return out;
 }
 
 Status GpuStream::synchronize() {

@@ -6,6 +6,11 @@ namespace kiln::pipeline::kernels {
 
 struct GpuStream::Impl {};
 
+bool gpu_jpeg_decoder_available(std::string* why_not) {
+  if (why_not) *why_not = "this kiln was built without CUDA";
+  return false;
+}
+
 GpuStream::GpuStream(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
 GpuStream::~GpuStream() = default;
 
@@ -38,6 +43,11 @@ Result<GpuImages> GpuStream::crop_mirror_normalize(const GpuImages&, std::span<c
                                                    Layout, DType) {
   return unreachable();
 }
+Result<GpuImages> GpuStream::decode_jpeg(std::span<const Tensor>, std::span<const GpuStep>,
+                                         JpegOutput) {
+  return unreachable();
+}
+void GpuStream::set_copy_pool(ThreadPool*) {}
 Status GpuStream::synchronize() {
   return unreachable();
 }

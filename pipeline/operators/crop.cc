@@ -31,7 +31,7 @@ class Crop final : public Operator {
 
   bool supports_gpu() const override { return true; }
   Result<GpuSamplePlan> plan_gpu(const SampleContext&, const OpArgs& args, const Shape& shape,
-                                 DType dtype) const override {
+                                 DType dtype, const Tensor*) const override {
     KILN_RETURN_IF_ERROR(check_gpu_image("crop", shape, dtype));
     const auto& crop = args.get_ints("crop");
     KILN_ASSIGN_OR_RETURN(
@@ -41,6 +41,7 @@ class Crop final : public Operator {
     return GpuSamplePlan{{window, crop[0], crop[1]}, Shape{crop[0], crop[1], shape[2]}, dtype};
   }
   Result<kernels::GpuImages> run_gpu(kernels::GpuStream& stream, const kernels::GpuImages& images,
+                                     std::span<const Tensor>,
                                      std::span<const kernels::GpuStep> steps) const override {
     return stream.crop_flip(images, steps);
   }

@@ -35,7 +35,7 @@ class CropMirrorNormalize final : public Operator {
 
   bool supports_gpu() const override { return true; }
   Result<GpuSamplePlan> plan_gpu(const SampleContext&, const OpArgs& args, const Shape& shape,
-                                 DType dtype) const override {
+                                 DType dtype, const Tensor*) const override {
     KILN_RETURN_IF_ERROR(check_gpu_image("crop_mirror_normalize", shape, dtype));
     KILN_ASSIGN_OR_RETURN(kernels::Window window, crop_window(args, shape));
     kernels::GpuStep step{window, window.height, window.width};
@@ -47,6 +47,7 @@ class CropMirrorNormalize final : public Operator {
                          dtype_};
   }
   Result<kernels::GpuImages> run_gpu(kernels::GpuStream& stream, const kernels::GpuImages& images,
+                                     std::span<const Tensor>,
                                      std::span<const kernels::GpuStep> steps) const override {
     return stream.crop_mirror_normalize(images, steps, mean_, std_, layout_, dtype_);
   }

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "pipeline/decoders/image_decoder.h"
+#include "pipeline/decoders/jpeg_header.h"
 #include "pipeline/operators/decode_args.h"
 #include "pipeline/operators/operators.h"
 
@@ -24,9 +25,70 @@ class DecodersImage final : public Operator {
     return Status();
   }
 
+  // On the GPU, the hardware decoder takes whole baseline JPEGs; every other image (PNG,
+  // progressive, 4:1:1, truncated, or one to be DCT-downscaled) is decoded here on the worker, as
+  // run() would, and uploaded.
+  bool supports_gpu() const override { return true; }
+  bool gpu_reads_host() const override { return true; }
+  Result<GpuSamplePlan> plan_gpu(const SampleContext& ctx, const OpArgs& args, const Shape&, DType,
+                                 const Tensor* host) const override {
+    if (host == nullptr) {
+      return invalid_argument_error(
+          "operator decoders.image: on the GPU it reads the encoded bytes a reader makes");
+    }
+    std::span<const uint8_t> bytes(static_cast<const uint8_t*>(host->raw_data()), host->nbytes());
+    const int64_t channels = color_channels(options_.color);
+    std::optional<JpegHeader> header = read_jpeg_header(bytes);
+    // hw_decoder_load of the JPEGs go to the hardware decoder, the rest to the idle CPU cores
+    // (DALI's split): a per-sample draw, so runs repeat.
+    const bool to_hardware = static_cast<double>(SampleRng(ctx.seed).next() >> 11) * 0x1.0p-53 <
+                             args.get_float("hw_decoder_load");
+    if (to_hardware && header && header->hardware_decodable() && ends_with_eoi(bytes) &&
+        options_.min_width == 0 && options_.min_height == 0 &&
+        kernels::gpu_jpeg_decoder_available()) {
+      GpuSamplePlan plan;
+      plan.step.out_height = header->height;
+      plan.step.out_width = header->width;
+      plan.out_shape = Shape{header->height, header->width, channels};
+      return plan;
+    }
+    KILN_ASSIGN_OR_RETURN(Tensor image, decode_image(bytes, ctx.path, options_));
+    GpuSamplePlan plan;
+    plan.step.out_height = image.shape()[0];
+    plan.step.out_width = image.shape()[1];
+    plan.out_shape = image.shape();
+    plan.step.host = std::move(image);
+    return plan;
+  }
+  Result<kernels::GpuImages> run_gpu(kernels::GpuStream& stream, const kernels::GpuImages&,
+                                     std::span<const Tensor> host,
+                                     std::span<const kernels::GpuStep> steps) const override {
+    const kernels::JpegOutput output =
+        options_.color == ColorFormat::kGray  ? kernels::JpegOutput::kGray
+        : options_.color == ColorFormat::kBGR ? kernels::JpegOutput::kBGR
+                                              : kernels::JpegOutput::kRGB;
+    return stream.decode_jpeg(host, steps, output);
+  }
+
  private:
+  // A JPEG cut short lacks its end-of-image marker (only padding may follow it); the CPU decoder
+  // then gives the error that names it.
+  static bool ends_with_eoi(std::span<const uint8_t> bytes) {
+    size_t end = bytes.size();
+    while (end > 2 && bytes[end - 1] == 0x00) --end;
+    return end >= 4 && bytes[end - 2] == 0xFF && bytes[end - 1] == 0xD9;
+  }
+
   DecodeOptions options_;
 };
+
+std::vector<ArgSpec> gpu_decode_arg_specs() {
+  std::vector<ArgSpec> args = decode_arg_specs("image");
+  args.push_back({"hw_decoder_load", ArgType::kFloat, 0.9,
+                  "device gpu: the share of JPEGs the hardware decoder takes; the CPU workers "
+                  "decode the rest (0 to 1)"});
+  return args;
+}
 
 }  // namespace
 
@@ -35,7 +97,7 @@ const OperatorSchema& decoders_image_schema() {
                                      "decodes JPEG or PNG bytes into an HWC uint8 image",
                                      {"encoded"},
                                      {"images"},
-                                     decode_arg_specs("image")};
+                                     gpu_decode_arg_specs()};
   return schema;
 }
 
@@ -61,6 +123,11 @@ Result<DecodeOptions> decode_options(const OpArgs& args) {
 
 Result<std::unique_ptr<Operator>> make_decoders_image(OpArgs args) {
   KILN_ASSIGN_OR_RETURN(DecodeOptions options, decode_options(args));
+  const double load = args.get_float("hw_decoder_load");
+  if (!(load >= 0.0 && load <= 1.0)) {
+    return invalid_argument_error(
+        fmt::format("operator decoders.image: hw_decoder_load must lie in [0, 1], got {}", load));
+  }
   return std::unique_ptr<Operator>(new DecodersImage(std::move(args), options));
 }
 

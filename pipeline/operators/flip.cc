@@ -29,7 +29,7 @@ class Flip final : public Operator {
 
   bool supports_gpu() const override { return true; }
   Result<GpuSamplePlan> plan_gpu(const SampleContext&, const OpArgs& args, const Shape& shape,
-                                 DType dtype) const override {
+                                 DType dtype, const Tensor*) const override {
     KILN_RETURN_IF_ERROR(check_gpu_image("flip", shape, dtype));
     kernels::GpuStep step{kernels::Window{0, 0, shape[0], shape[1]}, shape[0], shape[1]};
     step.mirror = args.get_int("horizontal") != 0;
@@ -37,6 +37,7 @@ class Flip final : public Operator {
     return GpuSamplePlan{step, shape, dtype};
   }
   Result<kernels::GpuImages> run_gpu(kernels::GpuStream& stream, const kernels::GpuImages& images,
+                                     std::span<const Tensor>,
                                      std::span<const kernels::GpuStep> steps) const override {
     return stream.crop_flip(images, steps);
   }

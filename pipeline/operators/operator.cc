@@ -139,18 +139,20 @@ Result<kernels::Interp> parse_interp(std::string_view op, std::string_view name,
 }
 
 }  // namespace detail
+
 std::span<const std::string_view> gpu_operator_names() {
-  static constexpr std::string_view kNames[] = {"resize", "random_resized_crop", "crop", "flip",
-                                                "crop_mirror_normalize"};
+  static constexpr std::string_view kNames[] = {
+      "decoders.image", "resize", "random_resized_crop", "crop", "flip", "crop_mirror_normalize"};
   return kNames;
 }
 
-Result<GpuSamplePlan> Operator::plan_gpu(const SampleContext&, const OpArgs&, const Shape&,
-                                         DType) const {
+Result<GpuSamplePlan> Operator::plan_gpu(const SampleContext&, const OpArgs&, const Shape&, DType,
+                                         const Tensor*) const {
   return internal_error(fmt::format("operator {} has no GPU form", schema().name));
 }
 
 Result<kernels::GpuImages> Operator::run_gpu(kernels::GpuStream&, const kernels::GpuImages&,
+                                             std::span<const Tensor>,
                                              std::span<const kernels::GpuStep>) const {
   return internal_error(fmt::format("operator {} has no GPU form", schema().name));
 }

@@ -77,13 +77,17 @@ class Operator {
 
   // The GPU form (device "gpu"), for operators of one image input and one image output. The
   // executor plans each sample on a CPU worker (plan_gpu: checks the sample, draws its random
-  // values from ctx.seed as run() does, so both devices pick the same windows), then launches
-  // the whole batch at once (run_gpu, `steps` in batch order).
+  // values from ctx.seed as run() does, so both devices pick the same windows; `host` is the input
+  // itself when a CPU operator made it, else null), then launches the whole batch at once
+  // (run_gpu, `steps` in batch order). An operator that gpu_reads_host() gets the host inputs in
+  // `host` instead of their upload in `images` (a decoder reads the encoded bytes).
   virtual bool supports_gpu() const { return false; }
+  virtual bool gpu_reads_host() const { return false; }
   virtual Result<GpuSamplePlan> plan_gpu(const SampleContext& ctx, const OpArgs& args,
-                                         const Shape& shape, DType dtype) const;
+                                         const Shape& shape, DType dtype, const Tensor* host) const;
   virtual Result<kernels::GpuImages> run_gpu(kernels::GpuStream& stream,
                                              const kernels::GpuImages& images,
+                                             std::span<const Tensor> host,
                                              std::span<const kernels::GpuStep> steps) const;
 
  private:

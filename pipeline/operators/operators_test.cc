@@ -7,6 +7,7 @@
 #include <map>
 
 #include "pipeline/operators/operator.h"
+#include "pipeline/testing/test_images.h"
 
 namespace kiln::pipeline {
 namespace {
@@ -292,7 +293,7 @@ TEST(OperatorsTest, GpuPlansGiveTheShapesAndWindowsTheCpuRunMakes) {
     for (const auto& [arg, value] : c.sample_values) args.set_sample_value(arg, value);
     SampleContext ctx;
     ctx.seed = 1;
-    auto plan = (*op)->plan_gpu(ctx, args, in.shape(), in.dtype());
+    auto plan = (*op)->plan_gpu(ctx, args, in.shape(), in.dtype(), &in);
     ASSERT_TRUE(plan.ok()) << plan.status().to_string();
     auto ran = run_op(c.name, c.args, {in}, c.sample_values, 1);
     ASSERT_TRUE(ran.ok());
@@ -300,12 +301,39 @@ TEST(OperatorsTest, GpuPlansGiveTheShapesAndWindowsTheCpuRunMakes) {
     EXPECT_EQ(plan->out_dtype, ran->dtype());
     covered.push_back(c.name);
   }
+  // A decoder plans from the encoded bytes: what the GPU cannot decode (a PNG) is decoded here.
+  Tensor png(DType::kU8, Shape{0});
+  {
+    std::vector<uint8_t> bytes =
+        testing::encode_png(testing::make_pixels(13, 7, 3, testing::Pattern::kGradient), 13, 7, 3);
+    png = Tensor(DType::kU8, Shape{static_cast<int64_t>(bytes.size())});
+    std::copy(bytes.begin(), bytes.end(), png.data<uint8_t>());
+  }
+  auto decoder = create_operator("decoders.image", {});
+  ASSERT_TRUE(decoder.ok());
+  EXPECT_TRUE((*decoder)->gpu_reads_host());
+  auto decoded =
+      (*decoder)->plan_gpu(SampleContext{}, (*decoder)->args(), png.shape(), png.dtype(), &png);
+  ASSERT_TRUE(decoded.ok()) << decoded.status().to_string();
+  EXPECT_EQ(decoded->out_shape, Shape({7, 13, 3}));
+  ASSERT_TRUE(decoded->step.host.defined());
+  auto on_cpu = run_op("decoders.image", {}, {png});
+  ASSERT_TRUE(on_cpu.ok());
+  EXPECT_TRUE(decoded->step.host.equals(*on_cpu));
+  auto garbage =
+      (*decoder)->plan_gpu(SampleContext{}, (*decoder)->args(), Shape{3}, DType::kU8, &in);
+  EXPECT_FALSE(garbage.ok());
+  EXPECT_FALSE((*decoder)
+                   ->plan_gpu(SampleContext{}, (*decoder)->args(), png.shape(), DType::kU8, nullptr)
+                   .ok());
+  covered.push_back("decoders.image");
+
   auto crop = create_operator("random_resized_crop", {{"size", std::vector<int64_t>{9, 11}}});
   SampleContext ctx;
   ctx.seed = 1;
-  auto a = (*crop)->plan_gpu(ctx, (*crop)->args(), Shape{300, 400, 3}, DType::kU8);
+  auto a = (*crop)->plan_gpu(ctx, (*crop)->args(), Shape{300, 400, 3}, DType::kU8, nullptr);
   ctx.seed = 2;
-  auto b = (*crop)->plan_gpu(ctx, (*crop)->args(), Shape{300, 400, 3}, DType::kU8);
+  auto b = (*crop)->plan_gpu(ctx, (*crop)->args(), Shape{300, 400, 3}, DType::kU8, nullptr);
   ASSERT_TRUE(a.ok() && b.ok());
   EXPECT_NE(a->step.window.width * 1000 + a->step.window.x,
             b->step.window.width * 1000 + b->step.window.x);
@@ -321,16 +349,19 @@ TEST(OperatorsTest, GpuPlansGiveTheShapesAndWindowsTheCpuRunMakes) {
 TEST(OperatorsTest, GpuPlansRejectWhatTheKernelsCannotTake) {
   auto resize = create_operator("resize", {{"resize_x", int64_t{8}}});
   ASSERT_TRUE(resize.ok());
-  auto five = (*resize)->plan_gpu(SampleContext{}, (*resize)->args(), Shape{4, 4, 5}, DType::kU8);
+  auto five =
+      (*resize)->plan_gpu(SampleContext{}, (*resize)->args(), Shape{4, 4, 5}, DType::kU8, nullptr);
   ASSERT_FALSE(five.ok());
   EXPECT_THAT(five.status().message(),
               HasSubstr("operator resize: on the GPU, images have at most 4 channels"));
   auto flip = create_operator("flip", {});
-  auto floats = (*flip)->plan_gpu(SampleContext{}, (*flip)->args(), Shape{4, 4, 3}, DType::kF32);
+  auto floats =
+      (*flip)->plan_gpu(SampleContext{}, (*flip)->args(), Shape{4, 4, 3}, DType::kF32, nullptr);
   ASSERT_FALSE(floats.ok());
   EXPECT_THAT(floats.status().message(), HasSubstr("operator flip: expected uint8 pixels"));
   auto cmn = create_operator("crop_mirror_normalize", {{"crop", std::vector<int64_t>{9, 9}}});
-  auto small = (*cmn)->plan_gpu(SampleContext{}, (*cmn)->args(), Shape{4, 4, 3}, DType::kU8);
+  auto small =
+      (*cmn)->plan_gpu(SampleContext{}, (*cmn)->args(), Shape{4, 4, 3}, DType::kU8, nullptr);
   ASSERT_FALSE(small.ok());
   EXPECT_THAT(small.status().message(), HasSubstr("crop_mirror_normalize"));
 }

@@ -30,7 +30,7 @@ class RandomResizedCrop final : public Operator {
 
   bool supports_gpu() const override { return true; }
   Result<GpuSamplePlan> plan_gpu(const SampleContext& ctx, const OpArgs& args, const Shape& shape,
-                                 DType dtype) const override {
+                                 DType dtype, const Tensor*) const override {
     KILN_RETURN_IF_ERROR(check_gpu_image("random_resized_crop", shape, dtype));
     const auto& size = args.get_ints("size");
     return GpuSamplePlan{{draw_window(ctx, args, shape[0], shape[1]), size[0], size[1]},
@@ -38,6 +38,7 @@ class RandomResizedCrop final : public Operator {
                          DType::kU8};
   }
   Result<kernels::GpuImages> run_gpu(kernels::GpuStream& stream, const kernels::GpuImages& images,
+                                     std::span<const Tensor>,
                                      std::span<const kernels::GpuStep> steps) const override {
     return stream.resize(images, steps, interp_);
   }

@@ -62,7 +62,7 @@ class Resize final : public Operator {
 
   bool supports_gpu() const override { return true; }
   Result<GpuSamplePlan> plan_gpu(const SampleContext&, const OpArgs& args, const Shape& shape,
-                                 DType dtype) const override {
+                                 DType dtype, const Tensor*) const override {
     KILN_RETURN_IF_ERROR(check_gpu_image("resize", shape, dtype));
     const auto [out_h, out_w] = output_size(args, shape[0], shape[1]);
     return GpuSamplePlan{{kernels::Window{0, 0, shape[0], shape[1]}, out_h, out_w},
@@ -70,6 +70,7 @@ class Resize final : public Operator {
                          DType::kU8};
   }
   Result<kernels::GpuImages> run_gpu(kernels::GpuStream& stream, const kernels::GpuImages& images,
+                                     std::span<const Tensor>,
                                      std::span<const kernels::GpuStep> steps) const override {
     return stream.resize(images, steps, interp_);
   }

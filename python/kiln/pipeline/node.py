@@ -113,7 +113,7 @@ def add_operator(schema, inputs, kwargs):
         raise _error(f"fn.{op}: missing required argument(s): {', '.join(missing)}")
     if reader_args:
         pipe._forward_reader_args(op, inputs, reader_args)
-    # "mixed" (DALI's decoder that hands its images to the GPU) decodes on the CPU; the GPU
-    # operators after it upload the images.
+    # "mixed" (DALI's decoder that hands its images to the GPU) stays on the CPU, so DALI scripts
+    # run on machines without a GPU; device="gpu" asks for the GPU decoder.
     return pipe._add_op(op, [n.name for n in inputs], args, arg_inputs, schema["outputs"],
                         device == "gpu")
