@@ -576,7 +576,8 @@ TEST(PipelineTest, WiringErrorsNameTheOperator) {
   expect_error({reader_spec(dir.path()), {"decoders.image", {}, {"encoded"}, {}, {}}, gpu_cast},
                {"floats"},
                "operator #2 (cast): has no GPU form; device \"gpu\" takes decoders.image, resize, "
-               "random_resized_crop, crop, flip, crop_mirror_normalize");
+               "random_resized_crop, crop, flip, crop_mirror_normalize, brightness_contrast, "
+               "gamma, hsv, color_twist");
   OpSpec gpu_flip{"flip", {}, {"images"}, {"flipped"}, {}};
   gpu_flip.gpu = true;
   expect_error({reader_spec(dir.path()),

@@ -11,6 +11,7 @@
 
 #include "core/tensor.h"
 #include "core/thread_pool.h"
+#include "pipeline/kernels/color.h"
 #include "pipeline/kernels/crop_flip.h"
 #include "pipeline/kernels/normalize.h"
 #include "pipeline/kernels/resize.h"
@@ -51,6 +52,9 @@ struct GpuStep {
   int64_t out_width = 0;
   bool mirror = false;
   bool flip_vertical = false;
+  // Colour steps: a 256-entry table (lut), or a 3x3 matrix and offset (color.h).
+  std::vector<uint8_t> lut;
+  ColorMatrix matrix;
   // A decode step whose image was decoded on the CPU instead (not a JPEG the GPU decodes): it is
   // uploaded as it is.
   Tensor host;
@@ -89,6 +93,10 @@ class GpuStream {
                                           std::span<const float> mean,
                                           std::span<const float> stddev, Layout layout,
                                           DType dtype);
+
+  // Colour: each image through its step's table (uint8), or its step's matrix (RGB uint8).
+  Result<GpuImages> apply_lut(const GpuImages& in, std::span<const GpuStep> steps);
+  Result<GpuImages> color_matrix(const GpuImages& in, std::span<const GpuStep> steps);
 
   // JPEG decode: image i is steps[i].host uploaded when that is defined, else encoded[i] (a
   // baseline JPEG, JpegHeader::hardware_decodable()) decoded by the hardware decoder into

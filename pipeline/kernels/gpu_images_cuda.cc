@@ -425,10 +425,10 @@ Result<Launch> plan(const GpuImages& in, std::span<const GpuStep> steps, DType o
   return launch;
 }
 
-// Copies a job table into the pinned arena and from there into device memory (in stream order).
-Result<std::shared_ptr<void>> upload_jobs(const std::shared_ptr<GpuStream::Impl>& impl,
-                                          const std::vector<cuda::ImageJob>& jobs) {
-  const size_t bytes = jobs.size() * sizeof(cuda::ImageJob);
+// Copies a table (jobs, per-image constants) into the pinned arena and from there into device
+// memory, in stream order.
+Result<std::shared_ptr<void>> upload_table(const std::shared_ptr<GpuStream::Impl>& impl,
+                                           const void* data, size_t bytes) {
   if (impl->jobs_used + bytes > impl->jobs.capacity) {
     KILN_RETURN_IF_ERROR(cuda_status(cudaStreamSynchronize(impl->stream), "running the batch"));
     impl->jobs_used = 0;
@@ -436,12 +436,17 @@ Result<std::shared_ptr<void>> upload_jobs(const std::shared_ptr<GpuStream::Impl>
   }
   void* host = static_cast<uint8_t*>(impl->jobs.data) + impl->jobs_used;
   impl->jobs_used += (bytes + 63) / 64 * 64;
-  std::memcpy(host, jobs.data(), bytes);
+  std::memcpy(host, data, bytes);
   KILN_ASSIGN_OR_RETURN(std::shared_ptr<void> device, allocate(impl, static_cast<int64_t>(bytes)));
   KILN_RETURN_IF_ERROR(
       cuda_status(cudaMemcpyAsync(device.get(), host, bytes, cudaMemcpyHostToDevice, impl->stream),
-                  "copying a job table to the GPU"));
+                  "copying a table to the GPU"));
   return device;
+}
+
+Result<std::shared_ptr<void>> upload_jobs(const std::shared_ptr<GpuStream::Impl>& impl,
+                                          const std::vector<cuda::ImageJob>& jobs) {
+  return upload_table(impl, jobs.data(), jobs.size() * sizeof(cuda::ImageJob));
 }
 
 }  // namespace
@@ -495,6 +500,49 @@ Result<GpuImages> GpuStream::crop_mirror_normalize(const GpuImages& in,
       static_cast<const uint8_t*>(in.data.get()), out.data.get(),
       static_cast<const cuda::ImageJob*>(jobs.get()), static_cast<int>(launch.jobs.size()),
       launch.max_height, launch.max_width, k, layout, dtype, impl_->stream));
+  return out;
+}
+
+Result<GpuImages> GpuStream::apply_lut(const GpuImages& in, std::span<const GpuStep> steps) {
+  KILN_CHECK(in.dtype == DType::kU8, "GpuStream::apply_lut: uint8 images only");
+  GpuImages out;
+  KILN_ASSIGN_OR_RETURN(Launch launch, plan(in, steps, DType::kU8, false, &out));
+  std::vector<uint8_t> luts(steps.size() * 256);
+  for (size_t i = 0; i < steps.size(); ++i) {
+    KILN_CHECK(steps[i].lut.size() == 256, "GpuStream::apply_lut: a table per image");
+    std::memcpy(&luts[i * 256], steps[i].lut.data(), 256);
+  }
+  KILN_ASSIGN_OR_RETURN(out.data, allocate(impl_, out.bytes));
+  KILN_ASSIGN_OR_RETURN(std::shared_ptr<void> jobs, upload_jobs(impl_, launch.jobs));
+  KILN_ASSIGN_OR_RETURN(std::shared_ptr<void> tables,
+                        upload_table(impl_, luts.data(), luts.size()));
+  KILN_RETURN_IF_ERROR(cuda::lut_u8_cuda(
+      static_cast<const uint8_t*>(in.data.get()), static_cast<uint8_t*>(out.data.get()),
+      static_cast<const cuda::ImageJob*>(jobs.get()), static_cast<const uint8_t*>(tables.get()),
+      static_cast<int>(launch.jobs.size()), launch.max_height, launch.max_width, impl_->stream));
+  return out;
+}
+
+Result<GpuImages> GpuStream::color_matrix(const GpuImages& in, std::span<const GpuStep> steps) {
+  KILN_CHECK(in.dtype == DType::kU8, "GpuStream::color_matrix: uint8 images only");
+  GpuImages out;
+  KILN_ASSIGN_OR_RETURN(Launch launch, plan(in, steps, DType::kU8, false, &out));
+  std::vector<float> matrices;
+  for (const GpuStep& step : steps) {
+    matrices.insert(matrices.end(), step.matrix.m.begin(), step.matrix.m.end());
+    matrices.insert(matrices.end(), step.matrix.offset.begin(), step.matrix.offset.end());
+  }
+  for (const cuda::ImageJob& job : launch.jobs) {
+    KILN_CHECK(job.channels == 3, "GpuStream::color_matrix: RGB images only");
+  }
+  KILN_ASSIGN_OR_RETURN(out.data, allocate(impl_, out.bytes));
+  KILN_ASSIGN_OR_RETURN(std::shared_ptr<void> jobs, upload_jobs(impl_, launch.jobs));
+  KILN_ASSIGN_OR_RETURN(std::shared_ptr<void> tables,
+                        upload_table(impl_, matrices.data(), matrices.size() * sizeof(float)));
+  KILN_RETURN_IF_ERROR(cuda::color_matrix_u8_cuda(
+      static_cast<const uint8_t*>(in.data.get()), static_cast<uint8_t*>(out.data.get()),
+      static_cast<const cuda::ImageJob*>(jobs.get()), static_cast<const float*>(tables.get()),
+      static_cast<int>(launch.jobs.size()), launch.max_height, launch.max_width, impl_->stream));
   return out;
 }
 

@@ -48,6 +48,12 @@ Result<GpuImages> GpuStream::decode_jpeg(std::span<const Tensor>, std::span<cons
   return unreachable();
 }
 void GpuStream::set_copy_pool(ThreadPool*) {}
+Result<GpuImages> GpuStream::apply_lut(const GpuImages&, std::span<const GpuStep>) {
+  return unreachable();
+}
+Result<GpuImages> GpuStream::color_matrix(const GpuImages&, std::span<const GpuStep>) {
+  return unreachable();
+}
 Status GpuStream::synchronize() {
   return unreachable();
 }

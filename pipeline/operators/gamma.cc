@@ -27,6 +27,23 @@ class Gamma final : public Operator {
     outputs->push_back(std::move(out));
     return Status();
   }
+
+  bool supports_gpu() const override { return true; }
+  Result<GpuSamplePlan> plan_gpu(const SampleContext&, const OpArgs& args, const Shape& shape,
+                                 DType dtype, const Tensor*) const override {
+    KILN_RETURN_IF_ERROR(check_gpu_image("gamma", shape, dtype));
+    const double gamma = args.get_float("gamma");
+    if (!(gamma > 0.0)) {
+      return invalid_argument_error(
+          fmt::format("operator gamma: gamma must be > 0, got {}", gamma));
+    }
+    return lut_plan(shape, kernels::gamma_lut(gamma));
+  }
+  Result<kernels::GpuImages> run_gpu(kernels::GpuStream& stream, const kernels::GpuImages& images,
+                                     std::span<const Tensor>,
+                                     std::span<const kernels::GpuStep> steps) const override {
+    return stream.apply_lut(images, steps);
+  }
 };
 
 }  // namespace

@@ -120,12 +120,30 @@ Status check_boxes(std::string_view op, const Tensor& boxes) {
 }
 
 Status check_rgb(std::string_view op, const Tensor& in) {
-  KILN_RETURN_IF_ERROR(check_image(op, in, true));
-  if (in.shape()[2] != 3) {
+  return check_rgb(op, in.shape(), in.dtype());
+}
+
+Status check_rgb(std::string_view op, const Shape& shape, DType dtype) {
+  KILN_RETURN_IF_ERROR(check_image(op, shape, dtype, true));
+  if (shape[2] != 3) {
     return invalid_argument_error(fmt::format(
-        "operator {}: expected 3-channel (RGB/BGR) images, got {}", op, in.shape().to_string()));
+        "operator {}: expected 3-channel (RGB/BGR) images, got {}", op, shape.to_string()));
   }
   return Status();
+}
+
+GpuSamplePlan lut_plan(const Shape& shape, const kernels::Lut& lut) {
+  GpuSamplePlan plan{
+      {kernels::Window{0, 0, shape[0], shape[1]}, shape[0], shape[1]}, shape, DType::kU8};
+  plan.step.lut.assign(lut.begin(), lut.end());
+  return plan;
+}
+
+GpuSamplePlan matrix_plan(const Shape& shape, const kernels::ColorMatrix& matrix) {
+  GpuSamplePlan plan{
+      {kernels::Window{0, 0, shape[0], shape[1]}, shape[0], shape[1]}, shape, DType::kU8};
+  plan.step.matrix = matrix;
+  return plan;
 }
 
 Result<kernels::Interp> parse_interp(std::string_view op, std::string_view name, bool antialias) {
@@ -141,8 +159,16 @@ Result<kernels::Interp> parse_interp(std::string_view op, std::string_view name,
 }  // namespace detail
 
 std::span<const std::string_view> gpu_operator_names() {
-  static constexpr std::string_view kNames[] = {
-      "decoders.image", "resize", "random_resized_crop", "crop", "flip", "crop_mirror_normalize"};
+  static constexpr std::string_view kNames[] = {"decoders.image",
+                                                "resize",
+                                                "random_resized_crop",
+                                                "crop",
+                                                "flip",
+                                                "crop_mirror_normalize",
+                                                "brightness_contrast",
+                                                "gamma",
+                                                "hsv",
+                                                "color_twist"};
   return kNames;
 }
 

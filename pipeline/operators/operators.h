@@ -2,6 +2,7 @@
 // Declarations of every operator's schema and factory, generated from operator_list.inc.
 #pragma once
 
+#include "pipeline/kernels/color.h"
 #include "pipeline/kernels/resize.h"
 #include "pipeline/operators/operator.h"
 
@@ -28,6 +29,11 @@ Status check_boxes(std::string_view op, const Tensor& boxes);
 
 // Ok when `image` is a non-empty [H, W, 3] uint8 tensor; else an error naming `op`.
 Status check_rgb(std::string_view op, const Tensor& image);
+Status check_rgb(std::string_view op, const Shape& shape, DType dtype);
+
+// The GPU plan of a whole-image colour step through `lut`, or through `matrix`.
+GpuSamplePlan lut_plan(const Shape& shape, const kernels::Lut& lut);
+GpuSamplePlan matrix_plan(const Shape& shape, const kernels::ColorMatrix& matrix);
 
 // "nearest", "linear" or "cubic" (antialiased when downscaling if `antialias`); else an error
 // naming `op`.

@@ -281,6 +281,10 @@ TEST(OperatorsTest, GpuPlansGiveTheShapesAndWindowsTheCpuRunMakes) {
       {"crop_mirror_normalize",
        {{"crop", std::vector<int64_t>{6, 8}}, {"dtype", std::string("float16")}},
        {{"mirror", 1.0}}},
+      {"brightness_contrast", {{"contrast", 1.5}}, {{"brightness", 0.8}}},
+      {"gamma", {{"gamma", 0.7}}, {}},
+      {"hsv", {{"saturation", 0.5}}, {{"hue", 30.0}}},
+      {"color_twist", {{"contrast", 1.2}}, {{"hue", -20.0}}},
   };
   std::vector<std::string> covered;
   Tensor in = image(30, 40, 3);

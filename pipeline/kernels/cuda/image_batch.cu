@@ -161,6 +161,44 @@ __global__ void crop_mirror_normalize_kernel(const uint8_t* src, uint8_t* dst, c
   }
 }
 
+__global__ void lut_u8_kernel(const uint8_t* src, uint8_t* dst, const ImageJob* jobs,
+                              const uint8_t* luts) {
+  const ImageJob job = jobs[blockIdx.z];
+  const int x = blockIdx.x * kTile + threadIdx.x;
+  const int y = blockIdx.y * kTile + threadIdx.y;
+  if (x >= job.dst_width || y >= job.dst_height) return;
+  const uint8_t* lut = luts + static_cast<size_t>(blockIdx.z) * 256;
+  const size_t at = (static_cast<size_t>(y) * job.dst_width + x) * job.channels;
+  const uint8_t* in = src + job.src_offset + at;
+  uint8_t* out = dst + job.dst_offset + at;
+  for (int ch = 0; ch < job.channels; ++ch) out[ch] = lut[in[ch]];
+}
+
+__device__ uint8_t round_u8(float v) {
+  return static_cast<uint8_t>(fminf(fmaxf(roundf(v), 0.0f), 255.0f));
+}
+
+__global__ void color_matrix_u8_kernel(const uint8_t* src, uint8_t* dst, const ImageJob* jobs,
+                                       const float* matrices) {
+  const ImageJob job = jobs[blockIdx.z];
+  const int x = blockIdx.x * kTile + threadIdx.x;
+  const int y = blockIdx.y * kTile + threadIdx.y;
+  if (x >= job.dst_width || y >= job.dst_height) return;
+  const float* m = matrices + static_cast<size_t>(blockIdx.z) * 12;
+  const size_t at = (static_cast<size_t>(y) * job.dst_width + x) * 3;
+  const uint8_t* in = src + job.src_offset + at;
+  uint8_t* out = dst + job.dst_offset + at;
+  const float r = in[0], g = in[1], b = in[2];
+  // No fused multiply-adds: the CPU kernel rounds each product and sum.
+  for (int row = 0; row < 3; ++row) {
+    const float* w = m + 3 * row;
+    const float v =
+        __fadd_rn(__fadd_rn(__fadd_rn(__fmul_rn(w[0], r), __fmul_rn(w[1], g)), __fmul_rn(w[2], b)),
+                  m[9 + row]);
+    out[row] = round_u8(v);
+  }
+}
+
 dim3 grid_for(int count, int max_height, int max_width) {
   return dim3(static_cast<unsigned>((max_width + kTile - 1) / kTile),
               static_cast<unsigned>((max_height + kTile - 1) / kTile),
@@ -227,6 +265,23 @@ Status crop_mirror_normalize_u8_cuda(const uint8_t* src, void* dst, const ImageJ
                                     std::string(dtype_name(dtype)) + " output");
   }
   return launched("crop_mirror_normalize_u8_cuda");
+}
+
+Status lut_u8_cuda(const uint8_t* src, uint8_t* dst, const ImageJob* jobs, const uint8_t* luts,
+                   int count, int max_height, int max_width, void* stream) {
+  if (count == 0) return Status();
+  lut_u8_kernel<<<grid_for(count, max_height, max_width), dim3(kTile, kTile), 0,
+                  static_cast<cudaStream_t>(stream)>>>(src, dst, jobs, luts);
+  return launched("lut_u8_cuda");
+}
+
+Status color_matrix_u8_cuda(const uint8_t* src, uint8_t* dst, const ImageJob* jobs,
+                            const float* matrices, int count, int max_height, int max_width,
+                            void* stream) {
+  if (count == 0) return Status();
+  color_matrix_u8_kernel<<<grid_for(count, max_height, max_width), dim3(kTile, kTile), 0,
+                           static_cast<cudaStream_t>(stream)>>>(src, dst, jobs, matrices);
+  return launched("color_matrix_u8_cuda");
 }
 
 }  // namespace kiln::pipeline::kernels::cuda

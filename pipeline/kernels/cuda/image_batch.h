@@ -59,4 +59,15 @@ Status crop_mirror_normalize_u8_cuda(const uint8_t* src, void* dst, const ImageJ
                                      const NormalizeConstants& constants, Layout layout,
                                      DType dtype, void* stream);
 
+// uint8 -> uint8, every value through its image's 256-entry table (`luts`: 256 bytes per job,
+// in device memory); whole images (the window is the image).
+Status lut_u8_cuda(const uint8_t* src, uint8_t* dst, const ImageJob* jobs, const uint8_t* luts,
+                   int count, int max_height, int max_width, void* stream);
+
+// RGB uint8 -> uint8: out = round(m * in + offset), saturated, with color.h's order of
+// operations; `matrices` holds 12 floats per job (row-major m, then offset) in device memory.
+Status color_matrix_u8_cuda(const uint8_t* src, uint8_t* dst, const ImageJob* jobs,
+                            const float* matrices, int count, int max_height, int max_width,
+                            void* stream);
+
 }  // namespace kiln::pipeline::kernels::cuda

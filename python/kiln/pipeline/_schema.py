@@ -70,9 +70,8 @@ def docstring(schema):
         sample = "; per-sample: may be a DataNode such as fn.random.uniform()" \
             if arg["per_sample"] else ""
         lines.append(f"    {arg['name']} ({arg['type']}, {default}): {arg['doc']}{sample}")
-    lines.append("    device: \"gpu\" runs the operator on the GPU (decoders.image, resize, "
-                 "random_resized_crop, crop, flip, crop_mirror_normalize); \"cpu\" (default) or "
-                 "\"mixed\" on the CPU")
+    lines.append("    device: \"gpu\" runs the operator on the GPU where it has a GPU form "
+                 "(`kiln pipeline ops`); \"cpu\" (default) or \"mixed\" on the CPU")
     aliases = ALIASES.get(schema["name"], {})
     if aliases:
         lines.append("")
