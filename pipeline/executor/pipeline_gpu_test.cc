@@ -200,6 +200,35 @@ TEST_F(PipelineGpu, ColourOperatorsMatchTheCpuWithPerSampleArguments) {
   expect_same_on_both({{"gamma", {{"gamma", 2.2}}, {"images"}, {"out"}, {}}}, 1);
 }
 
+TEST_F(PipelineGpu, WarpsMatchTheCpu) {
+  const OpSpec degrees{
+      "random.uniform", {{"range", std::vector<double>{-180.0, 180.0}}}, {}, {"deg"}, {}};
+  for (const char* interp : {"linear", "nearest"}) {
+    SCOPED_TRACE(interp);
+    expect_same_on_both(
+        {degrees,
+         {"rotate",
+          {{"interp_type", std::string(interp)}, {"angle", 0.0}, {"fill_value", int64_t{17}}},
+          {"images"},
+          {"out"},
+          {{"angle", "deg"}}}});
+    expect_same_on_both(
+        {degrees,
+         {"rotate",
+          {{"interp_type", std::string(interp)}, {"angle", 0.0}, {"keep_size", true}},
+          {"images"},
+          {"out"},
+          {{"angle", "deg"}}}});
+    expect_same_on_both({{"warp_affine",
+                          {{"matrix", std::vector<double>{0.8, 0.3, -4.0, -0.25, 1.3, 2.5}},
+                           {"size", std::vector<int64_t>{29, 41}},
+                           {"interp_type", std::string(interp)}},
+                          {"images"},
+                          {"out"},
+                          {}}});
+  }
+}
+
 TEST_F(PipelineGpu, GrayImagesTakeTheSamePath) {
   expect_same_on_both({resize({{"resize_x", int64_t{16}}, {"resize_y", int64_t{12}}}),
                        {"crop_mirror_normalize",

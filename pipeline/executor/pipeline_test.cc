@@ -577,7 +577,7 @@ TEST(PipelineTest, WiringErrorsNameTheOperator) {
                {"floats"},
                "operator #2 (cast): has no GPU form; device \"gpu\" takes decoders.image, resize, "
                "random_resized_crop, crop, flip, crop_mirror_normalize, brightness_contrast, "
-               "gamma, hsv, color_twist");
+               "gamma, hsv, color_twist, rotate, warp_affine");
   OpSpec gpu_flip{"flip", {}, {"images"}, {"flipped"}, {}};
   gpu_flip.gpu = true;
   expect_error({reader_spec(dir.path()),

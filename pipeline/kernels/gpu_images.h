@@ -15,6 +15,7 @@
 #include "pipeline/kernels/crop_flip.h"
 #include "pipeline/kernels/normalize.h"
 #include "pipeline/kernels/resize.h"
+#include "pipeline/kernels/warp.h"
 
 namespace kiln::pipeline::kernels {
 
@@ -55,6 +56,10 @@ struct GpuStep {
   // Colour steps: a 256-entry table (lut), or a 3x3 matrix and offset (color.h).
   std::vector<uint8_t> lut;
   ColorMatrix matrix;
+  // Warp steps: the output -> input map (warp.h), bilinear or nearest, the fill value.
+  Affine affine{};
+  bool linear = false;
+  uint8_t fill = 0;
   // A decode step whose image was decoded on the CPU instead (not a JPEG the GPU decodes): it is
   // uploaded as it is.
   Tensor host;
@@ -97,6 +102,8 @@ class GpuStream {
   // Colour: each image through its step's table (uint8), or its step's matrix (RGB uint8).
   Result<GpuImages> apply_lut(const GpuImages& in, std::span<const GpuStep> steps);
   Result<GpuImages> color_matrix(const GpuImages& in, std::span<const GpuStep> steps);
+  // Affine warp of each whole image to its step's output size (uint8).
+  Result<GpuImages> warp(const GpuImages& in, std::span<const GpuStep> steps);
 
   // JPEG decode: image i is steps[i].host uploaded when that is defined, else encoded[i] (a
   // baseline JPEG, JpegHeader::hardware_decodable()) decoded by the hardware decoder into

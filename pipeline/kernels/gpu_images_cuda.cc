@@ -546,4 +546,25 @@ Result<GpuImages> GpuStream::color_matrix(const GpuImages& in, std::span<const G
   return out;
 }
 
+Result<GpuImages> GpuStream::warp(const GpuImages& in, std::span<const GpuStep> steps) {
+  KILN_CHECK(in.dtype == DType::kU8, "GpuStream::warp: uint8 images only");
+  GpuImages out;
+  KILN_ASSIGN_OR_RETURN(Launch launch, plan(in, steps, DType::kU8, false, &out));
+  std::vector<double> warps;
+  for (const GpuStep& step : steps) {
+    warps.insert(warps.end(), step.affine.begin(), step.affine.end());
+    warps.push_back(step.linear ? 1.0 : 0.0);
+    warps.push_back(step.fill);
+  }
+  KILN_ASSIGN_OR_RETURN(out.data, allocate(impl_, out.bytes));
+  KILN_ASSIGN_OR_RETURN(std::shared_ptr<void> jobs, upload_jobs(impl_, launch.jobs));
+  KILN_ASSIGN_OR_RETURN(std::shared_ptr<void> tables,
+                        upload_table(impl_, warps.data(), warps.size() * sizeof(double)));
+  KILN_RETURN_IF_ERROR(cuda::warp_u8_cuda(
+      static_cast<const uint8_t*>(in.data.get()), static_cast<uint8_t*>(out.data.get()),
+      static_cast<const cuda::ImageJob*>(jobs.get()), static_cast<const double*>(tables.get()),
+      static_cast<int>(launch.jobs.size()), launch.max_height, launch.max_width, impl_->stream));
+  return out;
+}
+
 }  // namespace kiln::pipeline::kernels

@@ -54,6 +54,9 @@ Result<GpuImages> GpuStream::apply_lut(const GpuImages&, std::span<const GpuStep
 Result<GpuImages> GpuStream::color_matrix(const GpuImages&, std::span<const GpuStep>) {
   return unreachable();
 }
+Result<GpuImages> GpuStream::warp(const GpuImages&, std::span<const GpuStep>) {
+  return unreachable();
+}
 Status GpuStream::synchronize() {
   return unreachable();
 }

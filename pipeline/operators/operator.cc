@@ -168,7 +168,9 @@ std::span<const std::string_view> gpu_operator_names() {
                                                 "brightness_contrast",
                                                 "gamma",
                                                 "hsv",
-                                                "color_twist"};
+                                                "color_twist",
+                                                "rotate",
+                                                "warp_affine"};
   return kNames;
 }
 

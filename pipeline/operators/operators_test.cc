@@ -285,6 +285,8 @@ TEST(OperatorsTest, GpuPlansGiveTheShapesAndWindowsTheCpuRunMakes) {
       {"gamma", {{"gamma", 0.7}}, {}},
       {"hsv", {{"saturation", 0.5}}, {{"hue", 30.0}}},
       {"color_twist", {{"contrast", 1.2}}, {{"hue", -20.0}}},
+      {"rotate", {{"interp_type", std::string("linear")}, {"angle", 0.0}}, {{"angle", 33.0}}},
+      {"warp_affine", {{"matrix", std::vector<double>{0.9, 0.1, 2.0, -0.2, 1.1, -3.0}}}, {}},
   };
   std::vector<std::string> covered;
   Tensor in = image(30, 40, 3);

@@ -31,6 +31,25 @@ class WarpAffine final : public Operator {
     return Status();
   }
 
+  bool supports_gpu() const override { return true; }
+  Result<GpuSamplePlan> plan_gpu(const SampleContext&, const OpArgs& args, const Shape& shape,
+                                 DType dtype, const Tensor*) const override {
+    KILN_RETURN_IF_ERROR(check_gpu_image("warp_affine", shape, dtype));
+    const auto& size = args.get_ints("size");
+    const int64_t h = size.empty() ? shape[0] : size[0];
+    const int64_t w = size.empty() ? shape[1] : size[1];
+    kernels::GpuStep step{kernels::Window{0, 0, shape[0], shape[1]}, h, w};
+    step.affine = out_to_in_;
+    step.linear = linear_;
+    step.fill = static_cast<uint8_t>(args.get_int("fill_value"));
+    return GpuSamplePlan{std::move(step), Shape{h, w, shape[2]}, DType::kU8};
+  }
+  Result<kernels::GpuImages> run_gpu(kernels::GpuStream& stream, const kernels::GpuImages& images,
+                                     std::span<const Tensor>,
+                                     std::span<const kernels::GpuStep> steps) const override {
+    return stream.warp(images, steps);
+  }
+
  private:
   kernels::Affine out_to_in_;
   bool linear_;

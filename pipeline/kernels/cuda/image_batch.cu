@@ -199,6 +199,47 @@ __global__ void color_matrix_u8_kernel(const uint8_t* src, uint8_t* dst, const I
   }
 }
 
+__global__ void warp_u8_kernel(const uint8_t* src, uint8_t* dst, const ImageJob* jobs,
+                               const double* warps) {
+  const ImageJob job = jobs[blockIdx.z];
+  const int x = blockIdx.x * kTile + threadIdx.x;
+  const int y = blockIdx.y * kTile + threadIdx.y;
+  if (x >= job.dst_width || y >= job.dst_height) return;
+  const double* m = warps + static_cast<size_t>(blockIdx.z) * 8;
+  const bool linear = m[6] != 0.0;
+  const float fill = static_cast<float>(m[7]);
+  const int h = job.src_height, w = job.src_width, c = job.channels;
+  const uint8_t* in = src + job.src_offset;
+  uint8_t* out = dst + job.dst_offset + (static_cast<size_t>(y) * job.dst_width + x) * c;
+  auto pixel = [&](int64_t py, int64_t px, int ch) -> float {
+    if (py < 0 || py >= h || px < 0 || px >= w) return fill;
+    return in[(py * w + px) * c + ch];
+  };
+  // Unfused double and float arithmetic, as the CPU kernel computes it.
+  const double ox = x + 0.5, oy = y + 0.5;
+  const double sx = __dadd_rn(__dadd_rn(__dmul_rn(m[0], ox), __dmul_rn(m[1], oy)), m[2]);
+  const double sy = __dadd_rn(__dadd_rn(__dmul_rn(m[3], ox), __dmul_rn(m[4], oy)), m[5]);
+  if (!linear) {
+    const auto ix = static_cast<int64_t>(floor(sx));
+    const auto iy = static_cast<int64_t>(floor(sy));
+    for (int ch = 0; ch < c; ++ch) out[ch] = static_cast<uint8_t>(pixel(iy, ix, ch));
+    return;
+  }
+  const double fx = sx - 0.5, fy = sy - 0.5;
+  const auto x0 = static_cast<int64_t>(floor(fx));
+  const auto y0 = static_cast<int64_t>(floor(fy));
+  const auto ax = static_cast<float>(fx - static_cast<double>(x0));
+  const auto ay = static_cast<float>(fy - static_cast<double>(y0));
+  const float bx = __fsub_rn(1.0f, ax), by = __fsub_rn(1.0f, ay);
+  for (int ch = 0; ch < c; ++ch) {
+    const float top =
+        __fadd_rn(__fmul_rn(pixel(y0, x0, ch), bx), __fmul_rn(pixel(y0, x0 + 1, ch), ax));
+    const float bottom =
+        __fadd_rn(__fmul_rn(pixel(y0 + 1, x0, ch), bx), __fmul_rn(pixel(y0 + 1, x0 + 1, ch), ax));
+    out[ch] = round_u8(__fadd_rn(__fmul_rn(top, by), __fmul_rn(bottom, ay)));
+  }
+}
+
 dim3 grid_for(int count, int max_height, int max_width) {
   return dim3(static_cast<unsigned>((max_width + kTile - 1) / kTile),
               static_cast<unsigned>((max_height + kTile - 1) / kTile),
@@ -282,6 +323,14 @@ Status color_matrix_u8_cuda(const uint8_t* src, uint8_t* dst, const ImageJob* jo
   color_matrix_u8_kernel<<<grid_for(count, max_height, max_width), dim3(kTile, kTile), 0,
                            static_cast<cudaStream_t>(stream)>>>(src, dst, jobs, matrices);
   return launched("color_matrix_u8_cuda");
+}
+
+Status warp_u8_cuda(const uint8_t* src, uint8_t* dst, const ImageJob* jobs, const double* warps,
+                    int count, int max_height, int max_width, void* stream) {
+  if (count == 0) return Status();
+  warp_u8_kernel<<<grid_for(count, max_height, max_width), dim3(kTile, kTile), 0,
+                   static_cast<cudaStream_t>(stream)>>>(src, dst, jobs, warps);
+  return launched("warp_u8_cuda");
 }
 
 }  // namespace kiln::pipeline::kernels::cuda

@@ -70,4 +70,9 @@ Status color_matrix_u8_cuda(const uint8_t* src, uint8_t* dst, const ImageJob* jo
                             const float* matrices, int count, int max_height, int max_width,
                             void* stream);
 
+// uint8 -> uint8 affine warp with warp.h's arithmetic: `warps` holds 8 doubles per job (the
+// output -> input map m0..m5, then 1 for bilinear or 0 for nearest, then the fill value).
+Status warp_u8_cuda(const uint8_t* src, uint8_t* dst, const ImageJob* jobs, const double* warps,
+                    int count, int max_height, int max_width, void* stream);
+
 }  // namespace kiln::pipeline::kernels::cuda
