@@ -449,32 +449,53 @@ Result<std::shared_ptr<void>> upload_jobs(const std::shared_ptr<GpuStream::Impl>
   return upload_table(impl, jobs.data(), jobs.size() * sizeof(cuda::ImageJob));
 }
 
+// What a launcher gets: the job table and the per-image table in device memory, the image count
+// and the bounds of every output.
+struct Grid {
+  const cuda::ImageJob* jobs = nullptr;
+  const void* table = nullptr;
+  int count = 0;
+  int max_height = 0;
+  int max_width = 0;
+};
+
+// Plans `steps` over `in` into outputs of `dtype` (CHW when `chw`), allocates them, uploads the
+// job table and `table` (per-image constants, may be empty), then enqueues `launch(grid, out)`.
+template <class Fn>
+Result<GpuImages> run_steps(const std::shared_ptr<GpuStream::Impl>& impl, const GpuImages& in,
+                            std::span<const GpuStep> steps, DType dtype, bool chw,
+                            std::span<const std::byte> table, Fn&& launch) {
+  GpuImages out;
+  KILN_ASSIGN_OR_RETURN(Launch planned, plan(in, steps, dtype, chw, &out));
+  KILN_ASSIGN_OR_RETURN(out.data, allocate(impl, out.bytes));
+  KILN_ASSIGN_OR_RETURN(std::shared_ptr<void> jobs, upload_jobs(impl, planned.jobs));
+  std::shared_ptr<void> tables;
+  if (!table.empty()) {
+    KILN_ASSIGN_OR_RETURN(tables, upload_table(impl, table.data(), table.size()));
+  }
+  const Grid grid{static_cast<const cuda::ImageJob*>(jobs.get()), tables.get(),
+                  static_cast<int>(planned.jobs.size()), planned.max_height, planned.max_width};
+  KILN_RETURN_IF_ERROR(launch(grid, out));
+  return out;
+}
+
 }  // namespace
 
 Result<GpuImages> GpuStream::resize(const GpuImages& in, std::span<const GpuStep> steps,
                                     Interp interp) {
   KILN_CHECK(in.dtype == DType::kU8, "GpuStream::resize: uint8 images only");
-  GpuImages out;
-  KILN_ASSIGN_OR_RETURN(Launch launch, plan(in, steps, DType::kU8, false, &out));
-  KILN_ASSIGN_OR_RETURN(out.data, allocate(impl_, out.bytes));
-  KILN_ASSIGN_OR_RETURN(std::shared_ptr<void> jobs, upload_jobs(impl_, launch.jobs));
-  KILN_RETURN_IF_ERROR(cuda::resize_u8_cuda(
-      static_cast<const uint8_t*>(in.data.get()), static_cast<uint8_t*>(out.data.get()),
-      static_cast<const cuda::ImageJob*>(jobs.get()), static_cast<int>(launch.jobs.size()),
-      launch.max_height, launch.max_width, interp, impl_->stream));
-  return out;
+  return run_steps(impl_, in, steps, DType::kU8, false, {}, [&](const Grid& g, GpuImages& out) {
+    return cuda::resize_u8_cuda(static_cast<const uint8_t*>(in.data.get()),
+                                static_cast<uint8_t*>(out.data.get()), g.jobs, g.count,
+                                g.max_height, g.max_width, interp, impl_->stream);
+  });
 }
 
 Result<GpuImages> GpuStream::crop_flip(const GpuImages& in, std::span<const GpuStep> steps) {
-  GpuImages out;
-  KILN_ASSIGN_OR_RETURN(Launch launch, plan(in, steps, in.dtype, false, &out));
-  KILN_ASSIGN_OR_RETURN(out.data, allocate(impl_, out.bytes));
-  KILN_ASSIGN_OR_RETURN(std::shared_ptr<void> jobs, upload_jobs(impl_, launch.jobs));
-  KILN_RETURN_IF_ERROR(cuda::crop_flip_cuda(
-      in.data.get(), out.data.get(), static_cast<const cuda::ImageJob*>(jobs.get()),
-      static_cast<int>(launch.jobs.size()), launch.max_height, launch.max_width,
-      static_cast<int>(dtype_size(in.dtype)), impl_->stream));
-  return out;
+  return run_steps(impl_, in, steps, in.dtype, false, {}, [&](const Grid& g, GpuImages& out) {
+    return cuda::crop_flip_cuda(in.data.get(), out.data.get(), g.jobs, g.count, g.max_height,
+                                g.max_width, static_cast<int>(dtype_size(in.dtype)), impl_->stream);
+  });
 }
 
 Result<GpuImages> GpuStream::crop_mirror_normalize(const GpuImages& in,
@@ -483,88 +504,70 @@ Result<GpuImages> GpuStream::crop_mirror_normalize(const GpuImages& in,
                                                    std::span<const float> stddev, Layout layout,
                                                    DType dtype) {
   KILN_CHECK(in.dtype == DType::kU8, "GpuStream::crop_mirror_normalize: uint8 images only");
-  GpuImages out;
-  KILN_ASSIGN_OR_RETURN(Launch launch, plan(in, steps, dtype, layout == Layout::kCHW, &out));
   cuda::NormalizeConstants k;
-  for (int ch = 0; ch < cuda::kMaxGpuChannels; ++ch) {
-    const float m = mean.size() == 1 ? mean[0] : ch < static_cast<int>(mean.size()) ? mean[ch] : 0;
-    const float s = stddev.size() == 1                     ? stddev[0]
-                    : ch < static_cast<int>(stddev.size()) ? stddev[ch]
-                                                           : 1;
-    k.mean[ch] = m;
-    k.scale[ch] = 1.0f / s;
+  for (size_t ch = 0; ch < cuda::kMaxGpuChannels; ++ch) {
+    k.mean[ch] = mean.size() == 1 ? mean[0] : ch < mean.size() ? mean[ch] : 0.0f;
+    k.scale[ch] = 1.0f / (stddev.size() == 1 ? stddev[0] : ch < stddev.size() ? stddev[ch] : 1.0f);
   }
-  KILN_ASSIGN_OR_RETURN(out.data, allocate(impl_, out.bytes));
-  KILN_ASSIGN_OR_RETURN(std::shared_ptr<void> jobs, upload_jobs(impl_, launch.jobs));
-  KILN_RETURN_IF_ERROR(cuda::crop_mirror_normalize_u8_cuda(
-      static_cast<const uint8_t*>(in.data.get()), out.data.get(),
-      static_cast<const cuda::ImageJob*>(jobs.get()), static_cast<int>(launch.jobs.size()),
-      launch.max_height, launch.max_width, k, layout, dtype, impl_->stream));
-  return out;
+  return run_steps(
+      impl_, in, steps, dtype, layout == Layout::kCHW, {}, [&](const Grid& g, GpuImages& out) {
+        return cuda::crop_mirror_normalize_u8_cuda(static_cast<const uint8_t*>(in.data.get()),
+                                                   out.data.get(), g.jobs, g.count, g.max_height,
+                                                   g.max_width, k, layout, dtype, impl_->stream);
+      });
 }
 
 Result<GpuImages> GpuStream::apply_lut(const GpuImages& in, std::span<const GpuStep> steps) {
   KILN_CHECK(in.dtype == DType::kU8, "GpuStream::apply_lut: uint8 images only");
-  GpuImages out;
-  KILN_ASSIGN_OR_RETURN(Launch launch, plan(in, steps, DType::kU8, false, &out));
-  std::vector<uint8_t> luts(steps.size() * 256);
-  for (size_t i = 0; i < steps.size(); ++i) {
-    KILN_CHECK(steps[i].lut.size() == 256, "GpuStream::apply_lut: a table per image");
-    std::memcpy(&luts[i * 256], steps[i].lut.data(), 256);
+  std::vector<uint8_t> luts;
+  for (const GpuStep& step : steps) {
+    KILN_CHECK(step.lut.size() == 256, "GpuStream::apply_lut: a table per image");
+    luts.insert(luts.end(), step.lut.begin(), step.lut.end());
   }
-  KILN_ASSIGN_OR_RETURN(out.data, allocate(impl_, out.bytes));
-  KILN_ASSIGN_OR_RETURN(std::shared_ptr<void> jobs, upload_jobs(impl_, launch.jobs));
-  KILN_ASSIGN_OR_RETURN(std::shared_ptr<void> tables,
-                        upload_table(impl_, luts.data(), luts.size()));
-  KILN_RETURN_IF_ERROR(cuda::lut_u8_cuda(
-      static_cast<const uint8_t*>(in.data.get()), static_cast<uint8_t*>(out.data.get()),
-      static_cast<const cuda::ImageJob*>(jobs.get()), static_cast<const uint8_t*>(tables.get()),
-      static_cast<int>(launch.jobs.size()), launch.max_height, launch.max_width, impl_->stream));
-  return out;
+  return run_steps(impl_, in, steps, DType::kU8, false, std::as_bytes(std::span(luts)),
+                   [&](const Grid& g, GpuImages& out) {
+                     return cuda::lut_u8_cuda(static_cast<const uint8_t*>(in.data.get()),
+                                              static_cast<uint8_t*>(out.data.get()), g.jobs,
+                                              static_cast<const uint8_t*>(g.table), g.count,
+                                              g.max_height, g.max_width, impl_->stream);
+                   });
 }
 
 Result<GpuImages> GpuStream::color_matrix(const GpuImages& in, std::span<const GpuStep> steps) {
   KILN_CHECK(in.dtype == DType::kU8, "GpuStream::color_matrix: uint8 images only");
-  GpuImages out;
-  KILN_ASSIGN_OR_RETURN(Launch launch, plan(in, steps, DType::kU8, false, &out));
+  for (const Shape& shape : in.shapes) {
+    KILN_CHECK(shape.rank() == 3 && shape[2] == 3, "GpuStream::color_matrix: RGB images only");
+  }
   std::vector<float> matrices;
   for (const GpuStep& step : steps) {
     matrices.insert(matrices.end(), step.matrix.m.begin(), step.matrix.m.end());
     matrices.insert(matrices.end(), step.matrix.offset.begin(), step.matrix.offset.end());
   }
-  for (const cuda::ImageJob& job : launch.jobs) {
-    KILN_CHECK(job.channels == 3, "GpuStream::color_matrix: RGB images only");
-  }
-  KILN_ASSIGN_OR_RETURN(out.data, allocate(impl_, out.bytes));
-  KILN_ASSIGN_OR_RETURN(std::shared_ptr<void> jobs, upload_jobs(impl_, launch.jobs));
-  KILN_ASSIGN_OR_RETURN(std::shared_ptr<void> tables,
-                        upload_table(impl_, matrices.data(), matrices.size() * sizeof(float)));
-  KILN_RETURN_IF_ERROR(cuda::color_matrix_u8_cuda(
-      static_cast<const uint8_t*>(in.data.get()), static_cast<uint8_t*>(out.data.get()),
-      static_cast<const cuda::ImageJob*>(jobs.get()), static_cast<const float*>(tables.get()),
-      static_cast<int>(launch.jobs.size()), launch.max_height, launch.max_width, impl_->stream));
-  return out;
+  return run_steps(impl_, in, steps, DType::kU8, false, std::as_bytes(std::span(matrices)),
+                   [&](const Grid& g, GpuImages& out) {
+                     return cuda::color_matrix_u8_cuda(static_cast<const uint8_t*>(in.data.get()),
+                                                       static_cast<uint8_t*>(out.data.get()),
+                                                       g.jobs, static_cast<const float*>(g.table),
+                                                       g.count, g.max_height, g.max_width,
+                                                       impl_->stream);
+                   });
 }
 
 Result<GpuImages> GpuStream::warp(const GpuImages& in, std::span<const GpuStep> steps) {
   KILN_CHECK(in.dtype == DType::kU8, "GpuStream::warp: uint8 images only");
-  GpuImages out;
-  KILN_ASSIGN_OR_RETURN(Launch launch, plan(in, steps, DType::kU8, false, &out));
   std::vector<double> warps;
   for (const GpuStep& step : steps) {
     warps.insert(warps.end(), step.affine.begin(), step.affine.end());
     warps.push_back(step.linear ? 1.0 : 0.0);
     warps.push_back(step.fill);
   }
-  KILN_ASSIGN_OR_RETURN(out.data, allocate(impl_, out.bytes));
-  KILN_ASSIGN_OR_RETURN(std::shared_ptr<void> jobs, upload_jobs(impl_, launch.jobs));
-  KILN_ASSIGN_OR_RETURN(std::shared_ptr<void> tables,
-                        upload_table(impl_, warps.data(), warps.size() * sizeof(double)));
-  KILN_RETURN_IF_ERROR(cuda::warp_u8_cuda(
-      static_cast<const uint8_t*>(in.data.get()), static_cast<uint8_t*>(out.data.get()),
-      static_cast<const cuda::ImageJob*>(jobs.get()), static_cast<const double*>(tables.get()),
-      static_cast<int>(launch.jobs.size()), launch.max_height, launch.max_width, impl_->stream));
-  return out;
+  return run_steps(impl_, in, steps, DType::kU8, false, std::as_bytes(std::span(warps)),
+                   [&](const Grid& g, GpuImages& out) {
+                     return cuda::warp_u8_cuda(static_cast<const uint8_t*>(in.data.get()),
+                                               static_cast<uint8_t*>(out.data.get()), g.jobs,
+                                               static_cast<const double*>(g.table), g.count,
+                                               g.max_height, g.max_width, impl_->stream);
+                   });
 }
 
 }  // namespace kiln::pipeline::kernels

@@ -7,37 +7,17 @@
 namespace kiln::pipeline::detail {
 namespace {
 
-class BrightnessContrast final : public Operator {
+class BrightnessContrast final : public ColorOperator {
  public:
-  using Operator::Operator;
-
-  Status run(const SampleContext&, const OpArgs& args, std::span<const Tensor> inputs,
-             std::vector<Tensor>* outputs) const override {
-    const Tensor& in = inputs[0];
-    KILN_RETURN_IF_ERROR(check_image("brightness_contrast", in, true));
-    KILN_ASSIGN_OR_RETURN(Tensor out, kernels::allocate_uninitialized(DType::kU8, in.shape()));
-    kernels::apply_lut_u8(in.view(), out.view(), lut(args));
-    outputs->push_back(std::move(out));
-    return Status();
-  }
-
-  bool supports_gpu() const override { return true; }
-  Result<GpuSamplePlan> plan_gpu(const SampleContext&, const OpArgs& args, const Shape& shape,
-                                 DType dtype, const Tensor*) const override {
-    KILN_RETURN_IF_ERROR(check_gpu_image("brightness_contrast", shape, dtype));
-    return lut_plan(shape, lut(args));
-  }
-  Result<kernels::GpuImages> run_gpu(kernels::GpuStream& stream, const kernels::GpuImages& images,
-                                     std::span<const Tensor>,
-                                     std::span<const kernels::GpuStep> steps) const override {
-    return stream.apply_lut(images, steps);
-  }
+  using ColorOperator::ColorOperator;
 
  private:
-  static kernels::Lut lut(const OpArgs& args) {
-    return kernels::brightness_contrast_lut(
-        args.get_float("brightness"), args.get_float("brightness_shift"),
-        args.get_float("contrast"), args.get_float("contrast_center"));
+  bool by_table() const override { return true; }
+  Result<ColorMap> color_map(const OpArgs& args) const override {
+    return ColorMap{kernels::brightness_contrast_lut(
+                        args.get_float("brightness"), args.get_float("brightness_shift"),
+                        args.get_float("contrast"), args.get_float("contrast_center")),
+                    {}};
   }
 };
 

@@ -7,38 +7,18 @@
 namespace kiln::pipeline::detail {
 namespace {
 
-class ColorTwist final : public Operator {
+class ColorTwist final : public ColorOperator {
  public:
-  using Operator::Operator;
-
-  Status run(const SampleContext&, const OpArgs& args, std::span<const Tensor> inputs,
-             std::vector<Tensor>* outputs) const override {
-    const Tensor& in = inputs[0];
-    KILN_RETURN_IF_ERROR(check_rgb("color_twist", in));
-    KILN_ASSIGN_OR_RETURN(Tensor out, kernels::allocate_uninitialized(DType::kU8, in.shape()));
-    kernels::color_matrix_u8(in.view(), out.view(), matrix(args));
-    outputs->push_back(std::move(out));
-    return Status();
-  }
-
-  bool supports_gpu() const override { return true; }
-  Result<GpuSamplePlan> plan_gpu(const SampleContext&, const OpArgs& args, const Shape& shape,
-                                 DType dtype, const Tensor*) const override {
-    KILN_RETURN_IF_ERROR(check_rgb("color_twist", shape, dtype));
-    return matrix_plan(shape, matrix(args));
-  }
-  Result<kernels::GpuImages> run_gpu(kernels::GpuStream& stream, const kernels::GpuImages& images,
-                                     std::span<const Tensor>,
-                                     std::span<const kernels::GpuStep> steps) const override {
-    return stream.color_matrix(images, steps);
-  }
+  using ColorOperator::ColorOperator;
 
  private:
-  static kernels::ColorMatrix matrix(const OpArgs& args) {
-    return kernels::then_brightness_contrast(
-        kernels::hsv_matrix(args.get_float("hue"), args.get_float("saturation"), 1.0),
-        args.get_float("brightness"), 0.0, args.get_float("contrast"),
-        args.get_float("contrast_center"));
+  bool by_table() const override { return false; }
+  Result<ColorMap> color_map(const OpArgs& args) const override {
+    return ColorMap{std::nullopt, kernels::then_brightness_contrast(
+                                      kernels::hsv_matrix(args.get_float("hue"),
+                                                          args.get_float("saturation"), 1.0),
+                                      args.get_float("brightness"), 0.0, args.get_float("contrast"),
+                                      args.get_float("contrast_center"))};
   }
 };
 

@@ -132,20 +132,6 @@ Status check_rgb(std::string_view op, const Shape& shape, DType dtype) {
   return Status();
 }
 
-GpuSamplePlan lut_plan(const Shape& shape, const kernels::Lut& lut) {
-  GpuSamplePlan plan{
-      {kernels::Window{0, 0, shape[0], shape[1]}, shape[0], shape[1]}, shape, DType::kU8};
-  plan.step.lut.assign(lut.begin(), lut.end());
-  return plan;
-}
-
-GpuSamplePlan matrix_plan(const Shape& shape, const kernels::ColorMatrix& matrix) {
-  GpuSamplePlan plan{
-      {kernels::Window{0, 0, shape[0], shape[1]}, shape[0], shape[1]}, shape, DType::kU8};
-  plan.step.matrix = matrix;
-  return plan;
-}
-
 Result<kernels::Interp> parse_interp(std::string_view op, std::string_view name, bool antialias) {
   if (name == "nearest") return kernels::Interp::kNearest;
   if (name == "linear") return antialias ? kernels::Interp::kAntialiased : kernels::Interp::kLinear;

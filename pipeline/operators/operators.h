@@ -2,6 +2,8 @@
 // Declarations of every operator's schema and factory, generated from operator_list.inc.
 #pragma once
 
+#include <optional>
+
 #include "pipeline/kernels/color.h"
 #include "pipeline/kernels/resize.h"
 #include "pipeline/operators/operator.h"
@@ -31,9 +33,31 @@ Status check_boxes(std::string_view op, const Tensor& boxes);
 Status check_rgb(std::string_view op, const Tensor& image);
 Status check_rgb(std::string_view op, const Shape& shape, DType dtype);
 
-// The GPU plan of a whole-image colour step through `lut`, or through `matrix`.
-GpuSamplePlan lut_plan(const Shape& shape, const kernels::Lut& lut);
-GpuSamplePlan matrix_plan(const Shape& shape, const kernels::ColorMatrix& matrix);
+// A colour operator, on either device: every value through a per-sample 256-entry table (any
+// channel count), or every RGB pixel through a per-sample 3x3 matrix and offset. A subclass says
+// how its arguments make the one or the other.
+class ColorOperator : public Operator {
+ public:
+  using Operator::Operator;
+  Status run(const SampleContext& ctx, const OpArgs& args, std::span<const Tensor> inputs,
+             std::vector<Tensor>* outputs) const final;
+  bool supports_gpu() const final { return true; }
+  Result<GpuSamplePlan> plan_gpu(const SampleContext& ctx, const OpArgs& args, const Shape& shape,
+                                 DType dtype, const Tensor* host) const final;
+  Result<kernels::GpuImages> run_gpu(kernels::GpuStream& stream, const kernels::GpuImages& images,
+                                     std::span<const Tensor> host,
+                                     std::span<const kernels::GpuStep> steps) const final;
+
+ protected:
+  // The table, or (when it is empty) the matrix.
+  struct ColorMap {
+    std::optional<kernels::Lut> lut;
+    kernels::ColorMatrix matrix;
+  };
+  // Whether the operator maps by table; it must give the same kind for every sample.
+  virtual bool by_table() const = 0;
+  virtual Result<ColorMap> color_map(const OpArgs& args) const = 0;
+};
 
 // "nearest", "linear" or "cubic" (antialiased when downscaling if `antialias`); else an error
 // naming `op`.
