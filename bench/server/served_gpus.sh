@@ -7,12 +7,15 @@
 # binary tensors). Reports images/s per configuration, protocol and level, the served/perf ratio,
 # and the N-GPU/1-GPU ratio at each configuration's best level; writes JSON. `native` (the server
 # inside the load generator, no transport) shows what the GPUs scale to when no socket is in the way.
+# --chain cpu|gpu also serves resnet50_chain (PNG bytes -> resnet50_pipeline: decode, resize 224,
+# normalize, its resize and normalize on that device -> resnet50) and loads it with one 224x224
+# PNG per request beside the model alone: what the data pipeline costs a served model.
 #
 # Usage: bench/server/served_gpus.sh [--kiln build/ci/tools/kiln] [--python /usr/bin/python3]
 #          [--precision fp16] [--batch 64] [--instances 3] [--delay-us 4000]
 #          [--concurrency "192 384"] [--duration 8] [--warmup 3] [--threads 16]
 #          [--gpus N (default: every GPU nvidia-smi lists)] [--paths grpc,http,native]
-#          [--cache /tmp/kiln_bench_models]
+#          [--cache /tmp/kiln_bench_models] [--chain cpu|gpu]
 #          [--out build/bench_results/server/served_gpus.json]
 # On the GPU machine: python with torch exports the model (--python /opt/torch/.venv/bin/python3).
 set -euo pipefail
@@ -32,8 +35,10 @@ gpus=
 paths=grpc,http,native
 cache=/tmp/kiln_bench_models
 out=$root/build/bench_results/server/served_gpus.json
+chain=
 while (($#)); do
   case $1 in
+    --chain) chain=$2; shift 2 ;;
     --kiln) kiln=$2; shift 2 ;;
     --python) python=$2; shift 2 ;;
     --precision) precision=$2; shift 2 ;;
@@ -68,6 +73,63 @@ cleanup() {
 }
 trap cleanup EXIT
 
+if [[ -n $chain ]]; then
+  [[ $chain == cpu || $chain == gpu ]] || { echo "served_gpus: --chain cpu or gpu" >&2; exit 2; }
+  # One 224x224 photo-like PNG (smooth gradients and grain), the model's input and output names.
+  "$python" - "$work/image.png" "$model" >"$work/names" <<'EOF'
+import sys
+import numpy as np
+import onnx
+from PIL import Image
+rng = np.random.default_rng(7)
+y, x = np.mgrid[0:224, 0:224]
+img = np.stack([120 + 80 * np.sin(x / 23.0 + c) * np.cos(y / 31.0 - c) for c in range(3)], -1)
+img += rng.normal(0, 6, img.shape)
+Image.fromarray(np.clip(img, 0, 255).astype(np.uint8)).save(sys.argv[1])
+graph = onnx.load(sys.argv[2], load_external_data=False).graph
+print(graph.input[0].name, graph.output[0].name)
+EOF
+  read -r model_input model_output <"$work/names"
+fi
+
+# write_chain REPO: the pipeline and chain models beside resnet50.
+write_chain() {
+  local repo=$1
+  mkdir -p "$repo/resnet50_pipeline/1" "$repo/resnet50_chain"
+  cat >"$repo/resnet50_pipeline/config.toml" <<EOF
+backend = "pipeline"
+max_batch_size = $batch
+[dynamic_batching]
+max_queue_delay_microseconds = $delay_us
+[[inputs]]
+name = "image_bytes"
+datatype = "BYTES"
+shape = [-1]
+EOF
+  cat >"$repo/resnet50_pipeline/1/pipeline.json" <<EOF
+{"num_threads": 0, "operators": [
+  {"op": "readers.external_source"},
+  {"op": "decoders.image", "args": {"output_type": "RGB"}},
+  {"op": "resize", "device": "$chain", "args": {"resize_x": 224, "resize_y": 224}},
+  {"op": "crop_mirror_normalize", "device": "$chain",
+   "args": {"mean": [123.675, 116.28, 103.53], "std": [58.395, 57.12, 57.375]}}],
+ "outputs": ["images"]}
+EOF
+  cat >"$repo/resnet50_chain/config.toml" <<EOF
+backend = "chain"
+max_batch_size = $batch
+instances = $instances
+[[steps]]
+model = "resnet50_pipeline"
+input_map = { image_bytes = "image_bytes" }
+output_map = { images = "images" }
+[[steps]]
+model = "resnet50"
+input_map = { "$model_input" = "images" }
+output_map = { "$model_output" = "scores" }
+EOF
+}
+
 precision_flag=()
 [[ $precision == fp16 ]] && precision_flag=(--fp16)
 [[ $precision == bf16 ]] && precision_flag=(--bf16)
@@ -94,6 +156,7 @@ max_queue_delay_microseconds = $delay_us
 target = "cuda"
 precision = "$precision"
 EOF
+  [[ -n $chain ]] && write_chain "$repo"
   "$kiln" serve --repository "$repo" --host 127.0.0.1 --http-port 0 --grpc-port 0 \
     --threads "$threads" >"$logs/serve_$n.log" 2>&1 &
   server_pid=$!
@@ -131,6 +194,12 @@ EOF
     # shellcheck disable=SC2086
     "$kiln" loadgen --model resnet50 "${args[@]}" --concurrency $concurrency --duration "$duration" \
       --warmup "$warmup" --json "$work/${path}_$n.json" | sed "s/^/$path: /"
+    if [[ -n $chain ]]; then
+      # shellcheck disable=SC2086
+      "$kiln" loadgen --model resnet50_chain "${args[@]}" --input "image_bytes=$work/image.png" \
+        --concurrency $concurrency --duration "$duration" --warmup "$warmup" \
+        --json "$work/${path}_${n}_chain.json" | sed "s/^/$path chain: /"
+    fi
   done
   kill -TERM "$server_pid"
   wait "$server_pid" || true
@@ -139,10 +208,11 @@ EOF
 serve_and_load 1
 [[ $gpus -gt 1 ]] && serve_and_load "$gpus"
 
-"$python" - "$work" "$out" "$gpus" "$batch" "$precision" "$instances" "$paths" <<'EOF'
-import json, sys
+"$python" - "$work" "$out" "$gpus" "$batch" "$precision" "$instances" "$paths" "$chain" <<'EOF'
+import json, os, sys
 work, out, gpus, batch, precision, instances = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5], int(sys.argv[6])
 paths = sys.argv[7].split(",")
+chain = sys.argv[8]
 perf = json.load(open(f"{work}/perf.json"))["throughput_per_s"]
 rows, best = [], {}
 for n in sorted({1, gpus}):
@@ -157,16 +227,36 @@ for n in sorted({1, gpus}):
             key = (n, proto)
             best[key] = max(best.get(key, 0.0), row["infer_per_s"])
 scaling = {proto: best[(gpus, proto)] / best[(1, proto)] for proto in paths} if gpus > 1 else {}
+# The chain (PNG bytes through the pipeline, then the model) against the model alone.
+chain_rows, chain_vs_model = [], {}
+for n in sorted({1, gpus}) if chain else []:
+    for proto in paths:
+        name = f"{work}/{proto}_{n}_chain.json"
+        if not os.path.exists(name):
+            continue
+        levels = json.load(open(name))["levels"]
+        for level in levels:
+            chain_rows.append({"gpus": n, "protocol": proto, "concurrency": level["concurrency"],
+                               "infer_per_s": level["infer_per_s"], "p99_us": level["p99_us"],
+                               "failures": level["failures"]})
+        top = max(level["infer_per_s"] for level in levels)
+        chain_vs_model[f"{n}gpu_{proto}"] = top / best[(n, proto)]
 report = {"model": "resnet50", "precision": precision, "batch": batch, "instances_per_gpu": instances,
           "gpus": gpus, "perf_per_s": perf, "served": rows,
           "best_per_s": {f"{n}gpu_{p}": v for (n, p), v in best.items()},
-          "scaling_vs_one_gpu": scaling}
+          "scaling_vs_one_gpu": scaling, "chain_pipeline_device": chain or None,
+          "chain": chain_rows, "chain_vs_model": chain_vs_model}
 json.dump(report, open(out, "w"), indent=1)
 print(f"{'gpus':>4} {'path':<6} {'clients':>7} {'images/s':>9} {'vs perf':>8} {'avg batch':>9} {'p99 ms':>7} {'fail':>5}")
 for r in rows:
     avg = r["avg_batch"] if r["avg_batch"] is not None else float("nan")
     print(f"{r['gpus']:>4} {r['protocol']:<6} {r['concurrency']:>7} {r['infer_per_s']:>9.0f} "
           f"{r['ratio_to_perf']:>8.2f} {avg:>9.1f} {r['p99_us'] / 1000:>7.1f} {r['failures']:>5}")
+for r in chain_rows:
+    print(f"{r['gpus']:>4} {r['protocol'] + '+png':<10} {r['concurrency']:>3} {r['infer_per_s']:>9.0f} "
+          f"{'':>8} {'':>9} {r['p99_us'] / 1000:>7.1f} {r['failures']:>5}  (chain, pipeline on {chain})")
+for key, ratio in chain_vs_model.items():
+    print(f"chain (PNG in) / model alone, {key}, best level each: {ratio:.2f}")
 print(f"kiln perf --target cuda --batch {batch} (host I/O): {perf:.0f} images/s")
 for proto, s in scaling.items():
     print(f"{gpus} GPUs / 1 GPU, {proto}, best level each: {s:.2f}x")

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <set>
 
 #include "core/logging.h"
 #include "core/mapped_file.h"
@@ -100,10 +101,20 @@ Result<std::unique_ptr<Server>> Server::create(ServerOptions options) {
     return c.ok() && c->backend == "chain";
   };
   std::stable_partition(names.begin(), names.end(), [&](const auto& n) { return !is_chain(n); });
+  // A chain asked for brings the models of its steps (and theirs, for a chain of chains).
+  std::set<std::string> wanted_models(server->options_.load_models.begin(),
+                                      server->options_.load_models.end());
+  for (std::vector<std::string> todo(wanted_models.begin(), wanted_models.end()); !todo.empty();) {
+    const std::string n = todo.back();
+    todo.pop_back();
+    Result<ModelConfig> c = read_model_config(repo / n);
+    if (!c.ok() || c->backend != "chain") continue;
+    for (const ChainStep& step : c->steps) {
+      if (wanted_models.insert(step.model).second) todo.push_back(step.model);
+    }
+  }
   for (const std::string& n : names) {
-    bool wanted = server->options_.load_all || std::find(server->options_.load_models.begin(),
-                                                         server->options_.load_models.end(),
-                                                         n) != server->options_.load_models.end();
+    bool wanted = server->options_.load_all || wanted_models.contains(n);
     if (!wanted) {
       std::string signature = server->repository_signature(n);
       std::unique_lock lock(server->mutex_);

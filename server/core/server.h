@@ -35,7 +35,8 @@ struct ServerOptions {
   // `<repository>/<model>/config.toml` and `<repository>/<model>/<version>/...`; may be empty
   // when models come only from workerLoad.
   std::filesystem::path repository;
-  // Load every model of the repository at start; otherwise only `load_models`.
+  // Load every model of the repository at start; otherwise only `load_models` (and, for a chain
+  // among them, the models its steps call).
   bool load_all = true;
   std::vector<std::string> load_models;
   // When positive, a thread rescans the repository this often: a new model folder is loaded, a
