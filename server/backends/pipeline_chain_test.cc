@@ -277,30 +277,31 @@ TEST(ChainConfig, StepsAreCheckedAtLoad) {
   fs::remove_all(root);
 }
 
-TEST(ChainConfig, LoadingOnlyAChainLoadsTheModelsOfItsSteps) {
+TEST(ChainConfig, LoadingOnlyAChainLoadsTheModelsOfItsStepsFirst) {
   // `kiln loadgen --protocol native --model CHAIN` starts a server that loads just that model.
   fs::path root = testing::make_test_repository("chainonly");
   testing::add_model(root, "echo_chain",
                      "backend = \"chain\"\n[[steps]]\nmodel = \"echo\"\n"
                      "input_map = { a = \"in\" }\noutput_map = { a = \"out\" }\n");
-  testing::add_model(root, "outer_chain",
+  // "a_outer" sorts before the chain it calls: loading follows the steps, not the names.
+  testing::add_model(root, "a_outer",
                      "backend = \"chain\"\n[[steps]]\nmodel = \"echo_chain\"\n"
                      "input_map = { in = \"x\" }\noutput_map = { out = \"y\" }\n");
   ServerOptions options;
   options.repository = root;
   options.load_all = false;
-  options.load_models = {"outer_chain"};
+  options.load_models = {"a_outer"};
   auto server = Server::create(options).value();
   auto ready = [&](const std::string& name) {
     Result<bool> r = server->model_ready(name);
     return r.ok() && *r;
   };
-  EXPECT_TRUE(ready("outer_chain"));
+  EXPECT_TRUE(ready("a_outer"));
   EXPECT_TRUE(ready("echo_chain"));
   EXPECT_TRUE(ready("echo"));
   EXPECT_FALSE(ready("mnist"));  // not a step: left unloaded
   InferenceRequest r;
-  r.model = "outer_chain";
+  r.model = "a_outer";
   r.inputs.push_back({"x", Tensor::from_vector<int32_t>({4, 5}), {}});
   Result<InferenceResponse> out = server->infer(std::move(r)).get();
   ASSERT_TRUE(out.ok()) << out.status().message();

@@ -5,6 +5,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <functional>
+#include <map>
 #include <set>
 
 #include "core/logging.h"
@@ -16,6 +18,34 @@ namespace kiln::server {
 namespace {
 
 namespace fs = std::filesystem;
+
+// `names` in an order to load them: chains after the models their steps call, a chain after the
+// chains it calls; otherwise as given. Chains in a cycle come last, for their load to say why.
+std::vector<std::string> load_order(const fs::path& repo, const std::vector<std::string>& names) {
+  std::map<std::string, std::vector<std::string>> steps;  // chain -> the models it calls
+  for (const std::string& n : names) {
+    Result<ModelConfig> c = read_model_config(repo / n);
+    if (!c.ok() || c->backend != "chain") continue;
+    std::vector<std::string>& called = steps[n];
+    for (const ChainStep& step : c->steps) called.push_back(step.model);
+  }
+  std::vector<std::string> order;
+  std::set<std::string> placed, visiting;
+  for (const std::string& n : names) {
+    if (!steps.contains(n) && placed.insert(n).second) order.push_back(n);
+  }
+  std::function<void(const std::string&)> place = [&](const std::string& n) {
+    if (placed.contains(n) || !steps.contains(n) || !visiting.insert(n).second) return;
+    for (const std::string& called : steps[n]) place(called);
+    placed.insert(n);
+    order.push_back(n);
+  };
+  for (const std::string& n : names) place(n);
+  for (const std::string& n : names) {
+    if (placed.insert(n).second) order.push_back(n);
+  }
+  return order;
+}
 
 // The numbered version folders of a model, ascending.
 std::vector<int64_t> version_folders(const fs::path& model_dir) {
@@ -95,12 +125,7 @@ Result<std::unique_ptr<Server>> Server::create(ServerOptions options) {
           fmt::format("model \"{}\" is not in the repository {}", n, repo.string()));
     }
   }
-  // Chains after the models their steps call.
-  auto is_chain = [&](const std::string& n) {
-    Result<ModelConfig> c = read_model_config(repo / n);
-    return c.ok() && c->backend == "chain";
-  };
-  std::stable_partition(names.begin(), names.end(), [&](const auto& n) { return !is_chain(n); });
+  names = load_order(repo, names);
   // A chain asked for brings the models of its steps (and theirs, for a chain of chains).
   std::set<std::string> wanted_models(server->options_.load_models.begin(),
                                       server->options_.load_models.end());
@@ -172,11 +197,7 @@ void Server::poll_repository() {
       }
     }
   }
-  std::stable_partition(to_load.begin(), to_load.end(), [&](const std::string& n) {
-    Result<ModelConfig> c = read_model_config(options_.repository / n);
-    return !(c.ok() && c->backend == "chain");
-  });
-  for (const std::string& n : to_load) {
+  for (const std::string& n : load_order(options_.repository, to_load)) {
     log(LogLevel::kInfo, "repository: model \"{}\" is new or changed; loading it", n);
     Status s = load_model(n);
     if (!s.ok()) log(LogLevel::kError, "{}", s.message());
