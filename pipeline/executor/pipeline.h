@@ -215,9 +215,9 @@ class Pipeline {
   std::vector<CocoImage> coco_images_;  // readers.coco: the annotations, per reader entry
   int num_slots_ = 0;
   std::vector<int> output_slots_;
-  std::vector<bool> slot_on_gpu_;     // made by a GPU operator
-  std::vector<int> gpu_input_slots_;  // host slots GPU operators read
-  std::vector<size_t> gpu_nodes_;     // indices into nodes_
+  std::vector<bool> slot_on_gpu_;                         // made by a GPU operator
+  std::vector<int> gpu_input_slots_;                      // host slots GPU operators read
+  std::vector<size_t> gpu_nodes_;                         // indices into nodes_
   std::vector<std::unique_ptr<kernels::GpuStream>> gpu_;  // empty without GPU operators
   std::vector<std::string> stage_names_;
   std::unique_ptr<Counter[]> counters_;  // per stage_names_
