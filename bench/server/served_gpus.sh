@@ -9,13 +9,14 @@
 # inside the load generator, no transport) shows what the GPUs scale to when no socket is in the way.
 # --chain cpu|gpu also serves resnet50_chain (PNG bytes -> resnet50_pipeline: decode, resize 224,
 # normalize, its resize and normalize on that device -> resnet50) and loads it with one 224x224
-# PNG per request beside the model alone: what the data pipeline costs a served model.
+# PNG per request beside the model alone: what the data pipeline costs a served model. The pipeline
+# model runs --pipeline-instances pipelines (default: --instances), each on every core.
 #
 # Usage: bench/server/served_gpus.sh [--kiln build/ci/tools/kiln] [--python /usr/bin/python3]
 #          [--precision fp16] [--batch 64] [--instances 3] [--delay-us 4000]
 #          [--concurrency "192 384"] [--duration 8] [--warmup 3] [--threads 16]
 #          [--gpus N (default: every GPU nvidia-smi lists)] [--paths grpc,http,native]
-#          [--cache /tmp/kiln_bench_models] [--chain cpu|gpu]
+#          [--cache /tmp/kiln_bench_models] [--chain cpu|gpu] [--pipeline-instances N]
 #          [--out build/bench_results/server/served_gpus.json]
 # On the GPU machine: python with torch exports the model (--python /opt/torch/.venv/bin/python3).
 set -euo pipefail
@@ -36,8 +37,10 @@ paths=grpc,http,native
 cache=/tmp/kiln_bench_models
 out=$root/build/bench_results/server/served_gpus.json
 chain=
+pipeline_instances=
 while (($#)); do
   case $1 in
+    --pipeline-instances) pipeline_instances=$2; shift 2 ;;
     --chain) chain=$2; shift 2 ;;
     --kiln) kiln=$2; shift 2 ;;
     --python) python=$2; shift 2 ;;
@@ -61,6 +64,7 @@ if [[ -z $gpus ]]; then
   gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)
   [[ $gpus -ge 1 ]] || { echo "served_gpus: nvidia-smi lists no GPU; this benchmark needs one (or give --gpus N)" >&2; exit 1; }
 fi
+pipeline_instances=${pipeline_instances:-$instances}
 mkdir -p "$cache" "$(dirname "$out")"
 model=$("$python" "$root/bench/cpu_vs_ort/export_models.py" --out "$cache" --opset 17 resnet50 | tail -1)
 export KILN_CACHE_DIR=$cache/kiln-cache
@@ -99,6 +103,7 @@ write_chain() {
   cat >"$repo/resnet50_pipeline/config.toml" <<EOF
 backend = "pipeline"
 max_batch_size = $batch
+instances = $pipeline_instances
 [dynamic_batching]
 max_queue_delay_microseconds = $delay_us
 [[inputs]]
@@ -201,6 +206,9 @@ EOF
         --json "$work/${path}_${n}_chain.json" | sed "s/^/$path chain: /"
     fi
   done
+  # Every model's statistics: where a chain's time goes (its pipeline and model steps).
+  "$python" -c "import sys, urllib.request; open(sys.argv[2], 'wb').write(urllib.request.urlopen(sys.argv[1]).read())" \
+    "http://127.0.0.1:$http_port/v2/models/stats" "$work/stats_$n.json"
   kill -TERM "$server_pid"
   wait "$server_pid" || true
   server_pid=
@@ -208,11 +216,13 @@ EOF
 serve_and_load 1
 [[ $gpus -gt 1 ]] && serve_and_load "$gpus"
 
-"$python" - "$work" "$out" "$gpus" "$batch" "$precision" "$instances" "$paths" "$chain" <<'EOF'
+"$python" - "$work" "$out" "$gpus" "$batch" "$precision" "$instances" "$paths" "$chain" \
+  "$pipeline_instances" <<'EOF'
 import json, os, sys
 work, out, gpus, batch, precision, instances = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5], int(sys.argv[6])
 paths = sys.argv[7].split(",")
 chain = sys.argv[8]
+pipeline_instances = int(sys.argv[9])
 perf = json.load(open(f"{work}/perf.json"))["throughput_per_s"]
 rows, best = [], {}
 for n in sorted({1, gpus}):
@@ -245,7 +255,19 @@ report = {"model": "resnet50", "precision": precision, "batch": batch, "instance
           "gpus": gpus, "perf_per_s": perf, "served": rows,
           "best_per_s": {f"{n}gpu_{p}": v for (n, p), v in best.items()},
           "scaling_vs_one_gpu": scaling, "chain_pipeline_device": chain or None,
+          "chain_pipeline_instances": pipeline_instances if chain else None,
           "chain": chain_rows, "chain_vs_model": chain_vs_model}
+# Per model, over the whole run: executions, mean batch, compute per execution.
+steps = {}
+for n in sorted({1, gpus}):
+    for m in json.load(open(f"{work}/stats_{n}.json"))["model_stats"]:
+        runs = sum(b["compute_infer"]["count"] for b in m["batch_stats"])
+        ns = sum(b["compute_infer"]["ns"] for b in m["batch_stats"])
+        if runs:
+            steps[f"{n}gpu_{m['name']}"] = {"executions": runs,
+                                            "mean_batch": m["inference_count"] / runs,
+                                            "compute_ms_per_execution": ns / runs / 1e6}
+report["models"] = steps
 json.dump(report, open(out, "w"), indent=1)
 print(f"{'gpus':>4} {'path':<6} {'clients':>7} {'images/s':>9} {'vs perf':>8} {'avg batch':>9} {'p99 ms':>7} {'fail':>5}")
 for r in rows:
@@ -255,6 +277,9 @@ for r in rows:
 for r in chain_rows:
     print(f"{r['gpus']:>4} {r['protocol'] + '+png':<10} {r['concurrency']:>3} {r['infer_per_s']:>9.0f} "
           f"{'':>8} {'':>9} {r['p99_us'] / 1000:>7.1f} {r['failures']:>5}  (chain, pipeline on {chain})")
+for key, m in steps.items():
+    print(f"{key}: {m['executions']} executions, mean batch {m['mean_batch']:.1f}, "
+          f"{m['compute_ms_per_execution']:.2f} ms compute each")
 for key, ratio in chain_vs_model.items():
     print(f"chain (PNG in) / model alone, {key}, best level each: {ratio:.2f}")
 print(f"kiln perf --target cuda --batch {batch} (host I/O): {perf:.0f} images/s")
