@@ -78,6 +78,7 @@ double value_at(const Tensor& t, int64_t i) {
     case DType::kU8: return t.data<uint8_t>()[i];
     case DType::kF32: return t.data<float>()[i];
     case DType::kF16: return static_cast<float>(t.data<Half>()[i]);
+    case DType::kI32: return t.data<int32_t>()[i];
     default: KILN_CHECK(false, "unexpected dtype"); return 0;
   }
 }
@@ -227,6 +228,53 @@ TEST_F(PipelineGpu, WarpsMatchTheCpu) {
                           {"out"},
                           {}}});
   }
+}
+
+TEST_F(PipelineGpu, BlurAndNoiseMatchTheCpuWithPerSampleArguments) {
+  // Sigmas from 0.3 (a 3-tap window) to 4 (25 taps, wider than the 1- and 3-pixel images, so the
+  // reflected borders fold more than once).
+  const OpSpec sigma{"random.uniform", {{"range", std::vector<double>{0.3, 4.0}}}, {}, {"s"}, {}};
+  expect_same_on_both({sigma, {"gaussian_blur", {}, {"images"}, {"out"}, {{"sigma", "s"}}}});
+  expect_same_on_both(
+      {{"gaussian_blur", {{"sigma", 1.5}, {"window_size", int64_t{5}}}, {"images"}, {"out"}, {}}},
+      1);
+  // Each sample draws its own noise from its seed, as the CPU does.
+  const OpSpec stddev{"random.uniform", {{"range", std::vector<double>{0.0, 40.0}}}, {}, {"d"}, {}};
+  expect_same_on_both(
+      {stddev, {"noise.gaussian", {{"mean", 3.5}}, {"images"}, {"out"}, {{"stddev", "d"}}}});
+  expect_same_on_both({{"noise.gaussian", {{"stddev", 20.0}}, {"images"}, {"out"}, {}}}, 1);
+  const OpSpec prob{"random.uniform", {{"range", std::vector<double>{0.0, 0.5}}}, {}, {"p"}, {}};
+  for (bool per_channel : {false, true}) {
+    SCOPED_TRACE(per_channel ? "per channel" : "per pixel");
+    expect_same_on_both({prob,
+                         {"noise.salt_and_pepper",
+                          {{"salt_vs_pepper", 0.3}, {"per_channel", per_channel}},
+                          {"images"},
+                          {"out"},
+                          {{"prob", "p"}}}});
+  }
+}
+
+TEST_F(PipelineGpu, PadAndCastMatchTheCpu) {
+  expect_same_on_both(
+      {{"pad",
+        {{"size", std::vector<int64_t>{60, 40}}, {"align", int64_t{8}}, {"fill_value", 300.0}},
+        {"images"},
+        {"out"},
+        {}}});
+  // float32 images: cast up, pad with a fraction, and back down (rounding and saturating).
+  expect_same_on_both({{"cast", {{"dtype", std::string("float32")}}, {"images"}, {"f"}, {}},
+                       {"pad", {{"align", int64_t{16}}, {"fill_value", -2.75}}, {"f"}, {"p"}, {}},
+                       {"cast", {{"dtype", std::string("int32")}}, {"p"}, {"i"}, {}},
+                       {"cast", {{"dtype", std::string("float32")}}, {"i"}, {"g"}, {}}});
+  expect_same_on_both({{"crop_mirror_normalize",
+                        {{"mean", std::vector<double>{128.0}},
+                         {"std", std::vector<double>{0.25}},
+                         {"output_layout", std::string("HWC")}},
+                        {"images"},
+                        {"n"},
+                        {}},
+                       {"cast", {{"dtype", std::string("uint8")}}, {"n"}, {"u"}, {}}});
 }
 
 TEST_F(PipelineGpu, GrayImagesTakeTheSamePath) {

@@ -571,13 +571,14 @@ TEST(PipelineTest, WiringErrorsNameTheOperator) {
   expect_error({reader_spec(dir.path()), {"decoders.image", {}, {"encoded"}, {"label"}, {}}},
                {"label"}, "tensor name \"label\" is already used");
   expect_error({reader_spec(dir.path() + "/missing")}, {"label"}, "missing\" does not exist");
-  OpSpec gpu_cast{"cast", {{"dtype", std::string("float32")}}, {"images"}, {"floats"}, {}};
-  gpu_cast.gpu = true;
-  expect_error({reader_spec(dir.path()), {"decoders.image", {}, {"encoded"}, {}, {}}, gpu_cast},
-               {"floats"},
-               "operator #2 (cast): has no GPU form; device \"gpu\" takes decoders.image, resize, "
+  OpSpec gpu_slice{"slice", {}, {"images", "label", "label"}, {"cut"}, {}};
+  gpu_slice.gpu = true;
+  expect_error({reader_spec(dir.path()), {"decoders.image", {}, {"encoded"}, {}, {}}, gpu_slice},
+               {"cut"},
+               "operator #2 (slice): has no GPU form; device \"gpu\" takes decoders.image, resize, "
                "random_resized_crop, crop, flip, crop_mirror_normalize, brightness_contrast, "
-               "gamma, hsv, color_twist, rotate, warp_affine");
+               "gamma, hsv, color_twist, rotate, warp_affine, gaussian_blur, noise.gaussian, "
+               "noise.salt_and_pepper, pad, cast");
   OpSpec gpu_flip{"flip", {}, {"images"}, {"flipped"}, {}};
   gpu_flip.gpu = true;
   expect_error({reader_spec(dir.path()),

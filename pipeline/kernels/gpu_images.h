@@ -60,6 +60,14 @@ struct GpuStep {
   Affine affine{};
   bool linear = false;
   uint8_t fill = 0;
+  // Blur steps: the 1-D taps, down and across (odd count).
+  std::vector<float> taps;
+  // Noise steps: the sample's seed; mean and stddev (gaussian) or prob and salt_vs_pepper (salt
+  // and pepper), and whether each channel draws on its own.
+  uint64_t seed = 0;
+  double noise_a = 0.0;
+  double noise_b = 0.0;
+  bool per_channel = false;
   // A decode step whose image was decoded on the CPU instead (not a JPEG the GPU decodes): it is
   // uploaded as it is.
   Tensor host;
@@ -104,6 +112,17 @@ class GpuStream {
   Result<GpuImages> color_matrix(const GpuImages& in, std::span<const GpuStep> steps);
   // Affine warp of each whole image to its step's output size (uint8).
   Result<GpuImages> warp(const GpuImages& in, std::span<const GpuStep> steps);
+
+  // Separable blur of each image with its step's taps (uint8, borders reflect-101; filter.h).
+  Result<GpuImages> blur(const GpuImages& in, std::span<const GpuStep> steps);
+  // Noise with each step's seed and parameters, the CPU kernels' draws (uint8; filter.h).
+  Result<GpuImages> gaussian_noise(const GpuImages& in, std::span<const GpuStep> steps);
+  Result<GpuImages> salt_and_pepper(const GpuImages& in, std::span<const GpuStep> steps);
+  // Each image at the top left of its step's output size, the rest `fill` (uint8 or float32).
+  Result<GpuImages> pad(const GpuImages& in, std::span<const GpuStep> steps, double fill);
+  // Every element converted to `dtype` (uint8, int32 or float32; kernels/warp.h's cast), any
+  // shapes.
+  Result<GpuImages> cast(const GpuImages& in, DType dtype);
 
   // JPEG decode: image i is steps[i].host uploaded when that is defined, else encoded[i] (a
   // baseline JPEG, JpegHeader::hardware_decodable()) decoded by the hardware decoder into

@@ -6,6 +6,8 @@
 #include <dlfcn.h>
 #include <fmt/format.h>
 
+#include <bit>
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <mutex>
@@ -568,6 +570,113 @@ Result<GpuImages> GpuStream::warp(const GpuImages& in, std::span<const GpuStep> 
                                                static_cast<const double*>(g.table), g.count,
                                                g.max_height, g.max_width, impl_->stream);
                    });
+}
+
+Result<GpuImages> GpuStream::blur(const GpuImages& in, std::span<const GpuStep> steps) {
+  KILN_CHECK(in.dtype == DType::kU8, "GpuStream::blur: uint8 images only");
+  // The table: {first tap, tap count} per image, then every image's taps.
+  std::vector<int32_t> index;
+  std::vector<float> taps;
+  for (const GpuStep& step : steps) {
+    KILN_CHECK(step.taps.size() % 2 == 1, "GpuStream::blur: an odd number of taps per image");
+    index.push_back(static_cast<int32_t>(taps.size()));
+    index.push_back(static_cast<int32_t>(step.taps.size()));
+    taps.insert(taps.end(), step.taps.begin(), step.taps.end());
+  }
+  std::vector<std::byte> table(index.size() * sizeof(int32_t) + taps.size() * sizeof(float));
+  std::memcpy(table.data(), index.data(), index.size() * sizeof(int32_t));
+  std::memcpy(table.data() + index.size() * sizeof(int32_t), taps.data(),
+              taps.size() * sizeof(float));
+  return run_steps(impl_, in, steps, DType::kU8, false, table, [&](const Grid& g, GpuImages& out) {
+    // The vertical pass's floats, image i at 4x its output's byte offset.
+    KILN_ASSIGN_OR_RETURN(std::shared_ptr<void> scratch,
+                          allocate(impl_, out.bytes * static_cast<int64_t>(sizeof(float))));
+    return cuda::blur_u8_cuda(static_cast<const uint8_t*>(in.data.get()),
+                              static_cast<uint8_t*>(out.data.get()),
+                              static_cast<float*>(scratch.get()), g.jobs, g.table, g.count,
+                              g.max_height, g.max_width, impl_->stream);
+  });
+}
+
+namespace {
+
+// Noise of `kind` (a launcher) with each step's draws.
+template <class Launcher>
+Result<GpuImages> run_noise(const std::shared_ptr<GpuStream::Impl>& impl, const GpuImages& in,
+                            std::span<const GpuStep> steps, Launcher launcher) {
+  KILN_CHECK(in.dtype == DType::kU8, "GpuStream: noise on uint8 images only");
+  std::vector<cuda::NoiseParams> params;
+  int64_t max_elements = 0;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    params.push_back(cuda::NoiseParams{steps[i].seed, steps[i].noise_a, steps[i].noise_b,
+                                       steps[i].per_channel ? 1 : 0});
+    max_elements = std::max(max_elements, in.shapes[i].numel());
+  }
+  return run_steps(impl, in, steps, DType::kU8, false, std::as_bytes(std::span(params)),
+                   [&](const Grid& g, GpuImages& out) {
+                     return launcher(static_cast<const uint8_t*>(in.data.get()),
+                                     static_cast<uint8_t*>(out.data.get()), g.jobs,
+                                     static_cast<const cuda::NoiseParams*>(g.table), g.count,
+                                     max_elements, impl->stream);
+                   });
+}
+
+}  // namespace
+
+Result<GpuImages> GpuStream::gaussian_noise(const GpuImages& in, std::span<const GpuStep> steps) {
+  return run_noise(impl_, in, steps, cuda::gaussian_noise_u8_cuda);
+}
+
+Result<GpuImages> GpuStream::salt_and_pepper(const GpuImages& in, std::span<const GpuStep> steps) {
+  return run_noise(impl_, in, steps, cuda::salt_and_pepper_u8_cuda);
+}
+
+Result<GpuImages> GpuStream::pad(const GpuImages& in, std::span<const GpuStep> steps, double fill) {
+  KILN_CHECK(in.dtype == DType::kU8 || in.dtype == DType::kF32,
+             "GpuStream::pad: uint8 or float32 images only");
+  // The fill as the element's bits, rounded and saturated for uint8 as kernels/warp.h does.
+  const uint32_t bits = in.dtype == DType::kU8
+                            ? static_cast<uint32_t>(std::clamp(std::round(fill), 0.0, 255.0))
+                            : std::bit_cast<uint32_t>(static_cast<float>(fill));
+  return run_steps(impl_, in, steps, in.dtype, false, {}, [&](const Grid& g, GpuImages& out) {
+    return cuda::pad_cuda(in.data.get(), out.data.get(), g.jobs, g.count, g.max_height, g.max_width,
+                          static_cast<int>(dtype_size(in.dtype)), bits, impl_->stream);
+  });
+}
+
+Result<GpuImages> GpuStream::cast(const GpuImages& in, DType dtype) {
+  if (in.dtype == dtype) return in;
+  GpuImages out;
+  out.dtype = dtype;
+  out.shapes = in.shapes;
+  out.bytes = pack(out.shapes, dtype, &out.offsets);
+  std::vector<cuda::ImageJob> jobs;
+  int64_t max_elements = 0;
+  for (size_t i = 0; i < in.size(); ++i) {
+    const int64_t n = in.shapes[i].numel();
+    if (n > std::numeric_limits<int32_t>::max()) {
+      return invalid_argument_error(fmt::format(
+          "pipeline on the GPU: cast takes tensors of at most 2^31 - 1 elements, got {}",
+          in.shapes[i].to_string()));
+    }
+    cuda::ImageJob job;
+    job.src_offset = in.offsets[i];
+    job.dst_offset = out.offsets[i];
+    job.src_height = 1;
+    job.src_width = static_cast<int32_t>(n);
+    jobs.push_back(job);
+    max_elements = std::max(max_elements, n);
+  }
+  if (jobs.size() > 65535) {
+    return invalid_argument_error(fmt::format(
+        "pipeline on the GPU: a batch holds at most 65535 images, got {}", jobs.size()));
+  }
+  KILN_ASSIGN_OR_RETURN(out.data, allocate(impl_, out.bytes));
+  KILN_ASSIGN_OR_RETURN(std::shared_ptr<void> table, upload_jobs(impl_, jobs));
+  KILN_RETURN_IF_ERROR(cuda::cast_cuda(
+      in.data.get(), out.data.get(), static_cast<const cuda::ImageJob*>(table.get()),
+      static_cast<int>(jobs.size()), max_elements, in.dtype, dtype, impl_->stream));
+  return out;
 }
 
 }  // namespace kiln::pipeline::kernels

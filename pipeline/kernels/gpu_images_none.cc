@@ -57,6 +57,21 @@ Result<GpuImages> GpuStream::color_matrix(const GpuImages&, std::span<const GpuS
 Result<GpuImages> GpuStream::warp(const GpuImages&, std::span<const GpuStep>) {
   return unreachable();
 }
+Result<GpuImages> GpuStream::blur(const GpuImages&, std::span<const GpuStep>) {
+  return unreachable();
+}
+Result<GpuImages> GpuStream::gaussian_noise(const GpuImages&, std::span<const GpuStep>) {
+  return unreachable();
+}
+Result<GpuImages> GpuStream::salt_and_pepper(const GpuImages&, std::span<const GpuStep>) {
+  return unreachable();
+}
+Result<GpuImages> GpuStream::pad(const GpuImages&, std::span<const GpuStep>, double) {
+  return unreachable();
+}
+Result<GpuImages> GpuStream::cast(const GpuImages&, DType) {
+  return unreachable();
+}
 Status GpuStream::synchronize() {
   return unreachable();
 }

@@ -16,10 +16,7 @@ class Cast final : public Operator {
   Status run(const SampleContext&, const OpArgs&, std::span<const Tensor> inputs,
              std::vector<Tensor>* outputs) const override {
     const Tensor& in = inputs[0];
-    if (in.dtype() != DType::kU8 && in.dtype() != DType::kI32 && in.dtype() != DType::kF32) {
-      return invalid_argument_error(fmt::format(
-          "operator cast: expected uint8, int32 or float32 input, got {}", dtype_name(in.dtype())));
-    }
+    KILN_RETURN_IF_ERROR(check_input(in.dtype()));
     if (in.dtype() == dtype_) {
       outputs->push_back(in);
       return Status();
@@ -30,7 +27,27 @@ class Cast final : public Operator {
     return Status();
   }
 
+  bool supports_gpu() const override { return true; }
+  Result<GpuSamplePlan> plan_gpu(const SampleContext&, const OpArgs&, const Shape& shape,
+                                 DType dtype, const Tensor*) const override {
+    KILN_RETURN_IF_ERROR(check_input(dtype));
+    return GpuSamplePlan{{}, shape, dtype_};
+  }
+  Result<kernels::GpuImages> run_gpu(kernels::GpuStream& stream, const kernels::GpuImages& images,
+                                     std::span<const Tensor>,
+                                     std::span<const kernels::GpuStep>) const override {
+    return stream.cast(images, dtype_);
+  }
+
  private:
+  static Status check_input(DType dtype) {
+    if (dtype != DType::kU8 && dtype != DType::kI32 && dtype != DType::kF32) {
+      return invalid_argument_error(fmt::format(
+          "operator cast: expected uint8, int32 or float32 input, got {}", dtype_name(dtype)));
+    }
+    return Status();
+  }
+
   DType dtype_;
 };
 

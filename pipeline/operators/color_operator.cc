@@ -28,8 +28,7 @@ Result<GpuSamplePlan> ColorOperator::plan_gpu(const SampleContext&, const OpArgs
   KILN_RETURN_IF_ERROR(by_table() ? check_gpu_image(schema().name, shape, dtype)
                                   : check_rgb(schema().name, shape, dtype));
   KILN_ASSIGN_OR_RETURN(ColorMap map, color_map(args));
-  GpuSamplePlan plan{
-      {kernels::Window{0, 0, shape[0], shape[1]}, shape[0], shape[1]}, shape, DType::kU8};
+  GpuSamplePlan plan = same_size_plan(shape, DType::kU8);
   if (map.lut) {
     plan.step.lut.assign(map.lut->begin(), map.lut->end());
   } else {

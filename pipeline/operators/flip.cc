@@ -31,10 +31,10 @@ class Flip final : public Operator {
   Result<GpuSamplePlan> plan_gpu(const SampleContext&, const OpArgs& args, const Shape& shape,
                                  DType dtype, const Tensor*) const override {
     KILN_RETURN_IF_ERROR(check_gpu_image("flip", shape, dtype));
-    kernels::GpuStep step{kernels::Window{0, 0, shape[0], shape[1]}, shape[0], shape[1]};
-    step.mirror = args.get_int("horizontal") != 0;
-    step.flip_vertical = args.get_int("vertical") != 0;
-    return GpuSamplePlan{step, shape, dtype};
+    GpuSamplePlan plan = same_size_plan(shape, dtype);
+    plan.step.mirror = args.get_int("horizontal") != 0;
+    plan.step.flip_vertical = args.get_int("vertical") != 0;
+    return plan;
   }
   Result<kernels::GpuImages> run_gpu(kernels::GpuStream& stream, const kernels::GpuImages& images,
                                      std::span<const Tensor>,

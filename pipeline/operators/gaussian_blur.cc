@@ -9,6 +9,16 @@
 namespace kiln::pipeline::detail {
 namespace {
 
+// The sample's taps (its sigma may be per-sample).
+Result<std::vector<float>> blur_taps(const OpArgs& args) {
+  const double sigma = args.get_float("sigma");
+  if (!(sigma > 0.0) || sigma > 100.0) {
+    return invalid_argument_error(
+        fmt::format("operator gaussian_blur: sigma must be in (0, 100], got {}", sigma));
+  }
+  return kernels::gaussian_taps(sigma, args.get_int("window_size"));
+}
+
 class GaussianBlur final : public Operator {
  public:
   using Operator::Operator;
@@ -17,17 +27,25 @@ class GaussianBlur final : public Operator {
              std::vector<Tensor>* outputs) const override {
     const Tensor& in = inputs[0];
     KILN_RETURN_IF_ERROR(check_image("gaussian_blur", in, true));
-    const double sigma = args.get_float("sigma");
-    const int64_t window = args.get_int("window_size");
-    if (!(sigma > 0.0) || sigma > 100.0) {
-      return invalid_argument_error(
-          fmt::format("operator gaussian_blur: sigma must be in (0, 100], got {}", sigma));
-    }
-    std::vector<float> taps = kernels::gaussian_taps(sigma, window);
+    KILN_ASSIGN_OR_RETURN(std::vector<float> taps, blur_taps(args));
     KILN_ASSIGN_OR_RETURN(Tensor out, kernels::allocate_uninitialized(DType::kU8, in.shape()));
     kernels::convolve_separable_u8(in.view(), out.view(), taps, taps);
     outputs->push_back(std::move(out));
     return Status();
+  }
+
+  bool supports_gpu() const override { return true; }
+  Result<GpuSamplePlan> plan_gpu(const SampleContext&, const OpArgs& args, const Shape& shape,
+                                 DType dtype, const Tensor*) const override {
+    KILN_RETURN_IF_ERROR(check_gpu_image("gaussian_blur", shape, dtype));
+    GpuSamplePlan plan = same_size_plan(shape, DType::kU8);
+    KILN_ASSIGN_OR_RETURN(plan.step.taps, blur_taps(args));
+    return plan;
+  }
+  Result<kernels::GpuImages> run_gpu(kernels::GpuStream& stream, const kernels::GpuImages& images,
+                                     std::span<const Tensor>,
+                                     std::span<const kernels::GpuStep> steps) const override {
+    return stream.blur(images, steps);
   }
 };
 

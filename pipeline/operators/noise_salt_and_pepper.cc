@@ -9,6 +9,16 @@
 namespace kiln::pipeline::detail {
 namespace {
 
+Status check_probabilities(const OpArgs& args) {
+  const double prob = args.get_float("prob"), salt = args.get_float("salt_vs_pepper");
+  if (!(prob >= 0.0 && prob <= 1.0 && salt >= 0.0 && salt <= 1.0)) {
+    return invalid_argument_error(fmt::format(
+        "operator noise.salt_and_pepper: prob {} and salt_vs_pepper {} must be in [0, 1]", prob,
+        salt));
+  }
+  return Status();
+}
+
 class NoiseSaltAndPepper final : public Operator {
  public:
   using Operator::Operator;
@@ -17,17 +27,31 @@ class NoiseSaltAndPepper final : public Operator {
              std::vector<Tensor>* outputs) const override {
     const Tensor& in = inputs[0];
     KILN_RETURN_IF_ERROR(check_image("noise.salt_and_pepper", in, true));
-    const double prob = args.get_float("prob"), salt = args.get_float("salt_vs_pepper");
-    if (!(prob >= 0.0 && prob <= 1.0 && salt >= 0.0 && salt <= 1.0)) {
-      return invalid_argument_error(fmt::format(
-          "operator noise.salt_and_pepper: prob {} and salt_vs_pepper {} must be in [0, 1]", prob,
-          salt));
-    }
+    KILN_RETURN_IF_ERROR(check_probabilities(args));
     KILN_ASSIGN_OR_RETURN(Tensor out, kernels::allocate_uninitialized(DType::kU8, in.shape()));
-    kernels::salt_and_pepper_u8(in.view(), out.view(), prob, salt, args.get_bool("per_channel"),
+    kernels::salt_and_pepper_u8(in.view(), out.view(), args.get_float("prob"),
+                                args.get_float("salt_vs_pepper"), args.get_bool("per_channel"),
                                 ctx.seed);
     outputs->push_back(std::move(out));
     return Status();
+  }
+
+  bool supports_gpu() const override { return true; }
+  Result<GpuSamplePlan> plan_gpu(const SampleContext& ctx, const OpArgs& args, const Shape& shape,
+                                 DType dtype, const Tensor*) const override {
+    KILN_RETURN_IF_ERROR(check_gpu_image("noise.salt_and_pepper", shape, dtype));
+    KILN_RETURN_IF_ERROR(check_probabilities(args));
+    GpuSamplePlan plan = same_size_plan(shape, DType::kU8);
+    plan.step.seed = ctx.seed;
+    plan.step.noise_a = args.get_float("prob");
+    plan.step.noise_b = args.get_float("salt_vs_pepper");
+    plan.step.per_channel = args.get_bool("per_channel");
+    return plan;
+  }
+  Result<kernels::GpuImages> run_gpu(kernels::GpuStream& stream, const kernels::GpuImages& images,
+                                     std::span<const Tensor>,
+                                     std::span<const kernels::GpuStep> steps) const override {
+    return stream.salt_and_pepper(images, steps);
   }
 };
 

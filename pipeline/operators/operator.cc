@@ -110,6 +110,11 @@ Status check_gpu_image(std::string_view op, const Shape& shape, DType dtype) {
   return Status();
 }
 
+GpuSamplePlan same_size_plan(const Shape& shape, DType out_dtype) {
+  return GpuSamplePlan{
+      {kernels::Window{0, 0, shape[0], shape[1]}, shape[0], shape[1]}, shape, out_dtype};
+}
+
 Status check_boxes(std::string_view op, const Tensor& boxes) {
   if (boxes.dtype() != DType::kF32 || boxes.rank() != 2 || boxes.shape()[1] != 4) {
     return invalid_argument_error(
@@ -156,7 +161,12 @@ std::span<const std::string_view> gpu_operator_names() {
                                                 "hsv",
                                                 "color_twist",
                                                 "rotate",
-                                                "warp_affine"};
+                                                "warp_affine",
+                                                "gaussian_blur",
+                                                "noise.gaussian",
+                                                "noise.salt_and_pepper",
+                                                "pad",
+                                                "cast"};
   return kNames;
 }
 

@@ -22,6 +22,9 @@ Status check_image(std::string_view op, const Tensor& image, bool u8_only);
 Status check_image(std::string_view op, const Shape& shape, DType dtype, bool u8_only);
 // check_image for a GPU operator: uint8, and no more channels than the GPU kernels take.
 Status check_gpu_image(std::string_view op, const Shape& shape, DType dtype);
+// The GPU plan of an operator that keeps each image's size: the whole image in, the same shape
+// out, of `out_dtype`.
+GpuSamplePlan same_size_plan(const Shape& shape, DType out_dtype);
 // Checks the arguments rotate and warp_affine share: size ([] or [height, width] > 0),
 // interp_type (nearest or linear) and fill_value (0 to 255). Errors name `op`.
 Status check_warp_args(std::string_view op, const OpArgs& args);

@@ -287,6 +287,11 @@ TEST(OperatorsTest, GpuPlansGiveTheShapesAndWindowsTheCpuRunMakes) {
       {"color_twist", {{"contrast", 1.2}}, {{"hue", -20.0}}},
       {"rotate", {{"interp_type", std::string("linear")}, {"angle", 0.0}}, {{"angle", 33.0}}},
       {"warp_affine", {{"matrix", std::vector<double>{0.9, 0.1, 2.0, -0.2, 1.1, -3.0}}}, {}},
+      {"gaussian_blur", {}, {{"sigma", 2.5}}},
+      {"noise.gaussian", {{"mean", 2.0}}, {{"stddev", 9.0}}},
+      {"noise.salt_and_pepper", {{"per_channel", true}}, {{"prob", 0.2}}},
+      {"pad", {{"size", std::vector<int64_t>{33, 35}}, {"align", int64_t{4}}}, {}},
+      {"cast", {{"dtype", std::string("int32")}}, {}},
   };
   std::vector<std::string> covered;
   Tensor in = image(30, 40, 3);
@@ -347,9 +352,9 @@ TEST(OperatorsTest, GpuPlansGiveTheShapesAndWindowsTheCpuRunMakes) {
   for (std::string_view name : gpu_operator_names()) {
     EXPECT_NE(std::find(covered.begin(), covered.end(), name), covered.end()) << name;
   }
-  auto cast = create_operator("cast", {{"dtype", std::string("float32")}});
-  ASSERT_TRUE(cast.ok()) << cast.status().to_string();
-  EXPECT_FALSE((*cast)->supports_gpu());
+  auto coin = create_operator("random.coin_flip", {});
+  ASSERT_TRUE(coin.ok()) << coin.status().to_string();
+  EXPECT_FALSE((*coin)->supports_gpu());
 }
 
 TEST(OperatorsTest, GpuPlansRejectWhatTheKernelsCannotTake) {
@@ -370,6 +375,24 @@ TEST(OperatorsTest, GpuPlansRejectWhatTheKernelsCannotTake) {
       (*cmn)->plan_gpu(SampleContext{}, (*cmn)->args(), Shape{4, 4, 3}, DType::kU8, nullptr);
   ASSERT_FALSE(small.ok());
   EXPECT_THAT(small.status().message(), HasSubstr("crop_mirror_normalize"));
+  // The per-sample checks of the CPU forms hold on the GPU too.
+  auto blur = create_operator("gaussian_blur", {});
+  OpArgs args = (*blur)->args();
+  args.set_sample_value("sigma", 0.0);
+  auto flat = (*blur)->plan_gpu(SampleContext{}, args, Shape{4, 4, 3}, DType::kU8, nullptr);
+  ASSERT_FALSE(flat.ok());
+  EXPECT_THAT(flat.status().message(), HasSubstr("sigma must be in (0, 100], got 0"));
+  auto pad = create_operator("pad", {{"align", int64_t{2}}});
+  auto five_floats =
+      (*pad)->plan_gpu(SampleContext{}, (*pad)->args(), Shape{4, 4, 5}, DType::kF32, nullptr);
+  ASSERT_FALSE(five_floats.ok());
+  EXPECT_THAT(five_floats.status().message(),
+              HasSubstr("operator pad: on the GPU, images have at most 4 channels"));
+  auto cast = create_operator("cast", {{"dtype", std::string("uint8")}});
+  auto halves =
+      (*cast)->plan_gpu(SampleContext{}, (*cast)->args(), Shape{4, 4, 3}, DType::kF16, nullptr);
+  ASSERT_FALSE(halves.ok());
+  EXPECT_THAT(halves.status().message(), HasSubstr("expected uint8, int32 or float32 input"));
 }
 
 }  // namespace

@@ -13,6 +13,23 @@ int64_t round_up(int64_t v, int64_t align) {
   return align <= 1 ? v : (v + align - 1) / align * align;
 }
 
+// The padded shape of an image of `shape` and `dtype`, or why it cannot be padded.
+Result<Shape> padded_shape(const OpArgs& args, const Shape& shape, DType dtype) {
+  KILN_RETURN_IF_ERROR(check_image("pad", shape, dtype, false));
+  if (dtype != DType::kU8 && dtype != DType::kF32) {
+    return invalid_argument_error(
+        fmt::format("operator pad: expected uint8 or float32 images, got {}", dtype_name(dtype)));
+  }
+  const auto& size = args.get_ints("size");
+  const int64_t align = args.get_int("align");
+  int64_t h = shape[0], w = shape[1];
+  if (!size.empty()) {
+    h = std::max(h, size[0]);
+    w = std::max(w, size[1]);
+  }
+  return Shape{round_up(h, align), round_up(w, align), shape[2]};
+}
+
 class Pad final : public Operator {
  public:
   using Operator::Operator;
@@ -20,25 +37,28 @@ class Pad final : public Operator {
   Status run(const SampleContext&, const OpArgs& args, std::span<const Tensor> inputs,
              std::vector<Tensor>* outputs) const override {
     const Tensor& in = inputs[0];
-    KILN_RETURN_IF_ERROR(check_image("pad", in, false));
-    if (in.dtype() != DType::kU8 && in.dtype() != DType::kF32) {
-      return invalid_argument_error(fmt::format(
-          "operator pad: expected uint8 or float32 images, got {}", dtype_name(in.dtype())));
-    }
-    const auto& size = args.get_ints("size");
-    const int64_t align = args.get_int("align");
-    int64_t h = in.shape()[0], w = in.shape()[1];
-    if (!size.empty()) {
-      h = std::max(h, size[0]);
-      w = std::max(w, size[1]);
-    }
-    h = round_up(h, align);
-    w = round_up(w, align);
-    KILN_ASSIGN_OR_RETURN(Tensor out,
-                          kernels::allocate_uninitialized(in.dtype(), Shape{h, w, in.shape()[2]}));
+    KILN_ASSIGN_OR_RETURN(Shape shape, padded_shape(args, in.shape(), in.dtype()));
+    KILN_ASSIGN_OR_RETURN(Tensor out, kernels::allocate_uninitialized(in.dtype(), shape));
     kernels::pad_hwc(in.view(), out.view(), args.get_float("fill_value"));
     outputs->push_back(std::move(out));
     return Status();
+  }
+
+  bool supports_gpu() const override { return true; }
+  Result<GpuSamplePlan> plan_gpu(const SampleContext&, const OpArgs& args, const Shape& shape,
+                                 DType dtype, const Tensor*) const override {
+    KILN_ASSIGN_OR_RETURN(Shape out, padded_shape(args, shape, dtype));
+    if (shape[2] > kernels::cuda_max_channels()) {
+      return invalid_argument_error(
+          fmt::format("operator pad: on the GPU, images have at most {} channels, got {}",
+                      kernels::cuda_max_channels(), shape.to_string()));
+    }
+    return GpuSamplePlan{{kernels::Window{0, 0, shape[0], shape[1]}, out[0], out[1]}, out, dtype};
+  }
+  Result<kernels::GpuImages> run_gpu(kernels::GpuStream& stream, const kernels::GpuImages& images,
+                                     std::span<const Tensor>,
+                                     std::span<const kernels::GpuStep> steps) const override {
+    return stream.pad(images, steps, args().get_float("fill_value"));
   }
 };
 

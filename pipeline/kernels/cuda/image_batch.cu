@@ -3,7 +3,9 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <string>
+#include <type_traits>
 
 #include "pipeline/kernels/cuda/image_batch.h"
 
@@ -240,6 +242,161 @@ __global__ void warp_u8_kernel(const uint8_t* src, uint8_t* dst, const ImageJob*
   }
 }
 
+// Reflect-101 index into [0, n), as filter.cc's.
+__device__ int reflect101(int i, int n) {
+  if (n == 1) return 0;
+  while (i < 0 || i >= n) i = i < 0 ? -i : 2 * (n - 1) - i;
+  return i;
+}
+
+// The vertical pass: scratch[y][x][c] = sum_k taps[k] * src[reflect(y + k - r)][x][c], summed in
+// tap order without fused multiply-adds, as the CPU does.
+__global__ void blur_vertical_kernel(const uint8_t* src, float* scratch, const ImageJob* jobs,
+                                     const int2* index, const float* taps) {
+  const ImageJob job = jobs[blockIdx.z];
+  const int x = blockIdx.x * kTile + threadIdx.x;
+  const int y = blockIdx.y * kTile + threadIdx.y;
+  if (x >= job.dst_width || y >= job.dst_height) return;
+  const int2 t = index[blockIdx.z];
+  const float* w = taps + t.x;
+  const int r = t.y / 2, c = job.channels;
+  const size_t row = static_cast<size_t>(job.src_width) * c;
+  const uint8_t* in = src + job.src_offset + static_cast<size_t>(x) * c;
+  float* out = scratch + job.dst_offset + (static_cast<size_t>(y) * job.dst_width + x) * c;
+  for (int ch = 0; ch < c; ++ch) {
+    float acc = 0.0f;
+    for (int k = 0; k < t.y; ++k) {
+      const uint8_t v = in[static_cast<size_t>(reflect101(y + k - r, job.src_height)) * row + ch];
+      acc = __fadd_rn(acc, __fmul_rn(w[k], static_cast<float>(v)));
+    }
+    out[ch] = acc;
+  }
+}
+
+__global__ void blur_horizontal_kernel(const float* scratch, uint8_t* dst, const ImageJob* jobs,
+                                       const int2* index, const float* taps) {
+  const ImageJob job = jobs[blockIdx.z];
+  const int x = blockIdx.x * kTile + threadIdx.x;
+  const int y = blockIdx.y * kTile + threadIdx.y;
+  if (x >= job.dst_width || y >= job.dst_height) return;
+  const int2 t = index[blockIdx.z];
+  const float* w = taps + t.x;
+  const int r = t.y / 2, c = job.channels;
+  const float* in = scratch + job.dst_offset + static_cast<size_t>(y) * job.dst_width * c;
+  uint8_t* out = dst + job.dst_offset + (static_cast<size_t>(y) * job.dst_width + x) * c;
+  for (int ch = 0; ch < c; ++ch) {
+    float acc = 0.0f;
+    for (int k = 0; k < t.y; ++k) {
+      const float v = in[static_cast<size_t>(reflect101(x + k - r, job.dst_width)) * c + ch];
+      acc = __fadd_rn(acc, __fmul_rn(w[k], v));
+    }
+    out[ch] = round_u8(acc);
+  }
+}
+
+// Draw `index` (0-based) of filter.cc's splitmix64 generator seeded with `seed`: its state only
+// ever adds the constant, so any draw is computed directly.
+__device__ double uniform_draw(uint64_t seed, uint64_t index) {
+  uint64_t z = seed + (index + 1) * 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return static_cast<double>((z ^ (z >> 31)) >> 11) * 0x1.0p-53;
+}
+
+__device__ uint8_t noisy(uint8_t v, double mean, double stddev, double z) {
+  // The CPU computes src + mean + stddev * z in double, then rounds to float.
+  const double sum = __dadd_rn(__dadd_rn(static_cast<double>(v), mean), __dmul_rn(stddev, z));
+  return round_u8(static_cast<float>(sum));
+}
+
+// One thread per pair of elements: Box-Muller turns draws 2i and 2i + 1 into the pair's normals.
+__global__ void gaussian_noise_kernel(const uint8_t* src, uint8_t* dst, const ImageJob* jobs,
+                                      const NoiseParams* params) {
+  const ImageJob job = jobs[blockIdx.z];
+  const int64_t n = static_cast<int64_t>(job.src_height) * job.src_width * job.channels;
+  const int64_t pair = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const int64_t i = 2 * pair;
+  if (i >= n) return;
+  const NoiseParams p = params[blockIdx.z];
+  const double u1 = 1.0 - uniform_draw(p.seed, 2 * pair), u2 = uniform_draw(p.seed, 2 * pair + 1);
+  const double radius = sqrt(-2.0 * log(u1));
+  const double angle = 2.0 * 3.14159265358979323846 * u2;
+  const uint8_t* in = src + job.src_offset;
+  uint8_t* out = dst + job.dst_offset;
+  out[i] = noisy(in[i], p.a, p.b, radius * cos(angle));
+  if (i + 1 < n) out[i + 1] = noisy(in[i + 1], p.a, p.b, radius * sin(angle));
+}
+
+// One thread per pixel (or per element when per_channel): draw 2i decides a hit, 2i + 1 salt.
+__global__ void salt_and_pepper_kernel(const uint8_t* src, uint8_t* dst, const ImageJob* jobs,
+                                       const NoiseParams* params) {
+  const ImageJob job = jobs[blockIdx.z];
+  const NoiseParams p = params[blockIdx.z];
+  const int group = p.per_channel ? 1 : job.channels;
+  const int64_t n = static_cast<int64_t>(job.src_height) * job.src_width * job.channels / group;
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  const bool hit = uniform_draw(p.seed, 2 * i) < p.a;
+  const uint8_t value = uniform_draw(p.seed, 2 * i + 1) < p.b ? 255 : 0;
+  const uint8_t* in = src + job.src_offset + i * group;
+  uint8_t* out = dst + job.dst_offset + i * group;
+  for (int k = 0; k < group; ++k) out[k] = hit ? value : in[k];
+}
+
+template <class T>
+__global__ void pad_kernel(const uint8_t* src, uint8_t* dst, const ImageJob* jobs, T fill) {
+  const ImageJob job = jobs[blockIdx.z];
+  const int x = blockIdx.x * kTile + threadIdx.x;
+  const int y = blockIdx.y * kTile + threadIdx.y;
+  if (x >= job.dst_width || y >= job.dst_height) return;
+  const int c = job.channels;
+  T* out =
+      reinterpret_cast<T*>(dst + job.dst_offset) + (static_cast<size_t>(y) * job.dst_width + x) * c;
+  if (y < job.src_height && x < job.src_width) {
+    const T* in = reinterpret_cast<const T*>(src + job.src_offset) +
+                  (static_cast<size_t>(y) * job.src_width + x) * c;
+    for (int ch = 0; ch < c; ++ch) out[ch] = in[ch];
+  } else {
+    for (int ch = 0; ch < c; ++ch) out[ch] = fill;
+  }
+}
+
+template <class To, class From>
+__device__ To convert(From v) {
+  if constexpr (std::is_floating_point_v<To> || !std::is_floating_point_v<From>) {
+    if constexpr (std::is_same_v<To, uint8_t> && !std::is_same_v<From, uint8_t>) {
+      const auto w = static_cast<int64_t>(v);
+      return static_cast<To>(w < 0 ? 0 : w > 255 ? 255 : w);
+    } else {
+      return static_cast<To>(v);
+    }
+  } else {
+    if (isnan(v)) return 0;
+    const double r = round(static_cast<double>(v));
+    constexpr double lo = std::is_same_v<To, uint8_t> ? 0.0 : -2147483648.0;
+    constexpr double hi = std::is_same_v<To, uint8_t> ? 255.0 : 2147483647.0;
+    return static_cast<To>(fmin(fmax(r, lo), hi));
+  }
+}
+
+template <class From, class To>
+__global__ void cast_kernel(const uint8_t* src, uint8_t* dst, const ImageJob* jobs) {
+  const ImageJob job = jobs[blockIdx.z];
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= job.src_width) return;
+  const From* in = reinterpret_cast<const From*>(src + job.src_offset);
+  To* out = reinterpret_cast<To*>(dst + job.dst_offset);
+  out[i] = convert<To>(in[i]);
+}
+
+constexpr int kFlatBlock = 256;
+
+dim3 flat_grid(int count, int64_t max_units) {
+  return dim3(
+      static_cast<unsigned>(std::max<int64_t>((max_units + kFlatBlock - 1) / kFlatBlock, 1)), 1,
+      static_cast<unsigned>(count));
+}
+
 dim3 grid_for(int count, int max_height, int max_width) {
   return dim3(static_cast<unsigned>((max_width + kTile - 1) / kTile),
               static_cast<unsigned>((max_height + kTile - 1) / kTile),
@@ -250,6 +407,20 @@ Status launched(const char* what) {
   const cudaError_t err = cudaGetLastError();
   if (err == cudaSuccess) return Status();
   return unavailable_error(std::string(what) + ": " + cudaGetErrorString(err));
+}
+
+template <class From>
+Status launch_cast_from(const uint8_t* src, uint8_t* dst, const ImageJob* jobs, dim3 grid, DType to,
+                        cudaStream_t s) {
+  switch (to) {
+    case DType::kU8: cast_kernel<From, uint8_t><<<grid, kFlatBlock, 0, s>>>(src, dst, jobs); break;
+    case DType::kI32: cast_kernel<From, int32_t><<<grid, kFlatBlock, 0, s>>>(src, dst, jobs); break;
+    case DType::kF32: cast_kernel<From, float><<<grid, kFlatBlock, 0, s>>>(src, dst, jobs); break;
+    default:
+      return invalid_argument_error(std::string("cast_cuda: no ") + std::string(dtype_name(to)) +
+                                    " output");
+  }
+  return launched("cast_cuda");
 }
 
 }  // namespace
@@ -331,6 +502,75 @@ Status warp_u8_cuda(const uint8_t* src, uint8_t* dst, const ImageJob* jobs, cons
   warp_u8_kernel<<<grid_for(count, max_height, max_width), dim3(kTile, kTile), 0,
                    static_cast<cudaStream_t>(stream)>>>(src, dst, jobs, warps);
   return launched("warp_u8_cuda");
+}
+
+Status blur_u8_cuda(const uint8_t* src, uint8_t* dst, float* scratch, const ImageJob* jobs,
+                    const void* taps, int count, int max_height, int max_width, void* stream) {
+  if (count == 0) return Status();
+  const dim3 grid = grid_for(count, max_height, max_width);
+  const dim3 block(kTile, kTile);
+  auto s = static_cast<cudaStream_t>(stream);
+  const auto* index = static_cast<const int2*>(taps);
+  const auto* weights = reinterpret_cast<const float*>(index + count);
+  blur_vertical_kernel<<<grid, block, 0, s>>>(src, scratch, jobs, index, weights);
+  KILN_RETURN_IF_ERROR(launched("blur_u8_cuda"));
+  blur_horizontal_kernel<<<grid, block, 0, s>>>(scratch, dst, jobs, index, weights);
+  return launched("blur_u8_cuda");
+}
+
+Status gaussian_noise_u8_cuda(const uint8_t* src, uint8_t* dst, const ImageJob* jobs,
+                              const NoiseParams* params, int count, int64_t max_elements,
+                              void* stream) {
+  if (count == 0) return Status();
+  gaussian_noise_kernel<<<flat_grid(count, (max_elements + 1) / 2), kFlatBlock, 0,
+                          static_cast<cudaStream_t>(stream)>>>(src, dst, jobs, params);
+  return launched("gaussian_noise_u8_cuda");
+}
+
+Status salt_and_pepper_u8_cuda(const uint8_t* src, uint8_t* dst, const ImageJob* jobs,
+                               const NoiseParams* params, int count, int64_t max_elements,
+                               void* stream) {
+  if (count == 0) return Status();
+  salt_and_pepper_kernel<<<flat_grid(count, max_elements), kFlatBlock, 0,
+                           static_cast<cudaStream_t>(stream)>>>(src, dst, jobs, params);
+  return launched("salt_and_pepper_u8_cuda");
+}
+
+Status pad_cuda(const void* src, void* dst, const ImageJob* jobs, int count, int max_height,
+                int max_width, int element_size, uint32_t fill, void* stream) {
+  if (count == 0) return Status();
+  const dim3 grid = grid_for(count, max_height, max_width);
+  const dim3 block(kTile, kTile);
+  auto s = static_cast<cudaStream_t>(stream);
+  auto in = static_cast<const uint8_t*>(src);
+  auto out = static_cast<uint8_t*>(dst);
+  switch (element_size) {
+    case 1:
+      pad_kernel<uint8_t><<<grid, block, 0, s>>>(in, out, jobs, static_cast<uint8_t>(fill));
+      break;
+    case 4: pad_kernel<uint32_t><<<grid, block, 0, s>>>(in, out, jobs, fill); break;
+    default:
+      return invalid_argument_error("pad_cuda: elements must be 1 or 4 bytes, got " +
+                                    std::to_string(element_size));
+  }
+  return launched("pad_cuda");
+}
+
+Status cast_cuda(const void* src, void* dst, const ImageJob* jobs, int count, int64_t max_elements,
+                 DType from, DType to, void* stream) {
+  if (count == 0) return Status();
+  const dim3 grid = flat_grid(count, max_elements);
+  auto s = static_cast<cudaStream_t>(stream);
+  auto in = static_cast<const uint8_t*>(src);
+  auto out = static_cast<uint8_t*>(dst);
+  switch (from) {
+    case DType::kU8: return launch_cast_from<uint8_t>(in, out, jobs, grid, to, s);
+    case DType::kI32: return launch_cast_from<int32_t>(in, out, jobs, grid, to, s);
+    case DType::kF32: return launch_cast_from<float>(in, out, jobs, grid, to, s);
+    default:
+      return invalid_argument_error(std::string("cast_cuda: no ") + std::string(dtype_name(from)) +
+                                    " input");
+  }
 }
 
 }  // namespace kiln::pipeline::kernels::cuda

@@ -75,4 +75,41 @@ Status color_matrix_u8_cuda(const uint8_t* src, uint8_t* dst, const ImageJob* jo
 Status warp_u8_cuda(const uint8_t* src, uint8_t* dst, const ImageJob* jobs, const double* warps,
                     int count, int max_height, int max_width, void* stream);
 
+// uint8 -> uint8 separable blur with filter.h's arithmetic (a vertical pass into `scratch`, float
+// values at 4x each output's byte offset, then a horizontal pass; borders reflect-101). `taps`
+// holds, per job, an int2 {first tap's index, tap count} (count odd), followed by every job's
+// taps as floats, in device memory.
+Status blur_u8_cuda(const uint8_t* src, uint8_t* dst, float* scratch, const ImageJob* jobs,
+                    const void* taps, int count, int max_height, int max_width, void* stream);
+
+// Per-image noise parameters: the sample's seed and, for gaussian noise, mean and stddev; for salt
+// and pepper, prob and salt_vs_pepper (filter.h's draws, in the same order).
+struct NoiseParams {
+  uint64_t seed = 0;
+  double a = 0.0;
+  double b = 0.0;
+  int32_t per_channel = 0;
+};
+
+// uint8 -> uint8 noise over whole images, each element's draws the ones filter.h's sequential
+// generator gives it; `params` holds one NoiseParams per job in device memory. `max_elements`
+// bounds every image's element count.
+Status gaussian_noise_u8_cuda(const uint8_t* src, uint8_t* dst, const ImageJob* jobs,
+                              const NoiseParams* params, int count, int64_t max_elements,
+                              void* stream);
+Status salt_and_pepper_u8_cuda(const uint8_t* src, uint8_t* dst, const ImageJob* jobs,
+                               const NoiseParams* params, int count, int64_t max_elements,
+                               void* stream);
+
+// Each whole image placed at the top left of its larger output, the rest `fill` (the element's
+// bits: 1 byte for uint8, 4 for float32).
+Status pad_cuda(const void* src, void* dst, const ImageJob* jobs, int count, int max_height,
+                int max_width, int element_size, uint32_t fill, void* stream);
+
+// Element-wise conversion between uint8, int32 and float32 with kernels/warp.h's cast rules (float
+// to integer rounds half away from zero and saturates, NaN gives 0). Job i converts src_width
+// elements (src_height 1) from src_offset to dst_offset.
+Status cast_cuda(const void* src, void* dst, const ImageJob* jobs, int count, int64_t max_elements,
+                 DType from, DType to, void* stream);
+
 }  // namespace kiln::pipeline::kernels::cuda
