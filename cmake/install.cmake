@@ -51,6 +51,9 @@ kiln_install_dependency(image_codecs ITEMS PkgConfig::KILN_IMAGE_CODECS
 kiln_install_dependency(spng ITEMS PkgConfig::SPNG
   FIND "find_dependency(PkgConfig)\npkg_check_modules(SPNG REQUIRED QUIET IMPORTED_TARGET spng)"
   DEB libspng-dev pkg-config PKG_CONFIG spng)
+kiln_install_dependency(deflate ITEMS PkgConfig::DEFLATE
+  FIND "find_dependency(PkgConfig)\npkg_check_modules(DEFLATE REQUIRED QUIET IMPORTED_TARGET libdeflate)"
+  DEB libdeflate-dev pkg-config PKG_CONFIG libdeflate)
 kiln_install_dependency(jpeg ITEMS libjpeg-turbo::turbojpeg libjpeg-turbo::jpeg
   FIND "find_dependency(libjpeg-turbo CONFIG)" DEB libturbojpeg0-dev libjpeg62-turbo-dev
   PKG_CONFIG libturbojpeg libjpeg)

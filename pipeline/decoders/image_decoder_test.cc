@@ -2,13 +2,17 @@
 // Tests JPEG and PNG decoding on files encoded by libjpeg-turbo and libspng, and bad inputs.
 #include "pipeline/decoders/image_decoder.h"
 
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <libdeflate.h>
 #include <turbojpeg.h>
 
 #include <cmath>
+#include <random>
 
 #include "core/mapped_file.h"
+#include "pipeline/decoders/codecs.h"
 #include "pipeline/testing/test_images.h"
 
 namespace kiln::pipeline {
@@ -214,6 +218,124 @@ TEST(ImageDecoderTest, JpegWindowDecodeWithScaleAndPngWindow) {
   auto outside = decode_image_window(as_span(png), "x.png", options, {250, 0, 100, 10});
   ASSERT_FALSE(outside.ok());
   EXPECT_THAT(outside.status().message(), HasSubstr("outside the 400x300 image"));
+}
+
+// A PNG written here byte by byte: 8-bit, color type `color_type` (0, 2, 4 or 6), row y filtered
+// with filter y % 5 (or `filter` for every row when it is set), the zlib stream split into IDAT
+// chunks of `chunk` bytes.
+std::vector<uint8_t> write_png(const std::vector<uint8_t>& pixels, int w, int h, int color_type,
+                               int chunk, int filter = -1) {
+  const int bpp = color_type == 0 ? 1 : color_type == 4 ? 2 : color_type == 2 ? 3 : 4;
+  const int stride = w * bpp;
+  std::vector<uint8_t> raw;
+  for (int y = 0; y < h; ++y) {
+    const int type = filter >= 0 ? filter : y % 5;
+    raw.push_back(static_cast<uint8_t>(type));
+    const uint8_t* cur = pixels.data() + y * stride;
+    const uint8_t* prev = y > 0 ? cur - stride : nullptr;
+    for (int i = 0; i < stride; ++i) {
+      const int a = i >= bpp ? cur[i - bpp] : 0, b = prev ? prev[i] : 0;
+      const int c = prev && i >= bpp ? prev[i - bpp] : 0;
+      const int p = a + b - c;
+      const int pa = std::abs(p - a), pb = std::abs(p - b), pc = std::abs(p - c);
+      const int predictors[] = {0, a, b, (a + b) / 2, pa <= pb && pa <= pc ? a : pb <= pc ? b : c};
+      raw.push_back(static_cast<uint8_t>(cur[i] - (type < 5 ? predictors[type] : 0)));
+    }
+  }
+  libdeflate_compressor* compressor = libdeflate_alloc_compressor(6);
+  std::vector<uint8_t> z(libdeflate_zlib_compress_bound(compressor, raw.size()));
+  z.resize(libdeflate_zlib_compress(compressor, raw.data(), raw.size(), z.data(), z.size()));
+  libdeflate_free_compressor(compressor);
+  std::vector<uint8_t> png = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+  auto put32 = [&](uint32_t v) {
+    for (int shift : {24, 16, 8, 0}) png.push_back(static_cast<uint8_t>(v >> shift));
+  };
+  auto put_chunk = [&](const char* type, const uint8_t* data, size_t n) {
+    put32(static_cast<uint32_t>(n));
+    const size_t start = png.size();
+    png.insert(png.end(), type, type + 4);
+    png.insert(png.end(), data, data + n);
+    put32(libdeflate_crc32(0, png.data() + start, n + 4));
+  };
+  const uint8_t ihdr[] = {0, 0,
+                          0, static_cast<uint8_t>(w),
+                          0, 0,
+                          0, static_cast<uint8_t>(h),
+                          8, static_cast<uint8_t>(color_type),
+                          0, 0,
+                          0};
+  put_chunk("IHDR", ihdr, sizeof(ihdr));
+  for (size_t at = 0; at < z.size(); at += static_cast<size_t>(chunk)) {
+    put_chunk("IDAT", z.data() + at, std::min(z.size() - at, static_cast<size_t>(chunk)));
+  }
+  put_chunk("IEND", nullptr, 0);
+  return png;
+}
+
+TEST(ImageDecoderTest, PngOfEveryFilterAndEightBitColourTypeDecodesExactly) {
+  // Rows filtered with each of the five filters, zlib streams in one or many IDAT chunks; every
+  // colour type the libdeflate path takes, into each output format, against libspng's rules:
+  // gray repeated into RGB, alpha dropped, BT.601 luma for gray from colour.
+  std::mt19937 rng(5);
+  const int w = 13, h = 11;
+  for (int color_type : {0, 4, 2, 6}) {
+    const int bpp = color_type == 0 ? 1 : color_type == 4 ? 2 : color_type == 2 ? 3 : 4;
+    std::vector<uint8_t> pixels(static_cast<size_t>(w * h * bpp));
+    for (uint8_t& v : pixels) v = static_cast<uint8_t>(rng());
+    for (int chunk : {1 << 20, 97, 1}) {
+      SCOPED_TRACE(fmt::format("colour type {}, IDAT chunks of {} bytes", color_type, chunk));
+      std::vector<uint8_t> png = write_png(pixels, w, h, color_type, chunk);
+      for (ColorFormat color : {ColorFormat::kRGB, ColorFormat::kBGR, ColorFormat::kGray}) {
+        // The libdeflate path itself takes it, and decode_image gives what it gives.
+        std::optional<Tensor> fast = detail::decode_simple_png(as_span(png), color);
+        ASSERT_TRUE(fast.has_value());
+        auto decoded = decode_image(as_span(png), "f.png", {color});
+        ASSERT_TRUE(decoded.ok()) << decoded.status().to_string();
+        EXPECT_TRUE(decoded->equals(*fast));
+        const int channels = color == ColorFormat::kGray ? 1 : 3;
+        ASSERT_EQ(decoded->shape(), Shape({h, w, channels}));
+        std::vector<uint8_t> expected;
+        for (int i = 0; i < w * h; ++i) {
+          const uint8_t* p = pixels.data() + i * bpp;
+          if (bpp <= 2) {
+            expected.insert(expected.end(), static_cast<size_t>(channels), p[0]);
+          } else if (color == ColorFormat::kGray) {
+            expected.push_back(static_cast<uint8_t>(
+                (19595u * p[0] + 38470u * p[1] + 7471u * p[2] + 32768u) >> 16));
+          } else if (color == ColorFormat::kBGR) {
+            expected.insert(expected.end(), {p[2], p[1], p[0]});
+          } else {
+            expected.insert(expected.end(), {p[0], p[1], p[2]});
+          }
+        }
+        EXPECT_EQ(max_diff(*decoded, expected), 0) << static_cast<int>(color);
+      }
+    }
+  }
+}
+
+TEST(ImageDecoderTest, PngFaultsTheFastPathFindsAreLibspngsErrors) {
+  std::vector<uint8_t> pixels(7 * 5 * 3, 77);
+  std::vector<uint8_t> bad_filter = write_png(pixels, 7, 5, 2, 1 << 20, 5);
+  std::vector<uint8_t> bad_crc = write_png(pixels, 7, 5, 2, 4);
+  bad_crc[8 + 25 + 12 + 4 + 8 + 2] ^= 0x40;  // in the second IDAT chunk's data
+  std::vector<uint8_t> split = write_png(pixels, 7, 5, 2, 4);
+  // An ancillary chunk between two IDATs: IDATs must be consecutive.
+  const uint8_t text[] = {0, 0, 0, 1, 't', 'E', 'X', 't', 'a', 0, 0, 0, 0};
+  split.insert(split.begin() + 8 + 25 + 16, std::begin(text), std::end(text));
+  std::vector<uint8_t> short_stream = write_png(pixels, 7, 4, 2, 1 << 20);
+  short_stream[8 + 8 + 7] = 5;  // IHDR says 5 rows where the stream holds 4
+  const uint32_t crc = libdeflate_crc32(0, short_stream.data() + 12, 17);
+  for (int i = 0; i < 4; ++i) short_stream[29 + i] = static_cast<uint8_t>(crc >> (24 - 8 * i));
+  EXPECT_TRUE(detail::decode_simple_png(as_span(write_png(pixels, 7, 5, 2, 4)), {}).has_value());
+  for (const auto& [name, bytes] :
+       {std::pair{"filter.png", bad_filter}, std::pair{"crc.png", bad_crc},
+        std::pair{"split.png", split}, std::pair{"short.png", short_stream}}) {
+    EXPECT_FALSE(detail::decode_simple_png(as_span(bytes), {}).has_value()) << name;
+    auto decoded = decode_image(as_span(bytes), name, {});
+    ASSERT_FALSE(decoded.ok()) << name;
+    EXPECT_THAT(decoded.status().message(), HasSubstr("corrupt or truncated PNG")) << name;
+  }
 }
 
 TEST(ImageDecoderTest, BadInputsAreErrorsNamingPathAndReason) {
