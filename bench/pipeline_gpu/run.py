@@ -4,6 +4,10 @@ ImageNet-like JPEG folder, batch 256, through
 
   kiln gpu (gpu decode)   decoders.image on the GPU's hardware JPEG decoders (nvJPEG), then
                           random_resized_crop and crop_mirror_normalize on the GPU;
+  kiln gpu (decode crop)  decoders.image_random_crop on the GPU: the hardware decoders decode
+                          whole JPEGs and the windows are cut there, the CPU's share decodes
+                          only the window (DCT-scaled); resize and crop_mirror_normalize on the
+                          GPU;
   kiln gpu (crop decode)  decoders.image_random_crop on the CPU (only the window, DCT-scaled),
                           resize and crop_mirror_normalize on the GPU, batches left on the GPU;
   kiln gpu (full decode)  decoders.image on the CPU, random_resized_crop and
@@ -80,10 +84,10 @@ def pipeline_json(kind, batch, hw_decoder_load=None):
          "args": {"mean": MEAN, "std": STD, "output_layout": "CHW", "dtype": "float32"}},
     ]
     if kind != "cpu":
-        for op in ops[1 if kind == "gpu_decode" else 2:]:
+        for op in ops[1 if kind in ("gpu_decode", "gpu_decode_crop") else 2:]:
             if op["op"] != "random.coin_flip":
                 op["device"] = "gpu"
-    if kind == "gpu_decode" and hw_decoder_load is not None:
+    if kind in ("gpu_decode", "gpu_decode_crop") and hw_decoder_load is not None:
         ops[1]["args"]["hw_decoder_load"] = hw_decoder_load
     return {"batch_size": batch, "prefetch_queue_depth": 2, "seed": 1, "operators": ops,
             "outputs": ["images", "label"]}
@@ -151,10 +155,12 @@ def main():
     ap.add_argument("--batch", type=int, default=256)
     ap.add_argument("--epochs", type=int, default=3, help="epochs per run; the first is warm-up")
     ap.add_argument("--skip-torchvision", action="store_true")
-    ap.add_argument("--kinds", default="gpu_decode,gpu_crop_decode,gpu_full_decode,cpu",
+    ap.add_argument("--kinds",
+                    default="gpu_decode,gpu_decode_crop,gpu_crop_decode,gpu_full_decode,cpu",
                     help="the kiln pipelines to run, comma-separated")
     ap.add_argument("--hw-decoder-load", type=float,
-                    help="decoders.image's hw_decoder_load in the gpu_decode pipeline "
+                    help="the decoder's hw_decoder_load in the gpu_decode and gpu_decode_crop "
+                         "pipelines "
                          "(default: the operator's)")
     ap.add_argument("--out", default=os.path.join(ROOT, "build", "bench_results",
                                                   "pipeline_gpu.json"))
@@ -174,8 +180,9 @@ def main():
     for k, v in results.items():
         print(f"{k:<26} {rate[k] if rate[k] else float('nan'):>10.1f}"
               + (f"  error: {v['error'][:200]}" if "error" in v else ""))
-    best_gpu = max((rate.get(k) for k in ("kiln_gpu_decode", "kiln_gpu_crop_decode",
-                                          "kiln_gpu_full_decode") if rate.get(k)), default=None)
+    best_gpu = max((rate.get(k) for k in ("kiln_gpu_decode", "kiln_gpu_decode_crop",
+                                          "kiln_gpu_crop_decode", "kiln_gpu_full_decode")
+                    if rate.get(k)), default=None)
     ratios = {}
     if best_gpu and rate.get("torchvision_gpu"):
         ratios["kiln_gpu_over_torchvision_gpu"] = best_gpu / rate["torchvision_gpu"]

@@ -313,10 +313,12 @@ TEST_F(PipelineGpu, OutputsCanStayOnTheDevice) {
   }
 }
 
-// Decodes `encoded` with decoders.image on `gpu` or not; the images.
+// Decodes `encoded` with `op` (decoders.image or decoders.image_random_crop) on `gpu` or not; the
+// images.
 std::vector<Tensor> decode_all(const std::vector<Tensor>& encoded, const std::string& color,
-                               bool gpu, double hw_decoder_load = 1.0) {
-  OpSpec decode{"decoders.image",
+                               bool gpu, double hw_decoder_load = 1.0,
+                               const std::string& op = "decoders.image") {
+  OpSpec decode{op,
                 {{"output_type", color}, {"hw_decoder_load", hw_decoder_load}},
                 {"encoded"},
                 {"images"},
@@ -405,6 +407,44 @@ TEST_F(PipelineGpu, JpegDecodeOnTheGpuIsCloseToLibjpegAndTheRestExact) {
     for (size_t i = 0; i < cpu_exact.size(); ++i) {
       EXPECT_TRUE(cpu_exact[i].equals(gpu_exact[i])) << "image " << i;
     }
+  }
+}
+
+TEST_F(PipelineGpu, RandomCropDecodeCutsTheCpusWindowsOnTheGpu) {
+  // The same windows on both devices (so the same shapes); the hardware decoder's pixels within
+  // its IDCT's difference, the CPU's share exactly the CPU's.
+  const std::string op = "decoders.image_random_crop";
+  std::vector<Tensor> jpegs;
+  for (const Source& s : kSources) {
+    std::vector<uint8_t> pixels =
+        testing::make_pixels(s.width, s.height, 3, testing::Pattern::kGradient);
+    jpegs.push_back(bytes_tensor(testing::encode_jpeg(pixels, s.width, s.height, 3, 90, 2)));
+    jpegs.push_back(bytes_tensor(testing::encode_png(pixels, s.width, s.height, 3)));
+  }
+  std::vector<Tensor> cpu = decode_all(jpegs, "RGB", false, 1.0, op);
+  std::vector<Tensor> gpu = decode_all(jpegs, "RGB", true, 1.0, op);
+  ASSERT_EQ(cpu.size(), gpu.size());
+  double total = 0.0, worst = 0.0;
+  int64_t count = 0;
+  for (size_t i = 0; i < cpu.size(); ++i) {
+    ASSERT_EQ(cpu[i].shape(), gpu[i].shape()) << "image " << i;
+    for (int64_t k = 0; k < cpu[i].numel(); ++k) {
+      const double d = std::abs(value_at(cpu[i], k) - value_at(gpu[i], k));
+      total += d;
+      worst = std::max(worst, d);
+      ++count;
+    }
+    if (i % 2 == 1) {
+      EXPECT_TRUE(cpu[i].equals(gpu[i])) << "PNG " << i;
+    }
+  }
+  std::fprintf(stderr, "random crop decode on the GPU against the CPU: mean |diff| %.3f, max %.0f\n",
+               total / static_cast<double>(count), worst);
+  EXPECT_LT(total / static_cast<double>(count), 2.0);
+  EXPECT_LE(worst, 40.0);
+  std::vector<Tensor> all_on_cpu = decode_all(jpegs, "RGB", true, 0.0, op);
+  for (size_t i = 0; i < cpu.size(); ++i) {
+    EXPECT_TRUE(cpu[i].equals(all_on_cpu[i])) << "image " << i;
   }
 }
 

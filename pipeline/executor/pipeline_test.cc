@@ -575,7 +575,8 @@ TEST(PipelineTest, WiringErrorsNameTheOperator) {
   gpu_slice.gpu = true;
   expect_error({reader_spec(dir.path()), {"decoders.image", {}, {"encoded"}, {}, {}}, gpu_slice},
                {"cut"},
-               "operator #2 (slice): has no GPU form; device \"gpu\" takes decoders.image, resize, "
+               "operator #2 (slice): has no GPU form; device \"gpu\" takes decoders.image, "
+               "decoders.image_random_crop, resize, "
                "random_resized_crop, crop, flip, crop_mirror_normalize, brightness_contrast, "
                "gamma, hsv, color_twist, rotate, warp_affine, gaussian_blur, noise.gaussian, "
                "noise.salt_and_pepper, pad, cast");

@@ -38,14 +38,9 @@ class DecodersImage final : public Operator {
     }
     std::span<const uint8_t> bytes(static_cast<const uint8_t*>(host->raw_data()), host->nbytes());
     const int64_t channels = color_channels(options_.color);
-    std::optional<JpegHeader> header = read_jpeg_header(bytes);
-    // hw_decoder_load of the JPEGs go to the hardware decoder, the rest to the idle CPU cores
-    // (DALI's split): a per-sample draw, so runs repeat.
-    const bool to_hardware = static_cast<double>(SampleRng(ctx.seed).next() >> 11) * 0x1.0p-53 <
-                             args.get_float("hw_decoder_load");
-    if (to_hardware && header && header->hardware_decodable() && ends_with_eoi(bytes) &&
-        options_.min_width == 0 && options_.min_height == 0 &&
-        kernels::gpu_jpeg_decoder_available()) {
+    const double draw = static_cast<double>(SampleRng(ctx.seed).next() >> 11) * 0x1.0p-53;
+    std::optional<JpegHeader> header = hardware_jpeg(bytes, draw, args);
+    if (header && options_.min_width == 0 && options_.min_height == 0) {
       GpuSamplePlan plan;
       plan.step.out_height = header->height;
       plan.step.out_width = header->width;
@@ -63,41 +58,62 @@ class DecodersImage final : public Operator {
   Result<kernels::GpuImages> run_gpu(kernels::GpuStream& stream, const kernels::GpuImages&,
                                      std::span<const Tensor> host,
                                      std::span<const kernels::GpuStep> steps) const override {
-    const kernels::JpegOutput output =
-        options_.color == ColorFormat::kGray  ? kernels::JpegOutput::kGray
-        : options_.color == ColorFormat::kBGR ? kernels::JpegOutput::kBGR
-                                              : kernels::JpegOutput::kRGB;
-    return stream.decode_jpeg(host, steps, output);
+    return stream.decode_jpeg(host, steps, jpeg_output(options_.color));
   }
 
  private:
-  // A JPEG cut short lacks its end-of-image marker (only padding may follow it); the CPU decoder
-  // then gives the error that names it.
-  static bool ends_with_eoi(std::span<const uint8_t> bytes) {
-    size_t end = bytes.size();
-    while (end > 2 && bytes[end - 1] == 0x00) --end;
-    return end >= 4 && bytes[end - 2] == 0xFF && bytes[end - 1] == 0xD9;
-  }
-
   DecodeOptions options_;
 };
 
-std::vector<ArgSpec> gpu_decode_arg_specs() {
-  std::vector<ArgSpec> args = decode_arg_specs("image");
+// A JPEG cut short lacks its end-of-image marker (only padding may follow it).
+bool ends_with_eoi(std::span<const uint8_t> bytes) {
+  size_t end = bytes.size();
+  while (end > 2 && bytes[end - 1] == 0x00) --end;
+  return end >= 4 && bytes[end - 2] == 0xFF && bytes[end - 1] == 0xD9;
+}
+
+}  // namespace
+
+std::vector<ArgSpec> gpu_decode_arg_specs(std::string_view resized) {
+  std::vector<ArgSpec> args = decode_arg_specs(resized);
   args.push_back({"hw_decoder_load", ArgType::kFloat, 0.9,
                   "device gpu: the share of JPEGs the hardware decoder takes; the CPU workers "
                   "decode the rest (0 to 1)"});
   return args;
 }
 
-}  // namespace
+Status check_hw_decoder_load(std::string_view op, const OpArgs& args) {
+  const double load = args.get_float("hw_decoder_load");
+  if (!(load >= 0.0 && load <= 1.0)) {
+    return invalid_argument_error(
+        fmt::format("operator {}: hw_decoder_load must lie in [0, 1], got {}", op, load));
+  }
+  return Status();
+}
+
+kernels::JpegOutput jpeg_output(ColorFormat color) {
+  return color == ColorFormat::kGray  ? kernels::JpegOutput::kGray
+         : color == ColorFormat::kBGR ? kernels::JpegOutput::kBGR
+                                      : kernels::JpegOutput::kRGB;
+}
+
+std::optional<JpegHeader> hardware_jpeg(std::span<const uint8_t> bytes, double draw,
+                                        const OpArgs& args) {
+  if (!(draw < args.get_float("hw_decoder_load"))) return std::nullopt;
+  std::optional<JpegHeader> header = read_jpeg_header(bytes);
+  if (!header || !header->hardware_decodable() || !ends_with_eoi(bytes) ||
+      !kernels::gpu_jpeg_decoder_available()) {
+    return std::nullopt;
+  }
+  return header;
+}
 
 const OperatorSchema& decoders_image_schema() {
   static const OperatorSchema schema{"decoders.image",
                                      "decodes JPEG or PNG bytes into an HWC uint8 image",
                                      {"encoded"},
                                      {"images"},
-                                     gpu_decode_arg_specs()};
+                                     gpu_decode_arg_specs("image")};
   return schema;
 }
 
@@ -123,11 +139,7 @@ Result<DecodeOptions> decode_options(const OpArgs& args) {
 
 Result<std::unique_ptr<Operator>> make_decoders_image(OpArgs args) {
   KILN_ASSIGN_OR_RETURN(DecodeOptions options, decode_options(args));
-  const double load = args.get_float("hw_decoder_load");
-  if (!(load >= 0.0 && load <= 1.0)) {
-    return invalid_argument_error(
-        fmt::format("operator decoders.image: hw_decoder_load must lie in [0, 1], got {}", load));
-  }
+  KILN_RETURN_IF_ERROR(check_hw_decoder_load("decoders.image", args));
   return std::unique_ptr<Operator>(new DecodersImage(std::move(args), options));
 }
 

@@ -151,6 +151,7 @@ Result<kernels::Interp> parse_interp(std::string_view op, std::string_view name,
 
 std::span<const std::string_view> gpu_operator_names() {
   static constexpr std::string_view kNames[] = {"decoders.image",
+                                                "decoders.image_random_crop",
                                                 "resize",
                                                 "random_resized_crop",
                                                 "crop",

@@ -338,6 +338,20 @@ TEST(OperatorsTest, GpuPlansGiveTheShapesAndWindowsTheCpuRunMakes) {
                    ->plan_gpu(SampleContext{}, (*decoder)->args(), png.shape(), DType::kU8, nullptr)
                    .ok());
   covered.push_back("decoders.image");
+  // The random-crop decoder draws run()'s window; what the GPU cannot decode is decoded here.
+  const ArgMap crop_args{{"random_area", std::vector<double>{0.2, 0.5}}};
+  auto crop_decoder = create_operator("decoders.image_random_crop", crop_args);
+  ASSERT_TRUE(crop_decoder.ok()) << crop_decoder.status().to_string();
+  SampleContext seeded;
+  seeded.seed = 3;
+  auto window = (*crop_decoder)
+                    ->plan_gpu(seeded, (*crop_decoder)->args(), png.shape(), png.dtype(), &png);
+  ASSERT_TRUE(window.ok()) << window.status().to_string();
+  auto cut_on_cpu = run_op("decoders.image_random_crop", crop_args, {png}, {}, 3);
+  ASSERT_TRUE(cut_on_cpu.ok());
+  EXPECT_EQ(window->out_shape, cut_on_cpu->shape());
+  EXPECT_TRUE(window->step.host.equals(*cut_on_cpu));
+  covered.push_back("decoders.image_random_crop");
 
   auto crop = create_operator("random_resized_crop", {{"size", std::vector<int64_t>{9, 11}}});
   SampleContext ctx;
