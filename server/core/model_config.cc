@@ -30,8 +30,10 @@ Status unknown_key(std::string_view source, std::string_view table, std::string_
 
 Result<int64_t> get_int(std::string_view source, std::string_view key, const toml::node& node,
                         int64_t min_value) {
-  std::optional<int64_t> v = node.value<int64_t>();
-  if (!node.is_integer() || !v) {
+  // Asked only of an integer: toml++ converts a float it is asked for as an integer with a cast
+  // that is undefined past int64's range (1e23).
+  std::optional<int64_t> v = node.is_integer() ? node.value<int64_t>() : std::nullopt;
+  if (!v) {
     return invalid_argument_error(
         fmt::format("{}: \"{}\" must be an integer", where(source, node), key));
   }

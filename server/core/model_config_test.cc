@@ -72,6 +72,11 @@ TEST(ModelConfig, BadConfigsAreClearErrors) {
   expect_error("backend = \"echo\"\n[dynamic_batching]\ndelay = 1\n", {"dynamic_batching.delay"});
   expect_error("backend = \"echo\"\nmax_batch_size = -1\n", {"max_batch_size", "at least 0"});
   expect_error("backend = \"echo\"\nmax_batch_size = \"8\"\n", {"max_batch_size", "integer"});
+  // Found by fuzz_model_config: a float where an integer belongs, past int64's range, reached a
+  // conversion in toml++ that UBSan reports as undefined.
+  expect_error("backend = \"echo\"\n[dynamic_batching]\nmax_queue_delay_microseconds = 1.2e23\n",
+               {"max_queue_delay_microseconds", "must be an integer"});
+  expect_error("backend = \"echo\"\ninstances = 2.0\n", {"instances", "must be an integer"});
   expect_error("backend = \"echo\"\n[[inputs]]\nname = \"x\"\ndatatype = \"FLOAT\"\n",
                {"FLOAT", "KServe datatype"});
   expect_error("backend = \"echo\"\n[[inputs]]\nname = \"x\"\n", {"name and a datatype"});
