@@ -44,8 +44,12 @@ class NodeImporter {
 
   int num_inputs() const;
   int num_outputs() const;
-  // Input i, or nullptr when it is absent or given as "".
-  Value* input(int i) const { return inputs_[static_cast<size_t>(i)]; }
+  // Input i, or nullptr when it is absent (past the node's inputs: a malformed node an importer
+  // reads before the op's arity is checked) or given as "".
+  Value* input(int i) const {
+    return i >= 0 && static_cast<size_t>(i) < inputs_.size() ? inputs_[static_cast<size_t>(i)]
+                                                             : nullptr;
+  }
   bool has_input(int i) const { return i < num_inputs() && input(i) != nullptr; }
   const std::vector<Value*>& inputs() const { return inputs_; }
 
