@@ -104,6 +104,9 @@ CommandAction add_verify_command(CLI::App& app) {
                 "print one JSON object (each output's errors and verdict) instead of the table");
   cmd->add_option("--min-top1", q.min_top1, "fail when top-1 agreement (percent) is below this");
   cmd->add_option("--min-cosine", q.min_cosine, "fail when cosine similarity is below this");
+  cmd->add_flag("--per-layer", q.per_layer,
+                "with --int8: keep each quantized layer in float in turn (same calibration) and "
+                "report how much of the error it causes, the costliest first");
   return [opts] {
     const VerifyQuantizedOptions& given = opts->quantized;
     if (!given.quantize.any() &&
@@ -111,6 +114,11 @@ CommandAction add_verify_command(CLI::App& app) {
       return report_error(invalid_argument_error(
           "--inputs, --labels and --pipeline compare a quantized model with fp32: add --fp16, "
           "--bf16 or --int8"));
+    }
+    if (given.per_layer && !given.quantize.int8) {
+      return report_error(
+          invalid_argument_error("--per-layer ranks int8 layers by the error they cause: add "
+                                 "--int8 with --calibration and --inputs"));
     }
     if (given.quantize.any()) {
       auto target = resolve_target(opts->target);

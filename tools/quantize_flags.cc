@@ -218,7 +218,8 @@ Status attach_labels(const std::string& labels_file, std::vector<InputBatch>& ba
 }
 
 Status apply_quantization(compiler::Graph& graph, const QuantizeFlags& flags,
-                          const compiler::Target& target) {
+                          const compiler::Target& target, compiler::Int8Report* report_out,
+                          std::shared_ptr<const compiler::ObservedRanges> observed) {
   if (flags.fp16) return compiler::quantize_fp16(graph, flags.ops);
   if (flags.bf16) return compiler::quantize_bf16(graph, flags.ops);
   if (!flags.int8) {
@@ -232,21 +233,41 @@ Status apply_quantization(compiler::Graph& graph, const QuantizeFlags& flags,
         "--int8 needs calibration inputs: pass --calibration DIR (a folder of .npy inputs, or of "
         "images with --calibration-pipeline P.json)");
   }
-  KILN_ASSIGN_OR_RETURN(std::vector<InputBatch> batches,
-                        load_input_folder(flags.calibration, flags.pipeline, graph));
   compiler::Int8Options options;
   options.ops = flags.ops;
   options.exclude = flags.exclude;
   KILN_ASSIGN_OR_RETURN(options.method, compiler::parse_calibration_method(flags.method));
   options.percentile = flags.percentile;
-  ProgressBar bar(fmt::format("calibrating ({})", flags.method));
-  options.progress = bar.callback();
-  std::vector<compiler::CalibrationBatch> tensors;
-  for (InputBatch& b : batches) tensors.push_back(std::move(b.tensors));
-  KILN_ASSIGN_OR_RETURN(compiler::Int8Report report,
-                        compiler::quantize_int8(graph, target, tensors, options));
-  fmt::print(stderr, "int8: {} nodes quantized, {} activation scales from {} batches\n",
-             report.quantized_nodes, report.activations.size(), report.batches);
+  options.observed = std::move(observed);
+  compiler::Int8Report report;
+  bool done = false;
+  if (options.observed) {
+    // Without batches: quantize_int8 says (failed precondition) when a value needs calibrating.
+    Result<compiler::Int8Report> known = compiler::quantize_int8(
+        graph, target, 0,
+        [](int64_t) -> Result<compiler::CalibrationBatch> {
+          return internal_error("no calibration batch was expected");
+        },
+        options);
+    if (known.ok()) {
+      report = std::move(known).value();
+      done = true;
+    } else if (known.status().code() != StatusCode::kFailedPrecondition) {
+      return known.status();
+    }
+  }
+  if (!done) {
+    KILN_ASSIGN_OR_RETURN(std::vector<InputBatch> batches,
+                          load_input_folder(flags.calibration, flags.pipeline, graph));
+    ProgressBar bar(fmt::format("calibrating ({})", flags.method));
+    options.progress = bar.callback();
+    std::vector<compiler::CalibrationBatch> tensors;
+    for (InputBatch& b : batches) tensors.push_back(std::move(b.tensors));
+    KILN_ASSIGN_OR_RETURN(report, compiler::quantize_int8(graph, target, tensors, options));
+    fmt::print(stderr, "int8: {} nodes quantized, {} activation scales from {} batches\n",
+               report.quantized_nodes, report.activations.size(), report.batches);
+  }
+  if (report_out != nullptr) *report_out = std::move(report);
   return Status();
 }
 

@@ -64,8 +64,11 @@ Status attach_labels(const std::string& labels_file, std::vector<InputBatch>& ba
 
 // Applies the flags to `graph`: quantize_fp16/bf16, or quantize_int8 calibrated on `target` with
 // the --calibration folder (a progress bar on stderr). Nothing when no flag is set. Fails when
-// more than one precision is chosen, or --int8 has no --calibration.
+// more than one precision is chosen, or --int8 has no --calibration. With int8, `report`
+// receives quantize_int8's report; `observed` (an earlier report's ranges for this model) spares
+// calibrating again, and then the folder is read only for values it lacks.
 Status apply_quantization(compiler::Graph& graph, const QuantizeFlags& flags,
-                          const compiler::Target& target);
+                          const compiler::Target& target, compiler::Int8Report* report = nullptr,
+                          std::shared_ptr<const compiler::ObservedRanges> observed = nullptr);
 
 }  // namespace kiln::tools

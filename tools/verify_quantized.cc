@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "compiler/onnx/importer.h"
+#include "core/progress.h"
 #include "tools/command.h"
 #include "tools/model_io.h"
 
@@ -96,16 +97,43 @@ Status accumulate(OutputStats& s, const Tensor& ref, const Tensor& q,
   return Status();
 }
 
-Result<std::shared_ptr<compiler::Executable>> build(const VerifyQuantizedOptions& o, bool quantized,
-                                                    const compiler::Target& target) {
+// The model compiled for `target`, quantized when `quantized` (its int8 report into `report`,
+// reusing `observed` ranges when given).
+Result<std::shared_ptr<compiler::Executable>> build(
+    const VerifyQuantizedOptions& o, bool quantized, const compiler::Target& target,
+    compiler::Int8Report* report = nullptr,
+    std::shared_ptr<const compiler::ObservedRanges> observed = nullptr) {
   compiler::ImportOptions import;
   KILN_ASSIGN_OR_RETURN(import.input_shapes, parse_input_shapes(o.input_shapes));
   KILN_ASSIGN_OR_RETURN(std::unique_ptr<compiler::Model> model,
                         compiler::import_onnx_file(o.model, import));
   std::shared_ptr<compiler::Graph> graph(std::move(model->graph));
-  if (quantized) KILN_RETURN_IF_ERROR(apply_quantization(*graph, o.quantize, target));
+  if (quantized) {
+    KILN_RETURN_IF_ERROR(
+        apply_quantization(*graph, o.quantize, target, report, std::move(observed)));
+  }
   return compiler::compile(std::move(graph), target);
 }
+
+// The inputs of `batch` in the graph's input order.
+Result<std::vector<compiler::Argument>> batch_args(const compiler::Graph& graph,
+                                                   const InputBatch& batch) {
+  std::vector<compiler::Argument> args;
+  for (const compiler::Value* in : graph.inputs()) {
+    auto found = batch.tensors.find(in->name());
+    if (found == batch.tensors.end()) {
+      return not_found_error(fmt::format("\"{}\" has no input \"{}\"", batch.source, in->name()));
+    }
+    args.emplace_back(found->second);
+  }
+  return args;
+}
+
+// One layer kept in float: the first output's agreement with fp32 then.
+struct LayerStats {
+  std::string layer;
+  OutputStats stats;
+};
 
 // `given` plus NAME=AxBxC for each graph input of unknown dims that `given` does not name and
 // whose tensors in `batches` all have that one shape.
@@ -161,7 +189,8 @@ int verify_quantized(const VerifyQuantizedOptions& o) {
     fp32 = build(fixed, false, **target);
     if (!fp32.ok()) return report_error(fp32.status());
   }
-  auto quantized = build(fixed, true, **target);
+  compiler::Int8Report int8_report;
+  auto quantized = build(fixed, true, **target, &int8_report);
   if (!quantized.ok()) return report_error(quantized.status());
   if (!o.labels.empty()) {
     Status s = attach_labels(o.labels, *batches);
@@ -169,19 +198,13 @@ int verify_quantized(const VerifyQuantizedOptions& o) {
   }
   std::vector<OutputStats> stats;
   for (const compiler::Value* v : (*fp32)->graph().outputs()) stats.push_back({.name = v->name()});
+  std::vector<std::vector<compiler::Argument>> references;  // fp32's outputs, per batch
   for (const InputBatch& batch : *batches) {
-    std::vector<compiler::Argument> args;
-    for (const compiler::Value* in : (*fp32)->graph().inputs()) {
-      auto found = batch.tensors.find(in->name());
-      if (found == batch.tensors.end()) {
-        return report_error(
-            not_found_error(fmt::format("\"{}\" has no input \"{}\"", batch.source, in->name())));
-      }
-      args.emplace_back(found->second);
-    }
-    auto want = (*fp32)->run(args);
+    auto args = batch_args((*fp32)->graph(), batch);
+    if (!args.ok()) return report_error(args.status());
+    auto want = (*fp32)->run(*args);
     if (!want.ok()) return report_error(want.status());
-    auto got = (*quantized)->run(std::move(args));
+    auto got = (*quantized)->run(std::move(args).value());
     if (!got.ok()) return report_error(got.status());
     for (size_t i = 0; i < stats.size(); ++i) {
       if (!(*want)[i].is_tensor()) continue;
@@ -189,6 +212,36 @@ int verify_quantized(const VerifyQuantizedOptions& o) {
                             i == 0 ? &batch.labels : nullptr, batch.source);
       if (!s.ok()) return report_error(s);
     }
+    if (o.per_layer) references.push_back(std::move(want).value());
+  }
+  // --per-layer: each int8 layer kept in float alone, calibrated as above.
+  std::vector<LayerStats> layers;
+  if (o.per_layer && !stats.empty()) {
+    ProgressBar bar("per layer");
+    const auto& names = int8_report.quantized_names;
+    for (size_t l = 0; l < names.size(); ++l) {
+      VerifyQuantizedOptions one = fixed;
+      one.quantize.exclude.push_back(names[l]);
+      auto kept = build(one, true, **target, nullptr, int8_report.observed);
+      if (!kept.ok()) return report_error(kept.status());
+      LayerStats layer{names[l], {.name = stats[0].name}};
+      for (size_t b = 0; b < batches->size(); ++b) {
+        auto args = batch_args((*kept)->graph(), (*batches)[b]);
+        if (!args.ok()) return report_error(args.status());
+        auto got = (*kept)->run(std::move(args).value());
+        if (!got.ok()) return report_error(got.status());
+        if (!references[b][0].is_tensor()) continue;
+        Status s = accumulate(layer.stats, references[b][0].tensor(), (*got)[0].tensor(),
+                              &(*batches)[b].labels, (*batches)[b].source);
+        if (!s.ok()) return report_error(s);
+      }
+      layers.push_back(std::move(layer));
+      bar.update(static_cast<int64_t>(l + 1), static_cast<int64_t>(names.size()));
+    }
+    // The costliest first: the layer whose float form brings the output closest to fp32.
+    std::stable_sort(layers.begin(), layers.end(), [](const LayerStats& a, const LayerStats& b) {
+      return a.stats.cosine() > b.stats.cosine();
+    });
   }
   const std::string precision = o.quantize.describe();
   bool pass = true;
@@ -208,11 +261,19 @@ int verify_quantized(const VerifyQuantizedOptions& o) {
           s.labeled, s.labeled > 0 ? json_number(s.accuracy(s.correct_ref)) : "null",
           s.labeled > 0 ? json_number(s.accuracy(s.correct_q)) : "null");
     }
+    std::string per_layer;
+    for (const LayerStats& l : layers) {
+      per_layer += fmt::format(
+          "{}{{\"layer\": \"{}\", \"cosine\": {}, \"max_abs_err\": {}, \"top1_agreement\": {}}}",
+          per_layer.empty() ? "" : ", ", json_escape(l.layer), json_number(l.stats.cosine()),
+          json_number(l.stats.max_abs), l.stats.rows > 0 ? json_number(l.stats.top1()) : "null");
+    }
     fmt::print(
         "{{\"model\": \"{}\", \"target\": \"{}\", \"precision\": \"{}\", \"batches\": {}, "
-        "\"outputs\": [{}], \"pass\": {}}}\n",
+        "\"outputs\": [{}], \"pass\": {}{}}}\n",
         json_escape(o.model), o.target, json_escape(precision), batches->size(), outputs,
-        pass ? "true" : "false");
+        pass ? "true" : "false",
+        o.per_layer ? fmt::format(", \"per_layer\": [{}]", per_layer) : std::string());
   } else {
     fmt::print("{} vs fp32 on target {}, {} input batches from {}\n", precision, o.target,
                batches->size(), o.inputs);
@@ -228,6 +289,23 @@ int verify_quantized(const VerifyQuantizedOptions& o) {
                  s.max_abs, s.max_rel(), agree, acc(s.correct_ref), acc(s.correct_q));
     }
     fmt::print("{}\n", pass ? "within the given limits" : "BELOW the given limits");
+    if (!layers.empty()) {
+      const OutputStats& all = stats[0];
+      fmt::print(
+          "\nper layer: output \"{}\" with one layer kept in float (all int8: cosine {:.6f}, max "
+          "abs err {:.4g}), the costliest first\n",
+          all.name, all.cosine(), all.max_abs);
+      fmt::print("{:<40} {:>10} {:>12} {:>12} {:>16}\n", "layer kept in float", "cosine",
+                 "of the loss", "max abs err", "top-1 agreement");
+      const double loss = 1.0 - all.cosine();
+      for (const LayerStats& l : layers) {
+        // The share of the int8 model's cosine loss that keeping this layer in float removes.
+        const double share = loss > 0 ? (l.stats.cosine() - all.cosine()) / loss : 0.0;
+        fmt::print("{:<40} {:>10.6f} {:>11.1f}% {:>12.4g} {:>16}\n", l.layer, l.stats.cosine(),
+                   100.0 * share, l.stats.max_abs,
+                   l.stats.rows > 0 ? fmt::format("{:.2f}%", l.stats.top1()) : std::string("-"));
+      }
+    }
   }
   return pass ? 0 : 1;
 }

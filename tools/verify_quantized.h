@@ -21,6 +21,10 @@ struct VerifyQuantizedOptions {
   bool json = false;
   double min_top1 = 0;    // percent; below it the command fails
   double min_cosine = 0;  // below it the command fails
+  // --per-layer (int8): each quantized Conv/MatMul/Gemm kept in float alone, with the same
+  // calibration, and how much closer to fp32 that brings the first output: the layers that cost
+  // accuracy, most first.
+  bool per_layer = false;
 };
 
 // Runs the comparison and prints a table (or one line of JSON); returns the exit code.

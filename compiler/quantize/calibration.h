@@ -4,6 +4,8 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
+#include <string>
 #include <vector>
 
 #include "compiler/quantize/quantize.h"
@@ -48,6 +50,11 @@ class RangeObserver {
   int64_t count_ = 0;
   double min_ = 0;
   double max_ = 0;
+};
+
+// The ranges one calibration observed, by IR value name (quantize.h).
+struct ObservedRanges {
+  std::map<std::string, RangeObserver> values;
 };
 
 }  // namespace kiln::compiler

@@ -293,10 +293,6 @@ std::string_view calibration_method_name(CalibrationMethod method) {
 Result<Int8Report> quantize_int8(Graph& graph, const Target& target, int64_t count,
                                  const CalibrationReader& read, const Int8Options& options) {
   KILN_ASSIGN_OR_RETURN(std::unordered_set<OpKind> kinds, int8_ops(options.ops));
-  if (count <= 0) {
-    return invalid_argument_error(
-        "quantize_int8: no calibration data; give at least one batch of representative inputs");
-  }
   if (options.method == CalibrationMethod::kPercentile &&
       !(options.percentile > 0 && options.percentile <= 100)) {
     return invalid_argument_error(
@@ -310,11 +306,28 @@ Result<Int8Report> quantize_int8(Graph& graph, const Target& target, int64_t cou
   if (placement.sites.empty()) return report;
 
   // Calibration: a copy of the graph that also returns every value to observe (the placed ones
-  // that take no other's scale).
+  // that take no other's scale and that options.observed does not hold).
   std::vector<Value*> activations;
+  std::vector<RangeObserver> observers;
+  std::vector<Value*> known;
   for (Value* v : placement.values) {
-    if (placement.shares.count(v) == 0) activations.push_back(v);
+    if (placement.shares.count(v) != 0) continue;
+    const ObservedRanges* before = options.observed.get();
+    auto found =
+        before ? before->values.find(v->name()) : decltype(before->values)::const_iterator();
+    if (before && found != before->values.end()) {
+      known.push_back(v);
+      observers.push_back(found->second);
+    } else {
+      activations.push_back(v);
+    }
   }
+  for (const Site& site : placement.sites) report.quantized_names.push_back(site.node->name());
+  if (!activations.empty() && count <= 0) {
+    return failed_precondition_error(
+        "quantize_int8: no calibration data; give at least one batch of representative inputs");
+  }
+  if (activations.empty()) report.batches = 0;
   std::unordered_map<const Value*, Value*> copies;
   std::shared_ptr<Graph> probe = clone_graph(graph, &copies);
   std::vector<int> input_index(activations.size(), -1);
@@ -329,10 +342,12 @@ Result<Int8Report> quantize_int8(Graph& graph, const Target& target, int64_t cou
       probe->add_output(copies.at(activations[a]));
     }
   }
-  KILN_ASSIGN_OR_RETURN(std::shared_ptr<Executable> exe,
-                        compile(std::move(probe), target, options.compile));
-  std::vector<RangeObserver> observers(activations.size(), RangeObserver(options.bins));
-  for (int64_t b = 0; b < count; ++b) {
+  std::shared_ptr<Executable> exe;
+  if (!activations.empty()) {
+    KILN_ASSIGN_OR_RETURN(exe, compile(std::move(probe), target, options.compile));
+  }
+  observers.insert(observers.begin(), activations.size(), RangeObserver(options.bins));
+  for (int64_t b = 0; b < count && !activations.empty(); ++b) {
     KILN_ASSIGN_OR_RETURN(CalibrationBatch batch, read(b));
     KILN_ASSIGN_OR_RETURN(std::vector<Argument> args, batch_arguments(graph, batch, b));
     for (size_t a = 0; a < activations.size(); ++a) {
@@ -365,7 +380,13 @@ Result<Int8Report> quantize_int8(Graph& graph, const Target& target, int64_t cou
     if (options.progress) options.progress(b + 1, count);
   }
 
-  // The scales: observed, or the scale of the value shared.
+  // The scales: observed (now or before), or the scale of the value shared.
+  activations.insert(activations.end(), known.begin(), known.end());
+  auto observed = std::make_shared<ObservedRanges>();
+  for (size_t a = 0; a < activations.size(); ++a) {
+    observed->values.emplace(activations[a]->name(), observers[a]);
+  }
+  report.observed = std::move(observed);
   const bool symmetric = options.symmetric_activations.value_or(target.name() == "cuda");
   std::unordered_map<const Value*, ActivationScale> scales;
   for (size_t a = 0; a < activations.size(); ++a) {
@@ -434,8 +455,10 @@ Result<Int8Report> quantize_int8(Graph& graph, const Target& target, int64_t cou
 Result<Int8Report> quantize_int8(Graph& graph, const Target& target,
                                  const std::vector<CalibrationBatch>& calibration,
                                  const Int8Options& options) {
-  KILN_ASSIGN_OR_RETURN(std::vector<CalibrationBatch> batches,
-                        rebatch_calibration(graph, calibration));
+  std::vector<CalibrationBatch> batches;
+  if (!calibration.empty() || !options.observed) {
+    KILN_ASSIGN_OR_RETURN(batches, rebatch_calibration(graph, calibration));
+  }
   return quantize_int8(
       graph, target, static_cast<int64_t>(batches.size()),
       [&](int64_t i) -> Result<CalibrationBatch> { return batches[static_cast<size_t>(i)]; },

@@ -78,6 +78,12 @@ std::string_view calibration_method_name(CalibrationMethod method);
 // One calibration batch: a tensor for every graph input, by name.
 using CalibrationBatch = std::map<std::string, Tensor>;
 
+// What calibration saw, by IR value name (Int8Report::observed; calibration.h): handed back to
+// quantize_int8 of the same model (imported the same way) through Int8Options::observed, it
+// spares calibrating the values it holds again: another placement of the same graph (other
+// excluded nodes) quantizes with the same ranges at once.
+struct ObservedRanges;
+
 struct Int8Options {
   // Op names as for resolve_quantize_ops among Conv, MatMul and Gemm (MIGraphX: "convolution",
   // "dot"); empty: all three.
@@ -101,6 +107,9 @@ struct Int8Options {
   ProgressCallback progress;
   // How the calibration copy of the graph is compiled for the target.
   CompileOptions compile;
+  // Ranges an earlier quantize_int8 of this graph observed: the values found here are not
+  // calibrated again (and with every value found, no calibration runs and no batches are read).
+  std::shared_ptr<const ObservedRanges> observed;
 };
 
 // One quantized activation, for reports and tests.
@@ -117,6 +126,10 @@ struct Int8Report {
   int64_t batches = 0;
   int quantized_nodes = 0;
   std::vector<ActivationScale> activations;
+  // The names of the Conv, MatMul and Gemm nodes given int8 weights, in graph order.
+  std::vector<std::string> quantized_names;
+  // Every range used, observed now or taken from Int8Options::observed.
+  std::shared_ptr<const ObservedRanges> observed;
 };
 
 // Reads calibration batch `index` (0 <= index < count).

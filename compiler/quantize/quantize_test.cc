@@ -6,6 +6,7 @@
 #include <random>
 
 #include "compiler/passes/pass_test_util.h"
+#include "compiler/quantize/calibration.h"
 
 namespace kiln::compiler {
 namespace {
@@ -306,6 +307,44 @@ TEST(Int8, ExcludedNodesAndOpsStayInFloat) {
     EXPECT_NE(ir.find("= Add(%c1, %pool)"), std::string::npos) << ir;
     EXPECT_EQ(report->quantized_nodes, 5);  // the Add is left out
   }
+}
+
+// An earlier calibration's ranges quantize the same graph again without batches, with other
+// nodes excluded too (kiln verify --per-layer); a value they lack needs batches again.
+TEST(Int8, ObservedRangesQuantizeAgainWithoutCalibrating) {
+  Graph first("residual");
+  Result<Int8Report> calibrated = quantize_residual(first, {});
+  ASSERT_TRUE(calibrated.ok()) << calibrated.status().to_string();
+  EXPECT_EQ(calibrated->quantized_names, (std::vector<std::string>{"stem", "c1", "c2"}));
+  ASSERT_NE(calibrated->observed, nullptr);
+  EXPECT_EQ(calibrated->observed->values.size(), 5u);  // the pool shares its input's range
+  auto target = make_target("ref");
+  Graph again("residual");
+  build_residual(again);
+  Int8Options options;
+  options.observed = calibrated->observed;
+  Result<Int8Report> reused = quantize_int8(again, **target, {}, options);
+  ASSERT_TRUE(reused.ok()) << reused.status().to_string();
+  EXPECT_EQ(reused->batches, 0);
+  EXPECT_EQ(print_graph(again), print_graph(first));
+  Graph without_c1("residual");
+  build_residual(without_c1);
+  options.exclude = {"c1"};
+  Result<Int8Report> kept = quantize_int8(without_c1, **target, {}, options);
+  ASSERT_TRUE(kept.ok()) << kept.status().to_string();
+  EXPECT_EQ(kept->quantized_names, (std::vector<std::string>{"stem", "c2"}));
+  EXPECT_NE(print_graph(without_c1)
+                .find("= Conv[auto_pad=\"NOTSET\", group=1, pads=[1,1,1,1]](%pool, %c1_w)"),
+            std::string::npos)
+      << print_graph(without_c1);
+  Graph unknown("residual");
+  build_residual(unknown);
+  Int8Options empty;
+  empty.observed = std::make_shared<ObservedRanges>();
+  Result<Int8Report> missing = quantize_int8(unknown, **target, {}, empty);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(missing.status().message().find("no calibration data"), std::string::npos);
 }
 
 TEST(Int8, QuantizedGraphStaysCloseToFp32) {

@@ -3,8 +3,12 @@
 // held-out digits written as .npy files: artifacts keep the scales, verify reports agreement.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <limits>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include "core/mapped_file.h"
 #include "core/npy.h"
@@ -116,6 +120,49 @@ TEST_F(QuantizeCli, VerifyReportsAgreementAndAccuracyAsJson) {
                                "\"rows\": 16", "\"labeled\": 16", "\"pass\": true"}) {
     EXPECT_NE(v.output.find(expected), std::string::npos) << expected << "\n" << v.output;
   }
+}
+
+// --per-layer keeps each int8 layer in float in turn, on the one calibration, and ranks them.
+TEST_F(QuantizeCli, VerifyPerLayerRanksEveryInt8LayerOnOneCalibration) {
+  KilnRun v = run_kiln("verify " + kModel + " --target ref --int8 --calibration " +
+                       path("calibration") + " --inputs " + path("test") + " --per-layer");
+  ASSERT_EQ(v.exit_code, 0) << v.output;
+  size_t calibrations = 0;
+  for (size_t at = v.output.find("calibrating ("); at != std::string::npos;
+       at = v.output.find("calibrating (", at + 1)) {
+    ++calibrations;
+  }
+  EXPECT_EQ(calibrations, 1u) << v.output;
+  EXPECT_NE(v.output.find("per layer [==============================] 4/4"), std::string::npos)
+      << v.output;
+  // Every quantized layer once, in order of the cosine it gives back.
+  std::vector<double> cosines;
+  for (const char* layer : {"/0/Conv", "/2/Conv", "/6/Gemm", "/8/Gemm"}) {
+    const size_t row = v.output.find(std::string("\n") + layer + " ");
+    ASSERT_NE(row, std::string::npos) << layer << "\n" << v.output;
+  }
+  const size_t table = v.output.find("\nlayer kept in float");  // the table's header
+  ASSERT_NE(table, std::string::npos) << v.output;
+  std::istringstream rows(v.output.substr(v.output.find('\n', table + 1) + 1));
+  std::string name;
+  double cosine = 0;
+  while (rows >> name >> cosine) {
+    cosines.push_back(cosine);
+    rows.ignore(std::numeric_limits<std::streamsize>::max(), '\n');
+  }
+  ASSERT_EQ(cosines.size(), 4u) << v.output;
+  EXPECT_TRUE(std::is_sorted(cosines.rbegin(), cosines.rend())) << v.output;
+  for (double c : cosines) EXPECT_GT(c, 0.999) << v.output;
+  KilnRun json =
+      run_kiln("verify " + kModel + " --target ref --int8 --calibration " + path("calibration") +
+               " --inputs " + path("test") + " --per-layer --json");
+  ASSERT_EQ(json.exit_code, 0) << json.output;
+  EXPECT_NE(json.output.find("\"per_layer\": [{\"layer\": \""), std::string::npos) << json.output;
+  KilnRun no_int8 =
+      run_kiln("verify " + kModel + " --bf16 --inputs " + path("test") + " --per-layer");
+  EXPECT_NE(no_int8.exit_code, 0);
+  EXPECT_NE(no_int8.output.find("--per-layer ranks int8 layers"), std::string::npos)
+      << no_int8.output;
 }
 
 TEST_F(QuantizeCli, VerifyBf16PrintsATable) {
