@@ -67,6 +67,23 @@ TEST(RangeObserver, PercentileAndEntropyClipAnOutlier) {
   EXPECT_LT(entropy, 10.0);
 }
 
+// A few thousand values (a small model's last layer over a hundred calibration images) cannot
+// fill 2,048 bins: entropy then keeps the whole range instead of a clip chosen on noise.
+TEST(RangeObserver, EntropyOnFewValuesKeepsTheRange) {
+  std::vector<float> v = normal(4096, 3);
+  for (float& x : v) x = std::abs(x);
+  RangeObserver few;
+  few.observe(v.data(), static_cast<int64_t>(v.size()));
+  EXPECT_DOUBLE_EQ(few.threshold(CalibrationMethod::kEntropy, 0, 256), few.max_abs());
+  // With enough values per bin it clips as before.
+  std::vector<float> many = normal(1000000, 4);
+  for (float& x : many) x = std::abs(x);
+  many.push_back(60.0f);
+  RangeObserver o;
+  o.observe(many.data(), static_cast<int64_t>(many.size()));
+  EXPECT_LT(o.threshold(CalibrationMethod::kEntropy, 0, 256), 10.0);
+}
+
 TEST(RangeObserver, GrowingRangeMergesBinsWithoutLosingCounts) {
   RangeObserver o(16);
   std::vector<float> first = {0.1f, 0.5f, 0.9f, 1.0f};

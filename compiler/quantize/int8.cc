@@ -306,12 +306,11 @@ Result<Int8Report> quantize_int8(Graph& graph, const Target& target, int64_t cou
   if (placement.sites.empty()) return report;
 
   // Calibration: a copy of the graph that also returns every value to observe (the placed ones
-  // that take no other's scale and that options.observed does not hold).
+  // that options.observed does not hold; those taking another's scale too, below).
   std::vector<Value*> activations;
   std::vector<RangeObserver> observers;
   std::vector<Value*> known;
   for (Value* v : placement.values) {
-    if (placement.shares.count(v) != 0) continue;
     const ObservedRanges* before = options.observed.get();
     auto found =
         before ? before->values.find(v->name()) : decltype(before->values)::const_iterator();
@@ -387,27 +386,44 @@ Result<Int8Report> quantize_int8(Graph& graph, const Target& target, int64_t cou
     observed->values.emplace(activations[a]->name(), observers[a]);
   }
   report.observed = std::move(observed);
+  // A value and those taking its scale (a MaxPool's output, a Flatten of it) form a group with
+  // one scale. Its threshold is the largest its members' observations choose: a pool's output is
+  // its input's tail, so a clip chosen on the input alone (entropy, percentile) would cut what the
+  // next layer reads; with the max method the input's range holds every member's.
   const bool symmetric = options.symmetric_activations.value_or(target.name() == "cuda");
+  std::unordered_map<const Value*, const RangeObserver*> observer_of;
+  for (size_t a = 0; a < activations.size(); ++a) observer_of[activations[a]] = &observers[a];
+  auto source_of = [&](const Value* v) {
+    while (placement.shares.count(v) != 0) v = placement.shares.at(v);
+    return v;
+  };
   std::unordered_map<const Value*, ActivationScale> scales;
-  for (size_t a = 0; a < activations.size(); ++a) {
-    const RangeObserver& o = observers[a];
+  for (Value* v : placement.values) {
+    if (placement.shares.count(v) != 0) continue;
+    const RangeObserver& o = *observer_of.at(v);
     ActivationScale s;
-    s.value = activations[a]->name();
     s.min = o.min();
     s.max = o.max();
     s.is_unsigned = !symmetric && o.min() >= 0;
-    s.threshold = o.threshold(options.method, options.percentile, s.is_unsigned ? 256 : 128);
-    s.scale =
-        s.threshold > 0 ? static_cast<float>(s.threshold / (s.is_unsigned ? 255.0 : 127.0)) : 1.0f;
-    scales.emplace(activations[a], s);
+    scales.emplace(v, s);
   }
   for (Value* v : placement.values) {
-    const Value* source = v;
-    while (placement.shares.count(source) != 0) source = placement.shares.at(source);
-    ActivationScale s = scales.at(source);
+    ActivationScale& s = scales.at(source_of(v));
+    s.threshold =
+        std::max(s.threshold, observer_of.at(v)->threshold(options.method, options.percentile,
+                                                           s.is_unsigned ? 256 : 128));
+  }
+  for (auto& [v, s] : scales) {
+    s.scale =
+        s.threshold > 0 ? static_cast<float>(s.threshold / (s.is_unsigned ? 255.0 : 127.0)) : 1.0f;
+  }
+  for (Value* v : placement.values) {
+    ActivationScale s = scales.at(source_of(v));
     s.value = v->name();
-    scales.emplace(v, s);
     report.activations.push_back(s);
+  }
+  for (Value* v : placement.values) {
+    if (placement.shares.count(v) != 0) scales.emplace(v, scales.at(source_of(v)));
   }
 
   // Rewrite into QDQ form: one pair per value, before its first int8 reader, which every int8

@@ -317,7 +317,8 @@ TEST(Int8, ObservedRangesQuantizeAgainWithoutCalibrating) {
   ASSERT_TRUE(calibrated.ok()) << calibrated.status().to_string();
   EXPECT_EQ(calibrated->quantized_names, (std::vector<std::string>{"stem", "c1", "c2"}));
   ASSERT_NE(calibrated->observed, nullptr);
-  EXPECT_EQ(calibrated->observed->values.size(), 5u);  // the pool shares its input's range
+  // Every placed value, the pool's output too (its scale is its input's, its threshold the larger).
+  EXPECT_EQ(calibrated->observed->values.size(), 6u);
   auto target = make_target("ref");
   Graph again("residual");
   build_residual(again);
@@ -345,6 +346,29 @@ TEST(Int8, ObservedRangesQuantizeAgainWithoutCalibrating) {
   ASSERT_FALSE(missing.ok());
   EXPECT_EQ(missing.status().code(), StatusCode::kFailedPrecondition);
   EXPECT_NE(missing.status().message().find("no calibration data"), std::string::npos);
+}
+
+// A MaxPool's output takes its input's scale; with entropy (or percentile) the threshold is the
+// larger of the two values' own choices, so the pooled values, the input's tail, are not cut.
+TEST(Int8, APoolsGroupTakesTheLargestThresholdOfItsMembers) {
+  Graph g("residual");
+  build_residual(g);
+  auto target = make_target("ref");
+  std::vector<CalibrationBatch> data;
+  for (int i = 0; i < 4; ++i) data.push_back({{"x", filled(Shape{1, 4, 8, 8}, 90 + i, -1, 1)}});
+  Int8Options options;
+  options.method = CalibrationMethod::kEntropy;
+  Result<Int8Report> report = quantize_int8(g, **target, data, options);
+  ASSERT_TRUE(report.ok()) << report.status().to_string();
+  std::map<std::string, ActivationScale> scales;
+  for (const ActivationScale& a : report->activations) scales[a.value] = a;
+  const auto& observed = report->observed->values;
+  const int levels = scales["stem_relu"].is_unsigned ? 256 : 128;
+  const double input_alone =
+      observed.at("stem_relu").threshold(CalibrationMethod::kEntropy, 0, levels);
+  const double output_alone = observed.at("pool").threshold(CalibrationMethod::kEntropy, 0, levels);
+  EXPECT_DOUBLE_EQ(scales["stem_relu"].threshold, std::max(input_alone, output_alone));
+  EXPECT_EQ(scales["pool"].scale, scales["stem_relu"].scale);
 }
 
 TEST(Int8, QuantizedGraphStaysCloseToFp32) {
