@@ -148,6 +148,9 @@ double RangeObserver::entropy_threshold(int levels) const {
     for (size_t i = 0; i < half.size(); ++i) half[i] = merged[2 * i] + merged[2 * i + 1];
     merged = std::move(half);
   }
+  // The first bin holds a ReLU's zeros: as a spike it would outweigh the tail that the clip
+  // decides, so it counts as much as its neighbour (as NVIDIA's pytorch-quantization does).
+  if (merged.size() > 1) merged[0] = merged[1];
   const std::vector<double>& bins = merged;
   const size_t n = bins.size();
   const double width = range_ / static_cast<double>(n);
