@@ -8,7 +8,8 @@
 #           .devpack/python/run python3 examples/torch/compile_backend.py --target cuda --fp16
 #           (JOBS=N: parallel compiles, default every core)
 #
-# `pack` gathers kiln's static libraries (libkiln_{compiler,pipeline,core}.a), the Debian shared
+# `pack` gathers kiln's static libraries (the compiler's layers, libkiln_pipeline.a and
+# libkiln_core.a), the Debian shared
 # libraries the extension links (oneDNN, ONNX, protobuf, fmt, libjpeg-turbo, ...), the CUDA
 # libraries it links against (link time only: at run time the machine's own CUDA libraries are
 # used, as with ../shared/tools/devpack), the header-only pybind11 and the fmt headers, and the
@@ -33,7 +34,8 @@ pack() {
   stage=$(mktemp -d)
   trap 'rm -rf "$stage"' RETURN
   mkdir -p "$stage"/{lib,linkonly,include,pybind11}
-  cp "$here/$build"/compiler/libkiln_compiler.a "$here/$build"/pipeline/libkiln_pipeline.a \
+  # Every layer of the compiler (ir, ops, passes, targets, ...), the pipeline and core.
+  cp "$here/$build"/compiler/libkiln_*.a "$here/$build"/pipeline/libkiln_pipeline.a \
      "$here/$build"/core/libkiln_core.a "$stage/lib/"
   # Shared libraries the extension needs at run time, except glibc, libstdc++ and CUDA.
   local skip='^(linux-vdso|ld-linux|libc\.so|libm\.so|libdl\.so|librt\.so|libpthread\.so|libstdc\+\+|libgcc_s|libcuda\.so|libcudart|libcublas|libcudnn|libnvrtc|libnvJitLink|libz\.so)'
@@ -115,8 +117,7 @@ build() {
   wait
   [ ! -e "$out/obj/failed" ] || { echo "build: compiling python/src failed (above)" >&2; exit 1; }
   g++ -shared "${objs[@]}" \
-    -Wl,--start-group "$out"/lib/libkiln_compiler.a "$out"/lib/libkiln_pipeline.a \
-    "$out"/lib/libkiln_core.a -Wl,--end-group \
+    -Wl,--start-group "$out"/lib/libkiln_*.a -Wl,--end-group \
     "${libs[@]}" "$out"/linkonly/libcudnn.so "$out"/linkonly/libcudart.so \
     "$out"/linkonly/libcudadevrt.a "$out"/linkonly/libcudart_static.a \
     -lgomp -lrt -lpthread -ldl -Wl,-rpath,'$ORIGIN/../lib' \

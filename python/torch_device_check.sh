@@ -66,7 +66,7 @@ run() {
   local py=(python3)
   python3 -c 'import torch' 2>/dev/null || py=(/opt/torch/.venv/bin/python3)
   want tests && step tests 120 "$tree/.devpack/python/run" "${py[@]}" -m pytest -q -p no:cacheprovider \
-    "$tree/python/tests/test_torch_device.py"
+    "$tree/python/tests/test_torch_device.py" "$tree/python/tests/test_pipeline_device.py"
   want resnet50 && step resnet50 420 "$tree/.devpack/python/run" "${py[@]}" \
     "$tree/examples/torch/compile_backend.py" --target cuda --fp16 --batch "$batch" \
     --compare-inductor --kiln-perf "$dest/cli/run kiln" --check-fp32 "$check_batch" \

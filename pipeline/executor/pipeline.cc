@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <functional>
 
 #include "core/logging.h"
 #include "pipeline/operators/readers_file.h"
@@ -648,6 +649,51 @@ Result<std::map<size_t, kernels::GpuImages>> Pipeline::run_gpu(kernels::GpuStrea
   return outputs;
 }
 
+namespace {
+
+// The host form of GPU batch `images`: one dense tensor from `allocate` when the shapes agree (the
+// samples view it), else one buffer the samples view in turn; `copy` fills it.
+Result<TensorList> host_list(const kernels::GpuImages& images,
+                             const std::function<Status(void*, size_t)>& copy,
+                             const std::function<Result<Tensor>(DType, Shape)>& allocate) {
+  TensorList list;
+  const size_t n = images.size();
+  const std::optional<Shape> uniform = images.uniform_shape();
+  if (uniform) {
+    std::vector<int64_t> dims{static_cast<int64_t>(n)};
+    dims.insert(dims.end(), uniform->begin(), uniform->end());
+    KILN_ASSIGN_OR_RETURN(list.dense, allocate(images.dtype, Shape(std::move(dims))));
+    KILN_RETURN_IF_ERROR(copy(list.dense.raw_data(), list.dense.nbytes()));
+    auto owner = std::make_shared<Tensor>(list.dense);
+    const size_t bytes = list.dense.nbytes() / std::max<size_t>(n, 1);
+    auto* base = static_cast<uint8_t*>(list.dense.raw_data());
+    for (size_t i = 0; i < n; ++i) {
+      list.samples.push_back(Tensor::wrap(images.dtype, *uniform, base + i * bytes, owner));
+    }
+    return list;
+  }
+  int64_t total = 0;
+  for (const Shape& shape : images.shapes) total += shape.numel();
+  KILN_ASSIGN_OR_RETURN(Tensor all, kernels::allocate_uninitialized(images.dtype, Shape{total}));
+  KILN_RETURN_IF_ERROR(copy(all.raw_data(), all.nbytes()));
+  auto owner = std::make_shared<Tensor>(all);
+  auto* base = static_cast<uint8_t*>(all.raw_data());
+  for (const Shape& shape : images.shapes) {
+    list.samples.push_back(Tensor::wrap(images.dtype, shape, base, owner));
+    base += static_cast<size_t>(shape.numel()) * dtype_size(images.dtype);
+  }
+  return list;
+}
+
+}  // namespace
+
+Result<TensorList> TensorList::to_host() const {
+  if (!on_gpu()) return *this;
+  return host_list(
+      gpu, [&](void* host, size_t bytes) { return kernels::copy_to_host(gpu, host, bytes); },
+      [](DType dtype, Shape shape) { return kernels::allocate_uninitialized(dtype, shape); });
+}
+
 Result<Batch> Pipeline::assemble(kernels::GpuStream* stream, int64_t epoch,
                                  std::vector<Sample> samples, std::vector<std::string> paths,
                                  int64_t num_padded) {
@@ -672,31 +718,11 @@ Result<Batch> Pipeline::assemble(kernels::GpuStream* stream, int64_t epoch,
     if (gpu != gpu_outputs.end()) {
       // Copied back into host tensors of the same shapes, one dense buffer when they agree.
       const kernels::GpuImages& images = gpu->second;
-      const std::optional<Shape> uniform = images.uniform_shape();
-      if (uniform) {
-        std::vector<int64_t> dims{static_cast<int64_t>(n)};
-        dims.insert(dims.end(), uniform->begin(), uniform->end());
-        KILN_ASSIGN_OR_RETURN(list.dense, buffers_->allocate(images.dtype, Shape(std::move(dims))));
-        KILN_RETURN_IF_ERROR(stream->download(images, list.dense.raw_data(), list.dense.nbytes()));
-        auto owner = std::make_shared<Tensor>(list.dense);
-        const size_t bytes = list.dense.nbytes() / std::max<size_t>(n, 1);
-        auto* base = static_cast<uint8_t*>(list.dense.raw_data());
-        for (size_t i = 0; i < n; ++i) {
-          list.samples.push_back(Tensor::wrap(images.dtype, *uniform, base + i * bytes, owner));
-        }
-      } else {
-        int64_t total = 0;
-        for (const Shape& shape : images.shapes) total += shape.numel();
-        KILN_ASSIGN_OR_RETURN(Tensor all,
-                              kernels::allocate_uninitialized(images.dtype, Shape{total}));
-        KILN_RETURN_IF_ERROR(stream->download(images, all.raw_data(), all.nbytes()));
-        auto owner = std::make_shared<Tensor>(all);
-        auto* base = static_cast<uint8_t*>(all.raw_data());
-        for (const Shape& shape : images.shapes) {
-          list.samples.push_back(Tensor::wrap(images.dtype, shape, base, owner));
-          base += static_cast<size_t>(shape.numel()) * dtype_size(images.dtype);
-        }
-      }
+      KILN_ASSIGN_OR_RETURN(
+          list, host_list(
+                    images,
+                    [&](void* host, size_t bytes) { return stream->download(images, host, bytes); },
+                    [&](DType dtype, Shape shape) { return buffers_->allocate(dtype, shape); }));
       batch.outputs.push_back(std::move(list));
       continue;
     }

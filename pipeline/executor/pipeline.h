@@ -66,6 +66,11 @@ struct TensorList {
   std::vector<Tensor> samples;
   Tensor dense;
   kernels::GpuImages gpu;
+
+  bool on_gpu() const { return gpu.data != nullptr; }
+  // This list with its GPU batch copied into host tensors (dense when the shapes agree); a list
+  // already on the host as it is.
+  Result<TensorList> to_host() const;
 };
 
 struct Batch {

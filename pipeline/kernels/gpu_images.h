@@ -33,6 +33,8 @@ struct GpuImages {
   std::vector<Shape> shapes;
   std::vector<int64_t> offsets;
   int64_t bytes = 0;
+  int device = 0;          // the GPU holding it
+  void* stream = nullptr;  // the cudaStream_t that made it; its buffer is freed in its order
 
   size_t size() const { return shapes.size(); }
   // The common shape of every image, or nullopt when they differ (or there are none).
@@ -72,6 +74,15 @@ struct GpuStep {
   // uploaded as it is.
   Tensor host;
 };
+
+// Copies `images` into `host` as download() does (each image dense, in order), synchronously:
+// for a consumer holding a batch after its stream finished (a pipeline's output kept on the GPU).
+Status copy_to_host(const GpuImages& images, void* host, size_t bytes);
+
+// Orders the stream-ordered free of `images`' buffer after the work already queued on
+// `consumer_stream` (a cudaStream_t; 0 or 1: the legacy default stream, 2: per-thread default),
+// for a consumer that read it there (a DLPack consumer releasing a batch).
+Status release_after(const GpuImages& images, uintptr_t consumer_stream);
 
 // The pixel layout a GPU JPEG decode writes.
 enum class JpegOutput { kRGB, kBGR, kGray };

@@ -149,6 +149,7 @@ bool gpu_jpeg_decoder_available(std::string* why_not) {
 }
 
 struct GpuStream::Impl {
+  int device = 0;
   cudaStream_t stream = nullptr;
   cudaMemPool_t pool = nullptr;
   PinnedBuffer staging;
@@ -183,6 +184,12 @@ Result<std::shared_ptr<void>> allocate(const std::shared_ptr<GpuStream::Impl>& i
   return std::shared_ptr<void>(p, [impl](void* q) { cudaFreeAsync(q, impl->stream); });
 }
 
+// Marks a batch as made on this stream's GPU and stream.
+void stamp(const std::shared_ptr<GpuStream::Impl>& impl, GpuImages* images) {
+  images->device = impl->device;
+  images->stream = impl->stream;
+}
+
 // Offsets of images of `shapes` packed in order, each aligned; the total size.
 int64_t pack(const std::vector<Shape>& shapes, DType dtype, std::vector<int64_t>* offsets) {
   int64_t total = 0;
@@ -211,6 +218,7 @@ Result<std::unique_ptr<GpuStream>> GpuStream::create() {
   auto impl = std::make_shared<Impl>();
   int device = 0;
   KILN_RETURN_IF_ERROR(cuda_status(cudaGetDevice(&device), "finding the current GPU"));
+  impl->device = device;
   KILN_RETURN_IF_ERROR(cuda_status(cudaStreamCreateWithFlags(&impl->stream, cudaStreamNonBlocking),
                                    "creating a stream"));
   cudaMemPoolProps props{};
@@ -239,6 +247,7 @@ Result<GpuImages> GpuStream::upload(std::span<const Tensor> images, ThreadPool* 
     out.shapes.push_back(t.shape());
   }
   out.bytes = pack(out.shapes, out.dtype, &out.offsets);
+  stamp(impl_, &out);
   // The staging memory may still feed the previous upload.
   KILN_RETURN_IF_ERROR(synchronize());
   KILN_RETURN_IF_ERROR(impl_->staging.reserve(static_cast<size_t>(out.bytes)));
@@ -279,6 +288,38 @@ Status GpuStream::download(const GpuImages& images, void* host, size_t bytes) {
   return synchronize();
 }
 
+Status copy_to_host(const GpuImages& images, void* host, size_t bytes) {
+  auto* dst = static_cast<uint8_t*>(host);
+  size_t at = 0;
+  for (size_t i = 0; i < images.size(); ++i) {
+    const size_t n = static_cast<size_t>(images.shapes[i].numel()) * dtype_size(images.dtype);
+    KILN_CHECK(at + n <= bytes, "copy_to_host: host buffer too small");
+    KILN_RETURN_IF_ERROR(cuda_status(
+        cudaMemcpy(dst + at, static_cast<const uint8_t*>(images.data.get()) + images.offsets[i], n,
+                   cudaMemcpyDeviceToHost),
+        "copying a batch from the GPU"));
+    at += n;
+  }
+  return Status();
+}
+
+Status release_after(const GpuImages& images, uintptr_t consumer_stream) {
+  if (images.stream == nullptr) return Status();
+  const auto consumer = consumer_stream == 0 || consumer_stream == 1 ? cudaStreamLegacy
+                        : consumer_stream == 2                       ? cudaStreamPerThread
+                                               : reinterpret_cast<cudaStream_t>(consumer_stream);
+  cudaEvent_t done = nullptr;
+  KILN_RETURN_IF_ERROR(
+      cuda_status(cudaEventCreateWithFlags(&done, cudaEventDisableTiming), "creating an event"));
+  Status s = cuda_status(cudaEventRecord(done, consumer), "marking the consumer's stream");
+  if (s.ok()) {
+    s = cuda_status(cudaStreamWaitEvent(static_cast<cudaStream_t>(images.stream), done, 0),
+                    "ordering the release after the consumer");
+  }
+  cudaEventDestroy(done);  // released once the wait is satisfied
+  return s;
+}
+
 void GpuStream::set_copy_pool(ThreadPool* pool) {
   impl_->copy_pool = pool;
 }
@@ -302,6 +343,7 @@ Result<GpuImages> GpuStream::decode_jpeg(std::span<const Tensor> encoded,
     }
   }
   out.bytes = pack(out.shapes, out.dtype, &out.offsets);
+  stamp(impl_, &out);
   KILN_ASSIGN_OR_RETURN(out.data, allocate(impl_, out.bytes));
   auto* base = static_cast<uint8_t*>(out.data.get());
   if (!uploads.empty()) {
@@ -468,6 +510,7 @@ Result<GpuImages> run_steps(const std::shared_ptr<GpuStream::Impl>& impl, const 
                             std::span<const GpuStep> steps, DType dtype, bool chw,
                             std::span<const std::byte> table, Fn&& launch) {
   GpuImages out;
+  stamp(impl, &out);
   KILN_ASSIGN_OR_RETURN(Launch planned, plan(in, steps, dtype, chw, &out));
   KILN_ASSIGN_OR_RETURN(out.data, allocate(impl, out.bytes));
   KILN_ASSIGN_OR_RETURN(std::shared_ptr<void> jobs, upload_jobs(impl, planned.jobs));
@@ -650,6 +693,7 @@ Result<GpuImages> GpuStream::cast(const GpuImages& in, DType dtype) {
   out.dtype = dtype;
   out.shapes = in.shapes;
   out.bytes = pack(out.shapes, dtype, &out.offsets);
+  stamp(impl_, &out);
   std::vector<cuda::ImageJob> jobs;
   int64_t max_elements = 0;
   for (size_t i = 0; i < in.size(); ++i) {

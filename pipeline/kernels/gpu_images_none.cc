@@ -72,6 +72,12 @@ Result<GpuImages> GpuStream::pad(const GpuImages&, std::span<const GpuStep>, dou
 Result<GpuImages> GpuStream::cast(const GpuImages&, DType) {
   return unreachable();
 }
+Status copy_to_host(const GpuImages&, void*, size_t) {
+  return unreachable();
+}
+Status release_after(const GpuImages&, uintptr_t) {
+  return unreachable();
+}
 Status GpuStream::synchronize() {
   return unreachable();
 }

@@ -6,6 +6,7 @@
 #include <pybind11/pybind11.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -54,6 +55,12 @@ Result<py::dtype> numpy_dtype(DType dtype);
 // `__dlpack__` and `__dlpack_device__` for a CPU tensor: a "dltensor" capsule that keeps the
 // tensor's storage alive until the consumer releases it.
 py::capsule tensor_to_dlpack(const Tensor& tensor);
+// A "dltensor" capsule over `data` on DLPack device (`device_type`, `device_id`) with element
+// `strides`, kept alive by `owner`; `release` (when set) runs when the consumer lets it go, before
+// `owner` is dropped.
+py::capsule make_dlpack_capsule(void* data, int32_t device_type, int32_t device_id, DType dtype,
+                                std::vector<int64_t> shape, std::vector<int64_t> strides,
+                                std::shared_ptr<void> owner, std::function<void()> release = {});
 
 // A tensor another library exports through DLPack (torch's CUDA tensors, say), borrowed: `data`
 // stays valid while `capsule` (and the producer's tensor) lives.

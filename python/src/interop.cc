@@ -59,16 +59,20 @@ struct DLManagedTensorVersioned {
 };
 constexpr uint64_t kDLFlagReadOnly = 1;
 
-// What a DLManagedTensor owns: the tensor (its storage) and the shape/strides arrays.
+// What a DLManagedTensor owns: the storage's owner, the shape/strides arrays, and what to do
+// when the consumer releases it.
 struct DLPackContext {
-  Tensor tensor;
+  std::shared_ptr<void> owner;
   std::vector<int64_t> shape;
   std::vector<int64_t> strides;
+  std::function<void()> release;
   DLManagedTensor managed{};
 };
 
 void delete_dlpack_context(DLManagedTensor* self) {
-  delete static_cast<DLPackContext*>(self->manager_ctx);
+  auto* ctx = static_cast<DLPackContext*>(self->manager_ctx);
+  if (ctx->release) ctx->release();
+  delete ctx;
 }
 
 Result<DLDataType> dlpack_dtype(DType dtype) {
@@ -263,19 +267,27 @@ py::object tensor_to_numpy(const Tensor& tensor) {
 }
 
 py::capsule tensor_to_dlpack(const Tensor& tensor) {
-  DLDataType dtype = unwrap(dlpack_dtype(tensor.dtype()));
-  auto* ctx = new DLPackContext{tensor, tensor.shape().dims(), {}, {}};
-  ctx->strides.resize(ctx->shape.size());
+  std::vector<int64_t> strides(static_cast<size_t>(tensor.rank()));
   int64_t stride = 1;
-  for (size_t i = ctx->shape.size(); i-- > 0;) {
-    ctx->strides[i] = stride;
-    stride *= ctx->shape[i];
+  for (size_t i = strides.size(); i-- > 0;) {
+    strides[i] = stride;
+    stride *= tensor.shape()[static_cast<int>(i)];
   }
+  return make_dlpack_capsule(tensor.raw_data(), kDLCPU, 0, tensor.dtype(), tensor.shape().dims(),
+                             std::move(strides), std::make_shared<Tensor>(tensor));
+}
+
+py::capsule make_dlpack_capsule(void* data, int32_t device_type, int32_t device_id, DType dtype,
+                                std::vector<int64_t> shape, std::vector<int64_t> strides,
+                                std::shared_ptr<void> owner, std::function<void()> release) {
+  DLDataType dl_dtype = unwrap(dlpack_dtype(dtype));
+  auto* ctx = new DLPackContext{
+      std::move(owner), std::move(shape), std::move(strides), std::move(release), {}};
   DLTensor& dl = ctx->managed.dl_tensor;
-  dl.data = tensor.raw_data();
-  dl.device = DLDevice{kDLCPU, 0};
-  dl.ndim = tensor.rank();
-  dl.dtype = dtype;
+  dl.data = data;
+  dl.device = DLDevice{static_cast<DLDeviceType>(device_type), device_id};
+  dl.ndim = static_cast<int32_t>(ctx->shape.size());
+  dl.dtype = dl_dtype;
   dl.shape = ctx->shape.data();
   dl.strides = ctx->strides.data();
   dl.byte_offset = 0;

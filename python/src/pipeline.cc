@@ -5,8 +5,11 @@
 #include <fmt/format.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -92,8 +95,10 @@ py::dict schema_to_python(const OperatorSchema& s) {
 class PipelineCore {
  public:
   PipelineCore(int64_t batch_size, int num_threads, int64_t prefetch_queue_depth, uint64_t seed,
-               const std::string& bad_data, std::vector<std::string> outputs, const py::list& ops) {
+               const std::string& bad_data, std::vector<std::string> outputs, const py::list& ops,
+               bool gpu_outputs_on_device) {
     pipeline::PipelineOptions options;
+    options.gpu_outputs_on_device = gpu_outputs_on_device;
     options.batch_size = batch_size;
     options.num_threads = num_threads;
     options.prefetch_queue_depth = prefetch_queue_depth;
@@ -188,7 +193,48 @@ int64_t reader_shard_size(const py::dict& args, uint64_t seed) {
   return unwrap(std::move(reader)).shard_size();
 }
 
+// What host-only accessors say of a batch kept in GPU memory.
+void check_on_host(const pipeline::TensorList& list, std::string_view what) {
+  if (list.on_gpu()) {
+    raise_status(failed_precondition_error(fmt::format(
+        "TensorList: {}: the batch is in GPU memory (output_memory_type DEVICE_MEMORY); take it "
+        "as a CUDA tensor with torch.from_dlpack(tensor_list), or copy it to the host with "
+        "as_cpu()",
+        what)));
+  }
+}
+
+// The dense GPU batch as a CUDA DLPack capsule: [N, sample shape...], the samples `offsets`
+// apart (each aligned), released after `stream`'s work when the consumer is done.
+py::capsule gpu_to_dlpack(const pipeline::TensorList& list, const py::object& stream) {
+  const pipeline::kernels::GpuImages& images = list.gpu;
+  const std::optional<Shape> uniform = images.uniform_shape();
+  if (!uniform) {
+    raise_status(failed_precondition_error(
+        "TensorList: ragged samples cannot be one DLPack tensor; resize them to one size on the "
+        "GPU, or copy them to the host with as_cpu() and take them with at(i)"));
+  }
+  std::vector<int64_t> shape{static_cast<int64_t>(images.size())};
+  shape.insert(shape.end(), uniform->begin(), uniform->end());
+  std::vector<int64_t> strides(shape.size(), 1);
+  for (size_t i = shape.size() - 1; i-- > 1;) strides[i] = strides[i + 1] * shape[i + 1];
+  const auto element = static_cast<int64_t>(dtype_size(images.dtype));
+  strides[0] =
+      images.size() > 1 ? (images.offsets[1] - images.offsets[0]) / element : uniform->numel();
+  // DLPack's stream argument: None or 1 the legacy default stream, 2 the per-thread one, -1 no
+  // order asked (then the legacy default orders the release), else a cudaStream_t.
+  const int64_t given = stream.is_none() ? 0 : stream.cast<int64_t>();
+  const auto consumer = static_cast<uintptr_t>(std::max<int64_t>(given, 0));
+  auto owner = std::make_shared<pipeline::kernels::GpuImages>(images);
+  return make_dlpack_capsule(images.data.get(), kDLPackCuda, images.device, images.dtype,
+                             std::move(shape), std::move(strides), owner, [owner, consumer] {
+                               // The consumer read it on `consumer`: the buffer's free waits.
+                               pipeline::kernels::release_after(*owner, consumer).ignore_error();
+                             });
+}
+
 const Tensor& sample_at(const pipeline::TensorList& list, int64_t i) {
+  check_on_host(list, "at(i)");
   const auto n = static_cast<int64_t>(list.samples.size());
   if (i < 0) i += n;
   if (i < 0 || i >= n) {
@@ -216,13 +262,24 @@ void bind_pipeline(py::module_& m) {
 
   py::class_<pipeline::TensorList, std::shared_ptr<pipeline::TensorList>>(
       m, "TensorList", "One output of a batch: a sample per batch entry.")
-      .def("__len__", [](const pipeline::TensorList& l) { return l.samples.size(); })
+      .def("__len__",
+           [](const pipeline::TensorList& l) {
+             return l.on_gpu() ? l.gpu.size() : l.samples.size();
+           })
       .def(
-          "is_dense_tensor", [](const pipeline::TensorList& l) { return l.dense.defined(); },
-          "True when every sample has the same shape (as_array() works).")
+          "is_dense_tensor",
+          [](const pipeline::TensorList& l) {
+            return l.on_gpu() ? l.gpu.uniform_shape().has_value() : l.dense.defined();
+          },
+          "True when every sample has the same shape (as_array() or DLPack works).")
+      .def_property_readonly(
+          "device", [](const pipeline::TensorList& l) { return l.on_gpu() ? "gpu" : "cpu"; },
+          "\"gpu\" for a batch kept in GPU memory (output_memory_type DEVICE_MEMORY), else "
+          "\"cpu\".")
       .def(
           "as_array",
           [](const pipeline::TensorList& l) {
+            check_on_host(l, "as_array()");
             if (!l.dense.defined()) {
               raise_status(failed_precondition_error(
                   "TensorList: the samples have different shapes, so they do not form one array; "
@@ -234,6 +291,7 @@ void bind_pipeline(py::module_& m) {
       .def(
           "as_tensor",
           [](const pipeline::TensorList& l) {
+            check_on_host(l, "as_tensor()");
             if (!l.dense.defined()) {
               raise_status(failed_precondition_error(
                   "TensorList: the samples have different shapes, so they do not form one tensor; "
@@ -243,8 +301,17 @@ void bind_pipeline(py::module_& m) {
           },
           "DALI's name for as_array().")
       .def(
-          "as_cpu", [](const std::shared_ptr<pipeline::TensorList>& l) { return l; },
-          "DALI's copy to the host: kiln's batches already are there, so the same TensorList.")
+          "as_cpu",
+          [](const std::shared_ptr<pipeline::TensorList>& l) {
+            if (!l->on_gpu()) return l;
+            Result<pipeline::TensorList> host = [&] {
+              py::gil_scoped_release release;
+              return l->to_host();
+            }();
+            return std::make_shared<pipeline::TensorList>(unwrap(std::move(host)));
+          },
+          "DALI's copy to the host: a batch in GPU memory copied into host memory; a batch "
+          "already there, the same TensorList.")
       .def(
           "at",
           [](const pipeline::TensorList& l, int64_t i) { return tensor_to_numpy(sample_at(l, i)); },
@@ -255,18 +322,23 @@ void bind_pipeline(py::module_& m) {
           "shape",
           [](const pipeline::TensorList& l) {
             py::list out;
+            if (l.on_gpu()) {
+              for (const Shape& s : l.gpu.shapes) out.append(py::tuple(py::cast(s.dims())));
+            }
             for (const Tensor& t : l.samples) out.append(py::tuple(py::cast(t.shape().dims())));
             return out;
           },
           "The shape of every sample.")
       .def("dtype",
            [](const pipeline::TensorList& l) {
+             if (l.on_gpu()) return py::object(unwrap(numpy_dtype(l.gpu.dtype)));
              return l.samples.empty() ? py::object(py::none())
                                       : py::object(unwrap(numpy_dtype(l.samples[0].dtype())));
            })
       .def(
           "__dlpack__",
-          [](const pipeline::TensorList& l, const py::object&) {
+          [](const pipeline::TensorList& l, const py::object& stream) {
+            if (l.on_gpu()) return gpu_to_dlpack(l, stream);
             if (!l.dense.defined()) {
               raise_status(failed_precondition_error(
                   "TensorList: ragged samples cannot be one DLPack tensor; use at(i)"));
@@ -274,13 +346,16 @@ void bind_pipeline(py::module_& m) {
             return tensor_to_dlpack(l.dense);
           },
           "stream"_a = py::none())
-      .def("__dlpack_device__", [](const pipeline::TensorList&) { return py::make_tuple(1, 0); });
+      .def("__dlpack_device__", [](const pipeline::TensorList& l) {
+        const int type = l.on_gpu() ? kDLPackCuda : 1;  // DLPack's kDLCUDA or kDLCPU
+        return py::tuple(py::make_tuple(type, l.on_gpu() ? l.gpu.device : 0));
+      });
 
   py::class_<PipelineCore>(m, "PipelineCore")
       .def(py::init<int64_t, int, int64_t, uint64_t, const std::string&, std::vector<std::string>,
-                    const py::list&>(),
+                    const py::list&, bool>(),
            "batch_size"_a, "num_threads"_a, "prefetch_queue_depth"_a, "seed"_a, "bad_data"_a,
-           "outputs"_a, "ops"_a)
+           "outputs"_a, "ops"_a, "gpu_outputs_on_device"_a = false)
       .def("run", &PipelineCore::run)
       .def("reset", &PipelineCore::reset)
       .def("epoch", &PipelineCore::epoch)

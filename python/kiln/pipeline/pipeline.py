@@ -24,8 +24,12 @@ class Pipeline:
     seed: the seed of every random choice (shuffling, random operators); -1 picks one at random.
         The same seed gives the same batches whatever num_threads is.
     prefetch_queue_depth: batches prepared ahead of run().
+    output_memory_type: rocAL's types.HOST_MEMORY (default: what GPU operators make is copied to
+        the host, run() gives host batches) or types.DEVICE_MEMORY (it stays in GPU memory: those
+        TensorLists have device "gpu", torch.from_dlpack takes them as CUDA tensors without a
+        copy, as_cpu() copies them to the host, and the PyTorch iterators yield CUDA tensors).
     rocal_cpu, exec_pipelined, exec_async, bytes_per_sample, max_streams,
-    default_cuda_stream_priority, output_memory_type: accepted for rocAL/DALI scripts.
+    default_cuda_stream_priority: accepted for rocAL/DALI scripts.
     tensor_layout, tensor_dtype, mean, std, reverse_channels: how the PyTorch iterators hand over
         uint8 HWC image batches: NCHW or NHWC, FLOAT/FLOAT16/UINT8, (x - mean) / std per channel,
         RGB<->BGR swap.
@@ -50,6 +54,13 @@ class Pipeline:
         self.mean = mean
         self.std = std
         self.bad_data = bad_data
+        if output_memory_type is None:
+            output_memory_type = types.HOST_MEMORY
+        try:
+            self.output_memory_type = types.MemoryType(output_memory_type)
+        except ValueError:
+            raise _error(f"pipeline: output_memory_type {output_memory_type!r}: expected "
+                         "types.HOST_MEMORY or types.DEVICE_MEMORY") from None
         self._ops = []  # dicts: op, args, inputs, outputs, arg_inputs
         self._outputs = []
         self._core = None
@@ -128,7 +139,8 @@ class Pipeline:
         self._core = _kiln.PipelineCore(
             batch_size=self.batch_size, num_threads=max(self.num_threads or 0, 0),
             prefetch_queue_depth=self.prefetch_queue_depth, seed=self.seed,
-            bad_data=self.bad_data, outputs=self._outputs, ops=ops)
+            bad_data=self.bad_data, outputs=self._outputs, ops=ops,
+            gpu_outputs_on_device=self.output_memory_type == types.DEVICE_MEMORY)
 
     def _rebuild(self):
         if self._core is not None:

@@ -44,6 +44,11 @@ class DALIInterpType(_Constant):
     INTERP_LINEAR = "linear"
 
 
+class MemoryType(_Constant):
+    HOST_MEMORY = "host"
+    DEVICE_MEMORY = "device"
+
+
 class LastBatchPolicy(_Constant):
     FILL = "fill"
     DROP = "drop"
@@ -60,6 +65,8 @@ CPU, GPU = DeviceType.CPU, DeviceType.GPU
 INTERP_NN, INTERP_LINEAR = DALIInterpType.INTERP_NN, DALIInterpType.INTERP_LINEAR
 NEAREST_NEIGHBOR_INTERPOLATION = DALIInterpType.INTERP_NN
 LINEAR_INTERPOLATION = DALIInterpType.INTERP_LINEAR
+# rocAL's output_memory_type: device memory keeps what GPU operators make on the GPU.
+HOST_MEMORY, DEVICE_MEMORY = MemoryType.HOST_MEMORY, MemoryType.DEVICE_MEMORY
 # rocAL's names for the last-batch policies (DALI's are LastBatchPolicy.FILL/DROP/PARTIAL).
 LAST_BATCH_FILL = LastBatchPolicy.FILL
 LAST_BATCH_DROP = LastBatchPolicy.DROP

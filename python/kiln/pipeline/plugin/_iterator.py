@@ -96,7 +96,13 @@ class GenericIterator:
         """Samples per epoch on the (first) pipeline's shard."""
         return self._pipes[0].epoch_size()
 
+    def _from_gpu(self, pipe, tensor_list):
+        """A batch kept in GPU memory as the framework's tensors: here, copied to the host."""
+        return self._convert(pipe, tensor_list.as_cpu())
+
     def _convert(self, pipe, tensor_list):
+        if tensor_list.device == "gpu":
+            return self._from_gpu(pipe, tensor_list)
         if not tensor_list.is_dense_tensor():
             return [self._wrap(self._convert_array(pipe, tensor_list.at(i)[None])[0])
                     for i in range(len(tensor_list))]
