@@ -67,7 +67,8 @@ Status copy_field(const Field& field, Tensor& t, const std::string& what) {
       // not reached: strings use string_data
     } else if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
       // f16/bf16 in int32_data hold the raw 16 bits.
-      for (int i = 0; i < field.size(); ++i) out[i] = T::from_bits(static_cast<uint16_t>(field.Get(i)));
+      for (int i = 0; i < field.size(); ++i)
+        out[i] = T::from_bits(static_cast<uint16_t>(field.Get(i)));
     } else if constexpr (requires { T::from_bits(uint8_t{0}); }) {
       // The narrow types in int32_data hold the raw bits (packed types are unpacked before).
       for (int i = 0; i < field.size(); ++i) {
@@ -96,10 +97,11 @@ Result<std::string> read_external(const TensorProto& proto, const std::string& d
   std::filesystem::path path = std::filesystem::path(dir) / location;
   KILN_ASSIGN_OR_RETURN(auto file, MappedFile::open(path.string()));
   if (offset < 0 || static_cast<uint64_t>(offset) > file->size() ||
-      (length >= 0 && static_cast<uint64_t>(length) > file->size() - static_cast<uint64_t>(offset))) {
-    return invalid_argument_error(fmt::format(
-        "{}: external data range [{}, +{}) lies outside \"{}\" ({} bytes)", what, offset, length,
-        path.string(), file->size()));
+      (length >= 0 &&
+       static_cast<uint64_t>(length) > file->size() - static_cast<uint64_t>(offset))) {
+    return invalid_argument_error(
+        fmt::format("{}: external data range [{}, +{}) lies outside \"{}\" ({} bytes)", what,
+                    offset, length, path.string(), file->size()));
   }
   size_t n = length >= 0 ? static_cast<size_t>(length) : file->size() - static_cast<size_t>(offset);
   return std::string(reinterpret_cast<const char*>(file->data()) + offset, n);
@@ -124,29 +126,29 @@ Result<Tensor> tensor_from_proto(const TensorProto& proto, const std::string& ex
                                  const std::string& what) {
   std::optional<DType> dtype = dtype_from_onnx(proto.data_type());
   if (!dtype) {
-    return unimplemented_error(fmt::format("{}: ONNX element type {} is not supported", what,
-                                           proto.data_type()));
+    return unimplemented_error(
+        fmt::format("{}: ONNX element type {} is not supported", what, proto.data_type()));
   }
   std::vector<int64_t> dims(proto.dims().begin(), proto.dims().end());
   Shape shape(std::move(dims));
   Result<int64_t> numel = shape.checked_numel(int64_t{1} << 40);
   if (!numel.ok()) return numel.status().with_context(what);
   const bool external = proto.data_location() == TensorProto::EXTERNAL;
-  // Raw and external data (checked for size below) fill every element: no zeroing pass first.
-  KILN_ASSIGN_OR_RETURN(Tensor t, external || proto.has_raw_data()
-                                      ? Tensor::allocate_uninitialized(*dtype, shape)
-                                      : Tensor::allocate(*dtype, shape));
-
+  // Every size check comes before the allocation: a shape declaring gigabytes over a few bytes of
+  // data is refused without reserving them.
   if (*dtype == DType::kString) {
     if (static_cast<int64_t>(proto.string_data_size()) != *numel) {
       return invalid_argument_error(fmt::format("{}: holds {} strings but its shape {} needs {}",
                                                 what, proto.string_data_size(), shape.to_string(),
                                                 *numel));
     }
+    KILN_ASSIGN_OR_RETURN(Tensor t, Tensor::allocate(*dtype, shape));
     std::string* out = t.data<std::string>();
     for (int i = 0; i < proto.string_data_size(); ++i) out[i] = proto.string_data(i);
     return t;
   }
+  const int64_t per_byte = elements_per_byte(*dtype);
+  const int64_t packed_size = (*numel + per_byte - 1) / per_byte;
 
   if (external || proto.has_raw_data()) {
     std::string external_bytes;
@@ -155,13 +157,15 @@ Result<Tensor> tensor_from_proto(const TensorProto& proto, const std::string& ex
       KILN_ASSIGN_OR_RETURN(external_bytes, read_external(proto, external_dir, what));
       raw = &external_bytes;
     }
-    const int64_t per_byte = elements_per_byte(*dtype);
-    const auto packed_size = static_cast<size_t>((*numel + per_byte - 1) / per_byte);
-    if (raw->size() != (per_byte > 1 ? packed_size : t.nbytes())) {
-      return invalid_argument_error(fmt::format(
-          "{}: has {} bytes of data but {} of {} needs {}", what, raw->size(), shape.to_string(),
-          dtype_name(*dtype), per_byte > 1 ? packed_size : t.nbytes()));
+    const auto needed = static_cast<size_t>(
+        per_byte > 1 ? packed_size : *numel * static_cast<int64_t>(dtype_size(*dtype)));
+    if (raw->size() != needed) {
+      return invalid_argument_error(fmt::format("{}: has {} bytes of data but {} of {} needs {}",
+                                                what, raw->size(), shape.to_string(),
+                                                dtype_name(*dtype), needed));
     }
+    // The data fills every element: no zeroing pass first.
+    KILN_ASSIGN_OR_RETURN(Tensor t, Tensor::allocate_uninitialized(*dtype, shape));
     if (per_byte > 1) {
       unpack_narrow(reinterpret_cast<const uint8_t*>(raw->data()), *numel, per_byte,
                     static_cast<uint8_t*>(t.raw_data()));
@@ -175,19 +179,32 @@ Result<Tensor> tensor_from_proto(const TensorProto& proto, const std::string& ex
     return t;
   }
 
-  if (elements_per_byte(*dtype) > 1) {
+  if (per_byte > 1) {
     // int32_data holds the packed bytes, one per value.
-    const int64_t per_byte = elements_per_byte(*dtype);
-    const int64_t packed_size = (*numel + per_byte - 1) / per_byte;
     if (proto.int32_data_size() != packed_size) {
       return invalid_argument_error(fmt::format(
           "{}: holds {} values but {} of {} packs into {} ({} per value)", what,
           proto.int32_data_size(), shape.to_string(), dtype_name(*dtype), packed_size, per_byte));
     }
+    KILN_ASSIGN_OR_RETURN(Tensor t, Tensor::allocate_uninitialized(*dtype, shape));
     std::vector<uint8_t> packed(proto.int32_data().begin(), proto.int32_data().end());
     unpack_narrow(packed.data(), *numel, per_byte, static_cast<uint8_t*>(t.raw_data()));
     return t;
   }
+  int64_t held = 0;
+  switch (*dtype) {
+    case DType::kF32: held = proto.float_data_size(); break;
+    case DType::kF64: held = proto.double_data_size(); break;
+    case DType::kI64: held = proto.int64_data_size(); break;
+    case DType::kU32:
+    case DType::kU64: held = proto.uint64_data_size(); break;
+    default: held = proto.int32_data_size(); break;
+  }
+  if (held != *numel) {
+    return invalid_argument_error(fmt::format("{}: holds {} values but its shape {} needs {}", what,
+                                              held, shape.to_string(), *numel));
+  }
+  KILN_ASSIGN_OR_RETURN(Tensor t, Tensor::allocate_uninitialized(*dtype, shape));
   switch (*dtype) {
     case DType::kF32: KILN_RETURN_IF_ERROR(copy_field(proto.float_data(), t, what)); break;
     case DType::kF64: KILN_RETURN_IF_ERROR(copy_field(proto.double_data(), t, what)); break;

@@ -113,6 +113,26 @@ TEST(TensorProto, PackedRawDataOfTheWrongSizeIsAnError) {
   EXPECT_EQ(u2.status().message(), "w: has 2 bytes of data but [9] of u2 needs 3");
 }
 
+// Found by fuzz_onnx_import: an initializer whose dims declare far more than its data holds
+// was allocated first (12 GB there) and checked after. Now the check comes first: 2^39 floats
+// (2 TiB, more than any machine here gives) over four bytes are refused by size, not by memory.
+TEST(TensorProto, DataSizeIsCheckedBeforeTheDeclaredShapeIsAllocated) {
+  Result<Tensor> raw =
+      tensor_from_proto(raw_proto(1, {1 << 20, 1 << 19}, {0, 0, 128, 63}), "", "w");
+  ASSERT_FALSE(raw.ok());
+  EXPECT_EQ(raw.status().message(),
+            "w: has 4 bytes of data but [1048576,524288] of f32 needs 2199023255552");
+  onnx::TensorProto typed;
+  typed.set_data_type(1);
+  typed.add_dims(1 << 20);
+  typed.add_dims(1 << 19);
+  typed.add_float_data(1.0f);
+  Result<Tensor> values = tensor_from_proto(typed, "", "w");
+  ASSERT_FALSE(values.ok());
+  EXPECT_EQ(values.status().message(),
+            "w: holds 1 values but its shape [1048576,524288] needs 549755813888");
+}
+
 TEST(TensorProto, EncodingPacksAndDecodingUnpacks) {
   for (DType d : {DType::kI4, DType::kU4, DType::kF4E2M1, DType::kI2, DType::kU2}) {
     SCOPED_TRACE(dtype_name(d));
