@@ -12,6 +12,7 @@
 #include "pipeline/decoders/image_decoder.h"
 #include "pipeline/decoders/jpeg_header.h"
 #include "pipeline/kernels/gpu_images.h"
+#include "pipeline/operators/operator.h"
 #include "pipeline/schema/schema.h"
 
 namespace kiln::pipeline::detail {
@@ -35,5 +36,11 @@ std::optional<JpegHeader> hardware_jpeg(std::span<const uint8_t> bytes, double d
                                         const OpArgs& args);
 // The GPU decoder's pixel layout for `color`.
 kernels::JpegOutput jpeg_output(ColorFormat color);
+
+// The encoded bytes a GPU decoder's plan reads (`host`, what the reader made), or an error naming
+// `op` when its input was made on the GPU.
+Result<std::span<const uint8_t>> encoded_bytes(std::string_view op, const Tensor* host);
+// The GPU plan of a sample decoded here on the CPU (`image`): uploaded as it is.
+GpuSamplePlan cpu_decoded_plan(Tensor image);
 
 }  // namespace kiln::pipeline::detail

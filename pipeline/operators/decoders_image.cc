@@ -32,11 +32,7 @@ class DecodersImage final : public Operator {
   bool gpu_reads_host() const override { return true; }
   Result<GpuSamplePlan> plan_gpu(const SampleContext& ctx, const OpArgs& args, const Shape&, DType,
                                  const Tensor* host) const override {
-    if (host == nullptr) {
-      return invalid_argument_error(
-          "operator decoders.image: on the GPU it reads the encoded bytes a reader makes");
-    }
-    std::span<const uint8_t> bytes(static_cast<const uint8_t*>(host->raw_data()), host->nbytes());
+    KILN_ASSIGN_OR_RETURN(std::span<const uint8_t> bytes, encoded_bytes("decoders.image", host));
     const int64_t channels = color_channels(options_.color);
     const double draw = static_cast<double>(SampleRng(ctx.seed).next() >> 11) * 0x1.0p-53;
     std::optional<JpegHeader> header = hardware_jpeg(bytes, draw, args);
@@ -48,12 +44,7 @@ class DecodersImage final : public Operator {
       return plan;
     }
     KILN_ASSIGN_OR_RETURN(Tensor image, decode_image(bytes, ctx.path, options_));
-    GpuSamplePlan plan;
-    plan.step.out_height = image.shape()[0];
-    plan.step.out_width = image.shape()[1];
-    plan.out_shape = image.shape();
-    plan.step.host = std::move(image);
-    return plan;
+    return cpu_decoded_plan(std::move(image));
   }
   Result<kernels::GpuImages> run_gpu(kernels::GpuStream& stream, const kernels::GpuImages&,
                                      std::span<const Tensor> host,
@@ -89,6 +80,23 @@ Status check_hw_decoder_load(std::string_view op, const OpArgs& args) {
         fmt::format("operator {}: hw_decoder_load must lie in [0, 1], got {}", op, load));
   }
   return Status();
+}
+
+Result<std::span<const uint8_t>> encoded_bytes(std::string_view op, const Tensor* host) {
+  if (host == nullptr) {
+    return invalid_argument_error(
+        fmt::format("operator {}: on the GPU it reads the encoded bytes a reader makes", op));
+  }
+  return std::span<const uint8_t>(static_cast<const uint8_t*>(host->raw_data()), host->nbytes());
+}
+
+GpuSamplePlan cpu_decoded_plan(Tensor image) {
+  GpuSamplePlan plan;
+  plan.step.out_height = image.shape()[0];
+  plan.step.out_width = image.shape()[1];
+  plan.out_shape = image.shape();
+  plan.step.host = std::move(image);
+  return plan;
 }
 
 kernels::JpegOutput jpeg_output(ColorFormat color) {

@@ -36,15 +36,12 @@ class DecodersImageRandomCrop final : public Operator {
   bool gpu_reads_host() const override { return true; }
   Result<GpuSamplePlan> plan_gpu(const SampleContext& ctx, const OpArgs& args, const Shape&, DType,
                                  const Tensor* host) const override {
-    if (host == nullptr) {
-      return invalid_argument_error(
-          "operator decoders.image_random_crop: on the GPU it reads the encoded bytes a reader "
-          "makes");
-    }
-    std::span<const uint8_t> bytes(static_cast<const uint8_t*>(host->raw_data()), host->nbytes());
+    KILN_ASSIGN_OR_RETURN(std::span<const uint8_t> bytes,
+                          encoded_bytes("decoders.image_random_crop", host));
     KILN_ASSIGN_OR_RETURN(ImageInfo info, read_image_info(bytes, ctx.path));
     SampleRng rng(ctx.seed);
-    const kernels::Window window = random_resized_crop_window(info.height, info.width, params_, rng);
+    const kernels::Window window =
+        random_resized_crop_window(info.height, info.width, params_, rng);
     const double draw = static_cast<double>(rng.next() >> 11) * 0x1.0p-53;
     GpuSamplePlan plan;
     if (std::optional<JpegHeader> header = hardware_jpeg(bytes, draw, args)) {
@@ -55,11 +52,7 @@ class DecodersImageRandomCrop final : public Operator {
       return plan;
     }
     KILN_ASSIGN_OR_RETURN(Tensor image, decode_image_window(bytes, ctx.path, options_, window));
-    plan.step.out_height = image.shape()[0];
-    plan.step.out_width = image.shape()[1];
-    plan.out_shape = image.shape();
-    plan.step.host = std::move(image);
-    return plan;
+    return cpu_decoded_plan(std::move(image));
   }
   Result<kernels::GpuImages> run_gpu(kernels::GpuStream& stream, const kernels::GpuImages&,
                                      std::span<const Tensor> host,

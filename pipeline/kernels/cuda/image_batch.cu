@@ -249,10 +249,13 @@ __device__ int reflect101(int i, int n) {
   return i;
 }
 
-// The vertical pass: scratch[y][x][c] = sum_k taps[k] * src[reflect(y + k - r)][x][c], summed in
-// tap order without fused multiply-adds, as the CPU does.
-__global__ void blur_vertical_kernel(const uint8_t* src, float* scratch, const ImageJob* jobs,
-                                     const int2* index, const float* taps) {
+// One pass of the separable blur, down the columns (kVertical: uint8 image -> float scratch) or
+// across the rows (float scratch -> uint8 image): out = sum_k taps[k] * in[reflect(pos + k - r)],
+// summed in tap order without fused multiply-adds, as the CPU does. The scratch of image i lies
+// at its output's byte offset counted in floats.
+template <class In, class Out, bool kVertical>
+__global__ void blur_pass_kernel(const In* src, Out* dst, const ImageJob* jobs, const int2* index,
+                                 const float* taps) {
   const ImageJob job = jobs[blockIdx.z];
   const int x = blockIdx.x * kTile + threadIdx.x;
   const int y = blockIdx.y * kTile + threadIdx.y;
@@ -260,37 +263,19 @@ __global__ void blur_vertical_kernel(const uint8_t* src, float* scratch, const I
   const int2 t = index[blockIdx.z];
   const float* w = taps + t.x;
   const int r = t.y / 2, c = job.channels;
-  const size_t row = static_cast<size_t>(job.src_width) * c;
-  const uint8_t* in = src + job.src_offset + static_cast<size_t>(x) * c;
-  float* out = scratch + job.dst_offset + (static_cast<size_t>(y) * job.dst_width + x) * c;
+  const int pos = kVertical ? y : x;
+  const int extent = kVertical ? job.dst_height : job.dst_width;
+  const size_t step = kVertical ? static_cast<size_t>(job.dst_width) * c : static_cast<size_t>(c);
+  const In* line = src + (kVertical ? job.src_offset + static_cast<size_t>(x) * c
+                                    : job.dst_offset + static_cast<size_t>(y) * job.dst_width * c);
+  Out* out = dst + job.dst_offset + (static_cast<size_t>(y) * job.dst_width + x) * c;
   for (int ch = 0; ch < c; ++ch) {
     float acc = 0.0f;
     for (int k = 0; k < t.y; ++k) {
-      const uint8_t v = in[static_cast<size_t>(reflect101(y + k - r, job.src_height)) * row + ch];
-      acc = __fadd_rn(acc, __fmul_rn(w[k], static_cast<float>(v)));
-    }
-    out[ch] = acc;
-  }
-}
-
-__global__ void blur_horizontal_kernel(const float* scratch, uint8_t* dst, const ImageJob* jobs,
-                                       const int2* index, const float* taps) {
-  const ImageJob job = jobs[blockIdx.z];
-  const int x = blockIdx.x * kTile + threadIdx.x;
-  const int y = blockIdx.y * kTile + threadIdx.y;
-  if (x >= job.dst_width || y >= job.dst_height) return;
-  const int2 t = index[blockIdx.z];
-  const float* w = taps + t.x;
-  const int r = t.y / 2, c = job.channels;
-  const float* in = scratch + job.dst_offset + static_cast<size_t>(y) * job.dst_width * c;
-  uint8_t* out = dst + job.dst_offset + (static_cast<size_t>(y) * job.dst_width + x) * c;
-  for (int ch = 0; ch < c; ++ch) {
-    float acc = 0.0f;
-    for (int k = 0; k < t.y; ++k) {
-      const float v = in[static_cast<size_t>(reflect101(x + k - r, job.dst_width)) * c + ch];
+      const float v = static_cast<float>(line[reflect101(pos + k - r, extent) * step + ch]);
       acc = __fadd_rn(acc, __fmul_rn(w[k], v));
     }
-    out[ch] = round_u8(acc);
+    store(out + ch, acc);
   }
 }
 
@@ -512,9 +497,10 @@ Status blur_u8_cuda(const uint8_t* src, uint8_t* dst, float* scratch, const Imag
   auto s = static_cast<cudaStream_t>(stream);
   const auto* index = static_cast<const int2*>(taps);
   const auto* weights = reinterpret_cast<const float*>(index + count);
-  blur_vertical_kernel<<<grid, block, 0, s>>>(src, scratch, jobs, index, weights);
+  blur_pass_kernel<uint8_t, float, true><<<grid, block, 0, s>>>(src, scratch, jobs, index, weights);
   KILN_RETURN_IF_ERROR(launched("blur_u8_cuda"));
-  blur_horizontal_kernel<<<grid, block, 0, s>>>(scratch, dst, jobs, index, weights);
+  blur_pass_kernel<float, uint8_t, false>
+      <<<grid, block, 0, s>>>(scratch, dst, jobs, index, weights);
   return launched("blur_u8_cuda");
 }
 
