@@ -49,33 +49,46 @@ uint32_t big_endian32(const uint8_t* p) {
 }
 
 // The zlib stream of the image: its one IDAT chunk's data, or every IDAT's joined into `joined`.
-// nullopt when the chunks are not well formed (a length past the end, IDATs not consecutive, a
-// CRC that does not match, no IEND): libspng then reports what is wrong.
+// Only the plainest file takes this path: IHDR first, then consecutive IDATs, then IEND, every
+// CRC right. Anything else -- another chunk (text, colour profiles, gamma: libspng checks their
+// contents), a length past the end, a CRC that does not match, no IEND -- gives nullopt and goes
+// to libspng, which decodes it or names the fault, so both paths accept the same files.
 std::optional<std::span<const uint8_t>> idat_stream(std::span<const uint8_t> bytes,
                                                     std::vector<uint8_t>* joined) {
   std::vector<std::span<const uint8_t>> parts;
-  bool idat_ended = false;
   size_t pos = 8;  // after the signature
-  while (pos + 12 <= bytes.size()) {
+  bool ended = false;
+  for (int chunk = 0; pos + 12 <= bytes.size(); ++chunk) {
     const uint32_t length = big_endian32(bytes.data() + pos);
     if (length > bytes.size() - pos - 12) return std::nullopt;
     const uint8_t* type = bytes.data() + pos + 4;
-    if (std::memcmp(type, "IEND", 4) == 0) break;
-    if (std::memcmp(type, "IDAT", 4) == 0) {
-      if (idat_ended) return std::nullopt;
-      const uint32_t crc = big_endian32(type + 4 + length);
-      if (libdeflate_crc32(0, type, size_t{length} + 4) != crc) return std::nullopt;
+    if (libdeflate_crc32(0, type, size_t{length} + 4) != big_endian32(type + 4 + length)) {
+      return std::nullopt;
+    }
+    const bool ihdr = std::memcmp(type, "IHDR", 4) == 0;
+    const bool idat = std::memcmp(type, "IDAT", 4) == 0;
+    if (ihdr != (chunk == 0)) return std::nullopt;
+    if (std::memcmp(type, "IEND", 4) == 0) {
+      ended = length == 0;
+      break;
+    }
+    if (idat) {
+      // Consecutive: the chunk before was IHDR (none yet) or an IDAT.
+      if (!parts.empty() && parts.back().data() + parts.back().size() + 12 != type + 4) {
+        return std::nullopt;
+      }
       parts.emplace_back(type + 4, length);
-    } else if (!parts.empty()) {
-      idat_ended = true;
+    } else if (!ihdr || !parts.empty()) {
+      return std::nullopt;
     }
     pos += size_t{length} + 12;
   }
-  if (pos + 12 > bytes.size() || parts.empty()) return std::nullopt;
+  if (!ended || parts.empty()) return std::nullopt;
   if (parts.size() == 1) return parts[0];
   joined->clear();
-  for (std::span<const uint8_t> part : parts)
+  for (std::span<const uint8_t> part : parts) {
     joined->insert(joined->end(), part.begin(), part.end());
+  }
   return std::span<const uint8_t>(*joined);
 }
 
@@ -157,10 +170,13 @@ std::optional<Tensor> decode_simple_png(std::span<const uint8_t> bytes, ColorFor
   };
   thread_local std::unique_ptr<libdeflate_decompressor, Free> inflater(
       libdeflate_alloc_decompressor());
-  // Exactly the size the header gives, or libspng decides (it reports a short stream).
+  // Exactly the size the header gives, the stream ending where the data ends; else libspng
+  // decides (it reports a short or long stream).
+  size_t consumed = 0;
   if (!inflater ||
-      libdeflate_zlib_decompress(inflater.get(), stream->data(), stream->size(), raw.data(),
-                                 raw.size(), nullptr) != LIBDEFLATE_SUCCESS) {
+      libdeflate_zlib_decompress_ex(inflater.get(), stream->data(), stream->size(), raw.data(),
+                                    raw.size(), &consumed, nullptr) != LIBDEFLATE_SUCCESS ||
+      consumed != stream->size()) {
     return std::nullopt;
   }
   if (!unfilter(raw.data(), h, stride, bpp)) return std::nullopt;
