@@ -344,8 +344,8 @@ TEST(OperatorsTest, GpuPlansGiveTheShapesAndWindowsTheCpuRunMakes) {
   ASSERT_TRUE(crop_decoder.ok()) << crop_decoder.status().to_string();
   SampleContext seeded;
   seeded.seed = 3;
-  auto window = (*crop_decoder)
-                    ->plan_gpu(seeded, (*crop_decoder)->args(), png.shape(), png.dtype(), &png);
+  auto window =
+      (*crop_decoder)->plan_gpu(seeded, (*crop_decoder)->args(), png.shape(), png.dtype(), &png);
   ASSERT_TRUE(window.ok()) << window.status().to_string();
   auto cut_on_cpu = run_op("decoders.image_random_crop", crop_args, {png}, {}, 3);
   ASSERT_TRUE(cut_on_cpu.ok());
