@@ -1,5 +1,5 @@
 // SPDX-License-Identifier: Apache-2.0
-// Backend: what runs a model's batches (echo, compiler, and later pipeline and chain).
+// Backend: what runs a model's batches (echo, compiler, pipeline, chain).
 #pragma once
 
 #include <filesystem>
