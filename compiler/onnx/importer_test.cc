@@ -157,6 +157,32 @@ TEST(OnnxImport, ANodeWithoutItsInputsIsAnErrorNotARead) {
   }
 }
 
+// Found by fuzz_onnx_import: Gemm read the dims of inputs whose rank is unknown (an input given
+// without a shape).
+TEST(OnnxImport, GemmOfUnrankedInputsMakesAMatrixOfUnknownDims) {
+  onnx::ModelProto m;
+  m.set_ir_version(8);
+  m.add_opset_import()->set_version(13);
+  auto* g = m.mutable_graph();
+  g->set_name("g");
+  for (const char* name : {"a", "b"}) {
+    auto* in = g->add_input();
+    in->set_name(name);
+    in->mutable_type()->mutable_tensor_type()->set_elem_type(onnx::TensorProto::FLOAT);
+  }
+  *g->add_output() = tensor_info("y", onnx::TensorProto::FLOAT, {});
+  g->mutable_output(0)->mutable_type()->mutable_tensor_type()->clear_shape();
+  auto* n = g->add_node();
+  n->set_op_type("Gemm");
+  n->set_name("mm");
+  n->add_input("a");
+  n->add_input("b");
+  n->add_output("y");
+  auto model = import_onnx_bytes(bytes_of(m), {}, "m.onnx");
+  ASSERT_TRUE(model.ok()) << model.status().to_string();
+  EXPECT_EQ((*model)->graph->outputs()[0]->type().to_string(), "f32[?,?]");
+}
+
 TEST(OnnxImport, WrongAttributeTypeIsNamed) {
   onnx::ModelProto m = leaky_relu_model();
   auto* a = m.mutable_graph()->mutable_node(0)->mutable_attribute(0);

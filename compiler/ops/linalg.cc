@@ -44,6 +44,10 @@ InferResult infer_op(const ops::Gemm& op, const InferContext& ctx) {
   KILN_RETURN_IF_ERROR(ctx.require_input(0, 2));
   KILN_RETURN_IF_ERROR(ctx.require_input(1, 2));
   KILN_RETURN_IF_ERROR(require_same_numeric(ctx, 0, 2));
+  if (!ctx.input(0).has_rank() || !ctx.input(1).has_rank()) {
+    // An input of unknown rank (a subgraph's untyped value) still makes a matrix.
+    return std::vector<ValueType>{TensorType(ctx.input(0).dtype, std::vector<Dim>{Dim(), Dim()})};
+  }
   const std::vector<Dim>& a = *ctx.input(0).dims;
   const std::vector<Dim>& b = *ctx.input(1).dims;
   const Dim m = a[op.transA != 0 ? 1 : 0];
