@@ -2,6 +2,8 @@
 // The log sink, level and default stderr writer.
 #include "core/logging.h"
 
+#include <fmt/format.h>
+
 #include <atomic>
 #include <cstdio>
 #include <memory>
@@ -21,8 +23,8 @@ std::shared_ptr<LogSink>& sink_slot() {
   return sink;
 }
 std::atomic<int>& level_slot() {
-  static std::atomic<int> level{static_cast<int>(
-      parse_log_level(env_flag_string(EnvFlag::kLogLevel), LogLevel::kWarning))};
+  static std::atomic<int> level{
+      static_cast<int>(parse_log_level(env_flag_string(EnvFlag::kLogLevel), LogLevel::kWarning))};
   return level;
 }
 }  // namespace
@@ -48,13 +50,26 @@ LogLevel parse_log_level(std::string_view name, LogLevel fallback) {
   return fallback;
 }
 
+std::string log_level_problem(std::string_view name) {
+  for (const char* known : {"trace", "debug", "info", "warn", "warning", "error", "off"}) {
+    if (name == known) return "";
+  }
+  return fmt::format(
+      "unknown log level \"{}\"; expected one of trace, debug, info, warn (or warning), error, off",
+      name);
+}
+
 void set_log_sink(LogSink sink) {
   std::lock_guard lock(sink_mutex());
   sink_slot() = sink ? std::make_shared<LogSink>(std::move(sink)) : nullptr;
 }
 
-void set_log_level(LogLevel level) { level_slot().store(static_cast<int>(level)); }
-LogLevel log_level() { return static_cast<LogLevel>(level_slot().load(std::memory_order_relaxed)); }
+void set_log_level(LogLevel level) {
+  level_slot().store(static_cast<int>(level));
+}
+LogLevel log_level() {
+  return static_cast<LogLevel>(level_slot().load(std::memory_order_relaxed));
+}
 
 void log_message(LogLevel level, std::string_view message) {
   if (log_enabled(level)) log_unfiltered(level, message);

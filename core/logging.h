@@ -1,10 +1,12 @@
 // SPDX-License-Identifier: Apache-2.0
-// Logging through a sink the host installs (the CLI and server install spdlog); libraries never print.
+// Logging through a sink the host installs (the CLI and server install spdlog); libraries never
+// print.
 #pragma once
 
 #include <fmt/format.h>
 
 #include <functional>
+#include <string>
 #include <string_view>
 
 namespace kiln {
@@ -15,6 +17,10 @@ enum class LogLevel : int { kTrace = 0, kDebug, kInfo, kWarning, kError, kOff };
 std::string_view log_level_name(LogLevel level);
 // Parses the names above (and "warn"); falls back to `fallback` for anything else.
 LogLevel parse_log_level(std::string_view name, LogLevel fallback);
+// What is wrong with `name` as a log level ("unknown log level ...; expected one of ..."), or ""
+// for a name parse_log_level takes: for the hosts that read KILN_LOG_LEVEL to say so, where the
+// library quietly falls back to warnings.
+std::string log_level_problem(std::string_view name);
 
 using LogSink = std::function<void(LogLevel level, std::string_view message)>;
 
@@ -26,7 +32,9 @@ void set_log_sink(LogSink sink);
 void set_log_level(LogLevel level);
 LogLevel log_level();
 
-inline bool log_enabled(LogLevel level) { return level >= log_level(); }
+inline bool log_enabled(LogLevel level) {
+  return level >= log_level();
+}
 void log_message(LogLevel level, std::string_view message);
 // Sends a message to the sink whatever the level: for output a named trace switch asked for
 // (KILN_TRACE_PASSES, KILN_TRACE_BATCHER).

@@ -31,13 +31,6 @@ void install_log_sink() {
 // --log-level's names: KILN_LOG_LEVEL's, with "warn" as the short form of "warning".
 constexpr const char* kLogLevels = "trace, debug, info, warn (or warning), error, off";
 
-std::string check_log_level(const std::string& name) {
-  for (const char* known : {"trace", "debug", "info", "warn", "warning", "error", "off"}) {
-    if (name == known) return "";
-  }
-  return fmt::format("unknown log level \"{}\"; expected one of {}", name, kLogLevels);
-}
-
 }  // namespace
 
 namespace kiln::tools {
@@ -61,7 +54,8 @@ int main(int argc, char** argv) {
   bool version_json = false;
   app.add_option("--log-level", log_level,
                  fmt::format("log verbosity, over KILN_LOG_LEVEL: {}", kLogLevels))
-      ->check(CLI::Validator(check_log_level, "LEVEL", "log level"));
+      ->check(CLI::Validator([](const std::string& name) { return kiln::log_level_problem(name); },
+                             "LEVEL", "log level"));
   app.add_flag("--version", version, "print the version and the facts of this build, then exit");
   CLI::Option* json_option =
       app.add_flag("--json", version_json, "with --version: print them as one JSON object");
@@ -87,9 +81,10 @@ int main(int argc, char** argv) {
   if (!log_level.empty()) {
     kiln::set_log_level(kiln::parse_log_level(log_level, kiln::LogLevel::kWarning));
   } else if (const std::string env = kiln::env_flag_string(kiln::EnvFlag::kLogLevel);
-             !check_log_level(env).empty()) {
+             !kiln::log_level_problem(env).empty()) {
     // As KILN_TARGET: a variable set to what it does not take is an error, not a quiet default.
-    fmt::print(stderr, "kiln: KILN_LOG_LEVEL={}: {} (or unset it)\n", env, check_log_level(env));
+    fmt::print(stderr, "kiln: KILN_LOG_LEVEL={}: {} (or unset it)\n", env,
+               kiln::log_level_problem(env));
     return 1;
   }
   if (version) {

@@ -322,3 +322,17 @@ def test_compile_onnx_uses_the_compile_cache(tmp_path, digit):
 
     with pytest.raises(kiln.KilnError, match="absent.onnx"):
         kiln.compile_onnx(tmp_path / "absent.onnx", "ref", cache_dir=cache)
+
+
+def test_an_unknown_kiln_log_level_is_a_warning_at_import():
+    # The CLI refuses such a KILN_LOG_LEVEL; the package says so instead of falling back quietly.
+    import subprocess
+    import sys
+    env = dict(os.environ, KILN_LOG_LEVEL="loud")
+    result = subprocess.run([sys.executable, "-c", "import kiln"], env=env, capture_output=True,
+                            text=True, check=True)
+    assert 'RuntimeWarning: KILN_LOG_LEVEL=loud: unknown log level "loud"' in result.stderr
+    env["KILN_LOG_LEVEL"] = "warn"
+    quiet = subprocess.run([sys.executable, "-c", "import kiln"], env=env, capture_output=True,
+                           text=True, check=True)
+    assert "KILN_LOG_LEVEL" not in quiet.stderr
