@@ -394,6 +394,16 @@ Status launched(const char* what) {
   return unavailable_error(std::string(what) + ": " + cudaGetErrorString(err));
 }
 
+// Launches `kernel` over `count` images on `grid` (one block per tile or per flat run) unless
+// there are none; the launch error, if any, names `what`.
+template <class... Params, class... Args>
+Status launch(const char* what, void (*kernel)(Params...), int count, dim3 grid, dim3 block,
+              void* stream, Args... args) {
+  if (count == 0) return Status();
+  kernel<<<grid, block, 0, static_cast<cudaStream_t>(stream)>>>(args...);
+  return launched(what);
+}
+
 template <class From>
 Status launch_cast_from(const uint8_t* src, uint8_t* dst, const ImageJob* jobs, dim3 grid, DType to,
                         cudaStream_t s) {
@@ -412,10 +422,8 @@ Status launch_cast_from(const uint8_t* src, uint8_t* dst, const ImageJob* jobs, 
 
 Status resize_u8_cuda(const uint8_t* src, uint8_t* dst, const ImageJob* jobs, int count,
                       int max_height, int max_width, Interp interp, void* stream) {
-  if (count == 0) return Status();
-  resize_u8_kernel<<<grid_for(count, max_height, max_width), dim3(kTile, kTile), 0,
-                     static_cast<cudaStream_t>(stream)>>>(src, dst, jobs, interp);
-  return launched("resize_u8_cuda");
+  return launch("resize_u8_cuda", resize_u8_kernel, count, grid_for(count, max_height, max_width),
+                dim3(kTile, kTile), stream, src, dst, jobs, interp);
 }
 
 Status crop_flip_cuda(const void* src, void* dst, const ImageJob* jobs, int count, int max_height,
@@ -466,27 +474,22 @@ Status crop_mirror_normalize_u8_cuda(const uint8_t* src, void* dst, const ImageJ
 
 Status lut_u8_cuda(const uint8_t* src, uint8_t* dst, const ImageJob* jobs, const uint8_t* luts,
                    int count, int max_height, int max_width, void* stream) {
-  if (count == 0) return Status();
-  lut_u8_kernel<<<grid_for(count, max_height, max_width), dim3(kTile, kTile), 0,
-                  static_cast<cudaStream_t>(stream)>>>(src, dst, jobs, luts);
-  return launched("lut_u8_cuda");
+  return launch("lut_u8_cuda", lut_u8_kernel, count, grid_for(count, max_height, max_width),
+                dim3(kTile, kTile), stream, src, dst, jobs, luts);
 }
 
 Status color_matrix_u8_cuda(const uint8_t* src, uint8_t* dst, const ImageJob* jobs,
                             const float* matrices, int count, int max_height, int max_width,
                             void* stream) {
-  if (count == 0) return Status();
-  color_matrix_u8_kernel<<<grid_for(count, max_height, max_width), dim3(kTile, kTile), 0,
-                           static_cast<cudaStream_t>(stream)>>>(src, dst, jobs, matrices);
-  return launched("color_matrix_u8_cuda");
+  return launch("color_matrix_u8_cuda", color_matrix_u8_kernel, count,
+                grid_for(count, max_height, max_width), dim3(kTile, kTile), stream, src, dst, jobs,
+                matrices);
 }
 
 Status warp_u8_cuda(const uint8_t* src, uint8_t* dst, const ImageJob* jobs, const double* warps,
                     int count, int max_height, int max_width, void* stream) {
-  if (count == 0) return Status();
-  warp_u8_kernel<<<grid_for(count, max_height, max_width), dim3(kTile, kTile), 0,
-                   static_cast<cudaStream_t>(stream)>>>(src, dst, jobs, warps);
-  return launched("warp_u8_cuda");
+  return launch("warp_u8_cuda", warp_u8_kernel, count, grid_for(count, max_height, max_width),
+                dim3(kTile, kTile), stream, src, dst, jobs, warps);
 }
 
 Status blur_u8_cuda(const uint8_t* src, uint8_t* dst, float* scratch, const ImageJob* jobs,
@@ -507,19 +510,16 @@ Status blur_u8_cuda(const uint8_t* src, uint8_t* dst, float* scratch, const Imag
 Status gaussian_noise_u8_cuda(const uint8_t* src, uint8_t* dst, const ImageJob* jobs,
                               const NoiseParams* params, int count, int64_t max_elements,
                               void* stream) {
-  if (count == 0) return Status();
-  gaussian_noise_kernel<<<flat_grid(count, (max_elements + 1) / 2), kFlatBlock, 0,
-                          static_cast<cudaStream_t>(stream)>>>(src, dst, jobs, params);
-  return launched("gaussian_noise_u8_cuda");
+  return launch("gaussian_noise_u8_cuda", gaussian_noise_kernel, count,
+                flat_grid(count, (max_elements + 1) / 2), dim3(kFlatBlock), stream, src, dst, jobs,
+                params);
 }
 
 Status salt_and_pepper_u8_cuda(const uint8_t* src, uint8_t* dst, const ImageJob* jobs,
                                const NoiseParams* params, int count, int64_t max_elements,
                                void* stream) {
-  if (count == 0) return Status();
-  salt_and_pepper_kernel<<<flat_grid(count, max_elements), kFlatBlock, 0,
-                           static_cast<cudaStream_t>(stream)>>>(src, dst, jobs, params);
-  return launched("salt_and_pepper_u8_cuda");
+  return launch("salt_and_pepper_u8_cuda", salt_and_pepper_kernel, count,
+                flat_grid(count, max_elements), dim3(kFlatBlock), stream, src, dst, jobs, params);
 }
 
 Status pad_cuda(const void* src, void* dst, const ImageJob* jobs, int count, int max_height,
